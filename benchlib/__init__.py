@@ -1,0 +1,1 @@
+"""benchlib: rerunnable container-network benchmarks."""

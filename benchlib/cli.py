@@ -1,0 +1,146 @@
+"""`benchlib`: the commands dvc.yaml calls, and a few for people."""
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from pathlib import Path
+
+from . import config, runner, tidy
+from .collectors import netperf
+from .targets import TargetError
+from .targets import lab
+
+PER_RUN_OVERHEAD_S = 0.2  # spawn, CPU sampling and record writing, measured on the lab
+
+
+def _params(args) -> config.Params:
+    return config.load_params(args.params)
+
+
+def _target(plan: config.Plan, log=print):
+    if plan.environment.target == "lab":
+        return lab.LabTarget(plan.environment, plan.scenarios, log=log)
+    raise config.ConfigError(f"environment {plan.environment.name}: unknown target {plan.environment.target!r}")
+
+
+def cmd_validate(args) -> int:
+    params = _params(args)
+    for plan in config.validate_all(params):
+        runs = runner.schedule(plan, params.experiment.repetitions, params.experiment.seed)
+        seconds = sum(netperf.expected_wall_s(r.spec.kind, r.spec.duration_s) + PER_RUN_OVERHEAD_S for r in runs)
+        cdir = runner.campaign_dir(params.experiment.campaign)
+        done = sum(runner.is_done(r, cdir) for r in runs)
+        print(f"{plan.environment.name}: {len(plan.scenarios)} scenarios {plan.scenarios} x "
+              f"{len(plan.tests)} tests {list(plan.tests)} x {params.experiment.repetitions} blocks "
+              f"= {len(runs)} runs, about {seconds / 60:.1f} min; {done} already recorded "
+              f"in {cdir}")
+    print("params.yaml is valid")
+    return 0
+
+
+def cmd_collect(args) -> int:
+    params = _params(args)
+    plan = config.plan_environment(params, args.env)
+    # dvc and shells stop us with SIGTERM as well as SIGINT: both must tear the lab down.
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
+    counts = runner.run_environment(params, plan, _target(plan, log), log=log)
+    log(f"collect: {args.env}: {counts['ok']} ok, {counts['failed']} failed, "
+        f"{counts['already_done']} recorded before, {counts['planned']} planned")
+    return 0
+
+
+def cmd_parse(args) -> int:
+    params = _params(args)
+    cdir = runner.campaign_dir(params.experiment.campaign)
+    runs, metrics = tidy.build_tables(cdir, skip_corrupt=args.skip_corrupt,
+                                      log=lambda m: print(m, file=sys.stderr))
+    out = Path(args.out) if args.out else config.project_root() / "data" / "processed"
+    tidy.write_tables(runs, metrics, out)
+    failed = int((runs["outcome"] != "ok").sum())
+    print(f"parse: {len(runs)} runs ({failed} failed), {len(metrics)} metric rows -> {out}")
+    return 0
+
+
+def cmd_lab_clean(args) -> int:
+    removed = lab.clean_leftovers()
+    print(f"lab: {len(removed)} leftover namespace(s) removed" if removed else "lab: nothing left over")
+    return 0
+
+
+def cmd_lab_probe(args) -> int:
+    env = config.load_environment(args.env)
+    lab.preflight(env, list(env.scenarios))
+    print(f"lab: ready for scenarios {list(env.scenarios)}; CPUs client/server: "
+          f"{env.cpus.client if env.cpus else lab.default_cpus()[0]} / "
+          f"{env.cpus.server if env.cpus else lab.default_cpus()[1]}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="benchlib",
+        description="Rerunnable container-network benchmarks. `dvc repro` calls these commands; "
+                    "you can call them yourself to validate, collect, parse or clean up.",
+        epilog="A new measurement needs a new experiment.campaign in params.yaml: raw records "
+               "of a campaign are never overwritten, and an interrupted campaign resumes.")
+    p.add_argument("--params", help="the campaign definition (default: params.yaml of the project "
+                                     "around the working directory)")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    s = sub.add_parser("validate", help="check params.yaml and the environments; print the run plan",
+                       description="Validate params.yaml and every environment it names, then print "
+                                   "how many runs each environment has, the estimated time and how many "
+                                   "are already recorded. Touches nothing.")
+    s.set_defaults(func=cmd_validate)
+
+    s = sub.add_parser("collect", help="run (or resume) one environment's measurements",
+                       description="Set up the environment's scenarios, run every configuration once per "
+                                   "block in seeded random order, and write one raw record per run under "
+                                   "data/raw/<campaign>/<environment>/. Runs already recorded are skipped, "
+                                   "so running it again after an interruption resumes. Everything the "
+                                   "target created is removed at the end, on error and on Ctrl-C.")
+    s.add_argument("--env", required=True, help="environment name (a folder under pipelines/)")
+    s.set_defaults(func=cmd_collect)
+
+    s = sub.add_parser("parse", help="raw records -> data/processed/{runs,metrics}.parquet",
+                       description="Verify every raw record of the campaign against its checksums, "
+                                   "re-parse the tool output and write the tidy tables.")
+    s.add_argument("--out", help="output directory (default: data/processed)")
+    s.add_argument("--skip-corrupt", action="store_true",
+                   help="skip records that fail verification (counted and listed) instead of stopping")
+    s.set_defaults(func=cmd_parse)
+
+    lab_p = sub.add_parser("lab", help="the embedded network-namespace lab",
+                           description="Inspect or clean the embedded lab.")
+    lab_sub = lab_p.add_subparsers(dest="lab_command", required=True, metavar="LAB_COMMAND")
+    s = lab_sub.add_parser("clean", help="remove namespaces left by a killed campaign",
+                           description="Remove lab namespaces (and processes in them) whose campaign is "
+                                       "no longer running. Namespaces of a live campaign are kept.")
+    s.set_defaults(func=cmd_lab_clean)
+    s = lab_sub.add_parser("probe", help="check privileges, tools and kernel features",
+                           description="Check that the lab can run here: root, the tools (ip, netperf, "
+                                       "netserver) and the kernel features its scenarios need (network "
+                                       "namespaces, veth, bridge, vxlan). Creates nothing but a throwaway "
+                                       "namespace to test the link types.")
+    s.add_argument("--env", default="local-lab", help="environment to probe (default: %(default)s)")
+    s.set_defaults(func=cmd_lab_probe)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (config.ConfigError, TargetError, tidy.RecordError) as exc:
+        print(f"benchlib: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("benchlib: interrupted; completed runs are kept, run the same command to resume",
+              file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""Per-CPU /proc/stat sampling and per-side CPU accounting.
+
+A side (client or server) owns a set of CPUs on its node. Its busy time over
+the steady-state window is the sum over those CPUs of every /proc/stat field
+except idle and iowait. guest and guest_nice are already included in user and
+nice, so they are not added again.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+from .collectors import ParseError
+
+FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal", "guest", "guest_nice")
+_IDLE = {"idle", "iowait"}
+_GUEST = {"guest", "guest_nice"}  # counted inside user/nice already
+BUSY_FIELDS = tuple(f for f in FIELDS if f not in _IDLE | _GUEST)
+
+
+def parse_proc_stat(text: str) -> dict[int, list[int]]:
+    """Per-CPU counters (clock ticks) from /proc/stat text; the aggregate line is skipped."""
+    counters = {}
+    for line in text.splitlines():
+        if line.startswith("cpu") and line[3:4].isdigit():
+            name, *values = line.split()
+            counters[int(name[3:])] = [int(v) for v in values[: len(FIELDS)]] + [0] * (len(FIELDS) - len(values))
+    if not counters:
+        raise ParseError("/proc/stat has no per-CPU lines")
+    return counters
+
+
+@dataclass
+class Snapshot:
+    wall: float  # time.time(), for the record
+    mono: float  # time.monotonic(), for the window length
+    counters: dict[int, list[int]]
+
+    def to_json(self) -> dict:
+        return {"wall": self.wall, "mono": self.mono,
+                "counters": {str(c): v for c, v in sorted(self.counters.items())}}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Snapshot":
+        return cls(data["wall"], data["mono"], {int(c): v for c, v in data["counters"].items()})
+
+
+def take(proc_stat_text: str) -> Snapshot:
+    return Snapshot(time.time(), time.monotonic(), parse_proc_stat(proc_stat_text))
+
+
+def read_local() -> Snapshot:
+    with open("/proc/stat") as f:
+        return take(f.read())
+
+
+def clk_tck() -> int:
+    return os.sysconf("SC_CLK_TCK")
+
+
+def side_usage(start: Snapshot, end: Snapshot, cpus: list[int], ticks_per_s: int) -> dict[str, float]:
+    """busy CPU-seconds per second (cores) and busy % of the side's CPUs over the window."""
+    window = end.mono - start.mono
+    if window <= 0:
+        raise ParseError(f"CPU window has non-positive length {window:.3f} s")
+    missing = [c for c in cpus if c not in start.counters or c not in end.counters]
+    if missing:
+        raise ParseError(f"CPU counters missing for CPUs {missing}")
+    idx = [FIELDS.index(f) for f in BUSY_FIELDS]
+    busy_ticks = sum(end.counters[c][i] - start.counters[c][i] for c in cpus for i in idx)
+    if busy_ticks < 0:
+        raise ParseError("CPU counters went backwards (reboot or CPU hotplug during the run?)")
+    cores = busy_ticks / ticks_per_s / window
+    return {"cpu_busy_cores": cores, "cpu_busy_pct": 100.0 * cores / len(cpus)}

@@ -1,0 +1,382 @@
+"""The embedded two-node lab: network namespaces joined by a veth "wire".
+
+Each scenario gets its own set of namespaces, named ``bl-<pid>_<n>-<scenario>-<role>``
+(roles n1/n2 for the nodes, p1/p2 for the pods on them), so all scenarios of a
+campaign can stand side by side and runs can be interleaved. Everything the lab
+creates lives inside those namespaces: deleting them (and killing the processes
+in them) removes every link, route and rule.
+
+Ownership: the process that builds a lab holds an flock on
+``/run/benchlib/bl-<pid>_<n>.lock`` for the lab's lifetime. Namespaces whose lock
+is free belong to a dead campaign and are removed by the next start (or by
+``benchlib lab clean``).
+
+Addresses come from 198.18.0.0/15, the range RFC 2544 reserves for benchmark
+networks; the namespaces have no route out of the machine.
+"""
+from __future__ import annotations
+
+import fcntl
+import itertools
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from .. import cpu
+from ..collectors import netperf
+from ..config import Environment
+from . import Placement, TargetError
+
+PREFIX = "bl-"
+LOCK_DIR = Path("/run/benchlib")
+NODE_IP = {1: "198.18.0.1", 2: "198.18.0.2"}
+POD_IP = {1: "198.19.1.10", 2: "198.19.2.10"}
+POD_GW = "169.254.1.1"  # the routed-veth gateway every pod sees (as Calico does)
+VXLAN_ID, VXLAN_PORT = 42, 4789
+KERNEL_LINKS = ("veth", "bridge", "vxlan")
+REQUIRED_COMMANDS = ("ip", "sysctl", "ss", "netperf", "netserver")
+
+
+def _run(argv: list[str], what: str) -> str:
+    proc = subprocess.run(argv, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise TargetError(f"lab: {what} failed: `{' '.join(argv)}`: {proc.stderr.strip()}")
+    return proc.stdout
+
+
+def ip(ns: str | None, *args: str) -> str:
+    return _run(["ip", *(["-n", ns] if ns else []), *args], "ip " + " ".join(args[:2]))
+
+
+def in_ns(ns: str, *argv: str) -> str:
+    return _run(["ip", "netns", "exec", ns, *argv], argv[0])
+
+
+def list_namespaces() -> list[str]:
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return [line.split()[0] for line in out.splitlines() if line.strip()]
+
+
+def remove_namespace(ns: str) -> None:
+    """Kill what runs inside ``ns`` (netservers of a killed campaign), then delete it."""
+    pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split()
+    for pid in pids:
+        try:
+            os.kill(int(pid), 9)
+        except ProcessLookupError:
+            pass
+    subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+_LAB_ID = re.compile(rf"^({PREFIX}\d+_\d+)-")
+_instances = itertools.count()
+
+
+def _lab_id_of(ns: str) -> str | None:
+    match = _LAB_ID.match(ns)
+    return match.group(1) if match else None
+
+
+def _try_lock(lab_id: str):
+    """Take the lab's lock without waiting; None when a live process holds it."""
+    LOCK_DIR.mkdir(parents=True, exist_ok=True)
+    f = open(LOCK_DIR / f"{lab_id}.lock", "a+")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.close()
+        return None
+    return f
+
+
+def _release(lab_id: str, lock) -> None:
+    if lock:
+        (LOCK_DIR / f"{lab_id}.lock").unlink(missing_ok=True)
+        lock.close()
+
+
+def clean_leftovers(log=print) -> list[str]:
+    """Remove the namespaces of labs whose owner is gone. Returns what was removed."""
+    removed = []
+    by_lab: dict[str, list[str]] = {}
+    for ns in list_namespaces():
+        lab_id = _lab_id_of(ns)
+        if lab_id:
+            by_lab.setdefault(lab_id, []).append(ns)
+    for lab_id, namespaces in by_lab.items():
+        lock = _try_lock(lab_id)
+        if lock is None:
+            continue  # a live campaign owns it
+        for ns in namespaces:
+            remove_namespace(ns)
+            removed.append(ns)
+        _release(lab_id, lock)
+    if removed:
+        log(f"lab: removed {len(removed)} namespaces left by a killed campaign: {' '.join(removed)}")
+    return removed
+
+
+def default_cpus() -> tuple[list[int], list[int]]:
+    """Split the CPUs this process may use: first half client, second half server."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        raise TargetError(f"lab: needs at least 2 CPUs to pin client and server apart, have {cpus}")
+    half = len(cpus) // 2
+    return cpus[:half], cpus[half:]
+
+
+def preflight(env: Environment, scenarios: list[str]) -> None:
+    """Check privilege, tools and kernel features before anything is built.
+
+    Raises TargetError naming everything that is missing.
+    """
+    missing = []
+    if os.geteuid() != 0:
+        missing.append("root privileges (the lab creates network namespaces; run as root)")
+    missing += [f"command `{c}` (run scripts/setup.sh)" for c in REQUIRED_COMMANDS if shutil.which(c) is None]
+    if env.cpus:
+        allowed = os.sched_getaffinity(0)
+        bad = [c for c in env.cpus.client + env.cpus.server if c not in allowed]
+        if bad:
+            missing.append(f"CPUs {bad} named in {env.name}/environment.yaml cpus (allowed: {sorted(allowed)})")
+    if missing:
+        raise TargetError("lab: cannot run, missing:\n  - " + "\n  - ".join(missing))
+    needed = {"veth"} | {env.scenarios[s].topology for s in scenarios} & {"bridge", "vxlan"}
+    absent = _probe_kernel(sorted(needed))
+    if absent:
+        needs = {s: env.scenarios[s].topology for s in scenarios}
+        raise TargetError(
+            f"lab: this kernel cannot create link types {absent}; scenarios need: {needs}")
+
+
+def _probe_kernel(kinds: list[str]) -> list[str]:
+    """Link types the kernel refuses, tried in a throwaway namespace."""
+    lab_id = f"{PREFIX}{os.getpid()}_{next(_instances)}"
+    probe = f"{lab_id}-probe"
+    lock = _try_lock(lab_id)  # so a concurrent clean-up leaves the probe alone
+    try:
+        proc = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
+        if proc.returncode != 0:
+            return ["netns: " + proc.stderr.strip()]
+        absent = []
+        for kind in kinds:
+            extra = {"veth": ["peer", "name", "pv1"],
+                     "vxlan": ["id", "1", "dstport", str(VXLAN_PORT)]}.get(kind, [])
+            argv = ["ip", "-n", probe, "link", "add", f"p{kind[:4]}0", "type", kind, *extra]
+            if subprocess.run(argv, capture_output=True).returncode != 0:
+                absent.append(kind)
+        return absent
+    finally:
+        remove_namespace(probe)
+        _release(lab_id, lock)
+
+
+def _mask(cpus: list[int]) -> str:
+    return format(sum(1 << c for c in cpus), "x")
+
+
+def tool_versions() -> dict[str, str]:
+    nv = subprocess.run(["netperf", "-V"], capture_output=True, text=True).stdout
+    return {"netperf": netperf.version(nv), "kernel": platform.release(),
+            "iproute2": subprocess.run(["ip", "-V"], capture_output=True, text=True).stdout.strip()}
+
+
+class LabTarget:
+    """Builds the scenarios' namespaces once, serves every run, tears down on exit."""
+
+    kind = "lab"
+
+    def __init__(self, env: Environment, scenarios: list[str], log=print):
+        self.env = env
+        self.scenarios = scenarios
+        self.log = log
+        self.lab_id = f"{PREFIX}{os.getpid()}_{next(_instances)}"
+        if env.cpus:
+            self.client_cpus, self.server_cpus = env.cpus.client, env.cpus.server
+        else:
+            self.client_cpus, self.server_cpus = default_cpus()
+        self._lock = None
+        self._namespaces: list[str] = []
+        self._servers: dict[str, subprocess.Popen] = {}
+        self._logdir: Path | None = None
+        self.placements: dict[str, Placement] = {}
+
+    # -- lifecycle -----------------------------------------------------------------
+    def __enter__(self) -> "LabTarget":
+        preflight(self.env, self.scenarios)
+        clean_leftovers(self.log)
+        self._lock = _try_lock(self.lab_id)
+        if self._lock is None:
+            raise TargetError(f"lab: {self.lab_id} is already in use")
+        self._logdir = Path(tempfile.mkdtemp(prefix=f"{self.lab_id}-"))
+        try:
+            for name in self.scenarios:
+                self.placements[name] = self._build(name)
+                self._start_server(name)
+        except BaseException:
+            self.teardown()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.teardown()
+
+    def teardown(self) -> None:
+        for proc in self._servers.values():
+            _stop(proc)
+        self._servers.clear()
+        for ns in reversed(self._namespaces):
+            remove_namespace(ns)
+        self._namespaces.clear()
+        left = [ns for ns in list_namespaces() if _lab_id_of(ns) == self.lab_id]
+        if self._logdir:
+            shutil.rmtree(self._logdir, ignore_errors=True)
+        _release(self.lab_id, self._lock)
+        self._lock = None
+        if left:
+            raise TargetError(f"lab: teardown left namespaces behind: {left}")
+
+    # -- what the runner uses ---------------------------------------------------------
+    def placement(self, scenario: str) -> Placement:
+        return self.placements[scenario]
+
+    def namespace(self, scenario: str, side: str) -> str:
+        return self.placements[scenario].details["namespaces"][side]
+
+    def spawn(self, scenario: str, side: str, argv: list[str]) -> subprocess.Popen:
+        return subprocess.Popen(["ip", "netns", "exec", self.namespace(scenario, side), *argv],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True)
+
+    def cpu_snapshot(self, side: str) -> cpu.Snapshot:
+        return cpu.read_local()  # both lab "nodes" share this kernel's /proc/stat
+
+    def describe(self) -> dict:
+        return {"target": "lab", "lab_id": self.lab_id, "versions": tool_versions(),
+                "clk_tck": cpu.clk_tck()}
+
+    # -- building ------------------------------------------------------------------
+    def _ns(self, scenario: str, role: str) -> str:
+        name = f"{self.lab_id}-{scenario}-{role}"
+        ip(None, "netns", "add", name)
+        self._namespaces.append(name)
+        ip(name, "link", "set", "lo", "up")
+        for key in ("net.ipv6.conf.all.disable_ipv6", "net.ipv4.conf.all.rp_filter",
+                    "net.ipv4.conf.default.rp_filter"):
+            in_ns(name, "sysctl", "-qw", f"{key}={1 if 'ipv6' in key else 0}")
+        return name
+
+    def _build(self, name: str) -> Placement:
+        sc = self.env.scenarios[name]
+        topology = sc.topology or name
+        nodes = {i: self._ns(name, f"n{i}") for i in (1, 2)}
+        ip(None, "link", "add", "eth0", "netns", nodes[1], "type", "veth", "peer", "name", "eth0", "netns", nodes[2])
+        for i, node in nodes.items():
+            ip(node, "addr", "add", f"{NODE_IP[i]}/24", "dev", "eth0")
+            ip(node, "link", "set", "eth0", "up")
+            in_ns(node, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+        sides = {"client": nodes[1], "server": nodes[2]}
+        server_address = NODE_IP[2]
+        if topology != "host":
+            pods = {i: self._pod(name, i, nodes[i], topology, sc.mtu) for i in (1, 2)}
+            for i in (1, 2):
+                self._route_remote_pods(nodes[i], i, 3 - i, topology)
+            sides = {"client": pods[1], "server": pods[2]}
+            server_address = POD_IP[2]
+        side_cpus = {"client": self.client_cpus, "server": self.server_cpus}
+        side_namespaces = {"client": [nodes[1]] + ([sides["client"]] if topology != "host" else []),
+                           "server": [nodes[2]] + ([sides["server"]] if topology != "host" else [])}
+        for side, namespaces in side_namespaces.items():
+            for ns in namespaces:
+                self._steer_receive(ns, side_cpus[side])
+        return Placement(
+            scenario=name, server_address=server_address,
+            client_node=nodes[1], server_node=nodes[2],
+            client_cpus=self.client_cpus, server_cpus=self.server_cpus,
+            details={"topology": topology, "namespaces": sides, "nodes": nodes, "mtu": sc.mtu})
+
+    def _pod(self, scenario: str, i: int, node: str, topology: str, mtu: int) -> str:
+        pod = self._ns(scenario, f"p{i}")
+        ip(None, "link", "add", "eth0", "netns", pod, "mtu", str(mtu),
+           "type", "veth", "peer", "name", "veth0", "netns", node, "mtu", str(mtu))
+        ip(pod, "link", "set", "eth0", "up")
+        if topology == "veth-routed":
+            # Calico-style: the pod owns a /32 and reaches everything through a
+            # link-local gateway that the node's veth end answers for.
+            ip(pod, "addr", "add", f"{POD_IP[i]}/32", "dev", "eth0")
+            ip(node, "link", "set", "veth0", "up")
+            node_mac = ip(node, "-j", "link", "show", "veth0")
+            mac = _json_field(node_mac, "address")
+            ip(pod, "route", "add", POD_GW, "dev", "eth0", "scope", "link")
+            ip(pod, "route", "add", "default", "via", POD_GW, "dev", "eth0")
+            ip(pod, "neigh", "add", POD_GW, "lladdr", mac, "dev", "eth0", "nud", "permanent")
+            ip(node, "route", "add", f"{POD_IP[i]}/32", "dev", "veth0")
+        else:  # bridge and vxlan: pods on a Linux bridge (cni0 / docker0 style)
+            ip(node, "link", "add", "br0", "type", "bridge")
+            ip(node, "addr", "add", f"198.19.{i}.1/24", "dev", "br0")
+            ip(node, "link", "set", "veth0", "master", "br0")
+            ip(node, "link", "set", "veth0", "up")
+            ip(node, "link", "set", "br0", "up")
+            ip(pod, "addr", "add", f"{POD_IP[i]}/24", "dev", "eth0")
+            ip(pod, "route", "add", "default", "via", f"198.19.{i}.1")
+        return pod
+
+    def _route_remote_pods(self, node: str, i: int, j: int, topology: str) -> None:
+        remote_pods = f"198.19.{j}.0/24"
+        if topology == "vxlan":
+            # flannel-style overlay: a VXLAN device per node, the remote pod
+            # subnet routed through it, encapsulated over the wire.
+            ip(node, "link", "add", "vxlan0", "type", "vxlan", "id", str(VXLAN_ID), "local", NODE_IP[i],
+               "remote", NODE_IP[j], "dstport", str(VXLAN_PORT), "dev", "eth0")
+            ip(node, "addr", "add", f"198.19.{i}.0/32", "dev", "vxlan0")
+            ip(node, "link", "set", "vxlan0", "up")
+            ip(node, "route", "add", remote_pods, "via", f"198.19.{j}.0", "dev", "vxlan0", "onlink")
+        else:
+            ip(node, "route", "add", remote_pods, "via", NODE_IP[j])
+
+    def _steer_receive(self, ns: str, cpus: list[int]) -> None:
+        # veth delivers a packet on the sending CPU. RPS moves receive
+        # processing to the receiving side's CPUs, as a NIC interrupt on the
+        # other machine would, so sender and receiver CPU can be told apart.
+        in_ns(ns, "sh", "-c", f"for f in /sys/class/net/*/queues/rx-*/rps_cpus; do echo {_mask(cpus)} > $f; done")
+
+    def _start_server(self, scenario: str) -> None:
+        ns = self.namespace(scenario, "server")
+        log = open(self._logdir / f"netserver-{scenario}.log", "w")
+        proc = subprocess.Popen(["ip", "netns", "exec", ns, "taskset", "-c",
+                                 ",".join(map(str, self.server_cpus)), *netperf.server_command()],
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self._servers[scenario] = proc
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise TargetError(f"lab: netserver in {ns} exited with {proc.returncode}: "
+                                  f"{(self._logdir / f'netserver-{scenario}.log').read_text().strip()}")
+            listening = in_ns(ns, "ss", "-Hltn", f"sport = :{netperf.PORT}")
+            if listening.strip():
+                return
+            time.sleep(0.05)
+        raise TargetError(f"lab: netserver in {ns} did not listen on port {netperf.PORT} within 10 s")
+
+
+def _json_field(text: str, key: str) -> str:
+    return json.loads(text)[0][key]
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, 15)
+            proc.wait(timeout=3)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            try:
+                os.killpg(proc.pid, 9)
+            except ProcessLookupError:
+                pass
+            proc.wait()

@@ -1,0 +1,114 @@
+"""Raw records -> the tidy tables (runs.parquet, metrics.parquet).
+
+The raw record is the truth: metrics are re-derived here from the tool output
+exactly as printed, so a parser fix applies to old campaigns too.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+
+from . import cpu, schema
+from .collectors import ParseError, netperf
+from .runner import CHECKSUMS, sha256
+
+
+class RecordError(ValueError):
+    """A raw record is corrupt, truncated or inconsistent; the message names it."""
+
+
+def verify(record: Path) -> None:
+    sums = record / CHECKSUMS
+    if not sums.exists():
+        raise RecordError(f"{record}: {CHECKSUMS} missing (incomplete or foreign record)")
+    for line in sums.read_text().splitlines():
+        digest, _, name = line.partition("  ")
+        path = record / name
+        if not path.exists():
+            raise RecordError(f"{path}: listed in {CHECKSUMS} but missing")
+        if sha256(path) != digest:
+            raise RecordError(f"{path}: checksum mismatch (file changed after it was recorded)")
+
+
+def load_record(record: Path) -> tuple[dict, list[dict]]:
+    """One run row and its metric rows from a raw record directory."""
+    verify(record)
+    try:
+        meta = json.loads((record / "meta.json").read_text())
+        keys = {k: meta[k] for k in ("campaign", "environment", "scenario", "test", "repetition", "block", "run_id")}
+        params = meta["test_params"]
+        placement = meta["placement"]
+        run = {
+            **keys, "tool": meta["tool"], "kind": meta["kind"],
+            "streams": params["streams"], "message_size": params["message_size"],
+            "order": meta["order"], "attempts": len(meta["attempts"]),
+            "outcome": meta["outcome"], "failure_reason": meta["failure_reason"],
+            "started_at": pd.Timestamp(meta["started_at"]), "ended_at": pd.Timestamp(meta["ended_at"]),
+            "client_cpus": len(placement["client_cpus"]), "server_cpus": len(placement["server_cpus"]),
+            "client_node": placement["client_node"], "server_node": placement["server_node"],
+            "kernel": meta["target"]["versions"]["kernel"],
+            "tool_version": meta["target"]["versions"].get(meta["tool"], ""),
+            "record": str(record),
+        }
+        run["duration_s"] = (run["ended_at"] - run["started_at"]).total_seconds()
+        if meta["outcome"] != "ok":
+            return run, []
+        stdouts = [(record / f"stdout-{i}.txt").read_text() for i in range(len(meta["commands"]))]
+        values = netperf.parse(meta["kind"], stdouts)
+        cpu_record = json.loads((record / "cpu.json").read_text())
+        for side, data in cpu_record["sides"].items():
+            usage = cpu.side_usage(cpu.Snapshot.from_json(data["start"]), cpu.Snapshot.from_json(data["end"]),
+                                   data["cpus"], cpu_record["clk_tck"])
+            values.update({(name, side): v for name, v in usage.items()})
+    except (KeyError, TypeError, ValueError, json.JSONDecodeError, FileNotFoundError) as exc:
+        if isinstance(exc, ParseError):
+            raise RecordError(f"{record}: {exc}") from None
+        raise RecordError(f"{record}: malformed record ({type(exc).__name__}: {exc})") from None
+    base = {k: run[k] for k in ("campaign", "environment", "scenario", "test", "streams",
+                                "message_size", "repetition", "block", "run_id")}
+    rows = []
+    for key, value in values.items():
+        metric, side = key if isinstance(key, tuple) else (key, "none")
+        rows.append({**base, "metric": metric, "value": float(value),
+                     "unit": schema.METRICS[metric].unit, "side": side})
+    return run, rows
+
+
+def find_records(campaign_dir: Path) -> list[Path]:
+    return sorted(p.parent for p in campaign_dir.glob("*/*/*/*/meta.json") if not p.parent.name.startswith("."))
+
+
+def build_tables(campaign_dir: Path, skip_corrupt: bool = False, log=print) -> tuple[pd.DataFrame, pd.DataFrame]:
+    if not campaign_dir.is_dir():
+        raise RecordError(f"{campaign_dir}: no raw data for this campaign (run `dvc repro` or `benchlib collect`)")
+    runs, metrics, skipped = [], [], []
+    for record in find_records(campaign_dir):
+        try:
+            run, rows = load_record(record)
+        except RecordError as exc:
+            if not skip_corrupt:
+                raise
+            skipped.append(str(exc))
+            continue
+        runs.append(run)
+        metrics.extend(rows)
+    if skipped:
+        log(f"parse: skipped {len(skipped)} corrupt record(s) (--skip-corrupt):\n  " + "\n  ".join(skipped))
+    if not runs:
+        raise RecordError(f"{campaign_dir}: no complete raw records found")
+    runs_df = pd.DataFrame(runs).sort_values(["environment", "order"]).reset_index(drop=True)
+    metrics_df = pd.DataFrame(metrics, columns=schema.METRICS_SCHEMA.names)
+    schema.check_metrics(metrics_df)
+    return runs_df, metrics_df
+
+
+def write_tables(runs: pd.DataFrame, metrics: pd.DataFrame, out_dir: Path) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for df, sch, name in ((runs, schema.RUNS_SCHEMA, "runs"), (metrics, schema.METRICS_SCHEMA, "metrics")):
+        table = schema.to_table(df, sch, name)
+        tmp = out_dir / f".{name}.parquet.tmp"
+        pq.write_table(table, tmp)
+        tmp.replace(out_dir / f"{name}.parquet")

@@ -1,0 +1,87 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Setup, method and CPU normalization
+#
+# Everything below is computed from the tidy tables (`runs.parquet`,
+# `metrics.parquet`) of one campaign; nothing is typed in by hand.
+
+# %% tags=["parameters"]
+# Paths are relative to the project root (the directory holding pyproject.toml).
+metrics_path = "data/processed/metrics.parquet"
+runs_path = "data/processed/runs.parquet"
+out_dir = "reports/"
+baseline = "host"
+alpha = 0.05
+correction = "holm"  # or "fdr_bh" for large sweeps (labelled FDR)
+cpu_target_gbps = 100.0  # stream tests: CPU % needed for this throughput
+rr_per_transactions = 10_000  # TCP_RR: CPU % per this many transactions/s
+crr_per_connections = 10_000  # TCP_CRR: CPU % per this many connections/s
+noise_band_pct = {"default": 2.0}  # +/- % band per metric inside which a change is negligible
+family_metrics = ["throughput", "transaction_rate", "connection_rate", "latency_p50", "latency_p99",
+                  "cpu_pct_at_target"]
+seed = 0
+
+# %%
+from IPython.display import Markdown, display
+
+from benchlib.analysis import figures, normalize, report, resolve, stats
+from benchlib.schema import check_metrics, read_metrics, read_runs
+
+figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
+runs = read_runs(resolve(runs_path))
+metrics = read_metrics(resolve(metrics_path))
+check_metrics(metrics)
+
+# %% [markdown]
+# ## Setup
+# Kernel, tools and CPU placement as recorded with every run.
+
+# %%
+report.setup_table(runs).style.hide(axis="index")
+
+# %% [markdown]
+# ## Method
+# Each block runs every configuration (scenario x test) once, in a seeded
+# random order, so slow drifts of the machine spread over all scenarios
+# instead of biasing one. The unit of analysis is the run: each run gives one
+# value per metric, and a configuration's result is the median over its runs
+# with a distribution-free 95 % confidence interval (at least 6 runs needed).
+# Scenarios are compared with the baseline by a two-sided Mann-Whitney U test,
+# corrected for the number of comparisons; the effect is the ratio of medians
+# with a bootstrap 95 % CI.
+
+# %%
+report.method_table(runs).style.hide(axis="index").format(precision=1)
+
+# %%
+targets = normalize.work_targets(cpu_target_gbps, rr_per_transactions, crr_per_connections)
+display(Markdown(
+    "## CPU normalization\n"
+    "CPU cost is compared at equal work: busy CPU-seconds are summed over a side's CPUs, divided by the "
+    "window and the number of CPUs, then scaled to a fixed work rate: "
+    f"{targets['throughput']:g} Gbit/s for stream tests, {targets['transaction_rate']:g} transactions/s "
+    f"for TCP_RR, {targets['connection_rate']:g} connections/s for TCP_CRR. "
+    "`total` sums both sides' busy cores before dividing by all their CPUs."))
+
+# %%
+cpu = normalize.cpu_at_target(metrics, runs, target_gbps=cpu_target_gbps, per_transactions=rr_per_transactions,
+                              per_connections=crr_per_connections)
+cpu_summary = stats.summarize(cpu, runs, alpha=alpha)
+cpu_summary.pivot_table(index=["environment", "test", "unit", "scenario"], columns="side",
+                        values="median").style.format(precision=2)
+
+# %% [markdown]
+# Median CPU % per side at the target work rate (lower is cheaper). Per-run
+# values, their CIs and significance follow in the next sections.

@@ -1,0 +1,104 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Significance vs the baseline
+
+# %% tags=["parameters"]
+# Paths are relative to the project root (the directory holding pyproject.toml).
+metrics_path = "data/processed/metrics.parquet"
+runs_path = "data/processed/runs.parquet"
+out_dir = "reports/"
+baseline = "host"
+alpha = 0.05
+correction = "holm"  # or "fdr_bh" for large sweeps (labelled FDR)
+cpu_target_gbps = 100.0  # stream tests: CPU % needed for this throughput
+rr_per_transactions = 10_000  # TCP_RR: CPU % per this many transactions/s
+crr_per_connections = 10_000  # TCP_CRR: CPU % per this many connections/s
+noise_band_pct = {"default": 2.0}  # +/- % band per metric inside which a change is negligible
+family_metrics = ["throughput", "transaction_rate", "connection_rate", "latency_p50", "latency_p99",
+                  "cpu_pct_at_target"]
+seed = 0
+
+# %%
+import json
+
+import pandas as pd
+from IPython.display import Markdown, display
+
+from benchlib.analysis import figures, normalize, report, resolve, stats
+from benchlib.schema import check_metrics, read_metrics, read_runs
+
+figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
+runs = read_runs(resolve(runs_path))
+metrics = read_metrics(resolve(metrics_path))
+check_metrics(metrics)
+out = resolve(out_dir)
+out.mkdir(parents=True, exist_ok=True)
+
+# %%
+values = normalize.with_cpu_at_target(metrics, runs, target_gbps=cpu_target_gbps,
+                                      per_transactions=rr_per_transactions, per_connections=crr_per_connections)
+family = values[values["metric"].isin(family_metrics)]
+summary = stats.summarize(family, runs, alpha=alpha)
+comparisons = stats.compare(family, runs, baseline=baseline, alpha=alpha, correction=correction,
+                            noise_band_pct=noise_band_pct, seed=seed)
+display(Markdown(
+    f"Each scenario against **{baseline}**: {len(comparisons)} comparisons over the metrics "
+    f"{', '.join(f'`{m}`' for m in family_metrics)}, two-sided Mann-Whitney U, "
+    f"{comparisons['correction'].iloc[0] if len(comparisons) else correction} correction at alpha = {alpha}. "
+    "Verdicts: `~ within noise` (not significant after correction), `negligible` (significant, but the "
+    "95 % CI of the change lies inside the noise band), otherwise the change in % with its 95 % CI and "
+    "whether that is better or worse for the metric."))
+
+# %%
+# With few runs and many comparisons no result can reach significance: say so
+# instead of letting "~ within noise" read as "no difference".
+tested = comparisons.dropna(subset=["p"])
+if len(tested):
+    floor = min(stats.smallest_p(r.n, r.n_base) for r in tested.itertuples())
+    floor_adj = floor * len(tested) if correction == "holm" else floor
+    if floor_adj >= alpha:
+        display(Markdown(
+            f"**Caveat: too few runs for this family.** With these run counts the smallest possible p-value is "
+            f"{floor:.2g}; after {correction} over {len(tested)} comparisons it is at least {floor_adj:.2g} "
+            f">= alpha = {alpha}, so every verdict is `~ within noise` whatever the data. More runs per "
+            "configuration (10 planned), fewer metrics in `family_metrics` or `correction='fdr_bh'` help."))
+
+# %% [markdown]
+# ## Headline table
+
+# %%
+table = stats.headline(summary, comparisons, baseline=baseline)
+table.style.hide(axis="index").format({"delta_pct": "{:+.1f}", "p_adj": "{:.3g}"}, na_rep="")
+
+# %%
+comparisons.drop(columns=["u"]).to_csv(out / "significance.csv", index=False)
+(out / "metrics.json").write_text(json.dumps(
+    {"baseline": baseline, "alpha": alpha, "correction": correction, "cpu_target_gbps": cpu_target_gbps,
+     **stats.to_metrics_dict(summary, comparisons)}, indent=2, allow_nan=False))
+
+# %% [markdown]
+# ## Caveats
+# Configurations flagged by the checks: fewer than 6 runs, CV above 5 %,
+# drift (Spearman correlation of value with run order, p < alpha), failed
+# runs. Failed runs are excluded from the statistics and counted here.
+
+# %%
+flagged, failed = report.caveats(summary, runs)
+display(Markdown(f"{len(flagged)} flagged configuration(s), {int(failed['failed_runs'].sum()) if len(failed) else 0} "
+                 "failed run(s)."))
+if len(flagged):
+    display(flagged.style.hide(axis="index").format(precision=3, na_rep=""))
+if len(failed):
+    display(failed.style.hide(axis="index").format(na_rep=""))

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The test suite: install everything, then run pytest on the real lab
+# (root, network namespaces, real netperf). Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+export PATH="$PWD/.tools/bin:$PATH"
+exec uv run --frozen pytest "$@"

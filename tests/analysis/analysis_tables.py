@@ -1,0 +1,72 @@
+"""Small schema-conforming tidy tables with known values, for the analysis tests (not measurements)."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from benchlib import schema
+
+T0 = pd.Timestamp("2026-01-01T00:00:00Z")
+
+
+def make_tables(samples: dict, failed: dict | None = None, cpus: tuple[int, int] = (1, 1),
+                campaign: str = "c1", environment: str = "local-lab") -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(runs, metrics) from {(scenario, test): {(metric, side): [value of run 0, run 1, ...]}}.
+
+    Run i of every configuration is in block i; within a block configurations
+    run in dict order, one minute apart. `failed` adds {(scenario, test): k}
+    failed runs (no metric rows) after the others.
+    """
+    runs, metrics = [], []
+    n_configs = len(samples)
+    for j, ((scenario, test), columns) in enumerate(samples.items()):
+        n = len(next(iter(columns.values())))
+        n_failed = (failed or {}).get((scenario, test), 0)
+        for i in range(n + n_failed):
+            run_id = f"{scenario}-{test}-{i}"
+            ok = i < n
+            start = T0 + pd.Timedelta(minutes=i * n_configs + j)
+            runs.append({
+                "campaign": campaign, "environment": environment, "scenario": scenario, "test": test,
+                "tool": "netperf", "kind": "TCP_STREAM", "streams": 1, "message_size": None,
+                "repetition": i, "block": i, "order": i * n_configs + j, "run_id": run_id, "attempts": 1,
+                "outcome": "ok" if ok else "failed", "failure_reason": None if ok else "netperf exited 1",
+                "started_at": start, "ended_at": start + pd.Timedelta(seconds=30), "duration_s": 30.0,
+                "client_cpus": cpus[0], "server_cpus": cpus[1], "client_node": "n1", "server_node": "n2",
+                "kernel": "6.1.0-test", "tool_version": "2.7.0", "record": f"data/raw/{run_id}",
+            })
+            if not ok:
+                continue
+            for (metric, side), values in columns.items():
+                metrics.append({
+                    "campaign": campaign, "environment": environment, "scenario": scenario, "test": test,
+                    "streams": 1, "message_size": None, "repetition": i, "block": i, "run_id": run_id,
+                    "metric": metric, "value": float(values[i]), "unit": schema.METRICS[metric].unit, "side": side,
+                })
+    # round-trip through the schema so types are exactly those of the real tables
+    runs_df = schema.to_table(pd.DataFrame(runs), schema.RUNS_SCHEMA, "runs").to_pandas()
+    metrics_df = schema.to_table(pd.DataFrame(metrics), schema.METRICS_SCHEMA, "metrics").to_pandas()
+    schema.check_metrics(metrics_df)
+    return runs_df, metrics_df
+
+
+def lab_like_samples(n: int = 8, seed: int = 1) -> dict:
+    """Four scenarios x four tests with every metric the lab emits; vxlan clearly slower."""
+    rng = np.random.default_rng(seed)
+    slow = {"host": 1.0, "veth-routed": 0.97, "bridge": 0.96, "vxlan": 0.8}
+    samples = {}
+    for scenario, f in slow.items():
+        def noisy(center, rel=0.01):
+            return center * (1 + rel * rng.standard_normal(n))
+
+        cpu = {("cpu_busy_cores", "client"): noisy(0.9), ("cpu_busy_cores", "server"): noisy(0.7),
+               ("cpu_busy_pct", "client"): noisy(90.0), ("cpu_busy_pct", "server"): noisy(70.0)}
+        samples[(scenario, "tcp_stream_1")] = {("throughput", "none"): noisy(40 * f),
+                                               ("retransmits", "none"): rng.integers(0, 3, n), **cpu}
+        samples[(scenario, "tcp_stream_n")] = {("throughput", "none"): noisy(60 * f), **cpu}
+        lat = {("latency_min", "none"): noisy(20 / f), ("latency_p50", "none"): noisy(30 / f),
+               ("latency_p90", "none"): noisy(40 / f), ("latency_p99", "none"): noisy(60 / f),
+               ("latency_mean", "none"): noisy(32 / f)}
+        samples[(scenario, "tcp_rr")] = {("transaction_rate", "none"): noisy(30000 * f), **lat, **cpu}
+        samples[(scenario, "tcp_crr")] = {("connection_rate", "none"): noisy(8000 * f), **lat, **cpu}
+    return samples

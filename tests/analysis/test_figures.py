@@ -1,0 +1,120 @@
+"""Figures: one template, readable labels, offline HTML and valid static files."""
+from __future__ import annotations
+
+import re
+import struct
+import xml.etree.ElementTree as ET
+
+import pandas as pd
+import plotly.io as pio
+import pytest
+
+from benchlib.analysis import figures, normalize, stats
+
+PLOTLYJS_BANNER = "* plotly.js v"  # first comment line of the bundled plotly.min.js
+REMOTE_SCRIPT = re.compile(r"<script[^>]*\ssrc=[\"']?(https?:)?//", re.I)
+
+
+@pytest.fixture(scope="module")
+def tables(lab_tables):
+    runs, metrics = lab_tables
+    values = normalize.with_cpu_at_target(metrics, runs)
+    fam = values[values["metric"].isin(["throughput", "transaction_rate", "cpu_pct_at_target"])]
+    return {"runs": runs, "summary": stats.summarize(values, runs), "values": stats.ok_values(values, runs),
+            "per_run": normalize.per_run_cpu(metrics, runs), "comparisons": stats.compare(fam, runs)}
+
+
+@pytest.fixture(scope="module")
+def all_figures(tables):
+    s = tables["summary"]
+    return {
+        "bars": figures.bars(s, "tcp_stream_1", "throughput"),
+        "cpu": figures.cpu_bars(s, "tcp_rr"),
+        "strip": figures.runs_strip(tables["values"], "tcp_crr", "connection_rate"),
+        "forest": figures.forest(tables["comparisons"]),
+        "scatter": figures.throughput_vs_cpu(tables["per_run"], "tcp_stream_n"),
+        "latency": figures.latency_percentiles(s, "tcp_rr"),
+    }
+
+
+def test_all_figures_share_the_template_and_have_titles(all_figures):
+    for name, fig in all_figures.items():
+        assert fig.layout.template == pio.templates[figures.TEMPLATE], name
+        assert fig.layout.title.text, name
+        assert fig.layout.xaxis.title.text or name == "forest", name
+        assert fig.layout.yaxis.title.text or name == "forest", name
+
+
+def test_bars_baseline_first_one_colour_per_scenario_with_ci(all_figures, tables):
+    bar = all_figures["bars"].data[0]
+    assert list(bar.x) == ["host", "bridge", "veth-routed", "vxlan"]
+    assert len(set(bar.marker.color)) == 4
+    s = tables["summary"]
+    host = s[(s.scenario == "host") & (s.test == "tcp_stream_1") & (s.metric == "throughput")].iloc[0]
+    assert bar.y[0] == pytest.approx(host["median"])
+    assert bar.error_y.array[0] == pytest.approx(host["ci_high"] - host["median"])
+    assert "Gbit/s" in all_figures["bars"].layout.yaxis.title.text
+
+
+def test_cpu_bars_client_and_server_side_by_side(all_figures):
+    fig = all_figures["cpu"]
+    assert [t.name for t in fig.data] == ["client", "server"]
+    assert fig.layout.barmode == "group"
+    assert "trans/s" in fig.layout.title.text
+
+
+def test_strip_shows_every_run(all_figures, tables):
+    v = tables["values"]
+    expected = ((v.test == "tcp_crr") & (v.metric == "connection_rate")).sum()
+    assert sum(len(t.y) for t in all_figures["strip"].data) == expected
+    assert all(t.boxpoints == "all" for t in all_figures["strip"].data)
+
+
+def test_forest_has_noise_band_and_one_row_per_comparison(all_figures, tables):
+    fig = all_figures["forest"]
+    band = fig.data[0]
+    assert band.name == "noise band" and list(band.base) == [-2.0] * len(tables["comparisons"])
+    assert sum(len(t.x) for t in fig.data[1:]) == len(tables["comparisons"])
+
+
+def test_scatter_iso_lines_pass_through_origin(all_figures):
+    lines = [t for t in all_figures["scatter"].data if t.mode == "lines"]
+    assert lines and all(t.y[0] == 0 for t in lines)
+    assert any("per 100 Gbit/s" in a.text for a in all_figures["scatter"].layout.annotations)
+
+
+def test_latency_percentiles_grouped(all_figures):
+    fig = all_figures["latency"]
+    assert [t.name for t in fig.data] == ["host", "bridge", "veth-routed", "vxlan"]
+    assert list(fig.data[0].x) == ["p50", "p90", "p99"]
+
+
+def test_figure_for_two_campaigns_is_refused(tables):
+    s = tables["summary"]
+    two = pd.concat([s, s.assign(campaign="c2")])
+    with pytest.raises(ValueError, match="campaigns"):
+        figures.bars(two, "tcp_stream_1", "throughput")
+
+
+def test_report_renderer_leaves_plotly_js_to_the_page(all_figures):
+    bundle = pio.renderers[figures.TEMPLATE].to_mimebundle(all_figures["bars"].to_dict())
+    assert "plotly-graph-div" in bundle["text/html"]
+    assert PLOTLYJS_BANNER not in bundle["text/html"]
+    assert not REMOTE_SCRIPT.search(bundle["text/html"])
+    assert "application/vnd.plotly.v1+json" in bundle
+
+
+def test_write_figures_html_svg_png(all_figures, tmp_path):
+    paths = figures.write_figures({"bars": all_figures["bars"], "forest": all_figures["forest"]}, tmp_path)
+    assert sorted(p.name for p in paths) == sorted(
+        f"{n}.{e}" for n in ("bars", "forest") for e in ("html", "svg", "png"))
+    html = (tmp_path / "bars.html").read_text()
+    assert html.count('class="plotly-graph-div"') == 1
+    assert html.count(PLOTLYJS_BANNER) == 1
+    assert not REMOTE_SCRIPT.search(html)  # offline: nothing fetched
+    svg = ET.parse(tmp_path / "bars.svg").getroot()
+    assert svg.tag.endswith("svg") and len(list(svg.iter())) > 20
+    png = (tmp_path / "bars.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", png[16:24])
+    assert (width, height) == (2 * figures.STATIC_WIDTH, 2 * 480)

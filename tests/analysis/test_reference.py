@@ -1,0 +1,60 @@
+"""Published reference data and its derived claims."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from benchlib.analysis import project_root, reference
+
+from analysis_tables import make_tables
+
+
+@pytest.fixture(scope="module")
+def scenarios():
+    return reference.load_eks_scenarios()
+
+
+def test_reference_data_keeps_provenance():
+    readme = (project_root() / "data/reference/README.md").read_text()
+    assert "VPC CNI vs Cilium CNI Performance Comparison Benchmark" in readme
+    assert "Individual repetitions were not" in readme
+
+
+def test_every_reference_metric_has_a_direction(scenarios):
+    assert set(scenarios["metric"]) <= set(reference.EKS_HIGHER_IS_BETTER)
+
+
+def test_relative_changes_vs_a(scenarios):
+    ch = reference.eks_relative_changes(scenarios).set_index(["scenario", "metric"])
+    assert ch.loc[("B", "tcp_throughput"), "change_pct"] == pytest.approx(100 * (12.34 / 12.41 - 1))
+    assert ch.loc[("B", "tcp_throughput"), "direction"] == "worse"
+    assert ch.loc[("E", "pod_rtt"), "change_pct"] == pytest.approx(100 * (3135 / 4894 - 1))
+    assert ch.loc[("E", "pod_rtt"), "direction"] == "better"
+    assert ch.loc[("D", "udp_throughput"), "direction"] == "same"
+    assert "agent_memory" not in ch.index.get_level_values("metric")  # A has no agent
+    assert len(ch) == 4 * 12
+
+
+def test_service_scaling_growth():
+    g = reference.eks_service_scaling_growth(reference.load_eks_service_scaling())
+    row = g[(g.datapath == "kube-proxy-iptables") & (g.metric == "iptables_nat_rules") & (g.services_to == 1000)]
+    assert row["change_pct"].item() == pytest.approx(100 * (10059 / 99 - 1))
+    cil = g[(g.datapath == "cilium-ebpf") & (g.metric == "http_p99_at_1000qps")]
+    assert cil["services_to"].tolist() == [104]  # not published for 1000 services
+    assert cil["change_pct"].item() == pytest.approx(100 * (3.64 / 3.94 - 1))
+
+
+def test_side_by_side_ours_next_to_theirs(scenarios):
+    base = np.linspace(39.5, 40.5, 8)
+    runs, metrics = make_tables({("veth-routed", "tcp_stream_1"): {("throughput", "none"): base},
+                                 ("vxlan", "tcp_stream_1"): {("throughput", "none"): base * 0.9}})
+    both = reference.side_by_side(metrics, runs, reference.eks_relative_changes(scenarios)).set_index("claim")
+    tput = both.loc["TCP throughput: VXLAN overlay vs routed pods"]
+    assert tput["ours_delta_pct"] == pytest.approx(-10.0)
+    assert tput["ours_verdict"].endswith("worse")
+    assert tput["theirs_change_pct"] == pytest.approx(100 * (12.34 / 12.41 - 1))
+    rtt = both.loc["Round-trip latency: VXLAN overlay vs routed pods"]
+    assert rtt["ours_verdict"] == "not measured" and math.isnan(rtt["ours_delta_pct"])
+    assert rtt["theirs_change_pct"] == pytest.approx(100 * (4955 / 4894 - 1))

@@ -1,0 +1,65 @@
+"""Report: notebooks run headless on tidy tables and render one offline HTML page."""
+from __future__ import annotations
+
+import json
+import re
+
+import pyarrow.parquet as pq
+import pytest
+
+from benchlib import schema
+from benchlib.analysis import project_root, report, resolve, stats
+
+PLOTLYJS_BANNER = "* plotly.js v"
+REMOTE_SCRIPT = re.compile(r"<script[^>]*\ssrc=[\"']?(https?:)?//", re.I)
+
+
+def test_project_root_from_notebooks_dir(monkeypatch):
+    root = project_root()
+    monkeypatch.chdir(root / "notebooks")
+    assert project_root() == root
+    assert resolve("data/processed/x.parquet") == root / "data/processed/x.parquet"
+    assert resolve("/abs/x") .as_posix() == "/abs/x"
+
+
+def test_setup_and_method_tables(lab_tables):
+    runs, metrics = lab_tables
+    setup = report.setup_table(runs)
+    assert setup.loc[0, "kernel"] == "6.1.0-test" and setup.loc[0, "tools"] == "netperf 2.7.0"
+    method = report.method_table(runs).set_index("test")
+    assert method.loc["tcp_crr", "failed"] == 1 and method.loc["tcp_crr", "runs_per_scenario"] == "8-9"
+    assert method.loc["tcp_rr", "blocks"] == 8
+
+
+def test_caveats_list_flags_and_failures(lab_tables):
+    runs, metrics = lab_tables
+    flagged, failed = report.caveats(stats.summarize(metrics, runs), runs)
+    assert (flagged["flags"] != "").all() and len(flagged) > 0  # retransmits vary a lot
+    assert failed[["scenario", "test", "failed_runs"]].values.tolist() == [["vxlan", "tcp_crr", 1]]
+
+
+@pytest.mark.slow
+def test_notebooks_execute_and_render_offline_report(lab_tables, tmp_path):
+    runs, metrics = lab_tables
+    pq.write_table(schema.to_table(runs, schema.RUNS_SCHEMA, "runs"), tmp_path / "runs.parquet")
+    pq.write_table(schema.to_table(metrics, schema.METRICS_SCHEMA, "metrics"), tmp_path / "metrics.parquet")
+    out = tmp_path / "reports"
+    params = {"metrics_path": str(tmp_path / "metrics.parquet"), "runs_path": str(tmp_path / "runs.parquet"),
+              "out_dir": str(out), "noise_band_pct": {"default": 2.0, "latency_p99": 5.0}}
+    html_path = report.build_report([f"notebooks/{n}" for n in report.NOTEBOOKS], out, params)
+
+    html = html_path.read_text()
+    assert html.count(PLOTLYJS_BANNER) == 1  # plotly.js exactly once for all figures
+    assert html.count('class="plotly-graph-div"') >= 15
+    assert not REMOTE_SCRIPT.search(html)  # opens offline
+    assert "figures.use_report_renderer" not in html  # code hidden
+    for heading in ("Setup", "Method", "CPU normalization", "Headline table", "Caveats", "Figures"):
+        assert f'id="{heading.replace(" ", "-")}"' in html
+    assert '"ename"' not in "".join(p.read_text() for p in (out / "notebooks").glob("*.ipynb"))
+
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["comparisons"]["c1/local-lab/vxlan/tcp_stream_1/throughput/none"]["verdict"].endswith("worse")
+    assert (out / "significance.csv").stat().st_size > 0
+    for name in ("forest", "tcp_stream_1_throughput_vs_cpu", "tcp_rr_latency", "reference_changes"):
+        for ext in ("html", "svg", "png"):
+            assert (out / "figures" / f"{name}.{ext}").stat().st_size > 1000

@@ -1,0 +1,324 @@
+"""Statistics checked against independent computations on known data."""
+from __future__ import annotations
+
+import itertools
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import rankdata
+
+from benchlib.analysis import stats
+
+from analysis_tables import make_tables
+
+
+def binomial_median_ci(x, confidence=0.95):
+    """Order-statistic CI of the median from binomial tail sums (math.comb), 1-indexed ranks."""
+    x = sorted(x)
+    n = len(x)
+    tail = (1 - confidence) / 2
+    cdf = [sum(math.comb(n, i) for i in range(k + 1)) / 2**n for k in range(n + 1)]
+    k = max((k for k in range(n) if cdf[k] <= tail), default=None)  # P(B <= k) <= tail
+    if k is None:
+        return math.nan, math.nan
+    return x[k], x[n - 1 - k]  # ranks k+1 and n-k
+
+
+def enumerated_mwu_p(x, y):
+    """Two-sided permutation p of U by enumerating every split of the pooled midranks."""
+    ranks = rankdata(np.concatenate([x, y]))
+    n1 = len(x)
+    u = lambda idx: ranks[list(idx)].sum() - n1 * (n1 + 1) / 2
+    observed = u(range(n1))
+    dist = np.array([u(c) for c in itertools.combinations(range(len(ranks)), n1)])
+    return min(1.0, 2 * min((dist >= observed).mean(), (dist <= observed).mean()))
+
+
+def two_configs(base, other, metric="throughput", test="tcp_stream_1"):
+    return make_tables({("host", test): {(metric, "none"): base}, ("vxlan", test): {(metric, "none"): other}})
+
+
+# -- median CI ---------------------------------------------------------------
+
+@pytest.mark.parametrize("n", [6, 7, 10, 15, 30])
+def test_median_ci_matches_binomial_order_statistics(n):
+    x = np.random.default_rng(n).normal(100, 5, n)
+    assert stats.median_ci(x) == pytest.approx(binomial_median_ci(x))
+
+
+def test_median_ci_n10_is_second_and_ninth_value():
+    x = np.array([7, 3, 10, 1, 5, 9, 2, 8, 4, 6], float)
+    assert stats.median_ci(x) == (2.0, 9.0)
+
+
+def test_median_ci_needs_six_runs():
+    lo, hi = stats.median_ci(np.arange(5.0))
+    assert math.isnan(lo) and math.isnan(hi)
+    assert stats.median_ci(np.arange(6.0)) == (0.0, 5.0)  # n = 6: min and max (coverage 96.9 %)
+
+
+# -- Mann-Whitney ------------------------------------------------------------
+
+def test_mann_whitney_separated_samples_exact_p():
+    x, y = np.arange(1.0, 11), np.arange(21.0, 31)
+    u, p, method = stats.mann_whitney(x, y)
+    assert method == "exact"
+    assert u == 0
+    assert p == pytest.approx(2 / math.comb(20, 10))
+
+
+def test_mann_whitney_without_ties_matches_enumeration():
+    x = np.array([1.1, 2.3, 3.7, 5.2, 6.8, 7.4])
+    y = np.array([2.9, 4.1, 6.1, 8.3, 9.0, 9.9])
+    assert stats.mann_whitney(x, y)[1] == pytest.approx(enumerated_mwu_p(x, y))
+
+
+def test_mann_whitney_with_ties_uses_permutations_matching_enumeration():
+    x = np.array([10, 11, 11, 12, 12, 13], float)
+    y = np.array([12, 13, 13, 14, 14, 15], float)
+    u, p, method = stats.mann_whitney(x, y)
+    assert method == "permutation"
+    # 924 splits <= n_resamples: scipy enumerates them all, so p is exact
+    assert p == pytest.approx(enumerated_mwu_p(x, y))
+    assert u == pytest.approx(rankdata(np.concatenate([x, y]))[:6].sum() - 21)
+
+
+def test_mann_whitney_identical_samples_p_one():
+    x = np.full(10, 5.0)
+    assert stats.mann_whitney(x, x.copy())[1] == 1.0
+
+
+def test_mann_whitney_constant_but_different_groups_significant():
+    _, p, method = stats.mann_whitney(np.full(10, 5.0), np.full(10, 6.0), seed=1)
+    assert method == "permutation"
+    assert p < 0.001
+
+
+# -- effect ------------------------------------------------------------------
+
+def test_delta_pct_point_estimate_and_ci_brackets_it():
+    rng = np.random.default_rng(3)
+    y = 10 * (1 + 0.02 * rng.standard_normal(10))
+    x = 0.9 * y[::-1]
+    delta, lo, hi = stats.delta_pct(x, y, seed=0)
+    assert delta == pytest.approx(100 * (np.median(x) / np.median(y) - 1))
+    assert lo <= delta <= hi
+    assert stats.delta_pct(x, y, seed=0) == (delta, lo, hi)  # seeded: reproducible
+
+
+def test_delta_pct_ci_agrees_with_independent_percentile_bootstrap():
+    rng = np.random.default_rng(4)
+    x, y = rng.lognormal(0, 0.05, 12) * 0.95, rng.lognormal(0, 0.05, 12)
+    _, lo, hi = stats.delta_pct(x, y, seed=0, n_resamples=20_000)
+    boot = np.random.default_rng(99)
+    ratios = [np.log(np.median(boot.choice(x, x.size))) - np.log(np.median(boot.choice(y, y.size)))
+              for _ in range(20_000)]
+    ref_lo, ref_hi = 100 * np.expm1(np.percentile(ratios, [2.5, 97.5]))
+    assert lo == pytest.approx(ref_lo, abs=0.5)
+    assert hi == pytest.approx(ref_hi, abs=0.5)
+
+
+def test_delta_pct_undefined_for_nonpositive_values():
+    assert all(math.isnan(v) for v in stats.delta_pct(np.zeros(8), np.ones(8)))
+
+
+def test_delta_pct_identical_samples_is_zero():
+    x = np.full(10, 7.0)
+    assert stats.delta_pct(x, x.copy()) == (0.0, 0.0, 0.0)
+
+
+# -- multiple comparisons -----------------------------------------------------
+
+def test_holm_by_hand():
+    # sorted p: .005*4=.02, .01*3=.03, .03*2=.06, .04*1=.04 -> monotone .02 .03 .06 .06
+    p = [0.01, 0.04, 0.03, 0.005]
+    assert stats.adjust(p, "holm") == pytest.approx([0.03, 0.06, 0.06, 0.02])
+
+
+def test_holm_differs_from_statsmodels_default_holm_sidak():
+    p = [0.01, 0.04, 0.03, 0.005]
+    from statsmodels.stats.multitest import multipletests
+    assert not np.allclose(stats.adjust(p, "holm"), multipletests(p)[1])
+
+
+def test_fdr_bh_by_hand():
+    # sorted p * m / rank: .005*4/1=.02, .01*4/2=.02, .03*4/3=.04, .04*4/4=.04
+    assert stats.adjust([0.01, 0.04, 0.03, 0.005], "fdr_bh") == pytest.approx([0.02, 0.04, 0.04, 0.02])
+
+
+def test_adjust_leaves_untested_out_of_the_family():
+    out = stats.adjust([0.01, math.nan, 0.04], "holm")
+    assert out[0] == pytest.approx(0.02) and math.isnan(out[1]) and out[2] == pytest.approx(0.04)
+
+
+def test_adjust_rejects_unknown_correction():
+    with pytest.raises(ValueError, match="correction"):
+        stats.adjust([0.1], "bonferroni-ish")
+
+
+# -- verdicts ------------------------------------------------------------------
+
+def test_verdict_labels():
+    assert stats.verdict(math.nan, 1, 0, 2, 0.05, 2, True) == "insufficient n"
+    assert stats.verdict(0.05, -10, -12, -8, 0.05, 2, True) == "~ within noise"
+    assert stats.verdict(0.01, 0.5, 0.2, 1.9, 0.05, 2, True) == "negligible"
+    assert stats.verdict(0.01, 1.5, 0.2, 2.5, 0.05, 2, True) == "+1.5 % [+0.2, +2.5] better"
+    assert stats.verdict(0.01, -20.04, -21.0, -19.0, 0.05, 2, True) == "-20.0 % [-21.0, -19.0] worse"
+    assert stats.verdict(0.01, -20.0, -21.0, -19.0, 0.05, 2, False) == "-20.0 % [-21.0, -19.0] better"
+    assert stats.verdict(0.01, 20.0, 19.0, 21.0, 0.05, 2, False) == "+20.0 % [+19.0, +21.0] worse"
+
+
+def test_noise_band_lookup():
+    assert stats.noise_band("throughput", 3) == 3.0
+    assert stats.noise_band("throughput", {"throughput": 1.0, "default": 5}) == 1.0
+    assert stats.noise_band("latency_p99", {"throughput": 1.0, "default": 5}) == 5.0
+    with pytest.raises(ValueError, match="latency_p99"):
+        stats.noise_band("latency_p99", {"throughput": 1.0})
+
+
+# -- compare on tables ----------------------------------------------------------
+
+def test_compare_clear_throughput_drop_is_worse():
+    base = np.linspace(39.5, 40.5, 10)
+    runs, metrics = two_configs(base, base * 0.8)
+    c = stats.compare(metrics, runs, baseline="host")
+    row = c.iloc[0]
+    assert (row.scenario, row.n, row.n_base, row.test_method) == ("vxlan", 10, 10, "exact")
+    assert row.p == pytest.approx(2 / math.comb(20, 10))
+    assert row.p_adj == row.p  # family of one
+    assert row.delta_pct == pytest.approx(-20.0)
+    assert row.verdict.startswith("-20.0 % [") and row.verdict.endswith("] worse")
+
+
+def test_compare_lower_latency_is_better():
+    base = np.linspace(29, 31, 10)
+    runs, metrics = two_configs(base, base * 0.7, metric="latency_p99", test="tcp_rr")
+    row = stats.compare(metrics, runs).iloc[0]
+    assert row.delta_pct == pytest.approx(-30.0)
+    assert row.verdict.endswith("better") and row.verdict.startswith("-30.0 %")
+
+
+def test_compare_identical_samples_within_noise():
+    x = np.full(10, 40.0)
+    runs, metrics = two_configs(x, x)
+    row = stats.compare(metrics, runs).iloc[0]
+    assert row.p == 1.0 and row.delta_pct == 0.0
+    assert row.verdict == "~ within noise"
+
+
+def test_compare_tiny_but_significant_change_is_negligible():
+    base = np.linspace(39.9, 40.1, 10)
+    runs, metrics = two_configs(base, base + 0.3)  # +0.75 %, samples do not overlap
+    row = stats.compare(metrics, runs, noise_band_pct={"throughput": 2.0}).iloc[0]
+    assert row.p_adj < 0.05
+    assert row.verdict == "negligible"
+    # the same data with a tighter band is a real improvement
+    row = stats.compare(metrics, runs, noise_band_pct=0.1).iloc[0]
+    assert row.verdict.endswith("better")
+
+
+def test_compare_insufficient_n():
+    runs, metrics = two_configs(np.linspace(39, 41, 5), np.linspace(20, 21, 10))
+    row = stats.compare(metrics, runs).iloc[0]
+    assert row.verdict == "insufficient n"
+    assert math.isnan(row.p) and math.isnan(row.p_adj)
+
+
+def test_compare_holm_over_the_family(lab_tables):
+    runs, metrics = lab_tables
+    fam = metrics[metrics["metric"].isin(["throughput", "transaction_rate"])]
+    c = stats.compare(fam, runs, baseline="host")
+    assert len(c) == 3 * 3  # 3 scenarios x (2 stream tests + tcp_rr)
+    assert c["p_adj"].to_numpy() == pytest.approx(stats.adjust(c["p"].to_numpy(), "holm"))
+    assert set(c["correction"]) == {"Holm"}
+    fdr = stats.compare(fam, runs, baseline="host", correction="fdr_bh")
+    assert set(fdr["correction"]) == {"FDR (Benjamini-Hochberg)"}
+
+
+def test_compare_missing_baseline_names_it():
+    runs, metrics = two_configs(np.ones(6), np.ones(6))
+    with pytest.raises(ValueError, match="'bridge'"):
+        stats.compare(metrics, runs, baseline="bridge")
+
+
+# -- summary and flags ----------------------------------------------------------
+
+def test_summarize_matches_numpy(lab_tables):
+    runs, metrics = lab_tables
+    s = stats.summarize(metrics, runs)
+    row = s[(s.scenario == "bridge") & (s.test == "tcp_rr") & (s.metric == "transaction_rate")].iloc[0]
+    x = metrics[(metrics.scenario == "bridge") & (metrics.test == "tcp_rr")
+                & (metrics.metric == "transaction_rate")]["value"].to_numpy()
+    assert row.n == 8
+    assert row["median"] == pytest.approx(np.median(x))
+    assert row.iqr == pytest.approx(np.percentile(x, 75) - np.percentile(x, 25))
+    assert row.cv_pct == pytest.approx(100 * np.std(x, ddof=1) / np.mean(x))
+    assert (row.ci_low, row.ci_high) == pytest.approx(binomial_median_ci(x))
+
+
+def test_summarize_flags_cv_drift_failures_and_small_n():
+    trend = np.linspace(30, 40, 10)  # rises with run order, CV ~ 10 %
+    runs, metrics = make_tables({("host", "tcp_stream_1"): {("throughput", "none"): trend},
+                                 ("vxlan", "tcp_stream_1"): {("throughput", "none"): [40, 40.1, 39.9, 40, 40.05]}},
+                                failed={("vxlan", "tcp_stream_1"): 2})
+    s = stats.summarize(metrics, runs).set_index("scenario")
+    ranks = np.arange(10)
+    assert s.loc["host", "drift_rho"] == pytest.approx(np.corrcoef(ranks, rankdata(trend))[0, 1])
+    assert "drift" in s.loc["host", "flags"] and "CV" in s.loc["host", "flags"]
+    assert s.loc["vxlan", "n"] == 5  # failed runs are not in the sample ...
+    assert s.loc["vxlan", "failed_runs"] == 2  # ... but counted
+    assert math.isnan(s.loc["vxlan", "ci_low"])
+    assert s.loc["vxlan", "flags"] == "insufficient n (5 < 6); 2 failed run(s)"
+
+
+def test_summarize_excludes_metric_rows_of_failed_runs():
+    runs, metrics = two_configs(np.arange(1.0, 9), np.arange(1.0, 9))
+    runs.loc[runs["run_id"] == "host-tcp_stream_1-0", "outcome"] = "failed"
+    s = stats.summarize(metrics, runs).set_index("scenario")
+    assert s.loc["host", "n"] == 7 and s.loc["host", "failed_runs"] == 1
+
+
+def test_drift_uses_run_order_not_table_order():
+    runs, metrics = two_configs(np.linspace(30, 40, 10), np.linspace(30, 40, 10))
+    # shuffle the table rows: the order comes from started_at
+    s = stats.summarize(metrics.sample(frac=1, random_state=0), runs)
+    assert s["drift_rho"].tolist() == pytest.approx([1.0, 1.0])
+
+
+def test_constant_sample_has_no_drift_or_cv_flag():
+    runs, metrics = two_configs(np.full(8, 3.0), np.zeros(8))
+    s = stats.summarize(metrics, runs).set_index("scenario")
+    assert math.isnan(s.loc["host", "drift_rho"])
+    assert s.loc["host", "cv_pct"] == 0.0 and s.loc["host", "flags"] == ""
+    assert math.isnan(s.loc["vxlan", "cv_pct"])
+
+
+# -- headline and JSON ----------------------------------------------------------------
+
+def test_headline_puts_baseline_first(lab_tables):
+    runs, metrics = lab_tables
+    fam = metrics[metrics["metric"] == "throughput"]
+    h = stats.headline(stats.summarize(fam, runs), stats.compare(fam, runs), baseline="host")
+    first = h[h["test"] == "tcp_stream_1"]
+    assert first["scenario"].tolist() == ["host", "bridge", "veth-routed", "vxlan"]
+    assert first["verdict"].iloc[0] == "baseline"
+    assert first["verdict"].iloc[3].endswith("worse")
+    assert "[" in first["median [95 % CI]"].iloc[0]
+
+
+def test_metrics_dict_is_strict_json(lab_tables):
+    runs, metrics = lab_tables
+    fam = metrics[metrics["metric"].isin(["throughput", "retransmits"])]
+    d = stats.to_metrics_dict(stats.summarize(fam, runs), stats.compare(fam, runs))
+    text = json.dumps(d, allow_nan=False)  # retransmits have zeros: delta is null, not NaN
+    key = "c1/local-lab/vxlan/tcp_stream_1/throughput/none"
+    assert json.loads(text)["comparisons"][key]["verdict"].endswith("worse")
+    assert isinstance(pd.Series(d["summary"]).iloc[0]["median"], float)
+
+
+@pytest.mark.parametrize("n1,n2", [(6, 6), (6, 10), (10, 10)])
+def test_smallest_p_is_two_over_the_number_of_splits(n1, n2):
+    assert stats.smallest_p(n1, n2) == pytest.approx(2 / math.comb(n1 + n2, n1))

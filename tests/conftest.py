@@ -1,0 +1,94 @@
+"""Shared fixtures: the real lab (root, network namespaces, real netperf)."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from benchlib.config import load_environment
+from benchlib.targets.lab import LabTarget, list_namespaces
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def require_root() -> None:
+    # The suite measures real kernel datapaths; without root there is nothing
+    # honest to test, so say so instead of skipping.
+    if os.geteuid() != 0:
+        pytest.fail("the test suite needs root (network namespaces); run scripts/test.sh as root")
+
+
+@pytest.fixture(scope="session")
+def lab_env():
+    return load_environment("local-lab")
+
+
+@pytest.fixture(scope="session")
+def lab(lab_env):
+    """All four lab scenarios, built once for the session and torn down after."""
+    require_root()
+    with LabTarget(lab_env, list(lab_env.scenarios), log=lambda m: None) as target:
+        yield target
+
+
+def lab_namespaces(lab_id: str) -> list[str]:
+    return [ns for ns in list_namespaces() if ns.startswith(lab_id + "-")]
+
+
+@pytest.fixture
+def project_copy(tmp_path) -> Path:
+    """A copy of the project (code, pipelines, dvc.yaml) to run campaigns in."""
+    dst = tmp_path / "project"
+    dst.mkdir()
+    for name in ("benchlib", "pipelines", "notebooks", "dvc.yaml", "params.yaml", "pyproject.toml", ".dvcignore"):
+        src = REPO / name
+        if src.is_dir():
+            shutil.copytree(src, dst / name, ignore=shutil.ignore_patterns("__pycache__", "*.ipynb"))
+        elif src.exists():
+            shutil.copy2(src, dst / name)
+    (dst / ".dvc").mkdir()
+    shutil.copy2(REPO / ".dvc" / "config", dst / ".dvc" / "config")
+    subprocess.run(["git", "init", "-q"], cwd=dst, check=True)
+    return dst
+
+
+def venv_env() -> dict:
+    """The environment for subprocesses: this venv's commands first on PATH."""
+    env = dict(os.environ)
+    env["PATH"] = f"{REPO / '.venv' / 'bin'}:{env['PATH']}"
+    return env
+
+
+def short_params(campaign: str, scenarios: list[str], tests: dict, repetitions: int = 2, retries: int = 1):
+    from benchlib.config import Params
+    return Params.model_validate({
+        "experiment": {"campaign": campaign, "environments": ["local-lab"], "repetitions": repetitions,
+                       "seed": 7, "cpu_trim_s": 0.2, "retries": retries},
+        "tests": tests,
+        "environments": {"local-lab": {"scenarios": scenarios}},
+    })
+
+
+SHORT_TESTS = {
+    "stream": {"tool": "netperf", "kind": "TCP_STREAM", "duration_s": 1, "streams": 2, "message_size": 65536},
+    "rr": {"tool": "netperf", "kind": "TCP_RR", "duration_s": 1, "message_size": 1},
+}
+
+
+@pytest.fixture(scope="session")
+def short_campaign(tmp_path_factory, lab_env):
+    """A real two-block campaign (host and bridge, a stream and an RR test) in a temporary raw root."""
+    require_root()
+    from benchlib import runner
+    from benchlib.config import plan_environment
+    raw = tmp_path_factory.mktemp("raw")
+    params = short_params("short", ["host", "bridge"], SHORT_TESTS)
+    plan = plan_environment(params, "local-lab")
+    counts = runner.run_environment(params, plan, LabTarget(lab_env, plan.scenarios, log=lambda m: None),
+                                    raw_root=raw, log=lambda m: None)
+    return {"raw": raw, "params": params, "plan": plan, "counts": counts,
+            "dir": runner.campaign_dir("short", raw)}

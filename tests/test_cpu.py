@@ -1,0 +1,50 @@
+"""CPU accounting from /proc/stat, checked against a real busy loop on a known CPU."""
+import os
+import subprocess
+import time
+
+import pytest
+
+from benchlib import cpu
+from benchlib.collectors import ParseError
+
+
+def test_parse_real_proc_stat_has_every_allowed_cpu():
+    counters = cpu.parse_proc_stat(open("/proc/stat").read())
+    assert set(os.sched_getaffinity(0)) <= set(counters)
+    assert all(len(v) == len(cpu.FIELDS) for v in counters.values())
+
+
+def test_busy_excludes_idle_iowait_and_guest_double_count():
+    start = cpu.Snapshot(0, 0.0, {0: [0] * 10})
+    # user nice system idle iowait irq softirq steal guest guest_nice
+    end = cpu.Snapshot(1, 1.0, {0: [30, 10, 20, 100, 50, 5, 5, 0, 25, 5]})
+    usage = cpu.side_usage(start, end, [0], ticks_per_s=100)
+    assert usage["cpu_busy_cores"] == pytest.approx(0.70)  # 30+10+20+5+5, guest inside user/nice
+    assert usage["cpu_busy_pct"] == pytest.approx(70.0)
+
+
+def test_side_usage_errors_are_parse_errors():
+    s = cpu.Snapshot(0, 1.0, {0: [0] * 10})
+    with pytest.raises(ParseError, match="window"):
+        cpu.side_usage(s, s, [0], 100)
+    with pytest.raises(ParseError, match="missing for CPUs \\[3\\]"):
+        cpu.side_usage(s, cpu.Snapshot(1, 2.0, {0: [0] * 10}), [3], 100)
+
+
+def test_a_busy_loop_shows_up_on_its_cpu_only():
+    busy_cpu, other = sorted(os.sched_getaffinity(0))[-1], sorted(os.sched_getaffinity(0))[0]
+    loop = subprocess.Popen(["taskset", "-c", str(busy_cpu), "python3", "-c", "while True: pass"])
+    try:
+        time.sleep(0.3)
+        first = cpu.read_local()
+        time.sleep(1.0)
+        last = cpu.read_local()
+    finally:
+        loop.kill()
+        loop.wait()
+    busy = cpu.side_usage(first, last, [busy_cpu], cpu.clk_tck())
+    assert busy["cpu_busy_pct"] > 85
+    both = cpu.side_usage(first, last, [busy_cpu, other], cpu.clk_tck())
+    assert both["cpu_busy_cores"] >= busy["cpu_busy_cores"]
+    assert both["cpu_busy_pct"] == pytest.approx(both["cpu_busy_cores"] / 2 * 100)

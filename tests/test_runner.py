@@ -1,0 +1,129 @@
+"""The campaign: blocks, raw records, resume, failures."""
+import json
+import signal
+import subprocess
+import time
+from dataclasses import replace
+
+import pytest
+
+from benchlib import runner, tidy
+from benchlib.config import plan_environment
+from benchlib.targets.lab import LabTarget, list_namespaces
+from tests.conftest import SHORT_TESTS, short_params, venv_env
+
+
+def test_every_block_runs_every_configuration_once_in_seeded_order(lab_env):
+    params = short_params("s", ["host", "bridge", "vxlan"], SHORT_TESTS, repetitions=4)
+    plan = plan_environment(params, "local-lab")
+    runs = runner.schedule(plan, 4, seed=1)
+    assert [r.order for r in runs] == list(range(24))
+    configs = {(s, t) for s in plan.scenarios for t in plan.tests}
+    orders = []
+    for block in range(4):
+        in_block = [(r.scenario, r.test) for r in runs if r.block == block]
+        assert sorted(in_block) == sorted(configs)
+        orders.append(in_block)
+    assert len({tuple(o) for o in orders}) > 1  # shuffled, not the same order every block
+    assert runner.schedule(plan, 4, seed=1) == runs
+    assert [r.scenario for r in runner.schedule(plan, 4, seed=2)] != [r.scenario for r in runs]
+
+
+def test_records_are_complete_and_verifiable(short_campaign):
+    cdir = short_campaign["dir"]
+    assert short_campaign["counts"] == {"planned": 8, "already_done": 0, "ok": 8, "failed": 0}
+    records = tidy.find_records(cdir)
+    assert len(records) == 8
+    for rec in records:
+        tidy.verify(rec)
+        meta = json.loads((rec / "meta.json").read_text())
+        assert meta["outcome"] == "ok" and meta["exit_codes"] == [0] * len(meta["commands"])
+        assert meta["target"]["versions"]["netperf"] == "2.7.0"
+        assert meta["placement"]["client_node"].endswith("-n1")
+        assert meta["started_at"] < meta["ended_at"]
+        for i, argv in enumerate(meta["commands"]):
+            assert argv[0] == "netperf"
+            assert (rec / f"stdout-{i}.txt").read_text().startswith("THROUGHPUT=")
+        cpu = json.loads((rec / "cpu.json").read_text())
+        assert set(cpu["sides"]) == {"client", "server"}
+    assert not list(cdir.rglob(".*tmp*"))
+
+
+def test_rerun_measures_nothing_new(short_campaign, lab_env):
+    before = {p: p.stat().st_mtime_ns for p in short_campaign["dir"].rglob("*")}
+    target = LabTarget(lab_env, short_campaign["plan"].scenarios, log=lambda m: None)
+    counts = runner.run_environment(short_campaign["params"], short_campaign["plan"], target,
+                                    raw_root=short_campaign["raw"], log=lambda m: None)
+    assert counts == {"planned": 8, "already_done": 8, "ok": 0, "failed": 0}
+    assert {p: p.stat().st_mtime_ns for p in short_campaign["dir"].rglob("*")} == before
+
+
+class WrongAddress(LabTarget):
+    """The real lab, but the client is sent to an address where no netserver listens."""
+
+    def placement(self, scenario):
+        return replace(super().placement(scenario), server_address="198.18.0.99")
+
+
+def test_a_failing_tool_is_recorded_as_failed_with_its_output(tmp_path, lab_env):
+    params = short_params("fail", ["host"], {"rr": SHORT_TESTS["rr"]}, repetitions=1, retries=1)
+    plan = plan_environment(params, "local-lab")
+    counts = runner.run_environment(params, plan, WrongAddress(lab_env, ["host"], log=lambda m: None),
+                                    raw_root=tmp_path, log=lambda m: None)
+    assert counts["failed"] == 1
+    rec = tidy.find_records(tmp_path / "fail")[0]
+    meta = json.loads((rec / "meta.json").read_text())
+    assert meta["outcome"] == "failed"
+    assert "exited 255" in meta["failure_reason"] and "198.18.0.99" in meta["failure_reason"]
+    assert [a["outcome"] for a in meta["attempts"]] == ["failed", "failed"]  # one retry
+    assert "establish control" in (rec / "stdout-0.txt").read_text() + (rec / "stderr-0.txt").read_text()
+    assert (rec / "failed-attempt-1" / "stderr-0.txt").exists()
+    runs, metrics = tidy.build_tables(tmp_path / "fail")
+    assert runs["outcome"].tolist() == ["failed"] and metrics.empty
+
+
+def test_a_hanging_tool_is_killed_at_the_timeout(tmp_path, lab_env):
+    slow = {**SHORT_TESTS["rr"], "duration_s": 3, "timeout_s": 1}
+    params = short_params("hang", ["host"], {"rr": slow}, repetitions=1, retries=0)
+    plan = plan_environment(params, "local-lab")
+    runner.run_environment(params, plan, LabTarget(lab_env, ["host"], log=lambda m: None),
+                           raw_root=tmp_path, log=lambda m: None)
+    meta = json.loads((tidy.find_records(tmp_path / "hang")[0] / "meta.json").read_text())
+    assert meta["outcome"] == "failed" and meta["failure_reason"].startswith("timeout")
+    assert meta["exit_codes"] == [None]
+
+
+INTERRUPT_PARAMS = """
+experiment: {campaign: intr, environments: [local-lab], repetitions: 3, seed: 3, cpu_trim_s: 0.2, retries: 0}
+tests:
+  stream: {tool: netperf, kind: TCP_STREAM, duration_s: 1}
+  rr: {tool: netperf, kind: TCP_RR, duration_s: 1}
+environments:
+  local-lab: {scenarios: [host, vxlan]}
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupted_campaign_tears_down_and_resumes(project_copy, sig):
+    (project_copy / "params.yaml").write_text(INTERRUPT_PARAMS)
+    cdir = project_copy / "data" / "raw" / "intr"
+    cmd = ["benchlib", "collect", "--env", "local-lab"]
+    proc = subprocess.Popen(cmd, cwd=project_copy, env=venv_env(), stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while len(tidy.find_records(cdir)) < 3 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err
+    assert not [ns for ns in list_namespaces() if ns.startswith(f"bl-{proc.pid}_")]
+    done = {r.relative_to(cdir) for r in tidy.find_records(cdir)}
+    assert 3 <= len(done) < 12
+    resumed = subprocess.run(cmd, cwd=project_copy, env=venv_env(), capture_output=True, text=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"{len(done)} of 12 runs already recorded" in resumed.stderr
+    records = tidy.find_records(cdir)
+    assert len(records) == 12
+    assert {(r.parent.parent.name, r.parent.name, r.name) for r in records} == {
+        (s, t, f"r{b:03d}") for s in ("host", "vxlan") for t in ("stream", "rr") for b in range(3)}
+    assert not list(cdir.rglob(".*tmp*"))
