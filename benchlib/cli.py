@@ -63,6 +63,24 @@ def cmd_parse(args) -> int:
     return 0
 
 
+def cmd_report(args) -> int:
+    from .analysis import report  # heavy imports (papermill, nbconvert) only when reporting
+
+    params = _params(args)
+    config.validate_all(params)
+    root = config.project_root()
+    out_dir = Path(args.out_dir) if args.out_dir else root / "reports"
+    parameters = {**params.analysis.model_dump(), "out_dir": str(out_dir),
+                  "metrics_path": str(root / "data/processed/metrics.parquet"),
+                  "runs_path": str(root / "data/processed/runs.parquet"),
+                  "reference_dir": str(root / "data/reference")}
+    notebooks = [root / "notebooks" / name for name in report.NOTEBOOKS]
+    print(f"report: executing {len(notebooks)} notebooks into {out_dir}", file=sys.stderr, flush=True)
+    html = report.build_report(notebooks, out_dir, parameters, title=params.report.title)
+    print(f"report: {html}")
+    return 0
+
+
 def cmd_lab_clean(args) -> int:
     removed = lab.clean_leftovers()
     print(f"lab: {len(removed)} leftover namespace(s) removed" if removed else "lab: nothing left over")
@@ -111,6 +129,16 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--skip-corrupt", action="store_true",
                    help="skip records that fail verification (counted and listed) instead of stopping")
     s.set_defaults(func=cmd_parse)
+
+    s = sub.add_parser("report", help="run the analysis notebooks and render the HTML report",
+                       description="Execute the notebooks in notebooks/ with papermill, with the analysis "
+                                   "section of params.yaml as parameters: CPU normalization, significance "
+                                   "against the baseline, figures (HTML/SVG/PNG) and the published reference "
+                                   "numbers. Writes reports/notebooks/*.ipynb, reports/figures/, "
+                                   "reports/metrics.json, reports/significance.csv and reports/report.html "
+                                   "(code hidden, opens offline).")
+    s.add_argument("--out-dir", help="output directory (default: reports)")
+    s.set_defaults(func=cmd_report)
 
     lab_p = sub.add_parser("lab", help="the embedded network-namespace lab",
                            description="Inspect or clean the embedded lab.")

@@ -72,14 +72,43 @@ class EnvironmentOverride(_Strict):
     tests: list[str] | None = None
 
 
+class Analysis(_Strict):
+    """Parameters of the analysis notebooks (passed to papermill as they are)."""
+
+    baseline: str = Field("host", description="scenario every other scenario is compared with")
+    alpha: float = Field(0.05, gt=0, lt=1)
+    correction: Literal["holm", "fdr_bh"] = Field("holm", description="holm for a report, fdr_bh (FDR) for sweeps")
+    cpu_target_gbps: float = Field(100.0, gt=0, description="stream tests: CPU % needed for this throughput")
+    rr_per_transactions: float = Field(10_000, gt=0, description="TCP_RR: CPU % per this many transactions/s")
+    crr_per_connections: float = Field(10_000, gt=0, description="TCP_CRR: CPU % per this many connections/s")
+    noise_band_pct: float | dict[str, float] = Field(
+        2.0, description="changes inside +/- this % are 'negligible'; a number or {metric: %, default: %}")
+    family_metrics: list[str] = Field(
+        ["throughput", "transaction_rate", "connection_rate", "latency_p50", "latency_p99", "cpu_pct_at_target"],
+        min_length=1, description="metrics whose comparisons form the corrected family")
+    seed: int = Field(0, description="bootstrap seed")
+
+    @field_validator("family_metrics")
+    @classmethod
+    def _known_metrics(cls, names: list[str]) -> list[str]:
+        from .analysis.normalize import CPU_METRICS
+        from .schema import METRICS
+        unknown = [n for n in names if n not in METRICS and n not in CPU_METRICS]
+        if unknown:
+            raise ValueError(f"unknown metric(s) {unknown}; allowed: {sorted(METRICS) + sorted(CPU_METRICS)}")
+        return names
+
+
+class Report(_Strict):
+    title: str = "Container network benchmark"
+
+
 class Params(_Strict):
     experiment: Experiment
     tests: dict[str, TestSpec] = Field(min_length=1)
     environments: dict[str, EnvironmentOverride] = {}
-    # The analysis and report sections belong to the notebooks; they are
-    # validated there, so collection never depends on them.
-    analysis: dict = {}
-    report: dict = {}
+    analysis: Analysis = Analysis()
+    report: Report = Report()
 
     @field_validator("tests")
     @classmethod
@@ -203,4 +232,8 @@ def plan_environment(params: Params, env_name: str) -> Plan:
 
 
 def validate_all(params: Params) -> list[Plan]:
-    return [plan_environment(params, env) for env in params.experiment.environments]
+    plans = [plan_environment(params, env) for env in params.experiment.environments]
+    if not any(params.analysis.baseline in p.scenarios for p in plans):
+        raise ConfigError(f"params.yaml: analysis.baseline: {params.analysis.baseline!r} is not a scenario of any "
+                          f"environment; scenarios: {sorted({s for p in plans for s in p.scenarios})}")
+    return plans

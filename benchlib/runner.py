@@ -40,10 +40,11 @@ class RunSpec:
 
     @property
     def run_id(self) -> str:
-        return f"r{self.block:03d}"
+        """Unique within the campaign, and the record's path below the campaign directory."""
+        return f"{self.environment}/{self.scenario}/{self.test}/r{self.block:03d}"
 
     def record_dir(self, campaign_dir: Path) -> Path:
-        return campaign_dir / self.environment / self.scenario / self.test / self.run_id
+        return campaign_dir / self.run_id
 
 
 def schedule(plan: Plan, repetitions: int, seed: int) -> list[RunSpec]:

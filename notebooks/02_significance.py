@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -33,7 +35,6 @@ seed = 0
 # %%
 import json
 
-import pandas as pd
 from IPython.display import Markdown, display
 
 from benchlib.analysis import figures, normalize, report, resolve, stats
@@ -84,7 +85,7 @@ table.style.hide(axis="index").format({"delta_pct": "{:+.1f}", "p_adj": "{:.3g}"
 
 # %%
 comparisons.drop(columns=["u"]).to_csv(out / "significance.csv", index=False)
-(out / "metrics.json").write_text(json.dumps(
+_ = (out / "metrics.json").write_text(json.dumps(
     {"baseline": baseline, "alpha": alpha, "correction": correction, "cpu_target_gbps": cpu_target_gbps,
      **stats.to_metrics_dict(summary, comparisons)}, indent=2, allow_nan=False))
 

@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -37,7 +39,7 @@ seed = 0
 reference_dir = "data/reference"
 
 # %%
-from IPython.display import Markdown, display
+from IPython.display import display
 
 from benchlib.analysis import figures, reference, resolve
 from benchlib.schema import check_metrics, read_metrics, read_runs

@@ -44,11 +44,12 @@ def project_copy(tmp_path) -> Path:
     """A copy of the project (code, pipelines, dvc.yaml) to run campaigns in."""
     dst = tmp_path / "project"
     dst.mkdir()
-    for name in ("benchlib", "pipelines", "notebooks", "dvc.yaml", "params.yaml", "pyproject.toml", ".dvcignore"):
+    for name in ("benchlib", "pipelines", "notebooks", "data/reference", "dvc.yaml", "params.yaml",
+                 "pyproject.toml", ".dvcignore"):
         src = REPO / name
         if src.is_dir():
             shutil.copytree(src, dst / name, ignore=shutil.ignore_patterns("__pycache__", "*.ipynb"))
-        elif src.exists():
+        else:
             shutil.copy2(src, dst / name)
     (dst / ".dvc").mkdir()
     shutil.copy2(REPO / ".dvc" / "config", dst / ".dvc" / "config")

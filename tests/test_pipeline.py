@@ -1,41 +1,54 @@
-"""`dvc repro` end to end in a temporary copy of the project, on the real lab."""
+"""`dvc repro` end to end in a temporary copy of the project, on the real lab:
+collect -> parse -> report, then what re-runs when something changes."""
+import json
+import re
 import subprocess
+import tempfile
 
 import pandas as pd
 import pytest
 import yaml
 
 from benchlib import schema
+from benchlib.analysis import report
 from tests.conftest import require_root, venv_env
+
+BLOCKS = 6  # the statistics floor: below it no 95 % median CI exists
 
 
 def dvc(project, *args):
-    proc = subprocess.run(["dvc", *args], cwd=project, env=venv_env(), capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(["dvc", *args], cwd=project, env=venv_env(), capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout + proc.stderr
 
 
+def write_params(project, params):
+    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+
+
 @pytest.fixture(scope="module")
 def repro(tmp_path_factory):
-    """One short campaign through the whole pipeline: every scenario and test, one block, 2 s runs."""
+    """One short campaign through the whole pipeline: every scenario and test, 6 blocks of 1 s runs."""
     require_root()
-    from tests.conftest import project_copy as _copy  # fixture body reused with a module-scoped path
+    from tests.conftest import project_copy as _copy
     project = _copy.__wrapped__(tmp_path_factory.mktemp("pipeline"))
     params = yaml.safe_load((project / "params.yaml").read_text())
-    params["experiment"].update(campaign="pipeline-test", repetitions=1, cpu_trim_s=0.3)
+    params["experiment"].update(campaign="pipeline-test", repetitions=BLOCKS, cpu_trim_s=0.25)
     for test in params["tests"].values():
-        test["duration_s"] = 2
-    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+        test["duration_s"] = 1
+    write_params(project, params)
     out = dvc(project, "repro")
     return project, params, out
 
 
 def test_repro_produces_tidy_tables_for_every_configuration(repro):
-    project, params, out = repro
+    project, params, _ = repro
     runs = schema.read_runs(project / "data/processed/runs.parquet")
     metrics = schema.read_metrics(project / "data/processed/metrics.parquet")
     scenarios = params["environments"]["local-lab"]["scenarios"]
-    assert sorted(set(zip(runs.scenario, runs.test))) == sorted((s, t) for s in scenarios for t in params["tests"])
+    per_config = runs.groupby(["scenario", "test"]).size()
+    assert sorted(per_config.index) == sorted((s, t) for s in scenarios for t in params["tests"])
+    assert (per_config == BLOCKS).all()
     assert set(runs["outcome"]) == {"ok"}
     have = set(zip(metrics.scenario, metrics.test, metrics.metric, metrics.side))
     for s in scenarios:
@@ -47,26 +60,81 @@ def test_repro_produces_tidy_tables_for_every_configuration(repro):
         assert (s, "tcp_rr", "latency_p99", "none") in have
         assert (s, "tcp_crr", "connection_rate", "none") in have
     assert set(metrics["campaign"]) == {"pipeline-test"}
-    assert (project / "dvc.lock").exists()
-    n = metrics[(metrics.test == "tcp_stream_n") & (metrics.metric == "throughput")]
-    assert isinstance(n, pd.DataFrame) and (n["value"] > 0).all()
+    assert metrics["run_id"].isin(runs["run_id"]).all() and runs["run_id"].is_unique
+
+
+def test_report_labels_every_scenario_against_the_baseline(repro):
+    project, params, _ = repro
+    sig = pd.read_csv(project / "reports/significance.csv")
+    assert set(sig["baseline"]) == {"host"}
+    assert set(sig["scenario"]) == {"veth-routed", "bridge", "vxlan"}
+    assert set(sig["test"]) == set(params["tests"])
+    assert (sig["n"] == BLOCKS).all() and sig["p"].between(0, 1).all() and sig["p_adj"].between(0, 1).all()
+    assert sig[["delta_low", "delta_high"]].notna().all().all()
+    assert sig["verdict"].str.match(r"^(~ within noise|negligible|[+-]\d+\.\d % \[.*\] (better|worse))$").all()
+    metrics_json = json.loads((project / "reports/metrics.json").read_text())
+    assert len(metrics_json["comparisons"]) == len(sig)
+    for kind in ("html", "svg", "png"):
+        assert (project / f"reports/figures/forest.{kind}").stat().st_size > 1000
+
+
+def test_report_html_opens_offline_with_every_figure_drawn(repro):
+    project, _, _ = repro
+    page = project / "reports/report.html"
+    html = page.read_text()
+    divs = html.count('class="plotly-graph-div"')
+    assert divs >= 15
+    assert html.count("* plotly.js v") == 1
+    assert not re.search(r"<script[^>]*\ssrc=[\"']?(https?:)?//", html, re.I)
+    # A real browser, offline: plotly draws an <svg class="main-svg"> per figure once its JS has run.
+    with tempfile.TemporaryDirectory() as profile:
+        dom = subprocess.run(
+            ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+             "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
+             "--virtual-time-budget=20000", "--dump-dom", page.as_uri()],
+            capture_output=True, text=True, timeout=180).stdout
+    drawn = len(re.findall(r'<div[^>]*class="[^"]*js-plotly-plot', dom))
+    assert drawn == divs, f"{drawn} of {divs} figures drawn"
+    assert dom.count('class="main-svg"') >= divs
+
+
+def test_notebooks_give_the_same_result_from_the_notebooks_folder(repro, tmp_path):
+    """JupyterLab runs kernels in notebooks/, papermill at the root: paths must work from both."""
+    project, _, _ = repro
+    import papermill
+    import jupytext
+    nb = jupytext.read(project / "notebooks/02_significance.py")
+    papermill.execute_notebook(nb, str(tmp_path / "out.ipynb"), parameters={"out_dir": str(tmp_path)},
+                               cwd=str(project / "notebooks"), progress_bar=False, kernel_name="python3")
+    ours = pd.read_csv(tmp_path / "significance.csv")
+    pipeline = pd.read_csv(project / "reports/significance.csv")
+    pd.testing.assert_frame_equal(ours, pipeline)
 
 
 def test_unchanged_repro_runs_nothing_and_forced_collect_measures_nothing(repro):
     project, _, _ = repro
     out = dvc(project, "repro")
-    assert "Stage 'collect@local-lab' didn't change, skipping" in out
-    assert "Stage 'parse' didn't change, skipping" in out
+    for stage in ("collect@local-lab", "parse", "report"):
+        assert f"Stage '{stage}' didn't change, skipping" in out
     raw = project / "data/raw/pipeline-test"
     before = {p: p.stat().st_mtime_ns for p in raw.rglob("*") if p.is_file()}
     out = dvc(project, "repro", "--force", "--single-item", "collect@local-lab")
-    assert "all 16 runs of campaign pipeline-test are recorded" in out
+    assert f"all {16 * BLOCKS} runs of campaign pipeline-test are recorded" in out
     assert {p: p.stat().st_mtime_ns for p in raw.rglob("*") if p.is_file()} == before
 
 
-def test_an_analysis_parameter_never_invalidates_collection(repro):
+def test_an_analysis_parameter_reruns_only_the_report(repro):
     project, params, _ = repro
     params["analysis"]["alpha"] = 0.01
-    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    status = dvc(project, "status")
-    assert "collect@local-lab" not in status and "parse:" not in status
+    write_params(project, params)
+    out = dvc(project, "repro")
+    assert "Stage 'collect@local-lab' didn't change, skipping" in out
+    assert "Stage 'parse' didn't change, skipping" in out
+    assert "Running stage 'report'" in out
+    assert json.loads((project / "reports/metrics.json").read_text())["alpha"] == 0.01
+
+
+def test_report_notebooks_list_matches_the_pipeline():
+    from tests.conftest import REPO
+    stage = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]["report"]
+    assert [d for d in stage["deps"] if d.startswith("notebooks/")] == [f"notebooks/{n}" for n in report.NOTEBOOKS]

@@ -101,12 +101,12 @@ def render_report(executed: list[str | Path], output: str | Path,
 
 
 def build_report(sources: list[str | Path], out_dir: str | Path = "reports",
-                 parameters: dict | None = None) -> Path:
+                 parameters: dict | None = None, title: str = "CNI network benchmark report") -> Path:
     """Execute each notebook into <out_dir>/notebooks/ and render <out_dir>/report.html."""
     out = resolve(out_dir)
     executed = [execute_notebook(src, out / "notebooks" / (Path(src).stem + ".ipynb"), parameters)
                 for src in sources]
-    return render_report(executed, out / "report.html")
+    return render_report(executed, out / "report.html", title=title)
 
 
 def main(argv: list[str] | None = None) -> None:
