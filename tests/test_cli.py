@@ -24,12 +24,12 @@ def test_help(args, expected):
 def test_validate_prints_the_plan():
     proc = subprocess.run(["benchlib", "validate"], cwd=REPO, env=venv_env(), capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    assert "local-lab: 4 scenarios" in proc.stdout and "96 runs" in proc.stdout
+    assert "local-lab: 4 scenarios" in proc.stdout and "128 runs" in proc.stdout
 
 
 def test_bad_params_exit_2_with_the_key(tmp_path):
     bad = tmp_path / "params.yaml"
-    bad.write_text((REPO / "params.yaml").read_text().replace("repetitions: 6", "repetitions: -1"))
+    bad.write_text((REPO / "params.yaml").read_text().replace("repetitions: 8", "repetitions: -1"))
     proc = subprocess.run(["benchlib", "--params", str(bad), "validate"], cwd=REPO, env=venv_env(),
                           capture_output=True, text=True)
     assert proc.returncode == 2

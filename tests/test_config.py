@@ -32,7 +32,7 @@ def test_default_params_are_valid_and_meet_the_statistics_floor():
     (lambda d: d["experiment"].update(repetitions=0), "experiment.repetitions"),
     (lambda d: d["experiment"].pop("campaign"), "experiment.campaign"),
     (lambda d: d["experiment"].update(campaign="has space"), "experiment.campaign"),
-    (lambda d: d["experiment"].update(cpu_trim_s=2), "duration_s: 3.0 s leaves no CPU window"),
+    (lambda d: d["experiment"].update(cpu_trim_s=2), "s leaves no CPU window after trimming experiment.cpu_trim_s=2.0"),
     (lambda d: d["environments"]["local-lab"].update(tests=["tcp_rrr"]), "unknown test 'tcp_rrr'"),
 ])
 def test_bad_params_name_the_key(tmp_path, mutate, expected):
