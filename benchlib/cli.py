@@ -6,8 +6,7 @@ import signal
 import sys
 from pathlib import Path
 
-from . import config, runner, tidy
-from .collectors import netperf
+from . import collectors, config, runner, tidy
 from .targets import TargetError
 from .targets import lab
 
@@ -18,17 +17,23 @@ def _params(args) -> config.Params:
     return config.load_params(args.params)
 
 
+def _tools(plan: config.Plan) -> list[str]:
+    return sorted({t.tool for t in plan.tests.values()})
+
+
 def _target(plan: config.Plan, log=print):
     if plan.environment.target == "lab":
-        return lab.LabTarget(plan.environment, plan.scenarios, log=log)
+        return lab.LabTarget(plan.environment, plan.scenarios, tools=_tools(plan), log=log)
     raise config.ConfigError(f"environment {plan.environment.name}: unknown target {plan.environment.target!r}")
 
 
 def cmd_validate(args) -> int:
     params = _params(args)
     for plan in config.validate_all(params):
-        runs = runner.schedule(plan, params.experiment.repetitions, params.experiment.seed)
-        seconds = sum(netperf.expected_wall_s(r.spec.kind, r.spec.duration_s) + PER_RUN_OVERHEAD_S for r in runs)
+        target = _target(plan)
+        runs = runner.schedule(plan, params.experiment.repetitions, params.experiment.seed,
+                               target.interleaves_scenarios)
+        seconds = sum(collectors.get(r.spec.tool).expected_wall_s(r.spec) + PER_RUN_OVERHEAD_S for r in runs)
         cdir = runner.campaign_dir(params.experiment.campaign)
         done = sum(runner.is_done(r, cdir) for r in runs)
         print(f"{plan.environment.name}: {len(plan.scenarios)} scenarios {plan.scenarios} x "
@@ -89,7 +94,9 @@ def cmd_lab_clean(args) -> int:
 
 def cmd_lab_probe(args) -> int:
     env = config.load_environment(args.env)
-    lab.preflight(env, list(env.scenarios))
+    params = _params(args)
+    tools = sorted({t.tool for t in params.tests.values()})
+    lab.preflight(env, list(env.scenarios), tools)
     print(f"lab: ready for scenarios {list(env.scenarios)}; CPUs client/server: "
           f"{env.cpus.client if env.cpus else lab.default_cpus()[0]} / "
           f"{env.cpus.server if env.cpus else lab.default_cpus()[1]}")

@@ -13,7 +13,6 @@ import json
 import os
 import random
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -21,8 +20,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import cpu
-from .collectors import ParseError, netperf
+from . import collectors
+from .collectors import ParseError
 from .config import Params, Plan, TestSpec, project_root
 
 SIDES = ("client", "server")
@@ -47,16 +46,24 @@ class RunSpec:
         return campaign_dir / self.run_id
 
 
-def schedule(plan: Plan, repetitions: int, seed: int) -> list[RunSpec]:
-    """All runs of an environment: ``repetitions`` blocks, each a seeded shuffle of the configurations."""
-    configs = [(s, t) for s in plan.scenarios for t in plan.tests]
+def schedule(plan: Plan, repetitions: int, seed: int, interleave_scenarios: bool = True) -> list[RunSpec]:
+    """All runs of an environment in blocks: each block runs every configuration once, in a seeded order.
+
+    Where scenarios can stand side by side (the lab), a block spans all of
+    them. Where switching scenario costs minutes (a CNI change on a cluster),
+    scenarios run one after another, in the order given, each with its own
+    blocks of tests.
+    """
     rng = random.Random(f"{seed}/{plan.environment.name}")
+    groups = [plan.scenarios] if interleave_scenarios else [[s] for s in plan.scenarios]
     runs = []
-    for block in range(repetitions):
-        order = configs[:]
-        rng.shuffle(order)
-        for scenario, test in order:
-            runs.append(RunSpec(plan.environment.name, scenario, test, plan.tests[test], block, len(runs)))
+    for scenarios in groups:
+        configs = [(s, t) for s in scenarios for t in plan.tests]
+        for block in range(repetitions):
+            order = configs[:]
+            rng.shuffle(order)
+            for scenario, test in order:
+                runs.append(RunSpec(plan.environment.name, scenario, test, plan.tests[test], block, len(runs)))
     return runs
 
 
@@ -72,32 +79,25 @@ def _utc(ts: float) -> str:
     return datetime.fromtimestamp(ts, timezone.utc).isoformat()
 
 
-def _wait_all(procs: list[subprocess.Popen], deadline: float) -> list[tuple[int | None, str, str]]:
+def _wait_all(procs: list, deadline: float) -> list[tuple[int | None, str, str]]:
     results = []
     for p in procs:
         try:
             out, err = p.communicate(timeout=max(0.0, deadline - time.monotonic()))
             results.append((p.returncode, out, err))
         except subprocess.TimeoutExpired:
-            _kill(p)
+            p.kill()
             out, err = p.communicate()
             results.append((None, out, err))
     return results
 
 
-def _kill(p: subprocess.Popen) -> None:
-    try:
-        os.killpg(p.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-
-
 def measure(target, run: RunSpec, trim_s: float) -> dict:
     """One attempt: start the tool on the client, sample CPU over the steady-state window."""
     spec = run.spec
+    collector = collectors.get(spec.tool)
     placement = target.placement(run.scenario)
-    invocations = netperf.build(spec.kind, placement.server_address, spec.duration_s, spec.streams,
-                                spec.message_size, placement.client_cpus, placement.server_cpus)
+    invocations = collector.build(spec, placement.server_address, placement.client_cpus, placement.server_cpus)
     started = time.time()
     deadline = time.monotonic() + spec.run_timeout_s
     procs = []
@@ -111,8 +111,8 @@ def measure(target, run: RunSpec, trim_s: float) -> dict:
     finally:
         for p in procs:
             if p.poll() is None:
-                _kill(p)
-                p.wait()
+                p.kill()
+                p.communicate()
     ended = time.time()
     outcome, reason = "ok", None
     timed_out = [i for i, r in enumerate(results) if r[0] is None]
@@ -123,10 +123,10 @@ def measure(target, run: RunSpec, trim_s: float) -> dict:
         i, (rc, out, err) = failed[0]
         # netperf reports its errors on stdout, other tools on stderr
         last_line = ((err.strip() or out.strip()).splitlines() or ["(no output)"])[-1]
-        outcome, reason = "failed", f"netperf stream {i} exited {rc}: {last_line}"
+        outcome, reason = "failed", f"{spec.tool} stream {i} exited {rc}: {last_line}"
     else:
         try:
-            netperf.parse(spec.kind, [r[1] for r in results])
+            collector.parse(spec.kind, [r[1] for r in results])
         except ParseError as exc:
             outcome, reason = "failed", f"unparseable output: {exc}"
     return {
@@ -221,8 +221,8 @@ def _mmss(s: float) -> str:
     return f"{int(s // 60)}:{int(s % 60):02d}"
 
 
-def _headline(kind: str, stdouts: list[str]) -> str:
-    m = netperf.parse(kind, stdouts)
+def _headline(spec: TestSpec, stdouts: list[str]) -> str:
+    m = collectors.get(spec.tool).parse(spec.kind, stdouts)
     if "throughput" in m:
         return f"{m['throughput']:.2f} Gbit/s"
     rate = m.get("transaction_rate", m.get("connection_rate"))
@@ -233,7 +233,7 @@ def run_environment(params: Params, plan: Plan, target, raw_root: Path | None = 
     """Run (or resume) every run of one environment. Returns counts."""
     exp = params.experiment
     cdir = campaign_dir(exp.campaign, raw_root)
-    runs = schedule(plan, exp.repetitions, exp.seed)
+    runs = schedule(plan, exp.repetitions, exp.seed, target.interleaves_scenarios)
     cleaned = remove_partial_records(cdir)
     if cleaned:
         log(f"collect: removed {cleaned} incomplete record(s) of an interrupted run")
@@ -247,7 +247,11 @@ def run_environment(params: Params, plan: Plan, target, raw_root: Path | None = 
     progress = Progress(len(runs), counts["already_done"])
     with target:
         info = target.describe()
+        active = None
         for run in todo:
+            if run.scenario != active:
+                target.activate(run.scenario)
+                active = run.scenario
             attempts = []
             for _ in range(1 + exp.retries):
                 attempts.append(measure(target, run, exp.cpu_trim_s))
@@ -256,7 +260,7 @@ def run_environment(params: Params, plan: Plan, target, raw_root: Path | None = 
             last = attempts[-1]
             write_record(cdir, exp.campaign, run, attempts, info)
             counts[last["outcome"]] += 1
-            summary = (_headline(run.spec.kind, [r[1] for r in last["results"]])
+            summary = (_headline(run.spec, [r[1] for r in last["results"]])
                        if last["outcome"] == "ok" else (last["reason"] or "")[:60])
             progress.report(run, last["outcome"], summary)
     return counts

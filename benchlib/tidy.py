@@ -11,8 +11,8 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 
-from . import cpu, schema
-from .collectors import ParseError, netperf
+from . import collectors, cpu, schema
+from .collectors import ParseError
 from .runner import CHECKSUMS, sha256
 
 
@@ -57,7 +57,7 @@ def load_record(record: Path) -> tuple[dict, list[dict]]:
         if meta["outcome"] != "ok":
             return run, []
         stdouts = [(record / f"stdout-{i}.txt").read_text() for i in range(len(meta["commands"]))]
-        values = netperf.parse(meta["kind"], stdouts)
+        values = collectors.get(meta["tool"]).parse(meta["kind"], stdouts)
         cpu_record = json.loads((record / "cpu.json").read_text())
         for side, data in cpu_record["sides"].items():
             usage = cpu.side_usage(cpu.Snapshot.from_json(data["start"]), cpu.Snapshot.from_json(data["end"]),

@@ -35,10 +35,10 @@ def main() -> None:
             "tcp_crr": ("TCP_CRR", 1),
         }
         for name, (kind, size) in cases.items():
-            inv = netperf.build(kind, pl.server_address, 1, 1, size, pl.client_cpus, pl.server_cpus)[0]
+            inv = netperf.commands(kind, pl.server_address, 1, 1, size, pl.client_cpus, pl.server_cpus)[0]
             save(name, lab.spawn("host", "client", inv.argv), inv.argv)
         # What netperf prints when nothing listens at the address.
-        argv = netperf.build("TCP_RR", "198.18.0.99", 1, 1, 1, pl.client_cpus, pl.server_cpus)[0].argv
+        argv = netperf.commands("TCP_RR", "198.18.0.99", 1, 1, 1, pl.client_cpus, pl.server_cpus)[0].argv
         save("error_no_server", lab.spawn("host", "client", argv), argv)
         # An output selector netperf does not know.
         argv = ["netperf", "-H", pl.server_address, "-t", "TCP_STREAM", "-l", "1", "-P", "0", "--", "-k", "NO_SUCH_KEY"]

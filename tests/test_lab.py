@@ -35,7 +35,7 @@ def links(ns):
 def transactions(lab, scenario):
     """Run 1 s of TCP_RR through the scenario; return the transactions netperf counted."""
     pl = lab.placement(scenario)
-    inv = netperf.build("TCP_RR", pl.server_address, 1, 1, 1, pl.client_cpus, pl.server_cpus)[0]
+    inv = netperf.commands("TCP_RR", pl.server_address, 1, 1, 1, pl.client_cpus, pl.server_cpus)[0]
     out, err = lab.spawn(scenario, "client", inv.argv).communicate(timeout=30)
     return netperf.parse("TCP_RR", [out])["transaction_rate"]
 

@@ -14,7 +14,7 @@ def captured(name):
 
 
 def test_build_pins_streams_round_robin_and_uses_keyval_output():
-    invs = netperf.build("TCP_STREAM", "198.18.0.2", 3, 4, 65536, [0, 2], [1, 3])
+    invs = netperf.commands("TCP_STREAM", "198.18.0.2", 3, 4, 65536, [0, 2], [1, 3])
     assert [(i.client_cpu, i.server_cpu) for i in invs] == [(0, 1), (2, 3), (0, 1), (2, 3)]
     argv = invs[0].argv
     assert argv[:8] == ["netperf", "-H", "198.18.0.2", "-p", "12865", "-t", "TCP_STREAM", "-l"]
@@ -25,16 +25,16 @@ def test_build_pins_streams_round_robin_and_uses_keyval_output():
 
 
 def test_build_rr_sets_request_response_size_and_timing_statistics():
-    argv = netperf.build("TCP_CRR", "h", 2, 1, 1, [0], [1])[0].argv
+    argv = netperf.commands("TCP_CRR", "h", 2, 1, 1, [0], [1])[0].argv
     assert "-j" in argv and argv[argv.index("-r") + 1] == "1,1"
     assert "P99_LATENCY" in argv[argv.index("-k") + 1]
 
 
 def test_build_rejects_fractional_seconds_and_unknown_kinds():
     with pytest.raises(ValueError, match="whole seconds"):
-        netperf.build("TCP_RR", "h", 1.5, 1, None, [0], [1])
+        netperf.commands("TCP_RR", "h", 1.5, 1, None, [0], [1])
     with pytest.raises(ValueError, match="UDP_RR"):
-        netperf.build("UDP_RR", "h", 1, 1, None, [0], [1])
+        netperf.commands("UDP_RR", "h", 1, 1, None, [0], [1])
 
 
 def test_builder_output_matches_what_was_captured():
@@ -42,7 +42,7 @@ def test_builder_output_matches_what_was_captured():
     for name, kind, size in (("tcp_stream", "TCP_STREAM", 65536), ("tcp_rr", "TCP_RR", 1), ("tcp_crr", "TCP_CRR", 1)):
         _, meta = captured(name)
         host = meta["argv"][meta["argv"].index("-H") + 1]
-        assert netperf.build(kind, host, 1, 1, size, [0], [1])[0].argv == meta["argv"]
+        assert netperf.commands(kind, host, 1, 1, size, [0], [1])[0].argv == meta["argv"]
 
 
 def test_parse_captured_stream():
@@ -95,7 +95,7 @@ def test_parse_refuses_wrong_units_and_truncation():
 def test_live_output_from_the_lab_parses(lab):
     pl = lab.placement("host")
     for kind in ("TCP_STREAM", "TCP_RR"):
-        inv = netperf.build(kind, pl.server_address, 1, 1, None, pl.client_cpus, pl.server_cpus)[0]
+        inv = netperf.commands(kind, pl.server_address, 1, 1, None, pl.client_cpus, pl.server_cpus)[0]
         out, err = lab.spawn("host", "client", inv.argv).communicate(timeout=30)
         metrics = netperf.parse(kind, [out])
         assert all(v >= 0 for v in metrics.values()), err

@@ -127,3 +127,15 @@ def test_interrupted_campaign_tears_down_and_resumes(project_copy, sig):
     assert {(r.parent.parent.name, r.parent.name, r.name) for r in records} == {
         (s, t, f"r{b:03d}") for s in ("host", "vxlan") for t in ("stream", "rr") for b in range(3)}
     assert not list(cdir.rglob(".*tmp*"))
+
+
+def test_grouped_schedule_keeps_each_scenario_together(lab_env):
+    """On clusters a scenario switch costs minutes: scenarios run one after another, each in blocks."""
+    params = short_params("s", ["host", "bridge", "vxlan"], SHORT_TESTS, repetitions=3)
+    plan = plan_environment(params, "local-lab")
+    runs = runner.schedule(plan, 3, seed=1, interleave_scenarios=False)
+    assert [r.scenario for r in runs] == ["host"] * 6 + ["bridge"] * 6 + ["vxlan"] * 6
+    for scenario in plan.scenarios:
+        mine = [r for r in runs if r.scenario == scenario]
+        for block in range(3):
+            assert sorted(r.test for r in mine if r.block == block) == sorted(plan.tests)

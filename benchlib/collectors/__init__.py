@@ -1,5 +1,45 @@
-"""Collectors: one module per tool, each a pure command builder and a pure parser."""
+"""Collectors: one module per tool, each a pure command builder and a pure parser.
+
+Every collector module provides:
+  KINDS                       the test kinds it runs
+  SERVER                      a Server the target starts once per scenario, or None
+  VERSION_COMMAND, version()  how to ask the tool its version, and read the answer
+  build(spec, address, client_cpus, server_cpus) -> list[Invocation]
+  parse(kind, stdouts) -> dict[metric, value]
+  expected_wall_s(spec)       how long a run takes, for estimates
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
 
 
 class ParseError(ValueError):
     """A tool's output could not be turned into metrics."""
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """One client process of a run (a run with N streams has N of them)."""
+
+    argv: list[str]
+    client_cpu: int
+    server_cpu: int
+
+
+@dataclass(frozen=True)
+class Server:
+    """A long-running server process a collector needs on the server side."""
+
+    name: str
+    argv: list[str]
+    port: int
+    protocol: str = "tcp"
+
+
+def get(tool: str):
+    """The collector module for ``tool``."""
+    from . import netperf
+    modules = {"netperf": netperf}
+    if tool not in modules:
+        raise KeyError(f"no collector for tool {tool!r}; known: {sorted(modules)}")
+    return modules[tool]

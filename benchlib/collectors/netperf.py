@@ -5,9 +5,7 @@ given with ``-k``; that is the only output format parsed here.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from . import ParseError
+from . import Invocation, ParseError, Server
 
 STREAM_KEYS = ("THROUGHPUT", "THROUGHPUT_UNITS", "ELAPSED_TIME", "LOCAL_SEND_SIZE",
                "LOCAL_TRANSPORT_RETRANS", "LOCAL_CPU_BIND", "REMOTE_CPU_BIND")
@@ -18,34 +16,29 @@ LATENCY_METRICS = {"MIN_LATENCY": "latency_min", "P50_LATENCY": "latency_p50",
                    "P90_LATENCY": "latency_p90", "P99_LATENCY": "latency_p99",
                    "MEAN_LATENCY": "latency_mean"}
 RATE_METRIC = {"TCP_RR": "transaction_rate", "TCP_CRR": "connection_rate"}
+KINDS = ("TCP_STREAM", "TCP_RR", "TCP_CRR")
 PORT = 12865
+# -D: stay in the foreground so the target owns the process; -4: IPv4 only.
+SERVER = Server("netserver", ["netserver", "-D", "-4", "-p", str(PORT)], PORT)
+VERSION_COMMAND = ["netperf", "-V"]
 # netserver reports a TCP_CRR result only after its own timer (test length
 # plus netperf's PAD_TIME of 4 s) expires, so a CRR run lasts 4 s longer.
 CRR_PAD_S = 4.0
 
 
-@dataclass(frozen=True)
-class Invocation:
-    """One netperf process of a run (a run with N streams has N of them)."""
-
-    argv: list[str]
-    client_cpu: int
-    server_cpu: int
+def expected_wall_s(spec) -> float:
+    return spec.duration_s + (CRR_PAD_S if spec.kind == "TCP_CRR" else 0.0)
 
 
-def expected_wall_s(kind: str, duration_s: float) -> float:
-    return duration_s + (CRR_PAD_S if kind == "TCP_CRR" else 0.0)
+def build(spec, host: str, client_cpus: list[int], server_cpus: list[int]) -> list[Invocation]:
+    """The command lines of one run of a TestSpec."""
+    return commands(spec.kind, host, spec.duration_s, spec.streams, spec.message_size, client_cpus, server_cpus)
 
 
-def server_command(port: int = PORT) -> list[str]:
-    # -D: stay in the foreground so the target owns the process; -4: IPv4 only.
-    return ["netserver", "-D", "-4", "-p", str(port)]
-
-
-def build(kind: str, host: str, duration_s: float, streams: int, message_size: int | None,
-          client_cpus: list[int], server_cpus: list[int], port: int = PORT) -> list[Invocation]:
+def commands(kind: str, host: str, duration_s: float, streams: int, message_size: int | None,
+             client_cpus: list[int], server_cpus: list[int], port: int = PORT) -> list[Invocation]:
     """The netperf command lines for one run, one per stream, CPUs assigned round-robin."""
-    if kind not in ("TCP_STREAM", "TCP_RR", "TCP_CRR"):
+    if kind not in KINDS:
         raise ValueError(f"netperf: unsupported test kind {kind!r}")
     keys = STREAM_KEYS if kind == "TCP_STREAM" else RR_KEYS
     test_opts: list[str] = []
@@ -116,7 +109,7 @@ def parse(kind: str, stdouts: list[str]) -> dict[str, float]:
     Latency percentiles cannot be combined across processes, so they are kept
     only for single-stream runs.
     """
-    if kind not in ("TCP_STREAM", "TCP_RR", "TCP_CRR"):
+    if kind not in KINDS:
         raise ParseError(f"netperf: unknown test kind {kind!r}")
     if not stdouts:
         raise ParseError("netperf: no output to parse")

@@ -31,3 +31,36 @@ class Result:
     returncode: int | None  # None: killed after the timeout
     stdout: str
     stderr: str
+
+
+class LocalProcess:
+    """A command a target started on this machine, in a session of its own so
+    that killing it takes its children along (``ip netns exec``, ``ssh``, ...).
+
+    The runner only uses communicate, poll, returncode and kill, which a remote
+    target's process object provides as well.
+    """
+
+    def __init__(self, argv: list[str]):
+        import subprocess
+        self._p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   start_new_session=True)
+
+    @property
+    def returncode(self) -> int | None:
+        return self._p.returncode
+
+    def poll(self) -> int | None:
+        return self._p.poll()
+
+    def communicate(self, timeout: float | None = None) -> tuple[str, str]:
+        """(stdout, stderr); raises subprocess.TimeoutExpired like Popen does."""
+        return self._p.communicate(timeout=timeout)
+
+    def kill(self) -> None:
+        import os
+        import signal
+        try:
+            os.killpg(self._p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass

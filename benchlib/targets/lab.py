@@ -29,9 +29,9 @@ import time
 from pathlib import Path
 
 from .. import cpu
-from ..collectors import netperf
+from .. import collectors
 from ..config import Environment
-from . import Placement, TargetError
+from . import LocalProcess, Placement, TargetError
 
 PREFIX = "bl-"
 LOCK_DIR = Path("/run/benchlib")
@@ -40,7 +40,7 @@ POD_IP = {1: "198.19.1.10", 2: "198.19.2.10"}
 POD_GW = "169.254.1.1"  # the routed-veth gateway every pod sees (as Calico does)
 VXLAN_ID, VXLAN_PORT = 42, 4789
 KERNEL_LINKS = ("veth", "bridge", "vxlan")
-REQUIRED_COMMANDS = ("ip", "sysctl", "ss", "netperf", "netserver")
+REQUIRED_COMMANDS = ("ip", "sysctl", "ss", "taskset")
 
 
 def _run(argv: list[str], what: str) -> str:
@@ -131,7 +131,7 @@ def default_cpus() -> tuple[list[int], list[int]]:
     return cpus[:half], cpus[half:]
 
 
-def preflight(env: Environment, scenarios: list[str]) -> None:
+def preflight(env: Environment, scenarios: list[str], tools: list[str]) -> None:
     """Check privilege, tools and kernel features before anything is built.
 
     Raises TargetError naming everything that is missing.
@@ -139,7 +139,9 @@ def preflight(env: Environment, scenarios: list[str]) -> None:
     missing = []
     if os.geteuid() != 0:
         missing.append("root privileges (the lab creates network namespaces; run as root)")
-    missing += [f"command `{c}` (run scripts/setup.sh)" for c in REQUIRED_COMMANDS if shutil.which(c) is None]
+    commands = list(REQUIRED_COMMANDS) + [collectors.get(t).VERSION_COMMAND[0] for t in tools]
+    commands += [s.argv[0] for s in _servers(tools)]
+    missing += [f"command `{c}` (run scripts/setup.sh)" for c in dict.fromkeys(commands) if shutil.which(c) is None]
     if env.cpus:
         allowed = os.sched_getaffinity(0)
         bad = [c for c in env.cpus.client + env.cpus.server if c not in allowed]
@@ -181,20 +183,31 @@ def _mask(cpus: list[int]) -> str:
     return format(sum(1 << c for c in cpus), "x")
 
 
-def tool_versions() -> dict[str, str]:
-    nv = subprocess.run(["netperf", "-V"], capture_output=True, text=True).stdout
-    return {"netperf": netperf.version(nv), "kernel": platform.release(),
-            "iproute2": subprocess.run(["ip", "-V"], capture_output=True, text=True).stdout.strip()}
+def _servers(tools: list[str]) -> list[collectors.Server]:
+    return [m.SERVER for m in map(collectors.get, tools) if m.SERVER]
+
+
+def tool_versions(tools: list[str]) -> dict[str, str]:
+    versions = {"kernel": platform.release(),
+                "iproute2": subprocess.run(["ip", "-V"], capture_output=True, text=True).stdout.strip()}
+    for tool in tools:
+        module = collectors.get(tool)
+        proc = subprocess.run(module.VERSION_COMMAND, capture_output=True, text=True)
+        versions[tool] = module.version(proc.stdout + proc.stderr)
+    return versions
 
 
 class LabTarget:
     """Builds the scenarios' namespaces once, serves every run, tears down on exit."""
 
     kind = "lab"
+    # every scenario stands at once, so runs of different scenarios can alternate
+    interleaves_scenarios = True
 
-    def __init__(self, env: Environment, scenarios: list[str], log=print):
+    def __init__(self, env: Environment, scenarios: list[str], tools: list[str] = ("netperf",), log=print):
         self.env = env
         self.scenarios = scenarios
+        self.tools = list(tools)
         self.log = log
         self.lab_id = f"{PREFIX}{os.getpid()}_{next(_instances)}"
         if env.cpus:
@@ -203,13 +216,13 @@ class LabTarget:
             self.client_cpus, self.server_cpus = default_cpus()
         self._lock = None
         self._namespaces: list[str] = []
-        self._servers: dict[str, subprocess.Popen] = {}
+        self._servers: list[subprocess.Popen] = []
         self._logdir: Path | None = None
         self.placements: dict[str, Placement] = {}
 
     # -- lifecycle -----------------------------------------------------------------
     def __enter__(self) -> "LabTarget":
-        preflight(self.env, self.scenarios)
+        preflight(self.env, self.scenarios, self.tools)
         clean_leftovers(self.log)
         self._lock = _try_lock(self.lab_id)
         if self._lock is None:
@@ -218,7 +231,8 @@ class LabTarget:
         try:
             for name in self.scenarios:
                 self.placements[name] = self._build(name)
-                self._start_server(name)
+                for server in _servers(self.tools):
+                    self._start_server(name, server)
         except BaseException:
             self.teardown()
             raise
@@ -228,7 +242,7 @@ class LabTarget:
         self.teardown()
 
     def teardown(self) -> None:
-        for proc in self._servers.values():
+        for proc in self._servers:
             _stop(proc)
         self._servers.clear()
         for ns in reversed(self._namespaces):
@@ -249,16 +263,17 @@ class LabTarget:
     def namespace(self, scenario: str, side: str) -> str:
         return self.placements[scenario].details["namespaces"][side]
 
-    def spawn(self, scenario: str, side: str, argv: list[str]) -> subprocess.Popen:
-        return subprocess.Popen(["ip", "netns", "exec", self.namespace(scenario, side), *argv],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                start_new_session=True)
+    def activate(self, scenario: str) -> None:
+        """Nothing to switch: every scenario was built on entry."""
+
+    def spawn(self, scenario: str, side: str, argv: list[str]) -> LocalProcess:
+        return LocalProcess(["ip", "netns", "exec", self.namespace(scenario, side), *argv])
 
     def cpu_snapshot(self, side: str) -> cpu.Snapshot:
         return cpu.read_local()  # both lab "nodes" share this kernel's /proc/stat
 
     def describe(self) -> dict:
-        return {"target": "lab", "lab_id": self.lab_id, "versions": tool_versions(),
+        return {"target": "lab", "lab_id": self.lab_id, "versions": tool_versions(self.tools),
                 "clk_tck": cpu.clk_tck()}
 
     # -- building ------------------------------------------------------------------
@@ -346,23 +361,24 @@ class LabTarget:
         # other machine would, so sender and receiver CPU can be told apart.
         in_ns(ns, "sh", "-c", f"for f in /sys/class/net/*/queues/rx-*/rps_cpus; do echo {_mask(cpus)} > $f; done")
 
-    def _start_server(self, scenario: str) -> None:
+    def _start_server(self, scenario: str, server: collectors.Server) -> None:
         ns = self.namespace(scenario, "server")
-        log = open(self._logdir / f"netserver-{scenario}.log", "w")
-        proc = subprocess.Popen(["ip", "netns", "exec", ns, "taskset", "-c",
-                                 ",".join(map(str, self.server_cpus)), *netperf.server_command()],
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        self._servers[scenario] = proc
+        logfile = self._logdir / f"{server.name}-{scenario}.log"
+        with open(logfile, "w") as log:
+            proc = subprocess.Popen(["ip", "netns", "exec", ns, "taskset", "-c",
+                                     ",".join(map(str, self.server_cpus)), *server.argv],
+                                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self._servers.append(proc)
+        flag = "-Hltn" if server.protocol == "tcp" else "-Hlun"
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             if proc.poll() is not None:
-                raise TargetError(f"lab: netserver in {ns} exited with {proc.returncode}: "
-                                  f"{(self._logdir / f'netserver-{scenario}.log').read_text().strip()}")
-            listening = in_ns(ns, "ss", "-Hltn", f"sport = :{netperf.PORT}")
-            if listening.strip():
+                raise TargetError(f"lab: {server.name} in {ns} exited with {proc.returncode}: "
+                                  f"{logfile.read_text().strip()}")
+            if in_ns(ns, "ss", flag, f"sport = :{server.port}").strip():
                 return
             time.sleep(0.05)
-        raise TargetError(f"lab: netserver in {ns} did not listen on port {netperf.PORT} within 10 s")
+        raise TargetError(f"lab: {server.name} in {ns} did not listen on port {server.port} within 10 s")
 
 
 def _json_field(text: str, key: str) -> str:
