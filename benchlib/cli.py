@@ -6,6 +6,8 @@ import signal
 import sys
 from pathlib import Path
 
+import yaml
+
 from . import collectors, config, runner, tidy
 from .targets import TargetError
 from .targets import lab
@@ -24,6 +26,12 @@ def _tools(plan: config.Plan) -> list[str]:
 def _target(plan: config.Plan, log=print):
     if plan.environment.target == "lab":
         return lab.LabTarget(plan.environment, plan.scenarios, tools=_tools(plan), log=log)
+    if plan.environment.target == "kubernetes":
+        from .targets.kubernetes import KubernetesTarget
+        return KubernetesTarget(plan.environment, plan.scenarios, tools=_tools(plan), log=log)
+    if plan.environment.target == "ssh":
+        from .targets.ssh import SshTarget
+        return SshTarget(plan.environment, plan.scenarios, tools=_tools(plan), log=log)
     raise config.ConfigError(f"environment {plan.environment.name}: unknown target {plan.environment.target!r}")
 
 
@@ -69,20 +77,55 @@ def cmd_parse(args) -> int:
 
 
 def cmd_report(args) -> int:
+    from . import analysis
     from .analysis import report  # heavy imports (papermill, nbconvert) only when reporting
 
     params = _params(args)
     config.validate_all(params)
     root = config.project_root()
     out_dir = Path(args.out_dir) if args.out_dir else root / "reports"
-    parameters = {**params.analysis.model_dump(), "out_dir": str(out_dir),
-                  "metrics_path": str(root / "data/processed/metrics.parquet"),
-                  "runs_path": str(root / "data/processed/runs.parquet"),
-                  "reference_dir": str(root / "data/reference")}
+    # the same values the notebooks default to, so JupyterLab and dvc agree
+    parameters = {**analysis.default_parameters(args.params), "out_dir": str(out_dir)}
     notebooks = [root / "notebooks" / name for name in report.NOTEBOOKS]
     print(f"report: executing {len(notebooks)} notebooks into {out_dir}", file=sys.stderr, flush=True)
     html = report.build_report(notebooks, out_dir, parameters, title=params.report.title)
     print(f"report: {html}")
+    return 0
+
+
+class _PlainDumper(yaml.SafeDumper):
+    """Writes shared sub-objects out in full: a manifest shows no YAML anchors."""
+
+    def ignore_aliases(self, data) -> bool:
+        return True
+
+
+def cmd_render(args) -> int:
+    env = config.load_environment(args.env)
+    tools = sorted({t.tool for t in _params(args).tests.values()}) if args.params else ["netperf"]
+    if env.target == "kubernetes":
+        from .targets.kubernetes import render
+        items = render(env, list(env.scenarios), tools)
+    elif env.target == "ssh":
+        from .targets.ssh import render
+        items = render(env, list(env.scenarios), tools)
+    else:
+        raise config.ConfigError(f"environment {env.name}: target {env.target} applies no manifests")
+    for title, item in items:
+        print(f"# --- {title}")
+        if isinstance(item, Path):
+            if not item.is_file():
+                raise config.ConfigError(f"environment {env.name}: {title}: {item} not found")
+            text = item.read_text()
+            try:
+                yaml.safe_load(text)
+            except yaml.YAMLError as exc:
+                raise config.ConfigError(f"{item}: not valid YAML: {exc}") from None
+            print(text.rstrip())
+        elif isinstance(item, str):
+            print(item)
+        else:
+            print(yaml.dump(item, Dumper=_PlainDumper, sort_keys=False).rstrip())
     return 0
 
 
@@ -146,6 +189,13 @@ def build_parser() -> argparse.ArgumentParser:
                                    "(code hidden, opens offline).")
     s.add_argument("--out-dir", help="output directory (default: reports)")
     s.set_defaults(func=cmd_report)
+
+    s = sub.add_parser("render", help="validate a cluster environment and print what it would apply",
+                       description="Validate pipelines/<env>/environment.yaml and print, in order, every "
+                                   "manifest, helm command, values file, readiness check and command the "
+                                   "target would apply or run. Contacts nothing.")
+    s.add_argument("--env", required=True, help="environment name (a folder under pipelines/)")
+    s.set_defaults(func=cmd_render)
 
     lab_p = sub.add_parser("lab", help="the embedded network-namespace lab",
                            description="Inspect or clean the embedded lab.")

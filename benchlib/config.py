@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator,
+                      model_validator)
 
 
 
@@ -37,18 +38,54 @@ class _Strict(BaseModel):
 class TestSpec(_Strict):
     """One test: a tool invocation with its parameters."""
 
-    tool: Literal["netperf"]
-    kind: Literal["TCP_STREAM", "TCP_RR", "TCP_CRR"]
+    tool: Literal["netperf", "iperf3", "fortio", "dns"]
+    kind: str = Field(description="test kind; the tool's collector lists the allowed ones (KINDS)")
     duration_s: float = Field(gt=0, le=3600, description="length of one run")
-    streams: int = Field(1, ge=1, le=256, description="parallel instances, results summed")
-    message_size: int | None = Field(
-        None, gt=0, description="TCP_STREAM send size, or RR/CRR request and response size (bytes)")
+    streams: int = Field(1, ge=1, le=256, description=(
+        "parallel instances, results summed (iperf3 -P streams, fortio connections, dnsperf clients)"))
+    message_size: int | None = Field(None, gt=0, validate_default=True, description=(
+        "netperf: TCP_STREAM send size, or RR/CRR request and response size; iperf3: -l buffer size (bytes)"))
     timeout_s: float | None = Field(None, gt=0, description="kill the run after this; default duration + 30 s")
+    bitrate: str | None = Field(None, validate_default=True, description=(
+        "iperf3 UDP_STREAM: target bitrate per stream (e.g. 1G, 500M) or 'unlimited'"))
+    qps: Annotated[int, Field(gt=0)] | Literal["max"] | None = Field(None, validate_default=True, description=(
+        "fortio and dns: offered requests (queries) per second, or 'max' for no pacing"))
+    connection_close: bool = Field(False, validate_default=True, description=(
+        "fortio: a new connection per request (Connection: close) instead of keep-alive"))
+
+    @field_validator("kind")
+    @classmethod
+    def _kind_of_tool(cls, kind: str, info: ValidationInfo) -> str:
+        from .collectors import get
+        tool = info.data.get("tool")
+        if tool is not None and kind not in get(tool).KINDS:
+            raise ValueError(f"{kind!r} is not a kind {tool} runs; allowed: {list(get(tool).KINDS)}")
+        return kind
+
+    @field_validator("message_size", "bitrate", "qps", "connection_close")
+    @classmethod
+    def _used_by_the_tool(cls, value, info: ValidationInfo):
+        tool, kind = info.data.get("tool"), info.data.get("kind")
+        if tool is None or kind is None:
+            return value  # already reported on tool or kind
+        used = {"message_size": tool in ("netperf", "iperf3"),
+                "bitrate": (tool, kind) == ("iperf3", "UDP_STREAM"),
+                "qps": tool in ("fortio", "dns"),
+                "connection_close": tool == "fortio"}[info.field_name]
+        if not used and value not in (None, False):
+            raise ValueError(f"not used by {tool} {kind}; remove it")
+        if used and value is None and info.field_name in ("bitrate", "qps"):
+            example = "a bitrate such as 1G, or 'unlimited'" if info.field_name == "bitrate" else "a number or 'max'"
+            raise ValueError(f"{tool} {kind} needs {info.field_name}: {example}")
+        bitrate_re = r"unlimited|\d+(\.\d+)?[KMG]?"
+        if info.field_name == "bitrate" and value is not None and not re.fullmatch(bitrate_re, value):
+            raise ValueError(f"{value!r} is not a bitrate: a number with an optional K, M or G suffix, or 'unlimited'")
+        return value
 
     @model_validator(mode="after")
     def _whole_seconds(self) -> "TestSpec":
-        if self.tool == "netperf" and self.duration_s != int(self.duration_s):
-            raise ValueError(f"duration_s: netperf runs whole seconds, got {self.duration_s}")
+        if self.tool in ("netperf", "iperf3") and self.duration_s != int(self.duration_s):
+            raise ValueError(f"duration_s: {self.tool} runs whole seconds, got {self.duration_s}")
         return self
 
     @property
@@ -133,11 +170,60 @@ class Params(_Strict):
         return self
 
 
+class HelmRelease(_Strict):
+    """A `helm upgrade --install` that switches a cluster's CNI to a scenario."""
+
+    release: str
+    chart: str = Field(description="chart reference, e.g. cilium/cilium or oci://...")
+    version: str
+    namespace: str = "kube-system"
+    repo: str | None = Field(None, description="chart repository URL (helm --repo)")
+    values: str = Field(description="values file, relative to the environment folder")
+    extra_args: list[str] = Field([], description="appended as written; the shell expands them, e.g. $(...)")
+
+
 class Scenario(_Strict):
     description: str
-    topology: Literal["host", "veth-routed", "bridge", "vxlan"] | None = None
+    # kubernetes: where the client and server pods go
+    placement: Literal["pod-to-pod", "same-node", "host-network", "service"] | None = None
+    # kubernetes: how the cluster reaches this scenario, how to tell it is ready, what to record
+    helm: HelmRelease | None = None
+    apply: list[str] = Field([], description="shell commands run in the environment folder, before helm")
+    ready: list[str] = Field([], description="commands that must all succeed before measuring; retried")
+    ready_timeout_s: float = Field(900, gt=0)
+    record: dict[str, str] = Field({}, description="name -> shell command whose output every run records")
+    settings: dict[str, str | int | float | bool] = Field({}, description="key settings, recorded as given")
+    topology: Literal["host", "veth-routed", "bridge", "vxlan", "ebpf-host-routing"] | None = None
     maps_to: str = ""
     mtu: int = Field(1500, ge=576, le=65535)
+    # lab: ClusterIP services rendered as kube-proxy would, on the client's node
+    service_proxy: Literal["iptables", "nftables"] | None = None
+    services: int | list[int] | None = Field(
+        None, description="number of services; a list expands into one scenario per number, named <name>-<n>")
+    # lab: a stateful node firewall (connection tracking), or the same with the benchmark traffic untracked
+    firewall: Literal["conntrack", "notrack"] | None = None
+
+    @model_validator(mode="after")
+    def _services_need_a_proxy(self) -> "Scenario":
+        if (self.services is None) != (self.service_proxy is None):
+            raise ValueError("service_proxy and services go together")
+        counts = self.services if isinstance(self.services, list) else [self.services or 1]
+        if any(n < 1 for n in counts):
+            raise ValueError(f"services: counts must be >= 1, got {self.services}")
+        return self
+
+
+def _expand_service_counts(scenarios: dict) -> dict:
+    """``services: [4, 1000]`` on scenario X becomes scenarios X-4 and X-1000."""
+    out = {}
+    for name, sc in (scenarios or {}).items():
+        counts = sc.get("services") if isinstance(sc, dict) else None
+        if isinstance(counts, list):
+            for n in counts:
+                out[f"{name}-{n}"] = {**sc, "services": n}
+        else:
+            out[name] = sc
+    return out
 
 
 class CpuPlacement(_Strict):
@@ -151,12 +237,72 @@ class CpuPlacement(_Strict):
         return self
 
 
+class KubernetesSettings(_Strict):
+    """target: kubernetes: which cluster, which image, which nodes."""
+
+    kubeconfig: str | None = Field(None, description="default: $KUBECONFIG, else ~/.kube/config")
+    context: str | None = Field(None, description="kubeconfig context; default: the current one")
+    image: str = Field(description="benchmark image (pipelines/images/Containerfile)")
+    namespace_prefix: str = Field("benchlib", pattern=r"^[a-z0-9]([a-z0-9-]{0,40}[a-z0-9])?$")
+    client_node: str | None = Field(None, description="node name for the client; with server_node")
+    server_node: str | None = None
+    node_selector: dict[str, str] = Field({}, description="labels both pods' nodes must carry")
+    pod_ready_timeout_s: float = Field(180, gt=0)
+    # KWOK test clusters have no pod network: the tests point the client at 127.0.0.1
+    server_address: str | None = Field(None, description="override the server address (tests only)")
+    cni_agent: dict[str, str] | None = Field(
+        None, description="{namespace, selector} of the CNI agent pods, for CPU/memory from the metrics API")
+
+    @model_validator(mode="after")
+    def _nodes_together(self) -> "KubernetesSettings":
+        if (self.client_node is None) != (self.server_node is None):
+            raise ValueError("client_node and server_node go together")
+        if self.cni_agent is not None and set(self.cni_agent) != {"namespace", "selector"}:
+            raise ValueError(f"cni_agent: needs exactly the keys namespace and selector, got {sorted(self.cni_agent)}")
+        return self
+
+
+class SshHost(_Strict):
+    host: str = Field(description="where ssh connects (name or address)")
+    user: str = "root"
+    port: int = Field(22, ge=1, le=65535)
+    identity_file: str | None = None
+    address: str | None = Field(None, description="server only: the address benchmark traffic goes to; default host")
+
+
+class SshSettings(_Strict):
+    """target: ssh: two bare-metal hosts, node to node, over OpenSSH."""
+
+    client: SshHost
+    server: SshHost
+    options: list[str] = Field([], description="extra `ssh -o` options, e.g. ConnectTimeout=10")
+    command: list[str] = Field(["ssh"], min_length=1, description="the ssh client, possibly behind a wrapper")
+    known_hosts: str | None = Field(None, description="known_hosts file (StrictHostKeyChecking stays on)")
+
+
 class Environment(_Strict):
     name: str
     description: str
-    target: Literal["lab"]
+    target: Literal["lab", "kubernetes", "ssh"]
     cpus: CpuPlacement | None = None
+    kubernetes: KubernetesSettings | None = None
+    ssh: SshSettings | None = None
     scenarios: dict[str, Scenario] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _target_settings(self) -> "Environment":
+        for section in ("kubernetes", "ssh"):
+            if (getattr(self, section) is not None) != (self.target == section):
+                raise ValueError(f"{section}: this section is required for, and only for, target: {section}")
+        cluster_only = [n for n, sc in self.scenarios.items() if sc.placement or sc.helm or sc.apply or sc.ready]
+        if self.target != "kubernetes" and cluster_only:
+            raise ValueError(f"scenarios {cluster_only}: placement, helm, apply and ready need target kubernetes")
+        if self.target == "kubernetes":
+            missing = [n for n, sc in self.scenarios.items() if sc.placement is None]
+            if missing:
+                raise ValueError(f"scenarios {missing}: target kubernetes needs placement "
+                                 "(pod-to-pod, same-node, host-network or service)")
+        return self
 
 
 def _format(exc: ValidationError, source: str) -> str:
@@ -198,6 +344,8 @@ def load_environment(name: str) -> Environment:
         known = sorted(p.parent.name for p in (project_root() / "pipelines").glob("*/environment.yaml"))
         raise ConfigError(f"environment {name!r}: {path} not found; known environments: {known}")
     data = _load_yaml(path)
+    if isinstance(data.get("scenarios"), dict):
+        data["scenarios"] = _expand_service_counts(data["scenarios"])
     try:
         return Environment.model_validate({"name": name, **data})
     except ValidationError as exc:

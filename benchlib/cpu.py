@@ -25,7 +25,11 @@ def parse_proc_stat(text: str) -> dict[int, list[int]]:
     for line in text.splitlines():
         if line.startswith("cpu") and line[3:4].isdigit():
             name, *values = line.split()
-            counters[int(name[3:])] = [int(v) for v in values[: len(FIELDS)]] + [0] * (len(FIELDS) - len(values))
+            # kernels before 2.6.33 print fewer fields; the missing ones are zero
+            try:
+                counters[int(name[3:])] = [int(v) for v in values[: len(FIELDS)]] + [0] * (len(FIELDS) - len(values))
+            except ValueError:
+                raise ParseError(f"/proc/stat line is not numeric: {line[:80]!r}") from None
     if not counters:
         raise ParseError("/proc/stat has no per-CPU lines")
     return counters

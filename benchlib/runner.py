@@ -225,7 +225,7 @@ def _headline(spec: TestSpec, stdouts: list[str]) -> str:
     m = collectors.get(spec.tool).parse(spec.kind, stdouts)
     if "throughput" in m:
         return f"{m['throughput']:.2f} Gbit/s"
-    rate = m.get("transaction_rate", m.get("connection_rate"))
+    rate = m.get("transaction_rate", m.get("connection_rate", m.get("http_qps", m.get("dns_qps"))))
     return f"{rate:,.0f} /s"
 
 

@@ -25,8 +25,20 @@ class Metric:
 # Every metric a collector may emit. The analysis takes units and the
 # direction of "better" from here, never from column names.
 METRICS: dict[str, Metric] = {
-    "throughput": Metric("Gbit/s", True, "TCP payload throughput, summed over streams"),
+    "throughput": Metric("Gbit/s", True, "payload throughput (iperf3: as received), summed over streams"),
     "retransmits": Metric("segments", False, "TCP retransmissions seen by the sender"),
+    "udp_loss_pct": Metric("%", False, "UDP datagrams lost between sender and receiver (iperf3)"),
+    "udp_jitter": Metric("us", False, "UDP packet delay variation at the receiver (iperf3, RFC 1889)"),
+    "http_qps": Metric("req/s", True, "HTTP requests completed per second (fortio)"),
+    "http_latency_p50": Metric("us", False, "median HTTP request latency (fortio)"),
+    "http_latency_p90": Metric("us", False, "90th percentile HTTP request latency (fortio)"),
+    "http_latency_p99": Metric("us", False, "99th percentile HTTP request latency (fortio)"),
+    "http_latency_p999": Metric("us", False, "99.9th percentile HTTP request latency (fortio)"),
+    "http_errors": Metric("requests", False, "HTTP requests without a 200 answer, socket errors included (fortio)"),
+    "dns_qps": Metric("queries/s", True, "DNS queries answered per second (dnsperf)"),
+    "dns_latency_p50": Metric("us", False, "median DNS resolution latency (dnsperf)"),
+    "dns_latency_p99": Metric("us", False, "99th percentile DNS resolution latency (dnsperf)"),
+    "dns_errors": Metric("queries", False, "DNS queries timed out or answered other than NOERROR (dnsperf)"),
     "transaction_rate": Metric("trans/s", True, "request/response transactions per second"),
     "connection_rate": Metric("conn/s", True, "connect+request+response+close per second"),
     "latency_min": Metric("us", False, "minimum round-trip latency"),

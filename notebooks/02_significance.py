@@ -17,33 +17,22 @@
 # # Significance vs the baseline
 
 # %% tags=["parameters"]
-# Paths are relative to the project root (the directory holding pyproject.toml).
-metrics_path = "data/processed/metrics.parquet"
-runs_path = "data/processed/runs.parquet"
-out_dir = "reports/"
-baseline = "host"
-alpha = 0.05
-correction = "holm"  # or "fdr_bh" for large sweeps (labelled FDR)
-cpu_target_gbps = 100.0  # stream tests: CPU % needed for this throughput
-rr_per_transactions = 10_000  # TCP_RR: CPU % per this many transactions/s
-crr_per_connections = 10_000  # TCP_CRR: CPU % per this many connections/s
-noise_band_pct = {"default": 2.0}  # +/- % band per metric inside which a change is negligible
-family_metrics = ["throughput", "transaction_rate", "connection_rate", "latency_p50", "latency_p99",
-                  "cpu_pct_at_target"]
-seed = 0
+# Defaults: the `analysis` section of params.yaml and the pipeline's paths
+# (relative to the project root), so this notebook gives in JupyterLab what
+# `dvc repro` gives. `benchlib report` (papermill) passes the same values.
+from benchlib.analysis import default_parameters
+
+globals().update(default_parameters())
 
 # %%
 import json
 
 from IPython.display import Markdown, display
 
-from benchlib.analysis import figures, normalize, report, resolve, stats
-from benchlib.schema import check_metrics, read_metrics, read_runs
+from benchlib.analysis import figures, load_tables, normalize, report, resolve, stats
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
-runs = read_runs(resolve(runs_path))
-metrics = read_metrics(resolve(metrics_path))
-check_metrics(metrics)
+runs, metrics = load_tables(runs_path, metrics_path)
 out = resolve(out_dir)
 out.mkdir(parents=True, exist_ok=True)
 

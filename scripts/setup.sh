@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything benchlib needs on Debian 12 / Ubuntu, as root:
 # system tools (netperf from Debian non-free, iperf3, iproute2, iptables,
-# nftables, chromium for static figure export), uv, the locked Python
+# nftables, chromium for static figure export, clang + libbpf-dev for the
+# lab's tc BPF programs), uv, the locked Python
 # environment, and fortio. Idempotent: a second run only checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +15,8 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 apt_packages=(netperf iperf3 iproute2 iptables nftables procps chromium
-              clang llvm libbpf-dev dnsutils dnsmasq-base)
+              clang llvm libbpf-dev dnsutils dnsmasq-base dnsperf
+              openssh-server openssh-client)  # ssh target tests: a real sshd in lab namespaces
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -5,4 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export PATH="$PWD/.tools/bin:$PATH"
+# the Kubernetes target's tests run a real local control plane (built once, cached)
+bash scripts/k8s-control-plane.sh build
 exec uv run --frozen pytest "$@"

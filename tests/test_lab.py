@@ -150,7 +150,9 @@ def alive(pid):
 
 NOT_ROOT = """
 import os, sys
-from benchlib import cli
+from benchlib import cli, collectors
+# load every module now: as nobody, Python cannot read its library under /root (mode 0700) here
+collectors.get("netperf"); import shlex, json, platform
 os.setgid(65534); os.setuid(65534)
 sys.exit(cli.main(["lab", "probe"]))
 """

@@ -7,6 +7,8 @@ Every collector module provides:
   build(spec, address, client_cpus, server_cpus) -> list[Invocation]
   parse(kind, stdouts) -> dict[metric, value]
   expected_wall_s(spec)       how long a run takes, for estimates
+and optionally SERVICE_PORTS: TCP ports besides SERVER.port that a service in
+front of the server must forward (netperf's data connections).
 """
 from __future__ import annotations
 
@@ -38,8 +40,8 @@ class Server:
 
 def get(tool: str):
     """The collector module for ``tool``."""
-    from . import netperf
-    modules = {"netperf": netperf}
+    from . import dns, fortio, iperf3, netperf
+    modules = {"netperf": netperf, "iperf3": iperf3, "fortio": fortio, "dns": dns}
     if tool not in modules:
         raise KeyError(f"no collector for tool {tool!r}; known: {sorted(modules)}")
     return modules[tool]

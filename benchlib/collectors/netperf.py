@@ -5,6 +5,8 @@ given with ``-k``; that is the only output format parsed here.
 """
 from __future__ import annotations
 
+import math
+
 from . import Invocation, ParseError, Server
 
 STREAM_KEYS = ("THROUGHPUT", "THROUGHPUT_UNITS", "ELAPSED_TIME", "LOCAL_SEND_SIZE",
@@ -21,6 +23,11 @@ PORT = 12865
 # -D: stay in the foreground so the target owns the process; -4: IPv4 only.
 SERVER = Server("netserver", ["netserver", "-D", "-4", "-p", str(PORT)], PORT)
 VERSION_COMMAND = ["netperf", "-V"]
+# Stream i's data connection goes to DATA_PORT + i (netperf's test option -P),
+# so a firewall or a service in front of the server can name every port it uses.
+DATA_PORT = 12866
+SERVICE_STREAMS = 8  # streams a lab service exposes data ports for
+SERVICE_PORTS = tuple(range(DATA_PORT, DATA_PORT + SERVICE_STREAMS))
 # netserver reports a TCP_CRR result only after its own timer (test length
 # plus netperf's PAD_TIME of 4 s) expires, so a CRR run lasts 4 s longer.
 CRR_PAD_S = 4.0
@@ -51,7 +58,7 @@ def commands(kind: str, host: str, duration_s: float, streams: int, message_size
                 "-l", _seconds(duration_s), "-T", f"{lcpu},{rcpu}", "-P", "0"]
         if kind != "TCP_STREAM":
             argv.append("-j")  # keep the per-transaction timings behind the percentiles
-        argv += ["--", *test_opts, "-k", ",".join(keys)]
+        argv += ["--", *test_opts, "-P", f",{DATA_PORT + i}", "-k", ",".join(keys)]
         out.append(Invocation(argv, lcpu, rcpu))
     return out
 
@@ -76,9 +83,12 @@ def _number(values: dict[str, str], key: str) -> float:
     if key not in values:
         raise ParseError(f"netperf output lacks {key}")
     try:
-        return float(values[key])
+        number = float(values[key])
     except ValueError:
         raise ParseError(f"netperf {key}={values[key]!r} is not a number") from None
+    if not math.isfinite(number) or number < 0:
+        raise ParseError(f"netperf {key}={values[key]!r} is not a finite non-negative number")
+    return number
 
 
 def parse_one(kind: str, stdout: str) -> dict[str, float]:

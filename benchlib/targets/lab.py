@@ -28,10 +28,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from .. import bpf
 from .. import cpu
 from .. import collectors
 from ..config import Environment
-from . import LocalProcess, Placement, TargetError
+from . import LocalProcess, Placement, TargetError, kubeproxy
 
 PREFIX = "bl-"
 LOCK_DIR = Path("/run/benchlib")
@@ -141,6 +142,14 @@ def preflight(env: Environment, scenarios: list[str], tools: list[str]) -> None:
         missing.append("root privileges (the lab creates network namespaces; run as root)")
     commands = list(REQUIRED_COMMANDS) + [collectors.get(t).VERSION_COMMAND[0] for t in tools]
     commands += [s.argv[0] for s in _servers(tools)]
+    for name in scenarios:
+        sc = env.scenarios[name]
+        if sc.service_proxy == "nftables":
+            commands.append("nft")
+        if sc.service_proxy == "iptables" or sc.firewall:
+            commands.append("iptables-restore")
+        if (sc.topology or name) == "ebpf-host-routing":
+            commands.append("tc")
     missing += [f"command `{c}` (run scripts/setup.sh)" for c in dict.fromkeys(commands) if shutil.which(c) is None]
     if env.cpus:
         allowed = os.sched_getaffinity(0)
@@ -155,6 +164,32 @@ def preflight(env: Environment, scenarios: list[str], tools: list[str]) -> None:
         needs = {s: env.scenarios[s].topology for s in scenarios}
         raise TargetError(
             f"lab: this kernel cannot create link types {absent}; scenarios need: {needs}")
+    host_routing = [s for s in scenarios if (env.scenarios[s].topology or s) == "ebpf-host-routing"]
+    if host_routing:
+        problem = _probe_bpf()
+        if problem:
+            # never fall back to plain routing: these scenarios claim eBPF routing
+            raise TargetError(f"lab: scenarios {host_routing} need tc BPF host-routing, which this "
+                              f"machine cannot load: {problem}")
+
+
+def _probe_bpf() -> str | None:
+    """Why the host-routing programs cannot be attached here (None if they can),
+    tried on a veth pair in a throwaway namespace."""
+    lab_id = f"{PREFIX}{os.getpid()}_{next(_instances)}"
+    probe = f"{lab_id}-probe"
+    lock = _try_lock(lab_id)
+    try:
+        ip(None, "netns", "add", probe)
+        ip(probe, "link", "add", "pv0", "type", "veth", "peer", "name", "pv1")
+        bpf.attach(probe, "pv0", bpf.FROM_POD)
+        bpf.attach(probe, "pv1", bpf.FROM_WIRE)
+        return None
+    except TargetError as e:
+        return str(e)
+    finally:
+        remove_namespace(probe)
+        _release(lab_id, lock)
 
 
 def _probe_kernel(kinds: list[str]) -> list[str]:
@@ -302,8 +337,27 @@ class LabTarget:
             pods = {i: self._pod(name, i, nodes[i], topology, sc.mtu) for i in (1, 2)}
             for i in (1, 2):
                 self._route_remote_pods(nodes[i], i, 3 - i, topology)
+            if topology == "ebpf-host-routing":
+                if sc.firewall or sc.service_proxy:
+                    raise TargetError(f"lab: scenario {name}: the BPF programs bypass the node's netfilter, "
+                                      "so firewall and service_proxy would not apply")
+                for i in (1, 2):
+                    self._host_routing(nodes[i], pods[i], i)
             sides = {"client": pods[1], "server": pods[2]}
             server_address = POD_IP[2]
+        details = {"topology": topology, "namespaces": sides, "nodes": nodes, "mtu": sc.mtu}
+        if topology == "ebpf-host-routing":
+            details["bpf_object"] = bpf.object_path().name  # names the hash of the source it ran
+        if sc.firewall:
+            for node in nodes.values():
+                _apply(node, ["iptables-restore"], _firewall_rules(sc.firewall))
+            details["firewall"] = sc.firewall
+        if sc.service_proxy:
+            if topology == "host":
+                raise TargetError(f"lab: scenario {name}: services need pods (a topology other than host)")
+            service_info = self._install_services(nodes[1], sc.service_proxy, sc.services, POD_IP[2])
+            server_address = service_info["cluster_ip"]
+            details.update(service_info)
         side_cpus = {"client": self.client_cpus, "server": self.server_cpus}
         side_namespaces = {"client": [nodes[1]] + ([sides["client"]] if topology != "host" else []),
                            "server": [nodes[2]] + ([sides["server"]] if topology != "host" else [])}
@@ -313,15 +367,14 @@ class LabTarget:
         return Placement(
             scenario=name, server_address=server_address,
             client_node=nodes[1], server_node=nodes[2],
-            client_cpus=self.client_cpus, server_cpus=self.server_cpus,
-            details={"topology": topology, "namespaces": sides, "nodes": nodes, "mtu": sc.mtu})
+            client_cpus=self.client_cpus, server_cpus=self.server_cpus, details=details)
 
     def _pod(self, scenario: str, i: int, node: str, topology: str, mtu: int) -> str:
         pod = self._ns(scenario, f"p{i}")
         ip(None, "link", "add", "eth0", "netns", pod, "mtu", str(mtu),
            "type", "veth", "peer", "name", "veth0", "netns", node, "mtu", str(mtu))
         ip(pod, "link", "set", "eth0", "up")
-        if topology == "veth-routed":
+        if topology in ("veth-routed", "ebpf-host-routing"):
             # Calico-style: the pod owns a /32 and reaches everything through a
             # link-local gateway that the node's veth end answers for.
             ip(pod, "addr", "add", f"{POD_IP[i]}/32", "dev", "eth0")
@@ -342,6 +395,14 @@ class LabTarget:
             ip(pod, "route", "add", "default", "via", f"198.19.{i}.1")
         return pod
 
+    def _host_routing(self, node: str, pod: str, i: int) -> None:
+        # As Cilium knows its endpoints' MACs, the node knows its pod's: a
+        # permanent neighbour lets from_wire resolve the pod without ARP.
+        pod_mac = _json_field(ip(pod, "-j", "link", "show", "eth0"), "address")
+        ip(node, "neigh", "add", POD_IP[i], "lladdr", pod_mac, "dev", "veth0", "nud", "permanent")
+        bpf.attach(node, "veth0", bpf.FROM_POD)
+        bpf.attach(node, "eth0", bpf.FROM_WIRE)
+
     def _route_remote_pods(self, node: str, i: int, j: int, topology: str) -> None:
         remote_pods = f"198.19.{j}.0/24"
         if topology == "vxlan":
@@ -354,6 +415,24 @@ class LabTarget:
             ip(node, "route", "add", remote_pods, "via", f"198.19.{j}.0", "dev", "vxlan0", "onlink")
         else:
             ip(node, "route", "add", remote_pods, "via", NODE_IP[j])
+
+    def _install_services(self, node: str, proxy: str, count: int, endpoint: str) -> dict:
+        """kube-proxy's rules for ``count`` services on the client's node; returns what to record."""
+        ports = []
+        for module in map(collectors.get, self.tools):
+            if module.SERVER and module.SERVER.protocol == "tcp":
+                ports += [module.SERVER.port, *getattr(module, "SERVICE_PORTS", ())]
+        svcs, bench = kubeproxy.services(count, endpoint, tuple(ports))
+        if proxy == "iptables":
+            text, argv = kubeproxy.iptables_rules(svcs, "198.19.0.0/16"), ["iptables-restore"]
+        else:
+            text, argv = kubeproxy.nftables_ruleset(svcs, "198.19.0.0/16"), ["nft", "-f", "-"]
+        started = time.monotonic()
+        _apply(node, argv, text)
+        elapsed = time.monotonic() - started
+        return {"service_proxy": proxy, "services": count, "cluster_ip": bench.cluster_ip,
+                "service_position": svcs.index(bench), "service_rules": _count_rules(node, proxy),
+                "service_rules_apply_s": round(elapsed, 3)}
 
     def _steer_receive(self, ns: str, cpus: list[int]) -> None:
         # veth delivers a packet on the sending CPU. RPS moves receive
@@ -379,6 +458,33 @@ class LabTarget:
                 return
             time.sleep(0.05)
         raise TargetError(f"lab: {server.name} in {ns} did not listen on port {server.port} within 10 s")
+
+
+def _apply(ns: str, argv: list[str], text: str) -> None:
+    proc = subprocess.run(["ip", "netns", "exec", ns, *argv], input=text, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise TargetError(f"lab: `{' '.join(argv)}` in {ns} failed: {proc.stderr.strip()[:2000]}")
+
+
+def _count_rules(ns: str, proxy: str) -> int:
+    """Rules the kernel holds after applying (not the text we sent)."""
+    if proxy == "iptables":
+        return in_ns(ns, "iptables-save", "-t", "nat").count("\n-A ")
+    dump = json.loads(in_ns(ns, "nft", "-j", "list", "table", "ip", "kube-proxy"))
+    return sum(1 for item in dump["nftables"] if "rule" in item)
+
+
+def _firewall_rules(kind: str) -> str:
+    """A stateful node firewall: every packet goes through connection tracking,
+    unless ``notrack`` exempts the TCP benchmark traffic in the raw table (as the
+    2021 study did with -j NOTRACK)."""
+    filter_table = ["*filter",
+                    "-A INPUT -m conntrack --ctstate ESTABLISHED,RELATED,NEW,UNTRACKED -j ACCEPT",
+                    "-A FORWARD -m conntrack --ctstate ESTABLISHED,RELATED,NEW,UNTRACKED -j ACCEPT",
+                    "-A OUTPUT -m conntrack --ctstate ESTABLISHED,RELATED,NEW,UNTRACKED -j ACCEPT",
+                    "COMMIT"]
+    raw_table = ["*raw", "-A PREROUTING -p tcp -j NOTRACK", "-A OUTPUT -p tcp -j NOTRACK", "COMMIT"]
+    return "\n".join(filter_table + (raw_table if kind == "notrack" else [])) + "\n"
 
 
 def _json_field(text: str, key: str) -> str:

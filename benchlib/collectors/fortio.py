@@ -1,0 +1,102 @@
+"""fortio HTTP load at a fixed QPS against a fortio echo server: builder and JSON parser.
+
+The client runs ``fortio load -json -`` (the JSON result on stdout, logs on
+stderr) at the test's ``qps`` (or ``max``: fortio's ``-qps 0``, no pacing)
+over ``streams`` connections, with keep-alive or, with ``connection_close``,
+a new connection per request (fortio then sends ``Connection: close``).
+
+scripts/setup.sh installs fortio into the checkout's ``.tools/bin``, which is
+not on PATH: a ``fortio`` on PATH wins, else that binary is used, by its
+absolute path, so ``benchlib collect`` and ``dvc repro`` find it without a
+PATH change.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from . import Invocation, ParseError, Server
+
+KINDS = ("HTTP",)
+PORT = 8080
+BINARY = shutil.which("fortio") or str(Path(__file__).resolve().parents[2] / ".tools" / "bin" / "fortio")
+# Only the HTTP echo server: the gRPC, redirect, TCP/UDP echo servers and the UI stay off.
+SERVER = Server("fortio", [BINARY, "server", "-http-port", str(PORT), "-grpc-port", "disabled",
+                           "-redirect-port", "disabled", "-tcp-port", "disabled", "-udp-port", "disabled",
+                           "-ui-path", ""], PORT)
+VERSION_COMMAND = [BINARY, "version"]
+PERCENTILES = {50.0: "http_latency_p50", 90.0: "http_latency_p90", 99.0: "http_latency_p99",
+               99.9: "http_latency_p999"}
+
+
+def expected_wall_s(spec) -> float:
+    return spec.duration_s
+
+
+def build(spec, host: str, client_cpus: list[int], server_cpus: list[int]) -> list[Invocation]:
+    """The command line of one run of a TestSpec: one fortio process with ``streams`` connections."""
+    return [command(host, spec.duration_s, spec.qps, spec.streams, spec.connection_close, client_cpus, server_cpus)]
+
+
+def command(host: str, duration_s: float, qps: int | str, connections: int, connection_close: bool,
+            client_cpus: list[int], server_cpus: list[int], port: int = PORT) -> Invocation:
+    if qps != "max" and not (isinstance(qps, int) and qps > 0):
+        raise ValueError(f"fortio: qps must be a positive integer or 'max', got {qps!r}")
+    argv = ["taskset", "-c", ",".join(map(str, client_cpus)), BINARY, "load",
+            "-qps", "0" if qps == "max" else str(qps), "-t", f"{duration_s:g}s", "-c", str(connections),
+            "-p", ",".join(f"{p:g}" for p in PERCENTILES), "-json", "-"]
+    if connection_close:
+        argv.append("-keepalive=false")
+    argv.append(f"http://{host}:{port}/echo")
+    return Invocation(argv, client_cpus[0], server_cpus[0])
+
+
+def _number(doc: dict, *path):
+    d = doc
+    for key in path:
+        if not isinstance(d, dict) or key not in d:
+            raise ParseError(f"fortio JSON lacks {'.'.join(map(str, path))}")
+        d = d[key]
+    if not isinstance(d, (int, float)) or isinstance(d, bool):
+        raise ParseError(f"fortio {'.'.join(map(str, path))}={d!r} is not a number")
+    return float(d)
+
+
+def parse(kind: str, stdouts: list[str]) -> dict[str, float]:
+    """Actual QPS, latency percentiles (us) and the count of requests that did not get a 200."""
+    if kind not in KINDS:
+        raise ParseError(f"fortio: unknown test kind {kind!r}")
+    if len(stdouts) != 1:
+        raise ParseError(f"fortio: expected the output of one process, got {len(stdouts)}")
+    if not stdouts[0].strip():
+        raise ParseError("fortio printed no JSON result (it aborts before writing one when it cannot connect)")
+    try:
+        doc = json.loads(stdouts[0])
+    except json.JSONDecodeError as exc:
+        raise ParseError(f"fortio output is not JSON ({exc})") from None
+    if not isinstance(doc, dict) or doc.get("RunType") != "HTTP":
+        raise ParseError("fortio output is not the result of an HTTP load run")
+    out = {"http_qps": _number(doc, "ActualQPS")}
+    found = {}
+    for entry in doc.get("DurationHistogram", {}).get("Percentiles") or []:
+        if isinstance(entry, dict) and isinstance(entry.get("Percentile"), (int, float)):
+            found[float(entry["Percentile"])] = entry.get("Value")
+    for p, metric in PERCENTILES.items():
+        if p not in found:
+            raise ParseError(f"fortio JSON lacks the p{p:g} latency (DurationHistogram.Percentiles)")
+        out[metric] = _number(found, p) * 1e6  # seconds -> us
+    total = _number(doc, "DurationHistogram", "Count")
+    codes = doc.get("RetCodes")
+    if not isinstance(codes, dict):
+        raise ParseError("fortio JSON lacks RetCodes")
+    if total == 0:
+        raise ParseError("fortio completed no request")
+    # Socket errors have code -1, HTTP errors their status; both count.
+    out["http_errors"] = total - float(codes.get("200", 0))
+    return out
+
+
+def version(stdout: str) -> str:
+    """'1.65.0' (``fortio version`` prints only the version)."""
+    return stdout.strip().splitlines()[0] if stdout.strip() else ""

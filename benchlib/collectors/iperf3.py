@@ -1,0 +1,100 @@
+"""iperf3 TCP and UDP streams: command builder and JSON (``-J``) parser.
+
+TCP runs skip a warm-up second (``-O``) past slow start, so they last
+OMIT_S longer than duration_s (the runner's CPU window covers the first
+duration_s of the run, warm-up included). UDP runs have no warm-up: iperf3
+3.12 miscounts UDP loss after ``-O`` (lost_percent above 100 %, esnet/iperf
+issue #1489, fixed in 3.14 by pull request #1498).
+
+UDP goes at a target bitrate, or unlimited (``-b 0``: send as fast as the
+sender can, the loss then says how much the path dropped).
+"""
+from __future__ import annotations
+
+import json
+
+from . import Invocation, ParseError, Server
+
+KINDS = ("TCP_STREAM", "UDP_STREAM")
+PORT = 5201
+# One iperf3 server runs one test at a time; the runner never runs two at once.
+SERVER = Server("iperf3", ["iperf3", "-s", "-p", str(PORT)], PORT)
+VERSION_COMMAND = ["iperf3", "--version"]
+OMIT_S = 1
+
+
+def expected_wall_s(spec) -> float:
+    return spec.duration_s + (OMIT_S if spec.kind == "TCP_STREAM" else 0)
+
+
+def build(spec, host: str, client_cpus: list[int], server_cpus: list[int]) -> list[Invocation]:
+    """The command line of one run of a TestSpec (parallel streams are one process, ``-P``)."""
+    return [command(spec.kind, host, spec.duration_s, spec.streams, spec.message_size, spec.bitrate,
+                    client_cpus[0], server_cpus[0])]
+
+
+def command(kind: str, host: str, duration_s: float, streams: int, message_size: int | None,
+            bitrate: str | None, client_cpu: int, server_cpu: int, port: int = PORT) -> Invocation:
+    if kind not in KINDS:
+        raise ValueError(f"iperf3: unsupported test kind {kind!r}; allowed: {list(KINDS)}")
+    if duration_s != int(duration_s):
+        raise ValueError(f"iperf3: duration must be whole seconds, got {duration_s}")
+    # -A n,m pins the client to n and, for this test only, the server to m.
+    argv = ["iperf3", "-c", host, "-p", str(port), "-J", "-t", str(int(duration_s)),
+            "-P", str(streams), "-A", f"{client_cpu},{server_cpu}"]
+    if kind == "TCP_STREAM":
+        if bitrate is not None:
+            raise ValueError("iperf3: bitrate applies to UDP_STREAM only")
+        argv += ["-O", str(OMIT_S)]
+    else:
+        if bitrate is None:
+            raise ValueError("iperf3: UDP_STREAM needs a bitrate (e.g. '1G', or 'unlimited')")
+        argv += ["-u", "-b", "0" if bitrate == "unlimited" else bitrate]
+    if message_size is not None:
+        argv += ["-l", str(message_size)]
+    return Invocation(argv, client_cpu, server_cpu)
+
+
+def _get(d: dict, *path: str):
+    for key in path:
+        if not isinstance(d, dict) or key not in d:
+            raise ParseError(f"iperf3 JSON lacks {'.'.join(path)}")
+        d = d[key]
+    if not isinstance(d, (int, float)) or isinstance(d, bool):
+        raise ParseError(f"iperf3 {'.'.join(path)}={d!r} is not a number")
+    return float(d)
+
+
+def parse(kind: str, stdouts: list[str]) -> dict[str, float]:
+    """Metrics of one run: receiver throughput (Gbit/s), and TCP retransmits or UDP loss and jitter."""
+    if kind not in KINDS:
+        raise ParseError(f"iperf3: unknown test kind {kind!r}")
+    if len(stdouts) != 1:
+        raise ParseError(f"iperf3: expected the output of one process, got {len(stdouts)}")
+    try:
+        doc = json.loads(stdouts[0])
+    except json.JSONDecodeError as exc:
+        raise ParseError(f"iperf3 output is not JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise ParseError("iperf3 output is not a JSON object")
+    if "error" in doc:  # with -J, iperf3 reports failures in the document
+        raise ParseError(f"iperf3 error: {doc['error']}")
+    protocol = doc.get("start", {}).get("test_start", {}).get("protocol")
+    if protocol != kind.partition("_")[0]:
+        raise ParseError(f"iperf3 ran a {protocol} test, expected {kind}")
+    out = {"throughput": _get(doc, "end", "sum_received", "bits_per_second") / 1e9}
+    if kind == "TCP_STREAM":
+        out["retransmits"] = _get(doc, "end", "sum_sent", "retransmits")
+        return out
+    # end.sum is the receiver's (server's) count, sent back to the client at the end.
+    loss = _get(doc, "end", "sum", "lost_percent")
+    if not 0 <= loss <= 100:
+        raise ParseError(f"iperf3 lost_percent={loss} is outside 0-100 % (iperf3 miscounted, see issue #1489)")
+    out["udp_loss_pct"] = loss
+    out["udp_jitter"] = _get(doc, "end", "sum", "jitter_ms") * 1000  # us
+    return out
+
+
+def version(stdout: str) -> str:
+    """'iperf 3.12 (cJSON 1.7.15)...' -> '3.12'."""
+    return stdout.split()[1] if stdout.startswith("iperf ") else stdout.strip()

@@ -1,0 +1,578 @@
+"""A Kubernetes cluster, through the official ``kubernetes`` Python client.
+
+One namespace per campaign, labelled ``benchlib.io/campaign=<id>`` and
+``benchlib.io/owner=<host>.<pid>``; everything the target creates lives in it, so
+deleting it removes everything (a killed campaign's namespace is found by its
+owner label and removed by the next start on the same host).
+
+Per scenario (``activate``): the scenario's helm release and commands switch the
+cluster, its readiness commands are retried until they pass, then a server pod
+and a client pod are created (and a ClusterIP Service for ``placement: service``)
+and reused by all runs of that scenario. Commands run through the exec API; a
+hostPID DaemonSet pod on each node reads that node's /proc/stat.
+
+Exec exit codes and PIDs travel in-band: every command is wrapped as
+``sh -c 'echo __BENCHLIB_PID=$$ >&2; <cmd>; echo __BENCHLIB_EXIT=$? >&2'`` and
+the markers are removed from stderr, so stdout stays exactly what the tool
+printed. (KWOK, which the tests use, turns a non-zero exit into an API error
+instead of a status.) Closing an exec stream does not end the command, neither
+in a kubelet nor in KWOK, so a kill is an exec of ``kill`` with that PID.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import socket
+import subprocess
+import threading
+import time
+import uuid
+
+from .. import collectors, cpu
+from ..config import Environment, Scenario, environment_dir
+from . import Placement, TargetError
+
+EXIT_MARKER = "__BENCHLIB_EXIT="
+PID_MARKER = "__BENCHLIB_PID="
+_MARKER_RE = re.compile(rf"{EXIT_MARKER}(-?\d+)\n?$")
+_PID_RE = re.compile(rf"^{PID_MARKER}(\d+)\n")
+LABEL_CAMPAIGN = "benchlib.io/campaign"
+LABEL_OWNER = "benchlib.io/owner"
+LABEL_ROLE = "benchlib.io/role"
+LABEL_SCENARIO = "benchlib.io/scenario"
+WORKLOAD_ROLE = "benchlib-workload"  # ClusterRole of pipelines/kubernetes/rbac.yaml
+
+
+def _k8s():
+    import kubernetes  # imported lazily: the lab never needs it
+    return kubernetes
+
+
+def wrap(argv: list[str]) -> list[str]:
+    """The exec command line: the shell's PID, argv, then argv's exit status, markers on stderr."""
+    return ["sh", "-c", f'echo "{PID_MARKER}$$" >&2; {shlex.join(argv)}; echo "{EXIT_MARKER}$?" >&2']
+
+
+def split_marker(stderr: str) -> tuple[int | None, str]:
+    """(exit status or None when the command never finished, stderr without the markers)."""
+    stderr = _PID_RE.sub("", stderr, count=1)
+    m = _MARKER_RE.search(stderr)
+    if not m:
+        return None, stderr
+    return int(m.group(1)), stderr[: m.start()]
+
+
+class ExecProcess:
+    """A command running in a pod through the exec API, shaped like LocalProcess."""
+
+    def __init__(self, target: "KubernetesTarget", pod: str, argv: list[str]):
+        self.argv = argv
+        self._target, self._pod = target, pod
+        self._ws = target._open_exec(pod, wrap(argv))
+        self._out: list[str] = []
+        self._err: list[str] = []
+        self.returncode: int | None = None
+        self._killed = False
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        try:
+            while self._ws.is_open():
+                self._ws.update(timeout=0.5)
+                self._out.append(self._ws.read_stdout(timeout=0) if self._ws.peek_stdout() else "")
+                self._err.append(self._ws.read_stderr(timeout=0) if self._ws.peek_stderr() else "")
+        except Exception as exc:  # a dropped connection ends the command like a kill
+            if not self._killed:
+                self._err.append(f"\nbenchlib: exec stream failed: {exc}\n")
+        code, stderr = split_marker("".join(self._err))
+        self._err = [stderr]
+        # -9: killed by us or the connection dropped before the command ended
+        self.returncode = code if code is not None and not self._killed else -9
+
+    def poll(self) -> int | None:
+        return None if self._reader.is_alive() else self.returncode
+
+    def communicate(self, timeout: float | None = None) -> tuple[str, str]:
+        self._reader.join(timeout)
+        if self._reader.is_alive():
+            raise subprocess.TimeoutExpired(self.argv, timeout)
+        return "".join(self._out), "".join(self._err)
+
+    def kill(self) -> None:
+        self._killed = True
+        deadline = time.monotonic() + 5
+        while self._reader.is_alive() and time.monotonic() < deadline:
+            m = _PID_RE.match("".join(self._err))
+            if m:  # the wrapping shell's children, then the shell
+                try:
+                    self._target.exec(self._pod, ["sh", "-c", f"pkill -KILL -P {m.group(1)}; kill -KILL {m.group(1)}"])
+                except Exception as exc:  # the pod is gone: so is the command
+                    self._err.append(f"\nbenchlib: kill failed: {_reason(exc)}\n")
+                break
+            time.sleep(0.05)
+        self._ws.close()
+
+
+def _name(scenario: str) -> str:
+    return re.sub(r"[^a-z0-9-]", "-", scenario.lower())[:40].strip("-")
+
+
+def scenario_commands(env: Environment, scenario: str) -> list[str]:
+    """The shell commands that switch the cluster to a scenario: its commands, then helm."""
+    sc = env.scenarios[scenario]
+    commands = list(sc.apply)
+    if sc.helm:
+        h = sc.helm
+        argv = ["helm", "upgrade", "--install", h.release, h.chart, "--version", h.version,
+                "--namespace", h.namespace, "--values", h.values, "--wait", "--timeout", "15m"]
+        if h.repo:
+            argv += ["--repo", h.repo]
+        commands.append(" ".join([shlex.join(argv), *h.extra_args]))
+    return commands
+
+
+def pod_manifest(env: Environment, scenario: str, role: str, campaign: str,
+                 server_node: str | None = None) -> dict:
+    """The client or server pod of a scenario. The client of a same-node
+    scenario follows the server (``server_node`` once known, else pod affinity)."""
+    k = env.kubernetes
+    sc = env.scenarios[scenario]
+    labels = {LABEL_CAMPAIGN: campaign, LABEL_ROLE: role, LABEL_SCENARIO: _name(scenario)}
+    spec: dict = {
+        "containers": [{"name": "bench", "image": k.image, "command": ["sleep", "infinity"],
+                        "ports": [{"containerPort": collectors.get("netperf").PORT}] if role == "server" else []}],
+        "terminationGracePeriodSeconds": 1,
+        "restartPolicy": "Never",
+        "nodeSelector": dict(k.node_selector),
+    }
+    host_network = sc.placement == "host-network"
+    if host_network:
+        spec["hostNetwork"] = True
+        spec["dnsPolicy"] = "ClusterFirstWithHostNet"
+    other = {"matchLabels": {LABEL_CAMPAIGN: campaign, LABEL_SCENARIO: _name(scenario),
+                             LABEL_ROLE: "server" if role == "client" else "client"}}
+    term = {"labelSelector": other, "topologyKey": "kubernetes.io/hostname"}
+    if sc.placement == "same-node":
+        node = server_node or k.server_node
+        if node:
+            spec["nodeSelector"]["kubernetes.io/hostname"] = node
+        elif role == "client":
+            spec["affinity"] = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    elif k.client_node:
+        spec["nodeSelector"]["kubernetes.io/hostname"] = k.client_node if role == "client" else k.server_node
+    else:  # two distinct nodes, chosen by the scheduler
+        spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    if not spec["nodeSelector"]:
+        del spec["nodeSelector"]
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"{_name(scenario)}-{role}", "labels": labels}, "spec": spec}
+
+
+def service_manifest(scenario: str, campaign: str, ports: list[tuple[int, str]]) -> dict:
+    return {"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": f"{_name(scenario)}-server", "labels": {LABEL_CAMPAIGN: campaign}},
+            "spec": {"type": "ClusterIP",
+                     "selector": {LABEL_CAMPAIGN: campaign, LABEL_SCENARIO: _name(scenario), LABEL_ROLE: "server"},
+                     "ports": [{"name": f"{proto}-{p}", "port": p, "targetPort": p, "protocol": proto.upper()}
+                               for p, proto in ports]}}
+
+
+def cpu_daemonset(env: Environment, campaign: str) -> dict:
+    """hostPID pods on every node; /proc/stat inside them is the node's."""
+    labels = {LABEL_CAMPAIGN: campaign, LABEL_ROLE: "cpu"}
+    pod = {"hostPID": True, "terminationGracePeriodSeconds": 1, "tolerations": [{"operator": "Exists"}],
+           "containers": [{"name": "cpu", "image": env.kubernetes.image, "command": ["sleep", "infinity"]}]}
+    if env.kubernetes.node_selector:
+        pod["nodeSelector"] = dict(env.kubernetes.node_selector)
+    return {"apiVersion": "apps/v1", "kind": "DaemonSet",
+            "metadata": {"name": "benchlib-cpu", "labels": labels},
+            "spec": {"selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": labels}, "spec": pod}}}
+
+
+def service_ports(tools: list[str]) -> list[tuple[int, str]]:
+    """Every (port, protocol) a client connects to: the servers' and netperf's data ports."""
+    ports = [(m.SERVER.port, m.SERVER.protocol) for m in map(collectors.get, tools) if m.SERVER]
+    if "netperf" in tools:
+        np = collectors.get("netperf")
+        ports += [(np.DATA_PORT + i, "tcp") for i in range(np.SERVICE_STREAMS)]
+    return sorted(set(ports))
+
+
+def render(env: Environment, scenarios: list[str], tools: list[str]) -> list[tuple[str, object]]:
+    """Everything the target would apply, in order, as (title, manifest or command)."""
+    out: list[tuple[str, object]] = [("namespace", {"apiVersion": "v1", "kind": "Namespace", "metadata": {
+        "name": f"{env.kubernetes.namespace_prefix}-<id>", "labels": {LABEL_CAMPAIGN: "<id>"}}}),
+        ("daemonset", cpu_daemonset(env, "<id>"))]
+    for name in scenarios:
+        sc = env.scenarios[name]
+        for command in scenario_commands(env, name):
+            out.append((f"{name}: apply", command))
+        if sc.helm:
+            out.append((f"{name}: helm values {sc.helm.values}", (environment_dir(env.name) / sc.helm.values)))
+        for command in sc.ready:
+            out.append((f"{name}: ready when", command))
+        for key, command in sc.record.items():
+            out.append((f"{name}: record {key}", command))
+        out.append((f"{name}: server pod", pod_manifest(env, name, "server", "<id>")))
+        out.append((f"{name}: client pod", pod_manifest(env, name, "client", "<id>")))
+        if sc.placement == "service":
+            out.append((f"{name}: service", service_manifest(name, "<id>", service_ports(tools))))
+    return out
+
+
+class KubernetesTarget:
+    kind = "kubernetes"
+    # switching a CNI costs minutes: scenarios run one after another
+    interleaves_scenarios = False
+
+    def __init__(self, env: Environment, scenarios: list[str], tools: list[str] = ("netperf",), log=print):
+        if env.kubernetes is None:
+            raise TargetError(f"environment {env.name}: target kubernetes needs a kubernetes: section")
+        self.env, self.settings = env, env.kubernetes
+        self.scenarios, self.tools, self.log = scenarios, list(tools), log
+        self.campaign = f"{env.name[:20]}-{uuid.uuid4().hex[:8]}".lower()
+        self.namespace = f"{self.settings.namespace_prefix}-{self.campaign}"
+        self.owner = f"{socket.gethostname()}.{os.getpid()}"
+        self.placements: dict[str, Placement] = {}
+        self._active: str | None = None
+        self._servers: list[ExecProcess] = []
+        self._cpu_pods: dict[str, str] = {}  # node -> pod
+        self._exec_lock = threading.Lock()
+        self._api = None
+
+    # -- API access ---------------------------------------------------------------
+    def _connect(self) -> None:
+        k = _k8s()
+        path = self.settings.kubeconfig and os.path.expanduser(self.settings.kubeconfig)
+        try:
+            self._api = k.config.new_client_from_config(config_file=path, context=self.settings.context)
+            # exec streams patch their client while connecting: they get their own
+            self._exec_api = k.client.CoreV1Api(k.config.new_client_from_config(
+                config_file=path, context=self.settings.context))
+            self.core = k.client.CoreV1Api(self._api)
+            self.apps = k.client.AppsV1Api(self._api)
+            self.rbac = k.client.RbacAuthorizationV1Api(self._api)
+            self.server_version = k.client.VersionApi(self._api).get_code().git_version
+        except Exception as exc:
+            raise TargetError(f"kubernetes: cannot reach the cluster (kubeconfig {path or 'default'}, "
+                              f"context {self.settings.context or 'current'}): {_reason(exc)}") from None
+
+    def _open_exec(self, pod: str, command: list[str]):
+        from kubernetes.stream import stream
+        with self._exec_lock:
+            return stream(self._exec_api.connect_get_namespaced_pod_exec, pod, self.namespace,
+                          command=command, stderr=True, stdin=False, stdout=True, tty=False,
+                          _preload_content=False)
+
+    def exec(self, pod: str, argv: list[str], timeout: float = 60) -> tuple[int, str, str]:
+        proc = ExecProcess(self, pod, argv)
+        try:
+            out, err = proc.communicate(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise TargetError(f"kubernetes: `{shlex.join(argv)}` in pod {pod} did not finish in {timeout} s")
+        return proc.returncode, out, err
+
+    def _check(self, pod: str, argv: list[str]) -> str:
+        rc, out, err = self.exec(pod, argv)
+        if rc != 0:
+            raise TargetError(f"kubernetes: `{shlex.join(argv)}` in pod {pod} exited {rc}: {err.strip()}")
+        return out
+
+    # -- lifecycle ----------------------------------------------------------------
+    def __enter__(self) -> "KubernetesTarget":
+        self._connect()
+        self.clean_leftovers()
+        try:
+            self._create_namespace()
+            self.apps.create_namespaced_daemon_set(self.namespace, cpu_daemonset(self.env, self.campaign))
+            self._wait_cpu_pods()
+        except BaseException:
+            self.teardown()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.teardown()
+
+    def teardown(self, timeout: float = 120) -> None:
+        for proc in self._servers:
+            proc.kill()
+        self._servers.clear()
+        if self._api is None:
+            return
+        self._delete_namespace(self.namespace, timeout)
+
+    def _delete_namespace(self, name: str, timeout: float) -> None:
+        k = _k8s()
+        try:
+            self.core.delete_namespace(name)
+        except k.client.ApiException as exc:
+            if exc.status == 404:
+                return
+            raise TargetError(f"kubernetes: cannot delete namespace {name}: {_reason(exc)}") from None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                self.core.read_namespace(name)
+            except k.client.ApiException as exc:
+                if exc.status == 404:
+                    return
+                raise
+            time.sleep(0.5)
+        raise TargetError(f"kubernetes: namespace {name} still exists {timeout:g} s after deletion")
+
+    def clean_leftovers(self) -> list[str]:
+        """Delete namespaces of campaigns started on this host whose process is gone."""
+        host = socket.gethostname()
+        removed = []
+        for ns in self.core.list_namespace(label_selector=LABEL_OWNER).items:
+            owner = ns.metadata.labels.get(LABEL_OWNER, "")
+            owner_host, _, pid = owner.rpartition(".")
+            if owner_host == host and pid.isdigit() and not _alive(int(pid)):
+                self.log(f"kubernetes: removing namespace {ns.metadata.name} left by a killed campaign")
+                self._delete_namespace(ns.metadata.name, 120)
+                removed.append(ns.metadata.name)
+        return removed
+
+    def _create_namespace(self) -> None:
+        k = _k8s()
+        # hostNetwork and hostPID pods need the privileged Pod Security level
+        labels = {LABEL_CAMPAIGN: self.campaign, LABEL_OWNER: self.owner,
+                  "pod-security.kubernetes.io/enforce": "privileged"}
+        try:
+            self.core.create_namespace({"apiVersion": "v1", "kind": "Namespace",
+                                        "metadata": {"name": self.namespace, "labels": labels}})
+        except k.client.ApiException as exc:
+            raise TargetError(f"kubernetes: cannot create namespace {self.namespace}: {_reason(exc)}") from None
+        # The runner's own permissions inside its namespace (pipelines/kubernetes/rbac.yaml).
+        user = k.client.AuthenticationV1Api(self._api).create_self_subject_review(
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}).status.user_info.username
+        try:
+            self.rbac.create_namespaced_role_binding(self.namespace, {
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                "metadata": {"name": "benchlib-runner"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": WORKLOAD_ROLE},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]})
+        except k.client.ApiException as exc:
+            raise TargetError(f"kubernetes: cannot bind ClusterRole {WORKLOAD_ROLE} in {self.namespace} "
+                              f"(apply pipelines/kubernetes/rbac.yaml): {_reason(exc)}") from None
+        # RBAC caches refresh quickly but not instantly
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                self.core.list_namespaced_pod(self.namespace)
+                return
+            except k.client.ApiException:
+                time.sleep(0.2)
+
+    def _wait_cpu_pods(self) -> None:
+        deadline = time.monotonic() + self.settings.pod_ready_timeout_s
+        while True:
+            pods = self.core.list_namespaced_pod(self.namespace, label_selector=f"{LABEL_ROLE}=cpu").items
+            ready = [p for p in pods if _is_ready(p)]
+            if pods and len(ready) == len(pods):
+                self._cpu_pods = {p.spec.node_name: p.metadata.name for p in ready}
+                return
+            if time.monotonic() > deadline:
+                pending = [p.metadata.name for p in pods if not _is_ready(p)] or ["(none created)"]
+                raise TargetError(f"kubernetes: CPU sampling pods not ready after "
+                                  f"{self.settings.pod_ready_timeout_s:g} s: {pending}\n"
+                                  + self._events(pending[0]))
+            time.sleep(0.3)
+
+    # -- scenarios ----------------------------------------------------------------
+    def activate(self, scenario: str) -> None:
+        sc = self.env.scenarios[scenario]
+        self._remove_scenario_objects()
+        self._switch(scenario, sc)
+        server = self._start_pod(pod_manifest(self.env, scenario, "server", self.campaign))
+        client = self._start_pod(pod_manifest(self.env, scenario, "client", self.campaign,
+                                              server.spec.node_name if sc.placement == "same-node" else None))
+        service_ip = None
+        if sc.placement == "service":
+            svc = self.core.create_namespaced_service(
+                self.namespace, service_manifest(scenario, self.campaign, service_ports(self.tools)))
+            service_ip = svc.spec.cluster_ip
+        for name in (client.spec.node_name, server.spec.node_name):
+            if name not in self._cpu_pods:
+                raise TargetError(f"kubernetes: no CPU sampling pod on node {name}")
+        address = self.settings.server_address or service_ip or server.status.pod_ip
+        client_cpus, server_cpus = self._side_cpus(client.spec.node_name, server.spec.node_name)
+        details = {"placement": sc.placement, "namespace": self.namespace,
+                   "client_pod": client.metadata.name, "server_pod": server.metadata.name,
+                   "client_pod_ip": client.status.pod_ip, "server_pod_ip": server.status.pod_ip,
+                   "host_network": sc.placement == "host-network", "service_ip": service_ip,
+                   "scenario_settings": dict(sc.settings), "scenario_record": self._record(sc),
+                   "cni_agent_usage": self.agent_usage()}
+        self.placements[scenario] = Placement(
+            scenario=scenario, server_address=address, client_node=client.spec.node_name,
+            server_node=server.spec.node_name, client_cpus=client_cpus, server_cpus=server_cpus,
+            details=details)
+        self._active = scenario
+        for module in map(collectors.get, self.tools):
+            if module.SERVER:
+                self._start_server(server.metadata.name, module.SERVER, server_cpus)
+
+    def _shell(self, command: str, timeout: float) -> subprocess.CompletedProcess:
+        env = dict(os.environ)
+        if self.settings.kubeconfig:
+            env["KUBECONFIG"] = os.path.expanduser(self.settings.kubeconfig)
+        if self.settings.context:
+            env["BENCHLIB_KUBE_CONTEXT"] = self.settings.context
+        return subprocess.run(["sh", "-c", command], cwd=environment_dir(self.env.name), env=env,
+                              capture_output=True, text=True, timeout=timeout)
+
+    def _switch(self, scenario: str, sc: Scenario) -> None:
+        for command in scenario_commands(self.env, scenario):
+            self.log(f"kubernetes: {scenario}: {command}")
+            proc = self._shell(command, sc.ready_timeout_s)
+            if proc.returncode != 0:
+                raise TargetError(f"kubernetes: scenario {scenario}: `{command}` exited {proc.returncode}: "
+                                  f"{proc.stderr.strip()[-2000:]}")
+        deadline = time.monotonic() + sc.ready_timeout_s
+        for command in sc.ready:
+            while True:
+                proc = self._shell(command, sc.ready_timeout_s)
+                if proc.returncode == 0:
+                    break
+                if time.monotonic() > deadline:
+                    raise TargetError(f"kubernetes: scenario {scenario} not ready after {sc.ready_timeout_s:g} s: "
+                                      f"`{command}` exited {proc.returncode}: {proc.stderr.strip()[-2000:]}")
+                time.sleep(5)
+
+    def _record(self, sc: Scenario) -> dict[str, str]:
+        out = {}
+        for key, command in sc.record.items():
+            proc = self._shell(command, 120)
+            out[key] = proc.stdout.strip() if proc.returncode == 0 else f"(failed: {proc.stderr.strip()[-200:]})"
+        return out
+
+    def _start_pod(self, manifest: dict):
+        k = _k8s()
+        name = manifest["metadata"]["name"]
+        try:
+            self.core.create_namespaced_pod(self.namespace, manifest)
+        except k.client.ApiException as exc:
+            raise TargetError(f"kubernetes: cannot create pod {name}: {_reason(exc)}") from None
+        deadline = time.monotonic() + self.settings.pod_ready_timeout_s
+        while time.monotonic() < deadline:
+            pod = self.core.read_namespaced_pod(name, self.namespace)
+            if _is_ready(pod):
+                return pod
+            if pod.status.phase in ("Failed", "Succeeded"):
+                break
+            time.sleep(0.3)
+        raise TargetError(f"kubernetes: pod {self.namespace}/{name} did not become ready within "
+                          f"{self.settings.pod_ready_timeout_s:g} s (phase {pod.status.phase})\n"
+                          + self._events(name))
+
+    def _events(self, pod: str) -> str:
+        events = self.core.list_namespaced_event(self.namespace, field_selector=f"involvedObject.name={pod}").items
+        lines = [f"  {e.type} {e.reason}: {e.message}" for e in events]
+        return "pod events:\n" + ("\n".join(lines) if lines else "  (none)")
+
+    def _remove_scenario_objects(self) -> None:
+        for proc in self._servers:
+            proc.kill()
+        self._servers.clear()
+        if self._active is None:
+            return
+        name = _name(self._active)
+        for role in ("client", "server"):
+            self.core.delete_namespaced_pod(f"{name}-{role}", self.namespace, grace_period_seconds=0)
+        if self.env.scenarios[self._active].placement == "service":
+            self.core.delete_namespaced_service(f"{name}-server", self.namespace)
+        self._active = None
+
+    def _side_cpus(self, client_node: str, server_node: str) -> tuple[list[int], list[int]]:
+        if self.env.cpus:
+            return self.env.cpus.client, self.env.cpus.server
+        # default: every CPU of each side's node
+        return (sorted(self.cpu_snapshot_of(client_node).counters),
+                sorted(self.cpu_snapshot_of(server_node).counters))
+
+    def _start_server(self, pod: str, server: collectors.Server, cpus: list[int]) -> None:
+        proc = ExecProcess(self, pod, ["taskset", "-c", ",".join(map(str, cpus)), *server.argv])
+        self._servers.append(proc)
+        flag = "-Hltn" if server.protocol == "tcp" else "-Hlun"
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                out, err = proc.communicate()
+                raise TargetError(f"kubernetes: {server.name} in pod {pod} exited {proc.returncode}: "
+                                  f"{(out + err).strip()}")
+            rc, out, _ = self.exec(pod, ["ss", flag, f"sport = :{server.port}"])
+            if rc == 0 and out.strip():
+                return
+            time.sleep(0.2)
+        raise TargetError(f"kubernetes: {server.name} in pod {pod} did not listen on port {server.port} in 15 s")
+
+    # -- what the runner uses --------------------------------------------------------
+    def placement(self, scenario: str) -> Placement:
+        return self.placements[scenario]
+
+    def spawn(self, scenario: str, side: str, argv: list[str]) -> ExecProcess:
+        return ExecProcess(self, self.placements[scenario].details[f"{side}_pod"], argv)
+
+    def cpu_snapshot_of(self, node: str) -> cpu.Snapshot:
+        return cpu.take(self._check(self._cpu_pods[node], ["cat", "/proc/stat"]))
+
+    def cpu_snapshot(self, side: str) -> cpu.Snapshot:
+        pl = self.placements[self._active]
+        return self.cpu_snapshot_of(pl.client_node if side == "client" else pl.server_node)
+
+    def agent_usage(self) -> dict:
+        """CPU and memory of the CNI agent pods from the metrics API, or why they are absent."""
+        agent = self.settings.cni_agent
+        if agent is None:
+            return {"absent": "no cni_agent configured for this environment"}
+        k = _k8s()
+        try:
+            data = k.client.CustomObjectsApi(self._api).list_namespaced_custom_object(
+                "metrics.k8s.io", "v1beta1", agent["namespace"], "pods", label_selector=agent["selector"])
+        except k.client.ApiException as exc:
+            return {"absent": f"metrics API: {_reason(exc)}"}
+        return {item["metadata"]["name"]: {c["name"]: c["usage"] for c in item["containers"]}
+                for item in data.get("items", [])} or {"absent": "no agent pods matched"}
+
+    def describe(self) -> dict:
+        pod = next(iter(self._cpu_pods.values()))
+        versions = {"kernel": self._check(pod, ["uname", "-r"]).strip(), "kubernetes": self.server_version}
+        for tool in self.tools:
+            module = collectors.get(tool)
+            _, out, err = self.exec(pod, module.VERSION_COMMAND)
+            versions[tool] = module.version(out + err)
+        return {"target": "kubernetes", "context": self.settings.context, "namespace": self.namespace,
+                "image": self.settings.image, "versions": versions,
+                "clk_tck": int(self._check(pod, ["getconf", "CLK_TCK"]).strip())}
+
+
+def _is_ready(pod) -> bool:
+    return pod.status.phase == "Running" and any(
+        c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _reason(exc: Exception) -> str:
+    """An API error's message without its headers (which may carry tokens)."""
+    body = getattr(exc, "body", None)
+    if body:
+        try:
+            import json
+            return f"{exc.status} {json.loads(body).get('message', body)}"
+        except ValueError:
+            return f"{getattr(exc, 'status', '')} {body}"
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__

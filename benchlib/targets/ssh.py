@@ -1,0 +1,176 @@
+"""Two bare-metal hosts over OpenSSH: the node-to-node baseline without Kubernetes.
+
+The client host runs the tool's client, the server host its server (started on
+entry, stopped on exit over ssh). CPU per side is the /proc/stat of each host,
+read over ssh. Host keys are checked (``StrictHostKeyChecking=yes``, with
+``known_hosts`` from the environment when given) and ssh never prompts
+(``BatchMode=yes``).
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import time
+
+from .. import collectors, cpu
+from ..config import Environment, SshHost
+from . import LocalProcess, Placement, TargetError
+
+SIDES = ("client", "server")
+
+
+def ssh_argv(env: Environment, side: str, remote: list[str]) -> list[str]:
+    """The local command line that runs ``remote`` on one side's host."""
+    s = env.ssh
+    h: SshHost = getattr(s, side)
+    argv = [*s.command, "-p", str(h.port), "-l", h.user, "-o", "BatchMode=yes",
+            "-o", "StrictHostKeyChecking=yes", "-o", "ConnectTimeout=10"]
+    if h.identity_file:
+        argv += ["-i", os.path.expanduser(h.identity_file), "-o", "IdentitiesOnly=yes"]
+    if s.known_hosts:
+        argv += ["-o", f"UserKnownHostsFile={os.path.expanduser(s.known_hosts)}"]
+    for opt in s.options:
+        argv += ["-o", opt]
+    # ssh hands the remote side one string for its shell: quote every word
+    return argv + [h.host, "--", shlex.join(remote)]
+
+
+def render(env: Environment, scenarios: list[str], tools: list[str]) -> list[tuple[str, object]]:
+    """What the target runs on entry, as (title, command)."""
+    out = [(f"{side}: check", shlex.join(ssh_argv(env, side, ["true"]))) for side in SIDES]
+    for module in map(collectors.get, tools):
+        if module.SERVER:
+            out.append((f"server: start {module.SERVER.name}",
+                        shlex.join(ssh_argv(env, "server", ["sh", "-c", 'echo $$; exec "$@"', "sh",
+                                                            *module.SERVER.argv]))))
+    return out
+
+
+class SshTarget:
+    kind = "ssh"
+    # one pair of hosts serves every scenario: nothing to switch between runs
+    interleaves_scenarios = True
+
+    def __init__(self, env: Environment, scenarios: list[str], tools: list[str] = ("netperf",), log=print):
+        if env.ssh is None:
+            raise TargetError(f"environment {env.name}: target ssh needs an ssh: section")
+        self.env, self.scenarios, self.tools, self.log = env, scenarios, list(tools), log
+        self._servers: list[tuple[subprocess.Popen, int]] = []  # (local ssh, remote pid)
+        self.placements: dict[str, Placement] = {}
+
+    def run(self, side: str, remote: list[str], timeout: float = 60) -> str:
+        argv = ssh_argv(self.env, side, remote)
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise TargetError(f"ssh: `{shlex.join(remote)}` on {self._host(side)} took over {timeout} s") from None
+        if proc.returncode != 0:
+            raise TargetError(f"ssh: `{shlex.join(remote)}` on {self._host(side)} exited {proc.returncode}: "
+                              f"{proc.stderr.strip()}")
+        return proc.stdout
+
+    def _host(self, side: str) -> str:
+        h = getattr(self.env.ssh, side)
+        return f"{h.user}@{h.host}:{h.port}"
+
+    # -- lifecycle ----------------------------------------------------------------
+    def __enter__(self) -> "SshTarget":
+        self._preflight()
+        try:
+            cpus = self._cpus()
+            s = self.env.ssh
+            for name in self.scenarios:
+                self.placements[name] = Placement(
+                    scenario=name, server_address=s.server.address or s.server.host,
+                    client_node=s.client.host, server_node=s.server.host,
+                    client_cpus=cpus["client"], server_cpus=cpus["server"],
+                    details={"ssh_client": self._host("client"), "ssh_server": self._host("server")})
+            for module in map(collectors.get, self.tools):
+                if module.SERVER:
+                    self._start_server(module.SERVER, cpus["server"])
+        except BaseException:
+            self.teardown()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.teardown()
+
+    def _preflight(self) -> None:
+        needed = {"client": [collectors.get(t).VERSION_COMMAND[0] for t in self.tools] + ["cat"],
+                  "server": [m.SERVER.argv[0] for m in map(collectors.get, self.tools) if m.SERVER] + ["taskset"]}
+        for side, commands in needed.items():
+            script = "; ".join(f"command -v {shlex.quote(c)} >/dev/null || echo {shlex.quote(c)}" for c in commands)
+            missing = self.run(side, ["sh", "-c", script], timeout=30).split()
+            if missing:
+                raise TargetError(f"ssh: {self._host(side)} lacks {missing} (install them on that host)")
+
+    def _cpus(self) -> dict[str, list[int]]:
+        if self.env.cpus:
+            return {"client": self.env.cpus.client, "server": self.env.cpus.server}
+        return {side: sorted(self.cpu_snapshot(side).counters) for side in SIDES}
+
+    def _start_server(self, server: collectors.Server, cpus: list[int]) -> None:
+        # The remote shell prints its PID, then becomes the server: we stop it
+        # by that PID, since ending the ssh session does not end a command
+        # that has no terminal.
+        remote = ["sh", "-c", 'echo $$; exec "$@"', "sh", "taskset", "-c", ",".join(map(str, cpus)), *server.argv]
+        proc = subprocess.Popen(ssh_argv(self.env, "server", remote), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+        first = proc.stdout.readline().strip()
+        if not first.isdigit():
+            proc.kill()
+            _, err = proc.communicate()
+            raise TargetError(f"ssh: {server.name} on {self._host('server')} did not start: {err.strip()}")
+        self._servers.append((proc, int(first)))
+        flag = "-Hltn" if server.protocol == "tcp" else "-Hlun"
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise TargetError(f"ssh: {server.name} on {self._host('server')} exited {proc.returncode}: "
+                                  f"{proc.stderr.read().strip()}")
+            if self.run("server", ["ss", flag, f"sport = :{server.port}"]).strip():
+                return
+            time.sleep(0.2)
+        raise TargetError(f"ssh: {server.name} on {self._host('server')} did not listen on {server.port} in 15 s")
+
+    def teardown(self) -> None:
+        errors = []
+        for proc, pid in self._servers:
+            try:
+                self.run("server", ["kill", str(pid)], timeout=30)
+            except TargetError as exc:
+                errors.append(str(exc))
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self._servers.clear()
+        if errors:
+            raise TargetError("ssh: could not stop every server: " + "; ".join(errors))
+
+    # -- what the runner uses ---------------------------------------------------------
+    def placement(self, scenario: str) -> Placement:
+        return self.placements[scenario]
+
+    def activate(self, scenario: str) -> None:
+        """Nothing to switch: the hosts are the scenario."""
+
+    def spawn(self, scenario: str, side: str, argv: list[str]) -> LocalProcess:
+        return LocalProcess(ssh_argv(self.env, side, argv))
+
+    def cpu_snapshot(self, side: str) -> cpu.Snapshot:
+        return cpu.take(self.run(side, ["cat", "/proc/stat"]))
+
+    def describe(self) -> dict:
+        versions = {"kernel": self.run("client", ["uname", "-r"]).strip(),
+                    "server_kernel": self.run("server", ["uname", "-r"]).strip()}
+        for tool in self.tools:
+            module = collectors.get(tool)
+            proc = subprocess.run(ssh_argv(self.env, "client", module.VERSION_COMMAND),
+                                  capture_output=True, text=True, timeout=60)
+            versions[tool] = module.version(proc.stdout + proc.stderr)
+        return {"target": "ssh", "versions": versions,
+                "clk_tck": int(self.run("client", ["getconf", "CLK_TCK"]).strip())}

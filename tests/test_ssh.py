@@ -1,0 +1,122 @@
+"""The SSH target against a real OpenSSH server: sshd runs inside each node
+namespace of a lab `host` scenario, so ssh, netperf and netserver all talk over
+the lab's 198.18.0.0/24 wire and nothing leaves the machine."""
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+
+import pytest
+
+from benchlib import runner
+from benchlib.config import Environment, Plan
+from benchlib.targets import TargetError
+from benchlib.targets.lab import LabTarget, in_ns
+from benchlib.targets.ssh import SshTarget, render
+from conftest import SHORT_TESTS, require_root, short_params
+
+
+def _sshd(ns: str, address: str, d, name: str) -> subprocess.Popen:
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / f"{name}_host")], check=True)
+    cfg = d / f"{name}.conf"
+    cfg.write_text(f"ListenAddress {address}\nPort 22\nHostKey {d / f'{name}_host'}\n"
+                   f"AuthorizedKeysFile {d / 'authorized_keys'}\nPidFile {d / f'{name}.pid'}\n"
+                   "PermitRootLogin prohibit-password\nPasswordAuthentication no\n"
+                   "KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n")
+    proc = subprocess.Popen(["ip", "netns", "exec", ns, "/usr/sbin/sshd", "-D", "-e", "-f", str(cfg)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    deadline = time.monotonic() + 10
+    while not in_ns(ns, "ss", "-Hltn", "sport = :22").strip():
+        assert proc.poll() is None, proc.stderr.read()
+        assert time.monotonic() < deadline, "sshd did not listen"
+        time.sleep(0.05)
+    return proc
+
+
+@pytest.fixture(scope="module")
+def hosts(tmp_path_factory, lab_env):
+    """Two lab nodes, each with a real sshd; yields what an environment.yaml would name."""
+    require_root()
+    d = tmp_path_factory.mktemp("ssh")
+    subprocess.run(["mkdir", "-p", "/run/sshd"], check=True)  # sshd's privilege-separation directory
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / "id")], check=True)
+    (d / "authorized_keys").write_text((d / "id.pub").read_text())
+    # tools=[]: the lab starts no netserver of its own; the SSH target starts it
+    with LabTarget(lab_env, ["host"], tools=[], log=lambda m: None) as lab:
+        nodes = lab.placement("host").details["nodes"]
+        addresses = {1: "198.18.0.1", 2: "198.18.0.2"}
+        daemons = [_sshd(nodes[i], addresses[i], d, f"n{i}") for i in (1, 2)]
+        known = "".join(f"{addresses[i]} {(d / f'n{i}_host.pub').read_text()}" for i in (1, 2))
+        (d / "known_hosts").write_text(known)
+        try:
+            yield {"dir": d, "nodes": nodes, "addresses": addresses}
+        finally:
+            for p in daemons:
+                p.kill()
+                p.wait()
+
+
+def ssh_env(hosts, known_hosts=None) -> Environment:
+    d = hosts["dir"]
+    host = lambda i: {"host": hosts["addresses"][i], "identity_file": str(d / "id")}  # noqa: E731
+    return Environment.model_validate({
+        "name": "bare-metal-test", "description": "two lab nodes over ssh", "target": "ssh",
+        "cpus": {"client": [0], "server": [1]},
+        "ssh": {"client": host(1), "server": host(2), "known_hosts": str(known_hosts or d / "known_hosts"),
+                # the ssh client runs in node 1's namespace, where the lab wire is
+                "command": ["ip", "netns", "exec", hosts["nodes"][1], "ssh"]},
+        "scenarios": {"node-to-node": {"description": "bare-metal baseline"}}})
+
+
+def test_campaign_over_ssh_records_real_netperf_and_stops_the_server(hosts, tmp_path):
+    env = ssh_env(hosts)
+    params = short_params("ssh", ["node-to-node"], SHORT_TESTS, repetitions=2, retries=0)
+    plan = Plan(environment=env, scenarios=["node-to-node"], tests=params.tests)
+    target = SshTarget(env, plan.scenarios, log=lambda m: None)
+    counts = runner.run_environment(params, plan, target, raw_root=tmp_path, log=lambda m: None)
+    assert counts["ok"] == 4 and counts["failed"] == 0, counts
+
+    record = tmp_path / "ssh" / "bare-metal-test" / "node-to-node" / "stream" / "r000"
+    meta = json.loads((record / "meta.json").read_text())
+    assert meta["target"]["target"] == "ssh"
+    assert meta["target"]["versions"]["netperf"].startswith("2.")
+    assert meta["placement"]["server_address"] == "198.18.0.2"
+    assert meta["placement"]["ssh_server"] == "root@198.18.0.2:22"
+    assert meta["commands"][0][:3] == ["netperf", "-H", "198.18.0.2"]
+    assert "THROUGHPUT=" in (record / "stdout-0.txt").read_text()
+    cpu_record = json.loads((record / "cpu.json").read_text())
+    busy = {side: sum(sum(v) for v in cpu_record["sides"][side]["end"]["counters"].values())
+            - sum(sum(v) for v in cpu_record["sides"][side]["start"]["counters"].values())
+            for side in ("client", "server")}
+    assert all(b > 0 for b in busy.values()), busy
+    # the server was stopped over ssh: only sshd is left in the server node
+    left = subprocess.run(["ip", "netns", "pids", hosts["nodes"][2]], capture_output=True, text=True).stdout.split()
+    commands = {open(f"/proc/{p}/comm").read().strip() for p in left}
+    assert "netserver" not in commands, commands
+
+
+def test_unknown_host_key_is_refused(hosts, tmp_path):
+    wrong = tmp_path / "known_hosts"
+    wrong.write_text("")  # no key known: StrictHostKeyChecking must refuse to connect
+    target = SshTarget(ssh_env(hosts, wrong), ["node-to-node"], log=lambda m: None)
+    with pytest.raises(TargetError, match="Host key verification failed"):
+        with target:
+            pass
+
+
+def test_rendered_commands_are_the_ones_that_work(hosts):
+    items = dict(render(ssh_env(hosts), ["node-to-node"], ["netperf"]))
+    assert list(items) == ["client: check", "server: check", "server: start netserver"]
+    for key in ("client: check", "server: check"):
+        assert subprocess.run(items[key], shell=True, capture_output=True).returncode == 0, key
+    assert "-l root" in items["server: start netserver"]
+    assert items["server: start netserver"].endswith("netserver -D -4 -p 12865'")
+
+
+def test_cluster_keys_are_refused_for_ssh():
+    with pytest.raises(ValueError, match=r"scenarios \['x'\]: placement, helm, apply and ready need target kubernetes"):
+        Environment.model_validate({
+            "name": "e", "description": "d", "target": "ssh",
+            "ssh": {"client": {"host": "a"}, "server": {"host": "b"}},
+            "scenarios": {"x": {"description": "d", "placement": "pod-to-pod"}}})
