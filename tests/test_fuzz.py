@@ -70,3 +70,39 @@ def test_proc_stat_truncated_or_corrupted(cut, junk):
         except ParseError:
             continue
         assert all(isinstance(v, list) and len(v) == len(cpu.FIELDS) for v in counters.values())
+
+
+# The JSON and per-query parsers of the other collectors, on their captured outputs.
+OTHERS = {tool: {p.stem: p.read_text() for p in sorted((FIXTURES / tool).glob("*.stdout"))}
+          for tool in ("iperf3", "fortio", "dns")}
+OTHER_CASES = [(tool, name) for tool, outputs in OTHERS.items() for name in outputs]
+
+
+def _collector(tool):
+    from benchlib.collectors import get
+    return get(tool)
+
+
+@FUZZ
+@given(case=st.sampled_from(OTHER_CASES), data=st.data())
+def test_other_collectors_truncated_or_corrupted(case, data):
+    tool, name = case
+    module = _collector(tool)
+    kind = data.draw(st.sampled_from(module.KINDS))
+    text = OTHERS[tool][name]
+    cut = data.draw(st.integers(min_value=0, max_value=len(text)))
+    junk = data.draw(st.text(alphabet=string.printable + '{}[]":,', max_size=30))
+    for variant in (text[:cut], text[:cut] + junk + text[cut:], text.replace(text[cut:cut + 5], junk[:5])):
+        result = parses_or_refuses(module.parse, kind, [variant])
+        if result is not None:
+            assert all(v == v and v not in (float("inf"), float("-inf")) for v in result.values())
+
+
+@FUZZ
+@given(case=st.sampled_from(OTHER_CASES), data=st.data())
+def test_other_collectors_reordered_lines(case, data):
+    tool, name = case
+    module = _collector(tool)
+    lines = OTHERS[tool][name].splitlines()
+    shuffled = data.draw(st.permutations(lines)) if len(lines) < 200 else lines[::-1]
+    parses_or_refuses(module.parse, data.draw(st.sampled_from(module.KINDS)), ["\n".join(shuffled)])

@@ -23,7 +23,7 @@ from benchlib import cli, runner
 from benchlib.config import ConfigError, Environment, Plan, load_environment, load_params, validate_all
 from benchlib.targets import TargetError
 from benchlib.targets.kubernetes import LABEL_CAMPAIGN, LABEL_OWNER, PID_MARKER, KubernetesTarget
-from conftest import REPO, require_root, short_params
+from tests.conftest import REPO, require_root, short_params
 
 SCRIPT = REPO / "scripts" / "k8s-control-plane.sh"
 STATE = REPO / ".tools" / "k8s" / "state"

@@ -14,7 +14,7 @@ from benchlib.config import Environment, Plan
 from benchlib.targets import TargetError
 from benchlib.targets.lab import LabTarget, in_ns
 from benchlib.targets.ssh import SshTarget, render
-from conftest import SHORT_TESTS, require_root, short_params
+from tests.conftest import SHORT_TESTS, require_root, short_params
 
 
 def _sshd(ns: str, address: str, d, name: str) -> subprocess.Popen:
