@@ -206,9 +206,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_lab_clean)
     s = lab_sub.add_parser("probe", help="check privileges, tools and kernel features",
                            description="Check that the lab can run here: root, the tools (ip, netperf, "
-                                       "netserver) and the kernel features its scenarios need (network "
-                                       "namespaces, veth, bridge, vxlan). Creates nothing but a throwaway "
-                                       "namespace to test the link types.")
+                                       "netserver, nft, ...) and the kernel features its scenarios need (network "
+                                       "namespaces, veth, bridge, vxlan, the eBPF host-routing programs). "
+                                       "Creates nothing but throwaway namespaces to test them.")
     s.add_argument("--env", default="local-lab", help="environment to probe (default: %(default)s)")
     s.set_defaults(func=cmd_lab_probe)
     return p
