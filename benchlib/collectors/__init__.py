@@ -38,6 +38,18 @@ class Server:
     protocol: str = "tcp"
 
 
+def json_number(tool: str, doc, *path) -> float:
+    """The number at ``path`` in a tool's JSON document, or a ParseError naming the path."""
+    dotted = ".".join(map(str, path))
+    for key in path:
+        if not isinstance(doc, dict) or key not in doc:
+            raise ParseError(f"{tool} JSON lacks {dotted}")
+        doc = doc[key]
+    if not isinstance(doc, (int, float)) or isinstance(doc, bool):
+        raise ParseError(f"{tool} {dotted}={doc!r} is not a number")
+    return float(doc)
+
+
 def get(tool: str):
     """The collector module for ``tool``."""
     from . import dns, fortio, iperf3, netperf

@@ -16,7 +16,7 @@ import json
 import shutil
 from pathlib import Path
 
-from . import Invocation, ParseError, Server
+from . import Invocation, ParseError, Server, json_number
 
 KINDS = ("HTTP",)
 PORT = 8080
@@ -52,17 +52,6 @@ def command(host: str, duration_s: float, qps: int | str, connections: int, conn
     return Invocation(argv, client_cpus[0], server_cpus[0])
 
 
-def _number(doc: dict, *path):
-    d = doc
-    for key in path:
-        if not isinstance(d, dict) or key not in d:
-            raise ParseError(f"fortio JSON lacks {'.'.join(map(str, path))}")
-        d = d[key]
-    if not isinstance(d, (int, float)) or isinstance(d, bool):
-        raise ParseError(f"fortio {'.'.join(map(str, path))}={d!r} is not a number")
-    return float(d)
-
-
 def parse(kind: str, stdouts: list[str]) -> dict[str, float]:
     """Actual QPS, latency percentiles (us) and the count of requests that did not get a 200."""
     if kind not in KINDS:
@@ -77,7 +66,7 @@ def parse(kind: str, stdouts: list[str]) -> dict[str, float]:
         raise ParseError(f"fortio output is not JSON ({exc})") from None
     if not isinstance(doc, dict) or doc.get("RunType") != "HTTP":
         raise ParseError("fortio output is not the result of an HTTP load run")
-    out = {"http_qps": _number(doc, "ActualQPS")}
+    out = {"http_qps": json_number("fortio", doc, "ActualQPS")}
     found = {}
     for entry in doc.get("DurationHistogram", {}).get("Percentiles") or []:
         if isinstance(entry, dict) and isinstance(entry.get("Percentile"), (int, float)):
@@ -85,8 +74,8 @@ def parse(kind: str, stdouts: list[str]) -> dict[str, float]:
     for p, metric in PERCENTILES.items():
         if p not in found:
             raise ParseError(f"fortio JSON lacks the p{p:g} latency (DurationHistogram.Percentiles)")
-        out[metric] = _number(found, p) * 1e6  # seconds -> us
-    total = _number(doc, "DurationHistogram", "Count")
+        out[metric] = json_number("fortio", found, p) * 1e6  # seconds -> us
+    total = json_number("fortio", doc, "DurationHistogram", "Count")
     codes = doc.get("RetCodes")
     if not isinstance(codes, dict):
         raise ParseError("fortio JSON lacks RetCodes")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 
-from . import Invocation, ParseError, Server
+from . import Invocation, ParseError, Server, json_number
 
 KINDS = ("TCP_STREAM", "UDP_STREAM")
 PORT = 5201
@@ -55,16 +55,6 @@ def command(kind: str, host: str, duration_s: float, streams: int, message_size:
     return Invocation(argv, client_cpu, server_cpu)
 
 
-def _get(d: dict, *path: str):
-    for key in path:
-        if not isinstance(d, dict) or key not in d:
-            raise ParseError(f"iperf3 JSON lacks {'.'.join(path)}")
-        d = d[key]
-    if not isinstance(d, (int, float)) or isinstance(d, bool):
-        raise ParseError(f"iperf3 {'.'.join(path)}={d!r} is not a number")
-    return float(d)
-
-
 def parse(kind: str, stdouts: list[str]) -> dict[str, float]:
     """Metrics of one run: receiver throughput (Gbit/s), and TCP retransmits or UDP loss and jitter."""
     if kind not in KINDS:
@@ -82,16 +72,16 @@ def parse(kind: str, stdouts: list[str]) -> dict[str, float]:
     protocol = doc.get("start", {}).get("test_start", {}).get("protocol")
     if protocol != kind.partition("_")[0]:
         raise ParseError(f"iperf3 ran a {protocol} test, expected {kind}")
-    out = {"throughput": _get(doc, "end", "sum_received", "bits_per_second") / 1e9}
+    out = {"throughput": json_number("iperf3", doc, "end", "sum_received", "bits_per_second") / 1e9}
     if kind == "TCP_STREAM":
-        out["retransmits"] = _get(doc, "end", "sum_sent", "retransmits")
+        out["retransmits"] = json_number("iperf3", doc, "end", "sum_sent", "retransmits")
         return out
     # end.sum is the receiver's (server's) count, sent back to the client at the end.
-    loss = _get(doc, "end", "sum", "lost_percent")
+    loss = json_number("iperf3", doc, "end", "sum", "lost_percent")
     if not 0 <= loss <= 100:
         raise ParseError(f"iperf3 lost_percent={loss} is outside 0-100 % (iperf3 miscounted, see issue #1489)")
     out["udp_loss_pct"] = loss
-    out["udp_jitter"] = _get(doc, "end", "sum", "jitter_ms") * 1000  # us
+    out["udp_jitter"] = json_number("iperf3", doc, "end", "sum", "jitter_ms") * 1000  # us
     return out
 
 
