@@ -44,8 +44,9 @@ def cmd_validate(args) -> int:
         seconds = sum(collectors.get(r.spec.tool).expected_wall_s(r.spec) + PER_RUN_OVERHEAD_S for r in runs)
         cdir = runner.campaign_dir(params.experiment.campaign)
         done = sum(runner.is_done(r, cdir) for r in runs)
-        print(f"{plan.environment.name}: {len(plan.scenarios)} scenarios {plan.scenarios} x "
-              f"{len(plan.tests)} tests {list(plan.tests)} x {params.experiment.repetitions} blocks "
+        print(f"{plan.environment.name}: {len(plan.scenarios)} scenarios {plan.scenarios}, "
+              f"{len(plan.tests)} tests {list(plan.tests)}: {len(plan.configurations())} configurations "
+              f"x {params.experiment.repetitions} blocks "
               f"= {len(runs)} runs, about {seconds / 60:.1f} min; {done} already recorded "
               f"in {cdir}")
     print("params.yaml is valid")
@@ -139,11 +140,16 @@ def cmd_lab_probe(args) -> int:
     env = config.load_environment(args.env)
     params = _params(args)
     tools = sorted({t.tool for t in params.tests.values()})
-    lab.preflight(env, list(env.scenarios), tools)
-    print(f"lab: ready for scenarios {list(env.scenarios)}; CPUs client/server: "
+    lab.check_machine(env, tools)  # what every scenario needs: stops here if missing
+    problems = lab.scenario_problems(env, list(env.scenarios))
+    ready = [s for s in env.scenarios if s not in problems]
+    print(f"lab: can run {len(ready)} of {len(env.scenarios)} scenarios {ready}; CPUs client/server: "
           f"{env.cpus.client if env.cpus else lab.default_cpus()[0]} / "
           f"{env.cpus.server if env.cpus else lab.default_cpus()[1]}")
-    return 0
+    for name, reasons in problems.items():
+        for reason in reasons:
+            print(f"lab: cannot run scenario {name}: needs {reason}")
+    return 1 if problems else 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -207,7 +213,9 @@ def build_parser() -> argparse.ArgumentParser:
     s = lab_sub.add_parser("probe", help="check privileges, tools and kernel features",
                            description="Check that the lab can run here: root, the tools (ip, netperf, "
                                        "netserver, nft, ...) and the kernel features its scenarios need (network "
-                                       "namespaces, veth, bridge, vxlan, the eBPF host-routing programs). "
+                                       "namespaces, veth, bridge, vxlan, the eBPF host-routing programs, "
+                                       "WireGuard, IPsec ESP). Lists the scenarios this machine can run and, "
+                                       "for each one it cannot, what is missing; exits 1 if any is missing. "
                                        "Creates nothing but throwaway namespaces to test them.")
     s.add_argument("--env", default="local-lab", help="environment to probe (default: %(default)s)")
     s.set_defaults(func=cmd_lab_probe)

@@ -102,11 +102,33 @@ class Experiment(_Strict):
     retries: int = Field(1, ge=0, le=10, description="extra attempts for a failed run")
 
 
+class MatrixEntry(_Strict):
+    """Every one of these tests in every one of these scenarios."""
+
+    scenarios: list[str] = Field(min_length=1)
+    tests: list[str] = Field(min_length=1)
+
+
 class EnvironmentOverride(_Strict):
     """Per-environment choice of scenarios and tests, in params.yaml."""
 
     scenarios: list[str] | None = None
     tests: list[str] | None = None
+    matrix: list[MatrixEntry] | None = Field(None, min_length=1, description=(
+        "instead of scenarios x tests: a union of smaller products, so that e.g. UDP tests run "
+        "in two scenarios while TCP_CRR runs in all"))
+
+    @model_validator(mode="after")
+    def _matrix_alone(self) -> "EnvironmentOverride":
+        if self.matrix is not None and (self.scenarios is not None or self.tests is not None):
+            raise ValueError("give either matrix or scenarios/tests, not both")
+        return self
+
+    def test_names(self) -> list[tuple[str, str]]:
+        """(key, test name) of every test this override names, for error messages."""
+        if self.matrix is None:
+            return [("tests", t) for t in self.tests or []]
+        return [(f"matrix[{i}].tests", t) for i, entry in enumerate(self.matrix) for t in entry.tests]
 
 
 class Analysis(_Strict):
@@ -124,6 +146,8 @@ class Analysis(_Strict):
         ["throughput", "transaction_rate", "connection_rate", "latency_p50", "latency_p99", "cpu_pct_at_target"],
         min_length=1, description="metrics whose comparisons form the corrected family")
     seed: int = Field(0, description="bootstrap seed")
+    contrasts: list[tuple[str, str]] = Field([], description=(
+        "extra comparisons [scenario, reference] in the same corrected family, e.g. [notrack, conntrack]"))
 
     @field_validator("family_metrics")
     @classmethod
@@ -163,10 +187,10 @@ class Params(_Strict):
                 raise ValueError(f"tests.{name}.duration_s: {test.duration_s} s leaves no CPU window "
                                  f"after trimming experiment.cpu_trim_s={trim} s at both ends")
         for env, override in self.environments.items():
-            for t in override.tests or []:
+            for key, t in override.test_names():
                 if t not in self.tests:
                     raise ValueError(
-                        f"environments.{env}.tests: unknown test {t!r}; defined tests: {sorted(self.tests)}")
+                        f"environments.{env}.{key}: unknown test {t!r}; defined tests: {sorted(self.tests)}")
         return self
 
 
@@ -193,21 +217,21 @@ class Scenario(_Strict):
     ready_timeout_s: float = Field(900, gt=0)
     record: dict[str, str] = Field({}, description="name -> shell command whose output every run records")
     settings: dict[str, str | int | float | bool] = Field({}, description="key settings, recorded as given")
-    topology: Literal["host", "veth-routed", "bridge", "vxlan", "ebpf-host-routing"] | None = None
+    topology: Literal["host", "veth-routed", "bridge", "vxlan", "ebpf-host-routing", "wireguard", "ipsec"] | None = None
     maps_to: str = ""
     mtu: int = Field(1500, ge=576, le=65535)
     # lab: ClusterIP services rendered as kube-proxy would, on the client's node
     service_proxy: Literal["iptables", "nftables"] | None = None
+    # lab: with service_proxy; kubernetes: with placement service (the benchmark Service plus fillers)
     services: int | list[int] | None = Field(
         None, description="number of services; a list expands into one scenario per number, named <name>-<n>")
     # lab: a stateful node firewall (connection tracking), or the same with the benchmark traffic untracked
     firewall: Literal["conntrack", "notrack"] | None = None
 
     @model_validator(mode="after")
-    def _services_need_a_proxy(self) -> "Scenario":
-        if (self.services is None) != (self.service_proxy is None):
-            raise ValueError("service_proxy and services go together")
-        counts = self.services if isinstance(self.services, list) else [self.services or 1]
+    def _service_counts(self) -> "Scenario":
+        counts = self.services if isinstance(self.services, list) else [self.services]
+        counts = [n for n in counts if n is not None]
         if any(n < 1 for n in counts):
             raise ValueError(f"services: counts must be >= 1, got {self.services}")
         return self
@@ -247,7 +271,8 @@ class KubernetesSettings(_Strict):
     client_node: str | None = Field(None, description="node name for the client; with server_node")
     server_node: str | None = None
     node_selector: dict[str, str] = Field({}, description="labels both pods' nodes must carry")
-    pod_ready_timeout_s: float = Field(180, gt=0)
+    pod_ready_timeout_s: float = Field(180, gt=0, description=(
+        "wait this long for pods to be ready, and for the EndpointSlices of a scenario's Services"))
     # KWOK test clusters have no pod network: the tests point the client at 127.0.0.1
     server_address: str | None = Field(None, description="override the server address (tests only)")
     cni_agent: dict[str, str] | None = Field(
@@ -302,6 +327,17 @@ class Environment(_Strict):
             if missing:
                 raise ValueError(f"scenarios {missing}: target kubernetes needs placement "
                                  "(pod-to-pod, same-node, host-network or service)")
+        for n, sc in self.scenarios.items():
+            if sc.service_proxy and self.target != "lab":
+                raise ValueError(f"scenarios.{n}.service_proxy: lab only (a cluster's own kube-proxy or CNI "
+                                 "serves its Services); remove it")
+            if self.target == "lab" and (sc.services is None) != (sc.service_proxy is None):
+                raise ValueError(f"scenarios.{n}: service_proxy and services go together")
+            if self.target == "kubernetes" and sc.services is not None and sc.placement != "service":
+                raise ValueError(f"scenarios.{n}.services: needs placement: service (the client goes through "
+                                 f"the benchmark Service), got placement: {sc.placement}")
+            if self.target == "ssh" and sc.services is not None:
+                raise ValueError(f"scenarios.{n}.services: needs target lab or kubernetes")
         return self
 
 
@@ -358,6 +394,12 @@ class Plan(BaseModel):
     environment: Environment
     scenarios: list[str]
     tests: dict[str, TestSpec]
+    pairs: set[tuple[str, str]] | None = None  # (scenario, test) to run; None: every scenario x every test
+
+    def configurations(self, scenarios: list[str] | None = None) -> list[tuple[str, str]]:
+        """(scenario, test) pairs to run, scenario by scenario in plan order."""
+        return [(s, t) for s in (scenarios or self.scenarios) for t in self.tests
+                if self.pairs is None or (s, t) in self.pairs]
 
 
 def plan_environment(params: Params, env_name: str) -> Plan:
@@ -368,20 +410,35 @@ def plan_environment(params: Params, env_name: str) -> Plan:
             f"listed: {params.experiment.environments}")
     env = load_environment(env_name)
     override = params.environments.get(env_name, EnvironmentOverride())
-    scenarios = override.scenarios if override.scenarios is not None else list(env.scenarios)
-    unknown = [s for s in scenarios if s not in env.scenarios]
-    if unknown:
-        raise ConfigError(
-            f"params.yaml: environments.{env_name}.scenarios: unknown scenario(s) {unknown}; "
-            f"allowed: {sorted(env.scenarios)}")
-    test_names = override.tests if override.tests is not None else list(params.tests)
+    if override.matrix is not None:
+        named = [(f"matrix[{i}].scenarios", e.scenarios) for i, e in enumerate(override.matrix)]
+        scenarios = list(dict.fromkeys(s for e in override.matrix for s in e.scenarios))
+        test_names = list(dict.fromkeys(t for e in override.matrix for t in e.tests))
+        pairs = {(s, t) for e in override.matrix for s in e.scenarios for t in e.tests}
+    else:
+        scenarios = override.scenarios if override.scenarios is not None else list(env.scenarios)
+        named = [("scenarios", scenarios)]
+        test_names = override.tests if override.tests is not None else list(params.tests)
+        pairs = None
+    for key, names in named:
+        unknown = [s for s in names if s not in env.scenarios]
+        if unknown:
+            raise ConfigError(
+                f"params.yaml: environments.{env_name}.{key}: unknown scenario(s) {unknown}; "
+                f"allowed: {sorted(env.scenarios)}")
     return Plan(environment=env, scenarios=scenarios,
-                tests={t: params.tests[t] for t in test_names})
+                tests={t: params.tests[t] for t in test_names}, pairs=pairs)
 
 
 def validate_all(params: Params) -> list[Plan]:
     plans = [plan_environment(params, env) for env in params.experiment.environments]
-    if not any(params.analysis.baseline in p.scenarios for p in plans):
+    scenarios = sorted({s for p in plans for s in p.scenarios})
+    if params.analysis.baseline not in scenarios:
         raise ConfigError(f"params.yaml: analysis.baseline: {params.analysis.baseline!r} is not a scenario of any "
-                          f"environment; scenarios: {sorted({s for p in plans for s in p.scenarios})}")
+                          f"environment; scenarios: {scenarios}")
+    for i, pair in enumerate(params.analysis.contrasts):
+        unknown = [s for s in pair if s not in scenarios]
+        if unknown:
+            raise ConfigError(f"params.yaml: analysis.contrasts[{i}]: {unknown} not a scenario of any environment; "
+                              f"scenarios: {scenarios}")
     return plans

@@ -58,7 +58,7 @@ def schedule(plan: Plan, repetitions: int, seed: int, interleave_scenarios: bool
     groups = [plan.scenarios] if interleave_scenarios else [[s] for s in plan.scenarios]
     runs = []
     for scenarios in groups:
-        configs = [(s, t) for s in scenarios for t in plan.tests]
+        configs = plan.configurations(scenarios)
         for block in range(repetitions):
             order = configs[:]
             rng.shuffle(order)
@@ -103,7 +103,7 @@ def measure(target, run: RunSpec, trim_s: float) -> dict:
     procs = []
     try:
         procs = [target.spawn(run.scenario, "client", inv.argv) for inv in invocations]
-        time.sleep(trim_s)
+        time.sleep(collector.warmup_s(spec) + trim_s)
         first = {side: target.cpu_snapshot(side) for side in SIDES}
         time.sleep(max(0.0, spec.duration_s - 2 * trim_s))
         last = {side: target.cpu_snapshot(side) for side in SIDES}

@@ -63,6 +63,10 @@ RUNS_SCHEMA = pa.schema([
     ("kind", pa.string()),
     ("streams", pa.int64()),
     ("message_size", pa.int64()),
+    # test and scenario parameters the figures put on an axis
+    ("offered_qps", pa.float64()),      # fortio/dns offered rate; null: unpaced ('max') or not a rate test
+    ("connection_close", pa.bool_()),  # fortio: a connection per request
+    ("services", pa.int64()),          # ClusterIP services in the path; null: none
     ("repetition", pa.int64()),
     ("block", pa.int64()),
     ("order", pa.int64()),

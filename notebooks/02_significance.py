@@ -42,9 +42,11 @@ values = normalize.with_cpu_at_target(metrics, runs, target_gbps=cpu_target_gbps
 family = values[values["metric"].isin(family_metrics)]
 summary = stats.summarize(family, runs, alpha=alpha)
 comparisons = stats.compare(family, runs, baseline=baseline, alpha=alpha, correction=correction,
-                            noise_band_pct=noise_band_pct, seed=seed)
+                            noise_band_pct=noise_band_pct, seed=seed, contrasts=contrasts)
 display(Markdown(
-    f"Each scenario against **{baseline}**: {len(comparisons)} comparisons over the metrics "
+    f"Each scenario against **{baseline}**"
+    + (f", plus the contrasts {', '.join(f'{a} vs {b}' for a, b in contrasts)}" if contrasts else "")
+    + f": {len(comparisons)} comparisons over the metrics "
     f"{', '.join(f'`{m}`' for m in family_metrics)}, two-sided Mann-Whitney U, "
     f"{comparisons['correction'].iloc[0] if len(comparisons) else correction} correction at alpha = {alpha}. "
     "Verdicts: `~ within noise` (not significant after correction), `negligible` (significant, but the "
@@ -72,11 +74,27 @@ if len(tested):
 table = stats.headline(summary, comparisons, baseline=baseline)
 table.style.hide(axis="index").format({"delta_pct": "{:+.1f}", "p_adj": "{:.3g}"}, na_rep="")
 
+# %% [markdown]
+# ## Contrasts
+# Comparisons against another reference than the baseline (`analysis.contrasts`),
+# corrected in the same family as the headline table.
+
+# %%
+contrast_rows = comparisons[comparisons["baseline"] != baseline]
+if contrast_rows.empty:
+    display(Markdown("No contrasts configured, or their scenarios were not measured."))
+else:
+    display(contrast_rows[["test", "metric", "side", "unit", "scenario", "baseline", "n", "n_base", "median",
+                           "median_base", "delta_pct", "p_adj", "verdict"]]
+            .rename(columns={"baseline": "reference", "median_base": "median_reference"})
+            .style.hide(axis="index").format({"median": "{:.4g}", "median_reference": "{:.4g}",
+                                              "delta_pct": "{:+.1f}", "p_adj": "{:.3g}"}, na_rep=""))
+
 # %%
 comparisons.drop(columns=["u"]).to_csv(out / "significance.csv", index=False)
 _ = (out / "metrics.json").write_text(json.dumps(
     {"baseline": baseline, "alpha": alpha, "correction": correction, "cpu_target_gbps": cpu_target_gbps,
-     **stats.to_metrics_dict(summary, comparisons)}, indent=2, allow_nan=False))
+     **stats.to_metrics_dict(summary, comparisons, baseline)}, indent=2, allow_nan=False))
 
 # %% [markdown]
 # ## Caveats

@@ -36,7 +36,7 @@ values = normalize.with_cpu_at_target(metrics, runs, target_gbps=cpu_target_gbps
                                       per_transactions=rr_per_transactions, per_connections=crr_per_connections)
 family = values[values["metric"].isin(family_metrics)]
 comparisons = stats.compare(family, runs, baseline=baseline, alpha=alpha, correction=correction,
-                            noise_band_pct=noise_band_pct, seed=seed)
+                            noise_band_pct=noise_band_pct, seed=seed, contrasts=contrasts)
 summary_all = stats.summarize(values, runs, alpha=alpha)  # figures show metrics outside the family too
 run_values = stats.ok_values(values, runs)
 per_run = normalize.per_run_cpu(metrics, runs)
@@ -44,16 +44,44 @@ per_run = normalize.per_run_cpu(metrics, runs)
 # %%
 figs = {}
 for test, g in summary_all.groupby("test"):
-    work = next(m for m in normalize.WORK_METRICS if m in set(g["metric"]))
-    figs[f"{test}_{work}"] = figures.bars(summary_all, test, work, baseline=baseline)
-    figs[f"{test}_{work}_runs"] = figures.runs_strip(run_values, test, work, baseline=baseline)
-    figs[f"{test}_cpu"] = figures.cpu_bars(summary_all, test, baseline=baseline)
-    if work == "throughput":
+    present = set(g["metric"])
+    for metric in figures.PRIMARY_METRICS:
+        if metric in present:
+            figs[f"{test}_{metric}"] = figures.bars(summary_all, test, metric, baseline=baseline,
+                                                    comparisons=comparisons)
+            figs[f"{test}_{metric}_runs"] = figures.runs_strip(run_values, test, metric, baseline=baseline)
+    if "cpu_pct_at_target" in present:
+        figs[f"{test}_cpu"] = figures.cpu_bars(summary_all, test, baseline=baseline)
+    if "throughput" in present and "cpu_pct_at_target" in present:
         figs[f"{test}_throughput_vs_cpu"] = figures.throughput_vs_cpu(per_run, test, baseline=baseline,
                                                                       target_gbps=cpu_target_gbps)
-    if g["metric"].isin(figures.LATENCY_PERCENTILES).any():
+    if present & set(figures.LATENCY_PERCENTILES):
         figs[f"{test}_latency"] = figures.latency_percentiles(summary_all, test, baseline=baseline)
-figs["forest"] = figures.forest(comparisons)
+    if present & set(figures.DNS_PERCENTILES):
+        figs[f"{test}_latency"] = figures.latency_percentiles(summary_all, test, baseline=baseline,
+                                                              metrics=figures.DNS_PERCENTILES,
+                                                              title="DNS resolution latency percentiles")
+
+# %% [markdown]
+# Service scaling (scenarios expanded over a number of ClusterIP services) and
+# HTTP latency against the offered load (one fortio test per rate, keep-alive
+# and `Connection: close` apart), where the campaign has them.
+
+# %%
+for test in sorted(runs.loc[runs["services"].notna(), "test"].unique()):
+    tested = set(summary_all.loc[summary_all["test"] == test, "metric"])
+    metric = next(m for m in figures.PRIMARY_METRICS if m in tested)
+    figs[f"{test}_{metric}_vs_services"] = figures.service_scaling(summary_all, runs, test, metric,
+                                                                   baseline=baseline, comparisons=comparisons)
+http = runs[runs["tool"] == "fortio"].drop_duplicates("test")
+for close, sweep in http.groupby("connection_close"):
+    name = "connection_close" if close else "keepalive"
+    figs[f"http_latency_vs_load_{name}"] = figures.rate_sweep(
+        summary_all, runs, list(sweep["test"]), figures.HTTP_PERCENTILES, baseline=baseline,
+        comparisons=comparisons, title=f"HTTP latency vs offered load ({name.replace('_', ' ')})")
+
+# %%
+figs["forest"] = figures.forest(comparisons, baseline=baseline)
 paths = figures.write_figures(figs, resolve(out_dir) / "figures")
 
 # %%

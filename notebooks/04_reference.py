@@ -30,6 +30,7 @@ from benchlib.analysis import default_parameters
 globals().update(default_parameters())
 
 # %%
+import pandas as pd
 from IPython.display import display
 
 from benchlib.analysis import figures, load_tables, reference, resolve
@@ -61,7 +62,8 @@ growth.style.hide(axis="index").format({"change_pct": "{:+.1f}", "value_from": "
 # for the correction).
 
 # %%
-both = reference.side_by_side(metrics, runs, changes, alpha=alpha, correction=correction,
+published = pd.concat([changes, reference.eks_scaling_changes(scaling)], ignore_index=True)
+both = reference.side_by_side(metrics, runs, published, alpha=alpha, correction=correction,
                               noise_band_pct=noise_band_pct, seed=seed)
 resolve(out_dir).mkdir(parents=True, exist_ok=True)
 both.to_csv(resolve(out_dir) / "reference_side_by_side.csv", index=False)

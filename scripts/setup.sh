@@ -16,7 +16,8 @@ fi
 
 apt_packages=(netperf iperf3 iproute2 iptables nftables procps chromium
               clang llvm libbpf-dev dnsutils dnsmasq-base dnsperf
-              openssh-server openssh-client)  # ssh target tests: a real sshd in lab namespaces
+              openssh-server openssh-client   # ssh target tests: a real sshd in lab namespaces
+              wireguard-tools)                # `wg` for the lab's wireguard scenario (the kernel module is separate)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -2,7 +2,7 @@
 import pytest
 import yaml
 
-from benchlib.config import ConfigError, load_params, plan_environment, validate_all
+from benchlib.config import ConfigError, load_environment, load_params, plan_environment, validate_all
 from tests.conftest import REPO
 
 
@@ -68,3 +68,75 @@ def test_malformed_yaml_names_the_file(tmp_path):
 def test_missing_file(tmp_path):
     with pytest.raises(ConfigError, match="file not found"):
         load_params(tmp_path / "nope.yaml")
+
+
+def test_every_shipped_preset_is_valid():
+    presets = sorted((REPO / "pipelines").glob("*/params*.yaml"))
+    assert any(p.name == "params-datapaths.yaml" for p in presets)
+    for path in presets:
+        load_params(path)  # cluster presets' environments are validated by `benchlib render`
+
+
+def test_matrix_runs_the_union_of_its_products(tmp_path):
+    from benchlib.runner import schedule
+    params = load_params(REPO / "pipelines/local-lab/params-datapaths.yaml")
+    plan = plan_environment(params, "local-lab")
+    pairs = set(plan.configurations())
+    assert ("kube-proxy-iptables-10000", "tcp_crr") in pairs and ("ebpf-host-routing", "dns_udp") in pairs
+    assert ("kube-proxy-iptables-10000", "dns_udp") not in pairs
+    assert len(pairs) == 12 * 2 + 2 * 7
+    runs = schedule(plan, params.experiment.repetitions, params.experiment.seed)
+    assert len(runs) == len(pairs) * params.experiment.repetitions
+    assert {(r.scenario, r.test) for r in runs} == pairs
+
+
+@pytest.mark.parametrize("override, expected", [
+    ({"matrix": [{"scenarios": ["host"], "tests": ["tcp_rr"]}], "tests": ["tcp_rr"]},
+     "give either matrix or scenarios/tests"),
+    ({"matrix": [{"scenarios": ["host"], "tests": ["nope"]}]}, "environments.local-lab.matrix[0].tests: unknown test 'nope'"),
+    ({"matrix": [{"scenarios": ["host"], "tests": []}]}, "matrix.0.tests"),
+])
+def test_bad_matrix_names_the_key(tmp_path, override, expected):
+    with pytest.raises(ConfigError) as err:
+        load_params(write(tmp_path, lambda d: d["environments"].update({"local-lab": override})))
+    assert expected in str(err.value)
+
+
+def test_matrix_with_an_unknown_scenario_names_its_entry(tmp_path):
+    matrix = [{"scenarios": ["host"], "tests": ["tcp_rr"]}, {"scenarios": ["moon"], "tests": ["tcp_rr"]}]
+    params = load_params(write(tmp_path, lambda d: d["environments"].update({"local-lab": {"matrix": matrix}})))
+    with pytest.raises(ConfigError, match=r"environments.local-lab.matrix\[1\].scenarios: unknown scenario"):
+        plan_environment(params, "local-lab")
+
+
+def _load_env(tmp_path, monkeypatch, text: str):
+    env_dir = tmp_path / "pipelines" / "e"
+    env_dir.mkdir(parents=True)
+    (env_dir / "environment.yaml").write_text(text)
+    (tmp_path / "dvc.yaml").write_text("stages: {}\n")
+    monkeypatch.chdir(tmp_path)
+    return load_environment("e")
+
+
+K8S = "description: d\ntarget: kubernetes\nkubernetes: {image: x}\nscenarios:\n"
+SSH = "description: d\ntarget: ssh\nssh: {client: {host: a}, server: {host: b}}\nscenarios:\n"
+
+
+@pytest.mark.parametrize("text, expected", [
+    (K8S + "  s: {description: d, placement: pod-to-pod, services: [4, 104]}\n",
+     "scenarios.s-4.services: needs placement: service"),
+    (K8S + "  s: {description: d, placement: service, services: 4, service_proxy: iptables}\n",
+     "scenarios.s.service_proxy: lab only"),
+    (K8S + "  s: {description: d, placement: service, services: [4, 0]}\n", "counts must be >= 1"),
+    (SSH + "  s: {description: d, services: 4}\n", "scenarios.s.services: needs target lab or kubernetes"),
+    (SSH + "  s: {description: d, service_proxy: iptables}\n", "scenarios.s.service_proxy: lab only"),
+])
+def test_service_counts_outside_the_lab_name_the_key(tmp_path, monkeypatch, text, expected):
+    with pytest.raises(ConfigError) as err:
+        _load_env(tmp_path, monkeypatch, text)
+    assert expected in str(err.value) and "pipelines/e/environment.yaml" in str(err.value)
+
+
+def test_service_counts_on_kubernetes_expand_into_scenarios(tmp_path, monkeypatch):
+    env = _load_env(tmp_path, monkeypatch, K8S + "  s: {description: d, placement: service, services: [4, 1000]}\n")
+    assert {n: sc.services for n, sc in env.scenarios.items()} == {"s-4": 4, "s-1000": 1000}

@@ -28,6 +28,7 @@ def test_build_fixed_qps_keepalive_and_close():
     assert args[args.index("-qps") + 1] == "5000" and args[args.index("-t") + 1] == "2s"
     assert args[args.index("-c") + 1] == "4" and args[args.index("-json") + 1] == "-"
     assert args[args.index("-p") + 1] == "50,90,99,99.9"
+    assert args[args.index("-r") + 1] == "1e-05"  # 10 us histogram buckets, not fortio's 1 ms
     assert args[-1] == "http://198.19.2.10:8080/echo" and "-keepalive=false" not in args
     close = config.TestSpec(tool="fortio", kind="HTTP", duration_s=2, qps="max", connection_close=True)
     args = load_args(fortio.build(close, "h", [0], [1])[0].argv)

@@ -1,5 +1,6 @@
 """iperf3: the pure builder, the parser on output the real tool printed, and a real run in the lab."""
 import json
+from pathlib import Path
 
 import pytest
 
@@ -166,6 +167,17 @@ def test_short_campaign_of_the_new_tools_reaches_the_tidy_tables(tmp_path, lab_e
     assert len(cpu) == 2 * len(runs) and set(cpu.side) == {"client", "server"} and (cpu.value >= 0).all()
     # A light test may leave no 1/100 s tick in a 0.6 s window; a TCP stream keeps its sender busy.
     assert (cpu[(cpu.test == "iperf3_tcp") & (cpu.side == "client")].value > 10).all()
+    # the CPU window starts after iperf3's omitted TCP warm-up second, right away for the others
+    trim = params.experiment.cpu_trim_s
+    for run in runs.itertuples():
+        window_start = json.loads((Path(run.record) / "cpu.json").read_text())["sides"]["client"]["start"]["wall"]
+        delay = window_start - run.started_at.timestamp()
+        warmup = 1 if run.test == "iperf3_tcp" else 0
+        assert warmup + trim <= delay < warmup + trim + 0.5, (run.run_id, delay)
+    # the tidy runs table carries what the figures put on an axis
+    rate = runs.drop_duplicates("test").set_index("test")
+    assert rate.loc["http_close", "offered_qps"] == 300 and rate.loc["http_close", "connection_close"]
+    assert rate.loc["dns_udp", "offered_qps"] == 1000 and runs["services"].isna().all()
 
 
 def params_with(tmp_path, test: dict):

@@ -20,7 +20,8 @@ import subprocess
 import pytest
 
 from benchlib import cli, runner
-from benchlib.config import ConfigError, Environment, Plan, load_environment, load_params, validate_all
+from benchlib.config import (ConfigError, Environment, Plan, _expand_service_counts, load_environment, load_params,
+                             validate_all)
 from benchlib.targets import TargetError
 from benchlib.targets.kubernetes import LABEL_CAMPAIGN, LABEL_OWNER, PID_MARKER, KubernetesTarget
 from tests.conftest import REPO, require_root, short_params
@@ -55,18 +56,24 @@ def admin(control_plane):
     return kubernetes.client.CoreV1Api(api)
 
 
-def k8s_env(**settings) -> Environment:
+def k8s_env(scenarios: dict | None = None, **settings) -> Environment:
     return Environment.model_validate({
         "name": "kwok-test", "description": "local control plane, two KWOK nodes", "target": "kubernetes",
         "kubernetes": {"kubeconfig": str(STATE / "runner.kubeconfig"), "image": "benchlib-bench:never-pulled",
                        "server_address": "127.0.0.1", "pod_ready_timeout_s": 30, **settings},
-        "scenarios": {
+        "scenarios": scenarios or {
             "pod-to-pod": {"description": "two nodes", "placement": "pod-to-pod",
                            "apply": ["echo switched > switched.txt"], "ready": ["test -s switched.txt"],
                            "record": {"kernel": "uname -r"}, "settings": {"cni": "none"}},
             "same-node": {"description": "one node", "placement": "same-node"},
             "host-network": {"description": "node to node", "placement": "host-network"},
             "service": {"description": "through a ClusterIP", "placement": "service"}}})
+
+
+def services_env(counts: list[int]) -> Environment:
+    """A service-count series, expanded into svc-<n> as load_environment expands it."""
+    return k8s_env(_expand_service_counts(
+        {"svc": {"description": "through one of N ClusterIPs", "placement": "service", "services": counts}}))
 
 
 def _execd_commands() -> list[str]:
@@ -78,14 +85,20 @@ def _secrets() -> list[str]:
     return [line.split(",")[0] for line in (STATE / "pki" / "tokens.csv").read_text().splitlines()]
 
 
-def test_campaign_on_every_placement_with_the_runner_token(admin, tmp_path, monkeypatch):
-    env = k8s_env()
-    monkeypatch.setattr("benchlib.targets.kubernetes.environment_dir", lambda name: tmp_path)
-    params = short_params("k8s", list(env.scenarios), RR, repetitions=1, retries=0)
+def run_campaign(env, campaign: str, raw_root):
+    """One block of the RR test in every scenario of env, through the real runner: (counts, log lines)."""
+    params = short_params(campaign, list(env.scenarios), RR, repetitions=1, retries=0)
     plan = Plan(environment=env, scenarios=list(env.scenarios), tests=params.tests)
     logs = []
     counts = runner.run_environment(params, plan, KubernetesTarget(env, plan.scenarios, log=logs.append),
-                                    raw_root=tmp_path / "raw", log=logs.append)
+                                    raw_root=raw_root, log=logs.append)
+    return counts, logs
+
+
+def test_campaign_on_every_placement_with_the_runner_token(admin, tmp_path, monkeypatch):
+    env = k8s_env()
+    monkeypatch.setattr("benchlib.targets.kubernetes.environment_dir", lambda name: tmp_path)
+    counts, logs = run_campaign(env, "k8s", tmp_path / "raw")
     assert counts["ok"] == 4 and counts["failed"] == 0, (counts, logs)
 
     metas = {}
@@ -146,6 +159,50 @@ def test_objects_exec_and_cleanup(admin):
     assert not _execd_commands()  # the killed `sleep 30` included
 
 
+def test_service_count_scenarios_create_n_services_with_endpoints(admin):
+    import kubernetes
+    discovery = kubernetes.client.DiscoveryV1Api(admin.api_client)
+    env = services_env([40, 3])
+    logs = []
+    with KubernetesTarget(env, list(env.scenarios), log=logs.append) as target:
+        for n in (40, 3):
+            target.activate(f"svc-{n}")
+            # exactly n Services: the previous scenario's are gone
+            services = {s.metadata.name: s for s in admin.list_namespaced_service(target.namespace).items}
+            assert len(services) == n and f"svc-{n}-server" in services
+            assert len({s.spec.cluster_ip for s in services.values()}) == n
+            assert all(len(s.spec.ports) == 1 for name, s in services.items() if "-fill-" in name)
+            # each has an EndpointSlice, written by the controller-manager, naming the server pod
+            server = admin.read_namespaced_pod(f"svc-{n}-server", target.namespace)
+            slices = discovery.list_namespaced_endpoint_slice(target.namespace).items
+            served = {sl.metadata.labels["kubernetes.io/service-name"] for sl in slices
+                      for e in sl.endpoints or []
+                      if e.target_ref.name == server.metadata.name and e.addresses == [server.status.pod_ip]}
+            assert set(services) <= served
+            details = target.placement(f"svc-{n}").details
+            assert details["services"] == n
+            assert 0 < details["services_create_s"] <= details["services_endpointslices_s"] < 30
+        assert "kubernetes: svc-40: 40/40 Services created" in " ".join(logs)
+        assert "kubernetes: svc-40: 40 Services deleted" in " ".join(logs)
+    assert not [n for n in admin.list_namespace().items if n.metadata.name == target.namespace]
+
+
+def test_service_count_campaign_records_counts_and_timings(admin, tmp_path):
+    env = services_env([25])
+    counts, logs = run_campaign(env, "k8s-svc", tmp_path / "raw")
+    assert counts["ok"] == 1 and counts["failed"] == 0, (counts, logs)
+    record = tmp_path / "raw" / "k8s-svc" / "kwok-test" / "svc-25" / "rr" / "r000"
+    meta = json.loads((record / "meta.json").read_text())
+    assert "THROUGHPUT=" in (record / "stdout-0.txt").read_text()  # real netperf, through exec
+    pl = meta["placement"]
+    assert pl["services"] == 25 and pl["service_ip"].startswith("10.96.")
+    assert 0 < pl["services_create_s"] <= pl["services_endpointslices_s"]
+    # the fillers were deleted in parallel before the namespace
+    assert "kubernetes: svc-25: 25 Services deleted" in " ".join(logs)
+    assert not admin.list_namespace(label_selector=LABEL_CAMPAIGN).items
+    assert not _execd_commands()
+
+
 def test_unschedulable_pod_fails_with_its_events(admin):
     env = k8s_env(client_node="no-such-node", server_node="no-such-node", pod_ready_timeout_s=5)
     with KubernetesTarget(env, ["pod-to-pod"], log=lambda m: None) as target:
@@ -181,6 +238,11 @@ def test_render_shows_every_manifest_and_command(env_name, capsys):
         if sc.helm:
             assert f"--values {sc.helm.values}" in out and f"# --- {name}: helm values {sc.helm.values}" in out
     assert "kind: DaemonSet" in out and "hostPID: true" in out and "&id" not in out
+    # a service-count scenario shows one filler Service and how many there are, not all of them
+    series = {name: sc.services for name, sc in env.scenarios.items() if (sc.services or 1) > 1}
+    for name, n in series.items():
+        assert f"# --- {name}: filler services: {n - 1} like this one" in out
+    assert out.count("benchlib.io/role: filler") == len(series) and (series or env_name == "ryzen-e810")
 
 
 def test_render_rejects_a_missing_values_file(tmp_path, monkeypatch, capsys):

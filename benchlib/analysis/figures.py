@@ -6,6 +6,7 @@ figures pivot, nothing upstream does.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -13,9 +14,10 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
+from plotly.subplots import make_subplots
 from plotly.io.base_renderers import MimetypeRenderer, PlotlyRenderer
 
-from .stats import WITHIN_NOISE, metric_info
+from .stats import INSUFFICIENT, NEGLIGIBLE, WITHIN_NOISE, metric_info
 
 TEMPLATE = "benchlib"
 # Okabe-Ito: distinguishable with the common colour-vision deficiencies.
@@ -61,9 +63,18 @@ def use_report_renderer() -> None:
     pio.renderers.default = TEMPLATE
 
 
+# What a test's bar charts show, where the test emits it (the other metrics are in the tables).
+PRIMARY_METRICS = ("throughput", "udp_loss_pct", "transaction_rate", "connection_rate", "http_qps", "dns_qps")
+
+
+def _natural(name: str) -> tuple:
+    """Sort key: kube-proxy-iptables-4 before kube-proxy-iptables-1000."""
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
+
+
 def scenario_order(scenarios: Iterable[str], baseline: str) -> list[str]:
-    """Baseline first, then the others alphabetically: the same order in every figure."""
-    s = sorted(set(scenarios))
+    """Baseline first, then the others alphabetically (numbers by value): the same order in every figure."""
+    s = sorted(set(scenarios), key=_natural)
     return ([baseline] if baseline in s else []) + [x for x in s if x != baseline]
 
 
@@ -95,20 +106,43 @@ def _whiskers(d: pd.DataFrame) -> dict:
                 thickness=1.5, width=6, color="#333")
 
 
-def bars(summary: pd.DataFrame, test: str, metric: str, side: str = "none", baseline: str = "host") -> go.Figure:
-    """Median per scenario with 95 % CI whiskers, one colour per scenario."""
+def verdict_labels(comparisons: pd.DataFrame | None, test: str, metric: str, side: str = "none",
+                   baseline: str = "host") -> dict[str, str]:
+    """{scenario: verdict vs the baseline} for one test and metric; empty without comparisons."""
+    if comparisons is None or comparisons.empty:
+        return {}
+    c = comparisons[(comparisons["test"] == test) & (comparisons["metric"] == metric) & (comparisons["side"] == side)
+                    & (comparisons["baseline"] == baseline)]
+    return dict(zip(c["scenario"], c["verdict"]))
+
+
+def bars(summary: pd.DataFrame, test: str, metric: str, side: str = "none", baseline: str = "host",
+         comparisons: pd.DataFrame | None = None) -> go.Figure:
+    """Median per scenario with 95 % CI whiskers, one colour per scenario.
+
+    With `comparisons` (stats.compare), each scenario's verdict vs the
+    baseline is written under its name.
+    """
     d = _one(summary, "bars", test=test, metric=metric, side=side)
     order = scenario_order(d["scenario"], baseline)
     d = d.set_index("scenario").loc[order].reset_index()
     unit = d["unit"].iloc[0]
+    labels = verdict_labels(comparisons, test, metric, side, baseline)
     fig = go.Figure(go.Bar(
         x=d["scenario"], y=d["median"], marker_color=[_colors(order)[s] for s in d["scenario"]],
         error_y=_whiskers(d), customdata=d[["n", "ci_low", "ci_high"]],
         hovertemplate="%{x}: %{y:.4g} " + unit + "<br>95 % CI [%{customdata[1]:.4g}, %{customdata[2]:.4g}]"
                       "<br>n = %{customdata[0]}<extra></extra>"))
     fig.update_layout(template=TEMPLATE, showlegend=False,
-                      title=f"{_metric_title(metric, side)}: {test}<br><sup>median of runs, whiskers: 95 % CI</sup>",
+                      title=f"{_metric_title(metric, side)}: {test}<br><sup>median of runs, whiskers: 95 % CI"
+                            + (f"; labels: change vs {baseline} where significant, ~ where not" if labels else "")
+                            + "</sup>",
                       xaxis_title="scenario", yaxis_title=f"{metric} ({unit})")
+    for r in d.itertuples():
+        if r.scenario in labels or (labels and r.scenario == baseline):
+            text = "baseline" if r.scenario == baseline else _short_verdict(labels[r.scenario])
+            fig.add_annotation(x=r.scenario, y=r.ci_high if r.n >= 6 else r.median, text=text, showarrow=False,
+                               yanchor="bottom", yshift=4, font=dict(size=12))
     return fig
 
 
@@ -153,18 +187,21 @@ def runs_strip(values: pd.DataFrame, test: str, metric: str, side: str = "none",
     return fig
 
 
-def forest(comparisons: pd.DataFrame) -> go.Figure:
+def forest(comparisons: pd.DataFrame, baseline: str | None = None) -> go.Figure:
     """Delta % vs the baseline with 95 % CI per comparison; grey: the +/- noise band of its metric.
 
     Filled markers are significant after correction, open ones are not.
     Comparisons without an effect estimate (too few runs, values <= 0) are
-    listed in the subtitle count, not drawn.
+    listed in the subtitle count, not drawn. Contrasts (rows against another
+    reference than `baseline`) are labelled "scenario vs reference".
     """
+    baseline = baseline or comparisons["baseline"].iloc[0]
     c = comparisons.dropna(subset=["delta_pct"]).copy()
     skipped = len(comparisons) - len(c)
     side = np.where(c["side"] == "none", "", " (" + c["side"] + ")")
-    c["label"] = c["test"] + " · " + c["metric"] + side + " · " + c["scenario"]
-    order = scenario_order(c["scenario"], comparisons["baseline"].iloc[0])
+    versus = np.where(c["baseline"] == baseline, "", " vs " + c["baseline"])
+    c["label"] = c["test"] + " · " + c["metric"] + side + " · " + c["scenario"] + versus
+    order = scenario_order(c["scenario"], baseline)
     colors = _colors(order)
     fig = go.Figure(go.Bar(
         y=c["label"], x=2 * c["noise_band_pct"], base=-c["noise_band_pct"], orientation="h",
@@ -182,7 +219,6 @@ def forest(comparisons: pd.DataFrame) -> go.Figure:
             hovertemplate="%{y}<br>%{customdata[0]}<br>p_adj = %{customdata[1]:.3g}<extra></extra>"))
     fig.add_vline(x=0, line_color="#333", line_width=1)
     note = f"; {skipped} comparison(s) without an effect estimate not shown" if skipped else ""
-    baseline = comparisons["baseline"].iloc[0]
     fig.update_layout(template=TEMPLATE, height=160 + 26 * len(c), barmode="overlay",
                       title=f"Change vs {baseline}<br><sup>median ratio - 1, 95 % bootstrap CI; "
                             f"filled: significant ({c['correction'].iloc[0] if len(c) else ''}){note}</sup>",
@@ -235,26 +271,140 @@ def throughput_vs_cpu(per_run: pd.DataFrame, test: str, side: str = "total", bas
 
 
 LATENCY_PERCENTILES = ("latency_p50", "latency_p90", "latency_p99")
+DNS_PERCENTILES = ("dns_latency_p50", "dns_latency_p99")
+HTTP_PERCENTILES = ("http_latency_p50", "http_latency_p90", "http_latency_p99", "http_latency_p999")
 
 
-def latency_percentiles(summary: pd.DataFrame, test: str, baseline: str = "host") -> go.Figure:
-    """p50/p90/p99 latency per scenario (grouped bars, median over runs with 95 % CI)."""
+def _percentile_name(metric: str) -> str:
+    return metric.rsplit("_", 1)[-1]
+
+
+def latency_percentiles(summary: pd.DataFrame, test: str, baseline: str = "host",
+                        metrics: tuple[str, ...] = LATENCY_PERCENTILES,
+                        title: str = "Round-trip latency percentiles") -> go.Figure:
+    """Latency percentiles per scenario (grouped bars, median over runs with 95 % CI)."""
     d = _one(summary, "latency_percentiles", test=test)
-    d = d[d["metric"].isin(LATENCY_PERCENTILES)]
+    d = d[d["metric"].isin(metrics)]
     if d.empty:
-        raise ValueError(f"latency_percentiles: {test} has no latency percentiles")
+        raise ValueError(f"latency_percentiles: {test} has none of {list(metrics)}")
     order = scenario_order(d["scenario"], baseline)
     colors = _colors(order)
     fig = go.Figure()
     for s in order:
-        g = d[d["scenario"] == s].set_index("metric").reindex(LATENCY_PERCENTILES).reset_index()
-        fig.add_trace(go.Bar(name=s, x=[m.removeprefix("latency_") for m in g["metric"]], y=g["median"],
+        g = d[d["scenario"] == s].set_index("metric").reindex(list(metrics)).reset_index()
+        fig.add_trace(go.Bar(name=s, x=[_percentile_name(m) for m in g["metric"]], y=g["median"],
                              marker_color=colors[s], error_y=_whiskers(g),
                              hovertemplate="%{x}: %{y:.4g} us<extra>" + s + "</extra>"))
     fig.update_layout(template=TEMPLATE, barmode="group", legend_title_text="scenario",
-                      title=f"Round-trip latency percentiles: {test}<br><sup>median over runs of each run's "
+                      title=f"{title}: {test}<br><sup>median over runs of each run's "
                             "percentile, whiskers: 95 % CI</sup>",
                       xaxis_title="percentile", yaxis_title="latency (us)")
+    return fig
+
+
+def _short_verdict(verdict: str | None) -> str:
+    """A label short enough to sit beside a point: the change when significant."""
+    if not verdict:
+        return ""
+    if verdict in (WITHIN_NOISE, NEGLIGIBLE, INSUFFICIENT):
+        return "~" if verdict == WITHIN_NOISE else verdict
+    return verdict.split(" [")[0]  # "+12.3 % [lo, hi] better" -> "+12.3 %"
+
+
+def _ribbon(x, low, high, color: str, name: str) -> go.Scatter:
+    """The 95 % CI as a filled band: out along the upper bound, back along the lower."""
+    x = list(x)
+    return go.Scatter(x=x + x[::-1], y=list(high) + list(low)[::-1], mode="lines", fill="toself", fillcolor=color,
+                      line=dict(width=0), opacity=0.2, hoverinfo="skip", showlegend=False, legendgroup=name)
+
+
+def service_scaling(summary: pd.DataFrame, runs: pd.DataFrame, test: str, metric: str,
+                    baseline: str = "veth-routed", comparisons: pd.DataFrame | None = None) -> go.Figure:
+    """Metric vs number of ClusterIP services, one line per datapath, 95 % CI ribbons.
+
+    A datapath is a scenario family expanded over service counts (the runs'
+    `services` column; scenario `<datapath>-<services>`). The baseline (no
+    service in the path) is the dashed line with its CI band; each point is
+    labelled with its change vs the baseline when significant, `~` when not.
+    """
+    d = _one(summary, "service_scaling", test=test, metric=metric, side="none")
+    counts = runs.dropna(subset=["services"]).groupby("scenario")["services"].first()
+    d = d.merge(counts.rename("services").astype(int), left_on="scenario", right_index=True)
+    if d.empty:
+        raise ValueError(f"service_scaling: no {test} runs with a service count")
+    d["datapath"] = [s.removesuffix(f"-{n}") for s, n in zip(d["scenario"], d["services"])]
+    labels = verdict_labels(comparisons, test, metric, baseline=baseline)
+    colors = _colors(sorted(d["datapath"].unique()))
+    unit = d["unit"].iloc[0]
+    fig = go.Figure()
+    base = summary[(summary["test"] == test) & (summary["metric"] == metric) & (summary["side"] == "none")
+                   & (summary["scenario"] == baseline)]
+    if len(base):
+        b = base.iloc[0]
+        fig.add_hrect(y0=b["ci_low"], y1=b["ci_high"], fillcolor=BAND_COLOR, line_width=0)
+        fig.add_hline(y=b["median"], line=dict(color="#555", dash="dash", width=1.5),
+                      annotation_text=f"{baseline} (no service)", annotation_position="top left")
+    for datapath, g in d.sort_values("services").groupby("datapath", sort=True):
+        fig.add_trace(_ribbon(g["services"], g["ci_low"], g["ci_high"], colors[datapath], datapath))
+        fig.add_trace(go.Scatter(
+            x=g["services"], y=g["median"], mode="lines+markers+text", name=datapath, legendgroup=datapath,
+            line=dict(color=colors[datapath], width=2.5), marker=dict(size=8),
+            text=[_short_verdict(labels.get(sc)) for sc in g["scenario"]], textposition="top center",
+            customdata=np.stack([g["n"], g["ci_low"], g["ci_high"],
+                                 [labels.get(sc, "") for sc in g["scenario"]]], axis=-1),
+            hovertemplate="%{x} services: %{y:.4g} " + unit + "<br>95 % CI [%{customdata[1]:.4g}, "
+                          "%{customdata[2]:.4g}], n = %{customdata[0]}<br>%{customdata[3]}<extra>"
+                          + datapath + "</extra>"))
+    fig.update_layout(template=TEMPLATE, legend_title_text="datapath",
+                      title=f"{_metric_title(metric)} vs number of services: {test}<br><sup>median of runs, "
+                            f"band: 95 % CI; labels: change vs {baseline} where significant, ~ where not</sup>",
+                      xaxis=dict(title="ClusterIP services", type="log", tickvals=sorted(d["services"].unique())),
+                      yaxis_title=f"{metric} ({unit})")
+    return fig
+
+
+def rate_sweep(summary: pd.DataFrame, runs: pd.DataFrame, tests: list[str], metrics: tuple[str, ...],
+               baseline: str = "host", comparisons: pd.DataFrame | None = None,
+               title: str = "HTTP latency vs offered load") -> go.Figure:
+    """Latency vs offered rate (one test per rate): a panel per percentile, a line per scenario.
+
+    `tests` are the tests of one sweep (the runs' `offered_qps`; unpaced
+    tests, qps 'max', come last). Markers are filled where the change vs the
+    baseline is significant, open where it is within noise.
+    """
+    rate = runs[runs["test"].isin(tests)].groupby("test")["offered_qps"].first()
+    ordered = sorted(tests, key=lambda t: (math.isnan(rate.get(t, math.nan)), rate.get(t, 0)))
+    x_label = {t: "max" if math.isnan(rate.get(t, math.nan)) else f"{rate[t]:g}" for t in ordered}
+    d = summary[summary["test"].isin(tests) & summary["metric"].isin(metrics) & (summary["side"] == "none")]
+    if d.empty:
+        raise ValueError(f"rate_sweep: no {list(metrics)} for tests {tests}")
+    metrics = tuple(m for m in metrics if m in set(d["metric"]))
+    order = scenario_order(d["scenario"], baseline)
+    colors = _colors(order)
+    fig = make_subplots(rows=1, cols=len(metrics), subplot_titles=[_percentile_name(m) for m in metrics],
+                        horizontal_spacing=0.06)
+    for col, m in enumerate(metrics, start=1):
+        for s in order:
+            g = d[(d["scenario"] == s) & (d["metric"] == m)].set_index("test").reindex(ordered).dropna(subset=["median"])
+            if g.empty:
+                continue
+            verdicts = [verdict_labels(comparisons, t, m, baseline=baseline).get(s, "") for t in g.index]
+            filled = [s == baseline or v not in ("", WITHIN_NOISE) for v in verdicts]
+            fig.add_trace(go.Scatter(
+                x=[x_label[t] for t in g.index], y=g["median"], mode="lines+markers", name=s, legendgroup=s,
+                showlegend=col == 1, line=dict(color=colors[s], width=2),
+                marker=dict(size=9, symbol=["circle" if f else "circle-open" for f in filled],
+                            line=dict(width=2, color=colors[s])),
+                error_y={**_whiskers(g), "color": colors[s]}, customdata=np.stack([g["n"], verdicts], axis=-1),
+                hovertemplate="offered %{x}: %{y:.4g} us, n = %{customdata[0]}<br>%{customdata[1]}<extra>"
+                              + f"{s} {_percentile_name(m)}</extra>"), row=1, col=col)
+    fig.update_xaxes(type="category", categoryorder="array", categoryarray=[x_label[t] for t in ordered])
+    fig.update_xaxes(title_text="offered load (requests/s)", row=1, col=(len(metrics) + 1) // 2)
+    fig.update_yaxes(type="log")
+    fig.update_yaxes(title_text="latency (us)", row=1, col=1)
+    fig.update_layout(template=TEMPLATE, legend_title_text="scenario",
+                      title=f"{title}<br><sup>median of runs, whiskers: 95 % CI; filled: significant change vs "
+                            f"{baseline}, open: within noise</sup>")
     return fig
 
 

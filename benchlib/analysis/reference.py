@@ -22,7 +22,7 @@ EKS_HIGHER_IS_BETTER = {
     "tcp_throughput": True, "udp_throughput": True, "udp_loss": False, "pod_rtt": False,
     "http_p50_at_1000qps": False, "http_p99_at_1000qps": False, "http_actual_qps_at_5000qps": True,
     "http_p99_at_5000qps": False, "http_max_qps": True, "http_p99_at_max_qps": False,
-    "dns_p50": False, "dns_p99": False, "agent_memory": False,
+    "dns_p50": False, "dns_p99": False, "agent_memory": False, "conn_setup_time_connection_close": False,
 }
 
 # Claims where our lab measures the same kind of change as the study. Our
@@ -40,6 +40,13 @@ LIKE_FOR_LIKE = [
      "ours_scenario": "vxlan", "ours_baseline": "veth-routed",
      "theirs_metric": "pod_rtt", "theirs_scenario": "B", "theirs_baseline": "A",
      "caveat": "theirs: pod-to-pod RTT; ours: netperf TCP_RR median transaction latency"},
+    {"claim": "Connection setup: 1000 vs 4 services, kube-proxy iptables",
+     "ours_test": "tcp_crr", "ours_metric": "latency_p50", "ours_side": "none",
+     "ours_scenario": "kube-proxy-iptables-1000", "ours_baseline": "kube-proxy-iptables-4",
+     "theirs_metric": "conn_setup_time_connection_close", "theirs_scenario": "kube-proxy-iptables-1000",
+     "theirs_baseline": "kube-proxy-iptables-4",
+     "caveat": "theirs: connection time of HTTP requests with Connection: close on EKS; ours: netperf TCP_CRR "
+               "median (connect, 1-byte request/response, close) through the lab's ClusterIP"},
 ]
 
 
@@ -79,6 +86,21 @@ def eks_service_scaling_growth(scaling: pd.DataFrame, base_services: int = 4) ->
     df = df.rename(columns={"services": "services_to", "value": "value_to"}).assign(services_from=base_services)
     return df[["datapath", "metric", "unit", "services_from", "services_to", "value_from", "value_to",
                "change_pct"]].sort_values(["datapath", "metric", "services_to"]).reset_index(drop=True)
+
+
+def eks_scaling_changes(scaling: pd.DataFrame, base_services: int = 4) -> pd.DataFrame:
+    """The service-scaling growth in the shape of eks_relative_changes: scenario `<datapath>-<services>`
+    vs baseline `<datapath>-<base_services>`, so side_by_side can pair it with our kube-proxy scenarios."""
+    growth = eks_service_scaling_growth(scaling, base_services)
+    better = growth["metric"].map(EKS_HIGHER_IS_BETTER)
+    return pd.DataFrame({
+        "scenario": growth["datapath"] + "-" + growth["services_to"].astype(str),
+        "baseline": growth["datapath"] + "-" + growth["services_from"].astype(str),
+        "metric": growth["metric"], "unit": growth["unit"], "baseline_value": growth["value_from"],
+        "value": growth["value_to"], "change_pct": growth["change_pct"],
+        "direction": np.select([growth["change_pct"] == 0, (growth["change_pct"] > 0) == better],
+                               ["same", "better"], "worse"),
+    })
 
 
 def side_by_side(metrics: pd.DataFrame, runs: pd.DataFrame, changes: pd.DataFrame,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -116,16 +116,28 @@ def summarize(metrics: pd.DataFrame, runs: pd.DataFrame, alpha: float = 0.05,
     return df
 
 
+# Above this many runs per side the normal approximation (with tie correction)
+# is accurate to well below any alpha in use, and exact or permutation
+# p-values cost time that grows with n (a 100k-run campaign has n ~ 1000).
+EXACT_MAX_N = 50
+
+
 def mann_whitney(x: np.ndarray, y: np.ndarray, seed: int = 0, n_resamples: int = 9999) -> tuple[float, float, str]:
     """Two-sided Mann-Whitney U of x vs y: (U of x, p, method).
 
     scipy's exact null distribution assumes no ties, so with ties the p-value
-    comes from permutations (all of them when there are at most n_resamples).
+    comes from permutations (all of them when there are at most n_resamples);
+    large samples use the normal approximation.
     """
-    ties = np.unique(np.concatenate([x, y])).size < len(x) + len(y)
-    method = stats.PermutationMethod(n_resamples=n_resamples, rng=seed) if ties else "exact"
-    res = stats.mannwhitneyu(x, y, alternative="two-sided", method=method)
-    return float(res.statistic), float(res.pvalue), "permutation" if ties else "exact"
+    if min(len(x), len(y)) > EXACT_MAX_N:
+        method = "asymptotic"
+    elif np.unique(np.concatenate([x, y])).size < len(x) + len(y):
+        method = "permutation"
+    else:
+        method = "exact"
+    how = stats.PermutationMethod(n_resamples=n_resamples, rng=seed) if method == "permutation" else method
+    res = stats.mannwhitneyu(x, y, alternative="two-sided", method=how)
+    return float(res.statistic), float(res.pvalue), method
 
 
 def smallest_p(n1: int, n2: int) -> float:
@@ -205,22 +217,32 @@ def _samples(values: pd.DataFrame) -> pd.DataFrame:
 
 def compare(metrics: pd.DataFrame, runs: pd.DataFrame, baseline: str = "host", alpha: float = 0.05,
             correction: str = "holm", noise_band_pct: float | Mapping[str, float] = 2.0,
-            seed: int = 0, n_resamples: int = 9999) -> pd.DataFrame:
-    """Every configuration vs the same configuration in the baseline scenario.
+            seed: int = 0, n_resamples: int = 9999,
+            contrasts: Sequence[Sequence[str]] = ()) -> pd.DataFrame:
+    """Every configuration vs the same configuration in the baseline scenario, plus each
+    (scenario, reference) of `contrasts` (e.g. notrack vs conntrack), wherever both were measured.
 
-    The family for the correction is every comparison in the input tables:
-    pass only the metrics that stand behind one report.
+    The family for the correction is every comparison made here: pass only
+    the metrics (and contrasts) that stand behind one report.
     """
     cells = _samples(ok_values(metrics, runs))
-    base = cells[cells["scenario"] == baseline].drop(columns=["scenario", "unit"])
-    if base.empty:
+    present = set(cells["scenario"])
+    if baseline not in present:
         raise ValueError(f"baseline scenario {baseline!r} has no successful runs; "
-                         f"scenarios present: {sorted(cells['scenario'].unique())}")
-    pairs = cells[cells["scenario"] != baseline].merge(base, on=PEERS, suffixes=("", "_base"))
+                         f"scenarios present: {sorted(present)}")
+    against = [(s, baseline) for s in sorted(present - {baseline})]
+    against += [(s, ref) for s, ref in contrasts if {s, ref} <= present and (s, ref) not in against]
+    pairs = [
+        cells[cells["scenario"] == s].merge(
+            cells[cells["scenario"] == ref].drop(columns=["scenario", "unit"]), on=PEERS, suffixes=("", "_base"))
+        .assign(baseline=ref)
+        for s, ref in against
+    ]
+    pairs = pd.concat(pairs, ignore_index=True) if pairs else pd.DataFrame()
     rows = []
     for r in pairs.itertuples():
         x, y = r.x, r.x_base
-        row = {**{c: getattr(r, c) for c in CONFIG}, "unit": r.unit, "baseline": baseline,
+        row = {**{c: getattr(r, c) for c in CONFIG}, "unit": r.unit, "baseline": r.baseline,
                "n": len(x), "n_base": len(y), "median": float(np.median(x)), "median_base": float(np.median(y)),
                "u": math.nan, "p": math.nan, "test_method": "", "delta_pct": math.nan,
                "delta_low": math.nan, "delta_high": math.nan}
@@ -248,7 +270,7 @@ def _fmt(v: float) -> str:
 def headline(summary: pd.DataFrame, comparisons: pd.DataFrame, baseline: str = "host") -> pd.DataFrame:
     """benchstat-like table: per test x metric x side, each scenario's median [95 % CI] and its verdict."""
     cmp_cols = PEERS + ["scenario", "delta_pct", "p_adj", "verdict"]
-    df = summary.merge(comparisons[cmp_cols], on=CONFIG, how="left")
+    df = summary.merge(comparisons.loc[comparisons["baseline"] == baseline, cmp_cols], on=CONFIG, how="left")
     df["verdict"] = df["verdict"].where(df["scenario"] != baseline, "baseline")
     df["median [95 % CI]"] = [
         f"{_fmt(r.median)} [{_fmt(r.ci_low)}, {_fmt(r.ci_high)}]" if r.n >= MIN_N else f"{_fmt(r.median)} ({INSUFFICIENT})"
@@ -265,10 +287,16 @@ def _json_number(v):
     return None if isinstance(v, float) and math.isnan(v) else v
 
 
-def to_metrics_dict(summary: pd.DataFrame, comparisons: pd.DataFrame) -> dict:
-    """Headline numbers keyed campaign/environment/scenario/test/metric/side, JSON-ready (NaN -> null)."""
+def to_metrics_dict(summary: pd.DataFrame, comparisons: pd.DataFrame, baseline: str) -> dict:
+    """Headline numbers keyed campaign/environment/scenario/test/metric/side, JSON-ready (NaN -> null).
+
+    A contrast (a comparison not against `baseline`) names its reference in
+    the scenario part: ".../notrack vs conntrack/...".
+    """
     def key(r) -> str:
-        return "/".join(str(getattr(r, c)) for c in ("campaign", "environment", "scenario", "test", "metric", "side"))
+        scenario = r.scenario if getattr(r, "baseline", baseline) == baseline else f"{r.scenario} vs {r.baseline}"
+        return "/".join(str(v) for v in (r.campaign, r.environment, scenario, r.test, r.metric, r.side))
+
 
     return {
         "summary": {key(r): {c: _json_number(float(getattr(r, c))) for c in ("n", "median", "ci_low", "ci_high", "cv_pct")}

@@ -6,6 +6,7 @@ Every collector module provides:
   VERSION_COMMAND, version()  how to ask the tool its version, and read the answer
   build(spec, address, client_cpus, server_cpus) -> list[Invocation]
   parse(kind, stdouts) -> dict[metric, value]
+  warmup_s(spec)              seconds before the measured interval (the CPU window starts after)
   expected_wall_s(spec)       how long a run takes, for estimates
 and optionally SERVICE_PORTS: TCP ports besides SERVER.port that a service in
 front of the server must forward (netperf's data connections).

@@ -37,6 +37,11 @@ _TIMEOUT = re.compile(r"^> T (\S+) (\S+)$")
 _QPS = re.compile(r"^\s*Queries per second:\s+(\S+)$", re.M)
 
 
+def warmup_s(spec) -> float:
+    """Seconds the tool runs before its measured interval starts."""
+    return 0.0
+
+
 def expected_wall_s(spec) -> float:
     return spec.duration_s
 

@@ -1,8 +1,8 @@
 """iperf3 TCP and UDP streams: command builder and JSON (``-J``) parser.
 
 TCP runs skip a warm-up second (``-O``) past slow start, so they last
-OMIT_S longer than duration_s (the runner's CPU window covers the first
-duration_s of the run, warm-up included). UDP runs have no warm-up: iperf3
+OMIT_S longer than duration_s (warmup_s tells the runner to start the CPU
+window after it, so CPU and throughput cover the same interval). UDP runs have no warm-up: iperf3
 3.12 miscounts UDP loss after ``-O`` (lost_percent above 100 %, esnet/iperf
 issue #1489, fixed in 3.14 by pull request #1498).
 
@@ -21,6 +21,11 @@ PORT = 5201
 SERVER = Server("iperf3", ["iperf3", "-s", "-p", str(PORT)], PORT)
 VERSION_COMMAND = ["iperf3", "--version"]
 OMIT_S = 1
+
+
+def warmup_s(spec) -> float:
+    """Seconds the tool runs before its measured interval starts (the omitted TCP warm-up)."""
+    return OMIT_S if spec.kind == "TCP_STREAM" else 0.0
 
 
 def expected_wall_s(spec) -> float:

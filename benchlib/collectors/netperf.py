@@ -33,6 +33,11 @@ SERVICE_PORTS = tuple(range(DATA_PORT, DATA_PORT + SERVICE_STREAMS))
 CRR_PAD_S = 4.0
 
 
+def warmup_s(spec) -> float:
+    """Seconds the tool runs before its measured interval starts."""
+    return 0.0
+
+
 def expected_wall_s(spec) -> float:
     return spec.duration_s + (CRR_PAD_S if spec.kind == "TCP_CRR" else 0.0)
 

@@ -11,6 +11,16 @@ and a client pod are created (and a ClusterIP Service for ``placement: service``
 and reused by all runs of that scenario. Commands run through the exec API; a
 hostPID DaemonSet pod on each node reads that node's /proc/stat.
 
+Service scaling (``services: N`` with ``placement: service``): besides the
+benchmark Service, N-1 one-port filler Services select the same server pod, so
+each has an endpoint and kube-proxy (or Cilium's service map) holds a full entry
+for it. They are created in parallel, and the target waits until every one has
+an EndpointSlice naming the server pod. Each run records the count, the time to
+create them and the time until their EndpointSlices existed, the last step the
+API shows: when the proxy on each node has finished programming them is not an
+API object (kube-proxy exposes its sync time only as a metric on each node, which
+a scenario's ``record`` command may read), so the target cannot wait for it.
+
 Exec exit codes and PIDs travel in-band: every command is wrapped as
 ``sh -c 'echo __BENCHLIB_PID=$$ >&2; <cmd>; echo __BENCHLIB_EXIT=$? >&2'`` and
 the markers are removed from stderr, so stdout stays exactly what the tool
@@ -28,6 +38,7 @@ import subprocess
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 from .. import collectors, cpu
 from ..config import Environment, Scenario, environment_dir
@@ -42,6 +53,9 @@ LABEL_OWNER = "benchlib.io/owner"
 LABEL_ROLE = "benchlib.io/role"
 LABEL_SCENARIO = "benchlib.io/scenario"
 WORKLOAD_ROLE = "benchlib-workload"  # ClusterRole of pipelines/kubernetes/rbac.yaml
+SERVICE_NAME_LABEL = "kubernetes.io/service-name"  # set by the EndpointSlice controller
+# parallel API requests for filler Services: 1000 one by one would take minutes on a remote API server
+SERVICE_WORKERS = 8
 
 
 def _k8s():
@@ -170,9 +184,15 @@ def pod_manifest(env: Environment, scenario: str, role: str, campaign: str,
             "metadata": {"name": f"{_name(scenario)}-{role}", "labels": labels}, "spec": spec}
 
 
-def service_manifest(scenario: str, campaign: str, ports: list[tuple[int, str]]) -> dict:
+def service_manifest(scenario: str, campaign: str, ports: list[tuple[int, str]], filler: int = 0) -> dict:
+    """The benchmark Service of a scenario (``filler`` 0), or filler Service number ``filler``:
+    the same server pod behind one port (TCP if any, like most Services), which no client uses."""
+    name, role = (f"{_name(scenario)}-server", "service") if not filler else (f"{_name(scenario)}-fill-{filler}", "filler")
+    if filler:
+        ports = sorted(ports, key=lambda p: p[1] != "tcp")[:1]
     return {"apiVersion": "v1", "kind": "Service",
-            "metadata": {"name": f"{_name(scenario)}-server", "labels": {LABEL_CAMPAIGN: campaign}},
+            "metadata": {"name": name,
+                         "labels": {LABEL_CAMPAIGN: campaign, LABEL_SCENARIO: _name(scenario), LABEL_ROLE: role}},
             "spec": {"type": "ClusterIP",
                      "selector": {LABEL_CAMPAIGN: campaign, LABEL_SCENARIO: _name(scenario), LABEL_ROLE: "server"},
                      "ports": [{"name": f"{proto}-{p}", "port": p, "targetPort": p, "protocol": proto.upper()}
@@ -220,6 +240,10 @@ def render(env: Environment, scenarios: list[str], tools: list[str]) -> list[tup
         out.append((f"{name}: client pod", pod_manifest(env, name, "client", "<id>")))
         if sc.placement == "service":
             out.append((f"{name}: service", service_manifest(name, "<id>", service_ports(tools))))
+        if (sc.services or 1) > 1:
+            out.append((f"{name}: filler services: {sc.services - 1} like this one, "
+                        f"named {_name(name)}-fill-1 to -{sc.services - 1}",
+                        service_manifest(name, "<id>", service_ports(tools), filler=1)))
     return out
 
 
@@ -304,6 +328,12 @@ class KubernetesTarget:
         self._servers.clear()
         if self._api is None:
             return
+        # many Services go faster in parallel than through the namespace controller, which deletes them
+        # one by one where the API server has no delete-collection for Services (older versions)
+        try:
+            self._delete_services(self._active)
+        except Exception as exc:
+            self.log(f"kubernetes: deleting the Services failed ({_reason(exc)}); the namespace deletion removes them")
         self._delete_namespace(self.namespace, timeout)
 
     def _delete_namespace(self, name: str, timeout: float) -> None:
@@ -392,11 +422,10 @@ class KubernetesTarget:
         server = self._start_pod(pod_manifest(self.env, scenario, "server", self.campaign))
         client = self._start_pod(pod_manifest(self.env, scenario, "client", self.campaign,
                                               server.spec.node_name if sc.placement == "same-node" else None))
-        service_ip = None
+        self._active = scenario  # from here on, _remove_scenario_objects cleans up after a failure
+        service_ip, services = None, {}
         if sc.placement == "service":
-            svc = self.core.create_namespaced_service(
-                self.namespace, service_manifest(scenario, self.campaign, service_ports(self.tools)))
-            service_ip = svc.spec.cluster_ip
+            service_ip, services = self._create_services(scenario, sc.services or 1, server.status.pod_ip)
         for name in (client.spec.node_name, server.spec.node_name):
             if name not in self._cpu_pods:
                 raise TargetError(f"kubernetes: no CPU sampling pod on node {name}")
@@ -406,13 +435,12 @@ class KubernetesTarget:
                    "client_pod": client.metadata.name, "server_pod": server.metadata.name,
                    "client_pod_ip": client.status.pod_ip, "server_pod_ip": server.status.pod_ip,
                    "host_network": sc.placement == "host-network", "service_ip": service_ip,
-                   "scenario_settings": dict(sc.settings), "scenario_record": self._record(sc),
+                   **services, "scenario_settings": dict(sc.settings), "scenario_record": self._record(sc),
                    "cni_agent_usage": self.agent_usage()}
         self.placements[scenario] = Placement(
             scenario=scenario, server_address=address, client_node=client.spec.node_name,
             server_node=server.spec.node_name, client_cpus=client_cpus, server_cpus=server_cpus,
             details=details)
-        self._active = scenario
         for module in map(collectors.get, self.tools):
             if module.SERVER:
                 self._start_server(server.metadata.name, module.SERVER, server_cpus)
@@ -476,6 +504,7 @@ class KubernetesTarget:
         return "pod events:\n" + ("\n".join(lines) if lines else "  (none)")
 
     def _remove_scenario_objects(self) -> None:
+        k = _k8s()
         for proc in self._servers:
             proc.kill()
         self._servers.clear()
@@ -483,10 +512,91 @@ class KubernetesTarget:
             return
         name = _name(self._active)
         for role in ("client", "server"):
-            self.core.delete_namespaced_pod(f"{name}-{role}", self.namespace, grace_period_seconds=0)
-        if self.env.scenarios[self._active].placement == "service":
-            self.core.delete_namespaced_service(f"{name}-server", self.namespace)
+            try:
+                self.core.delete_namespaced_pod(f"{name}-{role}", self.namespace, grace_period_seconds=0)
+            except k.client.ApiException as exc:
+                if exc.status != 404:  # a pod that failed to start may not exist
+                    raise
+        self._delete_services(self._active)
         self._active = None
+
+    # -- services -----------------------------------------------------------------
+    def _create_services(self, scenario: str, count: int, server_ip: str) -> tuple[str, dict]:
+        """The benchmark Service and count-1 fillers; returns its ClusterIP and what to record."""
+        ports = service_ports(self.tools)
+        manifests = [service_manifest(scenario, self.campaign, ports, filler=i) for i in range(count)]
+        start = time.monotonic()
+        created = []
+        with ThreadPoolExecutor(SERVICE_WORKERS) as pool:
+            for svc in pool.map(self._create_service, manifests):
+                created.append(svc)
+                if count > 1 and (len(created) % 100 == 0 or len(created) == count):
+                    self.log(f"kubernetes: {scenario}: {len(created)}/{count} Services created "
+                             f"({time.monotonic() - start:.1f} s)")
+        create_s = time.monotonic() - start
+        self._wait_endpoint_slices(scenario, {m["metadata"]["name"] for m in manifests}, server_ip, start)
+        return created[0].spec.cluster_ip, {
+            "services": count, "services_create_s": round(create_s, 3),
+            "services_endpointslices_s": round(time.monotonic() - start, 3)}
+
+    def _create_service(self, manifest: dict):
+        k = _k8s()
+        try:
+            return self.core.create_namespaced_service(self.namespace, manifest)
+        except k.client.ApiException as exc:
+            raise TargetError(f"kubernetes: cannot create Service {manifest['metadata']['name']}: "
+                              f"{_reason(exc)}") from None
+
+    def _wait_endpoint_slices(self, scenario: str, names: set[str], server_ip: str, start: float) -> None:
+        """Until every Service in ``names`` has an EndpointSlice with the server pod's address."""
+        k = _k8s()
+        discovery = k.client.DiscoveryV1Api(self._api)
+        deadline = start + self.settings.pod_ready_timeout_s
+        last_log = time.monotonic()
+        while True:
+            covered, token = set(), None
+            while True:  # paged: a thousand slices in one answer is a large response
+                page = discovery.list_namespaced_endpoint_slice(
+                    self.namespace, label_selector=SERVICE_NAME_LABEL, limit=500, _continue=token)
+                covered |= {s.metadata.labels.get(SERVICE_NAME_LABEL) for s in page.items
+                            if any(server_ip in e.addresses for e in s.endpoints or [])}
+                token = page.metadata._continue
+                if not token:
+                    break
+            missing = names - covered
+            if not missing:
+                return
+            if time.monotonic() > deadline:
+                raise TargetError(f"kubernetes: {scenario}: {len(missing)} of {len(names)} Services have no "
+                                  f"EndpointSlice with the server pod ({server_ip}) after "
+                                  f"{self.settings.pod_ready_timeout_s:g} s, e.g. {sorted(missing)[:3]}")
+            if time.monotonic() - last_log > 5:
+                self.log(f"kubernetes: {scenario}: EndpointSlices for {len(names) - len(missing)}/{len(names)} "
+                         f"Services ({time.monotonic() - start:.1f} s)")
+                last_log = time.monotonic()
+            time.sleep(0.2)
+
+    def _delete_services(self, scenario: str | None) -> None:
+        """Every Service of a scenario, one request each: older API servers have no delete-collection
+        for Services (1.34 has)."""
+        if scenario is None or self.env.scenarios[scenario].placement != "service":
+            return
+        k = _k8s()
+        names = [s.metadata.name for s in self.core.list_namespaced_service(
+            self.namespace, label_selector=f"{LABEL_SCENARIO}={_name(scenario)}").items]
+
+        def delete(name: str) -> None:
+            try:
+                self.core.delete_namespaced_service(name, self.namespace)
+            except k.client.ApiException as exc:
+                if exc.status != 404:
+                    raise
+
+        start = time.monotonic()
+        with ThreadPoolExecutor(SERVICE_WORKERS) as pool:
+            list(pool.map(delete, names))
+        if len(names) > 1:
+            self.log(f"kubernetes: {scenario}: {len(names)} Services deleted ({time.monotonic() - start:.1f} s)")
 
     def _side_cpus(self, client_node: str, server_node: str) -> tuple[list[int], list[int]]:
         if self.env.cpus:

@@ -22,8 +22,10 @@ import json
 import os
 import platform
 import re
+import secrets
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -31,7 +33,7 @@ from pathlib import Path
 from .. import bpf
 from .. import cpu
 from .. import collectors
-from ..config import Environment
+from ..config import Environment, Scenario
 from . import LocalProcess, Placement, TargetError, kubeproxy
 
 PREFIX = "bl-"
@@ -40,12 +42,16 @@ NODE_IP = {1: "198.18.0.1", 2: "198.18.0.2"}
 POD_IP = {1: "198.19.1.10", 2: "198.19.2.10"}
 POD_GW = "169.254.1.1"  # the routed-veth gateway every pod sees (as Calico does)
 VXLAN_ID, VXLAN_PORT = 42, 4789
-KERNEL_LINKS = ("veth", "bridge", "vxlan")
+WG_PORT = 51820
+# Cilium's IPsec default: AES-GCM as ESP's AEAD (RFC 4106), 128-bit key + 32-bit salt, 128-bit ICV
+IPSEC_AEAD, IPSEC_KEY_BYTES, IPSEC_ICV_BITS, IPSEC_REQID = "rfc4106(gcm(aes))", 20, 128, 1
 REQUIRED_COMMANDS = ("ip", "sysctl", "ss", "taskset")
+# topologies whose pods own a /32 behind a link-local gateway, routed by the node
+ROUTED_PODS = ("veth-routed", "ebpf-host-routing", "wireguard", "ipsec")
 
 
-def _run(argv: list[str], what: str) -> str:
-    proc = subprocess.run(argv, capture_output=True, text=True)
+def _run(argv: list[str], what: str, stdin: str | None = None) -> str:
+    proc = subprocess.run(argv, capture_output=True, text=True, input=stdin)
     if proc.returncode != 0:
         raise TargetError(f"lab: {what} failed: `{' '.join(argv)}`: {proc.stderr.strip()}")
     return proc.stdout
@@ -137,81 +143,118 @@ def preflight(env: Environment, scenarios: list[str], tools: list[str]) -> None:
 
     Raises TargetError naming everything that is missing.
     """
+    check_machine(env, tools)
+    problems = scenario_problems(env, scenarios)
+    if problems:
+        raise TargetError("lab: cannot run these scenarios here (nothing was built):\n  - " + "\n  - ".join(
+            f"scenario {name} needs {reason}" for name, reasons in problems.items() for reason in reasons))
+
+
+def check_machine(env: Environment, tools: list[str]) -> None:
+    """What every scenario needs: root, the tools, the CPUs, namespaces and veth."""
     missing = []
     if os.geteuid() != 0:
         missing.append("root privileges (the lab creates network namespaces; run as root)")
     commands = list(REQUIRED_COMMANDS) + [collectors.get(t).VERSION_COMMAND[0] for t in tools]
     commands += [s.argv[0] for s in _servers(tools)]
-    for name in scenarios:
-        sc = env.scenarios[name]
-        if sc.service_proxy == "nftables":
-            commands.append("nft")
-        if sc.service_proxy == "iptables" or sc.firewall:
-            commands.append("iptables-restore")
-        if (sc.topology or name) == "ebpf-host-routing":
-            commands.append("tc")
     missing += [f"command `{c}` (run scripts/setup.sh)" for c in dict.fromkeys(commands) if shutil.which(c) is None]
     if env.cpus:
         allowed = os.sched_getaffinity(0)
         bad = [c for c in env.cpus.client + env.cpus.server if c not in allowed]
         if bad:
             missing.append(f"CPUs {bad} named in {env.name}/environment.yaml cpus (allowed: {sorted(allowed)})")
+    if not missing:
+        missing += _probe(["veth"]).values()
     if missing:
         raise TargetError("lab: cannot run, missing:\n  - " + "\n  - ".join(missing))
-    needed = {"veth"} | {env.scenarios[s].topology for s in scenarios} & {"bridge", "vxlan"}
-    absent = _probe_kernel(sorted(needed))
-    if absent:
-        needs = {s: env.scenarios[s].topology for s in scenarios}
-        raise TargetError(
-            f"lab: this kernel cannot create link types {absent}; scenarios need: {needs}")
-    host_routing = [s for s in scenarios if (env.scenarios[s].topology or s) == "ebpf-host-routing"]
-    if host_routing:
-        problem = _probe_bpf()
-        if problem:
-            # never fall back to plain routing: these scenarios claim eBPF routing
-            raise TargetError(f"lab: scenarios {host_routing} need tc BPF host-routing, which this "
-                              f"machine cannot load: {problem}")
 
 
-def _probe_bpf() -> str | None:
-    """Why the host-routing programs cannot be attached here (None if they can),
-    tried on a veth pair in a throwaway namespace."""
-    lab_id = f"{PREFIX}{os.getpid()}_{next(_instances)}"
-    probe = f"{lab_id}-probe"
-    lock = _try_lock(lab_id)
-    try:
-        ip(None, "netns", "add", probe)
-        ip(probe, "link", "add", "pv0", "type", "veth", "peer", "name", "pv1")
-        bpf.attach(probe, "pv0", bpf.FROM_POD)
-        bpf.attach(probe, "pv1", bpf.FROM_WIRE)
-        return None
-    except TargetError as e:
-        return str(e)
-    finally:
-        remove_namespace(probe)
-        _release(lab_id, lock)
+def scenario_problems(env: Environment, scenarios: list[str]) -> dict[str, list[str]]:
+    """What each scenario needs that this machine lacks, by scenario (only those lacking something).
+
+    Kernel features are tried, once each, in a throwaway namespace: a config
+    file can say a feature is built, only trying it says it works here.
+    """
+    needs = {name: _needs(env.scenarios[name].topology or name, env.scenarios[name]) for name in scenarios}
+    absent = _probe(sorted({f for _, features in needs.values() for f in features}))
+    problems = {}
+    for name, (commands, features) in needs.items():
+        reasons = [f"command `{c}` (run scripts/setup.sh)" for c in commands if shutil.which(c) is None]
+        reasons += [absent[f] for f in features if f in absent]
+        if reasons:
+            problems[name] = reasons
+    return problems
 
 
-def _probe_kernel(kinds: list[str]) -> list[str]:
-    """Link types the kernel refuses, tried in a throwaway namespace."""
+def _needs(topology: str, sc: Scenario) -> tuple[list[str], list[str]]:
+    """The commands and kernel features one scenario needs beyond what every scenario needs."""
+    commands, features = [], []
+    if sc.service_proxy == "nftables":
+        commands.append("nft")
+    if sc.service_proxy == "iptables" or sc.firewall:
+        commands.append("iptables-restore")
+    if topology in ("bridge", "vxlan"):
+        features.append(topology)
+    if topology == "ebpf-host-routing":
+        commands.append("tc")
+        features.append("ebpf-host-routing")
+    if topology == "wireguard":
+        commands.append("wg")
+        features.append("wireguard")
+    if topology == "ipsec":
+        features.append("ipsec")
+    return commands, features
+
+
+_FEATURES = {
+    "veth": "the kernel's veth link type",
+    "bridge": "the kernel's bridge link type, CONFIG_BRIDGE",
+    "vxlan": "the kernel's VXLAN link type, CONFIG_VXLAN",
+    "ebpf-host-routing": "tc BPF host-routing, which this machine cannot load",
+    "wireguard": "the kernel's WireGuard module, CONFIG_WIREGUARD",
+    "ipsec": "IPsec ESP with AES-GCM, CONFIG_INET_ESP and CONFIG_CRYPTO_GCM",
+}
+
+
+def _probe(features: list[str]) -> dict[str, str]:
+    """Why each feature the kernel refuses is missing, tried in a throwaway namespace."""
+    if not features:
+        return {}
     lab_id = f"{PREFIX}{os.getpid()}_{next(_instances)}"
     probe = f"{lab_id}-probe"
     lock = _try_lock(lab_id)  # so a concurrent clean-up leaves the probe alone
     try:
         proc = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
         if proc.returncode != 0:
-            return ["netns: " + proc.stderr.strip()]
-        absent = []
-        for kind in kinds:
-            extra = {"veth": ["peer", "name", "pv1"],
-                     "vxlan": ["id", "1", "dstport", str(VXLAN_PORT)]}.get(kind, [])
-            argv = ["ip", "-n", probe, "link", "add", f"p{kind[:4]}0", "type", kind, *extra]
-            if subprocess.run(argv, capture_output=True).returncode != 0:
-                absent.append(kind)
+            return {f: f"network namespaces (ip netns add: {proc.stderr.strip()})" for f in features}
+        absent = {}
+        for feature in features:
+            try:
+                _try_feature(probe, feature)
+            except TargetError as e:
+                absent[feature] = f"{_FEATURES[feature]} ({e})"
         return absent
     finally:
         remove_namespace(probe)
         _release(lab_id, lock)
+
+
+def _try_feature(probe: str, feature: str) -> None:
+    """Create in ``probe`` what the feature's scenarios create; raises TargetError with the kernel's answer."""
+    if feature == "ebpf-host-routing":
+        ip(probe, "link", "add", "bv0", "type", "veth", "peer", "name", "bv1")
+        bpf.attach(probe, "bv0", bpf.FROM_POD)
+        bpf.attach(probe, "bv1", bpf.FROM_WIRE)
+    elif feature == "ipsec":
+        # a throwaway key: this SA never carries a packet
+        _apply_ip(probe, [_xfrm_state(1, 2, "0x" + secrets.token_hex(IPSEC_KEY_BYTES))],
+                  f"ip xfrm state add ... proto esp ... aead {IPSEC_AEAD}")
+    else:
+        extra = {"veth": ["peer", "name", "pv1"], "vxlan": ["id", "1", "dstport", str(VXLAN_PORT)]}.get(feature, [])
+        proc = subprocess.run(["ip", "-n", probe, "link", "add", f"p{feature[:4]}0", "type", feature, *extra],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise TargetError(f"ip link add type {feature}: {proc.stderr.strip()}")
 
 
 def _mask(cpus: list[int]) -> str:
@@ -333,10 +376,17 @@ class LabTarget:
             in_ns(node, "sysctl", "-qw", "net.ipv4.ip_forward=1")
         sides = {"client": nodes[1], "server": nodes[2]}
         server_address = NODE_IP[2]
+        encryption = None
         if topology != "host":
             pods = {i: self._pod(name, i, nodes[i], topology, sc.mtu) for i in (1, 2)}
+            if topology == "wireguard":
+                encryption = self._wireguard(nodes, sc.mtu)
+            elif topology == "ipsec":
+                encryption = self._ipsec(nodes)
             for i in (1, 2):
                 self._route_remote_pods(nodes[i], i, 3 - i, topology)
+            if encryption:
+                _verify_encrypted(name, topology, nodes, pods)
             if topology == "ebpf-host-routing":
                 if sc.firewall or sc.service_proxy:
                     raise TargetError(f"lab: scenario {name}: the BPF programs bypass the node's netfilter, "
@@ -348,6 +398,8 @@ class LabTarget:
         details = {"topology": topology, "namespaces": sides, "nodes": nodes, "mtu": sc.mtu}
         if topology == "ebpf-host-routing":
             details["bpf_object"] = bpf.object_path().name  # names the hash of the source it ran
+        if encryption:
+            details["encryption"] = encryption  # algorithms and parameters, never a key
         if sc.firewall:
             for node in nodes.values():
                 _apply(node, ["iptables-restore"], _firewall_rules(sc.firewall))
@@ -374,7 +426,7 @@ class LabTarget:
         ip(None, "link", "add", "eth0", "netns", pod, "mtu", str(mtu),
            "type", "veth", "peer", "name", "veth0", "netns", node, "mtu", str(mtu))
         ip(pod, "link", "set", "eth0", "up")
-        if topology in ("veth-routed", "ebpf-host-routing"):
+        if topology in ROUTED_PODS:
             # Calico-style: the pod owns a /32 and reaches everything through a
             # link-local gateway that the node's veth end answers for.
             ip(pod, "addr", "add", f"{POD_IP[i]}/32", "dev", "eth0")
@@ -413,8 +465,46 @@ class LabTarget:
             ip(node, "addr", "add", f"198.19.{i}.0/32", "dev", "vxlan0")
             ip(node, "link", "set", "vxlan0", "up")
             ip(node, "route", "add", remote_pods, "via", f"198.19.{j}.0", "dev", "vxlan0", "onlink")
-        else:
+        elif topology == "wireguard":
+            ip(node, "route", "add", remote_pods, "dev", "wg0")
+        else:  # for ipsec, the xfrm policy catches the pod traffic on this route
             ip(node, "route", "add", remote_pods, "via", NODE_IP[j])
+
+    def _wireguard(self, nodes: dict[int, str], mtu: int) -> dict:
+        """A WireGuard device per node, peered with the other node for its pod subnet
+        (Cilium's WireGuard mode). Keys are made for this lab and live only in
+        memory: the private key reaches `wg` on stdin, never in argv or a file."""
+        private = {i: _run(["wg", "genkey"], "wg genkey").strip() for i in nodes}
+        public = {i: _run(["wg", "pubkey"], "wg pubkey", stdin=private[i]).strip() for i in nodes}
+        for i, node in nodes.items():
+            j = 3 - i
+            ip(node, "link", "add", "wg0", "mtu", str(mtu), "type", "wireguard")
+            _apply(node, ["wg", "set", "wg0", "listen-port", str(WG_PORT), "private-key", "/dev/stdin",
+                          "peer", public[j], "allowed-ips", f"198.19.{j}.0/24",
+                          "endpoint", f"{NODE_IP[j]}:{WG_PORT}"], private[i] + "\n")
+            ip(node, "link", "set", "wg0", "up")
+        return {"protocol": "wireguard", "cipher": "ChaCha20-Poly1305 (Noise_IK, Curve25519)",
+                "udp_port": WG_PORT, "tunnel_mtu": mtu, "keys": "generated per lab, not recorded"}
+
+    def _ipsec(self, nodes: dict[int, str]) -> dict:
+        """ESP in tunnel mode between the node IPs for the pod subnets (Cilium's
+        IPsec mode): one SA per direction, each with a random key made for this
+        lab and passed to `ip` on stdin only."""
+        keys = {(a, 3 - a): "0x" + secrets.token_hex(IPSEC_KEY_BYTES) for a in (1, 2)}
+        for i, node in nodes.items():
+            j = 3 - i
+            tmpl = f"proto esp reqid {IPSEC_REQID} mode tunnel"
+            lines = [_xfrm_state(a, b, key) for (a, b), key in keys.items()]
+            # out: encrypt what leaves for the remote pods; fwd: admit remote pod
+            # traffic only if it arrived through the SA (plaintext is dropped)
+            lines += [f"xfrm policy add src 198.19.{i}.0/24 dst 198.19.{j}.0/24 dir out "
+                      f"tmpl src {NODE_IP[i]} dst {NODE_IP[j]} {tmpl}",
+                      f"xfrm policy add src 198.19.{j}.0/24 dst 198.19.{i}.0/24 dir fwd "
+                      f"tmpl src {NODE_IP[j]} dst {NODE_IP[i]} {tmpl}"]
+            _apply_ip(node, lines, f"lab: ip xfrm in {node}")
+        return {"protocol": "esp", "mode": "tunnel", "aead": IPSEC_AEAD, "key_bits": 8 * IPSEC_KEY_BYTES,
+                "icv_bits": IPSEC_ICV_BITS, "spi": {f"{a}->{b}": hex(_spi(a)) for a, b in keys},
+                "keys": "random per lab, not recorded"}
 
     def _install_services(self, node: str, proxy: str, count: int, endpoint: str) -> dict:
         """kube-proxy's rules for ``count`` services on the client's node; returns what to record."""
@@ -458,6 +548,69 @@ class LabTarget:
                 return
             time.sleep(0.05)
         raise TargetError(f"lab: {server.name} in {ns} did not listen on port {server.port} within 10 s")
+
+
+def _spi(sender: int) -> int:
+    return 0x1000 + sender
+
+
+def _xfrm_state(a: int, b: int, key: str) -> str:
+    """The SA for ESP from node a to node b (a line for `ip -batch`)."""
+    return (f"xfrm state add src {NODE_IP[a]} dst {NODE_IP[b]} proto esp spi {hex(_spi(a))} "
+            f"reqid {IPSEC_REQID} mode tunnel aead {IPSEC_AEAD} {key} {IPSEC_ICV_BITS}")
+
+
+def _apply_ip(ns: str, lines: list[str], what: str) -> None:
+    """Run `ip` commands read from stdin, so key material never shows in a process's argv."""
+    proc = subprocess.run(["ip", "-n", ns, "-batch", "-"], input="\n".join(lines) + "\n",
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise TargetError(f"{what}: {' '.join(proc.stderr.split())}")
+
+
+# one packet each way: a SYN to a closed port and the RST it earns
+_ROUND_TRIP = """
+import socket, sys
+try:
+    socket.create_connection((sys.argv[1], 9), timeout=3).close()
+except ConnectionRefusedError:
+    pass
+except OSError as e:
+    sys.exit(str(e))
+"""
+
+
+def _encrypted_count(topology: str, node: str, i: int) -> int:
+    """What node i has sent through its encryption so far: bytes to the WireGuard
+    peer, or packets through its outbound ESP SA."""
+    if topology == "wireguard":
+        out = in_ns(node, "wg", "show", "wg0", "transfer")  # "<peer key>\t<rx bytes>\t<tx bytes>"
+        return sum(int(line.split()[2]) for line in out.splitlines() if line.strip())
+    out = ip(node, "-s", "xfrm", "state", "list", "src", NODE_IP[i], "dst", NODE_IP[3 - i])
+    # the "lifetime current" line; the output also holds the key, so it is never logged
+    match = re.search(r"(\d+)\(bytes\), (\d+)\(packets\)", out)
+    if not match:
+        raise TargetError(f"lab: no counters for the ESP SA {NODE_IP[i]} -> {NODE_IP[3 - i]} in {node}")
+    return int(match.group(2))
+
+
+def _verify_encrypted(scenario: str, topology: str, nodes: dict[int, str], pods: dict[int, str]) -> None:
+    """A path that silently skipped the encryption would be a fake result: prove
+    that pod traffic in both directions went through it, or refuse the scenario."""
+    def round_trip() -> None:
+        proc = subprocess.run(["ip", "netns", "exec", pods[1], sys.executable, "-c", _ROUND_TRIP, POD_IP[2]],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise TargetError(f"lab: scenario {scenario}: pod {POD_IP[1]} cannot reach pod {POD_IP[2]} "
+                              f"through {topology}: {proc.stderr.strip()}")
+
+    round_trip()  # the first one also completes WireGuard's handshake, which the counters would include
+    before = {i: _encrypted_count(topology, node, i) for i, node in nodes.items()}
+    round_trip()
+    idle = [node for i, node in nodes.items() if _encrypted_count(topology, node, i) <= before[i]]
+    if idle:
+        raise TargetError(f"lab: scenario {scenario}: pod traffic left {idle} without going through "
+                          f"{topology} (its counters did not move); refusing to measure an unencrypted path")
 
 
 def _apply(ns: str, argv: list[str], text: str) -> None:

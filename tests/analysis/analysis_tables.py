@@ -10,12 +10,14 @@ T0 = pd.Timestamp("2026-01-01T00:00:00Z")
 
 
 def make_tables(samples: dict, failed: dict | None = None, cpus: tuple[int, int] = (1, 1),
-                campaign: str = "c1", environment: str = "local-lab") -> tuple[pd.DataFrame, pd.DataFrame]:
+                campaign: str = "c1", environment: str = "local-lab",
+                run_columns: dict | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(runs, metrics) from {(scenario, test): {(metric, side): [value of run 0, run 1, ...]}}.
 
     Run i of every configuration is in block i; within a block configurations
     run in dict order, one minute apart. `failed` adds {(scenario, test): k}
-    failed runs (no metric rows) after the others.
+    failed runs (no metric rows) after the others. `run_columns` sets runs
+    columns per configuration: {(scenario, test): {"services": 1000, ...}}.
     """
     runs, metrics = [], []
     n_configs = len(samples)
@@ -29,11 +31,12 @@ def make_tables(samples: dict, failed: dict | None = None, cpus: tuple[int, int]
             runs.append({
                 "campaign": campaign, "environment": environment, "scenario": scenario, "test": test,
                 "tool": "netperf", "kind": "TCP_STREAM", "streams": 1, "message_size": None,
-                "repetition": i, "block": i, "order": i * n_configs + j, "run_id": run_id, "attempts": 1,
+                "offered_qps": None, "connection_close": False, "services": None, "repetition": i, "block": i, "order": i * n_configs + j, "run_id": run_id, "attempts": 1,
                 "outcome": "ok" if ok else "failed", "failure_reason": None if ok else "netperf exited 1",
                 "started_at": start, "ended_at": start + pd.Timedelta(seconds=30), "duration_s": 30.0,
                 "client_cpus": cpus[0], "server_cpus": cpus[1], "client_node": "n1", "server_node": "n2",
                 "kernel": "6.1.0-test", "tool_version": "2.7.0", "record": f"data/raw/{run_id}",
+                **(run_columns or {}).get((scenario, test), {}),
             })
             if not ok:
                 continue
@@ -70,3 +73,33 @@ def lab_like_samples(n: int = 8, seed: int = 1) -> dict:
         samples[(scenario, "tcp_rr")] = {("transaction_rate", "none"): noisy(30000 * f), **lat, **cpu}
         samples[(scenario, "tcp_crr")] = {("connection_rate", "none"): noisy(8000 * f), **lat, **cpu}
     return samples
+
+
+def datapath_samples(n: int = 8, seed: int = 2) -> tuple[dict, dict]:
+    """(samples, run_columns) of a service-scaling and HTTP-sweep campaign with known effects.
+
+    iptables loses 10 % connection rate per decade of services above 4;
+    nftables stays flat; at 5000 req/s and unpaced, the `slow` scenario's
+    HTTP latency is twice the baseline's.
+    """
+    rng = np.random.default_rng(seed)
+
+    def noisy(center):
+        return center * (1 + 0.01 * rng.standard_normal(n))
+
+    samples, columns = {}, {}
+    samples[("veth-routed", "tcp_crr")] = {("connection_rate", "none"): noisy(7000)}
+    for proxy in ("iptables", "nftables"):
+        for services in (4, 1000, 10000):
+            scenario = f"kube-proxy-{proxy}-{services}"
+            loss = 1 - 0.1 * np.log10(services / 4) if proxy == "iptables" else 1.0
+            samples[(scenario, "tcp_crr")] = {("connection_rate", "none"): noisy(6500 * loss)}
+            columns[(scenario, "tcp_crr")] = {"services": services}
+    for scenario, factor in (("veth-routed", 1.0), ("slow", 2.0)):
+        for test, qps in (("http_1000", 1000.0), ("http_5000", 5000.0), ("http_max", None)):
+            f = 1.0 if qps == 1000.0 else factor
+            samples[(scenario, test)] = {("http_qps", "none"): noisy(qps or 9000),
+                                         **{(f"http_latency_{p}", "none"): noisy(v * f) for p, v in
+                                            (("p50", 200), ("p90", 300), ("p99", 500), ("p999", 900))}}
+            columns[(scenario, test)] = {"tool": "fortio", "kind": "HTTP", "offered_qps": qps}
+    return samples, columns

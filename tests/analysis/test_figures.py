@@ -121,3 +121,56 @@ def test_write_figures_html_svg_png(all_figures, tmp_path):
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = struct.unpack(">II", png[16:24])
     assert (width, height) == (2 * figures.STATIC_WIDTH, 2 * 480)
+
+
+@pytest.fixture(scope="module")
+def datapaths():
+    from analysis_tables import datapath_samples, make_tables
+    samples, columns = datapath_samples()
+    runs, metrics = make_tables(samples, run_columns=columns)
+    family = metrics[metrics["metric"].isin(["connection_rate", "http_latency_p50", "http_latency_p99"])]
+    return {"runs": runs, "summary": stats.summarize(metrics, runs),
+            "comparisons": stats.compare(family, runs, baseline="veth-routed")}
+
+
+def test_service_scaling_one_line_and_ribbon_per_datapath(datapaths):
+    s, runs = datapaths["summary"], datapaths["runs"]
+    fig = figures.service_scaling(s, runs, "tcp_crr", "connection_rate", baseline="veth-routed",
+                                  comparisons=datapaths["comparisons"])
+    lines = {t.name: t for t in fig.data if t.mode == "lines+markers+text"}
+    assert set(lines) == {"kube-proxy-iptables", "kube-proxy-nftables"}
+    ipt = lines["kube-proxy-iptables"]
+    assert list(ipt.x) == [4, 1000, 10000]
+    expected = s[(s["metric"] == "connection_rate") & s["scenario"].str.startswith("kube-proxy-iptables-")]
+    expected = expected.assign(k=expected["scenario"].str.rsplit("-", n=1).str[1].astype(int)).sort_values("k")
+    assert list(ipt.y) == pytest.approx(list(expected["median"]))
+    ribbons = [t for t in fig.data if t.fill == "toself"]
+    assert len(ribbons) == 2
+    assert max(ribbons[0].y) >= max(ipt.y) or max(ribbons[1].y) >= max(ipt.y)
+    # iptables loses ~10 % per decade: significant and worse at 10000, more than at 4
+    assert ipt.text[2].startswith("-") and float(ipt.text[2].split()[0]) < float(ipt.text[0].split()[0])
+    assert fig.layout.xaxis.type == "log"
+    assert len(fig.layout.shapes) == 2  # the baseline's line and its CI band
+
+
+def test_rate_sweep_orders_rates_and_marks_significance(datapaths):
+    fig = figures.rate_sweep(datapaths["summary"], datapaths["runs"], ["http_max", "http_5000", "http_1000"],
+                             ("http_latency_p50", "http_latency_p99"), baseline="veth-routed",
+                             comparisons=datapaths["comparisons"])
+    assert list(fig.layout.xaxis.categoryarray) == ["1000", "5000", "max"]
+    assert [a.text for a in fig.layout.annotations] == ["p50", "p99"]  # a panel per percentile
+    assert len(fig.data) == 4  # 2 scenarios x 2 percentiles
+    slow_p50 = next(t for t in fig.data if t.name == "slow" and t.xaxis == "x")
+    assert list(slow_p50.x) == ["1000", "5000", "max"]
+    # same latency at 1000 req/s (within noise), twice the baseline's above it
+    assert list(slow_p50.marker.symbol) == ["circle-open", "circle", "circle"]
+
+
+def test_bars_label_each_scenario_with_its_verdict(datapaths):
+    fig = figures.bars(datapaths["summary"], "tcp_crr", "connection_rate", baseline="veth-routed",
+                       comparisons=datapaths["comparisons"])
+    assert list(fig.data[0].x)[:4] == ["veth-routed", "kube-proxy-iptables-4", "kube-proxy-iptables-1000",
+                                       "kube-proxy-iptables-10000"]  # numbers sort by value
+    labels = {a.x: a.text for a in fig.layout.annotations}
+    assert labels["veth-routed"] == "baseline"
+    assert labels["kube-proxy-iptables-10000"].startswith("-") and labels["kube-proxy-iptables-10000"].endswith("%")

@@ -58,3 +58,12 @@ def test_side_by_side_ours_next_to_theirs(scenarios):
     rtt = both.loc["Round-trip latency: VXLAN overlay vs routed pods"]
     assert rtt["ours_verdict"] == "not measured" and math.isnan(rtt["ours_delta_pct"])
     assert rtt["theirs_change_pct"] == pytest.approx(100 * (4955 / 4894 - 1))
+
+
+def test_scaling_growth_pairs_with_our_kube_proxy_scenarios():
+    from benchlib.analysis import reference
+    changes = reference.eks_scaling_changes(reference.load_eks_service_scaling())
+    row = changes[(changes["metric"] == "conn_setup_time_connection_close")].iloc[0]
+    assert (row["scenario"], row["baseline"]) == ("kube-proxy-iptables-1000", "kube-proxy-iptables-4")
+    assert row["change_pct"] == pytest.approx(100 * (190 / 164 - 1))
+    assert row["direction"] == "worse"

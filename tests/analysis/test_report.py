@@ -45,7 +45,8 @@ def test_notebooks_execute_and_render_offline_report(lab_tables, tmp_path):
     pq.write_table(schema.to_table(metrics, schema.METRICS_SCHEMA, "metrics"), tmp_path / "metrics.parquet")
     out = tmp_path / "reports"
     params = {"metrics_path": str(tmp_path / "metrics.parquet"), "runs_path": str(tmp_path / "runs.parquet"),
-              "out_dir": str(out), "noise_band_pct": {"default": 2.0, "latency_p99": 5.0}}
+              "out_dir": str(out), "noise_band_pct": {"default": 2.0, "latency_p99": 5.0},
+              "contrasts": [["vxlan", "bridge"]]}
     html_path = report.build_report([f"notebooks/{n}" for n in report.NOTEBOOKS], out, params)
 
     html = html_path.read_text()
@@ -59,7 +60,19 @@ def test_notebooks_execute_and_render_offline_report(lab_tables, tmp_path):
 
     m = json.loads((out / "metrics.json").read_text())
     assert m["comparisons"]["c1/local-lab/vxlan/tcp_stream_1/throughput/none"]["verdict"].endswith("worse")
+    assert m["comparisons"]["c1/local-lab/vxlan vs bridge/tcp_stream_1/throughput/none"]["baseline"] == "bridge"
     assert (out / "significance.csv").stat().st_size > 0
     for name in ("forest", "tcp_stream_1_throughput_vs_cpu", "tcp_rr_latency", "reference_changes"):
         for ext in ("html", "svg", "png"):
             assert (out / "figures" / f"{name}.{ext}").stat().st_size > 1000
+
+
+def test_default_parameters_survive_papermill_unchanged():
+    # papermill writes parameters as Python literals: tuples would arrive as strings
+    import papermill.translators as translators
+    from benchlib.analysis import default_parameters
+    params = default_parameters("pipelines/local-lab/params-datapaths.yaml")
+    assert params["contrasts"][0] == ["notrack", "conntrack"]
+    namespace = {}
+    exec(translators.PythonTranslator.codify(params), namespace)
+    assert {k: namespace[k] for k in params} == params

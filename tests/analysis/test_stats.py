@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats as scipy_stats
 from scipy.stats import rankdata
 
 from benchlib.analysis import stats
@@ -312,7 +313,7 @@ def test_headline_puts_baseline_first(lab_tables):
 def test_metrics_dict_is_strict_json(lab_tables):
     runs, metrics = lab_tables
     fam = metrics[metrics["metric"].isin(["throughput", "retransmits"])]
-    d = stats.to_metrics_dict(stats.summarize(fam, runs), stats.compare(fam, runs))
+    d = stats.to_metrics_dict(stats.summarize(fam, runs), stats.compare(fam, runs), baseline="host")
     text = json.dumps(d, allow_nan=False)  # retransmits have zeros: delta is null, not NaN
     key = "c1/local-lab/vxlan/tcp_stream_1/throughput/none"
     assert json.loads(text)["comparisons"][key]["verdict"].endswith("worse")
@@ -322,3 +323,34 @@ def test_metrics_dict_is_strict_json(lab_tables):
 @pytest.mark.parametrize("n1,n2", [(6, 6), (6, 10), (10, 10)])
 def test_smallest_p_is_two_over_the_number_of_splits(n1, n2):
     assert stats.smallest_p(n1, n2) == pytest.approx(2 / math.comb(n1 + n2, n1))
+
+
+def test_contrasts_join_the_family_and_name_their_reference(lab_tables):
+    runs, metrics = lab_tables
+    fam = metrics[metrics["metric"] == "throughput"]
+    plain = stats.compare(fam, runs, baseline="host")
+    c = stats.compare(fam, runs, baseline="host", contrasts=[("vxlan", "bridge"), ("vxlan", "moon")])
+    extra = c[c["baseline"] == "bridge"]
+    assert len(c) == len(plain) + 2 and set(extra["scenario"]) == {"vxlan"}  # moon was not measured
+    assert set(extra["test"]) == {"tcp_stream_1", "tcp_stream_n"}
+    # vxlan is 0.8 of host and bridge 0.96: -17 % vs bridge
+    assert extra["delta_pct"].to_numpy() == pytest.approx([100 * (0.8 / 0.96 - 1)] * 2, abs=2)
+    # one family: Holm over all comparisons, so each p_adj is at least the plain one
+    merged = plain.merge(c[c["baseline"] == "host"], on=stats.CONFIG, suffixes=("", "_c"))
+    assert (merged["p_adj_c"] >= merged["p_adj"] - 1e-12).all()
+    h = stats.headline(stats.summarize(fam, runs), c, baseline="host")
+    assert len(h) == len(stats.summarize(fam, runs))  # contrasts do not duplicate headline rows
+    d = stats.to_metrics_dict(stats.summarize(fam, runs), c, baseline="host")
+    assert "c1/local-lab/vxlan vs bridge/tcp_stream_1/throughput/none" in d["comparisons"]
+    assert "c1/local-lab/vxlan/tcp_stream_1/throughput/none" in d["comparisons"]
+
+
+def test_large_samples_use_the_normal_approximation():
+    rng = np.random.default_rng(3)
+    x, y = rng.normal(100, 5, 200), rng.normal(102, 5, 200)
+    u, p, method = stats.mann_whitney(x, y)
+    assert method == "asymptotic"
+    # the z statistic by hand (no ties): U's mean n1 n2 / 2 and variance n1 n2 (n1 + n2 + 1) / 12
+    z = (u - 200 * 200 / 2) / math.sqrt(200 * 200 * 401 / 12)
+    assert p == pytest.approx(2 * scipy_stats.norm.sf(abs(z) - 0.5 / math.sqrt(200 * 200 * 401 / 12)), rel=1e-6)
+    assert stats.mann_whitney(x[:8], y[:8])[2] == "exact"

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Runs every benchmark in turn, each under the machine's measurement lock, and
+# prints their figures (BENCHMARKS.md quotes this output). Takes ~15 minutes
+# on 2 cores, plus ~2 minutes to generate the 100k-run synthetic campaign once.
+# Usage: bash benchmarks/run_all.sh   (as root, from the repository root)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PWD/.tools/bin:$PATH"
+run() { echo "== $*"; flock /tmp/quiet.lock uv run --frozen --group bench python "$@"; echo; }
+run benchmarks/fidelity.py
+run benchmarks/campaign.py
+run benchmarks/pipeline.py
+run benchmarks/scale.py --no-analysis   # with analysis, 100k runs take > 5 min today (BENCHMARKS.md, 5)
+run benchmarks/peer.py

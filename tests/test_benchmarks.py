@@ -1,0 +1,37 @@
+"""The benchmark suite's cheapest pieces, in smoke mode, so the code cannot rot.
+
+No timing target is asserted here: BENCHMARKS.md reports those.
+"""
+import json
+import sys
+from pathlib import Path
+
+from benchlib import tidy
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+import scale  # noqa: E402
+import synth  # noqa: E402
+
+
+def test_synthetic_records_parse_like_real_ones(tmp_path):
+    cdir = synth.generate(tmp_path, runs=200, scenarios=2, seed=3)
+    records = tidy.find_records(cdir)
+    assert len(records) == 200
+    for rec in records[:20]:
+        tidy.verify(rec)  # SHA256SUMS as runner.write_record writes it
+    runs, metrics = tidy.build_tables(cdir)
+    failed = [r for r in records if json.loads((r / "meta.json").read_text())["outcome"] == "failed"]
+    assert len(runs) == 200 and (runs["outcome"] == "failed").sum() == len(failed)
+    assert set(runs["scenario"]) == {"host", "scenario-001"} and set(runs["test"]) == set(synth.TESTS)
+    tput = metrics[(metrics["test"] == "tcp_stream_1") & (metrics["metric"] == "throughput")]["value"]
+    assert tput.nunique() == len(tput) > 10  # varied run to run, not one copied value
+    assert set(metrics[metrics["metric"] == "cpu_busy_pct"]["side"]) == {"client", "server"}
+
+
+def test_scale_measure_runs_parse_and_analysis(tmp_path):
+    cdir = synth.generate(tmp_path / "raw", runs=200, scenarios=2, seed=4)
+    result = scale.measure(cdir, tmp_path / "out")
+    assert result["runs"] == 200 and result["metric_rows"] > 200
+    assert set(result["timings"]) == {"parse: read records", "parse: write parquet", "analysis: load + normalize",
+                                      "analysis: summarize", "analysis: compare"}
+    assert (tmp_path / "out" / "metrics.parquet").stat().st_size > 0
