@@ -25,6 +25,44 @@ class Placement:
     details: dict = field(default_factory=dict)
 
 
+class Target:
+    """The life cycle every target shares.
+
+    `prepare` checks and claims what must be exclusive before anything is
+    built (a failure there leaves nothing to tear down); `setup` builds,
+    and a failure while building tears down what was built; leaving the
+    `with` block always tears down.
+    """
+
+    kind = ""
+    interleaves_scenarios = True  # whether runs of different scenarios may alternate
+
+    def __init__(self, env, scenarios: list[str], tools=("netperf",), log=print):
+        self.env, self.scenarios, self.tools, self.log = env, scenarios, list(tools), log
+        self.placements: dict[str, Placement] = {}
+
+    def __enter__(self):
+        self.prepare()
+        try:
+            self.setup()
+        except BaseException:
+            self.teardown()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.teardown()
+
+    def prepare(self) -> None:
+        pass
+
+    def setup(self) -> None:
+        raise NotImplementedError
+
+    def teardown(self) -> None:
+        raise NotImplementedError
+
+
 @dataclass(frozen=True)
 class Result:
     argv: list[str]

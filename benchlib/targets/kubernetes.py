@@ -42,7 +42,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from .. import collectors, cpu
 from ..config import Environment, Scenario, environment_dir
-from . import Placement, TargetError
+from . import Placement, Target, TargetError
 
 EXIT_MARKER = "__BENCHLIB_EXIT="
 PID_MARKER = "__BENCHLIB_PID="
@@ -247,7 +247,7 @@ def render(env: Environment, scenarios: list[str], tools: list[str]) -> list[tup
     return out
 
 
-class KubernetesTarget:
+class KubernetesTarget(Target):
     kind = "kubernetes"
     # switching a CNI costs minutes: scenarios run one after another
     interleaves_scenarios = False
@@ -255,12 +255,11 @@ class KubernetesTarget:
     def __init__(self, env: Environment, scenarios: list[str], tools: list[str] = ("netperf",), log=print):
         if env.kubernetes is None:
             raise TargetError(f"environment {env.name}: target kubernetes needs a kubernetes: section")
-        self.env, self.settings = env, env.kubernetes
-        self.scenarios, self.tools, self.log = scenarios, list(tools), log
+        super().__init__(env, scenarios, tools, log)
+        self.settings = env.kubernetes
         self.campaign = f"{env.name[:20]}-{uuid.uuid4().hex[:8]}".lower()
         self.namespace = f"{self.settings.namespace_prefix}-{self.campaign}"
         self.owner = f"{socket.gethostname()}.{os.getpid()}"
-        self.placements: dict[str, Placement] = {}
         self._active: str | None = None
         self._servers: list[ExecProcess] = []
         self._cpu_pods: dict[str, str] = {}  # node -> pod
@@ -307,20 +306,14 @@ class KubernetesTarget:
         return out
 
     # -- lifecycle ----------------------------------------------------------------
-    def __enter__(self) -> "KubernetesTarget":
+    def prepare(self) -> None:
         self._connect()
         self.clean_leftovers()
-        try:
-            self._create_namespace()
-            self.apps.create_namespaced_daemon_set(self.namespace, cpu_daemonset(self.env, self.campaign))
-            self._wait_cpu_pods()
-        except BaseException:
-            self.teardown()
-            raise
-        return self
 
-    def __exit__(self, *exc) -> None:
-        self.teardown()
+    def setup(self) -> None:
+        self._create_namespace()
+        self.apps.create_namespaced_daemon_set(self.namespace, cpu_daemonset(self.env, self.campaign))
+        self._wait_cpu_pods()
 
     def teardown(self, timeout: float = 120) -> None:
         for proc in self._servers:

@@ -34,7 +34,7 @@ from .. import bpf
 from .. import cpu
 from .. import collectors
 from ..config import Environment, Scenario
-from . import LocalProcess, Placement, TargetError, kubeproxy
+from . import LocalProcess, Placement, Target, TargetError, kubeproxy
 
 PREFIX = "bl-"
 LOCK_DIR = Path("/run/benchlib")
@@ -275,7 +275,7 @@ def tool_versions(tools: list[str]) -> dict[str, str]:
     return versions
 
 
-class LabTarget:
+class LabTarget(Target):
     """Builds the scenarios' namespaces once, serves every run, tears down on exit."""
 
     kind = "lab"
@@ -283,10 +283,7 @@ class LabTarget:
     interleaves_scenarios = True
 
     def __init__(self, env: Environment, scenarios: list[str], tools: list[str] = ("netperf",), log=print):
-        self.env = env
-        self.scenarios = scenarios
-        self.tools = list(tools)
-        self.log = log
+        super().__init__(env, scenarios, tools, log)
         self.lab_id = f"{PREFIX}{os.getpid()}_{next(_instances)}"
         if env.cpus:
             self.client_cpus, self.server_cpus = env.cpus.client, env.cpus.server
@@ -296,28 +293,21 @@ class LabTarget:
         self._namespaces: list[str] = []
         self._servers: list[subprocess.Popen] = []
         self._logdir: Path | None = None
-        self.placements: dict[str, Placement] = {}
 
     # -- lifecycle -----------------------------------------------------------------
-    def __enter__(self) -> "LabTarget":
+    def prepare(self) -> None:
         preflight(self.env, self.scenarios, self.tools)
         clean_leftovers(self.log)
         self._lock = _try_lock(self.lab_id)
         if self._lock is None:
             raise TargetError(f"lab: {self.lab_id} is already in use")
         self._logdir = Path(tempfile.mkdtemp(prefix=f"{self.lab_id}-"))
-        try:
-            for name in self.scenarios:
-                self.placements[name] = self._build(name)
-                for server in _servers(self.tools):
-                    self._start_server(name, server)
-        except BaseException:
-            self.teardown()
-            raise
-        return self
 
-    def __exit__(self, *exc) -> None:
-        self.teardown()
+    def setup(self) -> None:
+        for name in self.scenarios:
+            self.placements[name] = self._build(name)
+            for server in _servers(self.tools):
+                self._start_server(name, server)
 
     def teardown(self) -> None:
         for proc in self._servers:

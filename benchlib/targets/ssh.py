@@ -15,7 +15,7 @@ import time
 
 from .. import collectors, cpu
 from ..config import Environment, SshHost
-from . import LocalProcess, Placement, TargetError
+from . import LocalProcess, Placement, Target, TargetError
 
 SIDES = ("client", "server")
 
@@ -47,7 +47,7 @@ def render(env: Environment, scenarios: list[str], tools: list[str]) -> list[tup
     return out
 
 
-class SshTarget:
+class SshTarget(Target):
     kind = "ssh"
     # one pair of hosts serves every scenario: nothing to switch between runs
     interleaves_scenarios = True
@@ -55,9 +55,8 @@ class SshTarget:
     def __init__(self, env: Environment, scenarios: list[str], tools: list[str] = ("netperf",), log=print):
         if env.ssh is None:
             raise TargetError(f"environment {env.name}: target ssh needs an ssh: section")
-        self.env, self.scenarios, self.tools, self.log = env, scenarios, list(tools), log
+        super().__init__(env, scenarios, tools, log)
         self._servers: list[tuple[subprocess.Popen, int]] = []  # (local ssh, remote pid)
-        self.placements: dict[str, Placement] = {}
 
     def run(self, side: str, remote: list[str], timeout: float = 60) -> str:
         argv = ssh_argv(self.env, side, remote)
@@ -75,29 +74,7 @@ class SshTarget:
         return f"{h.user}@{h.host}:{h.port}"
 
     # -- lifecycle ----------------------------------------------------------------
-    def __enter__(self) -> "SshTarget":
-        self._preflight()
-        try:
-            cpus = self._cpus()
-            s = self.env.ssh
-            for name in self.scenarios:
-                self.placements[name] = Placement(
-                    scenario=name, server_address=s.server.address or s.server.host,
-                    client_node=s.client.host, server_node=s.server.host,
-                    client_cpus=cpus["client"], server_cpus=cpus["server"],
-                    details={"ssh_client": self._host("client"), "ssh_server": self._host("server")})
-            for module in map(collectors.get, self.tools):
-                if module.SERVER:
-                    self._start_server(module.SERVER, cpus["server"])
-        except BaseException:
-            self.teardown()
-            raise
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.teardown()
-
-    def _preflight(self) -> None:
+    def prepare(self) -> None:
         needed = {"client": [collectors.get(t).VERSION_COMMAND[0] for t in self.tools] + ["cat"],
                   "server": [m.SERVER.argv[0] for m in map(collectors.get, self.tools) if m.SERVER] + ["taskset"]}
         for side, commands in needed.items():
@@ -105,6 +82,19 @@ class SshTarget:
             missing = self.run(side, ["sh", "-c", script], timeout=30).split()
             if missing:
                 raise TargetError(f"ssh: {self._host(side)} lacks {missing} (install them on that host)")
+
+    def setup(self) -> None:
+        cpus = self._cpus()
+        s = self.env.ssh
+        for name in self.scenarios:
+            self.placements[name] = Placement(
+                scenario=name, server_address=s.server.address or s.server.host,
+                client_node=s.client.host, server_node=s.server.host,
+                client_cpus=cpus["client"], server_cpus=cpus["server"],
+                details={"ssh_client": self._host("client"), "ssh_server": self._host("server")})
+        for module in map(collectors.get, self.tools):
+            if module.SERVER:
+                self._start_server(module.SERVER, cpus["server"])
 
     def _cpus(self) -> dict[str, list[int]]:
         if self.env.cpus:
