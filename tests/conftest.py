@@ -96,3 +96,13 @@ def short_campaign(tmp_path_factory, lab_env):
                                     raw_root=raw, log=lambda m: None)
     return {"raw": raw, "params": params, "plan": plan, "counts": counts,
             "dir": runner.campaign_dir("short", raw)}
+
+
+def project_with_environment(tmp_path, monkeypatch, name: str, environment_yaml: str) -> Path:
+    """A bare project in tmp_path (cwd) holding one environment, pipelines/<name>/environment.yaml."""
+    env_dir = tmp_path / "pipelines" / name
+    env_dir.mkdir(parents=True)
+    (env_dir / "environment.yaml").write_text(environment_yaml)
+    (tmp_path / "dvc.yaml").write_text("stages: {}\n")
+    monkeypatch.chdir(tmp_path)
+    return env_dir

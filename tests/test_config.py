@@ -3,7 +3,7 @@ import pytest
 import yaml
 
 from benchlib.config import ConfigError, load_environment, load_params, plan_environment, validate_all
-from tests.conftest import REPO
+from tests.conftest import REPO, project_with_environment
 
 
 def write(tmp_path, mutate):
@@ -110,11 +110,7 @@ def test_matrix_with_an_unknown_scenario_names_its_entry(tmp_path):
 
 
 def _load_env(tmp_path, monkeypatch, text: str):
-    env_dir = tmp_path / "pipelines" / "e"
-    env_dir.mkdir(parents=True)
-    (env_dir / "environment.yaml").write_text(text)
-    (tmp_path / "dvc.yaml").write_text("stages: {}\n")
-    monkeypatch.chdir(tmp_path)
+    project_with_environment(tmp_path, monkeypatch, "e", text)
     return load_environment("e")
 
 

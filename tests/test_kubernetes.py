@@ -24,7 +24,7 @@ from benchlib.config import (ConfigError, Environment, Plan, _expand_service_cou
                              validate_all)
 from benchlib.targets import TargetError
 from benchlib.targets.kubernetes import LABEL_CAMPAIGN, LABEL_OWNER, PID_MARKER, KubernetesTarget
-from tests.conftest import REPO, require_root, short_params
+from tests.conftest import REPO, project_with_environment, require_root, short_params
 
 SCRIPT = REPO / "scripts" / "k8s-control-plane.sh"
 STATE = REPO / ".tools" / "k8s" / "state"
@@ -246,13 +246,10 @@ def test_render_shows_every_manifest_and_command(env_name, capsys):
 
 
 def test_render_rejects_a_missing_values_file(tmp_path, monkeypatch, capsys):
-    env_dir = tmp_path / "pipelines" / "broken"
-    env_dir.mkdir(parents=True)
-    (env_dir / "environment.yaml").write_text(
+    project_with_environment(
+        tmp_path, monkeypatch, "broken",
         "description: d\ntarget: kubernetes\nkubernetes: {image: x}\nscenarios:\n"
         "  a: {description: d, placement: pod-to-pod, helm: {release: r, chart: c, version: '1', values: nope.yaml}}\n")
-    (tmp_path / "dvc.yaml").write_text("stages: {}\n")
-    monkeypatch.chdir(tmp_path)
     assert cli.main(["render", "--env", "broken"]) == 2
     assert "nope.yaml not found" in capsys.readouterr().err
 
@@ -264,11 +261,8 @@ def test_study_presets_validate(env_name):
 
 
 def test_cluster_scenario_without_placement_is_refused(tmp_path, monkeypatch):
-    env_dir = tmp_path / "pipelines" / "noplace"
-    env_dir.mkdir(parents=True)
-    (env_dir / "environment.yaml").write_text(
-        "description: d\ntarget: kubernetes\nkubernetes: {image: x}\nscenarios:\n  a: {description: d}\n")
-    (tmp_path / "dvc.yaml").write_text("stages: {}\n")
-    monkeypatch.chdir(tmp_path)
+    project_with_environment(tmp_path, monkeypatch, "noplace",
+                             "description: d\ntarget: kubernetes\nkubernetes: {image: x}\nscenarios:\n"
+                             "  a: {description: d}\n")
     with pytest.raises(ConfigError, match=r"(?s)environment.yaml.*scenarios \['a'\]: target kubernetes needs placement"):
         load_environment("noplace")

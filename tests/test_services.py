@@ -8,7 +8,7 @@ from benchlib.collectors import netperf
 from benchlib.config import ConfigError, load_environment
 from benchlib.targets import kubeproxy
 from benchlib.targets.lab import LabTarget
-from tests.conftest import require_root
+from tests.conftest import project_with_environment, require_root
 
 SCENARIOS = ["kube-proxy-iptables-4", "kube-proxy-iptables-1000", "kube-proxy-nftables-4",
              "kube-proxy-nftables-1000", "conntrack", "notrack"]
@@ -24,12 +24,9 @@ def test_service_counts_expand_into_scenarios(lab_env):
 
 
 def test_services_without_a_proxy_are_rejected(tmp_path, monkeypatch):
-    env = tmp_path / "pipelines" / "bad"
-    env.mkdir(parents=True)
-    (env / "environment.yaml").write_text(
+    project_with_environment(
+        tmp_path, monkeypatch, "bad",
         "description: x\ntarget: lab\nscenarios:\n  s: {description: y, topology: veth-routed, services: 4}\n")
-    (tmp_path / "dvc.yaml").write_text("stages: {}\n")
-    monkeypatch.chdir(tmp_path)
     with pytest.raises(ConfigError, match="scenarios.s: service_proxy and services go together"):
         load_environment("bad")
 
