@@ -5,6 +5,8 @@ lines and gets back what the processes printed.
 """
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 
@@ -61,6 +63,25 @@ class Target:
 
     def teardown(self) -> None:
         raise NotImplementedError
+
+
+def wait_listening(server, proc, ss: Callable[[list[str]], str], target: str, place: str,
+                   output: Callable[[], str], timeout_s: float, poll_s: float) -> None:
+    """Return once `ss`, run beside the server, shows its port listening.
+
+    Errors read "<target>: <server> <place> exited ..."; `output()` is what
+    the server printed, read if it exits first.
+    """
+    flag = "-Hltn" if server.protocol == "tcp" else "-Hlun"
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise TargetError(f"{target}: {server.name} {place} exited {proc.returncode}: {output().strip()}")
+        if ss(["ss", flag, f"sport = :{server.port}"]).strip():
+            return
+        time.sleep(poll_s)
+    raise TargetError(f"{target}: {server.name} {place} did not listen on port {server.port} "
+                      f"within {timeout_s:g} s")
 
 
 @dataclass(frozen=True)

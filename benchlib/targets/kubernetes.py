@@ -42,7 +42,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from .. import collectors, cpu
 from ..config import Environment, Scenario, environment_dir
-from . import Placement, Target, TargetError
+from . import Placement, Target, TargetError, wait_listening
 
 EXIT_MARKER = "__BENCHLIB_EXIT="
 PID_MARKER = "__BENCHLIB_PID="
@@ -601,18 +601,13 @@ class KubernetesTarget(Target):
     def _start_server(self, pod: str, server: collectors.Server, cpus: list[int]) -> None:
         proc = ExecProcess(self, pod, ["taskset", "-c", ",".join(map(str, cpus)), *server.argv])
         self._servers.append(proc)
-        flag = "-Hltn" if server.protocol == "tcp" else "-Hlun"
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                out, err = proc.communicate()
-                raise TargetError(f"kubernetes: {server.name} in pod {pod} exited {proc.returncode}: "
-                                  f"{(out + err).strip()}")
-            rc, out, _ = self.exec(pod, ["ss", flag, f"sport = :{server.port}"])
-            if rc == 0 and out.strip():
-                return
-            time.sleep(0.2)
-        raise TargetError(f"kubernetes: {server.name} in pod {pod} did not listen on port {server.port} in 15 s")
+
+        def ss(argv: list[str]) -> str:
+            rc, out, _ = self.exec(pod, argv)
+            return out if rc == 0 else ""
+
+        wait_listening(server, proc, ss, "kubernetes", f"in pod {pod}", lambda: "".join(proc.communicate()),
+                       timeout_s=15, poll_s=0.2)
 
     # -- what the runner uses --------------------------------------------------------
     def placement(self, scenario: str) -> Placement:

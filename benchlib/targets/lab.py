@@ -34,7 +34,7 @@ from .. import bpf
 from .. import cpu
 from .. import collectors
 from ..config import Environment, Scenario
-from . import LocalProcess, Placement, Target, TargetError, kubeproxy
+from . import LocalProcess, Placement, Target, TargetError, kubeproxy, wait_listening
 
 PREFIX = "bl-"
 LOCK_DIR = Path("/run/benchlib")
@@ -528,16 +528,8 @@ class LabTarget(Target):
                                      ",".join(map(str, self.server_cpus)), *server.argv],
                                     stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         self._servers.append(proc)
-        flag = "-Hltn" if server.protocol == "tcp" else "-Hlun"
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise TargetError(f"lab: {server.name} in {ns} exited with {proc.returncode}: "
-                                  f"{logfile.read_text().strip()}")
-            if in_ns(ns, "ss", flag, f"sport = :{server.port}").strip():
-                return
-            time.sleep(0.05)
-        raise TargetError(f"lab: {server.name} in {ns} did not listen on port {server.port} within 10 s")
+        wait_listening(server, proc, lambda argv: in_ns(ns, *argv), "lab", f"in {ns}", logfile.read_text,
+                       timeout_s=10, poll_s=0.05)
 
 
 def _spi(sender: int) -> int:

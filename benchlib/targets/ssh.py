@@ -11,11 +11,10 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
-import time
 
 from .. import collectors, cpu
 from ..config import Environment, SshHost
-from . import LocalProcess, Placement, Target, TargetError
+from . import LocalProcess, Placement, Target, TargetError, wait_listening
 
 SIDES = ("client", "server")
 
@@ -114,16 +113,9 @@ class SshTarget(Target):
             _, err = proc.communicate()
             raise TargetError(f"ssh: {server.name} on {self._host('server')} did not start: {err.strip()}")
         self._servers.append((proc, int(first)))
-        flag = "-Hltn" if server.protocol == "tcp" else "-Hlun"
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise TargetError(f"ssh: {server.name} on {self._host('server')} exited {proc.returncode}: "
-                                  f"{proc.stderr.read().strip()}")
-            if self.run("server", ["ss", flag, f"sport = :{server.port}"]).strip():
-                return
-            time.sleep(0.2)
-        raise TargetError(f"ssh: {server.name} on {self._host('server')} did not listen on {server.port} in 15 s")
+        # every check is an ssh round trip: poll less often than the lab does
+        wait_listening(server, proc, lambda argv: self.run("server", argv), "ssh", f"on {self._host('server')}",
+                       proc.stderr.read, timeout_s=15, poll_s=0.2)
 
     def teardown(self) -> None:
         errors = []
