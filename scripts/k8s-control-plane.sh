@@ -18,10 +18,13 @@ cd "$(dirname "$0")/.."
 K8S_VERSION=1.34.4
 ETCD_VERSION=3.6.4
 KWOK_VERSION=0.8.0
-ROOT="$PWD/.tools/k8s"
+# Builds live in a per-machine cache keyed by version, so a fresh clone (CI)
+# on the same machine reuses them while a new machine builds from scratch.
+CACHE="${BENCHLIB_CACHE:-$HOME/.cache/benchlib}"
+ROOT="$CACHE/k8s"
 BIN="$ROOT/bin-k8s$K8S_VERSION-etcd$ETCD_VERSION-kwok$KWOK_VERSION"
-STATE="${K8S_STATE:-$ROOT/state}"
-export GOMODCACHE="$ROOT/gomod" GOCACHE="$ROOT/gocache" GOFLAGS=-buildvcs=false
+STATE="${K8S_STATE:-$PWD/.tools/k8s/state}"
+export GOMODCACHE="$CACHE/go/mod" GOCACHE="$CACHE/go/build" GOFLAGS=-buildvcs=false
 
 log() { printf '[k8s-control-plane] %s\n' "$*" >&2; }
 
@@ -48,28 +51,36 @@ build() {
     printf ')\n'
   } >"$src/go.mod"
   cat >"$src/main.go" <<'GO'
-// Multi-call binary: hyperkube etcd|kube-apiserver|kube-controller-manager|kube-scheduler [flags]
+// Multi-call binary: hyperkube etcd|kube-apiserver|kube-controller-manager|
+// kube-scheduler|kubelet|kube-proxy|kubectl [flags]
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	_ "time/tzdata"
 
 	"github.com/spf13/cobra"
 	"go.etcd.io/etcd/server/v3/etcdmain"
+	_ "k8s.io/client-go/plugin/pkg/client/auth"
 	"k8s.io/component-base/cli"
+	"k8s.io/component-base/logs"
 	_ "k8s.io/component-base/logs/json/register"
 	_ "k8s.io/component-base/metrics/prometheus/clientgo"
 	_ "k8s.io/component-base/metrics/prometheus/version"
+	kubectlcmd "k8s.io/kubectl/pkg/cmd"
+	kubectlutil "k8s.io/kubectl/pkg/cmd/util"
 	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
+	proxy "k8s.io/kubernetes/cmd/kube-proxy/app"
 	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
+	kubelet "k8s.io/kubernetes/cmd/kubelet/app"
 )
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: hyperkube etcd|kube-apiserver|kube-controller-manager|kube-scheduler [flags]")
+		fmt.Fprintln(os.Stderr, "usage: hyperkube etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|kubectl [flags]")
 		os.Exit(2)
 	}
 	name, args := os.Args[1], os.Args[2:]
@@ -85,6 +96,17 @@ func main() {
 		cmd = controllermanager.NewControllerManagerCommand()
 	case "kube-scheduler":
 		cmd = scheduler.NewSchedulerCommand()
+	case "kubelet":
+		cmd = kubelet.NewKubeletCommand(context.Background())
+	case "kube-proxy":
+		cmd = proxy.NewProxyCommand()
+	case "kubectl":
+		// as upstream cmd/kubectl does: its own verbosity flag, errors printed once
+		logs.GlogSetter(kubectlcmd.GetLogVerbosity(os.Args)) // nolint:errcheck
+		if err := cli.RunNoErrOutput(kubectlcmd.NewDefaultKubectlCommand()); err != nil {
+			kubectlutil.CheckErr(err)
+		}
+		return
 	default:
 		fmt.Fprintln(os.Stderr, "hyperkube: unknown command", name)
 		os.Exit(2)
@@ -95,7 +117,7 @@ GO
   log "go mod tidy (k8s.io/kubernetes v$K8S_VERSION)"
   (cd "$src" && go mod tidy)
   log "go build hyperkube (several minutes)"
-  [ -x "$BIN/hyperkube" ] || (cd "$src" && go build -o "$BIN/hyperkube.tmp" -ldflags "-s -w \
+  [ -x "$BIN/hyperkube" ] || (cd "$src" && nice -n 10 go build -o "$BIN/hyperkube.tmp" -ldflags "-s -w \
       -X k8s.io/component-base/version.gitVersion=v$K8S_VERSION \
       -X k8s.io/component-base/version.gitMajor=1 \
       -X k8s.io/component-base/version.gitMinor=${K8S_VERSION#1.}" . && mv "$BIN/hyperkube.tmp" "$BIN/hyperkube")
