@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from pathlib import Path
@@ -222,8 +223,17 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _tools_on_path() -> None:
+    """Put the checkout's .tools/bin (fortio, from scripts/setup.sh) first on PATH, for the
+    tools this process starts on this machine; targets elsewhere have their own PATH."""
+    tools = Path(__file__).resolve().parent.parent / ".tools" / "bin"
+    if tools.is_dir() and str(tools) not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = f"{tools}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    _tools_on_path()
     try:
         return args.func(args)
     except (config.ConfigError, TargetError, tidy.RecordError) as exc:

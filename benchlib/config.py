@@ -215,6 +215,9 @@ class Scenario(_Strict):
     apply: list[str] = Field([], description="shell commands run in the environment folder, before helm")
     ready: list[str] = Field([], description="commands that must all succeed before measuring; retried")
     ready_timeout_s: float = Field(900, gt=0)
+    programmed: list[str] = Field([], description=(
+        "commands retried, once the scenario's pods and Services exist, until each succeeds: the datapath "
+        "has programmed them (e.g. kube-proxy has synced); bounded by ready_timeout_s"))
     record: dict[str, str] = Field({}, description="name -> shell command whose output every run records")
     settings: dict[str, str | int | float | bool] = Field({}, description="key settings, recorded as given")
     topology: Literal["host", "veth-routed", "bridge", "vxlan", "ebpf-host-routing", "wireguard", "ipsec"] | None = None
@@ -267,14 +270,14 @@ class KubernetesSettings(_Strict):
     kubeconfig: str | None = Field(None, description="default: $KUBECONFIG, else ~/.kube/config")
     context: str | None = Field(None, description="kubeconfig context; default: the current one")
     image: str = Field(description="benchmark image (pipelines/images/Containerfile)")
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field(
+        "IfNotPresent", description="Never for images imported by hand (no registry)")
     namespace_prefix: str = Field("benchlib", pattern=r"^[a-z0-9]([a-z0-9-]{0,40}[a-z0-9])?$")
     client_node: str | None = Field(None, description="node name for the client; with server_node")
     server_node: str | None = None
     node_selector: dict[str, str] = Field({}, description="labels both pods' nodes must carry")
     pod_ready_timeout_s: float = Field(180, gt=0, description=(
         "wait this long for pods to be ready, and for the EndpointSlices of a scenario's Services"))
-    # KWOK test clusters have no pod network: the tests point the client at 127.0.0.1
-    server_address: str | None = Field(None, description="override the server address (tests only)")
     cni_agent: dict[str, str] | None = Field(
         None, description="{namespace, selector} of the CNI agent pods, for CPU/memory from the metrics API")
 
@@ -319,7 +322,8 @@ class Environment(_Strict):
         for section in ("kubernetes", "ssh"):
             if (getattr(self, section) is not None) != (self.target == section):
                 raise ValueError(f"{section}: this section is required for, and only for, target: {section}")
-        cluster_only = [n for n, sc in self.scenarios.items() if sc.placement or sc.helm or sc.apply or sc.ready]
+        cluster_only = [n for n, sc in self.scenarios.items()
+                        if sc.placement or sc.helm or sc.apply or sc.ready or sc.programmed]
         if self.target != "kubernetes" and cluster_only:
             raise ValueError(f"scenarios {cluster_only}: placement, helm, apply and ready need target kubernetes")
         if self.target == "kubernetes":

@@ -3,7 +3,8 @@
 # the default params.yaml (the embedded two-node lab). Extra arguments go to
 # `dvc repro`, e.g. `scripts/reproduce.sh parse` to run up to one stage.
 # `--preset FILE` first makes FILE the params.yaml (dvc reads only
-# params.yaml), e.g. `scripts/reproduce.sh --preset pipelines/local-lab/params-datapaths.yaml`.
+# params.yaml), e.g. `scripts/reproduce.sh --preset pipelines/local-lab/params-datapaths.yaml`;
+# `--preset pipelines/local-k8s/params.yaml` runs on a real local cluster (brought up and down here).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [[ "${1:-}" == "--preset" ]]; then
@@ -16,4 +17,14 @@ fi
 bash scripts/setup.sh
 export PATH="$PWD/.tools/bin:$PATH"
 uv run --frozen benchlib validate
-exec uv run --frozen dvc repro "$@"
+# A campaign on the local cluster (pipelines/local-k8s) brings it up first and
+# takes it down at the end, also after a failure, Ctrl-C or SIGTERM.
+if uv run --frozen python -c 'import sys, yaml
+sys.exit("local-k8s" not in yaml.safe_load(open("params.yaml"))["experiment"]["environments"])'; then
+  bash scripts/k8s-local-cluster.sh build
+  trap 'bash scripts/k8s-local-cluster.sh down' EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+  bash scripts/k8s-local-cluster.sh up
+fi
+uv run --frozen dvc repro "$@"

@@ -2,7 +2,8 @@
 # Installs everything benchlib needs on Debian 12 / Ubuntu, as root:
 # system tools (netperf from Debian non-free, iperf3, iproute2, iptables,
 # nftables, chromium for static figure export, clang + libbpf-dev for the
-# lab's tc BPF programs), uv, the locked Python
+# lab's tc BPF programs, containerd/runc/CNI plugins for the local cluster),
+# uv, the locked Python
 # environment, and fortio. Idempotent: a second run only checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +18,10 @@ fi
 apt_packages=(netperf iperf3 iproute2 iptables nftables procps chromium
               clang llvm libbpf-dev dnsutils dnsmasq-base dnsperf
               openssh-server openssh-client   # ssh target tests: a real sshd in lab namespaces
-              wireguard-tools)                # `wg` for the lab's wireguard scenario (the kernel module is separate)
+              wireguard-tools                 # `wg` for the lab's wireguard scenario (the kernel module is separate)
+              # the local Kubernetes cluster (scripts/k8s-local-cluster.sh): runtime, CNI plugins,
+              # the API forward, image contents (busybox, a static pause built by gcc), conntrack for tests
+              containerd runc containernetworking-plugins socat curl openssl busybox-static gcc libc6-dev conntrack)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

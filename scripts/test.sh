@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export PATH="$PWD/.tools/bin:$PATH"
-# the Kubernetes target's tests run a real local control plane (built once, cached)
-bash scripts/k8s-control-plane.sh build
+# the Kubernetes target's tests run a real local cluster (its binary is built
+# once per machine and cached under ~/.cache/benchlib)
+bash scripts/k8s-local-cluster.sh build
 exec uv run --frozen pytest "$@"

@@ -47,7 +47,7 @@ def project_copy(tmp_path) -> Path:
     """A copy of the project (code, pipelines, dvc.yaml) to run campaigns in."""
     dst = tmp_path / "project"
     dst.mkdir()
-    for name in ("benchlib", "pipelines", "notebooks", "data/reference", "dvc.yaml", "params.yaml",
+    for name in ("benchlib", "pipelines", "notebooks", "scripts", "data/reference", "dvc.yaml", "params.yaml",
                  "pyproject.toml", ".dvcignore"):
         src = REPO / name
         if src.is_dir():

@@ -1,70 +1,84 @@
-"""The Kubernetes target against a real control plane on this machine.
+"""The Kubernetes target against a real cluster on this machine.
 
-scripts/k8s-control-plane.sh runs etcd, kube-apiserver, kube-controller-manager
-and kube-scheduler (built from the Go module proxy) and KWOK, which fakes two
-nodes: pods are really created, scheduled, watched, exec'd into and deleted
-through the real API server, but their commands run on this host. So there is
-no pod network and no kube-proxy here: the client reaches the server at
-127.0.0.1 (``server_address``), never at a fake pod IP or ClusterIP. Everything
-runs as the "benchlib-runner" token, whose only rights are those of
-pipelines/kubernetes/rbac.yaml.
+scripts/k8s-local-cluster.sh runs a two-node cluster: real kubelets, containerd
+and runc, the bridge + host-local CNI and kube-proxy, each node in a network
+namespace of its own, joined by a veth wire. Pods are real containers with
+addresses from their node's podCIDR, Services are programmed by a real
+kube-proxy, and every command reaches a pod through the real exec API. The
+target runs as the "benchlib-runner" token, whose only rights are those of
+pipelines/kubernetes/rbac.yaml. Nothing here is faked.
 """
 from __future__ import annotations
 
-import fcntl
+import ipaddress
 import json
+import os
 import platform
+import re
+import signal
 import socket
 import subprocess
+import time
+from pathlib import Path
 
 import pytest
 
-from benchlib import cli, runner
+from benchlib import cli, collectors, runner, tidy
 from benchlib.config import (ConfigError, Environment, Plan, _expand_service_counts, load_environment, load_params,
                              validate_all)
 from benchlib.targets import TargetError
-from benchlib.targets.kubernetes import LABEL_CAMPAIGN, LABEL_OWNER, PID_MARKER, KubernetesTarget
-from tests.conftest import REPO, project_with_environment, require_root, short_params
+from benchlib.targets.kubernetes import LABEL_CAMPAIGN, LABEL_OWNER, PID_MARKER, KubernetesTarget, render
+from tests.conftest import REPO, project_copy, project_with_environment, require_root, short_params, venv_env  # noqa: F401
 
-SCRIPT = REPO / "scripts" / "k8s-control-plane.sh"
-STATE = REPO / ".tools" / "k8s" / "state"
+CLUSTER = REPO / "scripts" / "k8s-local-cluster.sh"
+STATE = Path("/var/lib/benchlib-k8s")
+SERVICE_CIDR = ipaddress.ip_network("198.18.96.0/19")
+NODE_NETNS = {"bk8s-node1": "bk8s-node1", "bk8s-node2": "bk8s-node2"}
 RR = {"rr": {"tool": "netperf", "kind": "TCP_RR", "duration_s": 1, "message_size": 1}}
+RR_CRR = {**RR, "crr": {"tool": "netperf", "kind": "TCP_CRR", "duration_s": 1, "message_size": 1}}
+SYNCED = f"bash {REPO}/pipelines/local-k8s/kube-proxy-synced.sh"
 
 
-@pytest.fixture(scope="session")
-def control_plane():
+def cluster_script(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(CLUSTER), *args], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def cluster():
     require_root()
-    subprocess.run(["bash", str(SCRIPT), "build"], check=True)  # a no-op once built
-    # one control plane per machine (fixed ports): concurrent test sessions take turns
-    with open(STATE.parent / "session.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        # with the lock held, a running control plane is a killed session's leftover
-        subprocess.run(["bash", str(SCRIPT), "stop"], check=True)
-        subprocess.run(["bash", str(SCRIPT), "start"], check=True, timeout=300)
-        try:
-            yield STATE
-        finally:
-            subprocess.run(["bash", str(SCRIPT), "stop"], check=True)
+    subprocess.run(["bash", str(CLUSTER), "build"], check=True)  # a no-op once built (cached per machine)
+    up = cluster_script("up", "--nodes", "2", "--proxy-mode", "iptables")
+    assert up.returncode == 0, up.stderr
+    yield STATE
+    down = cluster_script("down")
+    assert down.returncode == 0, down.stderr
 
 
-@pytest.fixture(scope="session")
-def admin(control_plane):
-    """Admin API access, after applying the shipped RBAC manifest."""
+@pytest.fixture(autouse=True)
+def environment_folder(request, tmp_path, monkeypatch):
+    """On the cluster, scenario commands of the environments built here (k8s_env) run in a
+    folder of their own; shipped environments keep theirs."""
+    if "admin" in request.fixturenames and "project_copy" not in request.fixturenames:
+        monkeypatch.setattr("benchlib.targets.kubernetes.environment_dir", lambda name: tmp_path)
+
+
+@pytest.fixture(scope="module")
+def admin(cluster):
     import kubernetes
-    api = kubernetes.config.new_client_from_config(config_file=str(control_plane / "admin.kubeconfig"))
-    kubernetes.utils.create_from_yaml(api, str(REPO / "pipelines" / "kubernetes" / "rbac.yaml"))
+    api = kubernetes.config.new_client_from_config(config_file=str(cluster / "admin.kubeconfig"))
     return kubernetes.client.CoreV1Api(api)
 
 
 def k8s_env(scenarios: dict | None = None, **settings) -> Environment:
     return Environment.model_validate({
-        "name": "kwok-test", "description": "local control plane, two KWOK nodes", "target": "kubernetes",
-        "kubernetes": {"kubeconfig": str(STATE / "runner.kubeconfig"), "image": "benchlib-bench:never-pulled",
-                       "server_address": "127.0.0.1", "pod_ready_timeout_s": 30, **settings},
+        "name": "k8s-test", "description": "the local two-node cluster", "target": "kubernetes",
+        "cpus": {"client": [0], "server": [1]},
+        "kubernetes": {"kubeconfig": str(STATE / "runner.kubeconfig"), "image": "localhost/benchlib/bench:1",
+                       "image_pull_policy": "Never", "pod_ready_timeout_s": 60, **settings},
         "scenarios": scenarios or {
             "pod-to-pod": {"description": "two nodes", "placement": "pod-to-pod",
                            "apply": ["echo switched > switched.txt"], "ready": ["test -s switched.txt"],
-                           "record": {"kernel": "uname -r"}, "settings": {"cni": "none"}},
+                           "record": {"kernel": "uname -r"}, "settings": {"cni": "bridge"}},
             "same-node": {"description": "one node", "placement": "same-node"},
             "host-network": {"description": "node to node", "placement": "host-network"},
             "service": {"description": "through a ClusterIP", "placement": "service"}}})
@@ -73,11 +87,34 @@ def k8s_env(scenarios: dict | None = None, **settings) -> Environment:
 def services_env(counts: list[int]) -> Environment:
     """A service-count series, expanded into svc-<n> as load_environment expands it."""
     return k8s_env(_expand_service_counts(
-        {"svc": {"description": "through one of N ClusterIPs", "placement": "service", "services": counts}}))
+        {"svc": {"description": "through one of N ClusterIPs", "placement": "service", "services": counts,
+                 "programmed": [SYNCED], "record": {"kube_proxy_metrics": f"{SYNCED} --print"}}}))
+
+
+def in_node(node: str, *argv: str) -> str:
+    return subprocess.run(["nsenter", f"--net=/run/netns/{NODE_NETNS[node]}", *argv],
+                          capture_output=True, text=True, check=True).stdout
+
+
+def wire_packets(node: str) -> tuple[int, int]:
+    """(rx, tx) packets of the node's end of the inter-node wire."""
+    stats = json.loads(in_node(node, "ip", "-s", "-j", "link", "show", "wire0"))[0]["stats64"]
+    return stats["rx"]["packets"], stats["tx"]["packets"]
+
+
+def run_tool(target: KubernetesTarget, scenario: str, kind: str, duration_s: int = 1) -> dict:
+    """One netperf run from the scenario's client pod to its server address: the parsed metrics."""
+    netperf = collectors.get("netperf")
+    pl = target.placement(scenario)
+    [inv] = netperf.commands(kind, pl.server_address, duration_s, 1, 1, pl.client_cpus, pl.server_cpus)
+    proc = target.spawn(scenario, "client", inv.argv)
+    out, err = proc.communicate(60)
+    assert proc.returncode == 0, (out, err)
+    return netperf.parse(kind, [out])
 
 
 def _execd_commands() -> list[str]:
-    """Commands the target exec'd that still run on this host (KWOK runs them here)."""
+    """Commands the target exec'd that still run (container processes are visible from the host)."""
     return subprocess.run(["pgrep", "-af", PID_MARKER], capture_output=True, text=True).stdout.splitlines()
 
 
@@ -85,9 +122,9 @@ def _secrets() -> list[str]:
     return [line.split(",")[0] for line in (STATE / "pki" / "tokens.csv").read_text().splitlines()]
 
 
-def run_campaign(env, campaign: str, raw_root):
-    """One block of the RR test in every scenario of env, through the real runner: (counts, log lines)."""
-    params = short_params(campaign, list(env.scenarios), RR, repetitions=1, retries=0)
+def run_campaign(env, campaign: str, raw_root, tests=RR):
+    """One block of the tests in every scenario of env, through the real runner: (counts, log lines)."""
+    params = short_params(campaign, list(env.scenarios), tests, repetitions=1, retries=0)
     plan = Plan(environment=env, scenarios=list(env.scenarios), tests=params.tests)
     logs = []
     counts = runner.run_environment(params, plan, KubernetesTarget(env, plan.scenarios, log=logs.append),
@@ -95,41 +132,104 @@ def run_campaign(env, campaign: str, raw_root):
     return counts, logs
 
 
-def test_campaign_on_every_placement_with_the_runner_token(admin, tmp_path, monkeypatch):
+def test_campaign_on_every_placement_with_the_runner_token(admin, tmp_path):
     env = k8s_env()
-    monkeypatch.setattr("benchlib.targets.kubernetes.environment_dir", lambda name: tmp_path)
-    counts, logs = run_campaign(env, "k8s", tmp_path / "raw")
-    assert counts["ok"] == 4 and counts["failed"] == 0, (counts, logs)
+    counts, logs = run_campaign(env, "k8s", tmp_path / "raw", tests=RR_CRR)
+    assert counts["ok"] == 8 and counts["failed"] == 0, (counts, logs)
 
     metas = {}
     for scenario in env.scenarios:
-        record = tmp_path / "raw" / "k8s" / "kwok-test" / scenario / "rr" / "r000"
-        metas[scenario] = meta = json.loads((record / "meta.json").read_text())
-        # real netperf output, returned through the exec API
-        assert "THROUGHPUT=" in (record / "stdout-0.txt").read_text()
-        assert meta["exit_codes"] == [0]
-        assert meta["placement"]["server_address"] == "127.0.0.1"
-        assert meta["placement"]["client_pod_ip"] and meta["placement"]["server_pod_ip"]
-        cpu_record = json.loads((record / "cpu.json").read_text())
-        assert {cpu_record["sides"][s]["node"] for s in ("client", "server")} <= {"kwok-node-0", "kwok-node-1"}
-        assert cpu_record["sides"]["client"]["end"]["mono"] > cpu_record["sides"]["client"]["start"]["mono"]
-        # no credential in anything a run records
-        text = "".join(p.read_text() for p in record.rglob("*") if p.is_file())
-        assert not [s for s in _secrets() if s in text]
+        for test in RR_CRR:
+            record = tmp_path / "raw" / "k8s" / "k8s-test" / scenario / test / "r000"
+            meta = json.loads((record / "meta.json").read_text())
+            stdout = (record / "stdout-0.txt").read_text()
+            assert "THROUGHPUT=" in stdout and meta["exit_codes"] == [0]
+            rate = collectors.get("netperf").parse(meta["kind"], [stdout])
+            # each scenario has fresh pods (fresh network namespaces): a CRR run never meets an
+            # earlier path's TIME_WAIT sockets, which collapse CRR to 15-170 conn/s
+            if test == "crr":
+                assert rate["connection_rate"] > 1000, (scenario, rate)
+            cpu_record = json.loads((record / "cpu.json").read_text())
+            assert cpu_record["sides"]["client"]["cpus"] == [0] and cpu_record["sides"]["server"]["cpus"] == [1]
+            assert cpu_record["sides"]["client"]["end"]["mono"] > cpu_record["sides"]["client"]["start"]["mono"]
+            text = "".join(p.read_text() for p in record.rglob("*") if p.is_file())
+            assert not [s for s in _secrets() if s in text]  # no credential in anything a run records
+        metas[scenario] = meta
     pl = {s: m["placement"] for s, m in metas.items()}
     assert pl["pod-to-pod"]["client_node"] != pl["pod-to-pod"]["server_node"]
     assert pl["same-node"]["client_node"] == pl["same-node"]["server_node"]
-    assert pl["host-network"]["host_network"] and pl["host-network"]["server_pod_ip"] == "127.0.0.1"
-    assert pl["service"]["service_ip"].startswith("10.96.")
+    # pods get their addresses from their node's podCIDR; hostNetwork pods have the node's
+    for scenario in ("pod-to-pod", "same-node", "service"):
+        p = pl[scenario]
+        for side in ("client", "server"):
+            cidrs = p["nodes"][p[f"{side}_node"]]["pod_cidrs"]
+            assert any(ipaddress.ip_address(p[f"{side}_pod_ip"]) in ipaddress.ip_network(c) for c in cidrs), p
+    hn = pl["host-network"]
+    assert hn["host_network"] and hn["server_pod_ip"] == hn["nodes"][hn["server_node"]]["addresses"]["InternalIP"]
+    assert ipaddress.ip_address(pl["service"]["service_ip"]) in SERVICE_CIDR
+    assert pl["service"]["server_address"] == pl["service"]["service_ip"]
+    assert pl["pod-to-pod"]["server_address"] == pl["pod-to-pod"]["server_pod_ip"]
+    # both local nodes run on this one kernel, and the record says so
+    assert all(p["nodes_share_kernel"] for p in pl.values())
+    assert pl["pod-to-pod"]["nodes"][pl["pod-to-pod"]["client_node"]]["kernel"] == platform.release()
     assert pl["pod-to-pod"]["scenario_record"] == {"kernel": platform.release()}
-    assert pl["pod-to-pod"]["scenario_settings"] == {"cni": "none"}
-    assert "absent" in pl["pod-to-pod"]["cni_agent_usage"]
+    assert pl["pod-to-pod"]["scenario_settings"] == {"cni": "bridge"}
     target = metas["service"]["target"]
     assert target["target"] == "kubernetes" and target["versions"]["kubernetes"] == "v1.34.4"
     assert target["versions"]["netperf"].startswith("2.")
     # the campaign's namespace is gone, and so is every command it exec'd (netserver)
     assert not admin.list_namespace(label_selector=LABEL_CAMPAIGN).items
     assert not _execd_commands()
+
+
+def test_a_cross_node_run_crosses_the_wire_and_a_same_node_run_does_not(admin):
+    env = k8s_env()
+    with KubernetesTarget(env, ["pod-to-pod", "same-node"], log=lambda m: None) as target:
+        for scenario, crosses in (("pod-to-pod", True), ("same-node", False)):
+            target.activate(scenario)
+            pl = target.placement(scenario)
+            before = wire_packets(pl.client_node)
+            m = run_tool(target, scenario, "TCP_RR")
+            after = wire_packets(pl.client_node)
+            transactions = m["transaction_rate"] * 1  # a 1 s run
+            sent, received = after[1] - before[1], after[0] - before[0]
+            if crosses:  # every request leaves through the wire and every response comes back on it
+                assert sent >= transactions and received >= transactions, (sent, received, transactions)
+            else:  # only the exec and API chatter crosses
+                assert sent < transactions / 10, (sent, transactions)
+
+
+@pytest.mark.parametrize("mode", ["iptables", "nftables"])  # nftables last: the fixture's mode is restored after
+def test_a_cluster_ip_run_goes_through_kube_proxys_rules(admin, mode):
+    switched = cluster_script("proxy-mode", mode)
+    assert switched.returncode == 0, switched.stderr
+    try:
+        env = k8s_env({"service": {"description": "ClusterIP", "placement": "service",
+                                   "programmed": [SYNCED]}})
+        with KubernetesTarget(env, ["service"], log=lambda m: None) as target:
+            target.activate("service")
+            pl = target.placement("service")
+            node = pl.client_node
+            in_node(node, "conntrack", "-F")
+            m = run_tool(target, "service", "TCP_CRR")
+            # every connection was to the ClusterIP and was translated to the server pod by the node's rules
+            entries = in_node(node, "conntrack", "-L", "-p", "tcp", "--orig-dst", pl.server_address)
+            translated = [e for e in entries.splitlines() if f"src={pl.details['server_pod_ip']} " in e]
+            assert len(translated) >= min(m["connection_rate"], 1000) / 2, (len(translated), m)
+            nat = in_node(node, "iptables-save", "-c", "-t", "nat")
+            if mode == "iptables":
+                rule = next(line for line in nat.splitlines()
+                            if f"-d {pl.server_address}/32" in line and "dport 12866" in line and "KUBE-SVC" in line)
+                packets = int(re.match(r"\[(\d+):", rule).group(1))
+                assert packets >= 0.99 * len(translated), rule  # a connection's first packet walks the nat table
+            else:  # the nftables mode's table, and no iptables mode rules left behind
+                assert pl.server_address in in_node(node, "nft", "list", "map", "ip", "kube-proxy", "service-ips")
+                assert "KUBE-SERVICES" not in nat
+    finally:
+        restored = cluster_script("proxy-mode", "iptables")
+        assert restored.returncode == 0, restored.stderr
+    with pytest.raises(subprocess.CalledProcessError):  # and back in iptables mode, no nftables table
+        in_node("bk8s-node1", "nft", "list", "table", "ip", "kube-proxy")
 
 
 def test_objects_exec_and_cleanup(admin):
@@ -141,6 +241,8 @@ def test_objects_exec_and_cleanup(admin):
         pods = {p.metadata.name: p for p in admin.list_namespaced_pod(target.namespace).items}
         assert {"service-client", "service-server"} <= set(pods)
         assert len([p for p in pods if p.startswith("benchlib-cpu-")]) == 2  # one per node
+        uids = [p.metadata.uid for p in pods.values()]
+        assert all(any(uid in line for line in open("/proc/self/mounts")) for uid in uids)
         svc = admin.read_namespaced_service("service-server", target.namespace)
         assert 12865 in [p.port for p in svc.spec.ports]
         # stdout, stderr and the exit code come back apart
@@ -155,8 +257,18 @@ def test_objects_exec_and_cleanup(admin):
         assert proc.poll() == -9
         snap = target.cpu_snapshot("server")
         assert len(snap.counters) == len(open("/proc/stat").read().split("\ncpu")) - 1
+    # no namespace, pod, mount, process or Service rule of the campaign is left
     assert not [n for n in admin.list_namespace().items if n.metadata.name == target.namespace]
     assert not _execd_commands()  # the killed `sleep 30` included
+    deadline = time.monotonic() + 30
+    while True:
+        mounts = open("/proc/self/mounts").read()
+        rules = in_node("bk8s-node1", "iptables-save", "-t", "nat") + in_node("bk8s-node2", "iptables-save", "-t", "nat")
+        left = [u for u in uids if u in mounts] + ([target.namespace] if target.namespace in rules else [])
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert not left
 
 
 def test_service_count_scenarios_create_n_services_with_endpoints(admin):
@@ -171,6 +283,7 @@ def test_service_count_scenarios_create_n_services_with_endpoints(admin):
             services = {s.metadata.name: s for s in admin.list_namespaced_service(target.namespace).items}
             assert len(services) == n and f"svc-{n}-server" in services
             assert len({s.spec.cluster_ip for s in services.values()}) == n
+            assert all(ipaddress.ip_address(s.spec.cluster_ip) in SERVICE_CIDR for s in services.values())
             assert all(len(s.spec.ports) == 1 for name, s in services.items() if "-fill-" in name)
             # each has an EndpointSlice, written by the controller-manager, naming the server pod
             server = admin.read_namespaced_pod(f"svc-{n}-server", target.namespace)
@@ -179,24 +292,32 @@ def test_service_count_scenarios_create_n_services_with_endpoints(admin):
                       for e in sl.endpoints or []
                       if e.target_ref.name == server.metadata.name and e.addresses == [server.status.pod_ip]}
             assert set(services) <= served
+            # and kube-proxy has a rule for every one of them once the scenario is programmed
+            nat = in_node("bk8s-node1", "iptables-save", "-t", "nat")
+            assert all(f"-d {s.spec.cluster_ip}/32" in nat for s in services.values())
             details = target.placement(f"svc-{n}").details
             assert details["services"] == n
-            assert 0 < details["services_create_s"] <= details["services_endpointslices_s"] < 30
+            assert 0 < details["services_create_s"] <= details["services_endpointslices_s"] < 60
+            assert details["programmed_s"] >= 1  # the sync check runs twice, a second apart
         assert "kubernetes: svc-40: 40/40 Services created" in " ".join(logs)
         assert "kubernetes: svc-40: 40 Services deleted" in " ".join(logs)
     assert not [n for n in admin.list_namespace().items if n.metadata.name == target.namespace]
 
 
-def test_service_count_campaign_records_counts_and_timings(admin, tmp_path):
+def test_service_count_campaign_records_counts_timings_and_kube_proxy_metrics(admin, tmp_path):
     env = services_env([25])
     counts, logs = run_campaign(env, "k8s-svc", tmp_path / "raw")
     assert counts["ok"] == 1 and counts["failed"] == 0, (counts, logs)
-    record = tmp_path / "raw" / "k8s-svc" / "kwok-test" / "svc-25" / "rr" / "r000"
+    record = tmp_path / "raw" / "k8s-svc" / "k8s-test" / "svc-25" / "rr" / "r000"
     meta = json.loads((record / "meta.json").read_text())
     assert "THROUGHPUT=" in (record / "stdout-0.txt").read_text()  # real netperf, through exec
     pl = meta["placement"]
-    assert pl["services"] == 25 and pl["service_ip"].startswith("10.96.")
+    assert pl["services"] == 25 and ipaddress.ip_address(pl["service_ip"]) in SERVICE_CIDR
     assert 0 < pl["services_create_s"] <= pl["services_endpointslices_s"]
+    metrics = pl["scenario_record"]["kube_proxy_metrics"]
+    assert metrics.count("node bk8s-node") == 2
+    assert "kubeproxy_sync_proxy_rules_duration_seconds_count" in metrics
+    assert "kubeproxy_sync_proxy_rules_iptables_total" in metrics
     # the fillers were deleted in parallel before the namespace
     assert "kubernetes: svc-25: 25 Services deleted" in " ".join(logs)
     assert not admin.list_namespace(label_selector=LABEL_CAMPAIGN).items
@@ -228,7 +349,80 @@ def test_runner_token_is_confined(admin):
     assert exc.value.status == 403
 
 
+LOCAL_K8S_PARAMS = """
+experiment: {campaign: k8s-kill, environments: [local-k8s], repetitions: 3, seed: 3, cpu_trim_s: 0.2, retries: 0}
+tests:
+  rr: {tool: netperf, kind: TCP_RR, duration_s: 1, message_size: 1}
+environments:
+  local-k8s: {scenarios: [pod-to-pod, same-node]}
+"""
+
+
+def test_sigkilled_campaign_on_the_cluster_resumes_with_every_run_once(admin, project_copy):
+    """The shipped local-k8s environment, through `benchlib collect`, killed with SIGKILL mid-campaign."""
+    (project_copy / "params.yaml").write_text(LOCAL_K8S_PARAMS)
+    cdir = project_copy / "data" / "raw" / "k8s-kill"
+    cmd = ["benchlib", "collect", "--env", "local-k8s"]
+    proc = subprocess.Popen(cmd, cwd=project_copy, env=venv_env(), stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 180
+    while len(tidy.find_records(cdir)) < 2 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGKILL)
+    _, err = proc.communicate(timeout=30)
+    done = tidy.find_records(cdir)
+    assert 2 <= len(done) < 6, err
+    assert admin.list_namespace(label_selector=LABEL_OWNER).items, "a SIGKILLed campaign leaves its namespace"
+    resumed = subprocess.run(cmd, cwd=project_copy, env=venv_env(), capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"{len(done)} of 6 runs already recorded" in resumed.stderr
+    assert "left by a killed campaign" in resumed.stderr
+    runs, _ = tidy.build_tables(cdir)
+    assert sorted(runs["run_id"]) == sorted(
+        f"local-k8s/{s}/rr/r{b:03d}" for s in ("pod-to-pod", "same-node") for b in range(3))
+    assert set(runs["outcome"]) == {"ok"}
+    assert not admin.list_namespace(label_selector=LABEL_OWNER).items
+
+
 @pytest.mark.parametrize("env_name", ["eks-m6i", "ryzen-e810"])
+def test_shipped_cluster_manifests_pass_a_server_side_dry_run(admin, env_name):
+    """Every manifest `benchlib render` shows for a study environment, and the RBAC manifest,
+    as the real API server validates them (admission included) without persisting anything."""
+    import kubernetes
+    import yaml
+    env = load_environment(env_name)
+    namespace = f"benchlib-dryrun-{env_name}"
+    objects = [obj for _, obj in render(env, list(env.scenarios), ["netperf", "iperf3", "fortio", "dns"])
+               if isinstance(obj, dict)]
+    objects = json.loads(json.dumps(objects).replace("<id>", "dryrun"))
+    assert {o["kind"] for o in objects} >= {"Namespace", "DaemonSet", "Pod"}
+    api = admin.api_client
+    dynamic = kubernetes.dynamic.DynamicClient(api)
+    admin.create_namespace({"metadata": {"name": namespace}})
+    try:
+        rbac = list(yaml.safe_load_all((REPO / "pipelines" / "kubernetes" / "rbac.yaml").read_text()))
+        for obj in rbac:  # the cluster has them applied: other names, or the dry run meets "already exists"
+            obj["metadata"]["name"] += "-dryrun"
+        for obj in objects + rbac:
+            resource = dynamic.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
+            kwargs = {"namespace": namespace} if resource.namespaced else {}
+            dynamic.create(resource, body=obj, dry_run="All", **kwargs)  # raises on any invalid field
+        assert not admin.list_namespaced_pod(namespace).items  # a dry run persists nothing
+    finally:
+        admin.delete_namespace(namespace)
+
+
+def test_a_typo_in_a_manifest_fails_the_dry_run(admin):
+    """The dry run above can fail: the same call refuses an invalid field."""
+    import kubernetes
+    env = load_environment("eks-m6i")
+    pod = next(obj for title, obj in render(env, ["A"], ["netperf"]) if title.endswith("server pod"))
+    pod = json.loads(json.dumps(pod).replace("<id>", "dryrun"))
+    pod["spec"]["containers"][0]["imagePullPolicy"] = "Sometimes"
+    with pytest.raises(kubernetes.client.ApiException, match="imagePullPolicy"):
+        admin.create_namespaced_pod("default", pod, dry_run="All")
+
+
+@pytest.mark.parametrize("env_name", ["eks-m6i", "ryzen-e810", "local-k8s"])
 def test_render_shows_every_manifest_and_command(env_name, capsys):
     env = load_environment(env_name)
     assert cli.main(["render", "--env", env_name]) == 0
@@ -237,6 +431,8 @@ def test_render_shows_every_manifest_and_command(env_name, capsys):
         assert f"# --- {name}: server pod" in out and f"# --- {name}: client pod" in out
         if sc.helm:
             assert f"--values {sc.helm.values}" in out and f"# --- {name}: helm values {sc.helm.values}" in out
+        for command in sc.programmed:
+            assert f"# --- {name}: programmed when" in out and command in out
     assert "kind: DaemonSet" in out and "hostPID: true" in out and "&id" not in out
     # a service-count scenario shows one filler Service and how many there are, not all of them
     series = {name: sc.services for name, sc in env.scenarios.items() if (sc.services or 1) > 1}
@@ -254,10 +450,10 @@ def test_render_rejects_a_missing_values_file(tmp_path, monkeypatch, capsys):
     assert "nope.yaml not found" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("env_name", ["eks-m6i", "ryzen-e810"])
+@pytest.mark.parametrize("env_name", ["eks-m6i", "ryzen-e810", "local-k8s"])
 def test_study_presets_validate(env_name):
     plan, = validate_all(load_params(REPO / "pipelines" / env_name / "params.yaml"))
-    assert plan.scenarios == list(load_environment(env_name).scenarios)
+    assert set(plan.scenarios) == set(load_environment(env_name).scenarios)
 
 
 def test_cluster_scenario_without_placement_is_refused(tmp_path, monkeypatch):
@@ -266,3 +462,53 @@ def test_cluster_scenario_without_placement_is_refused(tmp_path, monkeypatch):
                              "  a: {description: d}\n")
     with pytest.raises(ConfigError, match=r"(?s)environment.yaml.*scenarios \['a'\]: target kubernetes needs placement"):
         load_environment("noplace")
+
+
+# -- the cluster's own life cycle (last: it takes the module's cluster down) ----------------------
+
+def _leftovers() -> list[str]:
+    """Everything a cluster leaves on the host, by kind; empty after a clean `down`."""
+    left = [f"netns {n}" for n in subprocess.run(["ip", "netns", "list"], capture_output=True,
+                                                 text=True).stdout.split() if n.startswith("bk8s-")]
+    left += [f"mount {line.split()[1]}" for line in open("/proc/self/mounts") if str(STATE) in line]
+    left += [f"process {p}" for p in subprocess.run(["pgrep", "-af", str(STATE)], capture_output=True,
+                                                    text=True).stdout.splitlines()]
+    left += [f"cgroup {c}" for c in Path("/sys/fs/cgroup").glob("*/bk8s-node*")]
+    left += [f"path {p}" for p in (STATE, Path("/var/lib/kubelet/device-plugins/kubelet.sock")) if p.exists()]
+    logs = Path("/var/log/containers")
+    left += [f"log link {p}" for p in (logs.iterdir() if logs.exists() else []) if str(STATE) in os.readlink(p)]
+    return left
+
+
+def _sysctls(keys: list[str]) -> dict[str, str]:
+    return {k: subprocess.run(["sysctl", "-n", k], capture_output=True, text=True).stdout.strip() for k in keys}
+
+
+def test_up_is_idempotent_down_leaves_nothing_and_a_killed_up_is_cleaned(cluster):
+    again = cluster_script("up", "--nodes", "2", "--proxy-mode", "iptables")
+    assert again.returncode == 0 and "already up" in again.stderr, again.stderr
+    assert cluster_script("status").returncode == 0
+    saved = dict(line.strip().split("=", 1) for line in (STATE / "sysctl.saved").read_text().splitlines())
+    assert _sysctls(list(saved)) != saved, "the kubelet changes host tunables while the cluster runs"
+
+    down = cluster_script("down")
+    assert down.returncode == 0, down.stderr
+    assert _leftovers() == []
+    assert _sysctls(list(saved)) == saved
+    assert cluster_script("status").returncode != 0
+
+    # an `up` killed half-way leaves running daemons; `status` says so and `down` removes them
+    proc = subprocess.Popen(["bash", str(CLUSTER), "up"], stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not (STATE / "run" / "kube-apiserver.pid").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(2)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert _leftovers(), "a killed up leaves a partial cluster"
+    status = cluster_script("status")
+    assert status.returncode != 0 and "did not finish" in status.stdout
+    down = cluster_script("down")
+    assert down.returncode == 0, down.stderr
+    assert _leftovers() == []
+    assert _sysctls(list(saved)) == saved

@@ -5,22 +5,20 @@ stderr) at the test's ``qps`` (or ``max``: fortio's ``-qps 0``, no pacing)
 over ``streams`` connections, with keep-alive or, with ``connection_close``,
 a new connection per request (fortio then sends ``Connection: close``).
 
-scripts/setup.sh installs fortio into the checkout's ``.tools/bin``, which is
-not on PATH: a ``fortio`` on PATH wins, else that binary is used, by its
-absolute path, so ``benchlib collect`` and ``dvc repro`` find it without a
-PATH change.
+The command is plain ``fortio``, found on PATH wherever the client runs: in
+a pod (the benchmark image has it in /usr/bin), on an SSH host, or in the lab,
+where ``benchlib`` puts the checkout's ``.tools/bin`` (scripts/setup.sh installs
+fortio there) first on PATH.
 """
 from __future__ import annotations
 
 import json
-import shutil
-from pathlib import Path
 
 from . import Invocation, ParseError, Server, json_number
 
 KINDS = ("HTTP",)
 PORT = 8080
-BINARY = shutil.which("fortio") or str(Path(__file__).resolve().parents[2] / ".tools" / "bin" / "fortio")
+BINARY = "fortio"
 # Only the HTTP echo server: the gRPC, redirect, TCP/UDP echo servers and the UI stay off.
 SERVER = Server("fortio", [BINARY, "server", "-http-port", str(PORT), "-grpc-port", "disabled",
                            "-redirect-port", "disabled", "-tcp-port", "disabled", "-udp-port", "disabled",

@@ -17,16 +17,22 @@ each has an endpoint and kube-proxy (or Cilium's service map) holds a full entry
 for it. They are created in parallel, and the target waits until every one has
 an EndpointSlice naming the server pod. Each run records the count, the time to
 create them and the time until their EndpointSlices existed, the last step the
-API shows: when the proxy on each node has finished programming them is not an
-API object (kube-proxy exposes its sync time only as a metric on each node, which
-a scenario's ``record`` command may read), so the target cannot wait for it.
+API shows. When the datapath has programmed them (kube-proxy's sync, Cilium's
+service map) is not an API object: a scenario's ``programmed`` commands are
+retried until they pass (e.g. reading kube-proxy's sync metrics on each node),
+and its ``record`` commands keep what they print with every run.
+
+Each run records the facts of both pods' nodes from the API (podCIDRs, kernel,
+kubelet and runtime versions, boot ID). Nodes with one boot ID share one kernel
+and its CPUs, as the local cluster's nodes do: per-side CPU is then per CPU set,
+not per machine, and ``nodes_share_kernel`` says so.
 
 Exec exit codes and PIDs travel in-band: every command is wrapped as
 ``sh -c 'echo __BENCHLIB_PID=$$ >&2; <cmd>; echo __BENCHLIB_EXIT=$? >&2'`` and
 the markers are removed from stderr, so stdout stays exactly what the tool
-printed. (KWOK, which the tests use, turns a non-zero exit into an API error
-instead of a status.) Closing an exec stream does not end the command, neither
-in a kubelet nor in KWOK, so a kill is an exec of ``kill`` with that PID.
+printed, whatever the exec implementation does with exit codes. Closing an
+exec stream does not end the command in a kubelet, so a kill is an exec of
+``kill`` with that PID.
 """
 from __future__ import annotations
 
@@ -155,7 +161,8 @@ def pod_manifest(env: Environment, scenario: str, role: str, campaign: str,
     sc = env.scenarios[scenario]
     labels = {LABEL_CAMPAIGN: campaign, LABEL_ROLE: role, LABEL_SCENARIO: _name(scenario)}
     spec: dict = {
-        "containers": [{"name": "bench", "image": k.image, "command": ["sleep", "infinity"],
+        "containers": [{"name": "bench", "image": k.image, "imagePullPolicy": k.image_pull_policy,
+                        "command": ["sleep", "infinity"],
                         "ports": [{"containerPort": collectors.get("netperf").PORT}] if role == "server" else []}],
         "terminationGracePeriodSeconds": 1,
         "restartPolicy": "Never",
@@ -203,7 +210,8 @@ def cpu_daemonset(env: Environment, campaign: str) -> dict:
     """hostPID pods on every node; /proc/stat inside them is the node's."""
     labels = {LABEL_CAMPAIGN: campaign, LABEL_ROLE: "cpu"}
     pod = {"hostPID": True, "terminationGracePeriodSeconds": 1, "tolerations": [{"operator": "Exists"}],
-           "containers": [{"name": "cpu", "image": env.kubernetes.image, "command": ["sleep", "infinity"]}]}
+           "containers": [{"name": "cpu", "image": env.kubernetes.image,
+                           "imagePullPolicy": env.kubernetes.image_pull_policy, "command": ["sleep", "infinity"]}]}
     if env.kubernetes.node_selector:
         pod["nodeSelector"] = dict(env.kubernetes.node_selector)
     return {"apiVersion": "apps/v1", "kind": "DaemonSet",
@@ -234,6 +242,8 @@ def render(env: Environment, scenarios: list[str], tools: list[str]) -> list[tup
             out.append((f"{name}: helm values {sc.helm.values}", (environment_dir(env.name) / sc.helm.values)))
         for command in sc.ready:
             out.append((f"{name}: ready when", command))
+        for command in sc.programmed:
+            out.append((f"{name}: programmed when", command))
         for key, command in sc.record.items():
             out.append((f"{name}: record {key}", command))
         out.append((f"{name}: server pod", pod_manifest(env, name, "server", "<id>")))
@@ -419,17 +429,22 @@ class KubernetesTarget(Target):
         service_ip, services = None, {}
         if sc.placement == "service":
             service_ip, services = self._create_services(scenario, sc.services or 1, server.status.pod_ip)
+        if sc.programmed:
+            start = time.monotonic()
+            self._retry_until_ok(scenario, sc.programmed, sc.ready_timeout_s, "not programmed")
+            services["programmed_s"] = round(time.monotonic() - start, 3)
         for name in (client.spec.node_name, server.spec.node_name):
             if name not in self._cpu_pods:
                 raise TargetError(f"kubernetes: no CPU sampling pod on node {name}")
-        address = self.settings.server_address or service_ip or server.status.pod_ip
+        address = service_ip or server.status.pod_ip
         client_cpus, server_cpus = self._side_cpus(client.spec.node_name, server.spec.node_name)
         details = {"placement": sc.placement, "namespace": self.namespace,
                    "client_pod": client.metadata.name, "server_pod": server.metadata.name,
                    "client_pod_ip": client.status.pod_ip, "server_pod_ip": server.status.pod_ip,
                    "host_network": sc.placement == "host-network", "service_ip": service_ip,
                    **services, "scenario_settings": dict(sc.settings), "scenario_record": self._record(sc),
-                   "cni_agent_usage": self.agent_usage()}
+                   "cni_agent_usage": self.agent_usage(),
+                   **self._node_facts(client.spec.node_name, server.spec.node_name)}
         self.placements[scenario] = Placement(
             scenario=scenario, server_address=address, client_node=client.spec.node_name,
             server_node=server.spec.node_name, client_cpus=client_cpus, server_cpus=server_cpus,
@@ -454,16 +469,22 @@ class KubernetesTarget(Target):
             if proc.returncode != 0:
                 raise TargetError(f"kubernetes: scenario {scenario}: `{command}` exited {proc.returncode}: "
                                   f"{proc.stderr.strip()[-2000:]}")
-        deadline = time.monotonic() + sc.ready_timeout_s
-        for command in sc.ready:
+        self._retry_until_ok(scenario, sc.ready, sc.ready_timeout_s, "not ready")
+
+    def _retry_until_ok(self, scenario: str, commands: list[str], timeout_s: float, state: str) -> None:
+        """Run each command until it succeeds; fail naming the command once ``timeout_s`` has passed."""
+        deadline = time.monotonic() + timeout_s
+        for command in commands:
+            pause = 0.5  # short first: most checks pass within seconds; then back off
             while True:
-                proc = self._shell(command, sc.ready_timeout_s)
+                proc = self._shell(command, timeout_s)
                 if proc.returncode == 0:
                     break
                 if time.monotonic() > deadline:
-                    raise TargetError(f"kubernetes: scenario {scenario} not ready after {sc.ready_timeout_s:g} s: "
+                    raise TargetError(f"kubernetes: scenario {scenario} {state} after {timeout_s:g} s: "
                                       f"`{command}` exited {proc.returncode}: {proc.stderr.strip()[-2000:]}")
-                time.sleep(5)
+                time.sleep(pause)
+                pause = min(pause * 2, 5)
 
     def _record(self, sc: Scenario) -> dict[str, str]:
         out = {}
@@ -471,6 +492,21 @@ class KubernetesTarget(Target):
             proc = self._shell(command, 120)
             out[key] = proc.stdout.strip() if proc.returncode == 0 else f"(failed: {proc.stderr.strip()[-200:]})"
         return out
+
+    def _node_facts(self, client_node: str, server_node: str) -> dict:
+        """What the API says of both pods' nodes, recorded with every run. Nodes with the same
+        boot ID share one kernel, and so their CPUs: per-side CPU is then not per machine."""
+        facts = {}
+        for name in dict.fromkeys((client_node, server_node)):
+            node = self.core.read_node(name)
+            info = node.status.node_info
+            facts[name] = {"pod_cidrs": node.spec.pod_cidrs or [node.spec.pod_cidr],
+                           "kernel": info.kernel_version, "kubelet": info.kubelet_version,
+                           "container_runtime": info.container_runtime_version, "os_image": info.os_image,
+                           "boot_id": info.boot_id,
+                           "addresses": {a.type: a.address for a in node.status.addresses or []}}
+        shared = client_node != server_node and facts[client_node]["boot_id"] == facts[server_node]["boot_id"]
+        return {"nodes": facts, "nodes_share_kernel": client_node == server_node or shared}
 
     def _start_pod(self, manifest: dict):
         k = _k8s()
