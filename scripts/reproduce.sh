@@ -22,7 +22,13 @@ uv run --frozen benchlib validate
 if uv run --frozen python -c 'import sys, yaml
 sys.exit("local-k8s" not in yaml.safe_load(open("params.yaml"))["experiment"]["environments"])'; then
   bash scripts/k8s-local-cluster.sh build
-  trap 'bash scripts/k8s-local-cluster.sh down' EXIT
+  # On a signal dvc exits at once while its `benchlib collect` still deletes
+  # its namespace: let that finish (bounded) before the cluster goes away.
+  cluster_down() {
+    for _ in $(seq 300); do pgrep -f -- "$PWD/.venv/bin/benchlib collect" >/dev/null || break; sleep 1; done
+    bash scripts/k8s-local-cluster.sh down
+  }
+  trap cluster_down EXIT
   trap 'exit 130' INT
   trap 'exit 143' TERM
   bash scripts/k8s-local-cluster.sh up
