@@ -10,7 +10,7 @@ import yaml
 from benchlib.collectors import netperf
 from benchlib.targets import lab
 from benchlib.targets.lab import LabTarget, list_namespaces
-from tests.conftest import REPO, SHORT_TESTS, require_root, short_params, venv_env
+from tests.conftest import REPO, SHORT_TESTS, require_root, serving_lab, short_params, venv_env
 
 ENCRYPTED = ["wireguard", "ipsec"]
 
@@ -112,7 +112,7 @@ def test_encrypted_scenario_carries_netperf_through_the_cipher(lab_env, refusals
     if refusals[scenario]:
         pytest.skip(f"this kernel cannot run {scenario} ({refusals[scenario]}): the probe refuses it, "
                     "so the encrypted path is not exercised on this machine")
-    with LabTarget(lab_env, [scenario], log=lambda m: None) as target:
+    with serving_lab(lab_env, [scenario]) as target:
         pl = target.placement(scenario)
         nodes = pl.details["nodes"]
         assert secret_key(scenario, nodes[1]) not in json.dumps(pl.details)  # recorded in meta.json

@@ -16,7 +16,7 @@ import json
 import shutil
 from pathlib import Path
 
-from . import Invocation, ParseError, Server, json_number
+from .base import Invocation, ParseError, Server, json_number
 
 KINDS = ("HTTP",)
 PORT = 8080

@@ -32,9 +32,9 @@ from pathlib import Path
 
 from .. import bpf
 from .. import cpu
-from .. import collectors
+from ..collectors import Server
 from ..config import Environment, Scenario
-from . import LocalProcess, Placement, Target, TargetError, kubeproxy, wait_listening
+from . import LocalProcess, Placement, Target, TargetError, kubeproxy, service_ports, wait_listening
 
 PREFIX = "bl-"
 LOCK_DIR = Path("/run/benchlib")
@@ -138,25 +138,24 @@ def default_cpus() -> tuple[list[int], list[int]]:
     return cpus[:half], cpus[half:]
 
 
-def preflight(env: Environment, scenarios: list[str], tools: list[str]) -> None:
-    """Check privilege, tools and kernel features before anything is built.
+def preflight(env: Environment, scenarios: list[str], commands: list[str]) -> None:
+    """Check privilege, commands and kernel features before anything is built.
 
     Raises TargetError naming everything that is missing.
     """
-    check_machine(env, tools)
+    check_machine(env, commands)
     problems = scenario_problems(env, scenarios)
     if problems:
         raise TargetError("lab: cannot run these scenarios here (nothing was built):\n  - " + "\n  - ".join(
             f"scenario {name} needs {reason}" for name, reasons in problems.items() for reason in reasons))
 
 
-def check_machine(env: Environment, tools: list[str]) -> None:
-    """What every scenario needs: root, the tools, the CPUs, namespaces and veth."""
+def check_machine(env: Environment, commands: list[str]) -> None:
+    """What every scenario needs: root, the commands (the runs' and the servers'), the CPUs, namespaces and veth."""
     missing = []
     if os.geteuid() != 0:
         missing.append("root privileges (the lab creates network namespaces; run as root)")
-    commands = list(REQUIRED_COMMANDS) + [collectors.get(t).VERSION_COMMAND[0] for t in tools]
-    commands += [s.argv[0] for s in _servers(tools)]
+    commands = list(REQUIRED_COMMANDS) + list(commands)
     missing += [f"command `{c}` (run scripts/setup.sh)" for c in dict.fromkeys(commands) if shutil.which(c) is None]
     if env.cpus:
         allowed = os.sched_getaffinity(0)
@@ -261,20 +260,6 @@ def _mask(cpus: list[int]) -> str:
     return format(sum(1 << c for c in cpus), "x")
 
 
-def _servers(tools: list[str]) -> list[collectors.Server]:
-    return [m.SERVER for m in map(collectors.get, tools) if m.SERVER]
-
-
-def tool_versions(tools: list[str]) -> dict[str, str]:
-    versions = {"kernel": platform.release(),
-                "iproute2": subprocess.run(["ip", "-V"], capture_output=True, text=True).stdout.strip()}
-    for tool in tools:
-        module = collectors.get(tool)
-        proc = subprocess.run(module.VERSION_COMMAND, capture_output=True, text=True)
-        versions[tool] = module.version(proc.stdout + proc.stderr)
-    return versions
-
-
 class LabTarget(Target):
     """Builds the scenarios' namespaces once, serves every run, tears down on exit."""
 
@@ -282,8 +267,9 @@ class LabTarget(Target):
     # every scenario stands at once, so runs of different scenarios can alternate
     interleaves_scenarios = True
 
-    def __init__(self, env: Environment, scenarios: list[str], tools: list[str] = ("netperf",), log=print):
-        super().__init__(env, scenarios, tools, log)
+    def __init__(self, env: Environment, scenarios: list[str], servers: list[Server] = (),
+                 commands: list[str] = (), log=print):
+        super().__init__(env, scenarios, servers, commands, log)
         self.lab_id = f"{PREFIX}{os.getpid()}_{next(_instances)}"
         if env.cpus:
             self.client_cpus, self.server_cpus = env.cpus.client, env.cpus.server
@@ -296,7 +282,7 @@ class LabTarget(Target):
 
     # -- lifecycle -----------------------------------------------------------------
     def prepare(self) -> None:
-        preflight(self.env, self.scenarios, self.tools)
+        preflight(self.env, self.scenarios, [*self.commands, *(s.argv[0] for s in self.servers)])
         clean_leftovers(self.log)
         self._lock = _try_lock(self.lab_id)
         if self._lock is None:
@@ -306,8 +292,6 @@ class LabTarget(Target):
     def setup(self) -> None:
         for name in self.scenarios:
             self.placements[name] = self._build(name)
-            for server in _servers(self.tools):
-                self._start_server(name, server)
 
     def teardown(self) -> None:
         for proc in self._servers:
@@ -325,9 +309,6 @@ class LabTarget(Target):
             raise TargetError(f"lab: teardown left namespaces behind: {left}")
 
     # -- what the runner uses ---------------------------------------------------------
-    def placement(self, scenario: str) -> Placement:
-        return self.placements[scenario]
-
     def namespace(self, scenario: str, side: str) -> str:
         return self.placements[scenario].details["namespaces"][side]
 
@@ -337,12 +318,13 @@ class LabTarget(Target):
     def spawn(self, scenario: str, side: str, argv: list[str]) -> LocalProcess:
         return LocalProcess(["ip", "netns", "exec", self.namespace(scenario, side), *argv])
 
-    def cpu_snapshot(self, side: str) -> cpu.Snapshot:
+    def cpu_snapshot(self, scenario: str, side: str) -> cpu.Snapshot:
         return cpu.read_local()  # both lab "nodes" share this kernel's /proc/stat
 
     def describe(self) -> dict:
-        return {"target": "lab", "lab_id": self.lab_id, "versions": tool_versions(self.tools),
-                "clk_tck": cpu.clk_tck()}
+        iproute2 = subprocess.run(["ip", "-V"], capture_output=True, text=True).stdout.strip()
+        return {"target": "lab", "lab_id": self.lab_id,
+                "versions": {"kernel": platform.release(), "iproute2": iproute2}, "clk_tck": cpu.clk_tck()}
 
     # -- building ------------------------------------------------------------------
     def _ns(self, scenario: str, role: str) -> str:
@@ -498,10 +480,8 @@ class LabTarget(Target):
 
     def _install_services(self, node: str, proxy: str, count: int, endpoint: str) -> dict:
         """kube-proxy's rules for ``count`` services on the client's node; returns what to record."""
-        ports = []
-        for module in map(collectors.get, self.tools):
-            if module.SERVER and module.SERVER.protocol == "tcp":
-                ports += [module.SERVER.port, *getattr(module, "SERVICE_PORTS", ())]
+        # the rules render TCP only, like the services of the 2021 study
+        ports = [port for port, protocol in service_ports(self.servers) if protocol == "tcp"]
         svcs, bench = kubeproxy.services(count, endpoint, tuple(ports))
         if proxy == "iptables":
             text, argv = kubeproxy.iptables_rules(svcs, "198.19.0.0/16"), ["iptables-restore"]
@@ -520,12 +500,12 @@ class LabTarget(Target):
         # other machine would, so sender and receiver CPU can be told apart.
         in_ns(ns, "sh", "-c", f"for f in /sys/class/net/*/queues/rx-*/rps_cpus; do echo {_mask(cpus)} > $f; done")
 
-    def _start_server(self, scenario: str, server: collectors.Server) -> None:
+    def start_server(self, scenario: str, server: Server, cpus: list[int]) -> None:
         ns = self.namespace(scenario, "server")
         logfile = self._logdir / f"{server.name}-{scenario}.log"
         with open(logfile, "w") as log:
-            proc = subprocess.Popen(["ip", "netns", "exec", ns, "taskset", "-c",
-                                     ",".join(map(str, self.server_cpus)), *server.argv],
+            proc = subprocess.Popen(["ip", "netns", "exec", ns, "taskset", "-c", ",".join(map(str, cpus)),
+                                     *server.argv],
                                     stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         self._servers.append(proc)
         wait_listening(server, proc, lambda argv: in_ns(ns, *argv), "lab", f"in {ns}", logfile.read_text,
