@@ -117,7 +117,8 @@ from benchlib.collectors import netperf
 from benchlib.config import load_environment
 from benchlib.targets.lab import LabTarget
 env = load_environment("local-lab")
-lab = runner.serving(LabTarget(env, ["host", "bridge"], servers=[netperf.SERVER], log=lambda m: None)).__enter__()
+serving = runner.serving(LabTarget(env, ["host", "bridge"], servers=[netperf.SERVER], log=lambda m: None))
+lab = serving.__enter__()  # never left: the test kills this process
 print(lab.lab_id, flush=True)
 time.sleep(600)
 """

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from benchlib import runner
+from benchlib import collectors, runner
 from benchlib.config import Environment, Plan
 from benchlib.targets import TargetError
 from benchlib.targets.lab import LabTarget, in_ns
@@ -106,7 +106,7 @@ def test_unknown_host_key_is_refused(hosts, tmp_path):
 
 
 def test_rendered_commands_are_the_ones_that_work(hosts):
-    items = dict(render(ssh_env(hosts), ["node-to-node"], ["netperf"]))
+    items = dict(render(ssh_env(hosts), ["node-to-node"], collectors.servers(["netperf"])))
     assert list(items) == ["client: check", "server: check", "server: start netserver"]
     for key in ("client: check", "server: check"):
         assert subprocess.run(items[key], shell=True, capture_output=True).returncode == 0, key
