@@ -7,7 +7,6 @@ import pytest
 
 from benchlib import config
 from benchlib.collectors import ParseError, dns
-from benchlib.targets.lab import LabTarget
 from tests.conftest import FIXTURES, require_root, serving_lab
 
 CAPTURED = FIXTURES / "dns"

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from benchlib import bpf
+from benchlib.targets.lab import bpf
 from benchlib.collectors import netperf
 from benchlib.targets import TargetError
 from benchlib.targets.lab import LabTarget, list_namespaces

@@ -5,7 +5,6 @@ import pytest
 
 from benchlib import config
 from benchlib.collectors import ParseError, fortio
-from benchlib.targets.lab import LabTarget
 from tests.conftest import FIXTURES, require_root, serving_lab
 
 CAPTURED = FIXTURES / "fortio"

@@ -6,7 +6,6 @@ import pytest
 
 from benchlib.collectors import ParseError, iperf3
 from benchlib import config
-from benchlib.targets.lab import LabTarget
 from tests.conftest import FIXTURES, lab_target, require_root, serving_lab
 
 CAPTURED = FIXTURES / "iperf3"

@@ -1,12 +1,11 @@
 """Service-scaling and conntrack scenarios: kube-proxy's rules, really in the packet path."""
-import json
 import subprocess
 
 import pytest
 
 from benchlib.collectors import netperf
 from benchlib.config import ConfigError, load_environment
-from benchlib.targets import kubeproxy
+from benchlib.targets.lab import kubeproxy
 from benchlib.targets.lab import LabTarget
 from tests.conftest import project_with_environment, require_root, serving_lab
 

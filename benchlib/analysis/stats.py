@@ -1,6 +1,6 @@
 """Per-configuration summaries and comparisons against a baseline.
 
-Implements DESIGN.md "Statistics (the spec)": the unit is the run; medians
+Implements docs/design.md "Statistics": the unit is the run; medians
 with distribution-free CIs; Mann-Whitney U against the baseline with a
 family-wise correction; effect = median ratio - 1 with a bootstrap CI.
 """
