@@ -30,7 +30,6 @@ class Metric:
     sides: tuple[str, ...] = (NO_SIDE,)
 
 
-_CPU_SIDES = SIDES
 _DERIVED_SIDES = (*SIDES, TOTAL_SIDE)
 
 
@@ -64,8 +63,8 @@ METRICS: dict[str, Metric] = {
     "latency_p99": _p("us", "99th percentile round-trip latency", 99),
     "latency_mean": Metric("us", False, "mean round-trip latency"),
     "cpu_busy_pct": Metric("%", False, "busy share of the side's CPUs over the steady-state window",
-                           sides=_CPU_SIDES),
-    "cpu_busy_cores": Metric("cores", False, "busy CPU seconds per second on the side's CPUs", sides=_CPU_SIDES),
+                           sides=SIDES),
+    "cpu_busy_cores": Metric("cores", False, "busy CPU seconds per second on the side's CPUs", sides=SIDES),
 }
 
 # Metrics the analysis derives from the collected ones; never in metrics.parquet.

@@ -136,3 +136,53 @@ def test_interrupted_campaign_tears_down_and_resumes(project_copy, sig):
         f"local-lab/{s}/{t}/r{b:03d}" for s in ("host", "vxlan") for t in ("stream", "rr") for b in range(3))
     assert set(runs["outcome"]) == {"ok"}
     assert not list(cdir.rglob(".*tmp*"))
+
+
+class Recording(LabTarget):
+    """The real lab, noting which Target methods the runner calls, in order."""
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self.calls = []
+
+    def describe(self):
+        self.calls.append(("describe",))
+        return super().describe()
+
+    def activate(self, scenario):
+        self.calls.append(("activate", scenario))
+        return super().activate(scenario)
+
+    def start_server(self, scenario, server, cpus):
+        self.calls.append(("start_server", scenario, server.name))
+        return super().start_server(scenario, server, cpus)
+
+    def run(self, scenario, side, argv, timeout):
+        self.calls.append(("run", scenario, side, argv[0]))
+        return super().run(scenario, side, argv, timeout)
+
+    def spawn(self, scenario, side, argv):
+        self.calls.append(("spawn", scenario, side))
+        return super().spawn(scenario, side, argv)
+
+
+def test_the_runner_calls_the_target_in_the_declared_order(tmp_path, lab_env):
+    params = short_params("order", ["host", "bridge"], {"rr": SHORT_TESTS["rr"]}, repetitions=2, retries=0)
+    plan = plan_environment(params, "local-lab")
+    target = Recording(lab_env, plan.scenarios, log=lambda m: None)
+    counts = runner.run_environment(params, plan, target, raw_root=tmp_path, log=lambda m: None)
+    assert counts["ok"] == 4
+    calls = target.calls
+    assert calls[0] == ("describe",)
+    first = runner.schedule(plan, 2, params.experiment.seed)[0].scenario
+    # each scenario once: activated, then its server started, before its first run
+    for scenario in ("host", "bridge"):
+        assert calls.count(("activate", scenario)) == 1
+        a = calls.index(("activate", scenario))
+        assert calls[a + 1] == ("start_server", scenario, "netserver")
+        assert calls.index(("spawn", scenario, "client")) > a + 1
+    # the version probe runs once, on the client side of the first scenario, after its server
+    assert [c for c in calls if c[0] == "run"] == [("run", first, "client", "netperf")]
+    assert calls.index(("run", first, "client", "netperf")) == calls.index(("start_server", first, "netserver")) + 1
+    meta = json.loads((record.find(tmp_path / "order")[0] / "meta.json").read_text())
+    assert meta["target"]["versions"]["netperf"] == "2.7.0" and meta["target"]["versions"]["kernel"]

@@ -21,6 +21,8 @@ from . import LocalProcess, Placement, Target, TargetError, wait_listening
 CHECK_TIMEOUT_S = 30  # a `command -v` or `kill` over ssh
 COMMAND_TIMEOUT_S = 60  # any other short command over ssh
 SERVER_EXIT_TIMEOUT_S = 10  # the local ssh of a stopped server
+SERVER_LISTEN_TIMEOUT_S = 15
+SERVER_POLL_S = 0.2  # every check is an ssh round trip: poll less often than the lab does
 
 
 def ssh_argv(env: Environment, side: str, remote: list[str]) -> list[str]:
@@ -116,9 +118,8 @@ class SshTarget(Target):
             _, err = proc.communicate()
             raise TargetError(f"ssh: {server.name} on {self._host('server')} did not start: {err.strip()}")
         self._servers.append((server.name, proc, int(first)))
-        # every check is an ssh round trip: poll less often than the lab does
         wait_listening(server, proc, lambda argv: self._check("server", argv), "ssh", f"on {self._host('server')}",
-                       proc.stderr.read, timeout_s=15, poll_s=0.2)
+                       proc.stderr.read, timeout_s=SERVER_LISTEN_TIMEOUT_S, poll_s=SERVER_POLL_S)
 
     def teardown(self) -> None:
         errors = []
