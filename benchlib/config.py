@@ -16,12 +16,12 @@ from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationI
 from .errors import ConfigError  # noqa: F401 (callers catch config.ConfigError)
 
 
-def project_root(start: Path | None = None) -> Path:
+def project_root() -> Path:
     """The project a command or notebook works on: the nearest directory holding
-    dvc.yaml at or above ``start`` (default: the working directory; dvc runs
-    stages at the root, JupyterLab runs notebooks in notebooks/), else the
-    checkout this package lives in."""
-    here = (start or Path.cwd()).resolve()
+    dvc.yaml at or above the working directory (dvc and papermill run at the
+    root, JupyterLab runs notebooks in notebooks/), else the checkout this
+    package lives in."""
+    here = Path.cwd().resolve()
     for d in (here, *here.parents):
         if (d / "dvc.yaml").exists():
             return d

@@ -9,7 +9,7 @@ client namespace (`ip netns exec`) against the netserver the lab started.
 flent does not pin netperf (no -T), so it runs under `taskset` on the lab's
 client CPUs: both clients then share the CPUs benchlib's -T gives its own.
 
-Each repetition runs benchlib's measure + write_record and a flent run,
+Each repetition runs benchlib's measure + record write and a flent run,
 alternating which goes first; reported: median throughput of each and the
 run-to-run spread, and the wall time per run.
 
