@@ -161,7 +161,8 @@ def check_metrics(df: pd.DataFrame) -> None:
     unknown = sorted(set(df["metric"]) - set(METRICS))
     if unknown:
         raise SchemaError(f"metrics: unknown metric names {unknown}")
-    bad_side = df[[side not in METRICS[m].sides for m, side in zip(df["metric"], df["side"])]]
+    allowed = {(name, side) for name, m in METRICS.items() for side in m.sides}
+    bad_side = df[~pd.MultiIndex.from_arrays([df["metric"], df["side"]]).isin(allowed)]
     if not bad_side.empty:
         row = bad_side.iloc[0]
         raise SchemaError(f"metrics: metric {row.metric} has side {row.side!r} (run {row.run_id}), "

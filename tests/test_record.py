@@ -5,6 +5,7 @@ import shutil
 import pytest
 
 from benchlib import record, tidy
+from tests.conftest import FIXTURES
 
 # A version-1 record as the runner wrote it before `repetition` was dropped:
 # real netperf TCP_RR output, two attempts (the first failed).
@@ -34,7 +35,6 @@ def _snapshot(t: float, busy: int) -> dict:
 @pytest.fixture
 def v1_record(tmp_path):
     """A version-1 record in a campaign directory of its own."""
-    from tests.conftest import FIXTURES
     path = tmp_path / "c" / V1_META["run_id"]
     (path / "failed-attempt-1").mkdir(parents=True)
     (path / "stdout-0.txt").write_text((FIXTURES / "netperf" / "tcp_rr.stdout").read_text())

@@ -2,6 +2,7 @@
 import json
 import shutil
 
+import pandas as pd
 import pytest
 
 from benchlib import record, schema, tidy
@@ -77,3 +78,13 @@ def test_an_unparseable_but_intact_record_names_the_record(campaign_copy):
 def test_no_campaign_is_a_clear_error(tmp_path):
     with pytest.raises(tidy.RecordError, match="no raw data for this campaign"):
         tidy.build_tables(tmp_path / "nothing")
+
+
+def test_a_metric_on_a_side_it_does_not_have_is_refused():
+    row = {"campaign": "c", "environment": "e", "scenario": "s", "test": "t", "streams": 1, "message_size": None,
+           "block": 0, "run_id": "e/s/t/r000", "metric": "throughput", "value": 1.0, "unit": "Gbit/s"}
+    schema.check_metrics(pd.DataFrame([{**row, "side": "none"}, {**row, "metric": "cpu_busy_pct", "unit": "%",
+                                                                  "side": "server"}]))
+    schema.check_metrics(pd.DataFrame(columns=schema.METRICS_SCHEMA.names))  # no runs: nothing to refuse
+    with pytest.raises(schema.SchemaError, match=r"throughput has side 'client' \(run e/s/t/r000\)"):
+        schema.check_metrics(pd.DataFrame([{**row, "side": "client"}]))
