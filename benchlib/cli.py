@@ -9,31 +9,33 @@ from pathlib import Path
 
 import yaml
 
-from . import collectors, config, runner, tidy
-from .targets import TargetError
-from .targets import lab
+from . import collectors, config, record, runner, tidy
+from .errors import BenchlibError
+from .targets import Target, lab
 
 PER_RUN_OVERHEAD_S = 0.2  # spawn, CPU sampling and record writing, measured on the lab
+EXIT_ERROR = 2  # a BenchlibError: the message says what to fix
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 
 
 def _params(args) -> config.Params:
     return config.load_params(args.params)
 
 
-def _tools(plan: config.Plan) -> list[str]:
-    return sorted({t.tool for t in plan.tests.values()})
-
-
-def _target(plan: config.Plan, log=print):
-    if plan.environment.target == "lab":
-        return lab.LabTarget(plan.environment, plan.scenarios, tools=_tools(plan), log=log)
-    if plan.environment.target == "kubernetes":
+def _target(plan: config.Plan, log=print) -> Target:
+    """The plan's target, told which servers and client commands its tools need."""
+    tools = runner.tools(plan)
+    env, kw = plan.environment, {"servers": collectors.servers(tools),
+                                 "commands": collectors.client_commands(tools), "log": log}
+    if env.target == "lab":
+        return lab.LabTarget(env, plan.scenarios, **kw)
+    if env.target == "kubernetes":
         from .targets.kubernetes import KubernetesTarget
-        return KubernetesTarget(plan.environment, plan.scenarios, tools=_tools(plan), log=log)
-    if plan.environment.target == "ssh":
+        return KubernetesTarget(env, plan.scenarios, **kw)
+    if env.target == "ssh":
         from .targets.ssh import SshTarget
-        return SshTarget(plan.environment, plan.scenarios, tools=_tools(plan), log=log)
-    raise config.ConfigError(f"environment {plan.environment.name}: unknown target {plan.environment.target!r}")
+        return SshTarget(env, plan.scenarios, **kw)
+    raise config.ConfigError(f"environment {env.name}: unknown target {env.target!r}")
 
 
 def cmd_validate(args) -> int:
@@ -43,8 +45,8 @@ def cmd_validate(args) -> int:
         runs = runner.schedule(plan, params.experiment.repetitions, params.experiment.seed,
                                target.interleaves_scenarios)
         seconds = sum(collectors.get(r.spec.tool).expected_wall_s(r.spec) + PER_RUN_OVERHEAD_S for r in runs)
-        cdir = runner.campaign_dir(params.experiment.campaign)
-        done = sum(runner.is_done(r, cdir) for r in runs)
+        cdir = record.campaign_dir(params.experiment.campaign)
+        done = sum(record.exists(cdir, r.run_id) for r in runs)
         print(f"{plan.environment.name}: {len(plan.scenarios)} scenarios {plan.scenarios}, "
               f"{len(plan.tests)} tests {list(plan.tests)}: {len(plan.configurations())} configurations "
               f"x {params.experiment.repetitions} blocks "
@@ -68,7 +70,7 @@ def cmd_collect(args) -> int:
 
 def cmd_parse(args) -> int:
     params = _params(args)
-    cdir = runner.campaign_dir(params.experiment.campaign)
+    cdir = record.campaign_dir(params.experiment.campaign)
     runs, metrics = tidy.build_tables(cdir, skip_corrupt=args.skip_corrupt,
                                       log=lambda m: print(m, file=sys.stderr))
     out = Path(args.out) if args.out else config.project_root() / "data" / "processed"
@@ -105,12 +107,13 @@ class _PlainDumper(yaml.SafeDumper):
 def cmd_render(args) -> int:
     env = config.load_environment(args.env)
     tools = sorted({t.tool for t in _params(args).tests.values()}) if args.params else ["netperf"]
+    servers = collectors.servers(tools)
     if env.target == "kubernetes":
         from .targets.kubernetes import render
-        items = render(env, list(env.scenarios), tools)
+        items = render(env, list(env.scenarios), servers)
     elif env.target == "ssh":
         from .targets.ssh import render
-        items = render(env, list(env.scenarios), tools)
+        items = render(env, list(env.scenarios), servers)
     else:
         raise config.ConfigError(f"environment {env.name}: target {env.target} applies no manifests")
     for title, item in items:
@@ -141,7 +144,7 @@ def cmd_lab_probe(args) -> int:
     env = config.load_environment(args.env)
     params = _params(args)
     tools = sorted({t.tool for t in params.tests.values()})
-    lab.check_machine(env, tools)  # what every scenario needs: stops here if missing
+    lab.check_machine(env, collectors.client_commands(tools) + [s.argv[0] for s in collectors.servers(tools)])  # what every scenario needs: stops here if missing
     problems = lab.scenario_problems(env, list(env.scenarios))
     ready = [s for s in env.scenarios if s not in problems]
     print(f"lab: can run {len(ready)} of {len(env.scenarios)} scenarios {ready}; CPUs client/server: "
@@ -236,13 +239,13 @@ def main(argv: list[str] | None = None) -> int:
     _tools_on_path()
     try:
         return args.func(args)
-    except (config.ConfigError, TargetError, tidy.RecordError) as exc:
+    except BenchlibError as exc:
         print(f"benchlib: error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_ERROR
     except KeyboardInterrupt:
         print("benchlib: interrupted; completed runs are kept, run the same command to resume",
               file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

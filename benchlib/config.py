@@ -13,22 +13,22 @@ import yaml
 from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator,
                       model_validator)
 
+from .errors import ConfigError  # noqa: F401 (callers catch config.ConfigError)
 
 
 def project_root() -> Path:
-    """The project the command works on: the nearest directory holding dvc.yaml
-    upwards from the working directory (dvc runs stages there), else the checkout
-    this package lives in."""
-    for d in (Path.cwd(), *Path.cwd().parents):
+    """The project a command or notebook works on: the nearest directory holding
+    dvc.yaml at or above the working directory (dvc and papermill run at the
+    root, JupyterLab runs notebooks in notebooks/), else the checkout this
+    package lives in."""
+    here = Path.cwd().resolve()
+    for d in (here, *here.parents):
         if (d / "dvc.yaml").exists():
             return d
     return Path(__file__).resolve().parent.parent
 
+
 NAME_RE = r"^[a-z0-9][a-z0-9_.-]*$"
-
-
-class ConfigError(ValueError):
-    """params.yaml or an environment definition is invalid."""
 
 
 class _Strict(BaseModel):
@@ -152,11 +152,10 @@ class Analysis(_Strict):
     @field_validator("family_metrics")
     @classmethod
     def _known_metrics(cls, names: list[str]) -> list[str]:
-        from .analysis.normalize import CPU_METRICS
-        from .schema import METRICS
-        unknown = [n for n in names if n not in METRICS and n not in CPU_METRICS]
+        from .schema import DERIVED_METRICS, METRICS
+        unknown = [n for n in names if n not in METRICS and n not in DERIVED_METRICS]
         if unknown:
-            raise ValueError(f"unknown metric(s) {unknown}; allowed: {sorted(METRICS) + sorted(CPU_METRICS)}")
+            raise ValueError(f"unknown metric(s) {unknown}; allowed: {sorted(METRICS) + sorted(DERIVED_METRICS)}")
         return names
 
 

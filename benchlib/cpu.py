@@ -11,7 +11,7 @@ import os
 import time
 from dataclasses import dataclass
 
-from .collectors import ParseError
+from .errors import ParseError
 
 FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal", "guest", "guest_nice")
 _IDLE = {"idle", "iowait"}

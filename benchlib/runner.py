@@ -2,30 +2,27 @@
 
 Every configuration (scenario x test) runs once per block, in an order drawn
 from the campaign seed, so slow drift in the machine spreads over all
-configurations instead of biasing one. A run's raw record is written to a
-temporary directory and renamed into place only when complete: a record that
-exists is complete, and resuming skips it.
+configurations instead of biasing one. Each run's raw record (benchlib.record)
+appears only when complete, so resuming skips the runs that have one.
 """
 from __future__ import annotations
 
-import hashlib
-import json
-import os
 import random
-import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 
-from . import collectors
-from .collectors import ParseError
-from .config import Params, Plan, TestSpec, project_root
+from . import collectors, cpu, record
+from .config import Params, Plan, TestSpec
+from .errors import ParseError, TargetError
+from .schema import METRICS, PRIMARY_METRICS, SIDES
+from .targets import Placement, Result, Target
 
-SIDES = ("client", "server")
-CHECKSUMS = "SHA256SUMS"
+VERSION_TIMEOUT_S = 60  # a tool's version probe
 
 
 @dataclass(frozen=True)
@@ -39,11 +36,7 @@ class RunSpec:
 
     @property
     def run_id(self) -> str:
-        """Unique within the campaign, and the record's path below the campaign directory."""
-        return f"{self.environment}/{self.scenario}/{self.test}/r{self.block:03d}"
-
-    def record_dir(self, campaign_dir: Path) -> Path:
-        return campaign_dir / self.run_id
+        return record.run_id(self.environment, self.scenario, self.test, self.block)
 
 
 def schedule(plan: Plan, repetitions: int, seed: int, interleave_scenarios: bool = True) -> list[RunSpec]:
@@ -67,32 +60,56 @@ def schedule(plan: Plan, repetitions: int, seed: int, interleave_scenarios: bool
     return runs
 
 
-def campaign_dir(campaign: str, raw_root: Path | None = None) -> Path:
-    return (raw_root or project_root() / "data" / "raw") / campaign
+def tools(plan: Plan) -> list[str]:
+    """The tools a plan's tests run, sorted."""
+    return sorted({t.tool for t in plan.tests.values()})
 
 
-def is_done(run: RunSpec, cdir: Path) -> bool:
-    return (run.record_dir(cdir) / "meta.json").exists()
+@dataclass(frozen=True)
+class Measurement:
+    """One attempt at a run, as measured: the client processes' results and the CPU window around them."""
+
+    placement: Placement
+    results: tuple[Result, ...]  # one per client process
+    started: float  # time.time()
+    ended: float
+    cpu: dict[str, tuple[cpu.Snapshot, cpu.Snapshot]]  # by side: start and end of the window
+    outcome: str
+    reason: str | None
 
 
-def _utc(ts: float) -> str:
-    return datetime.fromtimestamp(ts, timezone.utc).isoformat()
-
-
-def _wait_all(procs: list, deadline: float) -> list[tuple[int | None, str, str]]:
+def _wait_all(procs: list, argvs: list[list[str]], deadline: float) -> tuple[Result, ...]:
     results = []
-    for p in procs:
+    for p, argv in zip(procs, argvs):
         try:
             out, err = p.communicate(timeout=max(0.0, deadline - time.monotonic()))
-            results.append((p.returncode, out, err))
+            results.append(Result(argv, p.returncode, out, err))
         except subprocess.TimeoutExpired:
             p.kill()
             out, err = p.communicate()
-            results.append((None, out, err))
-    return results
+            results.append(Result(argv, None, out, err))
+    return tuple(results)
 
 
-def measure(target, run: RunSpec, trim_s: float) -> dict:
+def _judge(spec: TestSpec, results: tuple[Result, ...]) -> tuple[str, str | None]:
+    """(outcome, reason) of an attempt from its processes' exit and output."""
+    timed_out = [i for i, r in enumerate(results) if r.returncode is None]
+    failed = [(i, r) for i, r in enumerate(results) if r.returncode not in (0, None)]
+    if timed_out:
+        return "failed", f"timeout: stream(s) {timed_out} still running after {spec.run_timeout_s:g} s"
+    if failed:
+        i, r = failed[0]
+        # netperf reports its errors on stdout, other tools on stderr
+        last_line = ((r.stderr.strip() or r.stdout.strip()).splitlines() or ["(no output)"])[-1]
+        return "failed", f"{spec.tool} stream {i} exited {r.returncode}: {last_line}"
+    try:
+        collectors.get(spec.tool).parse(spec.kind, [r.stdout for r in results])
+    except ParseError as exc:
+        return "failed", f"unparseable output: {exc}"
+    return "ok", None
+
+
+def measure(target: Target, run: RunSpec, trim_s: float) -> Measurement:
     """One attempt: start the tool on the client, sample CPU over the steady-state window."""
     spec = run.spec
     collector = collectors.get(spec.tool)
@@ -104,101 +121,73 @@ def measure(target, run: RunSpec, trim_s: float) -> dict:
     try:
         procs = [target.spawn(run.scenario, "client", inv.argv) for inv in invocations]
         time.sleep(collector.warmup_s(spec) + trim_s)
-        first = {side: target.cpu_snapshot(side) for side in SIDES}
+        first = {side: target.cpu_snapshot(run.scenario, side) for side in SIDES}
         time.sleep(max(0.0, spec.duration_s - 2 * trim_s))
-        last = {side: target.cpu_snapshot(side) for side in SIDES}
-        results = _wait_all(procs, deadline)
+        last = {side: target.cpu_snapshot(run.scenario, side) for side in SIDES}
+        results = _wait_all(procs, [inv.argv for inv in invocations], deadline)
     finally:
         for p in procs:
             if p.poll() is None:
                 p.kill()
                 p.communicate()
-    ended = time.time()
-    outcome, reason = "ok", None
-    timed_out = [i for i, r in enumerate(results) if r[0] is None]
-    failed = [(i, r) for i, r in enumerate(results) if r[0] not in (0, None)]
-    if timed_out:
-        outcome, reason = "failed", f"timeout: stream(s) {timed_out} still running after {spec.run_timeout_s:g} s"
-    elif failed:
-        i, (rc, out, err) = failed[0]
-        # netperf reports its errors on stdout, other tools on stderr
-        last_line = ((err.strip() or out.strip()).splitlines() or ["(no output)"])[-1]
-        outcome, reason = "failed", f"{spec.tool} stream {i} exited {rc}: {last_line}"
-    else:
-        try:
-            collector.parse(spec.kind, [r[1] for r in results])
-        except ParseError as exc:
-            outcome, reason = "failed", f"unparseable output: {exc}"
-    return {
-        "invocations": invocations, "results": results, "started": started, "ended": ended,
-        "cpu": {side: (first[side], last[side]) for side in SIDES},
-        "outcome": outcome, "reason": reason, "placement": placement,
-    }
+    outcome, reason = _judge(spec, results)
+    return Measurement(placement, results, started, time.time(),
+                       {side: (first[side], last[side]) for side in SIDES}, outcome, reason)
 
 
-def _write_attempt(dirpath: Path, attempt: dict) -> None:
-    dirpath.mkdir(parents=True, exist_ok=True)
-    for i, (_, out, err) in enumerate(attempt["results"]):
-        (dirpath / f"stdout-{i}.txt").write_text(out)
-        (dirpath / f"stderr-{i}.txt").write_text(err)
-
-
-def write_record(cdir: Path, campaign: str, run: RunSpec, attempts: list[dict], target_info: dict) -> Path:
-    """Write the run's raw record atomically: build it under a temporary name, then rename."""
-    final = run.record_dir(cdir)
-    tmp = final.parent / f".{final.name}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
+def to_record(campaign: str, run: RunSpec, attempts: list[Measurement], target_info: dict) -> record.RunRecord:
+    """The raw record of a run from its attempts (the last one is the run's)."""
     last = attempts[-1]
-    _write_attempt(tmp, last)
-    for n, earlier in enumerate(attempts[:-1], start=1):
-        _write_attempt(tmp / f"failed-attempt-{n}", earlier)
-    pl = last["placement"]
+    pl = last.placement
     side_cpus = {"client": pl.client_cpus, "server": pl.server_cpus}
     side_nodes = {"client": pl.client_node, "server": pl.server_node}
-    cpu_record = {"clk_tck": target_info["clk_tck"], "sides": {
-        side: {"node": side_nodes[side], "cpus": side_cpus[side],
-               "start": last["cpu"][side][0].to_json(), "end": last["cpu"][side][1].to_json()}
-        for side in SIDES}}
-    (tmp / "cpu.json").write_text(json.dumps(cpu_record, indent=1))
-    meta = {
-        "schema_version": 1,
-        "campaign": campaign, "environment": run.environment, "scenario": run.scenario,
-        "test": run.test, "run_id": run.run_id, "repetition": run.block, "block": run.block,
-        "order": run.order, "tool": run.spec.tool, "kind": run.spec.kind,
-        "test_params": run.spec.model_dump(),
-        "commands": [inv.argv for inv in last["invocations"]],
-        "exit_codes": [r[0] for r in last["results"]],
-        "started_at": _utc(last["started"]), "ended_at": _utc(last["ended"]),
-        "outcome": last["outcome"], "failure_reason": last["reason"],
-        "attempts": [{"outcome": a["outcome"], "reason": a["reason"], "started_at": _utc(a["started"])}
-                     for a in attempts],
-        "placement": {"server_address": pl.server_address, "client_node": pl.client_node,
-                      "server_node": pl.server_node, "client_cpus": pl.client_cpus,
-                      "server_cpus": pl.server_cpus, **pl.details},
-        "target": target_info,
-    }
-    (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
-    _write_checksums(tmp)
-    os.replace(tmp, final) if not final.exists() else shutil.rmtree(tmp)
-    return final
+    return record.RunRecord(
+        campaign=campaign, environment=run.environment, scenario=run.scenario, test=run.test,
+        block=run.block, order=run.order, tool=run.spec.tool, kind=run.spec.kind,
+        test_params=run.spec.model_dump(),
+        commands=[r.argv for r in last.results], exit_codes=[r.returncode for r in last.results],
+        started_at=record.utc(last.started), ended_at=record.utc(last.ended),
+        placement={"server_address": pl.server_address, "client_node": pl.client_node,
+                   "server_node": pl.server_node, "client_cpus": pl.client_cpus,
+                   "server_cpus": pl.server_cpus, **pl.details},
+        target=target_info, clk_tck=target_info["clk_tck"],
+        cpu={side: record.SideCpu(side_nodes[side], side_cpus[side], *last.cpu[side]) for side in SIDES},
+        attempts=tuple(record.Attempt(m.outcome, m.reason, record.utc(m.started),
+                                      tuple(record.Output(r.stdout, r.stderr) for r in m.results))
+                       for m in attempts))
 
 
-def _write_checksums(record: Path) -> None:
-    lines = [f"{sha256(p)}  {p.relative_to(record)}" for p in sorted(record.rglob("*"))
-             if p.is_file() and p.name != CHECKSUMS]
-    (record / CHECKSUMS).write_text("\n".join(lines) + "\n")
+def start_servers(target: Target, scenario: str, tool_names: list[str]) -> None:
+    """Start every server the tools need on the scenario's server side (after activate)."""
+    cpus = target.placement(scenario).server_cpus
+    for server in collectors.servers(tool_names):
+        target.start_server(scenario, server, cpus)
 
 
-def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+@contextmanager
+def serving(target: Target) -> Iterator[Target]:
+    """The target entered, every scenario activated and the target's servers started in each:
+    for scripts and tests that run commands by hand on a target whose scenarios stand side by side."""
+    with target:
+        for scenario in target.scenarios:
+            target.activate(scenario)
+            for server in target.servers:
+                target.start_server(scenario, server, target.placement(scenario).server_cpus)
+        yield target
 
 
-def remove_partial_records(cdir: Path) -> int:
-    """Temporary record directories of a killed run; they are never valid data."""
-    partial = list(cdir.glob("*/*/*/.*.tmp-*")) if cdir.exists() else []
-    for p in partial:
-        shutil.rmtree(p, ignore_errors=True)
-    return len(partial)
+def probe_versions(target: Target, scenario: str, tool_names: list[str]) -> dict[str, str]:
+    """Each tool's version, asked on the scenario's client side (where its runs start)."""
+    versions = {}
+    for tool in tool_names:
+        collector = collectors.get(tool)
+        r = target.run(scenario, "client", collector.VERSION_COMMAND, VERSION_TIMEOUT_S)
+        versions[tool] = collector.version(r.stdout + r.stderr)
+        if not versions[tool]:
+            raise TargetError(f"{target.kind}: scenario {scenario}: `{' '.join(collector.VERSION_COMMAND)}` "
+                              f"on the client side exited {r.returncode} and printed no version: "
+                              f"{(r.stderr or r.stdout).strip()[-500:]}")
+    return versions
 
 
 class Progress:
@@ -222,22 +211,22 @@ def _mmss(s: float) -> str:
 
 
 def _headline(spec: TestSpec, stdouts: list[str]) -> str:
-    m = collectors.get(spec.tool).parse(spec.kind, stdouts)
-    if "throughput" in m:
-        return f"{m['throughput']:.2f} Gbit/s"
-    rate = m.get("transaction_rate", m.get("connection_rate", m.get("http_qps", m.get("dns_qps"))))
-    return f"{rate:,.0f} /s"
+    """The run's first primary metric, for the progress line."""
+    values = collectors.get(spec.tool).parse(spec.kind, stdouts)
+    name = next(m for m in PRIMARY_METRICS if m in values)
+    return f"{values[name]:,.2f} {METRICS[name].unit}" if name == "throughput" else \
+        f"{values[name]:,.0f} {METRICS[name].unit}"
 
 
-def run_environment(params: Params, plan: Plan, target, raw_root: Path | None = None, log=print) -> dict:
+def run_environment(params: Params, plan: Plan, target: Target, raw_root: Path | None = None, log=print) -> dict:
     """Run (or resume) every run of one environment. Returns counts."""
     exp = params.experiment
-    cdir = campaign_dir(exp.campaign, raw_root)
+    cdir = record.campaign_dir(exp.campaign, raw_root)
     runs = schedule(plan, exp.repetitions, exp.seed, target.interleaves_scenarios)
-    cleaned = remove_partial_records(cdir)
+    cleaned = record.remove_partial(cdir)
     if cleaned:
         log(f"collect: removed {cleaned} incomplete record(s) of an interrupted run")
-    todo = [r for r in runs if not is_done(r, cdir)]
+    todo = [r for r in runs if not record.exists(cdir, r.run_id)]
     counts = {"planned": len(runs), "already_done": len(runs) - len(todo), "ok": 0, "failed": 0}
     if not todo:
         log(f"collect: {plan.environment.name}: all {len(runs)} runs of campaign {exp.campaign} are recorded")
@@ -245,22 +234,29 @@ def run_environment(params: Params, plan: Plan, target, raw_root: Path | None = 
     if counts["already_done"]:
         log(f"collect: resuming campaign {exp.campaign}: {counts['already_done']} of {len(runs)} runs already recorded")
     progress = Progress(len(runs), counts["already_done"])
+    names = tools(plan)
     with target:
         info = target.describe()
-        active = None
+        activated: list[str] = []
         for run in todo:
-            if run.scenario != active:
+            if not target.interleaves_scenarios and run.scenario in activated[:-1]:
+                # schedule() keeps each scenario's runs together where scenarios cannot interleave
+                raise RuntimeError(f"schedule returns to scenario {run.scenario} on a {target.kind} target")
+            if run.scenario not in activated:
                 target.activate(run.scenario)
-                active = run.scenario
+                start_servers(target, run.scenario, names)
+                if not activated:
+                    info = {**info, "versions": {**info["versions"], **probe_versions(target, run.scenario, names)}}
+                activated.append(run.scenario)
             attempts = []
             for _ in range(1 + exp.retries):
                 attempts.append(measure(target, run, exp.cpu_trim_s))
-                if attempts[-1]["outcome"] == "ok":
+                if attempts[-1].outcome == "ok":
                     break
             last = attempts[-1]
-            write_record(cdir, exp.campaign, run, attempts, info)
-            counts[last["outcome"]] += 1
-            summary = (_headline(run.spec, [r[1] for r in last["results"]])
-                       if last["outcome"] == "ok" else (last["reason"] or "")[:60])
-            progress.report(run, last["outcome"], summary)
+            to_record(exp.campaign, run, attempts, info).write(cdir)
+            counts[last.outcome] += 1
+            summary = (_headline(run.spec, [r.stdout for r in last.results])
+                       if last.outcome == "ok" else (last.reason or "")[:60])
+            progress.report(run, last.outcome, summary)
     return counts

@@ -5,8 +5,6 @@ exactly as printed, so a parser fix applies to old campaigns too.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -14,96 +12,61 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 
-from . import collectors, cpu, schema
-from .collectors import ParseError
-from .runner import CHECKSUMS
-
+from . import collectors, cpu, record, schema
+from .errors import ParseError, RecordError
 
 PARALLEL_MIN_RECORDS = 2000  # below this, starting worker processes costs more than it saves
+PARSE_CHUNK = 500  # records per task handed to a worker process
+
+# the columns of both tables that identify a run
+_KEYS = ("campaign", "environment", "scenario", "test", "streams", "message_size", "block", "run_id")
 
 
-class RecordError(ValueError):
-    """A raw record is corrupt, truncated or inconsistent; the message names it."""
-
-
-def verify(record: Path) -> dict[str, bytes]:
-    """Check every file of a record against its checksums; returns their contents.
-
-    Parsing uses the contents returned here, so each file is read once (at
-    100k runs, reading every file twice was half the parse time).
-    """
-    try:
-        sums = (record / CHECKSUMS).read_text()
-    except FileNotFoundError:
-        raise RecordError(f"{record}: {CHECKSUMS} missing (incomplete or foreign record)") from None
-    files = {}
-    for line in sums.splitlines():
-        digest, _, name = line.partition("  ")
-        path = record / name
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            raise RecordError(f"{path}: listed in {CHECKSUMS} but missing") from None
-        if hashlib.sha256(data).hexdigest() != digest:
-            raise RecordError(f"{path}: checksum mismatch (file changed after it was recorded)")
-        files[name] = data
-    return files
-
-
-def load_record(record: Path) -> tuple[dict, list[dict]]:
+def load_record(path: Path) -> tuple[dict, list[dict]]:
     """One run row and its metric rows from a raw record directory."""
-    files = verify(record)
+    rec = record.load(path)
     try:
-        meta = json.loads(files["meta.json"])
-        keys = {k: meta[k] for k in ("campaign", "environment", "scenario", "test", "repetition", "block", "run_id")}
-        params = meta["test_params"]
-        placement = meta["placement"]
+        params = rec.test_params
+        placement = rec.placement
+        versions = rec.target["versions"]
         run = {
-            **keys, "tool": meta["tool"], "kind": meta["kind"],
+            "campaign": rec.campaign, "environment": rec.environment, "scenario": rec.scenario,
+            "test": rec.test, "block": rec.block, "run_id": rec.run_id, "tool": rec.tool, "kind": rec.kind,
             "streams": params["streams"], "message_size": params["message_size"],
             "offered_qps": params["qps"] if isinstance(params.get("qps"), int) else None,
             "connection_close": params.get("connection_close", False),
             "services": placement.get("services"),
-            "order": meta["order"], "attempts": len(meta["attempts"]),
-            "outcome": meta["outcome"], "failure_reason": meta["failure_reason"],
-            "started_at": pd.Timestamp(meta["started_at"]), "ended_at": pd.Timestamp(meta["ended_at"]),
+            "order": rec.order, "attempts": len(rec.attempts),
+            "outcome": rec.outcome, "failure_reason": rec.failure_reason,
+            "started_at": pd.Timestamp(rec.started_at), "ended_at": pd.Timestamp(rec.ended_at),
             "client_cpus": len(placement["client_cpus"]), "server_cpus": len(placement["server_cpus"]),
             "client_node": placement["client_node"], "server_node": placement["server_node"],
-            "kernel": meta["target"]["versions"]["kernel"],
-            "tool_version": meta["target"]["versions"].get(meta["tool"], ""),
-            "record": str(record),
+            "kernel": versions["kernel"], "tool_version": versions.get(rec.tool, ""),
+            "record": str(path),
         }
         run["duration_s"] = (run["ended_at"] - run["started_at"]).total_seconds()
-        if meta["outcome"] != "ok":
+        if rec.outcome != "ok":
             return run, []
-        stdouts = [files[f"stdout-{i}.txt"].decode() for i in range(len(meta["commands"]))]
-        values = collectors.get(meta["tool"]).parse(meta["kind"], stdouts)
-        cpu_record = json.loads(files["cpu.json"])
-        for side, data in cpu_record["sides"].items():
-            usage = cpu.side_usage(cpu.Snapshot.from_json(data["start"]), cpu.Snapshot.from_json(data["end"]),
-                                   data["cpus"], cpu_record["clk_tck"])
+        values = collectors.get(rec.tool).parse(rec.kind, rec.stdouts)
+        for side, c in rec.cpu.items():
+            usage = cpu.side_usage(c.start, c.end, c.cpus, rec.clk_tck)
             values.update({(name, side): v for name, v in usage.items()})
-    except (KeyError, TypeError, ValueError, json.JSONDecodeError, FileNotFoundError) as exc:
-        if isinstance(exc, ParseError):
-            raise RecordError(f"{record}: {exc}") from None
-        raise RecordError(f"{record}: malformed record ({type(exc).__name__}: {exc})") from None
-    base = {k: run[k] for k in ("campaign", "environment", "scenario", "test", "streams",
-                                "message_size", "repetition", "block", "run_id")}
+    except ParseError as exc:
+        raise RecordError(f"{path}: {exc}") from None
+    except (KeyError, TypeError, ValueError) as exc:
+        raise RecordError(f"{path}: malformed record ({type(exc).__name__}: {exc})") from None
+    base = {k: run[k] for k in _KEYS}
     rows = []
     for key, value in values.items():
-        metric, side = key if isinstance(key, tuple) else (key, "none")
+        metric, side = key if isinstance(key, tuple) else (key, schema.NO_SIDE)
         rows.append({**base, "metric": metric, "value": float(value),
                      "unit": schema.METRICS[metric].unit, "side": side})
     return run, rows
 
 
-def find_records(campaign_dir: Path) -> list[Path]:
-    return sorted(p.parent for p in campaign_dir.glob("*/*/*/*/meta.json") if not p.parent.name.startswith("."))
-
-
-def _load_or_error(record: Path) -> tuple[dict, list[dict]] | RecordError:
+def _load_or_error(path: Path) -> tuple[dict, list[dict]] | RecordError:
     try:
-        return load_record(record)
+        return load_record(path)
     except RecordError as exc:
         return exc
 
@@ -118,14 +81,14 @@ def _load_all(records: list[Path]) -> list:
     if len(records) < PARALLEL_MIN_RECORDS or workers < 2:
         return [_load_or_error(r) for r in records]
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(_load_or_error, records, chunksize=500))
+        return list(pool.map(_load_or_error, records, chunksize=PARSE_CHUNK))
 
 
 def build_tables(campaign_dir: Path, skip_corrupt: bool = False, log=print) -> tuple[pd.DataFrame, pd.DataFrame]:
     if not campaign_dir.is_dir():
         raise RecordError(f"{campaign_dir}: no raw data for this campaign (run `dvc repro` or `benchlib collect`)")
     runs, metrics, skipped = [], [], []
-    for loaded in _load_all(find_records(campaign_dir)):
+    for loaded in _load_all(record.find(campaign_dir)):
         if isinstance(loaded, RecordError):
             if not skip_corrupt:
                 raise loaded

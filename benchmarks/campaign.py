@@ -24,7 +24,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from benchlib import runner
+from benchlib import collectors, runner
 from benchlib.config import load_environment, load_params, plan_environment, project_root
 from benchlib.targets.lab import LabTarget
 
@@ -67,8 +67,9 @@ def main() -> None:
     params = params.model_copy(update={"experiment": params.experiment.model_copy(
         update={"campaign": "bench-campaign", "repetitions": args.reps})})
     plan = plan_environment(params, "local-lab")
-    tools = sorted({t.tool for t in plan.tests.values()})
-    target = TimedTarget(LabTarget(load_environment("local-lab"), plan.scenarios, tools=tools, log=lambda m: None))
+    tools = runner.tools(plan)
+    target = TimedTarget(LabTarget(load_environment("local-lab"), plan.scenarios, servers=collectors.servers(tools),
+                                   commands=collectors.client_commands(tools), log=lambda m: None))
     with tempfile.TemporaryDirectory(prefix="bench-campaign-") as raw:
         cpu0, t0 = _cpu_s(), time.monotonic()
         counts = runner.run_environment(params, plan, target, raw_root=Path(raw), log=lambda m: None)

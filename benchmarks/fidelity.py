@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import subprocess
 
+from benchlib import runner
 from benchlib.collectors import netperf
 from benchlib.config import load_environment
 from benchlib.targets.lab import LabTarget
@@ -29,7 +30,8 @@ def main() -> None:
     p.add_argument("--reps", type=int, default=6)
     p.add_argument("--duration", type=int, default=2)
     args = p.parse_args()
-    with LabTarget(load_environment("local-lab"), ["host"], log=lambda m: None) as lab:
+    with runner.serving(LabTarget(load_environment("local-lab"), ["host"], servers=[netperf.SERVER],
+                                  log=lambda m: None)) as lab:
         pl = lab.placement("host")
         server_ns = lab.namespace("host", "server")
         subprocess.run(["ip", "-n", server_ns, "link", "set", "lo", "mtu", "1500"], check=True)

@@ -9,7 +9,7 @@ client namespace (`ip netns exec`) against the netserver the lab started.
 flent does not pin netperf (no -T), so it runs under `taskset` on the lab's
 client CPUs: both clients then share the CPUs benchlib's -T gives its own.
 
-Each repetition runs benchlib's measure + write_record and a flent run,
+Each repetition runs benchlib's measure + record write and a flent run,
 alternating which goes first; reported: median throughput of each and the
 run-to-run spread, and the wall time per run.
 
@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchlib import runner
+from benchlib import record, runner
 from benchlib.collectors import netperf
 from benchlib.config import TestSpec, load_environment
 from benchlib.targets.lab import LabTarget
@@ -41,11 +41,11 @@ def ours(lab: LabTarget, spec: TestSpec, raw: Path, rep: int) -> tuple[float, fl
     run = runner.RunSpec("local-lab", "host", "tcp_stream_1", spec, rep, rep)
     t0 = time.monotonic()
     attempt = runner.measure(lab, run, trim_s=0.3)
-    runner.write_record(raw, "peer", run, [attempt], {"clk_tck": 100, "versions": {}})
+    runner.to_record("peer", run, [attempt], {"clk_tck": 100, "versions": {}}).write(record.campaign_dir("peer", raw))
     wall = time.monotonic() - t0
-    if attempt["outcome"] != "ok":
-        raise RuntimeError(f"benchlib run failed: {attempt['reason']}")
-    return netperf.parse(spec.kind, [r[1] for r in attempt["results"]])["throughput"], wall
+    if attempt.outcome != "ok":
+        raise RuntimeError(f"benchlib run failed: {attempt.reason}")
+    return netperf.parse(spec.kind, [r.stdout for r in attempt.results])["throughput"], wall
 
 
 def flent(lab: LabTarget, duration: int, data_dir: Path) -> tuple[float, float]:
@@ -72,7 +72,8 @@ def main() -> None:
     spec = TestSpec(tool="netperf", kind="TCP_STREAM", duration_s=args.duration, streams=1, message_size=65536)
     results = {"benchlib": [], "flent": []}
     with tempfile.TemporaryDirectory(prefix="bench-peer-") as tmp, \
-            LabTarget(load_environment("local-lab"), ["host"], log=lambda m: None) as lab:
+            runner.serving(LabTarget(load_environment("local-lab"), ["host"], servers=[netperf.SERVER],
+                                     log=lambda m: None)) as lab:
         for rep in range(args.reps):
             order = ("benchlib", "flent") if rep % 2 == 0 else ("flent", "benchlib")
             for who in order:

@@ -1,7 +1,7 @@
 """A synthetic campaign of raw records, for the scale benchmark.
 
-Every record is written by ``runner.write_record`` itself (so meta.json,
-cpu.json and SHA256SUMS are exactly what a real campaign holds), around tool
+Every record is a ``benchlib.record.RunRecord`` written by its own ``write``
+(so meta.json, cpu.json and SHA256SUMS are exactly what a real campaign holds), around tool
 output that netperf really printed (tests/fixtures/netperf), with the numbers
 varied run to run. About 1 % of the runs are failures carrying netperf's real
 "no netserver" output.
@@ -18,10 +18,9 @@ import sys
 import time
 from pathlib import Path
 
-from benchlib import cpu, runner
+from benchlib import cpu, record
 from benchlib.collectors import netperf
 from benchlib.config import TestSpec
-from benchlib.targets import Placement
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "netperf"
 TESTS = {
@@ -67,7 +66,7 @@ def scenario_names(n: int) -> list[str]:
 def generate(out: Path, runs: int, scenarios: int = 25, seed: int = 0, campaign: str = "synthetic") -> Path:
     """Write ``runs`` records (scenarios x 4 tests x blocks) below out/<campaign>; returns the campaign dir."""
     rng = random.Random(seed)
-    cdir = runner.campaign_dir(campaign, out)
+    cdir = record.campaign_dir(campaign, out)
     names = scenario_names(scenarios)
     configs = [(s, t) for s in names for t in TESTS]
     blocks = -(-runs // len(configs))
@@ -82,22 +81,28 @@ def generate(out: Path, runs: int, scenarios: int = 25, seed: int = 0, campaign:
             if order == runs:
                 return cdir
             spec = TESTS[test]
-            run = runner.RunSpec("local-lab", scenario, test, spec, block, order)
             invocations = netperf.build(spec, "198.18.0.2", CLIENT_CPUS, SERVER_CPUS)
             if rng.random() < 0.01:
-                results = [(255, failed_stdout, "")] * len(invocations)
+                exit_code, outputs = 255, [record.Output(failed_stdout, "")] * len(invocations)
                 outcome, reason = "failed", "netperf stream 0 exited 255: " + failed_stdout.splitlines()[-1]
             else:
-                results = [(0, _vary(stdout[spec.kind], level[scenario] * rng.lognormvariate(0, 0.08)), "")
+                exit_code = 0
+                outputs = [record.Output(_vary(stdout[spec.kind], level[scenario] * rng.lognormvariate(0, 0.08)), "")
                            for _ in invocations]
                 outcome, reason = "ok", None
             first, last = _snapshots(rng, t, spec.duration_s - 0.6)
-            attempt = {"invocations": invocations, "results": results, "started": t,
-                       "ended": t + netperf.expected_wall_s(spec), "outcome": outcome, "reason": reason,
-                       "cpu": {"client": (first, last), "server": (first, last)},
-                       "placement": Placement(scenario, "198.18.0.2", "n1", "n2", CLIENT_CPUS, SERVER_CPUS,
-                                              {"topology": "host"})}
-            runner.write_record(cdir, campaign, run, [attempt], TARGET_INFO)
+            record.RunRecord(
+                campaign=campaign, environment="local-lab", scenario=scenario, test=test, block=block, order=order,
+                tool=spec.tool, kind=spec.kind, test_params=spec.model_dump(),
+                commands=[inv.argv for inv in invocations], exit_codes=[exit_code] * len(invocations),
+                started_at=record.utc(t), ended_at=record.utc(t + netperf.expected_wall_s(spec)),
+                placement={"server_address": "198.18.0.2", "client_node": "n1", "server_node": "n2",
+                           "client_cpus": CLIENT_CPUS, "server_cpus": SERVER_CPUS, "topology": "host"},
+                target=TARGET_INFO, clk_tck=TARGET_INFO["clk_tck"],
+                cpu={"client": record.SideCpu("n1", CLIENT_CPUS, first, last),
+                     "server": record.SideCpu("n2", SERVER_CPUS, first, last)},
+                attempts=(record.Attempt(outcome, reason, record.utc(t), tuple(outputs)),),
+            ).write(cdir)
             t += netperf.expected_wall_s(spec) + 0.1
             order += 1
     return cdir
@@ -105,8 +110,8 @@ def generate(out: Path, runs: int, scenarios: int = 25, seed: int = 0, campaign:
 
 def generate_once(out: Path, runs: int, scenarios: int = 25) -> Path:
     """The campaign under out, generated only if it does not hold ``runs`` records yet."""
-    cdir = runner.campaign_dir("synthetic", out)
-    if not (cdir.is_dir() and len(list(cdir.glob("*/*/*/*/meta.json"))) == runs):
+    cdir = record.campaign_dir("synthetic", out)
+    if not (cdir.is_dir() and len(record.find(cdir)) == runs):
         shutil.rmtree(cdir, ignore_errors=True)
         generate(out, runs, scenarios)
     return cdir

@@ -17,19 +17,31 @@
 # # Significance vs the baseline
 
 # %% tags=["parameters"]
-# Defaults: the `analysis` section of params.yaml and the pipeline's paths
-# (relative to the project root), so this notebook gives in JupyterLab what
-# `dvc repro` gives. `benchlib report` (papermill) passes the same values.
-from benchlib.analysis import default_parameters
-
-globals().update(default_parameters())
+# The `analysis` section of params.yaml and the pipeline's paths (relative to
+# the project root): `benchlib report` (papermill) passes the values of the
+# campaign's params.yaml; tests/analysis/test_report.py keeps these defaults
+# equal to the project's params.yaml, so JupyterLab shows what `dvc repro` does.
+baseline = "host"  # every scenario is compared with this one
+alpha = 0.05  # significance level
+correction = "holm"  # holm, or fdr_bh for large sweeps
+cpu_target_gbps = 100.0  # stream tests: CPU % for this throughput
+rr_per_transactions = 10000.0  # TCP_RR: CPU % per this many transactions/s
+crr_per_connections = 10000.0  # TCP_CRR: CPU % per this many connections/s
+noise_band_pct = 2.0  # significant changes inside +/- this % are negligible
+family_metrics = ["throughput", "transaction_rate", "connection_rate", "latency_p50", "latency_p99",
+                  "cpu_pct_at_target"]
+seed = 0  # bootstrap seed
+contrasts = []  # extra [scenario, reference] comparisons
+metrics_path = "data/processed/metrics.parquet"
+runs_path = "data/processed/runs.parquet"
+out_dir = "reports"
 
 # %%
 import json
 
 from IPython.display import Markdown, display
 
-from benchlib.analysis import figures, load_tables, normalize, report, resolve, stats
+from benchlib.analysis import comparisons_path, figures, load_tables, normalize, report, resolve, stats
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
 runs, metrics = load_tables(runs_path, metrics_path)
@@ -91,6 +103,8 @@ else:
                                               "delta_pct": "{:+.1f}", "p_adj": "{:.3g}"}, na_rep=""))
 
 # %%
+# The comparison is computed here only: 03_figures reads this file.
+comparisons.to_parquet(comparisons_path(out_dir), index=False)
 comparisons.drop(columns=["u"]).to_csv(out / "significance.csv", index=False)
 _ = (out / "metrics.json").write_text(json.dumps(
     {"baseline": baseline, "alpha": alpha, "correction": correction, "cpu_target_gbps": cpu_target_gbps,

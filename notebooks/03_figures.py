@@ -18,25 +18,32 @@
 # Written to `reports/figures/` as interactive HTML, SVG and PNG.
 
 # %% tags=["parameters"]
-# Defaults: the `analysis` section of params.yaml and the pipeline's paths
-# (relative to the project root), so this notebook gives in JupyterLab what
-# `dvc repro` gives. `benchlib report` (papermill) passes the same values.
-from benchlib.analysis import default_parameters
-
-globals().update(default_parameters())
+# The `analysis` section of params.yaml and the pipeline's paths (relative to
+# the project root): `benchlib report` (papermill) passes the values of the
+# campaign's params.yaml; tests/analysis/test_report.py keeps these defaults
+# equal to the project's params.yaml, so JupyterLab shows what `dvc repro` does.
+baseline = "host"  # every scenario is compared with this one
+alpha = 0.05  # significance level
+cpu_target_gbps = 100.0  # stream tests: CPU % for this throughput
+rr_per_transactions = 10000.0  # TCP_RR: CPU % per this many transactions/s
+crr_per_connections = 10000.0  # TCP_CRR: CPU % per this many connections/s
+metrics_path = "data/processed/metrics.parquet"
+runs_path = "data/processed/runs.parquet"
+out_dir = "reports"
 
 # %%
-from benchlib.analysis import figures, load_tables, normalize, resolve, stats
+import pandas as pd
+
+from benchlib.analysis import comparisons_path, figures, load_tables, normalize, resolve, stats
+from benchlib.schema import PRIMARY_METRICS
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
 runs, metrics = load_tables(runs_path, metrics_path)
+comparisons = pd.read_parquet(comparisons_path(out_dir))  # computed once, by 02_significance
 
 # %%
 values = normalize.with_cpu_at_target(metrics, runs, target_gbps=cpu_target_gbps,
                                       per_transactions=rr_per_transactions, per_connections=crr_per_connections)
-family = values[values["metric"].isin(family_metrics)]
-comparisons = stats.compare(family, runs, baseline=baseline, alpha=alpha, correction=correction,
-                            noise_band_pct=noise_band_pct, seed=seed, contrasts=contrasts)
 summary_all = stats.summarize(values, runs, alpha=alpha)  # figures show metrics outside the family too
 run_values = stats.ok_values(values, runs)
 per_run = normalize.per_run_cpu(metrics, runs)
@@ -45,7 +52,7 @@ per_run = normalize.per_run_cpu(metrics, runs)
 figs = {}
 for test, g in summary_all.groupby("test"):
     present = set(g["metric"])
-    for metric in figures.PRIMARY_METRICS:
+    for metric in PRIMARY_METRICS:
         if metric in present:
             figs[f"{test}_{metric}"] = figures.bars(summary_all, test, metric, baseline=baseline,
                                                     comparisons=comparisons)
@@ -70,7 +77,7 @@ for test, g in summary_all.groupby("test"):
 # %%
 for test in sorted(runs.loc[runs["services"].notna(), "test"].unique()):
     tested = set(summary_all.loc[summary_all["test"] == test, "metric"])
-    metric = next(m for m in figures.PRIMARY_METRICS if m in tested)
+    metric = next(m for m in PRIMARY_METRICS if m in tested)
     figs[f"{test}_{metric}_vs_services"] = figures.service_scaling(summary_all, runs, test, metric,
                                                                    baseline=baseline, comparisons=comparisons)
 http = runs[runs["tool"] == "fortio"].drop_duplicates("test")

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+from benchlib import collectors, runner
 from benchlib.collectors import dns, fortio, iperf3
 from benchlib.config import load_environment
 from benchlib.targets.lab import LabTarget
@@ -70,7 +71,7 @@ CAPTURES = {"iperf3": capture_iperf3, "fortio": capture_fortio, "dns": capture_d
 
 def main() -> None:
     tools = sys.argv[1:] or list(CAPTURES)
-    with LabTarget(load_environment("local-lab"), ["host"], tools=tools) as lab:
+    with runner.serving(LabTarget(load_environment("local-lab"), ["host"], servers=collectors.servers(tools))) as lab:
         pl = lab.placement("host")
         for tool in tools:
             CAPTURES[tool](lab, pl.server_address, pl.client_cpus[0], pl.server_cpus[0])

@@ -9,6 +9,7 @@ import json
 import subprocess
 from pathlib import Path
 
+from benchlib import runner
 from benchlib.collectors import netperf
 from benchlib.config import load_environment
 from benchlib.targets.lab import LabTarget
@@ -27,7 +28,7 @@ def save(name: str, proc: subprocess.Popen, argv: list[str]) -> None:
 def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     env = load_environment("local-lab")
-    with LabTarget(env, ["host"]) as lab:
+    with runner.serving(LabTarget(env, ["host"], servers=[netperf.SERVER])) as lab:
         pl = lab.placement("host")
         cases = {
             "tcp_stream": ("TCP_STREAM", 65536),

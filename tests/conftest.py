@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from benchlib import collectors, runner
 from benchlib.config import load_environment
 from benchlib.targets.lab import LabTarget, list_namespaces
 
@@ -34,8 +35,19 @@ BASIC_SCENARIOS = ["host", "veth-routed", "bridge", "vxlan"]
 def lab(lab_env):
     """The four datapath scenarios, built once for the session and torn down after."""
     require_root()
-    with LabTarget(lab_env, BASIC_SCENARIOS, log=lambda m: None) as target:
+    with serving_lab(lab_env, BASIC_SCENARIOS, ["netperf"]) as target:
         yield target
+
+
+def lab_target(env, scenarios: list[str], tools: list[str] = ("netperf",)) -> LabTarget:
+    """A lab told the servers and client commands of ``tools``, as `benchlib collect` builds it."""
+    return LabTarget(env, scenarios, servers=collectors.servers(tools), commands=collectors.client_commands(tools),
+                     log=lambda m: None)
+
+
+def serving_lab(env, scenarios: list[str], tools: list[str] = ("netperf",)):
+    """The lab entered with the tools' servers running in every scenario (a context manager)."""
+    return runner.serving(lab_target(env, scenarios, tools))
 
 
 def lab_namespaces(lab_id: str) -> list[str]:
@@ -87,15 +99,15 @@ SHORT_TESTS = {
 def short_campaign(tmp_path_factory, lab_env):
     """A real two-block campaign (host and bridge, a stream and an RR test) in a temporary raw root."""
     require_root()
-    from benchlib import runner
+    from benchlib import record
     from benchlib.config import plan_environment
     raw = tmp_path_factory.mktemp("raw")
     params = short_params("short", ["host", "bridge"], SHORT_TESTS)
     plan = plan_environment(params, "local-lab")
-    counts = runner.run_environment(params, plan, LabTarget(lab_env, plan.scenarios, log=lambda m: None),
+    counts = runner.run_environment(params, plan, lab_target(lab_env, plan.scenarios),
                                     raw_root=raw, log=lambda m: None)
     return {"raw": raw, "params": params, "plan": plan, "counts": counts,
-            "dir": runner.campaign_dir("short", raw)}
+            "dir": record.campaign_dir("short", raw)}
 
 
 def project_with_environment(tmp_path, monkeypatch, name: str, environment_yaml: str) -> Path:

@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from benchlib import tidy
+from benchlib import record, tidy
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 import scale  # noqa: E402
@@ -15,10 +15,10 @@ import synth  # noqa: E402
 
 def test_synthetic_records_parse_like_real_ones(tmp_path):
     cdir = synth.generate(tmp_path, runs=200, scenarios=2, seed=3)
-    records = tidy.find_records(cdir)
+    records = record.find(cdir)
     assert len(records) == 200
     for rec in records[:20]:
-        tidy.verify(rec)  # SHA256SUMS as runner.write_record writes it
+        record.verify(rec)  # SHA256SUMS as RunRecord.write writes it
     runs, metrics = tidy.build_tables(cdir)
     failed = [r for r in records if json.loads((r / "meta.json").read_text())["outcome"] == "failed"]
     assert len(runs) == 200 and (runs["outcome"] == "failed").sum() == len(failed)

@@ -7,8 +7,7 @@ import pytest
 
 from benchlib import config
 from benchlib.collectors import ParseError, dns
-from benchlib.targets.lab import LabTarget
-from tests.conftest import FIXTURES, require_root
+from tests.conftest import FIXTURES, require_root, serving_lab
 
 CAPTURED = FIXTURES / "dns"
 
@@ -99,7 +98,7 @@ def test_parse_refuses_a_run_cut_short():
 def dns_lab(lab_env):
     """The host and bridge scenarios with dnsmasq in each (the session's `lab` runs netperf only)."""
     require_root()
-    with LabTarget(lab_env, ["host", "bridge"], tools=["dns"], log=lambda m: None) as target:
+    with serving_lab(lab_env, ["host", "bridge"], ["dns"]) as target:
         yield target
 
 

@@ -8,11 +8,11 @@ import sys
 
 import pytest
 
-from benchlib import bpf
+from benchlib.targets.lab import bpf
 from benchlib.collectors import netperf
 from benchlib.targets import TargetError
 from benchlib.targets.lab import LabTarget, list_namespaces
-from tests.conftest import lab_namespaces, require_root
+from tests.conftest import lab_namespaces, require_root, serving_lab
 
 SCENARIOS = ["veth-routed", "ebpf-host-routing"]
 
@@ -20,7 +20,7 @@ SCENARIOS = ["veth-routed", "ebpf-host-routing"]
 @pytest.fixture(scope="module")
 def lab(lab_env):
     require_root()
-    with LabTarget(lab_env, SCENARIOS, log=lambda m: None) as target:
+    with serving_lab(lab_env, SCENARIOS) as target:
         yield target
 
 

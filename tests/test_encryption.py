@@ -9,8 +9,9 @@ import yaml
 
 from benchlib.collectors import netperf
 from benchlib.targets import lab
-from benchlib.targets.lab import LabTarget, list_namespaces
-from tests.conftest import REPO, SHORT_TESTS, require_root, short_params, venv_env
+from benchlib.targets.lab import list_namespaces
+from benchlib.targets.lab.addresses import NODE_IP, OTHER
+from tests.conftest import REPO, SHORT_TESTS, require_root, serving_lab, short_params, venv_env
 
 ENCRYPTED = ["wireguard", "ipsec"]
 
@@ -92,7 +93,7 @@ def encrypted_packets(scenario: str, node: str, i: int) -> int:
                                          capture_output=True, text=True, check=True).stdout)[0]
         return link["stats64"]["rx"]["packets"]
     out = subprocess.run(["ip", "-n", node, "-s", "xfrm", "state", "list",
-                          "src", lab.NODE_IP[i], "dst", lab.NODE_IP[3 - i]],
+                          "src", NODE_IP[i], "dst", NODE_IP[OTHER[i]]],
                          capture_output=True, text=True, check=True).stdout
     return int(re.search(r"\d+\(bytes\), (\d+)\(packets\)", out).group(1))
 
@@ -102,7 +103,7 @@ def secret_key(scenario: str, node: str) -> str:
     if scenario == "wireguard":
         argv = ["ip", "netns", "exec", node, "wg", "show", "wg0", "private-key"]
         return subprocess.run(argv, capture_output=True, text=True, check=True).stdout.strip()
-    out = subprocess.run(["ip", "-n", node, "xfrm", "state", "list", "src", lab.NODE_IP[1], "dst", lab.NODE_IP[2]],
+    out = subprocess.run(["ip", "-n", node, "xfrm", "state", "list", "src", NODE_IP[1], "dst", NODE_IP[2]],
                          capture_output=True, text=True, check=True).stdout
     return re.search(r"aead \S+ 0x([0-9a-f]+)", out).group(1)
 
@@ -112,7 +113,7 @@ def test_encrypted_scenario_carries_netperf_through_the_cipher(lab_env, refusals
     if refusals[scenario]:
         pytest.skip(f"this kernel cannot run {scenario} ({refusals[scenario]}): the probe refuses it, "
                     "so the encrypted path is not exercised on this machine")
-    with LabTarget(lab_env, [scenario], log=lambda m: None) as target:
+    with serving_lab(lab_env, [scenario]) as target:
         pl = target.placement(scenario)
         nodes = pl.details["nodes"]
         assert secret_key(scenario, nodes[1]) not in json.dumps(pl.details)  # recorded in meta.json

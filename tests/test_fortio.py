@@ -5,8 +5,7 @@ import pytest
 
 from benchlib import config
 from benchlib.collectors import ParseError, fortio
-from benchlib.targets.lab import LabTarget
-from tests.conftest import FIXTURES, require_root
+from tests.conftest import FIXTURES, require_root, serving_lab
 
 CAPTURED = FIXTURES / "fortio"
 
@@ -102,7 +101,7 @@ def test_parse_refuses_captured_abort_and_broken_output():
 def fortio_lab(lab_env):
     """The host and veth-routed scenarios with a fortio echo server in each (the session's `lab` runs netperf only)."""
     require_root()
-    with LabTarget(lab_env, ["host", "veth-routed"], tools=["fortio"], log=lambda m: None) as target:
+    with serving_lab(lab_env, ["host", "veth-routed"], ["fortio"]) as target:
         yield target
 
 

@@ -6,8 +6,7 @@ import pytest
 
 from benchlib.collectors import ParseError, iperf3
 from benchlib import config
-from benchlib.targets.lab import LabTarget
-from tests.conftest import FIXTURES, require_root
+from tests.conftest import FIXTURES, lab_target, require_root, serving_lab
 
 CAPTURED = FIXTURES / "iperf3"
 
@@ -115,7 +114,7 @@ def test_version():
 def iperf3_lab(lab_env):
     """The host and vxlan scenarios with an iperf3 server in each (the session's `lab` runs netperf only)."""
     require_root()
-    with LabTarget(lab_env, ["host", "vxlan"], tools=["iperf3"], log=lambda m: None) as target:
+    with serving_lab(lab_env, ["host", "vxlan"], ["iperf3"]) as target:
         yield target
 
 
@@ -141,16 +140,16 @@ CAMPAIGN_TESTS = {
 
 def test_short_campaign_of_the_new_tools_reaches_the_tidy_tables(tmp_path, lab_env):
     require_root()
-    from benchlib import runner, schema, tidy
+    from benchlib import record, runner, schema, tidy
     from benchlib.config import plan_environment
     from tests.conftest import short_params
     params = short_params("newtools", ["host", "veth-routed"], CAMPAIGN_TESTS, repetitions=2)
     plan = plan_environment(params, "local-lab")
     tools = sorted({t.tool for t in plan.tests.values()})
-    target = LabTarget(lab_env, plan.scenarios, tools=tools, log=lambda m: None)
+    target = lab_target(lab_env, plan.scenarios, tools)
     counts = runner.run_environment(params, plan, target, raw_root=tmp_path, log=lambda m: None)
     assert counts["ok"] == counts["planned"] == 2 * 4 * 2, counts
-    runs, metrics = tidy.build_tables(runner.campaign_dir("newtools", tmp_path))
+    runs, metrics = tidy.build_tables(record.campaign_dir("newtools", tmp_path))
     assert set(runs["tool_version"]) >= {"3.12", "1.65.0", "2.10.0"}
     per_test = metrics[metrics.side == "none"].groupby("test")["metric"].agg(set).to_dict()
     assert per_test == {

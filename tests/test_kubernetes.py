@@ -255,7 +255,7 @@ def test_objects_exec_and_cleanup(admin):
         proc.kill()
         proc.communicate(5)
         assert proc.poll() == -9
-        snap = target.cpu_snapshot("server")
+        snap = target.cpu_snapshot("service", "server")
         assert len(snap.counters) == len(open("/proc/stat").read().split("\ncpu")) - 1
     # no namespace, pod, mount, process or Service rule of the campaign is left
     assert not [n for n in admin.list_namespace().items if n.metadata.name == target.namespace]

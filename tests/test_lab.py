@@ -112,10 +112,13 @@ def test_teardown_after_an_error_leaves_nothing(lab_env):
 
 KILLED_LAB = """
 import sys, time
+from benchlib import runner
+from benchlib.collectors import netperf
 from benchlib.config import load_environment
 from benchlib.targets.lab import LabTarget
 env = load_environment("local-lab")
-lab = LabTarget(env, ["host", "bridge"], log=lambda m: None).__enter__()
+serving = runner.serving(LabTarget(env, ["host", "bridge"], servers=[netperf.SERVER], log=lambda m: None))
+lab = serving.__enter__()  # never left: the test kills this process
 print(lab.lab_id, flush=True)
 time.sleep(600)
 """

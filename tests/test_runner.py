@@ -7,10 +7,10 @@ from dataclasses import replace
 
 import pytest
 
-from benchlib import runner, tidy
+from benchlib import record, runner, tidy
 from benchlib.config import plan_environment
 from benchlib.targets.lab import LabTarget, list_namespaces
-from tests.conftest import SHORT_TESTS, short_params, venv_env
+from tests.conftest import SHORT_TESTS, lab_target, short_params, venv_env
 
 
 def test_every_block_runs_every_configuration_once_in_seeded_order(lab_env):
@@ -32,10 +32,10 @@ def test_every_block_runs_every_configuration_once_in_seeded_order(lab_env):
 def test_records_are_complete_and_verifiable(short_campaign):
     cdir = short_campaign["dir"]
     assert short_campaign["counts"] == {"planned": 8, "already_done": 0, "ok": 8, "failed": 0}
-    records = tidy.find_records(cdir)
+    records = record.find(cdir)
     assert len(records) == 8
     for rec in records:
-        tidy.verify(rec)
+        record.verify(rec)
         meta = json.loads((rec / "meta.json").read_text())
         assert meta["outcome"] == "ok" and meta["exit_codes"] == [0] * len(meta["commands"])
         assert meta["target"]["versions"]["netperf"] == "2.7.0"
@@ -51,7 +51,7 @@ def test_records_are_complete_and_verifiable(short_campaign):
 
 def test_rerun_measures_nothing_new(short_campaign, lab_env):
     before = {p: p.stat().st_mtime_ns for p in short_campaign["dir"].rglob("*")}
-    target = LabTarget(lab_env, short_campaign["plan"].scenarios, log=lambda m: None)
+    target = lab_target(lab_env, short_campaign["plan"].scenarios)
     counts = runner.run_environment(short_campaign["params"], short_campaign["plan"], target,
                                     raw_root=short_campaign["raw"], log=lambda m: None)
     assert counts == {"planned": 8, "already_done": 8, "ok": 0, "failed": 0}
@@ -71,7 +71,7 @@ def test_a_failing_tool_is_recorded_as_failed_with_its_output(tmp_path, lab_env)
     counts = runner.run_environment(params, plan, WrongAddress(lab_env, ["host"], log=lambda m: None),
                                     raw_root=tmp_path, log=lambda m: None)
     assert counts["failed"] == 1
-    rec = tidy.find_records(tmp_path / "fail")[0]
+    rec = record.find(tmp_path / "fail")[0]
     meta = json.loads((rec / "meta.json").read_text())
     assert meta["outcome"] == "failed"
     assert "exited 255" in meta["failure_reason"] and "198.18.0.99" in meta["failure_reason"]
@@ -86,9 +86,9 @@ def test_a_hanging_tool_is_killed_at_the_timeout(tmp_path, lab_env):
     slow = {**SHORT_TESTS["rr"], "duration_s": 3, "timeout_s": 1}
     params = short_params("hang", ["host"], {"rr": slow}, repetitions=1, retries=0)
     plan = plan_environment(params, "local-lab")
-    runner.run_environment(params, plan, LabTarget(lab_env, ["host"], log=lambda m: None),
+    runner.run_environment(params, plan, lab_target(lab_env, ["host"]),
                            raw_root=tmp_path, log=lambda m: None)
-    meta = json.loads((tidy.find_records(tmp_path / "hang")[0] / "meta.json").read_text())
+    meta = json.loads((record.find(tmp_path / "hang")[0] / "meta.json").read_text())
     assert meta["outcome"] == "failed" and meta["failure_reason"].startswith("timeout")
     assert meta["exit_codes"] == [None]
 
@@ -110,7 +110,7 @@ def test_interrupted_campaign_tears_down_and_resumes(project_copy, sig):
     cmd = ["benchlib", "collect", "--env", "local-lab"]
     proc = subprocess.Popen(cmd, cwd=project_copy, env=venv_env(), stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
-    while len(tidy.find_records(cdir)) < 3 and time.monotonic() < deadline:
+    while len(record.find(cdir)) < 3 and time.monotonic() < deadline:
         time.sleep(0.1)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=30)
@@ -122,7 +122,7 @@ def test_interrupted_campaign_tears_down_and_resumes(project_copy, sig):
         assert proc.returncode == 130, err
         assert "interrupted" in err
         assert not mine()
-    done = {r.relative_to(cdir) for r in tidy.find_records(cdir)}
+    done = {r.relative_to(cdir) for r in record.find(cdir)}
     assert 3 <= len(done) < 12
     resumed = subprocess.run(cmd, cwd=project_copy, env=venv_env(), capture_output=True, text=True, timeout=120)
     assert resumed.returncode == 0, resumed.stderr
@@ -136,3 +136,53 @@ def test_interrupted_campaign_tears_down_and_resumes(project_copy, sig):
         f"local-lab/{s}/{t}/r{b:03d}" for s in ("host", "vxlan") for t in ("stream", "rr") for b in range(3))
     assert set(runs["outcome"]) == {"ok"}
     assert not list(cdir.rglob(".*tmp*"))
+
+
+class Recording(LabTarget):
+    """The real lab, noting which Target methods the runner calls, in order."""
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self.calls = []
+
+    def describe(self):
+        self.calls.append(("describe",))
+        return super().describe()
+
+    def activate(self, scenario):
+        self.calls.append(("activate", scenario))
+        return super().activate(scenario)
+
+    def start_server(self, scenario, server, cpus):
+        self.calls.append(("start_server", scenario, server.name))
+        return super().start_server(scenario, server, cpus)
+
+    def run(self, scenario, side, argv, timeout):
+        self.calls.append(("run", scenario, side, argv[0]))
+        return super().run(scenario, side, argv, timeout)
+
+    def spawn(self, scenario, side, argv):
+        self.calls.append(("spawn", scenario, side))
+        return super().spawn(scenario, side, argv)
+
+
+def test_the_runner_calls_the_target_in_the_declared_order(tmp_path, lab_env):
+    params = short_params("order", ["host", "bridge"], {"rr": SHORT_TESTS["rr"]}, repetitions=2, retries=0)
+    plan = plan_environment(params, "local-lab")
+    target = Recording(lab_env, plan.scenarios, log=lambda m: None)
+    counts = runner.run_environment(params, plan, target, raw_root=tmp_path, log=lambda m: None)
+    assert counts["ok"] == 4
+    calls = target.calls
+    assert calls[0] == ("describe",)
+    first = runner.schedule(plan, 2, params.experiment.seed)[0].scenario
+    # each scenario once: activated, then its server started, before its first run
+    for scenario in ("host", "bridge"):
+        assert calls.count(("activate", scenario)) == 1
+        a = calls.index(("activate", scenario))
+        assert calls[a + 1] == ("start_server", scenario, "netserver")
+        assert calls.index(("spawn", scenario, "client")) > a + 1
+    # the version probe runs once, on the client side of the first scenario, after its server
+    assert [c for c in calls if c[0] == "run"] == [("run", first, "client", "netperf")]
+    assert calls.index(("run", first, "client", "netperf")) == calls.index(("start_server", first, "netserver")) + 1
+    meta = json.loads((record.find(tmp_path / "order")[0] / "meta.json").read_text())
+    assert meta["target"]["versions"]["netperf"] == "2.7.0" and meta["target"]["versions"]["kernel"]

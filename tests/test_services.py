@@ -1,14 +1,13 @@
 """Service-scaling and conntrack scenarios: kube-proxy's rules, really in the packet path."""
-import json
 import subprocess
 
 import pytest
 
 from benchlib.collectors import netperf
 from benchlib.config import ConfigError, load_environment
-from benchlib.targets import kubeproxy
+from benchlib.targets.lab import kubeproxy
 from benchlib.targets.lab import LabTarget
-from tests.conftest import project_with_environment, require_root
+from tests.conftest import project_with_environment, require_root, serving_lab
 
 SCENARIOS = ["kube-proxy-iptables-4", "kube-proxy-iptables-1000", "kube-proxy-nftables-4",
              "kube-proxy-nftables-1000", "conntrack", "notrack"]
@@ -52,7 +51,7 @@ def counter(ns, path):
 @pytest.fixture(scope="module")
 def service_lab(lab_env):
     require_root()
-    with LabTarget(lab_env, SCENARIOS, log=lambda m: None) as target:
+    with serving_lab(lab_env, SCENARIOS) as target:
         yield target
 
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from benchlib import runner
+from benchlib import collectors, runner
 from benchlib.config import Environment, Plan
 from benchlib.targets import TargetError
 from benchlib.targets.lab import LabTarget, in_ns
@@ -42,8 +42,8 @@ def hosts(tmp_path_factory, lab_env):
     subprocess.run(["mkdir", "-p", "/run/sshd"], check=True)  # sshd's privilege-separation directory
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / "id")], check=True)
     (d / "authorized_keys").write_text((d / "id.pub").read_text())
-    # tools=[]: the lab starts no netserver of its own; the SSH target starts it
-    with LabTarget(lab_env, ["host"], tools=[], log=lambda m: None) as lab:
+    # no servers: the lab starts no netserver of its own; the SSH target starts it
+    with LabTarget(lab_env, ["host"], log=lambda m: None) as lab:
         nodes = lab.placement("host").details["nodes"]
         addresses = {1: "198.18.0.1", 2: "198.18.0.2"}
         daemons = [_sshd(nodes[i], addresses[i], d, f"n{i}") for i in (1, 2)]
@@ -106,7 +106,7 @@ def test_unknown_host_key_is_refused(hosts, tmp_path):
 
 
 def test_rendered_commands_are_the_ones_that_work(hosts):
-    items = dict(render(ssh_env(hosts), ["node-to-node"], ["netperf"]))
+    items = dict(render(ssh_env(hosts), ["node-to-node"], collectors.servers(["netperf"])))
     assert list(items) == ["client: check", "server: check", "server: start netserver"]
     for key in ("client: check", "server: check"):
         assert subprocess.run(items[key], shell=True, capture_output=True).returncode == 0, key

@@ -2,9 +2,10 @@
 import json
 import shutil
 
+import pandas as pd
 import pytest
 
-from benchlib import schema, tidy
+from benchlib import record, schema, tidy
 
 
 @pytest.fixture
@@ -38,14 +39,14 @@ def test_tables_have_one_row_per_run_and_the_expected_metrics(short_campaign, tm
 
 
 def test_a_changed_output_file_is_named(campaign_copy):
-    rec = tidy.find_records(campaign_copy)[0]
+    rec = record.find(campaign_copy)[0]
     (rec / "stdout-0.txt").write_text("THROUGHPUT=999999\n")
     with pytest.raises(tidy.RecordError, match=f"{rec}/stdout-0.txt: checksum mismatch"):
         tidy.build_tables(campaign_copy)
 
 
 def test_truncated_record_is_named_or_skipped_when_told(campaign_copy):
-    recs = tidy.find_records(campaign_copy)
+    recs = record.find(campaign_copy)
     (recs[1] / "cpu.json").unlink()
     meta = recs[2] / "meta.json"
     meta.write_text(meta.read_text()[:100])
@@ -58,18 +59,17 @@ def test_truncated_record_is_named_or_skipped_when_told(campaign_copy):
 
 
 def test_a_record_without_checksums_is_refused(campaign_copy):
-    rec = tidy.find_records(campaign_copy)[0]
+    rec = record.find(campaign_copy)[0]
     (rec / "SHA256SUMS").unlink()
     with pytest.raises(tidy.RecordError, match="SHA256SUMS missing"):
         tidy.build_tables(campaign_copy)
 
 
 def test_an_unparseable_but_intact_record_names_the_record(campaign_copy):
-    rec = tidy.find_records(campaign_copy)[0]
+    rec = record.find(campaign_copy)[0]
     (rec / "stdout-0.txt").write_text("garbage\n")
     meta = json.loads((rec / "meta.json").read_text())
-    from benchlib.runner import _write_checksums
-    _write_checksums(rec)
+    record.write_checksums(rec)
     with pytest.raises(tidy.RecordError, match=f"{rec}: netperf printed no KEY=value"):
         tidy.build_tables(campaign_copy)
     assert meta["outcome"] == "ok"
@@ -78,3 +78,13 @@ def test_an_unparseable_but_intact_record_names_the_record(campaign_copy):
 def test_no_campaign_is_a_clear_error(tmp_path):
     with pytest.raises(tidy.RecordError, match="no raw data for this campaign"):
         tidy.build_tables(tmp_path / "nothing")
+
+
+def test_a_metric_on_a_side_it_does_not_have_is_refused():
+    row = {"campaign": "c", "environment": "e", "scenario": "s", "test": "t", "streams": 1, "message_size": None,
+           "block": 0, "run_id": "e/s/t/r000", "metric": "throughput", "value": 1.0, "unit": "Gbit/s"}
+    schema.check_metrics(pd.DataFrame([{**row, "side": "none"}, {**row, "metric": "cpu_busy_pct", "unit": "%",
+                                                                  "side": "server"}]))
+    schema.check_metrics(pd.DataFrame(columns=schema.METRICS_SCHEMA.names))  # no runs: nothing to refuse
+    with pytest.raises(schema.SchemaError, match=r"throughput has side 'client' \(run e/s/t/r000\)"):
+        schema.check_metrics(pd.DataFrame([{**row, "side": "client"}]))

@@ -6,24 +6,23 @@ from __future__ import annotations
 
 from pathlib import Path
 
-
-def project_root(start: Path | None = None) -> Path:
-    """The nearest directory at or above `start` (default: cwd) holding pyproject.toml.
-
-    Papermill runs kernels at the repo root, JupyterLab in notebooks/: paths
-    anchored here work in both.
-    """
-    here = (start or Path.cwd()).resolve()
-    for d in (here, *here.parents):
-        if (d / "pyproject.toml").is_file():
-            return d
-    raise FileNotFoundError(f"no pyproject.toml at or above {here}: not inside the project")
+# Papermill runs kernels at the project root, JupyterLab in notebooks/: paths
+# anchored at the project root work in both.
+from benchlib.config import project_root
 
 
 def resolve(path: str | Path, root: Path | None = None) -> Path:
     """`path` itself if absolute, else anchored at the project root."""
     p = Path(path)
     return p if p.is_absolute() else (root or project_root()) / p
+
+
+COMPARISONS_FILE = "comparisons.parquet"
+
+
+def comparisons_path(out_dir: str | Path) -> Path:
+    """Where 02_significance saves the comparison against the baseline and 03_figures reads it."""
+    return resolve(out_dir) / COMPARISONS_FILE
 
 
 def default_parameters(params_path: str | Path | None = None) -> dict:

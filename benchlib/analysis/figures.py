@@ -17,7 +17,9 @@ import plotly.io as pio
 from plotly.subplots import make_subplots
 from plotly.io.base_renderers import MimetypeRenderer, PlotlyRenderer
 
-from .stats import INSUFFICIENT, NEGLIGIBLE, WITHIN_NOISE, metric_info
+from benchlib.schema import metric_info, percentiles
+
+from .stats import INSUFFICIENT, MIN_N, NEGLIGIBLE, WITHIN_NOISE
 
 TEMPLATE = "benchlib"
 # Okabe-Ito: distinguishable with the common colour-vision deficiencies.
@@ -63,8 +65,6 @@ def use_report_renderer() -> None:
     pio.renderers.default = TEMPLATE
 
 
-# What a test's bar charts show, where the test emits it (the other metrics are in the tables).
-PRIMARY_METRICS = ("throughput", "udp_loss_pct", "transaction_rate", "connection_rate", "http_qps", "dns_qps")
 
 
 def _natural(name: str) -> tuple:
@@ -141,7 +141,7 @@ def bars(summary: pd.DataFrame, test: str, metric: str, side: str = "none", base
     for r in d.itertuples():
         if r.scenario in labels or (labels and r.scenario == baseline):
             text = "baseline" if r.scenario == baseline else _short_verdict(labels[r.scenario])
-            fig.add_annotation(x=r.scenario, y=r.ci_high if r.n >= 6 else r.median, text=text, showarrow=False,
+            fig.add_annotation(x=r.scenario, y=r.ci_high if r.n >= MIN_N else r.median, text=text, showarrow=False,
                                yanchor="bottom", yshift=4, font=dict(size=12))
     return fig
 
@@ -270,13 +270,14 @@ def throughput_vs_cpu(per_run: pd.DataFrame, test: str, side: str = "total", bas
     return fig
 
 
-LATENCY_PERCENTILES = ("latency_p50", "latency_p90", "latency_p99")
-DNS_PERCENTILES = ("dns_latency_p50", "dns_latency_p99")
-HTTP_PERCENTILES = ("http_latency_p50", "http_latency_p90", "http_latency_p99", "http_latency_p999")
+LATENCY_PERCENTILES = percentiles("latency")
+DNS_PERCENTILES = percentiles("dns_latency")
+HTTP_PERCENTILES = percentiles("http_latency")
 
 
 def _percentile_name(metric: str) -> str:
-    return metric.rsplit("_", 1)[-1]
+    """p50, p99.9: the label of a percentile metric."""
+    return f"p{metric_info(metric).percentile:g}"
 
 
 def latency_percentiles(summary: pd.DataFrame, test: str, baseline: str = "host",

@@ -8,18 +8,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from benchlib.schema import METRICS, METRICS_SCHEMA, Metric
+from benchlib.schema import DERIVED_METRICS, METRICS, METRICS_SCHEMA, WORK_METRICS
 
-# Registered here, not in schema.py: these are derived by the analysis, never
-# emitted by a collector.
-CPU_METRICS: dict[str, Metric] = {
-    "cpu_pct_at_target": Metric(
-        "%", False,
-        "busy share of the side's CPUs (total: of both sides' CPUs) needed for a fixed work rate"),
-}
-
-# The work a run did, by test kind. One of these per run (side 'none').
-WORK_METRICS = ("throughput", "transaction_rate", "connection_rate")
+CPU_AT_TARGET = "cpu_pct_at_target"
+CPU_SIDES = DERIVED_METRICS[CPU_AT_TARGET].sides  # client, server and total
 
 RUN_KEYS = [c for c in METRICS_SCHEMA.names if c not in ("metric", "value", "unit", "side")]
 
@@ -76,8 +68,8 @@ def cpu_at_target(metrics: pd.DataFrame, runs: pd.DataFrame, target_gbps: float 
     scale = df["work_metric"].map(targets) / df["work"]
     unit = df["work_metric"].map(lambda m: f"% CPU @ {targets[m]:g} {METRICS[m].unit}")
     long = [
-        df[RUN_KEYS].assign(metric="cpu_pct_at_target", value=df[side] * scale, unit=unit, side=side)
-        for side in ("client", "server", "total")
+        df[RUN_KEYS].assign(metric=CPU_AT_TARGET, value=df[side] * scale, unit=unit, side=side)
+        for side in CPU_SIDES
     ]
     return pd.concat(long, ignore_index=True)[METRICS_SCHEMA.names]
 

@@ -11,7 +11,9 @@ import numpy as np
 import pandas as pd
 
 from . import resolve
-from .stats import CORRECTIONS, adjust, compare, metric_info, verdict
+from benchlib.schema import metric_info
+
+from .stats import CORRECTIONS, adjust, compare, verdict
 
 REFERENCE_DIR = Path("data/reference")
 EKS_SCENARIOS = "eks_m6i_2026_scenarios.csv"

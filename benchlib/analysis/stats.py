@@ -1,6 +1,6 @@
 """Per-configuration summaries and comparisons against a baseline.
 
-Implements DESIGN.md "Statistics (the spec)": the unit is the run; medians
+Implements docs/design.md "Statistics": the unit is the run; medians
 with distribution-free CIs; Mann-Whitney U against the baseline with a
 family-wise correction; effect = median ratio - 1 with a bootstrap CI.
 """
@@ -15,9 +15,7 @@ import pandas as pd
 from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
-from benchlib.schema import METRICS, Metric
-
-from .normalize import CPU_METRICS
+from benchlib.schema import metric_info
 
 # A configuration: everything that identifies one sample of runs of one metric.
 CONFIG = ["campaign", "environment", "scenario", "test", "streams", "message_size", "metric", "side"]
@@ -33,14 +31,6 @@ WITHIN_NOISE = "~ within noise"
 NEGLIGIBLE = "negligible"
 
 CORRECTIONS = {"holm": "Holm", "fdr_bh": "FDR (Benjamini-Hochberg)"}
-
-
-def metric_info(name: str) -> Metric:
-    """Unit and direction of a collected (schema) or derived (analysis) metric."""
-    registry = {**METRICS, **CPU_METRICS}
-    if name not in registry:
-        raise KeyError(f"unknown metric {name!r}: not in benchlib.schema.METRICS nor analysis CPU_METRICS")
-    return registry[name]
 
 
 def ok_values(metrics: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:

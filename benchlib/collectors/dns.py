@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from . import Invocation, ParseError, Server
+from .base import Invocation, ParseError, Server
 
 # Over TCP, dnsperf 2.10 against dnsmasq (which closes connections) intermittently
 # dies with "failed to receive packet: Bad file descriptor", so UDP only.

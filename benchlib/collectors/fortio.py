@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 
-from . import Invocation, ParseError, Server, json_number
+from .base import Invocation, ParseError, Server, json_number
 
 KINDS = ("HTTP",)
 PORT = 8080

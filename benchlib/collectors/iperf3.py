@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 
-from . import Invocation, ParseError, Server, json_number
+from .base import Invocation, ParseError, Server, json_number
 
 KINDS = ("TCP_STREAM", "UDP_STREAM")
 PORT = 5201

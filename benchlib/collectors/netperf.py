@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from . import Invocation, ParseError, Server
+from .base import Invocation, ParseError, Server
 
 STREAM_KEYS = ("THROUGHPUT", "THROUGHPUT_UNITS", "ELAPSED_TIME", "LOCAL_SEND_SIZE",
                "LOCAL_TRANSPORT_RETRANS", "LOCAL_CPU_BIND", "REMOTE_CPU_BIND")
@@ -20,14 +20,14 @@ LATENCY_METRICS = {"MIN_LATENCY": "latency_min", "P50_LATENCY": "latency_p50",
 RATE_METRIC = {"TCP_RR": "transaction_rate", "TCP_CRR": "connection_rate"}
 KINDS = ("TCP_STREAM", "TCP_RR", "TCP_CRR")
 PORT = 12865
-# -D: stay in the foreground so the target owns the process; -4: IPv4 only.
-SERVER = Server("netserver", ["netserver", "-D", "-4", "-p", str(PORT)], PORT)
-VERSION_COMMAND = ["netperf", "-V"]
 # Stream i's data connection goes to DATA_PORT + i (netperf's test option -P),
 # so a firewall or a service in front of the server can name every port it uses.
 DATA_PORT = 12866
-SERVICE_STREAMS = 8  # streams a lab service exposes data ports for
+SERVICE_STREAMS = 8  # streams a service in front of the server exposes data ports for
 SERVICE_PORTS = tuple(range(DATA_PORT, DATA_PORT + SERVICE_STREAMS))
+# -D: stay in the foreground so the target owns the process; -4: IPv4 only.
+SERVER = Server("netserver", ["netserver", "-D", "-4", "-p", str(PORT)], PORT, data_ports=SERVICE_PORTS)
+VERSION_COMMAND = ["netperf", "-V"]
 # netserver reports a TCP_CRR result only after its own timer (test length
 # plus netperf's PAD_TIME of 4 s) expires, so a CRR run lasts 4 s longer.
 CRR_PAD_S = 4.0

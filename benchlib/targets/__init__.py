@@ -1,17 +1,23 @@
 """Targets place the client and the server and run commands on either side.
 
-A target knows nothing about tools or statistics: the runner gives it command
-lines and gets back what the processes printed.
+A target knows nothing about tools or statistics: the runner hands it the
+servers to start and the command lines to run, and gets back what the
+processes printed. `Target` declares everything the runner relies on.
 """
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 import time
-from collections.abc import Callable
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
-
-class TargetError(RuntimeError):
-    """The target cannot be used (missing privilege, tool or kernel feature, failed set-up)."""
+from .. import cpu
+from ..collectors import Server
+from ..errors import TargetError  # noqa: F401 (targets raise it; callers catch targets.TargetError)
 
 
 @dataclass(frozen=True)
@@ -27,20 +33,63 @@ class Placement:
     details: dict = field(default_factory=dict)
 
 
-class Target:
-    """The life cycle every target shares.
+@dataclass(frozen=True)
+class Result:
+    """A command that ran to its end (or was killed): its exit status and output as printed."""
 
-    `prepare` checks and claims what must be exclusive before anything is
-    built (a failure there leaves nothing to tear down); `setup` builds,
-    and a failure while building tears down what was built; leaving the
-    `with` block always tears down.
+    argv: list[str]
+    returncode: int | None  # None: killed after the timeout
+    stdout: str
+    stderr: str
+
+
+class Process(Protocol):
+    """A command a target started: the part of subprocess.Popen the runner uses."""
+
+    returncode: int | None
+
+    def poll(self) -> int | None: ...
+
+    def communicate(self, timeout: float | None = None) -> tuple[str, str]:
+        """(stdout, stderr); raises subprocess.TimeoutExpired like Popen does."""
+
+    def kill(self) -> None: ...
+
+
+class Target(ABC):
+    """What the runner needs from a place to run benchmarks.
+
+    Life cycle: ``with target:`` calls `prepare` (check and claim what must be
+    exclusive; a failure leaves nothing to tear down), then `setup` (build; a
+    failure tears down what was built); leaving the block always calls
+    `teardown`.
+
+    Inside the block the runner calls, in this order:
+
+    1. `describe()` once: the target's facts, recorded with every run.
+    2. Before the first run of each scenario, and never again for it:
+       `activate(scenario)`, then `start_server(scenario, server, cpus)` for
+       every server the campaign's tools need (`Placement.server_cpus`).
+       A target that cannot hold scenarios side by side
+       (``interleaves_scenarios = False``) gets its scenarios one after
+       another, so activating the next one may remove the previous one.
+    3. After the first scenario's servers: `run(scenario, "client", argv,
+       timeout)` for each tool's version probe.
+    4. For every run: `placement`, `spawn` of each client process, and
+       `cpu_snapshot` of both sides at the start and end of the CPU window.
+
+    ``servers`` and ``commands`` say what will run where, without naming a
+    tool: a target checks the commands exist before building anything, and
+    forwards the servers' ports where it puts a service in front of them.
     """
 
     kind = ""
     interleaves_scenarios = True  # whether runs of different scenarios may alternate
 
-    def __init__(self, env, scenarios: list[str], tools=("netperf",), log=print):
-        self.env, self.scenarios, self.tools, self.log = env, scenarios, list(tools), log
+    def __init__(self, env, scenarios: list[str], servers: Sequence[Server] = (), commands: Sequence[str] = (),
+                 log=print):
+        self.env, self.scenarios, self.log = env, scenarios, log
+        self.servers, self.commands = list(servers), list(commands)
         self.placements: dict[str, Placement] = {}
 
     def __enter__(self):
@@ -58,11 +107,52 @@ class Target:
     def prepare(self) -> None:
         pass
 
-    def setup(self) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def setup(self) -> None: ...
 
-    def teardown(self) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def teardown(self) -> None: ...
+
+    def placement(self, scenario: str) -> Placement:
+        return self.placements[scenario]
+
+    @abstractmethod
+    def activate(self, scenario: str) -> None:
+        """Make the scenario the one runs measure; its placement is known afterwards."""
+
+    @abstractmethod
+    def start_server(self, scenario: str, server: Server, cpus: list[int]) -> None:
+        """Start ``server`` on the scenario's server side, pinned to ``cpus``; return once it listens.
+
+        The target stops it at teardown (or when the scenario is replaced)."""
+
+    @abstractmethod
+    def spawn(self, scenario: str, side: str, argv: list[str]) -> Process:
+        """Start ``argv`` on one side of the scenario and return at once."""
+
+    def run(self, scenario: str, side: str, argv: list[str], timeout: float) -> Result:
+        """Run a short command on one side to its end; killed after ``timeout`` s (returncode None)."""
+        proc = self.spawn(scenario, side, argv)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+            return Result(argv, proc.returncode, out, err)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+            return Result(argv, None, out, err)
+
+    @abstractmethod
+    def cpu_snapshot(self, scenario: str, side: str) -> cpu.Snapshot:
+        """/proc/stat of the node that side of the scenario runs on."""
+
+    @abstractmethod
+    def describe(self) -> dict:
+        """The target's facts for every record: ``target``, ``clk_tck`` and ``versions`` (kernel, ...)."""
+
+
+def service_ports(servers: Sequence[Server]) -> list[tuple[int, str]]:
+    """Every (port, protocol) a service in front of these servers forwards."""
+    return sorted({p for s in servers for p in s.ports()})
 
 
 def wait_listening(server, proc, ss: Callable[[list[str]], str], target: str, place: str,
@@ -84,14 +174,6 @@ def wait_listening(server, proc, ss: Callable[[list[str]], str], target: str, pl
                       f"within {timeout_s:g} s")
 
 
-@dataclass(frozen=True)
-class Result:
-    argv: list[str]
-    returncode: int | None  # None: killed after the timeout
-    stdout: str
-    stderr: str
-
-
 class LocalProcess:
     """A command a target started on this machine, in a session of its own so
     that killing it takes its children along (``ip netns exec``, ``ssh``, ...).
@@ -101,7 +183,6 @@ class LocalProcess:
     """
 
     def __init__(self, argv: list[str]):
-        import subprocess
         self._p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                    start_new_session=True)
 
@@ -117,8 +198,6 @@ class LocalProcess:
         return self._p.communicate(timeout=timeout)
 
     def kill(self) -> None:
-        import os
-        import signal
         try:
             os.killpg(self._p.pid, signal.SIGKILL)
         except ProcessLookupError:

@@ -48,7 +48,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from .. import collectors, cpu
 from ..config import Environment, Scenario, environment_dir
-from . import Placement, Target, TargetError, wait_listening
+from . import Placement, Target, TargetError, service_ports, wait_listening
 
 EXIT_MARKER = "__BENCHLIB_EXIT="
 PID_MARKER = "__BENCHLIB_PID="
@@ -220,16 +220,7 @@ def cpu_daemonset(env: Environment, campaign: str) -> dict:
                      "template": {"metadata": {"labels": labels}, "spec": pod}}}
 
 
-def service_ports(tools: list[str]) -> list[tuple[int, str]]:
-    """Every (port, protocol) a client connects to: the servers' and netperf's data ports."""
-    ports = [(m.SERVER.port, m.SERVER.protocol) for m in map(collectors.get, tools) if m.SERVER]
-    if "netperf" in tools:
-        np = collectors.get("netperf")
-        ports += [(np.DATA_PORT + i, "tcp") for i in range(np.SERVICE_STREAMS)]
-    return sorted(set(ports))
-
-
-def render(env: Environment, scenarios: list[str], tools: list[str]) -> list[tuple[str, object]]:
+def render(env: Environment, scenarios: list[str], servers: list[collectors.Server]) -> list[tuple[str, object]]:
     """Everything the target would apply, in order, as (title, manifest or command)."""
     out: list[tuple[str, object]] = [("namespace", {"apiVersion": "v1", "kind": "Namespace", "metadata": {
         "name": f"{env.kubernetes.namespace_prefix}-<id>", "labels": {LABEL_CAMPAIGN: "<id>"}}}),
@@ -249,11 +240,11 @@ def render(env: Environment, scenarios: list[str], tools: list[str]) -> list[tup
         out.append((f"{name}: server pod", pod_manifest(env, name, "server", "<id>")))
         out.append((f"{name}: client pod", pod_manifest(env, name, "client", "<id>")))
         if sc.placement == "service":
-            out.append((f"{name}: service", service_manifest(name, "<id>", service_ports(tools))))
+            out.append((f"{name}: service", service_manifest(name, "<id>", service_ports(servers))))
         if (sc.services or 1) > 1:
             out.append((f"{name}: filler services: {sc.services - 1} like this one, "
                         f"named {_name(name)}-fill-1 to -{sc.services - 1}",
-                        service_manifest(name, "<id>", service_ports(tools), filler=1)))
+                        service_manifest(name, "<id>", service_ports(servers), filler=1)))
     return out
 
 
@@ -262,10 +253,13 @@ class KubernetesTarget(Target):
     # switching a CNI costs minutes: scenarios run one after another
     interleaves_scenarios = False
 
-    def __init__(self, env: Environment, scenarios: list[str], tools: list[str] = ("netperf",), log=print):
+    def __init__(self, env: Environment, scenarios: list[str], servers: list[collectors.Server] | None = None,
+                 commands: list[str] = (), log=print):
         if env.kubernetes is None:
             raise TargetError(f"environment {env.name}: target kubernetes needs a kubernetes: section")
-        super().__init__(env, scenarios, tools, log)
+        if servers is None:  # as before: the netperf server's ports on the Services
+            servers = [collectors.get("netperf").SERVER]
+        super().__init__(env, scenarios, servers, commands, log)
         self.settings = env.kubernetes
         self.campaign = f"{env.name[:20]}-{uuid.uuid4().hex[:8]}".lower()
         self.namespace = f"{self.settings.namespace_prefix}-{self.campaign}"
@@ -449,9 +443,9 @@ class KubernetesTarget(Target):
             scenario=scenario, server_address=address, client_node=client.spec.node_name,
             server_node=server.spec.node_name, client_cpus=client_cpus, server_cpus=server_cpus,
             details=details)
-        for module in map(collectors.get, self.tools):
-            if module.SERVER:
-                self._start_server(server.metadata.name, module.SERVER, server_cpus)
+
+    def start_server(self, scenario: str, server: collectors.Server, cpus: list[int]) -> None:
+        self._start_server(self.placements[scenario].details["server_pod"], server, cpus)
 
     def _shell(self, command: str, timeout: float) -> subprocess.CompletedProcess:
         env = dict(os.environ)
@@ -552,7 +546,7 @@ class KubernetesTarget(Target):
     # -- services -----------------------------------------------------------------
     def _create_services(self, scenario: str, count: int, server_ip: str) -> tuple[str, dict]:
         """The benchmark Service and count-1 fillers; returns its ClusterIP and what to record."""
-        ports = service_ports(self.tools)
+        ports = service_ports(self.servers)
         manifests = [service_manifest(scenario, self.campaign, ports, filler=i) for i in range(count)]
         start = time.monotonic()
         created = []
@@ -655,8 +649,8 @@ class KubernetesTarget(Target):
     def cpu_snapshot_of(self, node: str) -> cpu.Snapshot:
         return cpu.take(self._check(self._cpu_pods[node], ["cat", "/proc/stat"]))
 
-    def cpu_snapshot(self, side: str) -> cpu.Snapshot:
-        pl = self.placements[self._active]
+    def cpu_snapshot(self, scenario: str, side: str) -> cpu.Snapshot:
+        pl = self.placements[scenario]
         return self.cpu_snapshot_of(pl.client_node if side == "client" else pl.server_node)
 
     def agent_usage(self) -> dict:
@@ -676,10 +670,6 @@ class KubernetesTarget(Target):
     def describe(self) -> dict:
         pod = next(iter(self._cpu_pods.values()))
         versions = {"kernel": self._check(pod, ["uname", "-r"]).strip(), "kubernetes": self.server_version}
-        for tool in self.tools:
-            module = collectors.get(tool)
-            _, out, err = self.exec(pod, module.VERSION_COMMAND)
-            versions[tool] = module.version(out + err)
         return {"target": "kubernetes", "context": self.settings.context, "namespace": self.namespace,
                 "image": self.settings.image, "versions": versions,
                 "clk_tck": int(self._check(pod, ["getconf", "CLK_TCK"]).strip())}

@@ -12,11 +12,17 @@ import os
 import shlex
 import subprocess
 
-from .. import collectors, cpu
+from .. import cpu
+from ..collectors import Server
 from ..config import Environment, SshHost
+from ..schema import SIDES
 from . import LocalProcess, Placement, Target, TargetError, wait_listening
 
-SIDES = ("client", "server")
+CHECK_TIMEOUT_S = 30  # a `command -v` or `kill` over ssh
+COMMAND_TIMEOUT_S = 60  # any other short command over ssh
+SERVER_EXIT_TIMEOUT_S = 10  # the local ssh of a stopped server
+SERVER_LISTEN_TIMEOUT_S = 15
+SERVER_POLL_S = 0.2  # every check is an ssh round trip: poll less often than the lab does
 
 
 def ssh_argv(env: Environment, side: str, remote: list[str]) -> list[str]:
@@ -35,14 +41,12 @@ def ssh_argv(env: Environment, side: str, remote: list[str]) -> list[str]:
     return argv + [h.host, "--", shlex.join(remote)]
 
 
-def render(env: Environment, scenarios: list[str], tools: list[str]) -> list[tuple[str, object]]:
+def render(env: Environment, scenarios: list[str], servers: list[Server]) -> list[tuple[str, object]]:
     """What the target runs on entry, as (title, command)."""
     out = [(f"{side}: check", shlex.join(ssh_argv(env, side, ["true"]))) for side in SIDES]
-    for module in map(collectors.get, tools):
-        if module.SERVER:
-            out.append((f"server: start {module.SERVER.name}",
-                        shlex.join(ssh_argv(env, "server", ["sh", "-c", 'echo $$; exec "$@"', "sh",
-                                                            *module.SERVER.argv]))))
+    for server in servers:
+        out.append((f"server: start {server.name}",
+                    shlex.join(ssh_argv(env, "server", ["sh", "-c", 'echo $$; exec "$@"', "sh", *server.argv]))))
     return out
 
 
@@ -51,13 +55,15 @@ class SshTarget(Target):
     # one pair of hosts serves every scenario: nothing to switch between runs
     interleaves_scenarios = True
 
-    def __init__(self, env: Environment, scenarios: list[str], tools: list[str] = ("netperf",), log=print):
+    def __init__(self, env: Environment, scenarios: list[str], servers: list[Server] = (),
+                 commands: list[str] = (), log=print):
         if env.ssh is None:
             raise TargetError(f"environment {env.name}: target ssh needs an ssh: section")
-        super().__init__(env, scenarios, tools, log)
-        self._servers: list[tuple[subprocess.Popen, int]] = []  # (local ssh, remote pid)
+        super().__init__(env, scenarios, servers, commands, log)
+        self._servers: list[tuple[str, subprocess.Popen, int]] = []  # (server name, local ssh, remote pid)
 
-    def run(self, side: str, remote: list[str], timeout: float = 60) -> str:
+    def _check(self, side: str, remote: list[str], timeout: float = COMMAND_TIMEOUT_S) -> str:
+        """stdout of a command on one side's host, which must succeed."""
         argv = ssh_argv(self.env, side, remote)
         try:
             proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
@@ -74,11 +80,10 @@ class SshTarget(Target):
 
     # -- lifecycle ----------------------------------------------------------------
     def prepare(self) -> None:
-        needed = {"client": [collectors.get(t).VERSION_COMMAND[0] for t in self.tools] + ["cat"],
-                  "server": [m.SERVER.argv[0] for m in map(collectors.get, self.tools) if m.SERVER] + ["taskset"]}
+        needed = {"client": [*self.commands, "cat"], "server": [s.argv[0] for s in self.servers] + ["taskset"]}
         for side, commands in needed.items():
             script = "; ".join(f"command -v {shlex.quote(c)} >/dev/null || echo {shlex.quote(c)}" for c in commands)
-            missing = self.run(side, ["sh", "-c", script], timeout=30).split()
+            missing = self._check(side, ["sh", "-c", script], timeout=CHECK_TIMEOUT_S).split()
             if missing:
                 raise TargetError(f"ssh: {self._host(side)} lacks {missing} (install them on that host)")
 
@@ -91,16 +96,16 @@ class SshTarget(Target):
                 client_node=s.client.host, server_node=s.server.host,
                 client_cpus=cpus["client"], server_cpus=cpus["server"],
                 details={"ssh_client": self._host("client"), "ssh_server": self._host("server")})
-        for module in map(collectors.get, self.tools):
-            if module.SERVER:
-                self._start_server(module.SERVER, cpus["server"])
 
     def _cpus(self) -> dict[str, list[int]]:
         if self.env.cpus:
             return {"client": self.env.cpus.client, "server": self.env.cpus.server}
-        return {side: sorted(self.cpu_snapshot(side).counters) for side in SIDES}
+        return {side: sorted(self._snapshot(side).counters) for side in SIDES}
 
-    def _start_server(self, server: collectors.Server, cpus: list[int]) -> None:
+    def start_server(self, scenario: str, server: Server, cpus: list[int]) -> None:
+        """One server process serves every scenario: the hosts are the scenario."""
+        if any(name == server.name for name, _, _ in self._servers):
+            return
         # The remote shell prints its PID, then becomes the server: we stop it
         # by that PID, since ending the ssh session does not end a command
         # that has no terminal.
@@ -112,20 +117,19 @@ class SshTarget(Target):
             proc.kill()
             _, err = proc.communicate()
             raise TargetError(f"ssh: {server.name} on {self._host('server')} did not start: {err.strip()}")
-        self._servers.append((proc, int(first)))
-        # every check is an ssh round trip: poll less often than the lab does
-        wait_listening(server, proc, lambda argv: self.run("server", argv), "ssh", f"on {self._host('server')}",
-                       proc.stderr.read, timeout_s=15, poll_s=0.2)
+        self._servers.append((server.name, proc, int(first)))
+        wait_listening(server, proc, lambda argv: self._check("server", argv), "ssh", f"on {self._host('server')}",
+                       proc.stderr.read, timeout_s=SERVER_LISTEN_TIMEOUT_S, poll_s=SERVER_POLL_S)
 
     def teardown(self) -> None:
         errors = []
-        for proc, pid in self._servers:
+        for _, proc, pid in self._servers:
             try:
-                self.run("server", ["kill", str(pid)], timeout=30)
+                self._check("server", ["kill", str(pid)], timeout=CHECK_TIMEOUT_S)
             except TargetError as exc:
                 errors.append(str(exc))
             try:
-                proc.wait(timeout=10)
+                proc.wait(timeout=SERVER_EXIT_TIMEOUT_S)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
@@ -134,25 +138,20 @@ class SshTarget(Target):
             raise TargetError("ssh: could not stop every server: " + "; ".join(errors))
 
     # -- what the runner uses ---------------------------------------------------------
-    def placement(self, scenario: str) -> Placement:
-        return self.placements[scenario]
-
     def activate(self, scenario: str) -> None:
         """Nothing to switch: the hosts are the scenario."""
 
     def spawn(self, scenario: str, side: str, argv: list[str]) -> LocalProcess:
         return LocalProcess(ssh_argv(self.env, side, argv))
 
-    def cpu_snapshot(self, side: str) -> cpu.Snapshot:
-        return cpu.take(self.run(side, ["cat", "/proc/stat"]))
+    def cpu_snapshot(self, scenario: str, side: str) -> cpu.Snapshot:
+        return self._snapshot(side)
+
+    def _snapshot(self, side: str) -> cpu.Snapshot:
+        return cpu.take(self._check(side, ["cat", "/proc/stat"]))
 
     def describe(self) -> dict:
-        versions = {"kernel": self.run("client", ["uname", "-r"]).strip(),
-                    "server_kernel": self.run("server", ["uname", "-r"]).strip()}
-        for tool in self.tools:
-            module = collectors.get(tool)
-            proc = subprocess.run(ssh_argv(self.env, "client", module.VERSION_COMMAND),
-                                  capture_output=True, text=True, timeout=60)
-            versions[tool] = module.version(proc.stdout + proc.stderr)
+        versions = {"kernel": self._check("client", ["uname", "-r"]).strip(),
+                    "server_kernel": self._check("server", ["uname", "-r"]).strip()}
         return {"target": "ssh", "versions": versions,
-                "clk_tck": int(self.run("client", ["getconf", "CLK_TCK"]).strip())}
+                "clk_tck": int(self._check("client", ["getconf", "CLK_TCK"]).strip())}

@@ -31,7 +31,7 @@ def make_tables(samples: dict, failed: dict | None = None, cpus: tuple[int, int]
             runs.append({
                 "campaign": campaign, "environment": environment, "scenario": scenario, "test": test,
                 "tool": "netperf", "kind": "TCP_STREAM", "streams": 1, "message_size": None,
-                "offered_qps": None, "connection_close": False, "services": None, "repetition": i, "block": i, "order": i * n_configs + j, "run_id": run_id, "attempts": 1,
+                "offered_qps": None, "connection_close": False, "services": None, "block": i, "order": i * n_configs + j, "run_id": run_id, "attempts": 1,
                 "outcome": "ok" if ok else "failed", "failure_reason": None if ok else "netperf exited 1",
                 "started_at": start, "ended_at": start + pd.Timedelta(seconds=30), "duration_s": 30.0,
                 "client_cpus": cpus[0], "server_cpus": cpus[1], "client_node": "n1", "server_node": "n2",
@@ -43,7 +43,7 @@ def make_tables(samples: dict, failed: dict | None = None, cpus: tuple[int, int]
             for (metric, side), values in columns.items():
                 metrics.append({
                     "campaign": campaign, "environment": environment, "scenario": scenario, "test": test,
-                    "streams": 1, "message_size": None, "repetition": i, "block": i, "run_id": run_id,
+                    "streams": 1, "message_size": None, "block": i, "run_id": run_id,
                     "metric": metric, "value": float(values[i]), "unit": schema.METRICS[metric].unit, "side": side,
                 })
     # round-trip through the schema so types are exactly those of the real tables

@@ -76,3 +76,21 @@ def test_default_parameters_survive_papermill_unchanged():
     namespace = {}
     exec(translators.PythonTranslator.codify(params), namespace)
     assert {k: namespace[k] for k in params} == params
+
+
+@pytest.mark.parametrize("notebook", report.NOTEBOOKS)
+def test_parameters_cell_names_each_parameter_with_the_params_yaml_default(notebook):
+    import jupytext
+    from benchlib.analysis import default_parameters
+    nb = jupytext.read(project_root() / "notebooks" / notebook)
+    cell, = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    namespace = {}
+    exec(cell.source, namespace)  # plain assignments: nothing to import, nothing hidden
+    declared = {k: v for k, v in namespace.items() if not k.startswith("__")}
+    defaults = default_parameters()
+    assert declared and set(declared) <= set(defaults), set(declared) - set(defaults)
+    assert declared == {k: defaults[k] for k in declared}
+    # every parameter the rest of the notebook uses is declared in the cell
+    body = "\n".join(c.source for c in nb.cells if c is not cell and c.cell_type == "code")
+    used = {k for k in defaults if re.search(rf"\b{k}\b", body)}
+    assert used == set(declared), (used ^ set(declared))

@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from ..targets import TargetError
+from benchlib.errors import TargetError
 
 SOURCE = Path(__file__).with_name("host_routing.c")
 FROM_POD = "tc/from_pod"    # on the node end of the pod veth: pod -> wire

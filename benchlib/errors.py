@@ -1,0 +1,28 @@
+"""The errors benchlib raises on purpose. Every message names what is wrong
+(the file and key, the record, the run or the command), so the CLI prints it
+as it is and exits 2; anything else is a bug and keeps its traceback."""
+from __future__ import annotations
+
+
+class BenchlibError(Exception):
+    """Base of every error whose message is meant for the user."""
+
+
+class ConfigError(BenchlibError, ValueError):
+    """params.yaml or an environment definition is invalid."""
+
+
+class ParseError(BenchlibError, ValueError):
+    """A tool's output (or /proc/stat) could not be turned into metrics."""
+
+
+class TargetError(BenchlibError, RuntimeError):
+    """The target cannot be used (missing privilege, tool or kernel feature, failed set-up)."""
+
+
+class RecordError(BenchlibError, ValueError):
+    """A raw record is corrupt, truncated, inconsistent or of an unknown version; the message names it."""
+
+
+class SchemaError(BenchlibError, ValueError):
+    """A tidy table does not have the columns, types or values it must have."""

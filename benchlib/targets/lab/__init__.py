@@ -1,0 +1,176 @@
+"""The embedded two-node lab: network namespaces joined by a veth "wire".
+
+Each scenario gets its own set of namespaces, named ``<lab id>-<scenario>-<role>``
+(roles n1/n2 for the nodes, p1/p2 for the pods on them), so all scenarios of a
+campaign stand side by side and runs interleave. Everything the lab creates
+lives inside those namespaces: deleting them (and killing the processes in
+them) removes every link, route and rule.
+
+One module per concern: addresses, topologies (the datapaths as data),
+encryption, netfilter (firewall and kube-proxy rules), bpf (host routing),
+probes (what the machine must offer), locking (which lab owns what), netns
+(commands in namespaces).
+"""
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from benchlib import cpu
+from benchlib.collectors import Server
+from benchlib.config import Environment
+from benchlib.errors import TargetError
+
+from .. import LocalProcess, Placement, Target, service_ports, wait_listening
+from . import netfilter, topologies
+from .addresses import POD_IP
+from .locking import clean_leftovers, lab_id_of, new_lab_id, release, try_lock
+from .netns import in_ns, ip, list_namespaces, remove_namespace, stop
+from .probes import check_machine, preflight, scenario_problems
+
+__all__ = ["LabTarget", "check_machine", "clean_leftovers", "default_cpus", "in_ns", "list_namespaces",
+           "scenario_problems"]
+
+SERVER_LISTEN_TIMEOUT_S = 10
+SERVER_POLL_S = 0.05
+
+
+def default_cpus() -> tuple[list[int], list[int]]:
+    """Split the CPUs this process may use: first half client, second half server."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        raise TargetError(f"lab: needs at least 2 CPUs to pin client and server apart, have {cpus}")
+    half = len(cpus) // 2
+    return cpus[:half], cpus[half:]
+
+
+def _mask(cpus: list[int]) -> str:
+    return format(sum(1 << c for c in cpus), "x")
+
+
+class LabTarget(Target):
+    """Builds every scenario's namespaces on entry, serves every run, tears down on exit."""
+
+    kind = "lab"
+    # every scenario stands at once, so runs of different scenarios can alternate
+    interleaves_scenarios = True
+
+    def __init__(self, env: Environment, scenarios: list[str], servers: list[Server] = (),
+                 commands: list[str] = (), log=print):
+        super().__init__(env, scenarios, servers, commands, log)
+        self.lab_id = new_lab_id()
+        if env.cpus:
+            self.client_cpus, self.server_cpus = env.cpus.client, env.cpus.server
+        else:
+            self.client_cpus, self.server_cpus = default_cpus()
+        self._lock = None
+        self._namespaces: list[str] = []
+        self._servers: list[subprocess.Popen] = []
+        self._logdir: Path | None = None
+
+    # -- life cycle ---------------------------------------------------------------------
+    def prepare(self) -> None:
+        preflight(self.env, self.scenarios, [*self.commands, *(s.argv[0] for s in self.servers)])
+        clean_leftovers(self.log)
+        self._lock = try_lock(self.lab_id)
+        if self._lock is None:
+            raise TargetError(f"lab: {self.lab_id} is already in use")
+        self._logdir = Path(tempfile.mkdtemp(prefix=f"{self.lab_id}-"))
+
+    def setup(self) -> None:
+        for name in self.scenarios:
+            self.placements[name] = self._build(name)
+
+    def teardown(self) -> None:
+        for proc in self._servers:
+            stop(proc)
+        self._servers.clear()
+        for ns in reversed(self._namespaces):
+            remove_namespace(ns)
+        self._namespaces.clear()
+        left = [ns for ns in list_namespaces() if lab_id_of(ns) == self.lab_id]
+        if self._logdir:
+            shutil.rmtree(self._logdir, ignore_errors=True)
+        release(self.lab_id, self._lock)
+        self._lock = None
+        if left:
+            raise TargetError(f"lab: teardown left namespaces behind: {left}")
+
+    # -- what the runner uses -------------------------------------------------------------
+    def namespace(self, scenario: str, side: str) -> str:
+        return self.placements[scenario].details["namespaces"][side]
+
+    def activate(self, scenario: str) -> None:
+        """Nothing to switch: every scenario was built on entry."""
+
+    def start_server(self, scenario: str, server: Server, cpus: list[int]) -> None:
+        ns = self.namespace(scenario, "server")
+        logfile = self._logdir / f"{server.name}-{scenario}.log"
+        with open(logfile, "w") as log:
+            proc = subprocess.Popen(["ip", "netns", "exec", ns, "taskset", "-c", ",".join(map(str, cpus)),
+                                     *server.argv],
+                                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self._servers.append(proc)
+        wait_listening(server, proc, lambda argv: in_ns(ns, *argv), "lab", f"in {ns}", logfile.read_text,
+                       timeout_s=SERVER_LISTEN_TIMEOUT_S, poll_s=SERVER_POLL_S)
+
+    def spawn(self, scenario: str, side: str, argv: list[str]) -> LocalProcess:
+        return LocalProcess(["ip", "netns", "exec", self.namespace(scenario, side), *argv])
+
+    def cpu_snapshot(self, scenario: str, side: str) -> cpu.Snapshot:
+        return cpu.read_local()  # both lab "nodes" share this kernel's /proc/stat
+
+    def describe(self) -> dict:
+        iproute2 = subprocess.run(["ip", "-V"], capture_output=True, text=True).stdout.strip()
+        return {"target": "lab", "lab_id": self.lab_id,
+                "versions": {"kernel": platform.release(), "iproute2": iproute2}, "clk_tck": cpu.clk_tck()}
+
+    # -- building -------------------------------------------------------------------------
+    def _ns(self, scenario: str, role: str) -> str:
+        name = f"{self.lab_id}-{scenario}-{role}"
+        ip(None, "netns", "add", name)
+        self._namespaces.append(name)
+        ip(name, "link", "set", "lo", "up")
+        for key in ("net.ipv6.conf.all.disable_ipv6", "net.ipv4.conf.all.rp_filter",
+                    "net.ipv4.conf.default.rp_filter"):
+            in_ns(name, "sysctl", "-qw", f"{key}={1 if 'ipv6' in key else 0}")
+        return name
+
+    def _build(self, name: str) -> Placement:
+        sc = self.env.scenarios[name]
+        topology = topologies.topology_of(name, sc)
+        built = topologies.build(name, topology, sc.mtu, lambda role: self._ns(name, role),
+                                 netfilter_needed=bool(sc.firewall or sc.service_proxy))
+        nodes, sides, server_address = built.nodes, built.sides, built.server_address
+        details = {**built.details, "namespaces": sides}
+        if sc.firewall:
+            for node in nodes.values():
+                netfilter.install_firewall(node, sc.firewall)
+            details["firewall"] = sc.firewall
+        if sc.service_proxy:
+            if topology == "host":
+                raise TargetError(f"lab: scenario {name}: services need pods (a topology other than host)")
+            # kube-proxy's rules on the client's node; the rules render TCP only
+            ports = [port for port, protocol in service_ports(self.servers) if protocol == "tcp"]
+            service_info = netfilter.install_services(nodes[1], sc.service_proxy, sc.services, POD_IP[2], ports)
+            server_address = service_info["cluster_ip"]
+            details.update(service_info)
+        side_cpus = {"client": self.client_cpus, "server": self.server_cpus}
+        node_of = {"client": nodes[1], "server": nodes[2]}
+        for side, cpus in side_cpus.items():
+            for ns in dict.fromkeys([node_of[side], sides[side]]):  # the node, and its pod if any
+                self._steer_receive(ns, cpus)
+        return Placement(
+            scenario=name, server_address=server_address,
+            client_node=nodes[1], server_node=nodes[2],
+            client_cpus=self.client_cpus, server_cpus=self.server_cpus, details=details)
+
+    def _steer_receive(self, ns: str, cpus: list[int]) -> None:
+        # veth delivers a packet on the sending CPU. RPS moves receive
+        # processing to the receiving side's CPUs, as a NIC interrupt on the
+        # other machine would, so sender and receiver CPU can be told apart.
+        in_ns(ns, "sh", "-c", f"for f in /sys/class/net/*/queues/rx-*/rps_cpus; do echo {_mask(cpus)} > $f; done")

@@ -1,0 +1,26 @@
+"""The lab's addresses: all from 198.18.0.0/15, the range RFC 2544 reserves for
+benchmark networks. The namespaces have no route out of the machine."""
+from __future__ import annotations
+
+NODES = (1, 2)  # node 1 holds the client, node 2 the server
+OTHER = {1: 2, 2: 1}  # the node across the wire
+NODE_IP = {1: "198.18.0.1", 2: "198.18.0.2"}
+NODE_PREFIX = 24
+POD_CIDR = "198.19.0.0/16"  # every pod subnet; kube-proxy does not masquerade traffic from it
+POD_IP = {1: "198.19.1.10", 2: "198.19.2.10"}
+POD_GW = "169.254.1.1"  # the routed-veth gateway every pod sees (as Calico does)
+
+
+def pod_subnet(i: int) -> str:
+    """Node i's pod subnet."""
+    return f"198.19.{i}.0/24"
+
+
+def bridge_ip(i: int) -> str:
+    """Node i's address on its pod bridge, the bridged pods' gateway."""
+    return f"198.19.{i}.1"
+
+
+def vxlan_ip(i: int) -> str:
+    """Node i's address on its VXLAN device (the network address of its pod subnet, as flannel does)."""
+    return f"198.19.{i}.0"

@@ -1,0 +1,119 @@
+"""Imports run one way: from the CLI down to the errors module, never up, never in a cycle.
+
+Every benchlib import counts, those inside functions included (a lazy import
+is still a dependency). A module may import a module of a lower layer, or one
+of its own package that does not import it back.
+"""
+import ast
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+PACKAGE = REPO / "benchlib"
+# lowest first; a package's name stands for all its modules
+LAYERS = [
+    ["benchlib.errors"],
+    ["benchlib.schema", "benchlib.collectors", "benchlib.cpu"],  # pure: builders, parsers, vocabulary
+    ["benchlib.config"],  # validates test kinds against the collectors, metric names against the schema
+    ["benchlib.record"],
+    ["benchlib.targets"],
+    ["benchlib.runner", "benchlib.tidy", "benchlib.analysis"],
+    ["benchlib.cli"],
+]
+# what notebooks may use: the analysis and what it stands on
+NOTEBOOK_IMPORTS = ("benchlib.analysis", "benchlib.schema", "benchlib.config")
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(REPO).with_suffix("").parts
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+MODULES = modules()
+
+
+def imports(name: str, path: Path) -> set[str]:
+    """The benchlib modules ``name`` imports, anywhere in its source."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+            stem = ".".join([*base, *(node.module.split(".") if node.module else [])])
+            for alias in node.names:
+                found.add(f"{stem}.{alias.name}" if f"{stem}.{alias.name}" in MODULES else stem)
+    return {m for m in found if m in MODULES}
+
+
+GRAPH = {name: imports(name, path) - {name} for name, path in MODULES.items()}
+
+
+def layer(name: str) -> int:
+    for i, names in enumerate(LAYERS):
+        if any(name == n or name.startswith(n + ".") for n in names):
+            return i
+    raise AssertionError(f"{name} is in no layer of tests/test_layers.py: place it")
+
+
+def top_package(name: str) -> str:
+    return ".".join(name.split(".")[:2])
+
+
+def test_every_module_has_a_layer():
+    assert len(MODULES) > 20
+    for name in MODULES:
+        if name != "benchlib":
+            layer(name)
+
+
+@pytest.mark.parametrize("name", sorted(n for n in GRAPH if n != "benchlib"))
+def test_no_import_runs_upward(name):
+    upward = [m for m in GRAPH[name] if m != "benchlib" and top_package(m) != top_package(name)
+              and layer(m) >= layer(name)]
+    assert not upward, f"{name} (layer {layer(name)}) imports {upward} of the same or a higher layer"
+
+
+def test_no_import_cycle():
+    # depth-first search; a back edge is a cycle
+    state, stack = {}, []
+
+    def visit(n):
+        state[n] = "open"
+        stack.append(n)
+        for m in sorted(GRAPH[n]):
+            if state.get(m) == "open":
+                raise AssertionError("import cycle: " + " -> ".join(stack[stack.index(m):] + [m]))
+            if m not in state:
+                visit(m)
+        stack.pop()
+        state[n] = "done"
+
+    for n in sorted(GRAPH):
+        if n not in state:
+            visit(n)
+
+
+def test_the_graph_sees_lazy_and_relative_imports():
+    # the check above would pass vacuously if the parser missed these
+    assert "benchlib.collectors.netperf" in GRAPH["benchlib.collectors"]  # inside get()
+    assert {"benchlib.record", "benchlib.targets", "benchlib.collectors"} <= GRAPH["benchlib.runner"]
+    assert "benchlib.schema" in GRAPH["benchlib.analysis.stats"]
+
+
+@pytest.mark.parametrize("notebook", sorted((REPO / "notebooks").glob("*.py")), ids=lambda p: p.name)
+def test_notebooks_use_only_the_analysis(notebook):
+    used = set()
+    for node in ast.walk(ast.parse(notebook.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("benchlib"):
+            used.add(node.module)
+        elif isinstance(node, ast.Import):
+            used |= {a.name for a in node.names if a.name.startswith("benchlib")}
+    assert used, "a notebook that imports nothing from benchlib computes on its own"
+    assert all(m.startswith(NOTEBOOK_IMPORTS) for m in used), used

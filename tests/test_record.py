@@ -1,0 +1,115 @@
+"""Raw records: one type reads and writes them; versions are checked and migrated."""
+import json
+import shutil
+
+import pytest
+
+from benchlib import record, tidy
+from tests.conftest import FIXTURES
+
+# A version-1 record as the runner wrote it before `repetition` was dropped:
+# real netperf TCP_RR output, two attempts (the first failed).
+V1_META = {
+    "schema_version": 1, "campaign": "c", "environment": "local-lab", "scenario": "host", "test": "rr",
+    "run_id": "local-lab/host/rr/r002", "repetition": 2, "block": 2, "order": 7, "tool": "netperf",
+    "kind": "TCP_RR", "test_params": {"tool": "netperf", "kind": "TCP_RR", "duration_s": 2.0, "streams": 1,
+                                      "message_size": 1, "timeout_s": None, "bitrate": None, "qps": None,
+                                      "connection_close": False},
+    "commands": [["netperf", "-H", "198.18.0.2"]], "exit_codes": [0],
+    "started_at": "2026-11-22T10:00:00.250000+00:00", "ended_at": "2026-11-22T10:00:02.300000+00:00",
+    "outcome": "ok", "failure_reason": None,
+    "attempts": [{"outcome": "failed", "reason": "netperf stream 0 exited 255: x",
+                  "started_at": "2026-11-22T09:59:57+00:00"},
+                 {"outcome": "ok", "reason": None, "started_at": "2026-11-22T10:00:00.250000+00:00"}],
+    "placement": {"server_address": "198.18.0.2", "client_node": "n1", "server_node": "n2",
+                  "client_cpus": [0], "server_cpus": [1], "topology": "host"},
+    "target": {"target": "lab", "versions": {"kernel": "6.1.0", "netperf": "2.7.0"}, "clk_tck": 100},
+}
+
+
+def _snapshot(t: float, busy: int) -> dict:
+    return {"wall": t, "mono": t, "counters": {"0": [busy, 0, 0, 1000, 0, 0, 0, 0, 0, 0],
+                                              "1": [busy, 0, 0, 1000, 0, 0, 0, 0, 0, 0]}}
+
+
+@pytest.fixture
+def v1_record(tmp_path):
+    """A version-1 record in a campaign directory of its own."""
+    path = tmp_path / "c" / V1_META["run_id"]
+    (path / "failed-attempt-1").mkdir(parents=True)
+    (path / "stdout-0.txt").write_text((FIXTURES / "netperf" / "tcp_rr.stdout").read_text())
+    (path / "stderr-0.txt").write_text("")
+    (path / "failed-attempt-1" / "stdout-0.txt").write_text("netperf: could not establish control connection\n")
+    (path / "failed-attempt-1" / "stderr-0.txt").write_text("")
+    sides = {side: {"node": node, "cpus": [cpu], "start": _snapshot(1.0, 100), "end": _snapshot(2.0, 150)}
+             for side, node, cpu in (("client", "n1", 0), ("server", "n2", 1))}
+    (path / "cpu.json").write_text(json.dumps({"clk_tck": 100, "sides": sides}))
+    (path / "meta.json").write_text(json.dumps(V1_META))
+    record.write_checksums(path)
+    return path
+
+
+def test_a_version_1_record_is_migrated_on_load(v1_record):
+    rec = record.load(v1_record)
+    assert (rec.block, rec.run_id, rec.outcome) == (2, "local-lab/host/rr/r002", "ok")
+    assert not hasattr(rec, "repetition") and "repetition" not in rec.meta_json()
+    assert [a.outcome for a in rec.attempts] == ["failed", "ok"]
+    assert "establish control" in rec.attempts[0].outputs[0].stdout
+    assert rec.stdouts[0].startswith("THROUGHPUT=")
+    assert rec.cpu["server"].cpus == [1] and rec.cpu["client"].end.counters[0][0] == 150
+
+
+def test_written_again_a_migrated_record_reads_back_equal(v1_record, tmp_path):
+    rec = record.load(v1_record)
+    written = rec.write(tmp_path / "again")
+    assert written == tmp_path / "again" / rec.run_id
+    assert json.loads((written / "meta.json").read_text())["schema_version"] == record.SCHEMA_VERSION
+    assert record.load(written) == rec
+    # and it parses to the same rows (the record column aside)
+    (run_v1, rows_v1), (run_v2, rows_v2) = tidy.load_record(v1_record), tidy.load_record(written)
+    assert {**run_v1, "record": ""} == {**run_v2, "record": ""} and rows_v1 == rows_v2
+    assert {r["metric"] for r in rows_v1} >= {"transaction_rate", "latency_p99", "cpu_busy_pct"}
+
+
+def test_an_existing_record_is_never_overwritten(v1_record, tmp_path):
+    rec = record.load(v1_record)
+    cdir = v1_record.parents[3]
+    before = (v1_record / "meta.json").read_bytes()
+    assert rec.write(cdir) == v1_record
+    assert (v1_record / "meta.json").read_bytes() == before
+    assert not list(cdir.rglob(".*tmp*"))
+
+
+@pytest.mark.parametrize("version", [0, 3, "2", None])
+def test_an_unknown_schema_version_is_refused(v1_record, version):
+    meta = json.loads((v1_record / "meta.json").read_text())
+    meta["schema_version"] = version
+    (v1_record / "meta.json").write_text(json.dumps(meta))
+    record.write_checksums(v1_record)
+    with pytest.raises(record.RecordError, match=rf"{v1_record}: meta.json: schema_version {version!r} is unknown"):
+        record.load(v1_record)
+
+
+def test_a_version_1_record_whose_repetition_is_not_its_block_is_refused(v1_record):
+    meta = json.loads((v1_record / "meta.json").read_text())
+    meta["repetition"] = 5
+    (v1_record / "meta.json").write_text(json.dumps(meta))
+    record.write_checksums(v1_record)
+    with pytest.raises(record.RecordError, match="repetition 5 differs from block 2"):
+        record.load(v1_record)
+
+
+def test_a_record_moved_to_another_run_is_refused(v1_record):
+    moved = v1_record.parent / "r003"
+    shutil.move(v1_record, moved)
+    with pytest.raises(record.RecordError, match="holds run 'local-lab/host/rr/r002'"):
+        record.load(moved)
+
+
+def test_find_skips_temporary_directories_and_remove_partial_clears_them(v1_record):
+    cdir = v1_record.parents[3]
+    partial = v1_record.parent / ".r003.tmp-1234"
+    shutil.copytree(v1_record, partial)
+    assert record.find(cdir) == [v1_record]
+    assert record.exists(cdir, "local-lab/host/rr/r002") and not record.exists(cdir, "local-lab/host/rr/r003")
+    assert record.remove_partial(cdir) == 1 and not partial.exists()
