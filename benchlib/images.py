@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -48,8 +49,8 @@ class ImageError(RuntimeError):
 
 
 def _which(tool: str, extra_dirs: list[Path]) -> Path:
-    found = shutil.which(tool, path=":".join([*map(str, extra_dirs), "/usr/local/bin", "/usr/bin", "/bin",
-                                              "/usr/sbin", "/sbin"]))
+    system = ["/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin"]
+    found = shutil.which(tool, path=os.pathsep.join([*map(str, extra_dirs), os.environ.get("PATH", ""), *system]))
     if not found:
         raise ImageError(f"images: {tool} is not installed (bash scripts/setup.sh installs it)")
     return Path(found)

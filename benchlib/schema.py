@@ -123,6 +123,7 @@ RUNS_SCHEMA = pa.schema([
     ("server_cpus", pa.int64()),
     ("client_node", pa.string()),
     ("server_node", pa.string()),
+    ("nodes_share_kernel", pa.bool_()),  # client and server nodes run on one kernel (its CPUs); null: unknown
     ("kernel", pa.string()),
     ("tool_version", pa.string()),
     ("record", pa.string()),

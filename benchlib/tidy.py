@@ -41,6 +41,7 @@ def load_record(path: Path) -> tuple[dict, list[dict]]:
             "started_at": pd.Timestamp(rec.started_at), "ended_at": pd.Timestamp(rec.ended_at),
             "client_cpus": len(placement["client_cpus"]), "server_cpus": len(placement["server_cpus"]),
             "client_node": placement["client_node"], "server_node": placement["server_node"],
+            "nodes_share_kernel": placement.get("nodes_share_kernel"),
             "kernel": versions["kernel"], "tool_version": versions.get(rec.tool, ""),
             "record": str(path),
         }

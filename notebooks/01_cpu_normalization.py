@@ -44,7 +44,9 @@ runs, metrics = load_tables(runs_path, metrics_path)
 # Kernel, tools and CPU placement as recorded with every run.
 
 # %%
-report.setup_table(runs).style.hide(axis="index")
+display(report.setup_table(runs).style.hide(axis="index"))
+if note := report.shared_kernel_note(runs):
+    display(Markdown(note))
 
 # %% [markdown]
 # ## Method

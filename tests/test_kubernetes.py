@@ -23,11 +23,11 @@ from pathlib import Path
 
 import pytest
 
-from benchlib import cli, collectors, runner, tidy
+from benchlib import cli, collectors, record, runner, tidy
 from benchlib.config import (ConfigError, Environment, Plan, _expand_service_counts, load_environment, load_params,
                              validate_all)
 from benchlib.targets import TargetError
-from benchlib.targets.kubernetes import LABEL_CAMPAIGN, LABEL_OWNER, PID_MARKER, KubernetesTarget, render
+from benchlib.targets.kubernetes import LABEL_SESSION, LABEL_OWNER, PID_MARKER, KubernetesTarget, render
 from tests.conftest import REPO, project_copy, project_with_environment, require_root, short_params, venv_env  # noqa: F401
 
 CLUSTER = REPO / "scripts" / "k8s-local-cluster.sh"
@@ -37,6 +37,7 @@ NODE_NETNS = {"bk8s-node1": "bk8s-node1", "bk8s-node2": "bk8s-node2"}
 RR = {"rr": {"tool": "netperf", "kind": "TCP_RR", "duration_s": 1, "message_size": 1}}
 RR_CRR = {**RR, "crr": {"tool": "netperf", "kind": "TCP_CRR", "duration_s": 1, "message_size": 1}}
 SYNCED = f"bash {REPO}/pipelines/local-k8s/kube-proxy-synced.sh"
+NETPERF = collectors.servers(["netperf"])
 
 
 def cluster_script(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -59,7 +60,7 @@ def environment_folder(request, tmp_path, monkeypatch):
     """On the cluster, scenario commands of the environments built here (k8s_env) run in a
     folder of their own; shipped environments keep theirs."""
     if "admin" in request.fixturenames and "project_copy" not in request.fixturenames:
-        monkeypatch.setattr("benchlib.targets.kubernetes.environment_dir", lambda name: tmp_path)
+        monkeypatch.setattr("benchlib.targets.kubernetes.scenarios.environment_dir", lambda name: tmp_path)
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +128,7 @@ def run_campaign(env, campaign: str, raw_root, tests=RR):
     params = short_params(campaign, list(env.scenarios), tests, repetitions=1, retries=0)
     plan = Plan(environment=env, scenarios=list(env.scenarios), tests=params.tests)
     logs = []
-    counts = runner.run_environment(params, plan, KubernetesTarget(env, plan.scenarios, log=logs.append),
+    counts = runner.run_environment(params, plan, KubernetesTarget(env, plan.scenarios, NETPERF, log=logs.append),
                                     raw_root=raw_root, log=logs.append)
     return counts, logs
 
@@ -178,15 +179,16 @@ def test_campaign_on_every_placement_with_the_runner_token(admin, tmp_path):
     assert target["target"] == "kubernetes" and target["versions"]["kubernetes"] == "v1.34.4"
     assert target["versions"]["netperf"].startswith("2.")
     # the campaign's namespace is gone, and so is every command it exec'd (netserver)
-    assert not admin.list_namespace(label_selector=LABEL_CAMPAIGN).items
+    assert not admin.list_namespace(label_selector=LABEL_SESSION).items
     assert not _execd_commands()
 
 
 def test_a_cross_node_run_crosses_the_wire_and_a_same_node_run_does_not(admin):
     env = k8s_env()
-    with KubernetesTarget(env, ["pod-to-pod", "same-node"], log=lambda m: None) as target:
+    with KubernetesTarget(env, ["pod-to-pod", "same-node"], NETPERF, log=lambda m: None) as target:
         for scenario, crosses in (("pod-to-pod", True), ("same-node", False)):
             target.activate(scenario)
+            runner.start_servers(target, scenario, ["netperf"])
             pl = target.placement(scenario)
             before = wire_packets(pl.client_node)
             m = run_tool(target, scenario, "TCP_RR")
@@ -206,8 +208,9 @@ def test_a_cluster_ip_run_goes_through_kube_proxys_rules(admin, mode):
     try:
         env = k8s_env({"service": {"description": "ClusterIP", "placement": "service",
                                    "programmed": [SYNCED]}})
-        with KubernetesTarget(env, ["service"], log=lambda m: None) as target:
+        with KubernetesTarget(env, ["service"], NETPERF, log=lambda m: None) as target:
             target.activate("service")
+            runner.start_servers(target, "service", ["netperf"])
             pl = target.placement("service")
             node = pl.client_node
             in_node(node, "conntrack", "-F")
@@ -233,11 +236,11 @@ def test_a_cluster_ip_run_goes_through_kube_proxys_rules(admin, mode):
 
 
 def test_objects_exec_and_cleanup(admin):
-    target = KubernetesTarget(k8s_env(), ["service"], log=lambda m: None)
+    target = KubernetesTarget(k8s_env(), ["service"], NETPERF, log=lambda m: None)
     with target:
         target.activate("service")
         ns = admin.read_namespace(target.namespace)
-        assert ns.metadata.labels[LABEL_CAMPAIGN] == target.campaign
+        assert ns.metadata.labels[LABEL_SESSION] == target.session
         pods = {p.metadata.name: p for p in admin.list_namespaced_pod(target.namespace).items}
         assert {"service-client", "service-server"} <= set(pods)
         assert len([p for p in pods if p.startswith("benchlib-cpu-")]) == 2  # one per node
@@ -276,7 +279,7 @@ def test_service_count_scenarios_create_n_services_with_endpoints(admin):
     discovery = kubernetes.client.DiscoveryV1Api(admin.api_client)
     env = services_env([40, 3])
     logs = []
-    with KubernetesTarget(env, list(env.scenarios), log=logs.append) as target:
+    with KubernetesTarget(env, list(env.scenarios), NETPERF, log=logs.append) as target:
         for n in (40, 3):
             target.activate(f"svc-{n}")
             # exactly n Services: the previous scenario's are gone
@@ -320,13 +323,13 @@ def test_service_count_campaign_records_counts_timings_and_kube_proxy_metrics(ad
     assert "kubeproxy_sync_proxy_rules_iptables_total" in metrics
     # the fillers were deleted in parallel before the namespace
     assert "kubernetes: svc-25: 25 Services deleted" in " ".join(logs)
-    assert not admin.list_namespace(label_selector=LABEL_CAMPAIGN).items
+    assert not admin.list_namespace(label_selector=LABEL_SESSION).items
     assert not _execd_commands()
 
 
 def test_unschedulable_pod_fails_with_its_events(admin):
     env = k8s_env(client_node="no-such-node", server_node="no-such-node", pod_ready_timeout_s=5)
-    with KubernetesTarget(env, ["pod-to-pod"], log=lambda m: None) as target:
+    with KubernetesTarget(env, ["pod-to-pod"], NETPERF, log=lambda m: None) as target:
         with pytest.raises(TargetError, match=r"(?s)did not become ready.*FailedScheduling.*node"):
             target.activate("same-node")
 
@@ -336,8 +339,8 @@ def test_leftover_namespace_of_a_killed_campaign_is_removed(admin):
     dead.wait()
     name = "benchlib-leftover"
     admin.create_namespace({"metadata": {"name": name, "labels": {
-        LABEL_CAMPAIGN: "leftover", LABEL_OWNER: f"{socket.gethostname()}.{dead.pid}"}}})
-    with KubernetesTarget(k8s_env(), ["pod-to-pod"], log=lambda m: None):
+        LABEL_SESSION: "leftover", LABEL_OWNER: f"{socket.gethostname()}.{dead.pid}"}}})
+    with KubernetesTarget(k8s_env(), ["pod-to-pod"], NETPERF, log=lambda m: None):
         assert not [n for n in admin.list_namespace().items if n.metadata.name == name]
 
 
@@ -365,11 +368,11 @@ def test_sigkilled_campaign_on_the_cluster_resumes_with_every_run_once(admin, pr
     cmd = ["benchlib", "collect", "--env", "local-k8s"]
     proc = subprocess.Popen(cmd, cwd=project_copy, env=venv_env(), stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 180
-    while len(tidy.find_records(cdir)) < 2 and time.monotonic() < deadline and proc.poll() is None:
+    while len(record.find(cdir)) < 2 and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.2)
     proc.send_signal(signal.SIGKILL)
     _, err = proc.communicate(timeout=30)
-    done = tidy.find_records(cdir)
+    done = record.find(cdir)
     assert 2 <= len(done) < 6, err
     assert admin.list_namespace(label_selector=LABEL_OWNER).items, "a SIGKILLed campaign leaves its namespace"
     resumed = subprocess.run(cmd, cwd=project_copy, env=venv_env(), capture_output=True, text=True, timeout=600)
@@ -391,9 +394,9 @@ def test_shipped_cluster_manifests_pass_a_server_side_dry_run(admin, env_name):
     import yaml
     env = load_environment(env_name)
     namespace = f"benchlib-dryrun-{env_name}"
-    objects = [obj for _, obj in render(env, list(env.scenarios), ["netperf", "iperf3", "fortio", "dns"])
-               if isinstance(obj, dict)]
-    objects = json.loads(json.dumps(objects).replace("<id>", "dryrun"))
+    servers = collectors.servers(["netperf", "iperf3", "fortio", "dns"])
+    objects = [obj for _, obj in render(env, list(env.scenarios), servers) if isinstance(obj, dict)]
+    objects = json.loads(json.dumps(objects).replace("<id>", "dryrun").replace("<host>.<pid>", "host.1"))
     assert {o["kind"] for o in objects} >= {"Namespace", "DaemonSet", "Pod"}
     api = admin.api_client
     dynamic = kubernetes.dynamic.DynamicClient(api)
@@ -415,7 +418,7 @@ def test_a_typo_in_a_manifest_fails_the_dry_run(admin):
     """The dry run above can fail: the same call refuses an invalid field."""
     import kubernetes
     env = load_environment("eks-m6i")
-    pod = next(obj for title, obj in render(env, ["A"], ["netperf"]) if title.endswith("server pod"))
+    pod = next(obj for title, obj in render(env, ["A"], collectors.servers(["netperf"])) if title.endswith("server pod"))
     pod = json.loads(json.dumps(pod).replace("<id>", "dryrun"))
     pod["spec"]["containers"][0]["imagePullPolicy"] = "Sometimes"
     with pytest.raises(kubernetes.client.ApiException, match="imagePullPolicy"):

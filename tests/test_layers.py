@@ -18,7 +18,7 @@ LAYERS = [
     ["benchlib.schema", "benchlib.collectors", "benchlib.cpu"],  # pure: builders, parsers, vocabulary
     ["benchlib.config"],  # validates test kinds against the collectors, metric names against the schema
     ["benchlib.record"],
-    ["benchlib.targets"],
+    ["benchlib.targets", "benchlib.images"],  # images: the local cluster's, from this host's tools
     ["benchlib.runner", "benchlib.tidy", "benchlib.analysis"],
     ["benchlib.cli"],
 ]

@@ -48,8 +48,19 @@ def setup_table(runs: pd.DataFrame) -> pd.DataFrame:
     return (df.groupby(["campaign", "environment"], dropna=False)
             .agg(kernel=("kernel", _distinct), tools=("tool_with_version", _distinct),
                  client_nodes=("client_node", _distinct), server_nodes=("server_node", _distinct),
-                 cpus_per_side=("cpus", _distinct), first_run=("started_at", "min"), last_run=("ended_at", "max"))
+                 cpus_per_side=("cpus", _distinct), nodes_share_kernel=("nodes_share_kernel", _distinct),
+                 first_run=("started_at", "min"), last_run=("ended_at", "max"))
             .reset_index())
+
+
+def shared_kernel_note(runs: pd.DataFrame) -> str:
+    """A sentence for the environments whose client and server nodes ran on one kernel, or ''."""
+    shared = sorted(runs.loc[runs["nodes_share_kernel"].fillna(False).astype(bool), "environment"].unique())
+    if not shared:
+        return ""
+    return (f"In {', '.join(shared)} the client and server nodes run on one kernel and share its CPUs "
+            "(namespaces or local nodes of one machine): per-side CPU is that of each side's CPU set, "
+            "not of a machine of its own, and an inter-node link is not a NIC.")
 
 
 def method_table(runs: pd.DataFrame) -> pd.DataFrame:

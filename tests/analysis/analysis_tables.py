@@ -35,7 +35,7 @@ def make_tables(samples: dict, failed: dict | None = None, cpus: tuple[int, int]
                 "outcome": "ok" if ok else "failed", "failure_reason": None if ok else "netperf exited 1",
                 "started_at": start, "ended_at": start + pd.Timedelta(seconds=30), "duration_s": 30.0,
                 "client_cpus": cpus[0], "server_cpus": cpus[1], "client_node": "n1", "server_node": "n2",
-                "kernel": "6.1.0-test", "tool_version": "2.7.0", "record": f"data/raw/{run_id}",
+                "nodes_share_kernel": True, "kernel": "6.1.0-test", "tool_version": "2.7.0", "record": f"data/raw/{run_id}",
                 **(run_columns or {}).get((scenario, test), {}),
             })
             if not ok:

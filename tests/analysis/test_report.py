@@ -26,6 +26,9 @@ def test_setup_and_method_tables(lab_tables):
     runs, metrics = lab_tables
     setup = report.setup_table(runs)
     assert setup.loc[0, "kernel"] == "6.1.0-test" and setup.loc[0, "tools"] == "netperf 2.7.0"
+    assert setup.loc[0, "nodes_share_kernel"] == "True"
+    assert "client and server nodes run on one kernel" in report.shared_kernel_note(runs)
+    assert report.shared_kernel_note(runs.assign(nodes_share_kernel=None)) == ""
     method = report.method_table(runs).set_index("test")
     assert method.loc["tcp_crr", "failed"] == 1 and method.loc["tcp_crr", "runs_per_scenario"] == "8-9"
     assert method.loc["tcp_rr", "blocks"] == 8

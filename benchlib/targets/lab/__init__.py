@@ -146,7 +146,8 @@ class LabTarget(Target):
         built = topologies.build(name, topology, sc.mtu, lambda role: self._ns(name, role),
                                  netfilter_needed=bool(sc.firewall or sc.service_proxy))
         nodes, sides, server_address = built.nodes, built.sides, built.server_address
-        details = {**built.details, "namespaces": sides}
+        # the lab's "nodes" are namespaces of this one kernel: per-side CPU is per CPU set
+        details = {**built.details, "namespaces": sides, "nodes_share_kernel": True}
         if sc.firewall:
             for node in nodes.values():
                 netfilter.install_firewall(node, sc.firewall)

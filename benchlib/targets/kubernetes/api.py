@@ -1,0 +1,199 @@
+"""One cluster's API: the clients of one kubeconfig context, exec into one
+namespace's pods as processes, pods started and waited for, errors as text.
+
+Exec exit codes and PIDs travel in-band: every command is wrapped as
+``sh -c 'echo __BENCHLIB_PID=$$ >&2; <cmd>; echo __BENCHLIB_EXIT=$? >&2'`` and
+the markers are removed from stderr, so stdout stays exactly what the tool
+printed, whatever the exec implementation does with exit codes. Closing an
+exec stream does not end the command in a kubelet, so a kill is an exec of
+``kill`` with that PID.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import threading
+import time
+
+from .. import Result, TargetError
+
+EXIT_MARKER = "__BENCHLIB_EXIT="
+PID_MARKER = "__BENCHLIB_PID="
+_MARKER_RE = re.compile(rf"{EXIT_MARKER}(-?\d+)\n?$")
+_PID_RE = re.compile(rf"^{PID_MARKER}(\d+)\n")
+EXEC_TIMEOUT_S = 60  # a short command in a pod: a probe, ss, cat /proc/stat
+KILL_WAIT_S = 5  # how long a kill waits to learn the command's PID
+POLL_S = 0.3  # between looks at a pod that is starting
+
+
+def k8s():
+    import kubernetes  # imported lazily: the lab never needs it
+    return kubernetes
+
+
+def wrap(argv: list[str]) -> list[str]:
+    """The exec command line: the shell's PID, argv, then argv's exit status, markers on stderr."""
+    return ["sh", "-c", f'echo "{PID_MARKER}$$" >&2; {shlex.join(argv)}; echo "{EXIT_MARKER}$?" >&2']
+
+
+def split_marker(stderr: str) -> tuple[int | None, str]:
+    """(exit status or None when the command never finished, stderr without the markers)."""
+    stderr = _PID_RE.sub("", stderr, count=1)
+    m = _MARKER_RE.search(stderr)
+    if not m:
+        return None, stderr
+    return int(m.group(1)), stderr[: m.start()]
+
+
+def reason(exc: Exception) -> str:
+    """An API error's message without its headers (which may carry tokens)."""
+    body = getattr(exc, "body", None)
+    if body:
+        try:
+            return f"{exc.status} {json.loads(body).get('message', body)}"
+        except ValueError:
+            return f"{getattr(exc, 'status', '')} {body}"
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+def is_ready(pod) -> bool:
+    return pod.status.phase == "Running" and any(
+        c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
+
+
+class Cluster:
+    """The API clients of one kubeconfig context, working in one namespace."""
+
+    def __init__(self, kubeconfig: str | None, context: str | None, namespace: str):
+        k = k8s()
+        path = kubeconfig and os.path.expanduser(kubeconfig)
+        self.namespace = namespace
+        try:
+            self.client = k.config.new_client_from_config(config_file=path, context=context)
+            # exec streams patch their client while connecting: they get their own
+            self._exec_api = k.client.CoreV1Api(k.config.new_client_from_config(config_file=path, context=context))
+            self.core = k.client.CoreV1Api(self.client)
+            self.apps = k.client.AppsV1Api(self.client)
+            self.rbac = k.client.RbacAuthorizationV1Api(self.client)
+            self.discovery = k.client.DiscoveryV1Api(self.client)
+            self.server_version = k.client.VersionApi(self.client).get_code().git_version
+        except Exception as exc:
+            raise TargetError(f"kubernetes: cannot reach the cluster (kubeconfig {path or 'default'}, "
+                              f"context {context or 'current'}): {reason(exc)}") from None
+        self._exec_lock = threading.Lock()
+
+    # -- exec ----------------------------------------------------------------------
+    def open_exec(self, pod: str, command: list[str]):
+        from kubernetes.stream import stream
+        with self._exec_lock:
+            return stream(self._exec_api.connect_get_namespaced_pod_exec, pod, self.namespace,
+                          command=command, stderr=True, stdin=False, stdout=True, tty=False,
+                          _preload_content=False)
+
+    def spawn(self, pod: str, argv: list[str]) -> "ExecProcess":
+        return ExecProcess(self, pod, argv)
+
+    def run(self, pod: str, argv: list[str], timeout: float = EXEC_TIMEOUT_S) -> Result:
+        proc = ExecProcess(self, pod, argv)
+        try:
+            out, err = proc.communicate(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise TargetError(f"kubernetes: `{shlex.join(argv)}` in pod {pod} did not finish in {timeout} s")
+        return Result(argv, proc.returncode, out, err)
+
+    def check(self, pod: str, argv: list[str]) -> str:
+        """stdout of a command that must succeed."""
+        r = self.run(pod, argv)
+        if r.returncode != 0:
+            raise TargetError(f"kubernetes: `{shlex.join(argv)}` in pod {pod} exited {r.returncode}: "
+                              f"{r.stderr.strip()}")
+        return r.stdout
+
+    # -- pods ----------------------------------------------------------------------
+    def start_pod(self, manifest: dict, timeout_s: float):
+        """Create a pod and return it once ready; fail with its events."""
+        k = k8s()
+        name = manifest["metadata"]["name"]
+        try:
+            self.core.create_namespaced_pod(self.namespace, manifest)
+        except k.client.ApiException as exc:
+            raise TargetError(f"kubernetes: cannot create pod {name}: {reason(exc)}") from None
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            pod = self.core.read_namespaced_pod(name, self.namespace)
+            if is_ready(pod):
+                return pod
+            if pod.status.phase in ("Failed", "Succeeded"):
+                break
+            time.sleep(POLL_S)
+        raise TargetError(f"kubernetes: pod {self.namespace}/{name} did not become ready within "
+                          f"{timeout_s:g} s (phase {pod.status.phase})\n" + self.events(name))
+
+    def delete_pod(self, name: str) -> None:
+        k = k8s()
+        try:
+            self.core.delete_namespaced_pod(name, self.namespace, grace_period_seconds=0)
+        except k.client.ApiException as exc:
+            if exc.status != 404:  # a pod that failed to start may not exist
+                raise
+
+    def events(self, pod: str) -> str:
+        events = self.core.list_namespaced_event(self.namespace, field_selector=f"involvedObject.name={pod}").items
+        lines = [f"  {e.type} {e.reason}: {e.message}" for e in events]
+        return "pod events:\n" + ("\n".join(lines) if lines else "  (none)")
+
+
+class ExecProcess:
+    """A command running in a pod through the exec API, shaped like LocalProcess."""
+
+    def __init__(self, cluster: Cluster, pod: str, argv: list[str]):
+        self.argv = argv
+        self._cluster, self._pod = cluster, pod
+        self._ws = cluster.open_exec(pod, wrap(argv))
+        self._out: list[str] = []
+        self._err: list[str] = []
+        self.returncode: int | None = None
+        self._killed = False
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        try:
+            while self._ws.is_open():
+                self._ws.update(timeout=0.5)
+                self._out.append(self._ws.read_stdout(timeout=0) if self._ws.peek_stdout() else "")
+                self._err.append(self._ws.read_stderr(timeout=0) if self._ws.peek_stderr() else "")
+        except Exception as exc:  # a dropped connection ends the command like a kill
+            if not self._killed:
+                self._err.append(f"\nbenchlib: exec stream failed: {exc}\n")
+        code, stderr = split_marker("".join(self._err))
+        self._err = [stderr]
+        # -9: killed by us or the connection dropped before the command ended
+        self.returncode = code if code is not None and not self._killed else -9
+
+    def poll(self) -> int | None:
+        return None if self._reader.is_alive() else self.returncode
+
+    def communicate(self, timeout: float | None = None) -> tuple[str, str]:
+        self._reader.join(timeout)
+        if self._reader.is_alive():
+            raise subprocess.TimeoutExpired(self.argv, timeout)
+        return "".join(self._out), "".join(self._err)
+
+    def kill(self) -> None:
+        self._killed = True
+        deadline = time.monotonic() + KILL_WAIT_S
+        while self._reader.is_alive() and time.monotonic() < deadline:
+            m = _PID_RE.match("".join(self._err))
+            if m:  # the wrapping shell's children, then the shell
+                try:
+                    self._cluster.run(self._pod, ["sh", "-c", f"pkill -KILL -P {m.group(1)}; kill -KILL {m.group(1)}"])
+                except Exception as exc:  # the pod is gone: so is the command
+                    self._err.append(f"\nbenchlib: kill failed: {reason(exc)}\n")
+                break
+            time.sleep(0.05)
+        self._ws.close()

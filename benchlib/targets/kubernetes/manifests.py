@@ -1,0 +1,143 @@
+"""What the Kubernetes target applies, as plain dicts: pure builders.
+
+Every object carries ``benchlib.io/session=<id>``, the id of one target
+session (one `benchlib collect` on one environment), and a role; pods and
+Services also name their scenario. `render` lists them all, in order, for
+`benchlib render` and for the dry-run test against a real API server.
+"""
+from __future__ import annotations
+
+import re
+import shlex
+
+from ...collectors import Server
+from ...config import Environment, environment_dir
+from .. import service_ports
+
+LABEL_SESSION = "benchlib.io/session"
+LABEL_OWNER = "benchlib.io/owner"
+LABEL_ROLE = "benchlib.io/role"
+LABEL_SCENARIO = "benchlib.io/scenario"
+HELM_TIMEOUT = "15m"  # a CNI rollout on a large node group
+NAME_MAX = 40  # scenario part of an object name (names are at most 63 characters)
+
+
+def object_name(scenario: str) -> str:
+    return re.sub(r"[^a-z0-9-]", "-", scenario.lower())[:NAME_MAX].strip("-")
+
+
+def scenario_commands(env: Environment, scenario: str) -> list[str]:
+    """The shell commands that switch the cluster to a scenario: its commands, then helm."""
+    sc = env.scenarios[scenario]
+    commands = list(sc.apply)
+    if sc.helm:
+        h = sc.helm
+        argv = ["helm", "upgrade", "--install", h.release, h.chart, "--version", h.version,
+                "--namespace", h.namespace, "--values", h.values, "--wait", "--timeout", HELM_TIMEOUT]
+        if h.repo:
+            argv += ["--repo", h.repo]
+        commands.append(" ".join([shlex.join(argv), *h.extra_args]))
+    return commands
+
+
+def pod_manifest(env: Environment, scenario: str, role: str, session: str, servers: list[Server],
+                 server_node: str | None = None) -> dict:
+    """The client or server pod of a scenario. The client of a same-node
+    scenario follows the server (``server_node`` once known, else pod affinity)."""
+    k = env.kubernetes
+    sc = env.scenarios[scenario]
+    labels = {LABEL_SESSION: session, LABEL_ROLE: role, LABEL_SCENARIO: object_name(scenario)}
+    ports = [{"containerPort": s.port, "protocol": s.protocol.upper()} for s in servers] if role == "server" else []
+    spec: dict = {
+        "containers": [{"name": "bench", "image": k.image, "imagePullPolicy": k.image_pull_policy,
+                        "command": ["sleep", "infinity"], "ports": ports}],
+        "terminationGracePeriodSeconds": 1,
+        "restartPolicy": "Never",
+        "nodeSelector": dict(k.node_selector),
+    }
+    if sc.placement == "host-network":
+        spec["hostNetwork"] = True
+        spec["dnsPolicy"] = "ClusterFirstWithHostNet"
+    other = {"matchLabels": {LABEL_SESSION: session, LABEL_SCENARIO: object_name(scenario),
+                             LABEL_ROLE: "server" if role == "client" else "client"}}
+    term = {"labelSelector": other, "topologyKey": "kubernetes.io/hostname"}
+    if sc.placement == "same-node":
+        node = server_node or k.server_node
+        if node:
+            spec["nodeSelector"]["kubernetes.io/hostname"] = node
+        elif role == "client":
+            spec["affinity"] = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    elif k.client_node:
+        spec["nodeSelector"]["kubernetes.io/hostname"] = k.client_node if role == "client" else k.server_node
+    else:  # two distinct nodes, chosen by the scheduler
+        spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    if not spec["nodeSelector"]:
+        del spec["nodeSelector"]
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"{object_name(scenario)}-{role}", "labels": labels}, "spec": spec}
+
+
+def service_manifest(scenario: str, session: str, ports: list[tuple[int, str]], filler: int = 0) -> dict:
+    """The benchmark Service of a scenario (``filler`` 0), or filler Service number ``filler``:
+    the same server pod behind one port (TCP if any, like most Services), which no client uses."""
+    name = object_name(scenario)
+    name, role = (f"{name}-server", "service") if not filler else (f"{name}-fill-{filler}", "filler")
+    if filler:
+        ports = sorted(ports, key=lambda p: p[1] != "tcp")[:1]
+    return {"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": name, "labels": {LABEL_SESSION: session, LABEL_SCENARIO: object_name(scenario),
+                                                  LABEL_ROLE: role}},
+            "spec": {"type": "ClusterIP",
+                     "selector": {LABEL_SESSION: session, LABEL_SCENARIO: object_name(scenario),
+                                  LABEL_ROLE: "server"},
+                     "ports": [{"name": f"{proto}-{p}", "port": p, "targetPort": p, "protocol": proto.upper()}
+                               for p, proto in ports]}}
+
+
+def cpu_daemonset(env: Environment, session: str) -> dict:
+    """hostPID pods on every node; /proc/stat inside them is the node's."""
+    labels = {LABEL_SESSION: session, LABEL_ROLE: "cpu"}
+    pod = {"hostPID": True, "terminationGracePeriodSeconds": 1, "tolerations": [{"operator": "Exists"}],
+           "containers": [{"name": "cpu", "image": env.kubernetes.image,
+                           "imagePullPolicy": env.kubernetes.image_pull_policy, "command": ["sleep", "infinity"]}]}
+    if env.kubernetes.node_selector:
+        pod["nodeSelector"] = dict(env.kubernetes.node_selector)
+    return {"apiVersion": "apps/v1", "kind": "DaemonSet",
+            "metadata": {"name": "benchlib-cpu", "labels": labels},
+            "spec": {"selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": labels}, "spec": pod}}}
+
+
+def namespace_manifest(env: Environment, session: str, owner: str) -> dict:
+    # hostNetwork and hostPID pods need the privileged Pod Security level
+    return {"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": f"{env.kubernetes.namespace_prefix}-{session}",
+                         "labels": {LABEL_SESSION: session, LABEL_OWNER: owner,
+                                    "pod-security.kubernetes.io/enforce": "privileged"}}}
+
+
+def render(env: Environment, scenarios: list[str], servers: list[Server]) -> list[tuple[str, object]]:
+    """Everything the target would apply, in order, as (title, manifest or command)."""
+    out: list[tuple[str, object]] = [("namespace", namespace_manifest(env, "<id>", "<host>.<pid>")),
+                                     ("daemonset", cpu_daemonset(env, "<id>"))]
+    for name in scenarios:
+        sc = env.scenarios[name]
+        for command in scenario_commands(env, name):
+            out.append((f"{name}: apply", command))
+        if sc.helm:
+            out.append((f"{name}: helm values {sc.helm.values}", (environment_dir(env.name) / sc.helm.values)))
+        for command in sc.ready:
+            out.append((f"{name}: ready when", command))
+        for command in sc.programmed:
+            out.append((f"{name}: programmed when", command))
+        for key, command in sc.record.items():
+            out.append((f"{name}: record {key}", command))
+        out.append((f"{name}: server pod", pod_manifest(env, name, "server", "<id>", servers)))
+        out.append((f"{name}: client pod", pod_manifest(env, name, "client", "<id>", servers)))
+        if sc.placement == "service":
+            out.append((f"{name}: service", service_manifest(name, "<id>", service_ports(servers))))
+        if (sc.services or 1) > 1:
+            out.append((f"{name}: filler services: {sc.services - 1} like this one, "
+                        f"named {object_name(name)}-fill-1 to -{sc.services - 1}",
+                        service_manifest(name, "<id>", service_ports(servers), filler=1)))
+    return out

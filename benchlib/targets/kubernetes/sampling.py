@@ -1,0 +1,62 @@
+"""CPU per node: a hostPID pod of a DaemonSet on every node reads that node's
+/proc/stat; and the CNI agent's CPU and memory from the metrics API.
+"""
+from __future__ import annotations
+
+import time
+
+from ... import cpu
+from ...config import Environment
+from .. import TargetError
+from .api import Cluster, is_ready, k8s, reason
+from .manifests import LABEL_ROLE, cpu_daemonset
+
+POLL_S = 0.3
+
+
+class NodeCpu:
+    """The sampling pod of every node, once they are all ready."""
+
+    def __init__(self, cluster: Cluster):
+        self.cluster = cluster
+        self.pods: dict[str, str] = {}  # node -> pod
+
+    def start(self, env: Environment, session: str, timeout_s: float) -> None:
+        self.cluster.apps.create_namespaced_daemon_set(self.cluster.namespace, cpu_daemonset(env, session))
+        deadline = time.monotonic() + timeout_s
+        while True:
+            pods = self.cluster.core.list_namespaced_pod(self.cluster.namespace,
+                                                         label_selector=f"{LABEL_ROLE}=cpu").items
+            ready = [p for p in pods if is_ready(p)]
+            if pods and len(ready) == len(pods):
+                self.pods = {p.spec.node_name: p.metadata.name for p in ready}
+                return
+            if time.monotonic() > deadline:
+                pending = [p.metadata.name for p in pods if not is_ready(p)] or ["(none created)"]
+                raise TargetError(f"kubernetes: CPU sampling pods not ready after {timeout_s:g} s: {pending}\n"
+                                  + self.cluster.events(pending[0]))
+            time.sleep(POLL_S)
+
+    def require(self, node: str) -> None:
+        if node not in self.pods:
+            raise TargetError(f"kubernetes: no CPU sampling pod on node {node}")
+
+    def snapshot(self, node: str) -> cpu.Snapshot:
+        return cpu.take(self.cluster.check(self.pods[node], ["cat", "/proc/stat"]))
+
+    def any_pod(self) -> str:
+        return next(iter(self.pods.values()))
+
+
+def agent_usage(cluster: Cluster, agent: dict[str, str] | None) -> dict:
+    """CPU and memory of the CNI agent pods from the metrics API, or why they are absent."""
+    if agent is None:
+        return {"absent": "no cni_agent configured for this environment"}
+    k = k8s()
+    try:
+        data = k.client.CustomObjectsApi(cluster.client).list_namespaced_custom_object(
+            "metrics.k8s.io", "v1beta1", agent["namespace"], "pods", label_selector=agent["selector"])
+    except k.client.ApiException as exc:
+        return {"absent": f"metrics API: {reason(exc)}"}
+    return {item["metadata"]["name"]: {c["name"]: c["usage"] for c in item["containers"]}
+            for item in data.get("items", [])} or {"absent": "no agent pods matched"}
