@@ -271,8 +271,10 @@ network() {  # network <nodes>: one namespace per node, a veth wire between them
   done
   if [ "$nodes" = 2 ]; then
     ip link add wire0 netns "$(netns 1)" type veth peer name wire0 netns "$(netns 2)"
-  else  # one node still needs a non-loopback address: the kubelet refuses a loopback node IP
-    ip -n "$(netns 1)" link add wire0 type dummy
+  else  # one node still needs a non-loopback address (the kubelet refuses a loopback node IP);
+        # a veth with a loose end, as this kernel has no dummy links
+    ip -n "$(netns 1)" link add wire0 type veth peer name wire0-end
+    ip -n "$(netns 1)" link set wire0-end up
   fi
   for n in $(seq 1 "$nodes"); do
     ip -n "$(netns "$n")" addr add "$(node_ip "$n")/24" dev wire0

@@ -515,3 +515,11 @@ def test_up_is_idempotent_down_leaves_nothing_and_a_killed_up_is_cleaned(cluster
     assert down.returncode == 0, down.stderr
     assert _leftovers() == []
     assert _sysctls(list(saved)) == saved
+
+    # one node: its wire has a loose end, the node still has a routable address
+    one = cluster_script("up", "--nodes", "1", "--proxy-mode", "nftables")
+    assert one.returncode == 0, one.stderr
+    nodes = cluster_script("kubectl", "get", "nodes", "-o", "jsonpath={.items[*].metadata.name}").stdout.split()
+    assert nodes == ["bk8s-node1"] and "proxy mode: nftables" in cluster_script("status").stdout
+    assert cluster_script("down").returncode == 0
+    assert _leftovers() == []
