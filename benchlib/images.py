@@ -78,25 +78,26 @@ def bench_files(tool_dirs: list[Path]) -> dict[str, Path]:
     return files
 
 
-def oci_archive(layer: bytes, name: str, out: Path, entrypoint: list[str] | None = None) -> str:
-    """Write a one-layer OCI image archive; returns the manifest digest."""
-    def blob(data: bytes) -> tuple[str, bytes]:
-        return "sha256:" + hashlib.sha256(data).hexdigest(), data
+def _digest(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
 
-    layer_digest, _ = blob(layer)
+
+def oci_archive(layer: bytes, name: str, out: Path, entrypoint: list[str] | None = None) -> None:
+    """Write a one-layer OCI image archive."""
+    layer_digest = _digest(layer)
     config = json.dumps({
         "architecture": "amd64", "os": "linux",
         "config": {"Env": [f"PATH={PATH}"], "Entrypoint": entrypoint, "WorkingDir": "/"},
         "rootfs": {"type": "layers", "diff_ids": [layer_digest]},
         "history": [{"created_by": "benchlib.images"}]}).encode()
-    config_digest, _ = blob(config)
+    config_digest = _digest(config)
     manifest = json.dumps({
         "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
         "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": config_digest,
                    "size": len(config)},
         "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": layer_digest,
                     "size": len(layer)}]}).encode()
-    manifest_digest, _ = blob(manifest)
+    manifest_digest = _digest(manifest)
     index = json.dumps({
         "schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
         "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": manifest_digest,
@@ -112,7 +113,6 @@ def oci_archive(layer: bytes, name: str, out: Path, entrypoint: list[str] | None
             info = tarfile.TarInfo(path)
             info.size, info.mode = len(data), 0o644
             tar.addfile(info, io.BytesIO(data))
-    return manifest_digest
 
 
 class _Layer:
@@ -155,9 +155,10 @@ def bench_layer(tool_dirs: list[Path]) -> bytes:
     for d in ("dev", "proc", "sys", "etc", "var/run"):
         layer.dir(d)
     layer.dir("tmp", 0o1777)
-    for path, host in sorted(bench_files(tool_dirs).items()):
+    files = bench_files(tool_dirs)
+    for path, host in sorted(files.items()):
         layer.file(path, host.read_bytes(), 0o755)
-    applets = subprocess.run([str(_which("busybox", tool_dirs)), "--list"], capture_output=True,
+    applets = subprocess.run([str(files["bin/busybox"]), "--list"], capture_output=True,
                              text=True, check=True).stdout.split()
     for applet in applets:
         # `busybox` itself must stay the binary, not a link to itself
