@@ -400,6 +400,9 @@ cgroup_dirs() {  # the kubelet's cgroup root in every v1 hierarchy (and v2 if un
   true
 }
 
+pod_cidr() { kubectl get node "$1" -o jsonpath='{.spec.podCIDR}'; }
+has_pod_cidr() { [ -n "$(pod_cidr "$1")" ]; }
+
 node() {  # node <n>: containerd, the images, the kubelet, the CNI config once the podCIDR is known
   local n=$1 d="$STATE/node$1" name="$PREFIX-node$1" c cidr=""
   mkdir -p "$d/containerd" "$d/cni/net.d" "$d/kubelet" "$d/pod-logs" "$d/runc"
@@ -418,9 +421,8 @@ node() {  # node <n>: containerd, the images, the kubelet, the CNI config once t
   for image in "$STATE"/images/*.tar; do ctr_of "$n" images import "$image" >/dev/null; done
   daemon "kubelet$n" "$n" "$HYPERKUBE" kubelet --config="$d/kubelet.yaml" --kubeconfig="$STATE/node$n.kubeconfig" \
     --root-dir="$d/kubelet" --cert-dir="$d/kubelet/pki" --hostname-override="$name" --node-ip="$(node_ip "$n")" --v=1
-  wait_for "kubelet$n" "node $name to get a podCIDR" \
-    sh -c "[ -n \"\$('$HYPERKUBE' kubectl --kubeconfig '$STATE/admin.kubeconfig' get node $name -o jsonpath='{.spec.podCIDR}')\" ]"
-  cidr=$(kubectl get node "$name" -o jsonpath='{.spec.podCIDR}')
+  wait_for "kubelet$n" "node $name to get a podCIDR" has_pod_cidr "$name"
+  cidr=$(pod_cidr "$name")
   cni_config "$n" "$cidr" >"$d/cni/net.d/10-benchlib.conflist"
   echo "$cidr" >"$d/podcidr"
   wait_for "kubelet$n" "node $name to be Ready" \

@@ -33,7 +33,6 @@ from tests.conftest import REPO, project_copy, project_with_environment, require
 CLUSTER = REPO / "scripts" / "k8s-local-cluster.sh"
 STATE = Path("/var/lib/benchlib-k8s")
 SERVICE_CIDR = ipaddress.ip_network("198.18.96.0/19")
-NODE_NETNS = {"bk8s-node1": "bk8s-node1", "bk8s-node2": "bk8s-node2"}
 RR = {"rr": {"tool": "netperf", "kind": "TCP_RR", "duration_s": 1, "message_size": 1}}
 RR_CRR = {**RR, "crr": {"tool": "netperf", "kind": "TCP_CRR", "duration_s": 1, "message_size": 1}}
 SYNCED = f"bash {REPO}/pipelines/local-k8s/kube-proxy-synced.sh"
@@ -93,7 +92,8 @@ def services_env(counts: list[int]) -> Environment:
 
 
 def in_node(node: str, *argv: str) -> str:
-    return subprocess.run(["nsenter", f"--net=/run/netns/{NODE_NETNS[node]}", *argv],
+    # the local cluster names each node's network namespace after the node
+    return subprocess.run(["nsenter", f"--net=/run/netns/{node}", *argv],
                           capture_output=True, text=True, check=True).stdout
 
 

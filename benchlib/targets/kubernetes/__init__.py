@@ -29,7 +29,8 @@ from ...config import Environment
 from .. import Placement, Target, TargetError, service_ports, wait_listening
 from . import services
 from .api import PID_MARKER, Cluster, ExecProcess, k8s, reason
-from .manifests import LABEL_OWNER, LABEL_SESSION, namespace_manifest, object_name, pod_manifest, render
+from .manifests import (LABEL_OWNER, LABEL_SESSION, namespace_manifest, namespace_name, pod_manifest, pod_name,
+                        render)
 from .sampling import NodeCpu, agent_usage
 from .scenarios import Switch, node_facts
 
@@ -54,7 +55,7 @@ class KubernetesTarget(Target):
         self.settings = env.kubernetes
         self.session = f"{env.name[:20]}-{uuid.uuid4().hex[:8]}".lower()
         self.owner = f"{socket.gethostname()}.{os.getpid()}"
-        self.namespace = namespace_manifest(env, self.session, self.owner)["metadata"]["name"]
+        self.namespace = namespace_name(env, self.session)
         self.cluster: Cluster | None = None
         self.node_cpu: NodeCpu | None = None
         self.switch = Switch(env, log)
@@ -180,7 +181,7 @@ class KubernetesTarget(Target):
         if self._active is None:
             return
         for role in ("client", "server"):
-            self.cluster.delete_pod(f"{object_name(self._active)}-{role}")
+            self.cluster.delete_pod(pod_name(self._active, role))
         if self.env.scenarios[self._active].placement == "service":
             services.delete(self.cluster, self._active, self.log)
         self._active = None

@@ -26,6 +26,14 @@ def object_name(scenario: str) -> str:
     return re.sub(r"[^a-z0-9-]", "-", scenario.lower())[:NAME_MAX].strip("-")
 
 
+def pod_name(scenario: str, role: str) -> str:
+    return f"{object_name(scenario)}-{role}"
+
+
+def namespace_name(env: Environment, session: str) -> str:
+    return f"{env.kubernetes.namespace_prefix}-{session}"
+
+
 def scenario_commands(env: Environment, scenario: str) -> list[str]:
     """The shell commands that switch the cluster to a scenario: its commands, then helm."""
     sc = env.scenarios[scenario]
@@ -74,7 +82,7 @@ def pod_manifest(env: Environment, scenario: str, role: str, session: str, serve
     if not spec["nodeSelector"]:
         del spec["nodeSelector"]
     return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": f"{object_name(scenario)}-{role}", "labels": labels}, "spec": spec}
+            "metadata": {"name": pod_name(scenario, role), "labels": labels}, "spec": spec}
 
 
 def service_manifest(scenario: str, session: str, ports: list[tuple[int, str]], filler: int = 0) -> dict:
@@ -111,7 +119,7 @@ def cpu_daemonset(env: Environment, session: str) -> dict:
 def namespace_manifest(env: Environment, session: str, owner: str) -> dict:
     # hostNetwork and hostPID pods need the privileged Pod Security level
     return {"apiVersion": "v1", "kind": "Namespace",
-            "metadata": {"name": f"{env.kubernetes.namespace_prefix}-{session}",
+            "metadata": {"name": namespace_name(env, session),
                          "labels": {LABEL_SESSION: session, LABEL_OWNER: owner,
                                     "pod-security.kubernetes.io/enforce": "privileged"}}}
 
