@@ -4,18 +4,46 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
 import yaml
 
-from . import collectors, config, record, runner, tidy
+from . import collectors, config, machine, record, runner, tidy
 from .errors import BenchlibError
 from .targets import Target, lab
 
 PER_RUN_OVERHEAD_S = 0.2  # spawn, CPU sampling and record writing, measured on the lab
 EXIT_ERROR = 2  # a BenchlibError: the message says what to fix
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _say(msg: str) -> None:
+    """A line on stderr; a closed terminal (SIGHUP) must not stop the teardown with EIO."""
+    try:
+        print(msg, file=sys.stderr, flush=True)
+    except OSError:
+        pass
+
+
+def _interrupt(signum, frame) -> None:
+    # Once only: a second signal must not cut the teardown short.
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
+def _stop_on_signals() -> None:
+    """Ctrl-C, SIGTERM (dvc, shells, kill) and SIGHUP (a closed terminal or SSH session) all stop
+    the collection and tear the target down. Under dvc, the death of dvc does too."""
+    for sig in STOP_SIGNALS:
+        if sig == signal.SIGHUP and signal.getsignal(sig) == signal.SIG_IGN:
+            continue  # nohup: the user asked to outlive the terminal
+        signal.signal(sig, _interrupt)  # SIGINT too where a background job inherited it ignored
+    if "DVC_STAGE" in os.environ:
+        machine.die_with_parent(signal.SIGTERM)
 
 
 def _params(args) -> config.Params:
@@ -52,17 +80,17 @@ def cmd_validate(args) -> int:
               f"x {params.experiment.repetitions} blocks "
               f"= {len(runs)} runs, about {seconds / 60:.1f} min; {done} already recorded "
               f"in {cdir}")
-    print("params.yaml is valid")
+    print(f"{params.source} is valid")
     return 0
 
 
 def cmd_collect(args) -> int:
     params = _params(args)
     plan = config.plan_environment(params, args.env)
-    # dvc and shells stop us with SIGTERM as well as SIGINT: both must tear the lab down.
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-    log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
-    counts = runner.run_environment(params, plan, _target(plan, log), log=log)
+    _stop_on_signals()
+    log = _say
+    with machine.exclusive(f"benchlib collect --env {args.env}, campaign {params.experiment.campaign}"):
+        counts = runner.run_environment(params, plan, _target(plan, log), log=log)
     log(f"collect: {args.env}: {counts['ok']} ok, {counts['failed']} failed, "
         f"{counts['already_done']} recorded before, {counts['planned']} planned")
     return 0
@@ -71,8 +99,15 @@ def cmd_collect(args) -> int:
 def cmd_parse(args) -> int:
     params = _params(args)
     cdir = record.campaign_dir(params.experiment.campaign)
+    records, problems = record.survey(cdir, runner.planned_params(params))
+    if problems and not args.skip_corrupt:
+        raise record.RecordError(f"{cdir}: {len(problems)} record(s) do not match the plan of "
+                                 f"{params.source} (--skip-corrupt lists and skips them):\n  " + "\n  ".join(problems))
+    if problems:
+        print(f"parse: skipped {len(problems)} record(s) that do not match the plan (--skip-corrupt):\n  "
+              + "\n  ".join(problems), file=sys.stderr)
     runs, metrics = tidy.build_tables(cdir, skip_corrupt=args.skip_corrupt,
-                                      log=lambda m: print(m, file=sys.stderr))
+                                      log=lambda m: print(m, file=sys.stderr), records=records)
     out = Path(args.out) if args.out else config.project_root() / "data" / "processed"
     tidy.write_tables(runs, metrics, out)
     failed = int((runs["outcome"] != "ok").sum())
@@ -135,8 +170,11 @@ def cmd_render(args) -> int:
 
 
 def cmd_lab_clean(args) -> int:
-    removed = lab.clean_leftovers()
-    print(f"lab: {len(removed)} leftover namespace(s) removed" if removed else "lab: nothing left over")
+    # a collect starting its lab would race us; a running one owns what it built
+    with machine.exclusive("benchlib lab clean"):
+        removed = lab.clean_leftovers()
+    print(f"lab: {len(removed)} leftover namespace(s) and temporary director(ies) removed" if removed
+          else "lab: nothing left over")
     return 0
 
 
@@ -240,11 +278,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except BenchlibError as exc:
-        print(f"benchlib: error: {exc}", file=sys.stderr)
+        _say(f"benchlib: error: {exc}")
+        return EXIT_ERROR
+    except OSError as exc:  # what the user's machine can cause: full or read-only disk, permissions, names
+        where = " -> ".join(str(f) for f in (exc.filename, exc.filename2) if f is not None) or "(no path)"
+        _say(f"benchlib: error: {where}: {exc.strerror or exc}")
+        return EXIT_ERROR
+    except subprocess.TimeoutExpired as exc:
+        _say(f"benchlib: error: `{' '.join(map(str, exc.cmd))}` did not finish within {exc.timeout:g} s")
         return EXIT_ERROR
     except KeyboardInterrupt:
-        print("benchlib: interrupted; completed runs are kept, run the same command to resume",
-              file=sys.stderr)
+        _say("benchlib: interrupted; completed runs are kept, run the same command to resume")
         return EXIT_INTERRUPTED
 
 

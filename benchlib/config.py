@@ -6,12 +6,13 @@ and, where the choice is closed, the allowed values.
 from __future__ import annotations
 
 import re
+import typing
 from pathlib import Path
 from typing import Annotated, Literal
 
 import yaml
-from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator,
-                      model_validator)
+from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo,
+                      field_validator, model_validator)
 
 from .errors import ConfigError  # noqa: F401 (callers catch config.ConfigError)
 
@@ -29,10 +30,27 @@ def project_root() -> Path:
 
 
 NAME_RE = r"^[a-z0-9][a-z0-9_.-]*$"
+NAME_MAX = 100  # names become directory names (a file name has at most 255 bytes)
+
+
+def _takes_bool(annotation) -> bool:
+    return annotation is bool or any(_takes_bool(a) for a in typing.get_args(annotation))
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_numbers(cls, value, info: ValidationInfo):
+        # pydantic would read `repetitions: true` as 1: a boolean is a number only where one is meant
+        if isinstance(value, bool) and not _takes_bool(cls.model_fields[info.field_name].annotation):
+            raise ValueError(f"{value!r} is a boolean; expected {_describe(cls.model_fields[info.field_name].annotation)}")
+        return value
+
+
+def _describe(annotation) -> str:
+    return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
 
 
 class TestSpec(_Strict):
@@ -94,7 +112,8 @@ class TestSpec(_Strict):
 
 
 class Experiment(_Strict):
-    campaign: str = Field(pattern=NAME_RE, description="names the raw data; change it to measure anew")
+    campaign: str = Field(pattern=NAME_RE, max_length=NAME_MAX,
+                          description="names the raw data; change it to measure anew")
     environments: list[str] = Field(min_length=1)
     repetitions: int = Field(ge=1, le=1000, description="blocks: every configuration runs once per block")
     seed: int = 0
@@ -122,6 +141,12 @@ class EnvironmentOverride(_Strict):
     def _matrix_alone(self) -> "EnvironmentOverride":
         if self.matrix is not None and (self.scenarios is not None or self.tests is not None):
             raise ValueError("give either matrix or scenarios/tests, not both")
+        lists = [("scenarios", self.scenarios), ("tests", self.tests)] + [
+            (f"matrix[{i}].{key}", getattr(e, key)) for i, e in enumerate(self.matrix or []) for key in ("scenarios", "tests")]
+        for key, names in lists:
+            twice = sorted({n for n in names or [] if (names or []).count(n) > 1})
+            if twice:
+                raise ValueError(f"{key}: {twice} listed more than once")
         return self
 
     def test_names(self) -> list[tuple[str, str]]:
@@ -169,13 +194,19 @@ class Params(_Strict):
     environments: dict[str, EnvironmentOverride] = {}
     analysis: Analysis = Analysis()
     report: Report = Report()
+    _source: str = PrivateAttr("params.yaml")
+
+    @property
+    def source(self) -> str:
+        """The file these parameters were read from, for messages."""
+        return self._source
 
     @field_validator("tests")
     @classmethod
     def _test_names(cls, tests: dict) -> dict:
         for name in tests:
-            if not re.match(NAME_RE, name):
-                raise ValueError(f"test name {name!r} must match {NAME_RE}")
+            if not re.match(NAME_RE, name) or len(name) > NAME_MAX:
+                raise ValueError(f"test name {name!r} must match {NAME_RE}, at most {NAME_MAX} characters")
         return tests
 
     @model_validator(mode="after")
@@ -218,8 +249,12 @@ class Scenario(_Strict):
         "commands retried, once the scenario's pods and Services exist, until each succeeds: the datapath "
         "has programmed them (e.g. kube-proxy has synced); bounded by ready_timeout_s"))
     record: dict[str, str] = Field({}, description="name -> shell command whose output every run records")
+    namespace_labels: dict[str, str] = Field({}, description=(
+        "kubernetes: labels the campaign namespace carries while this scenario runs, set before its pods "
+        "are created (a mesh's injection label: istio-injection: enabled, istio.io/dataplane-mode: ambient)"))
     settings: dict[str, str | int | float | bool] = Field({}, description="key settings, recorded as given")
-    topology: Literal["host", "veth-routed", "bridge", "vxlan", "ebpf-host-routing", "wireguard", "ipsec"] | None = None
+    topology: Literal["host", "veth-routed", "bridge", "vxlan", "ebpf-host-routing", "wireguard", "ipsec",
+                      "netkit"] | None = None
     maps_to: str = ""
     mtu: int = Field(1500, ge=576, le=65535)
     # lab: ClusterIP services rendered as kube-proxy would, on the client's node
@@ -229,6 +264,14 @@ class Scenario(_Strict):
         None, description="number of services; a list expands into one scenario per number, named <name>-<n>")
     # lab: a stateful node firewall (connection tracking), or the same with the benchmark traffic untracked
     firewall: Literal["conntrack", "notrack"] | None = None
+    # lab: service-mesh proxies on the pod path (targets/lab/proxies.py): a server sidecar, sidecars on
+    # both pods (plaintext or mutual TLS between them), or one proxy per node with mutual TLS (ambient)
+    mesh: Literal["server-sidecar", "sidecars", "sidecars-mtls", "node-proxies-mtls"] | None = None
+    # lab: the benchmark traffic's address family (6: nodes and pods also get addresses in 2001:2::/48)
+    ip_family: Literal[4, 6] = 4
+    big_tcp: int | None = Field(None, ge=65536, le=524280, description=(
+        "lab: GSO and GRO max size (bytes) for ip_family on every veth and the wire; 65536 is the limit "
+        "before BIG TCP"))
 
     @model_validator(mode="after")
     def _service_counts(self) -> "Scenario":
@@ -322,9 +365,10 @@ class Environment(_Strict):
             if (getattr(self, section) is not None) != (self.target == section):
                 raise ValueError(f"{section}: this section is required for, and only for, target: {section}")
         cluster_only = [n for n, sc in self.scenarios.items()
-                        if sc.placement or sc.helm or sc.apply or sc.ready or sc.programmed]
+                        if sc.placement or sc.helm or sc.apply or sc.ready or sc.programmed or sc.namespace_labels]
         if self.target != "kubernetes" and cluster_only:
-            raise ValueError(f"scenarios {cluster_only}: placement, helm, apply and ready need target kubernetes")
+            raise ValueError(f"scenarios {cluster_only}: placement, helm, apply, ready and namespace_labels need "
+                             "target kubernetes")
         if self.target == "kubernetes":
             missing = [n for n, sc in self.scenarios.items() if sc.placement is None]
             if missing:
@@ -334,6 +378,18 @@ class Environment(_Strict):
             if sc.service_proxy and self.target != "lab":
                 raise ValueError(f"scenarios.{n}.service_proxy: lab only (a cluster's own kube-proxy or CNI "
                                  "serves its Services); remove it")
+            if sc.mesh and self.target != "lab":
+                raise ValueError(f"scenarios.{n}.mesh: lab only (a cluster's mesh is installed by its "
+                                 "scenario's helm release and apply commands); remove it")
+            plain = (sc.topology or n) in ("host", "veth-routed")
+            if (sc.ip_family == 6 or sc.big_tcp) and not (self.target == "lab" and plain):
+                raise ValueError(f"scenarios.{n}: ip_family 6 and big_tcp need target lab and topology host "
+                                 "or veth-routed")
+            if sc.ip_family == 6 and (sc.mesh or sc.service_proxy or sc.firewall):
+                raise ValueError(f"scenarios.{n}: ip_family 6 has no mesh, service_proxy or firewall "
+                                 "(their rules are IPv4)")
+            if sc.mesh and (sc.topology or n) == "host":
+                raise ValueError(f"scenarios.{n}.mesh: needs pods (a topology other than host)")
             if self.target == "lab" and (sc.services is None) != (sc.service_proxy is None):
                 raise ValueError(f"scenarios.{n}: service_proxy and services go together")
             if self.target == "kubernetes" and sc.services is not None and sc.placement != "service":
@@ -353,11 +409,37 @@ def _format(exc: ValidationError, source: str) -> str:
     return "\n".join(lines)
 
 
+class _DuplicateKey(yaml.YAMLError):
+    pass
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML with every mapping key once: otherwise the last of two silently wins."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # `<<: *anchor`: keys written here override the merged ones, as they should
+            key = self.construct_object(key_node, deep=True)
+            if not isinstance(key, typing.Hashable):
+                continue  # the base loader reports it
+            if key in seen:
+                raise _DuplicateKey(f"line {key_node.start_mark.line + 1}: duplicate key {key!r} "
+                                    f"(first at line {seen[key] + 1})")
+            seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep)
+
+
 def _load_yaml(path: Path) -> dict:
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.load(path.read_bytes().decode("utf-8"), Loader=_UniqueKeyLoader)
     except FileNotFoundError:
         raise ConfigError(f"{path}: file not found") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+    except _DuplicateKey as exc:
+        raise ConfigError(f"{path}: {exc}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from None
     if not isinstance(data, dict):
@@ -368,9 +450,11 @@ def _load_yaml(path: Path) -> dict:
 def load_params(path: Path | str | None = None) -> Params:
     path = Path(path) if path else project_root() / "params.yaml"
     try:
-        return Params.model_validate(_load_yaml(path))
+        params = Params.model_validate(_load_yaml(path))
     except ValidationError as exc:
-        raise ConfigError(_format(exc, path.name)) from None
+        raise ConfigError(_format(exc, str(path))) from None
+    params._source = str(path)
+    return params
 
 
 def environment_dir(name: str) -> Path:
@@ -409,7 +493,7 @@ def plan_environment(params: Params, env_name: str) -> Plan:
     """Resolve an environment's scenarios and tests, failing with the offending key."""
     if env_name not in params.experiment.environments:
         raise ConfigError(
-            f"params.yaml: experiment.environments: {env_name!r} is not listed; "
+            f"{params.source}: experiment.environments: {env_name!r} is not listed; "
             f"listed: {params.experiment.environments}")
     env = load_environment(env_name)
     override = params.environments.get(env_name, EnvironmentOverride())
@@ -427,7 +511,7 @@ def plan_environment(params: Params, env_name: str) -> Plan:
         unknown = [s for s in names if s not in env.scenarios]
         if unknown:
             raise ConfigError(
-                f"params.yaml: environments.{env_name}.{key}: unknown scenario(s) {unknown}; "
+                f"{params.source}: environments.{env_name}.{key}: unknown scenario(s) {unknown}; "
                 f"allowed: {sorted(env.scenarios)}")
     return Plan(environment=env, scenarios=scenarios,
                 tests={t: params.tests[t] for t in test_names}, pairs=pairs)
@@ -437,11 +521,11 @@ def validate_all(params: Params) -> list[Plan]:
     plans = [plan_environment(params, env) for env in params.experiment.environments]
     scenarios = sorted({s for p in plans for s in p.scenarios})
     if params.analysis.baseline not in scenarios:
-        raise ConfigError(f"params.yaml: analysis.baseline: {params.analysis.baseline!r} is not a scenario of any "
+        raise ConfigError(f"{params.source}: analysis.baseline: {params.analysis.baseline!r} is not a scenario of any "
                           f"environment; scenarios: {scenarios}")
     for i, pair in enumerate(params.analysis.contrasts):
         unknown = [s for s in pair if s not in scenarios]
         if unknown:
-            raise ConfigError(f"params.yaml: analysis.contrasts[{i}]: {unknown} not a scenario of any environment; "
+            raise ConfigError(f"{params.source}: analysis.contrasts[{i}]: {unknown} not a scenario of any environment; "
                               f"scenarios: {scenarios}")
     return plans

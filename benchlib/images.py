@@ -23,6 +23,8 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+COMMAND_TIMEOUT_S = 300  # ldd, busybox --list, a static gcc build: seconds, unless something hangs
+
 BENCH_IMAGE = "localhost/benchlib/bench:1"
 PAUSE_IMAGE = "localhost/benchlib/pause:1"
 # what the collectors and the target exec in a pod (pipelines/images/Containerfile has the same)
@@ -58,7 +60,7 @@ def _which(tool: str, extra_dirs: list[Path]) -> Path:
 
 def shared_libraries(binary: Path) -> list[Path]:
     """Every library (and the loader) ``ldd`` names for a binary; none for a static one."""
-    proc = subprocess.run(["ldd", str(binary)], capture_output=True, text=True)
+    proc = subprocess.run(["ldd", str(binary)], capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S)
     if proc.returncode != 0:  # "not a dynamic executable"
         return []
     missing = [line.split()[0] for line in proc.stdout.splitlines() if "not found" in line]
@@ -159,7 +161,7 @@ def bench_layer(tool_dirs: list[Path]) -> bytes:
     for path, host in sorted(files.items()):
         layer.file(path, host.read_bytes(), 0o755)
     applets = subprocess.run([str(files["bin/busybox"]), "--list"], capture_output=True,
-                             text=True, check=True).stdout.split()
+                             text=True, check=True, timeout=COMMAND_TIMEOUT_S).stdout.split()
     for applet in applets:
         # `busybox` itself must stay the binary, not a link to itself
         if applet != "busybox":
@@ -174,7 +176,7 @@ def pause_layer() -> bytes:
         src, binary = Path(tmp) / "pause.c", Path(tmp) / "pause"
         src.write_text(PAUSE_C)
         proc = subprocess.run(["gcc", "-static", "-Os", "-s", "-o", str(binary), str(src)],
-                              capture_output=True, text=True)
+                              capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S)
         if proc.returncode != 0:
             raise ImageError(f"images: cannot compile the pause binary (gcc, libc6-dev): {proc.stderr.strip()}")
         layer = _Layer()

@@ -3,7 +3,8 @@
 A campaign's records live below ``data/raw/<campaign>/``, one directory per run::
 
     <environment>/<scenario>/<test>/r<block:03d>/
-        meta.json           keys, test parameters, commands, exit codes, outcome, placement, target
+        meta.json           keys, test parameters, commands, exit codes, outcome, placement, target,
+                            the target's datapath processes (proxies) over the CPU window
         cpu.json            each side's /proc/stat counters at the start and end of the CPU window
         stdout-<i>.txt      what client process i printed, exactly
         stderr-<i>.txt
@@ -11,11 +12,16 @@ A campaign's records live below ``data/raw/<campaign>/``, one directory per run:
         SHA256SUMS          the sha256 of every other file
 
 A record is built under a temporary name and renamed into place once complete,
-so a record that exists is complete and a resumed campaign skips it. Records
-are read back only through `load`, which verifies the checksums, refuses a
-``schema_version`` it does not know and migrates older ones.
+so a record that exists is complete and a resumed campaign skips it. A record
+directory that lacks its meta.json or SHA256SUMS (someone removed them) is not
+a record: collect moves it aside (``.<name>.incomplete-<time>``, never read)
+and measures the run again. Records are read back only through `load`, which
+verifies the checksums, refuses a ``schema_version`` it does not know and
+migrates older ones; `survey` checks a campaign's directories against its plan.
 
-Versions: 1 the first; 2 dropped ``repetition`` (it always equalled ``block``).
+Versions: 1 the first; 2 dropped ``repetition`` (it always equalled ``block``);
+3 added ``processes``: the CPU ticks and peak RSS of the processes a target runs
+on the datapath itself (the lab's service-mesh proxies), over the CPU window.
 """
 from __future__ import annotations
 
@@ -23,16 +29,18 @@ import hashlib
 import json
 import os
 import shutil
+import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 from . import cpu
-from .config import project_root
+from .config import TestSpec, project_root
 from .errors import RecordError
 from .schema import SIDES
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 CHECKSUMS = "SHA256SUMS"
 META = "meta.json"
 CPU = "cpu.json"
@@ -50,7 +58,83 @@ def run_id(environment: str, scenario: str, test: str, block: int) -> str:
 
 
 def exists(cdir: Path, rid: str) -> bool:
-    return (cdir / rid / META).exists()
+    return complete(cdir / rid)
+
+
+def complete(path: Path) -> bool:
+    """Whether ``path`` holds a whole record (its checksums are checked when it is loaded)."""
+    return (path / META).is_file() and (path / CHECKSUMS).is_file()
+
+
+def set_aside_incomplete(cdir: Path, rids: Iterable[str]) -> list[tuple[Path, Path]]:
+    """Move what stands where a record of ``rids`` should be but is not one out of the way, kept
+    under a hidden name that nothing reads, so the run can be measured again. Returns (path, new name)."""
+    moved = []
+    for rid in rids:
+        path = cdir / rid
+        if (path.exists() or path.is_symlink()) and not complete(path):
+            aside = path.with_name(f".{path.name}.incomplete-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}")
+            os.replace(path, aside)
+            moved.append((path, aside))
+    return moved
+
+
+def recorded_params(cdir: Path, rid: str) -> dict | None:
+    """The test parameters a complete record says it ran with (from meta.json, unverified)."""
+    try:
+        params = json.loads((cdir / rid / META).read_bytes()).get("test_params")
+    except (OSError, ValueError, AttributeError):
+        return None  # unreadable: load() names it at parse time
+    return params if isinstance(params, dict) else None
+
+
+def param_changes(recorded: dict, planned: dict) -> list[str]:
+    """``field: recorded -> planned`` for every test parameter that differs. A field the record
+    predates counts as its default."""
+    changes = []
+    for key in sorted(set(recorded) | set(planned)):
+        default = TestSpec.model_fields[key].default if key in TestSpec.model_fields else None
+        old, new = recorded.get(key, default), planned.get(key, default)
+        if old != new:
+            changes.append(f"{key}: {old!r} -> {new!r}")
+    return changes
+
+
+def survey(cdir: Path, planned: dict[str, dict]) -> tuple[list[Path], list[str]]:
+    """The record directories of a campaign that match its plan, and one line naming the path of
+    every one that does not: a file or an incomplete directory where a record should be, a run the
+    plan does not have, a record measured with other test parameters, a copy of another record.
+
+    ``planned``: run id -> the test parameters the plan gives it.
+    """
+    good, problems, seen = [], [], {}
+    for path in sorted(cdir.glob("*/*/*/*")):
+        if path.name.startswith("."):
+            continue  # being written, or set aside
+        rid = path.relative_to(cdir).as_posix()
+        if not path.is_dir():
+            problems.append(f"{path}: not a directory, where a record should be")
+        elif not complete(path):
+            problems.append(f"{path}: incomplete record ({META} or {CHECKSUMS} missing); "
+                            "`benchlib collect` sets it aside and measures the run again")
+        elif rid not in planned:
+            problems.append(f"{path}: run {rid} is not in the plan (scenarios, tests, repetitions)")
+        else:
+            try:
+                meta = json.loads((path / META).read_bytes())
+                holds = meta["run_id"]
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                problems.append(f"{path}: {META} unreadable ({type(exc).__name__}: {exc})")
+                continue
+            changes = param_changes(meta.get("test_params") or {}, planned[rid])
+            if holds in seen:
+                problems.append(f"{path}: holds run {holds!r}, like {seen[holds]} (a copy?)")
+            elif changes:
+                problems.append(f"{path}: measured with other test parameters than the plan's: {'; '.join(changes)}")
+            else:
+                seen[holds] = path
+                good.append(path)
+    return good, problems
 
 
 def find(cdir: Path) -> list[Path]:
@@ -116,6 +200,8 @@ class RunRecord:
     clk_tck: int
     cpu: dict[str, SideCpu]  # by side
     attempts: tuple[Attempt, ...]  # the last one is the run's
+    # the target's own datapath processes (service-mesh proxies) over the CPU window, by name
+    processes: dict[str, dict] = None
 
     @property
     def run_id(self) -> str:
@@ -147,6 +233,7 @@ class RunRecord:
                          for a in self.attempts],
             "placement": self.placement,
             "target": self.target,
+            "processes": self.processes or {},
         }
 
     def cpu_json(self) -> dict:
@@ -158,23 +245,36 @@ class RunRecord:
     def write(self, cdir: Path) -> Path:
         """Write the record atomically below the campaign directory: build it under a temporary name, then rename.
 
-        A record already in place is kept: records are never overwritten.
+        A record already in place is kept, never overwritten: this one is then discarded with a
+        RecordError (the caller must not count it), which only a second writer can cause.
         """
         final = cdir / self.run_id
         final.parent.mkdir(parents=True, exist_ok=True)
         tmp = final.parent / f".{final.name}.tmp-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
-        _write_outputs(tmp, self.attempts[-1].outputs)
-        for n, earlier in enumerate(self.attempts[:-1], start=1):
-            _write_outputs(tmp / FAILED_ATTEMPT.format(n=n), earlier.outputs)
-        (tmp / CPU).write_text(json.dumps(self.cpu_json(), indent=1))
-        (tmp / META).write_text(json.dumps(self.meta_json(), indent=1))
-        write_checksums(tmp)
-        if final.exists():
+        try:
+            _write_outputs(tmp, self.attempts[-1].outputs)
+            for n, earlier in enumerate(self.attempts[:-1], start=1):
+                _write_outputs(tmp / FAILED_ATTEMPT.format(n=n), earlier.outputs)
+            (tmp / CPU).write_text(json.dumps(self.cpu_json(), indent=1))
+            (tmp / META).write_text(json.dumps(self.meta_json(), indent=1))
+            write_checksums(tmp)
+        except OSError as exc:  # a full disk names no file: name the record
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise OSError(exc.errno, exc.strerror, exc.filename or str(final)) from None
+        if final.exists() or final.is_symlink():
             shutil.rmtree(tmp)
-        else:
-            os.replace(tmp, final)
+            raise RecordError(f"{final}: already there; kept it and discarded the run just measured")
+        os.replace(tmp, final)
         return final
+
+
+def process_window(start: dict, end: dict) -> dict:
+    """A datapath process over the CPU window, as recorded: its side, CPUs and version, its CPU
+    ticks (user + system, /proc/<pid>/stat) at the window's start and end, and its peak RSS within
+    the window (reset at the start)."""
+    return {"side": end["side"], "cpus": end["cpus"], "version": end["version"],
+            "cpu_ticks": [start["cpu_ticks"], end["cpu_ticks"]], "peak_rss_kib": end["peak_rss_kib"]}
 
 
 def _write_outputs(dirpath: Path, outputs: tuple[Output, ...]) -> None:
@@ -198,20 +298,33 @@ def verify(path: Path) -> dict[str, bytes]:
     100k runs, reading every file twice was half the parse time).
     """
     try:
-        sums = (path / CHECKSUMS).read_text()
+        sums = (path / CHECKSUMS).read_bytes().decode()
     except FileNotFoundError:
         raise RecordError(f"{path}: {CHECKSUMS} missing (incomplete or foreign record)") from None
+    except UnicodeDecodeError:
+        raise RecordError(f"{path / CHECKSUMS}: not text (overwritten?)") from None
+    except OSError as exc:
+        raise RecordError(f"{path / CHECKSUMS}: unreadable: {exc.strerror}") from None
     files = {}
     for line in sums.splitlines():
         digest, _, name = line.partition("  ")
+        if not name or name.startswith("/") or ".." in Path(name).parts:
+            raise RecordError(f"{path / CHECKSUMS}: malformed line {line[:80]!r}")
         try:
             data = (path / name).read_bytes()
         except FileNotFoundError:
             raise RecordError(f"{path / name}: listed in {CHECKSUMS} but missing") from None
+        except OSError as exc:
+            raise RecordError(f"{path / name}: unreadable: {exc.strerror}") from None
         if hashlib.sha256(data).hexdigest() != digest:
             raise RecordError(f"{path / name}: checksum mismatch (file changed after it was recorded)")
         files[name] = data
     return files
+
+
+def _v2_to_v3(meta: dict, path: Path) -> dict:
+    """Version 3 added ``processes`` (the target's datapath processes); older runs had none."""
+    return {**meta, "processes": {}, "schema_version": 3}
 
 
 def _v1_to_v2(meta: dict, path: Path) -> dict:
@@ -225,7 +338,7 @@ def _v1_to_v2(meta: dict, path: Path) -> dict:
 
 
 # MIGRATIONS[v] turns a version-v meta.json into version v + 1
-MIGRATIONS = {1: _v1_to_v2}
+MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3}
 
 
 def migrate(meta: dict, path: Path) -> dict:
@@ -277,7 +390,7 @@ def load(path: Path) -> RunRecord:
             test_params=meta["test_params"], commands=meta["commands"], exit_codes=meta["exit_codes"],
             started_at=_time(meta["started_at"]), ended_at=_time(meta["ended_at"]),
             placement=meta["placement"], target=meta["target"], clk_tck=cpu_doc["clk_tck"], cpu=sides,
-            attempts=tuple(attempts))
+            attempts=tuple(attempts), processes=meta["processes"])
     except RecordError:
         raise
     except (KeyError, TypeError, ValueError, AttributeError) as exc:  # JSON and UTF-8 errors are ValueErrors

@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import collectors, cpu, record
-from .config import Params, Plan, TestSpec
-from .errors import ParseError, TargetError
+from .config import Params, Plan, TestSpec, validate_all
+from .errors import ConfigError, ParseError, TargetError
 from .schema import METRICS, PRIMARY_METRICS, SIDES
-from .targets import Placement, Result, Target
+from .targets import KILL_WAIT_S, Placement, Result, Target
 
-VERSION_TIMEOUT_S = 60  # a tool's version probe
+VERSION_TIMEOUT_S = 10  # a tool's version probe: it answers at once, or the tool is broken
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,25 @@ def schedule(plan: Plan, repetitions: int, seed: int, interleave_scenarios: bool
     return runs
 
 
+def planned_params(params: Params) -> dict[str, dict]:
+    """Run id -> its test parameters, for every run of every environment: a campaign's identity."""
+    e = params.experiment
+    return {r.run_id: r.spec.model_dump() for plan in validate_all(params)
+            for r in schedule(plan, e.repetitions, e.seed)}
+
+
+def check_same_plan(params: Params, runs: list[RunSpec], cdir: Path) -> None:
+    """Refuse to resume a campaign whose tests changed: its records would mix two settings."""
+    for run in runs:
+        recorded = record.recorded_params(cdir, run.run_id) if record.exists(cdir, run.run_id) else None
+        changes = record.param_changes(recorded, run.spec.model_dump()) if recorded is not None else []
+        if changes:
+            raise ConfigError(
+                f"{params.source}: tests.{run.test}: campaign {params.experiment.campaign} recorded it with other "
+                f"parameters ({cdir / run.run_id}): {'; '.join(changes)}. A changed test is a new campaign: "
+                "set a new experiment.campaign (or restore the test)")
+
+
 def tools(plan: Plan) -> list[str]:
     """The tools a plan's tests run, sorted."""
     return sorted({t.tool for t in plan.tests.values()})
@@ -76,6 +95,8 @@ class Measurement:
     cpu: dict[str, tuple[cpu.Snapshot, cpu.Snapshot]]  # by side: start and end of the window
     outcome: str
     reason: str | None
+    # the target's own datapath processes (proxies) by name: at the start and end of the window
+    processes: dict[str, tuple[dict, dict]] = None
 
 
 def _wait_all(procs: list, argvs: list[list[str]], deadline: float) -> tuple[Result, ...]:
@@ -86,7 +107,7 @@ def _wait_all(procs: list, argvs: list[list[str]], deadline: float) -> tuple[Res
             results.append(Result(argv, p.returncode, out, err))
         except subprocess.TimeoutExpired:
             p.kill()
-            out, err = p.communicate()
+            out, err = p.communicate(timeout=KILL_WAIT_S)
             results.append(Result(argv, None, out, err))
     return tuple(results)
 
@@ -122,17 +143,20 @@ def measure(target: Target, run: RunSpec, trim_s: float) -> Measurement:
         procs = [target.spawn(run.scenario, "client", inv.argv) for inv in invocations]
         time.sleep(collector.warmup_s(spec) + trim_s)
         first = {side: target.cpu_snapshot(run.scenario, side) for side in SIDES}
+        first_usage = target.datapath_usage(run.scenario, reset_peak=True)
         time.sleep(max(0.0, spec.duration_s - 2 * trim_s))
         last = {side: target.cpu_snapshot(run.scenario, side) for side in SIDES}
+        last_usage = target.datapath_usage(run.scenario, reset_peak=False)
         results = _wait_all(procs, [inv.argv for inv in invocations], deadline)
     finally:
         for p in procs:
             if p.poll() is None:
                 p.kill()
-                p.communicate()
+                p.communicate(timeout=KILL_WAIT_S)
     outcome, reason = _judge(spec, results)
     return Measurement(placement, results, started, time.time(),
-                       {side: (first[side], last[side]) for side in SIDES}, outcome, reason)
+                       {side: (first[side], last[side]) for side in SIDES}, outcome, reason,
+                       {name: (first_usage[name], last_usage[name]) for name in first_usage})
 
 
 def to_record(campaign: str, run: RunSpec, attempts: list[Measurement], target_info: dict) -> record.RunRecord:
@@ -152,6 +176,7 @@ def to_record(campaign: str, run: RunSpec, attempts: list[Measurement], target_i
                    "server_cpus": pl.server_cpus, **pl.details},
         target=target_info, clk_tck=target_info["clk_tck"],
         cpu={side: record.SideCpu(side_nodes[side], side_cpus[side], *last.cpu[side]) for side in SIDES},
+        processes={name: record.process_window(start, end) for name, (start, end) in (last.processes or {}).items()},
         attempts=tuple(record.Attempt(m.outcome, m.reason, record.utc(m.started),
                                       tuple(record.Output(r.stdout, r.stderr) for r in m.results))
                        for m in attempts))
@@ -183,6 +208,9 @@ def probe_versions(target: Target, scenario: str, tool_names: list[str]) -> dict
         collector = collectors.get(tool)
         r = target.run(scenario, "client", collector.VERSION_COMMAND, VERSION_TIMEOUT_S)
         versions[tool] = collector.version(r.stdout + r.stderr)
+        if r.returncode is None:
+            raise TargetError(f"{target.kind}: scenario {scenario}: `{' '.join(collector.VERSION_COMMAND)}` "
+                              f"on the client side did not answer within {VERSION_TIMEOUT_S} s; killed it")
         if not versions[tool]:
             raise TargetError(f"{target.kind}: scenario {scenario}: `{' '.join(collector.VERSION_COMMAND)}` "
                               f"on the client side exited {r.returncode} and printed no version: "
@@ -223,9 +251,12 @@ def run_environment(params: Params, plan: Plan, target: Target, raw_root: Path |
     exp = params.experiment
     cdir = record.campaign_dir(exp.campaign, raw_root)
     runs = schedule(plan, exp.repetitions, exp.seed, target.interleaves_scenarios)
+    check_same_plan(params, runs, cdir)
     cleaned = record.remove_partial(cdir)
     if cleaned:
         log(f"collect: removed {cleaned} incomplete record(s) of an interrupted run")
+    for path, aside in record.set_aside_incomplete(cdir, [r.run_id for r in runs]):
+        log(f"collect: {path} was not a whole record: moved to {aside.name}, measuring the run again")
     todo = [r for r in runs if not record.exists(cdir, r.run_id)]
     counts = {"planned": len(runs), "already_done": len(runs) - len(todo), "ok": 0, "failed": 0}
     if not todo:

@@ -85,11 +85,13 @@ def _load_all(records: list[Path]) -> list:
         return list(pool.map(_load_or_error, records, chunksize=PARSE_CHUNK))
 
 
-def build_tables(campaign_dir: Path, skip_corrupt: bool = False, log=print) -> tuple[pd.DataFrame, pd.DataFrame]:
+def build_tables(campaign_dir: Path, skip_corrupt: bool = False, log=print,
+                 records: list[Path] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``records``: the record directories to read (default: every one found, see record.survey)."""
     if not campaign_dir.is_dir():
         raise RecordError(f"{campaign_dir}: no raw data for this campaign (run `dvc repro` or `benchlib collect`)")
     runs, metrics, skipped = [], [], []
-    for loaded in _load_all(record.find(campaign_dir)):
+    for loaded in _load_all(record.find(campaign_dir) if records is None else records):
         if isinstance(loaded, RecordError):
             if not skip_corrupt:
                 raise loaded

@@ -4,7 +4,8 @@
 # `dvc repro`, e.g. `scripts/reproduce.sh parse` to run up to one stage.
 # `--preset FILE` first makes FILE the params.yaml (dvc reads only
 # params.yaml), e.g. `scripts/reproduce.sh --preset pipelines/local-lab/params-datapaths.yaml`;
-# `--preset pipelines/local-k8s/params.yaml` runs on a real local cluster (brought up and down here).
+# `--preset pipelines/local-k8s/params.yaml` (or local-cilium) runs on a real local cluster
+# (brought up and down here).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [[ "${1:-}" == "--preset" ]]; then
@@ -15,13 +16,25 @@ if [[ "${1:-}" == "--preset" ]]; then
   shift 2
 fi
 bash scripts/setup.sh
-export PATH="$PWD/.tools/bin:$PATH"
-uv run --frozen benchlib validate
-# A campaign on the local cluster (pipelines/local-k8s) brings it up first and
-# takes it down at the end, also after a failure, Ctrl-C or SIGTERM.
-if uv run --frozen python -c 'import sys, yaml
-sys.exit("local-k8s" not in yaml.safe_load(open("params.yaml"))["experiment"]["environments"])'; then
+# setup.sh synced .venv from uv.lock: use it directly, so that dvc is this script's own child
+export PATH="$PWD/.venv/bin:$PWD/.tools/bin:$PATH"
+benchlib validate
+# Stopping this script stops the measurement (README: "Interrupting a campaign").
+# SIGTERM, SIGHUP and SIGINT are passed on to dvc; if the script dies without a
+# word (SIGKILL), the kernel sends dvc SIGTERM (setpriv --pdeathsig). A dying
+# dvc takes its `benchlib collect` along the same way, which tears down.
+dvc_pid=
+stop_dvc() { [[ -z "$dvc_pid" ]] || kill -TERM "$dvc_pid" 2>/dev/null || true; }
+trap 'stop_dvc; exit 130' INT
+trap 'stop_dvc; exit 143' TERM
+trap 'stop_dvc; exit 129' HUP
+# A campaign on the local cluster (pipelines/local-k8s, pipelines/local-cilium)
+# brings it up first and takes it down at the end, also after a failure,
+# Ctrl-C or SIGTERM.
+envs=$(python -c 'import yaml; print(*yaml.safe_load(open("params.yaml"))["experiment"]["environments"])')
+if [[ " $envs " == *" local-k8s "* || " $envs " == *" local-cilium "* ]]; then
   bash scripts/k8s-local-cluster.sh build
+  [[ " $envs " != *" local-cilium "* ]] || bash scripts/k8s-local-cluster.sh build cilium
   # On a signal dvc exits at once while its `benchlib collect` still deletes
   # its namespace: let that finish (bounded) before the cluster goes away.
   cluster_down() {
@@ -29,8 +42,10 @@ sys.exit("local-k8s" not in yaml.safe_load(open("params.yaml"))["experiment"]["e
     bash scripts/k8s-local-cluster.sh down
   }
   trap cluster_down EXIT
-  trap 'exit 130' INT
-  trap 'exit 143' TERM
   bash scripts/k8s-local-cluster.sh up
 fi
-uv run --frozen dvc repro "$@"
+# In the background, so that a trap runs at once (bash defers traps while a
+# foreground command runs); collect restores the SIGINT a background job ignores.
+setpriv --pdeathsig TERM -- dvc repro "$@" &
+dvc_pid=$!
+wait "$dvc_pid"

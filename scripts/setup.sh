@@ -19,9 +19,12 @@ apt_packages=(netperf iperf3 iproute2 iptables nftables procps chromium
               clang llvm libbpf-dev dnsutils dnsmasq-base dnsperf
               openssh-server openssh-client   # ssh target tests: a real sshd in lab namespaces
               wireguard-tools                 # `wg` for the lab's wireguard scenario (the kernel module is separate)
+              haproxy                         # the lab's mesh scenarios: sidecar and node proxies (L4/L7, mTLS, a stats socket)
+              tcpdump                         # tests: packets above 64 KiB on a veth (BIG TCP), VXLAN on the wire (Cilium)
               # the local Kubernetes cluster (scripts/k8s-local-cluster.sh): runtime, CNI plugins,
               # the API forward, image contents (busybox, a static pause built by gcc), conntrack for tests
-              containerd runc containernetworking-plugins socat curl openssl busybox-static gcc libc6-dev conntrack)
+              containerd runc containernetworking-plugins socat curl openssl busybox-static gcc libc6-dev conntrack
+              bpftool)                        # Cilium on the local cluster: the agent probes the kernel with it
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

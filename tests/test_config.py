@@ -136,3 +136,60 @@ def test_service_counts_outside_the_lab_name_the_key(tmp_path, monkeypatch, text
 def test_service_counts_on_kubernetes_expand_into_scenarios(tmp_path, monkeypatch):
     env = _load_env(tmp_path, monkeypatch, K8S + "  s: {description: d, placement: service, services: [4, 1000]}\n")
     assert {n: sc.services for n, sc in env.scenarios.items()} == {"s-4": 4, "s-1000": 1000}
+
+
+# Hostile input (issue 18, item 9): every one of these was once accepted or ended in a traceback.
+
+def test_a_key_given_twice_is_an_error_not_the_last_one_winning(tmp_path):
+    path = tmp_path / "params.yaml"
+    text = (REPO / "params.yaml").read_text()
+    path.write_text(text + "\ntests:\n  x: {tool: netperf, kind: TCP_RR, duration_s: 1}\n")
+    with pytest.raises(ConfigError, match=r"params.yaml: line \d+: duplicate key 'tests' \(first at line \d+\)$"):
+        load_params(path)
+    path.write_text("experiment: {campaign: a, campaign: b}\n")
+    with pytest.raises(ConfigError, match="duplicate key 'campaign'"):
+        load_params(path)
+
+
+@pytest.mark.parametrize("mutate, key", [
+    (lambda d: d["experiment"].update(repetitions=True), "experiment.repetitions"),
+    (lambda d: d["experiment"].update(seed=False), "experiment.seed"),
+    (lambda d: d["tests"]["tcp_rr"].update(duration_s=True), "tests.tcp_rr.duration_s"),
+    (lambda d: d["tests"]["tcp_rr"].update(message_size=True), "tests.tcp_rr.message_size"),
+])
+def test_a_boolean_is_not_a_number(tmp_path, mutate, key):
+    with pytest.raises(ConfigError) as err:
+        load_params(write(tmp_path, mutate))
+    assert key in str(err.value) and "is a boolean" in str(err.value)
+
+
+@pytest.mark.parametrize("override, key", [
+    ({"scenarios": ["host", "bridge", "host"]}, "scenarios: ['host'] listed more than once"),
+    ({"tests": ["tcp_rr", "tcp_rr"]}, "tests: ['tcp_rr'] listed more than once"),
+    ({"matrix": [{"scenarios": ["vxlan", "vxlan"], "tests": ["tcp_rr"]}]}, "matrix[0].scenarios: ['vxlan']"),
+])
+def test_a_scenario_or_test_listed_twice_is_an_error(tmp_path, override, key):
+    with pytest.raises(ConfigError) as err:
+        load_params(write(tmp_path, lambda d: d["environments"].update({"local-lab": override})))
+    assert key in str(err.value)
+
+
+def test_messages_name_the_file_actually_read(tmp_path):
+    other = tmp_path / "campaign-b.yaml"
+    other.write_text(yaml.safe_dump({**yaml.safe_load((REPO / "params.yaml").read_text()),
+                                     "environments": {"local-lab": {"scenarios": ["moon"]}}}))
+    params = load_params(other)
+    with pytest.raises(ConfigError, match=f"^{other}: environments.local-lab.scenarios: unknown scenario"):
+        plan_environment(params, "local-lab")
+    other.write_text(other.read_text().replace("seed: ", "seed: x"))
+    with pytest.raises(ConfigError, match=f"^{other}: invalid"):
+        load_params(other)
+
+
+def test_non_utf8_and_overlong_names_are_one_line_errors(tmp_path):
+    path = tmp_path / "params.yaml"
+    path.write_bytes((REPO / "params.yaml").read_bytes().replace(b"campaign:", b"# caf\xe9\ncampaign:"))
+    with pytest.raises(ConfigError, match=f"^{path}: not UTF-8 text"):
+        load_params(path)
+    with pytest.raises(ConfigError, match="experiment.campaign: String should have at most 100 characters"):
+        load_params(write(tmp_path, lambda d: d["experiment"].update(campaign="c" * 300)))

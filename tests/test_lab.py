@@ -1,4 +1,5 @@
 """The lab's topologies carry traffic on the path they claim, and leave nothing behind."""
+import glob
 import json
 import os
 import signal
@@ -133,11 +134,12 @@ def test_leftovers_of_a_killed_campaign_are_removed_and_live_labs_kept(lab):
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert len(lab_namespaces(lab_id)) == 6  # SIGKILL gave it no chance to clean up
+    [logdir] = glob.glob(f"/tmp/{lab_id}-*")  # the servers' logs, left as well
     removed = clean_leftovers(log=lambda m: None)
-    assert sorted(removed) == sorted(f"{lab_id}-{sc}-{r}" for sc, rs in (("host", ("n1", "n2")),
-                                                                          ("bridge", ("n1", "n2", "p1", "p2")))
-                                     for r in rs)
-    assert lab_namespaces(lab_id) == []
+    assert sorted(removed) == sorted([logdir] + [f"{lab_id}-{sc}-{r}" for sc, rs in (("host", ("n1", "n2")),
+                                                                                     ("bridge", ("n1", "n2", "p1", "p2")))
+                                                 for r in rs])
+    assert lab_namespaces(lab_id) == [] and not os.path.exists(logdir)
     time.sleep(0.2)
     assert not any(alive(pid) for pid in servers)
     assert len(lab_namespaces(lab.lab_id)) == 14  # the live session lab is untouched

@@ -16,6 +16,7 @@ PACKAGE = REPO / "benchlib"
 LAYERS = [
     ["benchlib.errors"],
     ["benchlib.schema", "benchlib.collectors", "benchlib.cpu"],  # pure: builders, parsers, vocabulary
+    ["benchlib.machine"],  # the machine-wide collect lock, dying with the parent
     ["benchlib.config"],  # validates test kinds against the collectors, metric names against the schema
     ["benchlib.record"],
     ["benchlib.targets", "benchlib.images"],  # images: the local cluster's, from this host's tools

@@ -1,4 +1,5 @@
 """The campaign: blocks, raw records, resume, failures."""
+import glob
 import json
 import signal
 import subprocess
@@ -103,7 +104,7 @@ environments:
 """
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL])
 def test_interrupted_campaign_tears_down_and_resumes(project_copy, sig):
     (project_copy / "params.yaml").write_text(INTERRUPT_PARAMS)
     cdir = project_copy / "data" / "raw" / "intr"
@@ -118,6 +119,7 @@ def test_interrupted_campaign_tears_down_and_resumes(project_copy, sig):
     if sig == signal.SIGKILL:
         assert proc.returncode == -9
         assert mine(), "a SIGKILLed campaign cannot clean up: its namespaces are left for the next start"
+        assert glob.glob(f"/tmp/bl-{proc.pid}_*"), "and so is its temporary directory"
     else:
         assert proc.returncode == 130, err
         assert "interrupted" in err
@@ -129,7 +131,7 @@ def test_interrupted_campaign_tears_down_and_resumes(project_copy, sig):
     assert f"{len(done)} of 12 runs already recorded" in resumed.stderr
     if sig == signal.SIGKILL:
         assert "left by a killed campaign" in resumed.stderr
-    assert not mine()
+    assert not mine() and not glob.glob(f"/tmp/bl-{proc.pid}_*")
     # the same keys and counts as an uninterrupted campaign: every scheduled run exactly once
     runs, _ = tidy.build_tables(cdir)
     assert sorted(runs["run_id"]) == sorted(

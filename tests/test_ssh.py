@@ -115,7 +115,8 @@ def test_rendered_commands_are_the_ones_that_work(hosts):
 
 
 def test_cluster_keys_are_refused_for_ssh():
-    with pytest.raises(ValueError, match=r"scenarios \['x'\]: placement, helm, apply and ready need target kubernetes"):
+    with pytest.raises(ValueError, match=r"scenarios \['x'\]: placement, helm, apply, ready and namespace_labels need "
+                             r"target kubernetes"):
         Environment.model_validate({
             "name": "e", "description": "d", "target": "ssh",
             "ssh": {"client": {"host": "a"}, "server": {"host": "b"}},

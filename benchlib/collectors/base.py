@@ -1,6 +1,7 @@
 """What every collector shares: the Collector protocol, invocations, servers, JSON numbers."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -26,6 +27,9 @@ class Server:
     # TCP ports besides `port` that a service in front of the server must
     # forward (netperf's data connections)
     data_ports: tuple[int, ...] = ()
+    # the application protocol on `port` that a service-mesh proxy parses
+    # ("http"), None for bytes it forwards as they are
+    l7: str | None = None
 
     def ports(self) -> list[tuple[int, str]]:
         """Every (port, protocol) a client of this server connects to."""
@@ -65,4 +69,6 @@ def json_number(tool: str, doc, *path) -> float:
         doc = doc[key]
     if not isinstance(doc, (int, float)) or isinstance(doc, bool):
         raise ParseError(f"{tool} {dotted}={doc!r} is not a number")
+    if not math.isfinite(doc):  # JSON's 1E999 reads as inf
+        raise ParseError(f"{tool} {dotted}={doc!r} is not a finite number")
     return float(doc)

@@ -22,7 +22,7 @@ BINARY = "fortio"
 # Only the HTTP echo server: the gRPC, redirect, TCP/UDP echo servers and the UI stay off.
 SERVER = Server("fortio", [BINARY, "server", "-http-port", str(PORT), "-grpc-port", "disabled",
                            "-redirect-port", "disabled", "-tcp-port", "disabled", "-udp-port", "disabled",
-                           "-ui-path", ""], PORT)
+                           "-ui-path", ""], PORT, l7="http")
 VERSION_COMMAND = [BINARY, "version"]
 # fortio's latency histogram has 1 ms buckets at the low end by default: a
 # pod-to-pod request takes well under 1 ms, so its percentiles would be
@@ -90,7 +90,7 @@ def parse(kind: str, stdouts: list[str]) -> dict[str, float]:
     if total == 0:
         raise ParseError("fortio completed no request")
     # Socket errors have code -1, HTTP errors their status; both count.
-    out["http_errors"] = total - float(codes.get("200", 0))
+    out["http_errors"] = total - (json_number("fortio", codes, "200") if "200" in codes else 0.0)
     return out
 
 

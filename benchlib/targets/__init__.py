@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -18,6 +19,10 @@ from typing import Protocol
 from .. import cpu
 from ..collectors import Server
 from ..errors import TargetError  # noqa: F401 (targets raise it; callers catch targets.TargetError)
+
+# After a kill, the output is there at once; a process that escaped its session
+# and still holds the pipe must not hold the caller forever.
+KILL_WAIT_S = 10
 
 
 @dataclass(frozen=True)
@@ -76,7 +81,8 @@ class Target(ABC):
     3. After the first scenario's servers: `run(scenario, "client", argv,
        timeout)` for each tool's version probe.
     4. For every run: `placement`, `spawn` of each client process, and
-       `cpu_snapshot` of both sides at the start and end of the CPU window.
+       `cpu_snapshot` of both sides and `datapath_usage` at the start and
+       end of the CPU window.
 
     ``servers`` and ``commands`` say what will run where, without naming a
     tool: a target checks the commands exist before building anything, and
@@ -138,12 +144,18 @@ class Target(ABC):
             return Result(argv, proc.returncode, out, err)
         except subprocess.TimeoutExpired:
             proc.kill()
-            out, err = proc.communicate()
+            out, err = proc.communicate(timeout=KILL_WAIT_S)
             return Result(argv, None, out, err)
 
     @abstractmethod
     def cpu_snapshot(self, scenario: str, side: str) -> cpu.Snapshot:
         """/proc/stat of the node that side of the scenario runs on."""
+
+    def datapath_usage(self, scenario: str, reset_peak: bool) -> dict[str, dict]:
+        """The processes the target itself runs on the scenario's datapath (service-mesh proxies), by
+        name: ``side``, ``cpus``, ``version``, ``cpu_ticks`` (user + system so far) and ``peak_rss_kib``
+        (since the last reading with ``reset_peak``). None by default."""
+        return {}
 
     @abstractmethod
     def describe(self) -> dict:
@@ -178,6 +190,12 @@ class LocalProcess:
     """A command a target started on this machine, in a session of its own so
     that killing it takes its children along (``ip netns exec``, ``ssh``, ...).
 
+    Its output is read from the start, as it comes: the runner asks for it only
+    at the end of a run, and a tool that prints while it runs would otherwise
+    block on a full pipe (64 KiB). dnsperf -v prints a line per query: blocked,
+    it stopped reading answers for a second and counted ~100 queries lost per
+    run, with its rate and latency off as well.
+
     The runner only uses communicate, poll, returncode and kill, which a remote
     target's process object provides as well.
     """
@@ -185,6 +203,12 @@ class LocalProcess:
     def __init__(self, argv: list[str]):
         self._p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                    start_new_session=True)
+        self._output = ("", "")
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        self._output = self._p.communicate()
 
     @property
     def returncode(self) -> int | None:
@@ -195,7 +219,10 @@ class LocalProcess:
 
     def communicate(self, timeout: float | None = None) -> tuple[str, str]:
         """(stdout, stderr); raises subprocess.TimeoutExpired like Popen does."""
-        return self._p.communicate(timeout=timeout)
+        self._reader.join(timeout)
+        if self._reader.is_alive():
+            raise subprocess.TimeoutExpired(self._p.args, timeout)
+        return self._output
 
     def kill(self) -> None:
         try:

@@ -16,7 +16,7 @@ from .. import cpu
 from ..collectors import Server
 from ..config import Environment, SshHost
 from ..schema import SIDES
-from . import LocalProcess, Placement, Target, TargetError, wait_listening
+from . import KILL_WAIT_S, LocalProcess, Placement, Target, TargetError, wait_listening
 
 CHECK_TIMEOUT_S = 30  # a `command -v` or `kill` over ssh
 COMMAND_TIMEOUT_S = 60  # any other short command over ssh
@@ -115,7 +115,7 @@ class SshTarget(Target):
         first = proc.stdout.readline().strip()
         if not first.isdigit():
             proc.kill()
-            _, err = proc.communicate()
+            _, err = proc.communicate(timeout=KILL_WAIT_S)
             raise TargetError(f"ssh: {server.name} on {self._host('server')} did not start: {err.strip()}")
         self._servers.append((server.name, proc, int(first)))
         wait_listening(server, proc, lambda argv: self._check("server", argv), "ssh", f"on {self._host('server')}",

@@ -17,7 +17,6 @@ import os
 import platform
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 from benchlib import cpu
@@ -26,10 +25,10 @@ from benchlib.config import Environment
 from benchlib.errors import TargetError
 
 from .. import LocalProcess, Placement, Target, service_ports, wait_listening
-from . import netfilter, topologies
-from .addresses import POD_IP
-from .locking import clean_leftovers, lab_id_of, new_lab_id, release, try_lock
-from .netns import in_ns, ip, list_namespaces, remove_namespace, stop
+from . import netfilter, proxies, topologies
+from .addresses import POD_GW, POD_IP
+from .locking import clean_leftovers, lab_id_of, new_lab_id, release, temp_dir, try_lock
+from .netns import COMMAND_TIMEOUT_S, in_ns, ip, list_namespaces, remove_namespace, stop
 from .probes import check_machine, preflight, scenario_problems
 
 __all__ = ["LabTarget", "check_machine", "clean_leftovers", "default_cpus", "in_ns", "list_namespaces",
@@ -71,6 +70,9 @@ class LabTarget(Target):
         self._namespaces: list[str] = []
         self._servers: list[subprocess.Popen] = []
         self._logdir: Path | None = None
+        # per scenario: its mesh proxies and their processes
+        self._proxies: dict[str, list[tuple[proxies.Proxy, subprocess.Popen]]] = {}
+        self._proxy_version = ""
 
     # -- life cycle ---------------------------------------------------------------------
     def prepare(self) -> None:
@@ -79,7 +81,7 @@ class LabTarget(Target):
         self._lock = try_lock(self.lab_id)
         if self._lock is None:
             raise TargetError(f"lab: {self.lab_id} is already in use")
-        self._logdir = Path(tempfile.mkdtemp(prefix=f"{self.lab_id}-"))
+        self._logdir = temp_dir(self.lab_id)
 
     def setup(self) -> None:
         for name in self.scenarios:
@@ -125,26 +127,31 @@ class LabTarget(Target):
         return cpu.read_local()  # both lab "nodes" share this kernel's /proc/stat
 
     def describe(self) -> dict:
-        iproute2 = subprocess.run(["ip", "-V"], capture_output=True, text=True).stdout.strip()
-        return {"target": "lab", "lab_id": self.lab_id,
-                "versions": {"kernel": platform.release(), "iproute2": iproute2}, "clk_tck": cpu.clk_tck()}
+        iproute2 = subprocess.run(["ip", "-V"], capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S).stdout.strip()
+        versions = {"kernel": platform.release(), "iproute2": iproute2}
+        if self._proxy_version:
+            versions["haproxy"] = self._proxy_version
+        return {"target": "lab", "lab_id": self.lab_id, "versions": versions, "clk_tck": cpu.clk_tck()}
 
     # -- building -------------------------------------------------------------------------
-    def _ns(self, scenario: str, role: str) -> str:
+    def _ns(self, scenario: str, role: str, ipv6: bool = False) -> str:
         name = f"{self.lab_id}-{scenario}-{role}"
         ip(None, "netns", "add", name)
         self._namespaces.append(name)
         ip(name, "link", "set", "lo", "up")
-        for key in ("net.ipv6.conf.all.disable_ipv6", "net.ipv4.conf.all.rp_filter",
-                    "net.ipv4.conf.default.rp_filter"):
-            in_ns(name, "sysctl", "-qw", f"{key}={1 if 'ipv6' in key else 0}")
+        # IPv6 stays off unless the scenario's traffic uses it (no router solicitations, no DAD waits)
+        for key, value in (("net.ipv6.conf.all.disable_ipv6", int(not ipv6)), ("net.ipv4.conf.all.rp_filter", 0),
+                           ("net.ipv4.conf.default.rp_filter", 0),
+                           *((("net.ipv6.conf.default.accept_dad", 0),) if ipv6 else ())):
+            in_ns(name, "sysctl", "-qw", f"{key}={value}")
         return name
 
     def _build(self, name: str) -> Placement:
         sc = self.env.scenarios[name]
         topology = topologies.topology_of(name, sc)
-        built = topologies.build(name, topology, sc.mtu, lambda role: self._ns(name, role),
-                                 netfilter_needed=bool(sc.firewall or sc.service_proxy))
+        built = topologies.build(name, topology, sc.mtu, lambda role: self._ns(name, role, sc.ip_family == 6),
+                                 netfilter_needed=bool(sc.firewall or sc.service_proxy),
+                                 ip_family=sc.ip_family, big_tcp=sc.big_tcp)
         nodes, sides, server_address = built.nodes, built.sides, built.server_address
         # the lab's "nodes" are namespaces of this one kernel: per-side CPU is per CPU set
         details = {**built.details, "namespaces": sides, "nodes_share_kernel": True}
@@ -152,6 +159,8 @@ class LabTarget(Target):
             for node in nodes.values():
                 netfilter.install_firewall(node, sc.firewall)
             details["firewall"] = sc.firewall
+        if sc.mesh:
+            details["mesh"] = self._mesh(name, sc.mesh, nodes, sides)
         if sc.service_proxy:
             if topology == "host":
                 raise TargetError(f"lab: scenario {name}: services need pods (a topology other than host)")
@@ -169,6 +178,56 @@ class LabTarget(Target):
             scenario=name, server_address=server_address,
             client_node=nodes[1], server_node=nodes[2],
             client_cpus=self.client_cpus, server_cpus=self.server_cpus, details=details)
+
+    def _mesh(self, name: str, mesh: str, nodes: dict[int, str], sides: dict[str, str]) -> dict:
+        """Start the scenario's proxies on their side's CPUs and capture the pod traffic into them."""
+        http_ports = sorted({s.port for s in self.servers if s.l7 == "http"})
+        plan = proxies.proxies(mesh, nodes, {1: sides["client"], 2: sides["server"]}, http_ports)
+        workdir = self._logdir / name
+        workdir.mkdir()
+        tls_dir = workdir / "tls" if mesh.endswith("-mtls") else None
+        if tls_dir:
+            proxies.make_certificates(tls_dir, [p.identity for p in plan])
+        if mesh == "node-proxies-mtls":
+            # REDIRECT needs an address on the incoming device: the pods' gateway address, on the node's side
+            for node in nodes.values():
+                ip(node, "addr", "add", f"{POD_GW}/32", "dev", "veth0")
+        self._proxy_version = self._proxy_version or proxies.version()
+        cpus = {"client": self.client_cpus, "server": self.server_cpus}
+        started = []
+        for proxy in plan:
+            proc = proxies.start(proxy, cpus[proxy.side], workdir, tls_dir)
+            self._servers.append(proc)  # stopped at teardown with the tools' servers
+            for ln in proxy.listeners:
+                wait_listening(Server(f"haproxy {proxy.name}", [], ln.port), proc,
+                               lambda argv, ns=proxy.namespace: in_ns(ns, *argv), "lab", f"in {proxy.namespace}",
+                               (workdir / f"{proxy.name}.log").read_text,
+                               timeout_s=SERVER_LISTEN_TIMEOUT_S, poll_s=SERVER_POLL_S)
+            proxies.install_capture(proxy, http_ports)
+            started.append((proxy, proc))
+        self._proxies[name] = started
+        return {"kind": mesh, "proxy": "haproxy", "proxy_version": self._proxy_version, "http_ports": http_ports,
+                "proxies": {p.name: {"side": p.side, "namespace": p.namespace,
+                                     "listeners": [{"name": ln.name, "port": ln.port, "mode": ln.mode,
+                                                    "tls_in": ln.tls_in, "tls_out": ln.tls_out is not None}
+                                                   for ln in p.listeners]} for p in plan},
+                **({"mtls": {"certificates": "EC P-256, one CA per lab; generated per lab, never recorded",
+                             "verify": "required both ways"}} if tls_dir else {})}
+
+    def stats_socket(self, scenario: str, proxy: str) -> Path:
+        """A mesh proxy's stats socket (the tests read its counters)."""
+        return proxies.stats_path(self._logdir / scenario, next(p for p, _ in self._proxies[scenario]
+                                                                 if p.name == proxy))
+
+    def datapath_usage(self, scenario: str, reset_peak: bool) -> dict[str, dict]:
+        cpus = {"client": self.client_cpus, "server": self.server_cpus}
+        out = {}
+        for proxy, proc in self._proxies.get(scenario, []):
+            if proc.poll() is not None:
+                raise TargetError(f"lab: scenario {scenario}: proxy {proxy.name} exited {proc.returncode}")
+            out[proxy.name] = {"side": proxy.side, "cpus": cpus[proxy.side], "version": self._proxy_version,
+                               **proxies.usage(proc.pid, reset_peak)}
+        return out
 
     def _steer_receive(self, ns: str, cpus: list[int]) -> None:
         # veth delivers a packet on the sending CPU. RPS moves receive

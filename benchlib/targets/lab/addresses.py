@@ -24,3 +24,16 @@ def bridge_ip(i: int) -> str:
 def vxlan_ip(i: int) -> str:
     """Node i's address on its VXLAN device (the network address of its pod subnet, as flannel does)."""
     return f"198.19.{i}.0"
+
+# IPv6 (the BIG TCP scenarios): 2001:2::/48, the prefix RFC 5180 reserves for
+# benchmarking, laid out like the IPv4 plan: the wire 2001:2::/64, node i's
+# pods 2001:2:0:i::/64.
+NODE_IP6 = {1: "2001:2::1", 2: "2001:2::2"}
+NODE_PREFIX6 = 64
+POD_IP6 = {1: "2001:2:0:1::10", 2: "2001:2:0:2::10"}
+POD_GW6 = "fe80::1"  # the link-local gateway every IPv6 pod sees, answered by its node (as Calico does)
+
+
+def pod_subnet6(i: int) -> str:
+    """Node i's IPv6 pod subnet."""
+    return f"2001:2:0:{i}::/64"

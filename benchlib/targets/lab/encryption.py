@@ -14,7 +14,7 @@ import sys
 from benchlib.errors import TargetError
 
 from .addresses import NODE_IP, OTHER, POD_IP, pod_subnet
-from .netns import apply, apply_ip, in_ns, ip, run
+from .netns import COMMAND_TIMEOUT_S, apply, apply_ip, in_ns, ip, run
 
 WG_PORT = 51820
 # Cilium's IPsec default: AES-GCM as ESP's AEAD (RFC 4106), 128-bit key + 32-bit salt, 128-bit ICV
@@ -105,7 +105,7 @@ def verify_encrypted(scenario: str, topology: str, nodes: dict[int, str], pods: 
     that pod traffic in both directions went through it, or refuse the scenario."""
     def round_trip() -> None:
         proc = subprocess.run(["ip", "netns", "exec", pods[1], sys.executable, "-c", _ROUND_TRIP, POD_IP[2]],
-                              capture_output=True, text=True)
+                              capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S)
         if proc.returncode != 0:
             raise TargetError(f"lab: scenario {scenario}: pod {POD_IP[1]} cannot reach pod {POD_IP[2]} "
                               f"through {topology}: {proc.stderr.strip()}")

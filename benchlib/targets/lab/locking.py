@@ -1,10 +1,11 @@
 """Which lab owns which namespaces, and removing those of dead campaigns.
 
-Each lab is named ``bl-<pid>_<n>`` and prefixes its namespaces with that id.
+Each lab is named ``bl-<pid>_<n>`` and prefixes its namespaces and its
+temporary directory (``/tmp/bl-<pid>_<n>-*``, the servers' logs) with that id.
 The process that builds a lab holds an flock on ``/run/benchlib/<id>.lock``
-for the lab's lifetime. Namespaces whose lock is free belong to a campaign
-that died without tearing down, and the next start (or ``benchlib lab
-clean``) removes them.
+for the lab's lifetime. Namespaces and directories whose lock is free belong
+to a campaign that died without tearing down (SIGKILL), and the next start
+(or ``benchlib lab clean``) removes them.
 """
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import fcntl
 import itertools
 import os
 import re
+import shutil
+import tempfile
 from pathlib import Path
 
 from .netns import list_namespaces, remove_namespace
@@ -50,22 +53,34 @@ def release(lab_id: str, lock) -> None:
         lock.close()
 
 
+def temp_dir(lab_id: str) -> Path:
+    return Path(tempfile.mkdtemp(prefix=f"{lab_id}-"))
+
+
 def clean_leftovers(log=print) -> list[str]:
-    """Remove the namespaces of labs whose owner is gone. Returns what was removed."""
+    """Remove the namespaces and temporary directories of labs whose owner is gone.
+    Returns what was removed (namespace names, directory paths)."""
     removed = []
     by_lab: dict[str, list[str]] = {}
     for ns in list_namespaces():
         lab_id = lab_id_of(ns)
         if lab_id:
             by_lab.setdefault(lab_id, []).append(ns)
-    for lab_id, namespaces in by_lab.items():
+    for d in Path(tempfile.gettempdir()).glob(f"{PREFIX}*_*-*"):
+        lab_id = lab_id_of(d.name)
+        if lab_id and d.is_dir() and not d.is_symlink():
+            by_lab.setdefault(lab_id, []).append(str(d))
+    for lab_id, leftovers in by_lab.items():
         lock = try_lock(lab_id)
         if lock is None:
             continue  # a live campaign owns it
-        for ns in namespaces:
-            remove_namespace(ns)
-            removed.append(ns)
+        for item in leftovers:
+            if item.startswith("/"):
+                shutil.rmtree(item, ignore_errors=True)
+            else:
+                remove_namespace(item)
+            removed.append(item)
         release(lab_id, lock)
     if removed:
-        log(f"lab: removed {len(removed)} namespaces left by a killed campaign: {' '.join(removed)}")
+        log(f"lab: removed {len(removed)} namespaces and directories left by a killed campaign: {' '.join(removed)}")
     return removed

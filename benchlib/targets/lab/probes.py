@@ -12,12 +12,13 @@ import subprocess
 from benchlib.config import Environment, Scenario
 from benchlib.errors import TargetError
 
-from . import bpf, encryption
+from . import bpf, encryption, proxies
 from .locking import new_lab_id, release, try_lock
-from .netns import apply_ip, ip, remove_namespace
-from .topologies import TOPOLOGIES, VXLAN_PORT, topology_of
+from .netns import COMMAND_TIMEOUT_S, apply, apply_ip, ip, remove_namespace
+from .topologies import TOPOLOGIES, VXLAN_PORT, set_big_tcp, topology_of
 
 REQUIRED_COMMANDS = ("ip", "sysctl", "ss", "taskset")
+BIG_TCP_PROBE_SIZE = 131072  # a size only BIG TCP allows
 FEATURES = {
     "veth": "the kernel's veth link type",
     "bridge": "the kernel's bridge link type, CONFIG_BRIDGE",
@@ -25,6 +26,10 @@ FEATURES = {
     "ebpf-host-routing": "tc BPF host-routing, which this machine cannot load",
     "wireguard": "the kernel's WireGuard module, CONFIG_WIREGUARD",
     "ipsec": "IPsec ESP with AES-GCM, CONFIG_INET_ESP and CONFIG_CRYPTO_GCM",
+    "netkit": "the kernel's netkit link type, CONFIG_NETKIT (Linux 6.7)",
+    "big-tcp": "IPv6 BIG TCP (gso_max_size/gro_max_size above 65536 on a veth, Linux 5.19)",
+    "big-tcp-ipv4": "IPv4 BIG TCP (gso_ipv4_max_size/gro_ipv4_max_size, Linux 6.3)",
+    "mesh-capture": "iptables REDIRECT with an owner match, CONFIG_NETFILTER_XT_TARGET_REDIRECT and _MATCH_OWNER",
 }
 
 
@@ -74,8 +79,13 @@ def _needs(name: str, sc: Scenario) -> tuple[list[str], list[str]]:
     commands, features = list(topo.commands), list(topo.features)
     if sc.service_proxy == "nftables":
         commands.append("nft")
-    if sc.service_proxy == "iptables" or sc.firewall:
+    if sc.service_proxy == "iptables" or sc.firewall or sc.mesh:
         commands.append("iptables-restore")
+    if sc.big_tcp and sc.big_tcp > 65536:  # up to 65536: every kernel
+        features.append("big-tcp" if sc.ip_family == 6 else "big-tcp-ipv4")
+    if sc.mesh:
+        commands += [proxies.BINARY, "openssl"]
+        features.append("mesh-capture")
     return commands, features
 
 
@@ -87,7 +97,7 @@ def _probe(features: list[str]) -> dict[str, str]:
     probe = f"{lab_id}-probe"
     lock = try_lock(lab_id)  # so a concurrent clean-up leaves the probe alone
     try:
-        proc = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
+        proc = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S)
         if proc.returncode != 0:
             return {f: f"network namespaces (ip netns add: {proc.stderr.strip()})" for f in features}
         absent = {}
@@ -108,6 +118,13 @@ def _try_feature(probe: str, feature: str) -> None:
         ip(probe, "link", "add", "bv0", "type", "veth", "peer", "name", "bv1")
         bpf.attach(probe, "bv0", bpf.FROM_POD)
         bpf.attach(probe, "bv1", bpf.FROM_WIRE)
+    elif feature in ("big-tcp", "big-tcp-ipv4"):
+        family = 6 if feature == "big-tcp" else 4
+        ip(probe, "link", "add", f"pbig{family}", "type", "veth", "peer", "name", f"pbig{family}p")
+        set_big_tcp([(probe, f"pbig{family}")], BIG_TCP_PROBE_SIZE, family)
+    elif feature == "mesh-capture":
+        sidecar = proxies.Proxy("client-sidecar", "client", probe, (), "")
+        apply(probe, ["iptables-restore", "--noflush"], proxies.capture_rules(sidecar, [80]))
     elif feature == "ipsec":
         # a throwaway key: this SA never carries a packet
         apply_ip(probe, [encryption.xfrm_state(1, 2, encryption.random_key())],
@@ -115,6 +132,6 @@ def _try_feature(probe: str, feature: str) -> None:
     else:
         extra = {"veth": ["peer", "name", "pv1"], "vxlan": ["id", "1", "dstport", str(VXLAN_PORT)]}.get(feature, [])
         proc = subprocess.run(["ip", "-n", probe, "link", "add", f"p{feature[:4]}0", "type", feature, *extra],
-                              capture_output=True, text=True)
+                              capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S)
         if proc.returncode != 0:
             raise TargetError(f"ip link add type {feature}: {proc.stderr.strip()}")

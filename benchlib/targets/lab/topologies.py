@@ -7,24 +7,27 @@ pod (a namespace behind a veth pair) and routes pod traffic between nodes.
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from benchlib.errors import TargetError
 
-from . import bpf, encryption
-from .addresses import (NODE_IP, NODE_PREFIX, NODES, OTHER, POD_GW, POD_IP, bridge_ip, pod_subnet,
-                        vxlan_ip)
+from . import bpf, encryption, rtnl
+from .addresses import (NODE_IP, NODE_IP6, NODE_PREFIX, NODE_PREFIX6, NODES, OTHER, POD_GW, POD_GW6, POD_IP,
+                        POD_IP6, bridge_ip, pod_subnet, pod_subnet6, vxlan_ip)
 from .netns import in_ns, ip, json_field
 
 VXLAN_ID, VXLAN_PORT = 42, 4789
+JUMBO_HBH_BYTES = 8  # IPv6 Hop-by-Hop header with the jumbo payload option (RFC 2675)
 
 
 @dataclass(frozen=True)
 class Topology:
     # how a pod attaches: "routed" (a /32 behind a link-local gateway the node
-    # answers for, as Calico does) or "bridged" (on a Linux bridge, cni0 style);
-    # None: no pods, the nodes are the sides
+    # answers for, as Calico does), "bridged" (on a Linux bridge, cni0 style)
+    # or "netkit" (a netkit pair instead of veth, Cilium 1.16+); None: no pods,
+    # the nodes are the sides
     pods: str | None
     # how a node reaches the other node's pod subnet: "wire" (a plain route),
     # "vxlan" (flannel-style overlay) or "wireguard" (through the tunnel)
@@ -47,7 +50,11 @@ TOPOLOGIES: dict[str, Topology] = {
     # the xfrm policy catches pod traffic on the plain route
     "ipsec": Topology("routed", "wire", encrypt=lambda nodes, mtu: encryption.ipsec(nodes),
                       features=("ipsec",)),
+    # refused at preflight wherever the kernel lacks netkit (Linux < 6.7 or CONFIG_NETKIT off)
+    "netkit": Topology("netkit", "wire", features=("netkit",)),
 }
+# topologies whose every link is a plain veth, where IPv6 and BIG TCP sizes apply as they are
+PLAIN_VETH = ("host", "veth-routed")
 
 
 def topology_of(name: str, sc) -> str:
@@ -69,18 +76,28 @@ class Built:
 
 
 def build(scenario: str, topology: str, mtu: int, new_ns: Callable[[str], str],
-          netfilter_needed: bool) -> Built:
-    """Build a scenario's nodes and pods with ``new_ns(role)``, which creates a namespace the lab owns."""
+          netfilter_needed: bool, ip_family: int = 4, big_tcp: int | None = None) -> Built:
+    """Build a scenario's nodes and pods with ``new_ns(role)``, which creates a namespace the lab owns.
+
+    ``ip_family`` 6 adds IPv6 addresses and routes (the benchmark traffic then
+    uses them); ``big_tcp`` sets the GSO/GRO max size of that family on every link."""
     topo = TOPOLOGIES[topology]
+    ipv6 = ip_family == 6
     nodes = {i: new_ns(f"n{i}") for i in NODES}
     ip(None, "link", "add", "eth0", "netns", nodes[1], "type", "veth", "peer", "name", "eth0", "netns", nodes[2])
     for i, node in nodes.items():
         ip(node, "addr", "add", f"{NODE_IP[i]}/{NODE_PREFIX}", "dev", "eth0")
+        if ipv6:
+            ip(node, "-6", "addr", "add", f"{NODE_IP6[i]}/{NODE_PREFIX6}", "dev", "eth0", "nodad")
+            in_ns(node, "sysctl", "-qw", "net.ipv6.conf.all.forwarding=1")
         ip(node, "link", "set", "eth0", "up")
         in_ns(node, "sysctl", "-qw", "net.ipv4.ip_forward=1")
-    details: dict = {"topology": topology, "nodes": nodes, "mtu": mtu}
+    details: dict = {"topology": topology, "nodes": nodes, "mtu": mtu, "ip_family": ip_family}
+    links = [(node, "eth0") for node in nodes.values()]
     if topo.pods is None:
-        return Built(nodes, {"client": nodes[1], "server": nodes[2]}, NODE_IP[2], details)
+        if big_tcp:
+            details["big_tcp"] = set_big_tcp(links, big_tcp, ip_family)
+        return Built(nodes, {"client": nodes[1], "server": nodes[2]}, (NODE_IP6 if ipv6 else NODE_IP)[2], details)
     if topo.host_routing and netfilter_needed:
         raise TargetError(f"lab: scenario {scenario}: the BPF programs bypass the node's netfilter, "
                           "so firewall and service_proxy would not apply")
@@ -95,10 +112,62 @@ def build(scenario: str, topology: str, mtu: int, new_ns: Callable[[str], str],
         for i in NODES:
             _host_routing(nodes[i], pods[i], i)
         details["bpf_object"] = bpf.object_path().name  # names the hash of the source it ran
-    return Built(nodes, {"client": pods[1], "server": pods[2]}, POD_IP[2], details)
+    if ipv6:
+        for i in NODES:
+            _pod6(pods[i], i, nodes[i])
+            ip(nodes[i], "-6", "route", "add", pod_subnet6(OTHER[i]), "via", NODE_IP6[OTHER[i]])
+    if big_tcp:
+        links += [(ns, dev) for i in NODES for ns, dev in ((nodes[i], "veth0"), (pods[i], "eth0"))]
+        details["big_tcp"] = set_big_tcp(links, big_tcp, ip_family)
+    if big_tcp and ipv6:
+        # The kernel's IPv6 forwarding checks a GSO packet's segments against the route MTU
+        # counting the 8-byte Hop-by-Hop jumbo option that only packets above 64 KiB carry
+        # inside the kernel (the wire's segments never do): at equal MTUs every BIG TCP packet
+        # earns a Packet Too Big (Ip6InTooBigErrors) and throughput collapses. So the nodes'
+        # links get 8 bytes more at every size, and the pods keep the scenario's MTU.
+        for ns, dev in [(node, dev) for node in nodes.values() for dev in ("eth0", "veth0")]:
+            ip(ns, "link", "set", "dev", dev, "mtu", str(mtu + JUMBO_HBH_BYTES))
+        details["node_mtu"] = mtu + JUMBO_HBH_BYTES
+    return Built(nodes, {"client": pods[1], "server": pods[2]}, (POD_IP6 if ipv6 else POD_IP)[2], details)
+
+
+def _pod6(pod: str, i: int, node: str) -> None:
+    """The routed pod's IPv6 side: a /128 behind the link-local gateway its node answers for."""
+    ip(pod, "-6", "addr", "add", f"{POD_IP6[i]}/128", "dev", "eth0", "nodad")
+    mac = json_field(ip(node, "-j", "link", "show", "veth0"), "address")
+    ip(pod, "-6", "neigh", "add", POD_GW6, "lladdr", mac, "dev", "eth0", "nud", "permanent")
+    ip(pod, "-6", "route", "add", "default", "via", POD_GW6, "dev", "eth0")
+    ip(node, "-6", "route", "add", f"{POD_IP6[i]}/128", "dev", "veth0")
+
+
+def set_big_tcp(links: list[tuple[str, str]], size: int, ip_family: int) -> dict:
+    """Set the GSO and GRO max size of ``ip_family`` on every (namespace, link); return the sizes the
+    kernel then reports, per link. IPv6's are iproute2's gso_max_size/gro_max_size; IPv4's
+    (gso_ipv4_max_size, Linux 6.3) go through rtnetlink directly, which this iproute2 predates."""
+    held = {}
+    for ns, dev in links:
+        if ip_family == 6:
+            ip(ns, "link", "set", "dev", dev, "gso_max_size", str(size), "gro_max_size", str(size))
+            link = json.loads(ip(ns, "-d", "-j", "link", "show", "dev", dev))[0]
+            sizes = (link["gso_max_size"], link["gro_max_size"])
+        else:
+            index = int(json_field(ip(ns, "-j", "link", "show", "dev", dev), "ifindex"))
+            try:
+                rtnl.set_ipv4_big_tcp(ns, index, size)
+                sizes = rtnl.ipv4_big_tcp(ns, index)
+            except TargetError as e:
+                raise TargetError(f"lab: IPv4 BIG TCP on {dev} in {ns}: {e}") from None
+        if sizes != (size, size):
+            raise TargetError(f"lab: {dev} in {ns} holds GSO/GRO max sizes {sizes} after setting {size}")
+        held[f"{ns}/{dev}"] = size
+    return {"size": size, "ip_family": ip_family, "links": held}
 
 
 def _pod(pod: str, i: int, node: str, attach: str, mtu: int) -> str:
+    if attach == "netkit":
+        # the probe refuses netkit scenarios on kernels without it, this one included: no
+        # kernel here has ever built a netkit pod, so none is built untested
+        raise TargetError("lab: netkit pods are not implemented (no kernel with netkit was at hand to test them)")
     ip(None, "link", "add", "eth0", "netns", pod, "mtu", str(mtu),
        "type", "veth", "peer", "name", "veth0", "netns", node, "mtu", str(mtu))
     ip(pod, "link", "set", "eth0", "up")

@@ -17,6 +17,8 @@ from pathlib import Path
 
 from benchlib.errors import TargetError
 
+from ..netns import COMMAND_TIMEOUT_S
+
 SOURCE = Path(__file__).with_name("host_routing.c")
 FROM_POD = "tc/from_pod"    # on the node end of the pod veth: pod -> wire
 FROM_WIRE = "tc/from_wire"  # on the node's wire device: wire -> pod
@@ -46,7 +48,7 @@ def object_path() -> Path:
     fd, tmp = tempfile.mkstemp(dir=obj.parent, suffix=".o.tmp")
     os.close(fd)
     argv = ["clang", "-O2", "-g", "-target", "bpf", "-I", multiarch, "-c", str(SOURCE), "-o", tmp]
-    proc = subprocess.run(argv, capture_output=True, text=True)
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S)
     if proc.returncode != 0:
         os.unlink(tmp)
         raise TargetError(f"bpf: `{' '.join(argv)}` failed: {proc.stderr.strip()[:2000]}")
@@ -60,7 +62,7 @@ def attach(ns: str, dev: str, section: str) -> None:
     for argv in (["tc", "qdisc", "add", "dev", dev, "clsact"],
                  ["tc", "filter", "add", "dev", dev, "ingress", "bpf", "direct-action",
                   "obj", str(obj), "sec", section]):
-        proc = subprocess.run(["ip", "netns", "exec", ns, *argv], capture_output=True, text=True)
+        proc = subprocess.run(["ip", "netns", "exec", ns, *argv], capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S)
         if proc.returncode != 0:
             raise TargetError(f"bpf: `{' '.join(argv)}` in {ns} failed: {proc.stderr.strip()[-2000:]}")
 
@@ -68,6 +70,6 @@ def attach(ns: str, dev: str, section: str) -> None:
 def attached(ns: str, dev: str) -> list[str]:
     """Names of the BPF programs on ``dev``'s ingress, as the kernel reports them."""
     out = subprocess.run(["ip", "netns", "exec", ns, "tc", "-j", "filter", "show", "dev", dev, "ingress"],
-                         capture_output=True, text=True, check=True).stdout
+                         capture_output=True, text=True, check=True, timeout=COMMAND_TIMEOUT_S).stdout
     return [f["options"]["prog"]["name"] for f in json.loads(out or "[]")
             if f.get("kind") == "bpf" and "prog" in f.get("options", {})]

@@ -1,0 +1,234 @@
+"""Service-mesh proxies in the lab: HAProxy as sidecars and as node proxies.
+
+HAProxy (Debian's package) rather than nginx or stunnel: one binary does L7
+HTTP and L4 TCP, terminates and originates mutual TLS, connects to a
+connection's original destination (SO_ORIGINAL_DST after an iptables
+REDIRECT, as Envoy and ztunnel do) and answers on a stats socket with its
+own per-listener connection and byte counters, which the tests use to prove
+each hop is on the path. stunnel is L4 only and lacks per-listener counters;
+nginx needs a separate stream module for TCP and has no original-destination
+support.
+
+Four shapes (`Scenario.mesh`):
+
+- ``server-sidecar``: the server pod's inbound TCP is redirected to a proxy
+  in that pod, which connects to the server on 127.0.0.1 (one hop);
+- ``sidecars``: the client pod's outbound TCP is redirected to its own proxy
+  (an OUTPUT rule sparing the proxy's uid, as Istio's init container
+  installs), which connects to the original destination, where the server
+  sidecar catches it (two hops);
+- ``sidecars-mtls``: the same with mutual TLS between the two proxies;
+- ``node-proxies-mtls``: no sidecars; each node's proxy catches its pods'
+  traffic to the other node's pods and carries it over mutual TLS to the
+  other node's proxy (Istio ambient's ztunnel, L4 only).
+
+Sidecars parse HTTP on the ports a server declares as HTTP (`Server.l7`), as
+Envoy does; everything else is forwarded as TCP. Certificates are made for
+each lab with openssl in the lab's private directory and never recorded.
+"""
+from __future__ import annotations
+
+import socket
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from .addresses import OTHER, pod_subnet
+from .netns import apply, run
+
+MESHES = ("server-sidecar", "sidecars", "sidecars-mtls", "node-proxies-mtls")
+BINARY = "haproxy"
+PROXY_UID = 1337  # Istio's proxy uid: the client pod's capture rule spares this uid's own connections
+OUTBOUND_TCP, OUTBOUND_HTTP = 15001, 15002  # Istio captures outbound on 15001
+INBOUND_TCP, INBOUND_HTTP = 15006, 15007  # ... and inbound on 15006
+TUNNEL = 15008  # ztunnel's node-to-node (HBONE) port
+TIMEOUT = "10m"  # a netperf control connection idles for a whole run
+
+
+@dataclass(frozen=True)
+class Listener:
+    """One frontend: where it listens, what it parses, and where it connects.
+
+    ``upstream`` "0.0.0.0" is the connection's original destination; any other
+    address keeps only the original port. TLS fields name PEM files."""
+
+    name: str
+    port: int
+    mode: str  # "tcp" or "http"
+    upstream: str
+    tls_in: bool = False  # terminate mutual TLS (the peer must show a certificate of the lab's CA)
+    tls_out: str | None = None  # originate mutual TLS; the identity the peer's certificate must carry
+
+
+@dataclass(frozen=True)
+class Proxy:
+    """One proxy process: which pod or node it serves and whose CPUs it runs on."""
+
+    name: str  # client-sidecar, server-sidecar, node1, node2
+    side: str  # client or server
+    namespace: str
+    listeners: tuple[Listener, ...]
+    identity: str  # the subject of its certificate (mTLS shapes)
+
+
+def haproxy_cfg(proxy: Proxy, stats_socket: Path, tls_dir: Path | None) -> str:
+    """The proxy's haproxy.cfg. Pure: certificates are referenced by path."""
+    lines = ["global",
+             f"    uid {PROXY_UID}",
+             f"    gid {PROXY_UID}",
+             f"    stats socket {stats_socket} mode 600 level admin",
+             # HAProxy wants two descriptors per connection: its default exceeds this machine's limit
+             "    maxconn 4096",
+             "defaults",
+             "    timeout connect 5s",
+             f"    timeout client {TIMEOUT}",
+             f"    timeout server {TIMEOUT}"]
+    for ln in proxy.listeners:
+        bind = f"    bind :{ln.port}"
+        if ln.tls_in:
+            bind += f" ssl crt {tls_dir / proxy.identity}.pem ca-file {tls_dir / 'ca.crt'} verify required"
+        server = f"    server upstream {ln.upstream}"  # no port: the original destination's port
+        if ln.tls_out:
+            server += (f" ssl crt {tls_dir / proxy.identity}.pem ca-file {tls_dir / 'ca.crt'} verify required"
+                       f" verifyhost {ln.tls_out}")
+        lines += ["", f"listen {ln.name}", f"    mode {ln.mode}", bind, server]
+        if ln.mode == "http":
+            lines.append("    option http-keep-alive")
+    return "\n".join(lines) + "\n"
+
+
+def proxies(mesh: str, nodes: dict[int, str], pods: dict[int, str], http_ports: list[int]) -> list[Proxy]:
+    """The proxies of a mesh shape (pure)."""
+    mtls = mesh == "sidecars-mtls"
+    if mesh == "node-proxies-mtls":
+        # each node proxy does both directions for its own pods, as ztunnel does
+        return [Proxy(f"node{i}", "client" if i == 1 else "server", nodes[i],
+                      (Listener("outbound", OUTBOUND_TCP, "tcp", "0.0.0.0", tls_out=f"node{3 - i}"),
+                       Listener("inbound", TUNNEL, "tcp", "0.0.0.0", tls_in=True)), f"node{i}")
+                for i in nodes]
+    server = Proxy("server-sidecar", "server", pods[2],
+                   (Listener("inbound_tcp", INBOUND_TCP, "tcp", "127.0.0.1", tls_in=mtls),
+                    *([Listener("inbound_http", INBOUND_HTTP, "http", "127.0.0.1", tls_in=mtls)]
+                      if http_ports else [])), "server-sidecar")
+    if mesh == "server-sidecar":
+        return [server]
+    peer = "server-sidecar" if mtls else None
+    client = Proxy("client-sidecar", "client", pods[1],
+                   (Listener("outbound_tcp", OUTBOUND_TCP, "tcp", "0.0.0.0", tls_out=peer),
+                    *([Listener("outbound_http", OUTBOUND_HTTP, "http", "0.0.0.0", tls_out=peer)]
+                      if http_ports else [])), "client-sidecar")
+    return [client, server]
+
+
+def capture_rules(proxy: Proxy, http_ports: list[int]) -> str:
+    """iptables-restore input (nat table) that sends the traffic this proxy serves to its listeners (pure)."""
+    http = [f"--dport {p}" for p in http_ports]
+    if proxy.name == "client-sidecar":  # the pod's outbound, but not the proxy's own connections
+        chain, match = "OUTPUT", f"-p tcp ! -o lo -m owner ! --uid-owner {PROXY_UID}"
+        tcp_port, http_port = OUTBOUND_TCP, OUTBOUND_HTTP
+    elif proxy.name == "server-sidecar":  # what arrives from outside the pod
+        chain, match = "PREROUTING", "-p tcp -i eth0"
+        tcp_port, http_port = INBOUND_TCP, INBOUND_HTTP
+    else:  # a node: its pods' traffic to other nodes' pods, and pod traffic arriving from the wire
+        i = int(proxy.name.removeprefix("node"))
+        return "\n".join(["*nat",
+                          f"-A PREROUTING -p tcp -i veth0 -s {pod_subnet(i)} -d {pod_subnet(OTHER[i])} "
+                          f"-j REDIRECT --to-ports {OUTBOUND_TCP}",
+                          f"-A PREROUTING -p tcp -i eth0 -d {pod_subnet(i)} -j REDIRECT --to-ports {TUNNEL}",
+                          "COMMIT"]) + "\n"
+    rules = [f"-A {chain} {match} {port} -j REDIRECT --to-ports {http_port}" for port in http]
+    rules.append(f"-A {chain} {match} -j REDIRECT --to-ports {tcp_port}")
+    return "\n".join(["*nat", *rules, "COMMIT"]) + "\n"
+
+
+def make_certificates(tls_dir: Path, identities: list[str]) -> None:
+    """A CA and one certificate per identity (EC P-256, valid a day), as PEM files in ``tls_dir``.
+
+    ``<identity>.pem`` holds the certificate and its key, as HAProxy reads them."""
+    tls_dir.mkdir(mode=0o700, exist_ok=True)
+    ca_key, ca_crt = tls_dir / "ca.key", tls_dir / "ca.crt"
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    run(["openssl", "req", "-x509", *ec, "-keyout", str(ca_key), "-out", str(ca_crt), "-days", "1",
+         "-subj", "/CN=benchlib lab CA"], "openssl: the lab's CA")
+    for name in identities:
+        key, csr, crt = (tls_dir / f"{name}.{ext}" for ext in ("key", "csr", "crt"))
+        run(["openssl", "req", *ec, "-keyout", str(key), "-out", str(csr), "-subj", f"/CN={name}"],
+            f"openssl: {name}'s key")
+        ext = tls_dir / f"{name}.ext"
+        ext.write_text(f"subjectAltName=DNS:{name}\nextendedKeyUsage=serverAuth,clientAuth\n")
+        run(["openssl", "x509", "-req", "-in", str(csr), "-CA", str(ca_crt), "-CAkey", str(ca_key),
+             "-CAcreateserial", "-days", "1", "-extfile", str(ext), "-out", str(crt)],
+            f"openssl: {name}'s certificate")
+        (tls_dir / f"{name}.pem").write_text(crt.read_text() + key.read_text())
+        for p in (csr, ext):
+            p.unlink()
+
+
+def version() -> str:
+    """'2.6.12-1+deb12u4' from `haproxy -v`."""
+    first = run([BINARY, "-v"], "haproxy -v").splitlines()[0]  # "HAProxy version 2.6.12-1+deb12u4 2026/10/17 - ..."
+    return first.split()[2]
+
+
+def start(proxy: Proxy, cpus: list[int], workdir: Path, tls_dir: Path | None) -> subprocess.Popen:
+    """Start the proxy in its namespace, pinned to ``cpus`` (the caller waits for its listeners)."""
+    cfg = workdir / f"{proxy.name}.cfg"
+    cfg.write_text(haproxy_cfg(proxy, stats_path(workdir, proxy), tls_dir))
+    log = workdir / f"{proxy.name}.log"
+    with open(log, "w") as out:
+        # ip netns exec and taskset exec the next program: the Popen's pid is haproxy's
+        return subprocess.Popen(["ip", "netns", "exec", proxy.namespace, "taskset", "-c", ",".join(map(str, cpus)),
+                                 BINARY, "-db", "-f", str(cfg)], stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+
+
+def stats_path(workdir: Path, proxy: Proxy) -> Path:
+    return workdir / f"{proxy.name}.sock"
+
+
+def query(sock_path: Path, command: str) -> str:
+    """One command on a proxy's stats socket (``show stat``, ``show info``)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(5)
+        s.connect(str(sock_path))
+        s.sendall(command.encode() + b"\n")
+        chunks = []
+        while chunk := s.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks).decode()
+
+
+def counters(sock_path: Path) -> dict[str, dict[str, int]]:
+    """Per listener: sessions so far (stot) and bytes in and out, from the proxy's own `show stat`."""
+    text = query(sock_path, "show stat")
+    header, *rows = [line for line in text.splitlines() if line.strip()]
+    names = header.lstrip("# ").split(",")
+    out = {}
+    for row in rows:
+        rec = dict(zip(names, row.split(",")))
+        if rec["svname"] == "FRONTEND":
+            out[rec["pxname"]] = {k: int(rec[k] or 0) for k in ("stot", "bin", "bout")}
+    return out
+
+
+def info(sock_path: Path) -> dict[str, str]:
+    """`show info` as a dict (CumConns, CumSslConns, ...)."""
+    return dict(line.split(": ", 1) for line in query(sock_path, "show info").splitlines() if ": " in line)
+
+
+def usage(pid: int, reset_peak: bool) -> dict[str, int]:
+    """The process's CPU ticks so far (user + system) and its peak RSS in KiB.
+
+    With ``reset_peak`` the peak is reset afterwards (clear_refs 5), so the next
+    reading is the peak since now."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of proc(5))
+    status = Path(f"/proc/{pid}/status").read_text()
+    peak = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:"))
+    if reset_peak:
+        Path(f"/proc/{pid}/clear_refs").write_text("5")
+    return {"cpu_ticks": ticks, "peak_rss_kib": peak}
+
+
+def install_capture(proxy: Proxy, http_ports: list[int]) -> None:
+    apply(proxy.namespace, ["iptables-restore", "--noflush"], capture_rules(proxy, http_ports))

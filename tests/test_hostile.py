@@ -1,0 +1,357 @@
+"""A hostile but realistic user, on the real lab (issue 18): two measurements at
+once, a killed pipeline, a changed plan, tampered records, a full or read-only
+disk, a hanging tool. Each test reproduces what once lost data or gave wrong
+numbers without a word."""
+import glob
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from benchlib import machine, record, runner
+from benchlib.config import ConfigError, plan_environment
+from benchlib.errors import TargetError
+from benchlib.targets.lab import list_namespaces
+from tests.conftest import REPO, SHORT_TESTS, lab_target, require_root, short_params, venv_env
+
+RR = {"tool": "netperf", "kind": "TCP_RR", "duration_s": 1, "message_size": 1}
+
+
+def write_params(project: Path, campaign: str, repetitions: int, name: str = "params.yaml") -> Path:
+    path = project / name
+    path.write_text(yaml.safe_dump({
+        "experiment": {"campaign": campaign, "environments": ["local-lab"], "repetitions": repetitions,
+                       "seed": 1, "cpu_trim_s": 0.2, "retries": 0},
+        "tests": {"rr": RR}, "environments": {"local-lab": {"scenarios": ["host"]}}}))
+    return path
+
+
+def benchlib(project: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(["benchlib", *args], cwd=project, env=venv_env(), capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def wait_for(condition, timeout: float = 60, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"waited {timeout} s for {what}"
+        time.sleep(0.1)
+
+
+def wait_for_first_record(proc: subprocess.Popen, cdir: Path, timeout: float) -> None:
+    """Until ``proc`` (output piped) has recorded its first run; if it ends first, fail with its output."""
+    def recorded() -> bool:
+        assert proc.poll() is None, f"ended ({proc.returncode}) before its first record:\n{proc.stdout.read()}"
+        return bool(record.find(cdir))
+    wait_for(recorded, timeout=timeout, what="the first record")
+
+
+def dash_env() -> dict:
+    """dvc runs a stage's cmd through $SHELL -c, or /bin/sh when SHELL is unset (as under CI); on
+    Debian that is dash, which, unlike bash, does not exec a lone command."""
+    return {**venv_env(), "SHELL": "/bin/sh"}
+
+
+def leftovers(pid: int) -> list[str]:
+    """Namespaces and temporary directories of the labs process ``pid`` built."""
+    return [ns for ns in list_namespaces() if ns.startswith(f"bl-{pid}_")] + glob.glob(f"/tmp/bl-{pid}_*")
+
+
+def holder_pid() -> int:
+    return int(re.match(r"pid (\d+):", machine.holder()).group(1))
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False
+
+
+# -- 1. one measurement at a time ---------------------------------------------------------------
+
+def test_a_second_collect_is_refused_at_once_and_lab_clean_respects_the_first(project_copy):
+    require_root()
+    write_params(project_copy, "first", repetitions=30)
+    other = write_params(project_copy, "second", repetitions=1, name="other.yaml")
+    first = subprocess.Popen(["benchlib", "collect", "--env", "local-lab"], cwd=project_copy, env=venv_env(),
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: record.find(project_copy / "data/raw/first"), what="the first collect's first record")
+        t0 = time.monotonic()
+        second = benchlib(project_copy, "--params", str(other), "collect", "--env", "local-lab", timeout=30)
+        assert time.monotonic() - t0 < 15  # refused at once, not after waiting
+        assert second.returncode == 2, second.stderr
+        assert f"pid {first.pid}: benchlib collect --env local-lab, campaign first" in second.stderr
+        assert str(machine.LOCK_PATH) in second.stderr and len(second.stderr.strip().splitlines()) == 1
+        assert not (project_copy / "data/raw/second").exists()
+        # lab clean may not touch a running campaign's lab, nor race a starting one
+        clean = benchlib(project_copy, "lab", "clean", timeout=30)
+        assert clean.returncode == 2 and f"pid {first.pid}" in clean.stderr
+        assert [ns for ns in list_namespaces() if ns.startswith(f"bl-{first.pid}_")]
+        assert first.poll() is None
+    finally:
+        first.send_signal(signal.SIGTERM)
+        first.communicate(timeout=60)
+    assert first.returncode == 130
+    assert benchlib(project_copy, "lab", "clean", timeout=60).returncode == 0  # free again
+    assert not leftovers(first.pid)
+
+
+# -- 2. killing the pipeline stops the measurement ---------------------------------------------
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL, signal.SIGHUP], ids=lambda s: s.name)
+def test_killing_dvc_repro_ends_collect_and_leaves_nothing(project_copy, sig):
+    require_root()
+    write_params(project_copy, "killed", repetitions=30)
+    dvc = subprocess.Popen(["dvc", "repro", "collect@local-lab"], cwd=project_copy, env=dash_env(),
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    cdir = project_copy / "data/raw/killed"
+    try:
+        wait_for_first_record(dvc, cdir, timeout=120)
+        collect = holder_pid()
+        # the premise: dvc runs the command as its own child (dvc.yaml's cmd execs it, whatever the shell)
+        assert int(Path(f"/proc/{collect}/stat").read_text().split(") ")[1].split()[1]) == dvc.pid
+        assert leftovers(collect)
+        os.kill(dvc.pid, sig)
+        dvc.wait(timeout=30)
+        wait_for(lambda: not alive(collect), timeout=30, what="collect to end with dvc")
+    finally:
+        if dvc.poll() is None:
+            dvc.kill()
+        stop_strays(project_copy)
+    out = dvc.stdout.read()  # collect wrote here too: its pipe is closed now
+    assert "benchlib: interrupted; completed runs are kept" in out, out
+    assert not leftovers(collect)
+    done = record.find(cdir)
+    assert 1 <= len(done) < 30
+    for rec in done:
+        record.load(rec)
+
+
+def test_sigkill_of_reproduce_sh_ends_dvc_and_collect(project_copy):
+    """reproduce.sh runs dvc with a parent-death signal: even SIGKILL of the script stops everything."""
+    require_root()
+    write_params(project_copy, "repro-killed", repetitions=30)
+    # The installation is this checkout's: setup.sh would sync a venv of the copy (minutes); the
+    # script's own part, validate then dvc, runs as written.
+    (project_copy / "scripts/setup.sh").write_text("exit 0\n")
+    for name in (".venv", ".tools"):
+        (project_copy / name).symlink_to(REPO / name)
+    script = subprocess.Popen(["bash", "scripts/reproduce.sh", "collect@local-lab"], cwd=project_copy,
+                              env=dash_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              start_new_session=True)
+    cdir = project_copy / "data/raw/repro-killed"
+    try:
+        wait_for_first_record(script, cdir, timeout=180)
+        collect = holder_pid()
+        os.kill(script.pid, signal.SIGKILL)
+        script.wait(timeout=10)
+        wait_for(lambda: not alive(collect), timeout=30, what="collect to end with the script")
+    finally:
+        if script.poll() is None:
+            script.kill()
+        stop_strays(project_copy)
+    out = script.stdout.read()
+    assert "benchlib: interrupted" in out, out
+    assert not leftovers(collect)
+    assert not [p for p in Path("/proc").glob("[0-9]*") if _cmdline(p).startswith("dvc repro collect@local-lab")
+                and str(project_copy) in _cwd(p)]
+
+
+def stop_strays(project: Path) -> None:
+    """End whatever still runs in ``project`` (only after a failure), so that it holds no lock for the next test."""
+    strays = [int(p.name) for p in Path("/proc").glob("[0-9]*") if _cwd(p) == str(project)]
+    for pid in strays:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    wait_for(lambda: not any(alive(pid) for pid in strays), timeout=60, what=f"{strays} to end")
+
+
+def _cmdline(p: Path) -> str:
+    try:
+        return " ".join(Path(p / "cmdline").read_bytes().decode(errors="replace").split("\0")[1:]).strip()
+    except OSError:
+        return ""
+
+
+def _cwd(p: Path) -> str:
+    try:
+        return os.readlink(p / "cwd")
+    except OSError:
+        return ""
+
+
+# -- 3. a campaign's identity is its plan ---------------------------------------------------------
+
+@pytest.mark.parametrize("change, field", [({"duration_s": 2}, "duration_s: 1.0 -> 2.0"),
+                                           ({"message_size": 64}, "message_size: 1 -> 64")])
+def test_resuming_with_a_changed_test_is_refused(tmp_path, lab_env, change, field):
+    require_root()
+    params = short_params("plan", ["host"], {"rr": RR}, repetitions=1, retries=0)
+    plan = plan_environment(params, "local-lab")
+    runner.run_environment(params, plan, lab_target(lab_env, ["host"]), raw_root=tmp_path, log=lambda m: None)
+    changed = short_params("plan", ["host"], {"rr": {**RR, **change}}, repetitions=2, retries=0)
+    with pytest.raises(ConfigError) as err:
+        runner.run_environment(changed, plan_environment(changed, "local-lab"), lab_target(lab_env, ["host"]),
+                               raw_root=tmp_path, log=lambda m: None)
+    assert "tests.rr: campaign plan recorded it with other parameters" in str(err.value)
+    assert field in str(err.value) and "new experiment.campaign" in str(err.value)
+    assert len(record.find(tmp_path / "plan")) == 1  # nothing measured, nothing lost
+
+
+# -- 4/5. parse checks the records against the plan; collect keeps what it reports ---------------
+
+def test_parse_names_every_record_that_does_not_match_the_plan_and_collect_remeasures_incomplete_ones(project_copy):
+    require_root()
+    write_params(project_copy, "tamper", repetitions=8)
+    assert benchlib(project_copy, "collect", "--env", "local-lab").returncode == 0
+    cdir = project_copy / "data/raw/tamper/local-lab/host/rr"
+    shutil.copytree(cdir / "r000", cdir / "r009")          # outside the plan
+    shutil.rmtree(cdir / "r004")
+    shutil.copytree(cdir / "r000", cdir / "r004")          # a copy where a planned record is missing
+    (cdir / "r001" / "meta.json").unlink()                 # incomplete
+    (cdir / "r002" / "SHA256SUMS").write_bytes(b"\xff\xfe\x00binary")
+    (cdir / "r003" / "stdout-0.txt").unlink()
+    (cdir / "r003" / "stdout-0.txt").mkdir()               # a directory where a file should be
+    shutil.rmtree(cdir / "r007")
+    (cdir / "r007").write_text("not a record")             # a file where a record should be
+    parse = benchlib(project_copy, "parse")
+    assert parse.returncode == 2 and "Traceback" not in parse.stderr
+    for path, why in [("r009", "run local-lab/host/rr/r009 is not in the plan"), ("r004", "holds run 'local-lab/host/rr/r000'"),
+                      ("r001", "incomplete record"), ("r007", "not a directory")]:
+        assert f"{cdir / path}: {why}" in parse.stderr, parse.stderr
+    skipped = benchlib(project_copy, "parse", "--skip-corrupt")
+    assert skipped.returncode == 0 and "Traceback" not in skipped.stderr, skipped.stderr
+    assert f"{cdir / 'r002' / 'SHA256SUMS'}: not text" in skipped.stderr
+    assert f"{cdir / 'r003' / 'stdout-0.txt'}: unreadable" in skipped.stderr
+    assert "parse: 3 runs" in skipped.stdout  # r000, r005, r006
+    # collect: r001 is not done; it is set aside (kept) and measured again, and reported only once kept
+    collect = benchlib(project_copy, "collect", "--env", "local-lab")
+    assert collect.returncode == 0, collect.stderr
+    assert f"{cdir / 'r001'} was not a whole record: moved to .r001.incomplete-" in collect.stderr
+    assert f"{cdir / 'r007'} was not a whole record" in collect.stderr
+    assert re.search(r"\[ *\d+/8\] block 2 .* ok ", collect.stderr)
+    assert record.load(cdir / "r001").outcome == "ok" and record.load(cdir / "r007").outcome == "ok"
+    assert glob.glob(str(cdir / ".r001.incomplete-*/stdout-0.txt"))  # nothing the user had is deleted
+    # the same campaign parsed under a plan whose test changed: every record is named, none pooled
+    changed = write_params(project_copy, "tamper", repetitions=8, name="changed.yaml")
+    changed.write_text(changed.read_text().replace("duration_s: 1", "duration_s: 2"))
+    parse = benchlib(project_copy, "--params", str(changed), "parse")
+    assert parse.returncode == 2
+    assert f"{cdir / 'r005'}: measured with other test parameters than the plan's: duration_s: 1.0 -> 2.0" in parse.stderr
+
+
+# -- 6. every subprocess has a timeout ----------------------------------------------------------
+
+def test_a_hanging_version_probe_ends_the_collection(tmp_path, lab_env, monkeypatch):
+    require_root()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "netperf").write_text('#!/bin/sh\n[ "$1" = -V ] && exec sleep 600\nexec /usr/bin/netperf "$@"\n')
+    (bin_dir / "netperf").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setattr(runner, "VERSION_TIMEOUT_S", 2)
+    params = short_params("probe", ["host"], {"rr": RR}, repetitions=1)
+    target = lab_target(lab_env, ["host"])
+    t0 = time.monotonic()
+    with pytest.raises(TargetError, match=r"`netperf -V` on the client side did not answer within 2 s"):
+        runner.run_environment(params, plan_environment(params, "local-lab"), target, raw_root=tmp_path,
+                               log=lambda m: None)
+    assert time.monotonic() - t0 < 30
+    assert not [ns for ns in list_namespaces() if ns.startswith(target.lab_id + "-")]
+    assert not subprocess.run(["pgrep", "-f", "sleep 600"], capture_output=True).stdout
+
+
+# -- 7. OS errors are one line naming the path; what was written is kept --------------------------
+
+def _mount(*args: str) -> None:
+    subprocess.run(["mount", *args], check=True, capture_output=True, timeout=30)
+
+
+@pytest.mark.parametrize("fs", ["full", "read-only"])
+def test_a_full_or_read_only_disk_is_one_line_and_resume_works(project_copy, fs):
+    require_root()
+    write_params(project_copy, "disk", repetitions=6)
+    raw = project_copy / "data/raw"
+    raw.mkdir(parents=True)
+    if fs == "full":
+        _mount("-t", "tmpfs", "-o", "size=20k", "tmpfs", str(raw))  # five pages: one record takes four
+    else:
+        _mount("--bind", str(raw), str(raw))
+        _mount("-o", "remount,bind,ro", str(raw))
+    try:
+        failed = benchlib(project_copy, "collect", "--env", "local-lab")
+        assert failed.returncode == 2
+        error = [line for line in failed.stderr.splitlines() if line.startswith("benchlib: error:")]
+        assert len(error) == 1 and "Traceback" not in failed.stderr, failed.stderr
+        reason = "No space left on device" if fs == "full" else "Read-only file system"
+        assert re.match(rf"benchlib: error: {raw}/\S+: {reason}$", error[0]), error[0]
+        kept = record.find(raw / "disk") if (raw / "disk").exists() else []
+        for rec in kept:
+            record.load(rec)
+        if fs == "full":
+            assert kept, "the records written before the disk filled up are kept"
+            _mount("-o", "remount,size=8m", str(raw))
+        else:
+            _mount("-o", "remount,bind,rw", str(raw))
+        resumed = benchlib(project_copy, "collect", "--env", "local-lab")
+        assert resumed.returncode == 0, resumed.stderr
+        assert len(record.find(raw / "disk")) == 6
+        assert not list((raw / "disk").rglob(".*tmp*"))
+    finally:
+        subprocess.run(["umount", "-l", str(raw)], capture_output=True, timeout=30)
+
+
+def test_an_over_long_campaign_id_is_one_line(project_copy):
+    path = write_params(project_copy, "x", repetitions=1)
+    path.write_text(path.read_text().replace("campaign: x", "campaign: " + "c" * 300))
+    out = benchlib(project_copy, "collect", "--env", "local-lab")
+    assert out.returncode == 2 and "experiment.campaign: String should have at most 100 characters" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_a_permission_error_is_one_line(tmp_path):
+    """EACCES, as a user without root's override would meet it (root reads any file)."""
+    require_root()
+    shared = Path(tempfile.mkdtemp(prefix="benchlib-test-perm-"))  # tmp_path is root's own (0700)
+    try:
+        shared.chmod(0o755)
+        params = shared / "params.yaml"
+        shutil.copy2(REPO / "params.yaml", params)
+        params.chmod(0o600)
+        out = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
+                              str(REPO / ".venv/bin/benchlib"), "--params", str(params), "validate"],
+                             capture_output=True, text=True, timeout=60)
+        assert (out.returncode, out.stderr) == (2, f"benchlib: error: {params}: Permission denied\n")
+    finally:
+        shutil.rmtree(shared)
+
+
+# -- 10. no leftovers after SIGKILL ----------------------------------------------------------------
+
+def test_lab_clean_removes_what_a_sigkilled_collect_left(project_copy):
+    """(The next start removing them: tests/test_runner.py::test_interrupted_campaign_tears_down_and_resumes.)"""
+    require_root()
+    write_params(project_copy, "left", repetitions=30)
+    collect = subprocess.Popen(["benchlib", "collect", "--env", "local-lab"], cwd=project_copy, env=venv_env(),
+                               stderr=subprocess.DEVNULL)
+    wait_for(lambda: record.find(project_copy / "data/raw/left"), what="the first record")
+    collect.kill()
+    collect.wait(timeout=10)
+    left = leftovers(collect.pid)
+    assert any(p.startswith("/tmp/bl-") for p in left) and any(not p.startswith("/") for p in left)
+    clean = benchlib(project_copy, "lab", "clean", timeout=60)
+    assert clean.returncode == 0, clean.stderr
+    assert "temporary director" in clean.stdout and all(item in clean.stderr + clean.stdout for item in left)
+    assert not leftovers(collect.pid)
