@@ -1,21 +1,32 @@
 #!/usr/bin/env bash
 # A real Kubernetes cluster on this machine: real kubelets, containerd + runc,
-# a real pod network (bridge + host-local CNI) and a real kube-proxy, with each
-# node in a network namespace of its own and the nodes joined by a veth "wire".
+# a real pod network (the bridge + host-local CNI with kube-proxy, or Cilium)
+# with each node in a network namespace of its own and the nodes joined by a
+# veth "wire".
 #
-#   k8s-local-cluster.sh build                      # the binary, once (~7-11 min cold on 2 cores)
-#   k8s-local-cluster.sh up [--nodes 1|2] [--proxy-mode iptables|nftables]
-#   k8s-local-cluster.sh proxy-mode iptables|nftables   # restart kube-proxy in that mode
-#   k8s-local-cluster.sh status                     # exit 0 when every component runs
-#   k8s-local-cluster.sh kubectl ARGS...            # kubectl as the cluster's admin
-#   k8s-local-cluster.sh down                       # leaves nothing behind
+#   k8s-local-cluster.sh build [cilium]     # Kubernetes (~8 min cold on 2 cores), or Cilium (~10 min)
+#   k8s-local-cluster.sh up [--nodes 1|2] [NETWORK]
+#   k8s-local-cluster.sh cni bridge|cilium [NETWORK]   # switch the pod network of a running cluster
+#   k8s-local-cluster.sh proxy-mode iptables|nftables  # kube-proxy in that mode, the CNI kept
+#   k8s-local-cluster.sh status                # exit 0 when every component runs
+#   k8s-local-cluster.sh kubectl ARGS...       # kubectl as the cluster's admin
+#   k8s-local-cluster.sh cilium-dbg NODE ARGS  # Cilium's client against node NODE's agent
+#   k8s-local-cluster.sh down                  # leaves nothing behind
 #
-# `up` is idempotent (a healthy cluster of the same shape is kept; another
-# proxy mode is switched), bounded in time, and prints the failing component's
-# log tail on failure. A cluster whose script was killed is cleaned by the next
-# `up` or `down`. Kubeconfigs for host-side clients (the apiserver is forwarded
-# to 127.0.0.1:16443): $STATE/admin.kubeconfig and $STATE/runner.kubeconfig
-# (a token with only the rights of pipelines/kubernetes/rbac.yaml, once applied).
+# NETWORK (defaults: bridge with kube-proxy iptables; Cilium: tunnel, no kube-proxy, socket LB):
+#   --cni bridge|cilium
+#   --proxy-mode iptables|nftables|none   none = Cilium replaces kube-proxy (eBPF Services)
+#   --routing tunnel|native               Cilium: VXLAN between nodes, or plain routes over the wire
+#   --lb socket|packet                    Cilium without kube-proxy: Services translated at connect(),
+#                                         or per packet by its tc programs
+#
+# `up` is idempotent (a healthy cluster of the same size is kept and its pod
+# network switched if another is asked for), bounded in time, and prints the
+# failing component's log tail on failure. A cluster whose script was killed
+# is cleaned by the next `up` or `down`. Kubeconfigs for host-side clients (the
+# apiserver is forwarded to 127.0.0.1:16443): $STATE/admin.kubeconfig and
+# $STATE/runner.kubeconfig (a token with only the rights of
+# pipelines/kubernetes/rbac.yaml, once applied).
 #
 # Facts this relies on (see docs and README "A real cluster on this machine"):
 # - nodes are entered with `nsenter --net`, never `ip netns exec`, whose private
@@ -59,7 +70,7 @@ kubectl() { "$HYPERKUBE" kubectl --kubeconfig "$STATE/admin.kubeconfig" "$@"; }
 ctr_of() { ctr -a "$STATE/node$1/containerd/containerd.sock" -n k8s.io "${@:2}"; }
 
 usage() {
-  sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 # ---------------------------------------------------------------- build
@@ -163,6 +174,9 @@ GO
       -X k8s.io/component-base/version.gitMinor=${K8S_VERSION#1.}" . && mv "$BIN/hyperkube.tmp" "$BIN/hyperkube")
   log "built: $BIN"
 }
+
+# Cilium: its build, agents and cleanup
+. "$PROJECT/scripts/k8s-local-cilium.sh"
 
 
 # ------------------------------------------------------ daemons by PID
@@ -345,7 +359,8 @@ state = "$d/containerd/state"
         SystemdCgroup = false
         Root = "$d/runc"
   [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/usr/lib/cni"
+    # the Debian plugins, and cilium-cni's wrapper while Cilium runs (cilium_cni_plugin)
+    bin_dir = "$d/cni/bin"
     conf_dir = "$d/cni/net.d"
     max_conf_num = 1
 TOML
@@ -404,7 +419,7 @@ pod_cidr() { kubectl get node "$1" -o jsonpath='{.spec.podCIDR}'; }
 has_pod_cidr() { [ -n "$(pod_cidr "$1")" ]; }
 
 node() {  # node <n>: containerd, the images, the kubelet, the CNI config once the podCIDR is known
-  local n=$1 d="$STATE/node$1" name="$PREFIX-node$1" c cidr=""
+  local n=$1 d="$STATE/node$1" name="$PREFIX-node$1" c
   mkdir -p "$d/containerd" "$d/cni/net.d" "$d/kubelet" "$d/pod-logs" "$d/runc"
   containerd_config "$n" >"$d/containerd.toml"
   kubelet_config "$n" >"$d/kubelet.yaml"
@@ -415,6 +430,8 @@ node() {  # node <n>: containerd, the images, the kubelet, the CNI config once t
       cat "$(dirname "$c")/cpuset.mems" >"$c/cpuset.mems"
     fi
   done
+  mkdir -p "$d/cni/bin"
+  ln -sf /usr/lib/cni/* "$d/cni/bin/"
   daemon "containerd$n" "$n" containerd --config "$d/containerd.toml"
   wait_for "containerd$n" "containerd on node $n" ctr -a "$d/containerd/containerd.sock" version
   local image
@@ -422,17 +439,34 @@ node() {  # node <n>: containerd, the images, the kubelet, the CNI config once t
   daemon "kubelet$n" "$n" "$HYPERKUBE" kubelet --config="$d/kubelet.yaml" --kubeconfig="$STATE/node$n.kubeconfig" \
     --root-dir="$d/kubelet" --cert-dir="$d/kubelet/pki" --hostname-override="$name" --node-ip="$(node_ip "$n")" --v=1
   wait_for "kubelet$n" "node $name to get a podCIDR" has_pod_cidr "$name"
-  cidr=$(pod_cidr "$name")
-  cni_config "$n" "$cidr" >"$d/cni/net.d/10-benchlib.conflist"
-  echo "$cidr" >"$d/podcidr"
-  wait_for "kubelet$n" "node $name to be Ready" \
-    kubectl wait --for=condition=Ready "node/$name" --timeout=2s
+  pod_cidr "$name" >"$d/podcidr"
 }
 
-routes() {  # routes <nodes>: each node reaches the other's pods over the wire (no encapsulation)
+node_ready() { kubectl wait --for=condition=Ready "node/$PREFIX-node$1" --timeout=2s; }
+
+# ------------------------------------------------------ the pod network
+# A cluster's pod network is "<cni> <proxy-mode> <routing> <lb>" in $STATE/network:
+#   bridge  iptables|nftables  -  -                      (the bridge plugin, static routes over the wire)
+#   cilium  iptables|nftables  tunnel|native  -          (Cilium alongside kube-proxy)
+#   cilium  none  tunnel|native  socket|packet           (Cilium replacing kube-proxy)
+# Switching it is what a CNI change is on a real cluster: the old one's
+# devices, routes and rules go, the new one's agents start, pods made after
+# that get the new network (benchlib makes fresh pods for every scenario).
+
+bridge_up() {  # bridge_up <nodes>: the bridge plugin's config, each node reaching the other's pods over the wire
+  local n
+  for n in $(seq 1 "$1"); do cni_config "$n" "$(cat "$STATE/node$n/podcidr")" >"$STATE/node$n/cni/net.d/10-benchlib.conflist"; done
   [ "$1" = 2 ] || return 0
   ip -n "$(netns 1)" route replace "$(cat "$STATE/node2/podcidr")" via "$(node_ip 2)"
   ip -n "$(netns 2)" route replace "$(cat "$STATE/node1/podcidr")" via "$(node_ip 1)"
+}
+
+bridge_down() {  # bridge_down <nodes>
+  local n
+  for n in $(seq 1 "$1"); do
+    rm -f "$STATE/node$n/cni/net.d/10-benchlib.conflist"
+    ip -n "$(netns "$n")" link del "$PREFIX-br0" 2>/dev/null || true
+  done
 }
 
 kube_proxy() {  # kube_proxy <node> <mode>
@@ -443,7 +477,6 @@ kube_proxy() {  # kube_proxy <node> <mode>
     --conntrack-max-per-core=0 --conntrack-tcp-timeout-established=0 --conntrack-tcp-timeout-close-wait=0 \
     --healthz-bind-address=127.0.0.1:10256 --metrics-bind-address="$(node_ip "$n"):10249" \
     --nodeport-addresses=primary --v=1
-  echo "$2" >"$STATE/proxy-mode"
 }
 
 proxy_synced() {  # proxy_synced <node>: kube-proxy answers healthy and has synced at least once
@@ -452,21 +485,93 @@ proxy_synced() {  # proxy_synced <node>: kube-proxy answers healthy and has sync
       grep -Eq '^kubeproxy_sync_proxy_rules_last_timestamp_seconds\{ip_family="IPv4"\} [1-9]'
 }
 
-proxy_mode() {  # proxy_mode <mode>: every node's kube-proxy in that mode, the other mode's rules gone
-  local mode=$1 n nodes
-  case " $PROXY_MODES " in *" $mode "*) ;; *) die "proxy mode '$mode': choose one of: $PROXY_MODES" ;; esac
-  nodes=$(cat "$STATE/nodes" 2>/dev/null) || die "no cluster is up (run: $0 up)"
-  local old; old=$(cat "$STATE/proxy-mode" 2>/dev/null || echo none)
+kube_proxies() {  # kube_proxies <nodes> <old mode> <mode|none>: each node's kube-proxy in that mode, or none
+  local nodes=$1 old=$2 mode=$3 n m
   for n in $(seq 1 "$nodes"); do
-    if [ "$old" = "$mode" ] && running "kube-proxy$n"; then continue; fi
+    if [ "$old" = "$mode" ] && { [ "$mode" = none ] || running "kube-proxy$n"; }; then continue; fi
     stop_daemons "kube-proxy$n"
     # each mode's cleanup removes only its own rules
-    local m
     for m in $PROXY_MODES; do innode "$n" "$HYPERKUBE" kube-proxy --cleanup --proxy-mode="$m" >/dev/null 2>&1 || true; done
-    kube_proxy "$n" "$mode"
+    [ "$mode" = none ] || kube_proxy "$n" "$mode"
   done
+  [ "$mode" = none ] && return
   for n in $(seq 1 "$nodes"); do wait_for "kube-proxy$n" "kube-proxy on node $n to sync its rules" proxy_synced "$n"; done
-  log "kube-proxy: $mode mode on $nodes node(s)"
+}
+
+pod_network() {  # pod_network <cni> <proxy-mode> <routing> <lb>: switch to it (nothing to do when it runs)
+  local want="$*" have nodes n
+  nodes=$(cat "$STATE/nodes" 2>/dev/null) || die "no cluster is up (run: $0 up)"
+  have=$(cat "$STATE/network" 2>/dev/null || echo "none none - -")
+  if [ "$have" = "$want" ] && network_running "$nodes"; then log "pod network: $want (unchanged)"; return; fi
+  local old_cni old_proxy old_routing old_lb t0=$SECONDS
+  read -r old_cni old_proxy old_routing old_lb <<<"$have"
+  rm -f "$STATE/network"
+  # Cilium's agent flags depend on all four; the bridge only on itself
+  if [ "$1" != bridge ] || [ "$old_cni" != bridge ]; then
+    case $old_cni in
+      bridge) bridge_down "$nodes" ;;
+      cilium) cilium_down "$nodes" ;;
+    esac
+    # the old pod routes (static, or Cilium's native ones over the wire)
+    for n in $(seq 1 "$nodes"); do ip -n "$(netns "$n")" route flush root "$CLUSTER_CIDR" 2>/dev/null || true; done
+  fi
+  kube_proxies "$nodes" "$old_proxy" "$2"
+  case $1 in
+    bridge) bridge_up "$nodes" ;;
+    cilium) cilium_up "$nodes" "$3" "$2" "$4" ;;
+  esac
+  for n in $(seq 1 "$nodes"); do wait_for "kubelet$n" "node $(netns "$n") to be Ready" node_ready "$n"; done
+  echo "$want" >"$STATE/network"
+  log "pod network: $want on $nodes node(s), after $((SECONDS - t0)) s"
+}
+
+network_components() {  # network_components <nodes>: the daemons the current pod network needs
+  local cni proxy n
+  read -r cni proxy _ _ <"$STATE/network" || return 0
+  [ "$cni" = cilium ] && echo cilium-operator
+  for n in $(seq 1 "$1"); do
+    [ "$cni" = cilium ] && echo "cilium-agent$n"
+    [ "$proxy" = none ] || echo "kube-proxy$n"
+  done
+  true
+}
+
+network_running() {  # every daemon of the current pod network is alive
+  local c; for c in $(network_components "$1"); do running "$c" || return 1; done
+}
+
+network_args() {  # network_args <up|cni> ARGS: validated "<cni> <proxy-mode> <routing> <lb>" on stdout
+  local cmd=$1 cni="" proxy="" routing="" lb=""; shift
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --cni) cni=${2:?--cni needs bridge or cilium}; shift 2 ;;
+      --proxy-mode) proxy=${2:?--proxy-mode needs iptables, nftables or none}; shift 2 ;;
+      --routing) routing=${2:?--routing needs tunnel or native}; shift 2 ;;
+      --lb) lb=${2:?--lb needs socket or packet}; shift 2 ;;
+      *) die "$cmd: unknown argument '$1' (see $0 --help)" ;;
+    esac
+  done
+  cni=${cni:-bridge}
+  case $cni in
+    bridge)
+      proxy=${proxy:-iptables}
+      [ -z "$routing$lb" ] || die "--routing and --lb are Cilium's options (add --cni cilium)"
+      [ "$proxy" != none ] || die "--proxy-mode none needs a CNI that replaces kube-proxy (--cni cilium)"
+      routing=- lb=- ;;
+    cilium)
+      proxy=${proxy:-none} routing=${routing:-tunnel}
+      case $routing in tunnel|native) ;; *) die "--routing $routing: choose tunnel or native" ;; esac
+      if [ "$proxy" = none ]; then
+        lb=${lb:-socket}
+        case $lb in socket|packet) ;; *) die "--lb $lb: choose socket or packet" ;; esac
+      else
+        [ -z "$lb" ] || die "--lb: with kube-proxy running, kube-proxy balances Services (drop --lb or use --proxy-mode none)"
+        lb=-
+      fi ;;
+    *) die "--cni $cni: choose bridge or cilium" ;;
+  esac
+  case " $PROXY_MODES none " in *" $proxy "*) ;; *) die "--proxy-mode $proxy: choose one of: $PROXY_MODES none" ;; esac
+  echo "$cni $proxy $routing $lb"
 }
 
 images() {
@@ -477,7 +582,8 @@ images() {
 # --------------------------------------------------------------- commands
 components() {  # what must run for a cluster of <nodes> nodes
   echo etcd kube-apiserver apiserver-forward kube-controller-manager kube-scheduler
-  local n; for n in $(seq 1 "$1"); do echo "containerd$n" "kubelet$n" "kube-proxy$n"; done
+  local n; for n in $(seq 1 "$1"); do echo "containerd$n" "kubelet$n"; done
+  network_components "$1"
 }
 
 healthy() {  # healthy: a complete cluster runs (its `up` finished and every component is alive)
@@ -494,7 +600,7 @@ status() {
   done
   [ -f "$STATE/up.done" ] || { echo "up did not finish (a killed or failed up: run down or up)"; rc=1; }
   if [ $rc = 0 ]; then
-    echo "proxy mode: $(cat "$STATE/proxy-mode")"
+    echo "pod network (cni proxy-mode routing lb): $(cat "$STATE/network")"
     kubectl get nodes -o wide
     echo "KUBECONFIG=$STATE/admin.kubeconfig"
   fi
@@ -502,17 +608,16 @@ status() {
 }
 
 up() {
-  local nodes=2 mode=iptables
+  local nodes=2 net_args=() network_spec
   while [ $# -gt 0 ]; do
     case $1 in
       --nodes) nodes=${2:?--nodes needs 1 or 2}; shift 2 ;;
-      --proxy-mode) mode=${2:?--proxy-mode needs iptables or nftables}; shift 2 ;;
       -h|--help) usage; exit 0 ;;
-      *) die "up: unknown argument '$1' (see $0 --help)" ;;
+      *) net_args+=("$1"); shift ;;
     esac
   done
   case $nodes in 1|2) ;; *) die "--nodes $nodes: choose 1 or 2" ;; esac
-  case " $PROXY_MODES " in *" $mode "*) ;; *) die "--proxy-mode $mode: choose one of: $PROXY_MODES" ;; esac
+  network_spec=$(network_args up "${net_args[@]}")
   [ "$(id -u)" = 0 ] || die "must run as root (network namespaces, containerd, the kubelet)"
   [ -x "$HYPERKUBE" ] || die "no binary at $HYPERKUBE: run '$0 build' first"
   local missing=() c
@@ -524,7 +629,8 @@ up() {
 
   if healthy && [ "$(cat "$STATE/nodes")" = "$nodes" ]; then
     log "already up ($nodes node(s))"
-    proxy_mode "$mode"
+    # shellcheck disable=SC2086 # four words
+    pod_network $network_spec
     return
   fi
   [ -d "$STATE" ] && { log "removing an incomplete or different cluster first"; down; }
@@ -542,18 +648,18 @@ up() {
   log "control plane ready after $((SECONDS - t0)) s"
   local n
   for n in $(seq 1 "$nodes"); do node "$n"; done
-  routes "$nodes"
-  proxy_mode "$mode"
+  # shellcheck disable=SC2086 # four words
+  pod_network $network_spec
   trap - EXIT
   touch "$STATE/up.done"
-  log "up: $nodes node(s) Ready, kube-proxy $mode, after $((SECONDS - t0)) s; KUBECONFIG=$STATE/admin.kubeconfig"
+  log "up: $nodes node(s) Ready, pod network $network_spec, after $((SECONDS - t0)) s; KUBECONFIG=$STATE/admin.kubeconfig"
 }
 
 down() {
   local t0=$SECONDS n
   if [ ! -d "$STATE" ] && ! ip netns list | grep -q "^$PREFIX-node"; then log "nothing to take down"; return; fi
   mkdir -p "$STATE/run"
-  stop_daemons apiserver-forward kube-proxy1 kube-proxy2 kubelet1 kubelet2
+  stop_daemons apiserver-forward kube-proxy1 kube-proxy2 kubelet1 kubelet2 cilium-agent1 cilium-agent2 cilium-operator
   for n in 1 2; do
     local sock="$STATE/node$n/containerd/containerd.sock" t
     if [ -S "$sock" ] && running "containerd$n"; then
@@ -586,8 +692,35 @@ down() {
   rm -f /var/lib/kubelet/device-plugins/kubelet.sock
   rmdir /var/lib/kubelet/device-plugins /var/lib/kubelet /var/lib/cni/results /var/lib/cni /var/log/containers 2>/dev/null || true
   if [ -f "$STATE/sysctl.saved" ]; then xargs -r sysctl -qw <"$STATE/sysctl.saved"; fi
+  # the empty mount point the agents' private /run/cilium covers
+  if [ -f "$STATE/run/created-run-cilium" ]; then rmdir /run/cilium 2>/dev/null || true; fi
   rm -rf "$STATE"
   log "down after $((SECONDS - t0)) s"
+}
+
+cni() {  # cni <bridge|cilium> [options]: switch the running cluster's pod network
+  [ $# -gt 0 ] || die "cni needs bridge or cilium (see $0 --help)"
+  local cni=$1; shift
+  # shellcheck disable=SC2046 # four words
+  pod_network $(network_args cni --cni "$cni" "$@")
+}
+
+proxy_mode() {  # proxy_mode <mode>: kube-proxy in that mode, the CNI kept
+  local cni routing lb
+  read -r cni _ routing lb <"$STATE/network" 2>/dev/null || die "no cluster is up (run: $0 up)"
+  local args=(--cni "$cni" --proxy-mode "$1")
+  [ "$routing" = - ] || args+=(--routing "$routing")
+  # shellcheck disable=SC2046 # four words
+  pod_network $(network_args proxy-mode "${args[@]}")
+}
+
+no_measurement_running() {  # up and down change the CPUs' load and the cluster under a running `benchlib collect`
+  local lock=/run/benchlib/collect.lock  # held by collect for its whole run (benchlib/machine.py)
+  [ -e "$lock" ] || return 0
+  exec 7>>"$lock"
+  flock -n 7 || die "a measurement is running ($(cat "$lock")): $1 would disturb it; wait for it or stop it first"
+  flock -u 7
+  exec 7>&-
 }
 
 with_lock() {  # one up/down/proxy-mode at a time on this machine
@@ -598,10 +731,17 @@ with_lock() {  # one up/down/proxy-mode at a time on this machine
 }
 
 case "${1:-}" in
-  build) build ;;
-  up) shift; with_lock up "$@" ;;
-  down) with_lock down ;;
+  build)
+    case "${2:-}" in
+      "") build ;;
+      cilium) cilium_build ;;
+      *) die "build: unknown argument '$2' (build, or build cilium)" ;;
+    esac ;;
+  up) shift; no_measurement_running up; with_lock up "$@" ;;
+  down) no_measurement_running down; with_lock down ;;
+  cni) shift; with_lock cni "$@" ;;
   proxy-mode) with_lock proxy_mode "${2:?proxy-mode needs iptables or nftables}" ;;
+  cilium-dbg) shift; cilium_dbg "${1:?cilium-dbg needs a node number}" "${@:2}" ;;
   status) status ;;
   kubectl) shift; kubectl "$@" ;;
   -h|--help|help) usage ;;

@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export PATH="$PWD/.tools/bin:$PATH"
-# the Kubernetes target's tests run a real local cluster (its binary is built
-# once per machine and cached under ~/.cache/benchlib)
+# the Kubernetes target's tests run a real local cluster, with the bridge CNI
+# and with Cilium (both built once per machine and cached under ~/.cache/benchlib)
 bash scripts/k8s-local-cluster.sh build
+bash scripts/k8s-local-cluster.sh build cilium
 exec uv run --frozen pytest "$@"

@@ -12,35 +12,27 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import os
 import platform
 import re
 import signal
 import socket
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 
-from benchlib import cli, collectors, record, runner, tidy
+from benchlib import cli, collectors, machine, record, runner, tidy
 from benchlib.config import (ConfigError, Environment, Plan, _expand_service_counts, load_environment, load_params,
                              validate_all)
 from benchlib.targets import TargetError
-from benchlib.targets.kubernetes import LABEL_SESSION, LABEL_OWNER, PID_MARKER, KubernetesTarget, render
+from benchlib.targets.kubernetes import LABEL_SESSION, LABEL_OWNER, KubernetesTarget, render
 from tests.conftest import REPO, project_copy, project_with_environment, require_root, short_params, venv_env  # noqa: F401
+from tests.local_cluster import (CLUSTER, NETPERF, SERVICE_CIDR, STATE, cluster_script, execd_commands, in_node, k8s_env,
+                                 leftovers, run_tool, serving_cluster, sysctls, wire_packets)
 
-CLUSTER = REPO / "scripts" / "k8s-local-cluster.sh"
-STATE = Path("/var/lib/benchlib-k8s")
-SERVICE_CIDR = ipaddress.ip_network("198.18.96.0/19")
 RR = {"rr": {"tool": "netperf", "kind": "TCP_RR", "duration_s": 1, "message_size": 1}}
 RR_CRR = {**RR, "crr": {"tool": "netperf", "kind": "TCP_CRR", "duration_s": 1, "message_size": 1}}
 SYNCED = f"bash {REPO}/pipelines/local-k8s/kube-proxy-synced.sh"
-NETPERF = collectors.servers(["netperf"])
-
-
-def cluster_script(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", str(CLUSTER), *args], capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
@@ -69,54 +61,11 @@ def admin(cluster):
     return kubernetes.client.CoreV1Api(api)
 
 
-def k8s_env(scenarios: dict | None = None, **settings) -> Environment:
-    return Environment.model_validate({
-        "name": "k8s-test", "description": "the local two-node cluster", "target": "kubernetes",
-        "cpus": {"client": [0], "server": [1]},
-        "kubernetes": {"kubeconfig": str(STATE / "runner.kubeconfig"), "image": "localhost/benchlib/bench:1",
-                       "image_pull_policy": "Never", "pod_ready_timeout_s": 60, **settings},
-        "scenarios": scenarios or {
-            "pod-to-pod": {"description": "two nodes", "placement": "pod-to-pod",
-                           "apply": ["echo switched > switched.txt"], "ready": ["test -s switched.txt"],
-                           "record": {"kernel": "uname -r"}, "settings": {"cni": "bridge"}},
-            "same-node": {"description": "one node", "placement": "same-node"},
-            "host-network": {"description": "node to node", "placement": "host-network"},
-            "service": {"description": "through a ClusterIP", "placement": "service"}}})
-
-
 def services_env(counts: list[int]) -> Environment:
     """A service-count series, expanded into svc-<n> as load_environment expands it."""
     return k8s_env(_expand_service_counts(
         {"svc": {"description": "through one of N ClusterIPs", "placement": "service", "services": counts,
                  "programmed": [SYNCED], "record": {"kube_proxy_metrics": f"{SYNCED} --print"}}}))
-
-
-def in_node(node: str, *argv: str) -> str:
-    # the local cluster names each node's network namespace after the node
-    return subprocess.run(["nsenter", f"--net=/run/netns/{node}", *argv],
-                          capture_output=True, text=True, check=True).stdout
-
-
-def wire_packets(node: str) -> tuple[int, int]:
-    """(rx, tx) packets of the node's end of the inter-node wire."""
-    stats = json.loads(in_node(node, "ip", "-s", "-j", "link", "show", "wire0"))[0]["stats64"]
-    return stats["rx"]["packets"], stats["tx"]["packets"]
-
-
-def run_tool(target: KubernetesTarget, scenario: str, kind: str, duration_s: int = 1) -> dict:
-    """One netperf run from the scenario's client pod to its server address: the parsed metrics."""
-    netperf = collectors.get("netperf")
-    pl = target.placement(scenario)
-    [inv] = netperf.commands(kind, pl.server_address, duration_s, 1, 1, pl.client_cpus, pl.server_cpus)
-    proc = target.spawn(scenario, "client", inv.argv)
-    out, err = proc.communicate(60)
-    assert proc.returncode == 0, (out, err)
-    return netperf.parse(kind, [out])
-
-
-def _execd_commands() -> list[str]:
-    """Commands the target exec'd that still run (container processes are visible from the host)."""
-    return subprocess.run(["pgrep", "-af", PID_MARKER], capture_output=True, text=True).stdout.splitlines()
 
 
 def _secrets() -> list[str]:
@@ -147,9 +96,10 @@ def test_campaign_on_every_placement_with_the_runner_token(admin, tmp_path):
             assert "THROUGHPUT=" in stdout and meta["exit_codes"] == [0]
             rate = collectors.get("netperf").parse(meta["kind"], [stdout])
             # each scenario has fresh pods (fresh network namespaces): a CRR run never meets an
-            # earlier path's TIME_WAIT sockets, which collapse CRR to 15-170 conn/s
+            # earlier path's TIME_WAIT sockets, which collapse CRR to 15-170 conn/s (an idle machine
+            # gives 5k-9k; 600-900 were seen with other test suites loading both CPUs)
             if test == "crr":
-                assert rate["connection_rate"] > 1000, (scenario, rate)
+                assert rate["connection_rate"] > 400, (scenario, rate)
             cpu_record = json.loads((record / "cpu.json").read_text())
             assert cpu_record["sides"]["client"]["cpus"] == [0] and cpu_record["sides"]["server"]["cpus"] == [1]
             assert cpu_record["sides"]["client"]["end"]["mono"] > cpu_record["sides"]["client"]["start"]["mono"]
@@ -180,7 +130,7 @@ def test_campaign_on_every_placement_with_the_runner_token(admin, tmp_path):
     assert target["versions"]["netperf"].startswith("2.")
     # the campaign's namespace is gone, and so is every command it exec'd (netserver)
     assert not admin.list_namespace(label_selector=LABEL_SESSION).items
-    assert not _execd_commands()
+    assert not execd_commands()
 
 
 def test_a_cross_node_run_crosses_the_wire_and_a_same_node_run_does_not(admin):
@@ -208,9 +158,7 @@ def test_a_cluster_ip_run_goes_through_kube_proxys_rules(admin, mode):
     try:
         env = k8s_env({"service": {"description": "ClusterIP", "placement": "service",
                                    "programmed": [SYNCED]}})
-        with KubernetesTarget(env, ["service"], NETPERF, log=lambda m: None) as target:
-            target.activate("service")
-            runner.start_servers(target, "service", ["netperf"])
+        with serving_cluster(env, "service") as target:
             pl = target.placement("service")
             node = pl.client_node
             in_node(node, "conntrack", "-F")
@@ -262,7 +210,7 @@ def test_objects_exec_and_cleanup(admin):
         assert len(snap.counters) == len(open("/proc/stat").read().split("\ncpu")) - 1
     # no namespace, pod, mount, process or Service rule of the campaign is left
     assert not [n for n in admin.list_namespace().items if n.metadata.name == target.namespace]
-    assert not _execd_commands()  # the killed `sleep 30` included
+    assert not execd_commands()  # the killed `sleep 30` included
     deadline = time.monotonic() + 30
     while True:
         mounts = open("/proc/self/mounts").read()
@@ -324,7 +272,7 @@ def test_service_count_campaign_records_counts_timings_and_kube_proxy_metrics(ad
     # the fillers were deleted in parallel before the namespace
     assert "kubernetes: svc-25: 25 Services deleted" in " ".join(logs)
     assert not admin.list_namespace(label_selector=LABEL_SESSION).items
-    assert not _execd_commands()
+    assert not execd_commands()
 
 
 def test_unschedulable_pod_fails_with_its_events(admin):
@@ -453,10 +401,21 @@ def test_render_rejects_a_missing_values_file(tmp_path, monkeypatch, capsys):
     assert "nope.yaml not found" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("env_name", ["eks-m6i", "ryzen-e810", "local-k8s"])
+@pytest.mark.parametrize("env_name", ["eks-m6i", "ryzen-e810", "local-k8s", "local-cilium"])
 def test_study_presets_validate(env_name):
     plan, = validate_all(load_params(REPO / "pipelines" / env_name / "params.yaml"))
     assert set(plan.scenarios) == set(load_environment(env_name).scenarios)
+
+
+def test_up_and_down_wait_for_no_running_measurement():
+    """A running `benchlib collect` holds the machine's lock: the cluster is neither built nor torn
+    down under it (`cni`, which a scenario runs from inside the collection, is not refused)."""
+    require_root()
+    with machine.exclusive("benchlib collect --env local-k8s (test)"):
+        for command in ("up", "down"):
+            refused = cluster_script(command)
+            assert refused.returncode != 0 and "a measurement is running (pid" in refused.stderr, refused.stderr
+            assert "benchlib collect --env local-k8s (test)" in refused.stderr
 
 
 def test_cluster_scenario_without_placement_is_refused(tmp_path, monkeypatch):
@@ -469,35 +428,17 @@ def test_cluster_scenario_without_placement_is_refused(tmp_path, monkeypatch):
 
 # -- the cluster's own life cycle (last: it takes the module's cluster down) ----------------------
 
-def _leftovers() -> list[str]:
-    """Everything a cluster leaves on the host, by kind; empty after a clean `down`."""
-    left = [f"netns {n}" for n in subprocess.run(["ip", "netns", "list"], capture_output=True,
-                                                 text=True).stdout.split() if n.startswith("bk8s-")]
-    left += [f"mount {line.split()[1]}" for line in open("/proc/self/mounts") if str(STATE) in line]
-    left += [f"process {p}" for p in subprocess.run(["pgrep", "-af", str(STATE)], capture_output=True,
-                                                    text=True).stdout.splitlines()]
-    left += [f"cgroup {c}" for c in Path("/sys/fs/cgroup").glob("*/bk8s-node*")]
-    left += [f"path {p}" for p in (STATE, Path("/var/lib/kubelet/device-plugins/kubelet.sock")) if p.exists()]
-    logs = Path("/var/log/containers")
-    left += [f"log link {p}" for p in (logs.iterdir() if logs.exists() else []) if str(STATE) in os.readlink(p)]
-    return left
-
-
-def _sysctls(keys: list[str]) -> dict[str, str]:
-    return {k: subprocess.run(["sysctl", "-n", k], capture_output=True, text=True).stdout.strip() for k in keys}
-
-
 def test_up_is_idempotent_down_leaves_nothing_and_a_killed_up_is_cleaned(cluster):
     again = cluster_script("up", "--nodes", "2", "--proxy-mode", "iptables")
     assert again.returncode == 0 and "already up" in again.stderr, again.stderr
     assert cluster_script("status").returncode == 0
     saved = dict(line.strip().split("=", 1) for line in (STATE / "sysctl.saved").read_text().splitlines())
-    assert _sysctls(list(saved)) != saved, "the kubelet changes host tunables while the cluster runs"
+    assert sysctls(list(saved)) != saved, "the kubelet changes host tunables while the cluster runs"
 
     down = cluster_script("down")
     assert down.returncode == 0, down.stderr
-    assert _leftovers() == []
-    assert _sysctls(list(saved)) == saved
+    assert leftovers() == []
+    assert sysctls(list(saved)) == saved
     assert cluster_script("status").returncode != 0
 
     # an `up` killed half-way leaves running daemons; `status` says so and `down` removes them
@@ -508,18 +449,18 @@ def test_up_is_idempotent_down_leaves_nothing_and_a_killed_up_is_cleaned(cluster
     time.sleep(2)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    assert _leftovers(), "a killed up leaves a partial cluster"
+    assert leftovers(), "a killed up leaves a partial cluster"
     status = cluster_script("status")
     assert status.returncode != 0 and "did not finish" in status.stdout
     down = cluster_script("down")
     assert down.returncode == 0, down.stderr
-    assert _leftovers() == []
-    assert _sysctls(list(saved)) == saved
+    assert leftovers() == []
+    assert sysctls(list(saved)) == saved
 
     # one node: its wire has a loose end, the node still has a routable address
     one = cluster_script("up", "--nodes", "1", "--proxy-mode", "nftables")
     assert one.returncode == 0, one.stderr
     nodes = cluster_script("kubectl", "get", "nodes", "-o", "jsonpath={.items[*].metadata.name}").stdout.split()
-    assert nodes == ["bk8s-node1"] and "proxy mode: nftables" in cluster_script("status").stdout
+    assert nodes == ["bk8s-node1"] and "bridge nftables - -" in cluster_script("status").stdout
     assert cluster_script("down").returncode == 0
-    assert _leftovers() == []
+    assert leftovers() == []

@@ -29,8 +29,8 @@ from ...config import Environment
 from .. import Placement, Target, TargetError, service_ports, wait_listening
 from . import services
 from .api import PID_MARKER, Cluster, ExecProcess, k8s, reason
-from .manifests import (LABEL_OWNER, LABEL_SESSION, namespace_manifest, namespace_name, pod_manifest, pod_name,
-                        render)
+from .manifests import (LABEL_OWNER, LABEL_SESSION, namespace_labels_patch, namespace_manifest, namespace_name,
+                        pod_manifest, pod_name, render)
 from .sampling import NodeCpu, agent_usage
 from .scenarios import Switch, node_facts
 
@@ -60,6 +60,7 @@ class KubernetesTarget(Target):
         self.node_cpu: NodeCpu | None = None
         self.switch = Switch(env, log)
         self._active: str | None = None  # the scenario whose pods and Services exist
+        self._namespace_labels: dict[str, str] = {}  # the active scenario's namespace_labels
         self._servers: list[ExecProcess] = []
 
     # -- life cycle ----------------------------------------------------------------
@@ -146,6 +147,7 @@ class KubernetesTarget(Target):
         sc = self.env.scenarios[scenario]
         self._remove_scenario_objects()
         self.switch.apply(scenario)
+        self._label_namespace(sc.namespace_labels)
         timeout = self.settings.pod_ready_timeout_s
         server = self.cluster.start_pod(pod_manifest(self.env, scenario, "server", self.session, self.servers),
                                         timeout)
@@ -175,6 +177,17 @@ class KubernetesTarget(Target):
         self.placements[scenario] = Placement(
             scenario=scenario, server_address=service_ip or server.status.pod_ip, client_node=client_node,
             server_node=server_node, client_cpus=client_cpus, server_cpus=server_cpus, details=details)
+
+    def _label_namespace(self, labels: dict[str, str]) -> None:
+        """Give the namespace this scenario's labels (and drop the previous one's) before its pods exist."""
+        if not labels and not self._namespace_labels:
+            return
+        try:
+            self.cluster.core.patch_namespace(self.namespace, namespace_labels_patch(self._namespace_labels, labels))
+        except k8s().client.ApiException as exc:
+            raise TargetError(f"kubernetes: cannot label namespace {self.namespace} with {labels}: "
+                              f"{reason(exc)}") from None
+        self._namespace_labels = dict(labels)
 
     def _remove_scenario_objects(self) -> None:
         self._stop_servers()

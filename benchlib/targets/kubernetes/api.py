@@ -19,6 +19,7 @@ import threading
 import time
 
 from .. import Result, TargetError
+from .manifests import CONTAINER
 
 EXIT_MARKER = "__BENCHLIB_EXIT="
 PID_MARKER = "__BENCHLIB_PID="
@@ -90,8 +91,8 @@ class Cluster:
         from kubernetes.stream import stream
         with self._exec_lock:
             return stream(self._exec_api.connect_get_namespaced_pod_exec, pod, self.namespace,
-                          command=command, stderr=True, stdin=False, stdout=True, tty=False,
-                          _preload_content=False)
+                          command=command, container=CONTAINER, stderr=True, stdin=False, stdout=True,
+                          tty=False, _preload_content=False)
 
     def spawn(self, pod: str, argv: list[str]) -> "ExecProcess":
         return ExecProcess(self, pod, argv)

@@ -22,6 +22,10 @@ HELM_TIMEOUT = "15m"  # a CNI rollout on a large node group
 NAME_MAX = 40  # scenario part of an object name (names are at most 63 characters)
 
 
+# the benchmark container of every pod the target creates: exec names it, because a mesh's
+# injected sidecar makes a pod hold more than one container
+CONTAINER = "bench"
+
 def object_name(scenario: str) -> str:
     return re.sub(r"[^a-z0-9-]", "-", scenario.lower())[:NAME_MAX].strip("-")
 
@@ -57,7 +61,7 @@ def pod_manifest(env: Environment, scenario: str, role: str, session: str, serve
     labels = {LABEL_SESSION: session, LABEL_ROLE: role, LABEL_SCENARIO: object_name(scenario)}
     ports = [{"containerPort": s.port, "protocol": s.protocol.upper()} for s in servers] if role == "server" else []
     spec: dict = {
-        "containers": [{"name": "bench", "image": k.image, "imagePullPolicy": k.image_pull_policy,
+        "containers": [{"name": CONTAINER, "image": k.image, "imagePullPolicy": k.image_pull_policy,
                         "command": ["sleep", "infinity"], "ports": ports}],
         "terminationGracePeriodSeconds": 1,
         "restartPolicy": "Never",
@@ -103,10 +107,12 @@ def service_manifest(scenario: str, session: str, ports: list[tuple[int, str]], 
 
 
 def cpu_daemonset(env: Environment, session: str) -> dict:
-    """hostPID pods on every node; /proc/stat inside them is the node's."""
+    """hostPID pods on every node; /proc/stat inside them is the node's. On the host network, so
+    that they outlive a CNI switch between scenarios (and never depend on the network measured)."""
     labels = {LABEL_SESSION: session, LABEL_ROLE: "cpu"}
-    pod = {"hostPID": True, "terminationGracePeriodSeconds": 1, "tolerations": [{"operator": "Exists"}],
-           "containers": [{"name": "cpu", "image": env.kubernetes.image,
+    pod = {"hostPID": True, "hostNetwork": True, "terminationGracePeriodSeconds": 1,
+           "tolerations": [{"operator": "Exists"}],
+           "containers": [{"name": CONTAINER, "image": env.kubernetes.image,
                            "imagePullPolicy": env.kubernetes.image_pull_policy, "command": ["sleep", "infinity"]}]}
     if env.kubernetes.node_selector:
         pod["nodeSelector"] = dict(env.kubernetes.node_selector)
@@ -114,6 +120,12 @@ def cpu_daemonset(env: Environment, session: str) -> dict:
             "metadata": {"name": "benchlib-cpu", "labels": labels},
             "spec": {"selector": {"matchLabels": labels},
                      "template": {"metadata": {"labels": labels}, "spec": pod}}}
+
+
+def namespace_labels_patch(previous: dict[str, str], labels: dict[str, str]) -> dict:
+    """The namespace patch that removes the previous scenario's labels and sets this one's
+    (a service mesh's injection label, e.g. istio-injection: enabled)."""
+    return {"metadata": {"labels": {**{key: None for key in previous}, **labels}}}
 
 
 def namespace_manifest(env: Environment, session: str, owner: str) -> dict:
@@ -132,6 +144,10 @@ def render(env: Environment, scenarios: list[str], servers: list[Server]) -> lis
         sc = env.scenarios[name]
         for command in scenario_commands(env, name):
             out.append((f"{name}: apply", command))
+        if sc.namespace_labels:  # a patch of the namespace above, as kubectl would put it
+            labels = " ".join(f"{k}={v}" for k, v in sc.namespace_labels.items())
+            out.append((f"{name}: namespace labels, set before its pods are created and removed after",
+                        f"kubectl label namespace {namespace_name(env, '<id>')} {labels} --overwrite"))
         if sc.helm:
             out.append((f"{name}: helm values {sc.helm.values}", (environment_dir(env.name) / sc.helm.values)))
         for command in sc.ready:

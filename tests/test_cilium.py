@@ -1,0 +1,229 @@
+"""The real Cilium agent as the local cluster's CNI (scripts/k8s-local-cluster.sh --cni cilium).
+
+cilium-agent, -operator and -cni v1.17.6 built from the Go module proxy; the
+datapath compiled by clang when the agent starts; one agent per node, in the
+node's network namespace and a private mount namespace. Every check reads
+Cilium's own state (its service map, its conntrack table, its devices) or the
+kernel's (BPF programs on cgroups, packets on the wire). Nothing is faked.
+"""
+from __future__ import annotations
+
+import ipaddress
+import json
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+from benchlib import runner, tidy
+from benchlib.config import Environment, Plan, load_environment
+from benchlib.targets.kubernetes import KubernetesTarget
+from tests.conftest import REPO, require_root, short_params
+from tests.local_cluster import (CLUSTER, NETPERF, STATE, cluster_script, execd_commands, in_node, leftovers,
+                                 run_tool, serving_cluster, sysctls)
+
+CILIUM_SYNCED = f"bash {REPO}/pipelines/local-cilium/cilium-synced.sh"
+# the agent would set both machine-wide; its private mount namespace makes them read-only to it
+GLOBAL_SYSCTLS = ["kernel.unprivileged_bpf_disabled", "kernel.timer_migration"]
+NODES = ("bk8s-node1", "bk8s-node2")
+
+
+def unified_cgroup() -> Path:
+    hybrid = Path("/sys/fs/cgroup/unified")
+    return hybrid if (hybrid / "cgroup.procs").exists() else Path("/sys/fs/cgroup")
+
+
+def cilium_cgroups() -> set[str]:
+    """Every cgroup (relative to the cgroup2 root, "/" for the root) with a Cilium program attached."""
+    tree = subprocess.run(["bpftool", "cgroup", "tree", str(unified_cgroup())], capture_output=True, text=True,
+                          check=True).stdout
+    found, current = set(), None
+    for line in tree.splitlines():
+        if line.startswith("/"):
+            current = line.split()[0]
+        elif "cil_" in line and current is not None:
+            found.add("/" + current[len(str(unified_cgroup())):].lstrip("/"))
+    return found
+
+
+def switch(*args: str) -> str:
+    done = cluster_script("cni", *args)
+    assert done.returncode == 0, done.stderr
+    return done.stderr
+
+
+def cilium_dbg(node: int, *args: str) -> str:
+    done = cluster_script("cilium-dbg", str(node), *args)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def cilium_env(scenarios: dict) -> Environment:
+    return Environment.model_validate({
+        "name": "cilium-test", "description": "the local two-node cluster with Cilium", "target": "kubernetes",
+        "cpus": {"client": [0], "server": [1]},
+        "kubernetes": {"kubeconfig": str(STATE / "runner.kubeconfig"), "image": "localhost/benchlib/bench:1",
+                       "image_pull_policy": "Never", "pod_ready_timeout_s": 120},
+        "scenarios": scenarios})
+
+
+def count_packets(node: str, bpf_filter: str, during) -> int:
+    """Packets matching a capture filter on the node's end of the wire while `during()` runs."""
+    capture = subprocess.Popen(["nsenter", f"--net=/run/netns/{node}", "tcpdump", "-i", "wire0", "-nn", "-q",
+                                "-w", "/dev/null", bpf_filter], stderr=subprocess.PIPE, text=True)
+    threading.Event().wait(1)  # tcpdump attaches
+    try:
+        during()
+    finally:
+        capture.terminate()
+        err = capture.communicate(10)[1]
+    return int(next(line for line in err.splitlines() if "packets captured" in line).split()[0])
+
+
+@pytest.fixture(scope="module")
+def cilium():
+    require_root()
+    for what in ([], ["cilium"]):  # no-ops once built (cached per machine)
+        subprocess.run(["bash", str(CLUSTER), "build", *what], check=True)
+    host_sysctls = sysctls(GLOBAL_SYSCTLS)
+    up = cluster_script("up", "--nodes", "2", "--cni", "cilium", "--routing", "tunnel")
+    assert up.returncode == 0, up.stderr
+    yield host_sysctls
+    cluster_script("down")
+
+
+@pytest.fixture(autouse=True)
+def environment_folder(tmp_path, monkeypatch):
+    monkeypatch.setattr("benchlib.targets.kubernetes.scenarios.environment_dir", lambda name: tmp_path)
+
+
+def test_socket_lb_is_on_the_nodes_cgroups_only_and_no_machine_wide_setting_changes(cilium):
+    assert cilium_cgroups() == {"/bk8s-node1", "/bk8s-node2"}  # never "/": every process of the machine
+    for node in (1, 2):
+        attached = subprocess.run(["bpftool", "cgroup", "show", str(unified_cgroup() / f"bk8s-node{node}")],
+                                  capture_output=True, text=True, check=True).stdout
+        assert "cil_sock4_connect" in attached
+    assert sysctls(GLOBAL_SYSCTLS) == cilium
+    # the agents' sockets, state and the CNI plugin's delete queue are in each node's own /run/cilium
+    assert not any(Path("/run/cilium").iterdir())
+    status = cilium_dbg(1, "status")
+    assert "KubeProxyReplacement:    True" in status and "Routing:                 Network: Tunnel [vxlan]" in status
+
+
+@pytest.mark.parametrize("routing", ["tunnel", "native"])
+def test_pods_get_cilium_addresses_and_the_wire_shows_the_routing_mode(cilium, routing):
+    switch("cilium", "--routing", routing)
+    env = cilium_env({"pod-to-pod": {"description": "two nodes", "placement": "pod-to-pod"}})
+    with serving_cluster(env, "pod-to-pod") as target:
+        pl = target.placement("pod-to-pod")
+        # addresses from the node's podCIDR, handed out by Cilium's IPAM: its endpoint list has them
+        for side in ("client", "server"):
+            node = getattr(pl, f"{side}_node")
+            ip = pl.details[f"{side}_pod_ip"]
+            cidrs = pl.details["nodes"][node]["pod_cidrs"]
+            assert any(ipaddress.ip_address(ip) in ipaddress.ip_network(c) for c in cidrs)
+            endpoints = json.loads(cilium_dbg(int(node[-1]), "endpoint", "list", "-o", "json"))
+            assert ip in [a.get("ipv4") for e in endpoints for a in e["status"]["networking"]["addressing"]]
+        server_ip = pl.details["server_pod_ip"]
+        result = {}
+        vxlan = count_packets(pl.client_node, "udp port 8472",
+                              lambda: result.update(run_tool(target, "pod-to-pod", "TCP_RR")))
+        transactions = result["transaction_rate"] * 1  # a 1 s run
+        if routing == "tunnel":  # every request crosses the wire inside a VXLAN packet
+            assert vxlan >= transactions, (vxlan, transactions)
+        else:  # the pods' own addresses on the wire, no encapsulation
+            plain = count_packets(pl.client_node, f"host {server_ip}",
+                                  lambda: result.update(run_tool(target, "pod-to-pod", "TCP_RR")))
+            assert vxlan < 10 and plain >= result["transaction_rate"], (vxlan, plain, result)
+
+
+@pytest.mark.parametrize("lb", ["socket", "packet"])
+def test_a_cluster_ip_is_served_by_ciliums_load_balancer_without_kube_proxy(cilium, lb):
+    switch("cilium", "--routing", "native", "--lb", lb)
+    env = cilium_env({"service": {"description": "ClusterIP", "placement": "service",
+                                  "programmed": [CILIUM_SYNCED]}})
+    with serving_cluster(env, "service") as target:
+        pl = target.placement("service")
+        node = int(pl.client_node[-1])
+        services = json.loads(cilium_dbg(node, "service", "list", "-o", "json"))
+        frontends = {s["spec"]["frontend-address"]["ip"] for s in services}
+        assert pl.server_address in frontends  # the ClusterIP is in the agent's service map
+        for name in NODES:  # and no kube-proxy rule exists anywhere
+            nat = in_node(name, "iptables-save", "-t", "nat")
+            assert "KUBE-SERVICES" not in nat and "KUBE-SVC" not in nat
+        assert not subprocess.run(["pgrep", "-f", "hyperkube kube-proxy "], capture_output=True, text=True).stdout
+        cilium_dbg(node, "bpf", "ct", "flush", "global")
+        m = run_tool(target, "service", "TCP_CRR")
+        assert m["connection_rate"] > 500
+        ct = cilium_dbg(node, "bpf", "ct", "list", "global")
+        to_cluster_ip = [line for line in ct.splitlines() if pl.server_address in line]
+        if lb == "socket":  # translated at connect(): the datapath only ever sees the pod address
+            assert not to_cluster_ip
+        else:  # translated per packet: the service's own conntrack entries name the ClusterIP
+            assert len(to_cluster_ip) >= 100, ct[-2000:]
+
+
+def test_cilium_beside_kube_proxy_leaves_services_to_kube_proxy(cilium):
+    switch("cilium", "--routing", "tunnel", "--proxy-mode", "iptables")
+    status = cilium_dbg(1, "status")
+    assert "KubeProxyReplacement:    False" in status
+    assert cilium_cgroups() == set()  # no socket load balancer without kube-proxy replacement
+    nat = in_node("bk8s-node1", "iptables-save", "-t", "nat")
+    assert "KUBE-SERVICES" in nat
+
+
+def test_switching_to_the_bridge_removes_ciliums_datapath(cilium):
+    switch("cilium", "--routing", "tunnel")
+    switch("bridge")
+    for name in NODES:
+        links = in_node(name, "ip", "-o", "link", "show")
+        assert "cilium_" not in links and " lxc" not in links
+        assert "CILIUM" not in in_node(name, "iptables-save")
+        attached = in_node(name, "bpftool", "net", "show")
+        assert "cil_" not in attached
+    assert cilium_cgroups() == set()
+    assert "cilium-agent" not in subprocess.run(["pgrep", "-af", "cilium"], capture_output=True, text=True).stdout
+    env = cilium_env({"pod-to-pod": {"description": "two nodes", "placement": "pod-to-pod"}})
+    with serving_cluster(env, "pod-to-pod") as target:
+        assert run_tool(target, "pod-to-pod", "TCP_RR")["transaction_rate"] > 1000
+
+
+def test_campaign_on_the_shipped_cilium_environment_records_ciliums_state(cilium, tmp_path, monkeypatch):
+    """bridge -> Cilium (VXLAN, no kube-proxy) -> a ClusterIP through Cilium, as the preset runs them."""
+    monkeypatch.undo()  # the shipped environment's own folder (its cilium-synced.sh)
+    env = load_environment("local-cilium")
+    scenarios = ["bridge-iptables", "cilium-vxlan-ebpf", "cilium-ebpf-4"]
+    env = env.model_copy(update={"scenarios": {s: env.scenarios[s] for s in scenarios}})
+    tests = {"rr": {"tool": "netperf", "kind": "TCP_RR", "duration_s": 1, "message_size": 1}}
+    params = short_params("cilium", scenarios, tests, repetitions=1, retries=0)
+    plan = Plan(environment=env, scenarios=scenarios, tests=params.tests)
+    logs = []
+    counts = runner.run_environment(params, plan, KubernetesTarget(env, scenarios, NETPERF, log=logs.append),
+                                    raw_root=tmp_path / "raw", log=logs.append)
+    assert counts["ok"] == 3 and counts["failed"] == 0, (counts, logs)
+    runs, metrics = tidy.build_tables(tmp_path / "raw" / "cilium")
+    assert set(runs["outcome"]) == {"ok"}
+    metas = {s: json.loads((tmp_path / "raw" / "cilium" / "local-cilium" / s / "rr" / "r000" / "meta.json")
+                           .read_text())["placement"] for s in scenarios}
+    assert metas["bridge-iptables"]["scenario_record"]["pod_network"] == "bridge iptables - -"
+    vxlan = metas["cilium-vxlan-ebpf"]["scenario_record"]
+    assert vxlan["pod_network"] == "cilium none tunnel socket"
+    assert "cilium-cni" in vxlan["cni_config"]
+    assert "1.17.6" in vxlan["cilium"] and "Network: Tunnel [vxlan]" in vxlan["cilium"]
+    svc = metas["cilium-ebpf-4"]["scenario_record"]["cilium"]
+    # the map holds the 4 Services and the API server's own
+    assert svc.count("ClusterIP frontends in the service map") == 2 and "5 ClusterIP frontends" in svc
+    assert metas["cilium-ebpf-4"]["scenario_settings"]["study"] == "D"
+    assert not execd_commands()
+
+
+def test_down_leaves_no_cilium_program_mount_or_process(cilium):
+    down = cluster_script("down")
+    assert down.returncode == 0, down.stderr
+    assert leftovers() == []
+    assert cilium_cgroups() == set()
+    assert not Path("/run/cilium").exists()
+    assert sysctls(GLOBAL_SYSCTLS) == cilium
+    assert not [line for line in open("/proc/self/mounts") if line.split()[2] == "bpf" and "benchlib" in line]
+    assert not subprocess.run(["pgrep", "-f", "cilium-"], capture_output=True, text=True).stdout
