@@ -162,8 +162,9 @@ cilium_flags() {  # cilium_flags <node> <routing> <proxy-mode> <lb>: the agent's
 # - /run/cilium/cgroupv2 is the node's own cgroup2 directory, bind-mounted.
 #   The agent attaches its socket load balancer to --cgroup-root, and if that
 #   path is not a mount point it mounts cgroup2 there: the ROOT of the
-#   hierarchy, every process of the machine. The launcher refuses to exec the
-#   agent unless that path is a mount of the node's own cgroup.
+#   hierarchy, every process of the machine. The launcher
+#   (scripts/cilium-agent-ns.sh) refuses to exec the agent unless that path is
+#   a mount of the node's own cgroup.
 cilium_agent() {  # cilium_agent <node> <routing> <proxy-mode> <lb>
   local n=$1 dir cg_root cg
   dir=$(cilium_dir "$n")
@@ -172,23 +173,9 @@ cilium_agent() {  # cilium_agent <node> <routing> <proxy-mode> <lb>
   mkdir -p "$dir/run" "$dir/lib" "$cg"
   ln -sfn "$CILIUM_SRC/bpf" "$dir/lib/bpf"   # the datapath's C sources, compiled by clang at run time
   if [ ! -d /run/cilium ]; then mkdir /run/cilium; touch "$STATE/run/created-run-cilium"; fi
-  # shellcheck disable=SC2016 # expanded by the inner shell
   daemon "cilium-agent$n" - env K8S_NODE_NAME="$PREFIX-node$n" \
-    unshare --mount --propagation slave -- sh -ec '
-      run=$1 cg=$2 node_cgroup=$3 netns=$4; shift 4
-      mount --bind "$run" /run/cilium
-      mkdir -p /run/cilium/cgroupv2
-      mount --bind "$cg" /run/cilium/cgroupv2
-      # the safety check: what is mounted there must be the node cgroup, not a root
-      root=$(awk "\$5 == \"/run/cilium/cgroupv2\" {print \$4}" /proc/self/mountinfo | tail -1)
-      [ "$root" = "$node_cgroup" ] || { echo "refusing to start: /run/cilium/cgroupv2 is cgroup $root, not $node_cgroup" >&2; exit 3; }
-      mount -t bpf bpffs /sys/fs/bpf
-      for s in kernel/unprivileged_bpf_disabled kernel/timer_migration; do
-        mount --bind "/proc/sys/$s" "/proc/sys/$s"
-        mount -o remount,bind,ro "/proc/sys/$s"
-      done
-      exec nsenter --net="/run/netns/$netns" "$@"' \
-    cilium-agent "$dir/run" "$cg" "/$PREFIX-node$n" "$(netns "$n")" \
+    unshare --mount --propagation slave -- sh "$PWD/scripts/cilium-agent-ns.sh" \
+    "$dir/run" "$cg" "/$PREFIX-node$n" "$(netns "$n")" \
     "$CILIUM_BIN/cilium-agent" $(cilium_flags "$n" "$2" "$3" "$4")
 }
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
 import subprocess
 import threading
 from pathlib import Path
@@ -23,6 +24,7 @@ from tests.conftest import REPO, require_root, short_params
 from tests.local_cluster import (CLUSTER, NETPERF, STATE, cluster_script, execd_commands, in_node, leftovers,
                                  run_tool, serving_cluster, sysctls)
 
+LAUNCHER = REPO / "scripts/cilium-agent-ns.sh"
 CILIUM_SYNCED = f"bash {REPO}/pipelines/local-cilium/cilium-synced.sh"
 # the agent would set both machine-wide; its private mount namespace makes them read-only to it
 GLOBAL_SYSCTLS = ["kernel.unprivileged_bpf_disabled", "kernel.timer_migration"]
@@ -96,6 +98,62 @@ def cilium():
 @pytest.fixture(autouse=True)
 def environment_folder(tmp_path, monkeypatch):
     monkeypatch.setattr("benchlib.targets.kubernetes.scenarios.environment_dir", lambda name: tmp_path)
+
+
+@pytest.fixture
+def launch_scratch(tmp_path):
+    """What the agent's launcher needs, without a cluster: /run/cilium to mount over, a node netns and a
+    node cgroup (and a sibling cgroup that is not the node's)."""
+    require_root()
+    made_run = not Path("/run/cilium").exists()
+    Path("/run/cilium").mkdir(exist_ok=True)
+    name = f"bl-launch-{os.getpid()}"
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    node, sibling = unified_cgroup() / name, unified_cgroup() / f"{name}-other"
+    node.mkdir()
+    sibling.mkdir()
+    try:
+        yield tmp_path, name, node, sibling
+    finally:
+        node.rmdir()
+        sibling.rmdir()
+        subprocess.run(["ip", "netns", "del", name], check=True)
+        if made_run:
+            Path("/run/cilium").rmdir()
+
+
+def launch(run_dir: Path, cgroup_dir: Path, node_cgroup: str, netns: str, *argv: str):
+    return subprocess.run(["unshare", "--mount", "--propagation", "slave", "--", "sh", str(LAUNCHER),
+                           str(run_dir), str(cgroup_dir), node_cgroup, netns, *argv],
+                          capture_output=True, text=True, timeout=30)
+
+
+@pytest.mark.parametrize("given", ["root", "sibling"])
+def test_the_launcher_refuses_an_agent_whose_cgroup_is_not_its_nodes(launch_scratch, given):
+    run_dir, netns, node, sibling = launch_scratch
+    wrong = {"root": unified_cgroup(), "sibling": sibling}[given]
+    marker = run_dir / "agent-ran"
+    done = launch(run_dir, wrong, f"/{node.name}", netns, "touch", str(marker))
+    assert done.returncode == 3, done.stderr
+    shown = "/" if given == "root" else f"/{sibling.name}"
+    assert f"refusing to start: /run/cilium/cgroupv2 is cgroup {shown}, not /{node.name}" in done.stderr
+    assert not marker.exists()
+
+
+def test_the_launcher_gives_the_agent_the_nodes_netns_and_private_mounts(launch_scratch):
+    run_dir, netns, node, _ = launch_scratch
+    probe = ("readlink /proc/self/ns/net; stat -f -c %T /sys/fs/bpf; ls /run/cilium; "
+             "cat /proc/sys/kernel/timer_migration > /proc/sys/kernel/timer_migration || echo sysctl-read-only")
+    (run_dir / "from-the-node").write_text("")
+    done = launch(run_dir, node, f"/{node.name}", netns, "sh", "-c", probe)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout.split()
+    node_ns = subprocess.run(["ip", "netns", "exec", netns, "readlink", "/proc/self/ns/net"], capture_output=True,
+                             text=True, check=True).stdout.strip()
+    assert out[0] == node_ns != os.readlink("/proc/self/ns/net")
+    assert out[1] == "bpf_fs" and "from-the-node" in out and "sysctl-read-only" in out
+    # and none of it is seen outside: the machine's /run/cilium does not show the node's directory
+    assert "from-the-node" not in os.listdir("/run/cilium")
 
 
 def test_socket_lb_is_on_the_nodes_cgroups_only_and_no_machine_wide_setting_changes(cilium):
