@@ -57,9 +57,9 @@ def hosts(tmp_path_factory, lab_env):
                 p.wait()
 
 
-def ssh_env(hosts, known_hosts=None) -> Environment:
+def ssh_env(hosts, known_hosts=None, identity="id") -> Environment:
     d = hosts["dir"]
-    host = lambda i: {"host": hosts["addresses"][i], "identity_file": str(d / "id")}  # noqa: E731
+    host = lambda i: {"host": hosts["addresses"][i], "identity_file": str(d / identity)}  # noqa: E731
     return Environment.model_validate({
         "name": "bare-metal-test", "description": "two lab nodes over ssh", "target": "ssh",
         "cpus": {"client": [0], "server": [1]},
@@ -103,6 +103,23 @@ def test_unknown_host_key_is_refused(hosts, tmp_path):
     with pytest.raises(TargetError, match="Host key verification failed"):
         with target:
             pass
+
+
+def test_a_server_whose_login_never_runs_the_command_fails_within_the_bound(hosts, monkeypatch):
+    """sshd runs a key's forced command instead of ours (as a shell startup file waiting for input would
+    block it): the server's first line never comes, and the campaign must not wait for ever."""
+    d = hosts["dir"]
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / "id-forced")], check=True)
+    with open(d / "authorized_keys", "a") as keys:
+        keys.write(f'command="sleep 600" {(d / "id-forced.pub").read_text()}')
+    monkeypatch.setattr("benchlib.targets.ssh.SERVER_START_TIMEOUT_S", 3)
+    target = SshTarget(ssh_env(hosts, identity="id-forced"), ["node-to-node"], log=lambda m: None)
+    t0 = time.monotonic()
+    with pytest.raises(TargetError, match="netserver on .* did not start: no output within 3 s"):
+        target.start_server("node-to-node", collectors.servers(["netperf"])[0], [1])
+    assert time.monotonic() - t0 < 3 + 10
+    # a command without a terminal outlives its ssh session; this one never said its PID
+    subprocess.run(["pkill", "-x", "-f", "sleep 600"], check=True)
 
 
 def test_rendered_commands_are_the_ones_that_work(hosts):

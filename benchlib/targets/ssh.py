@@ -9,6 +9,7 @@ read over ssh. Host keys are checked (``StrictHostKeyChecking=yes``, with
 from __future__ import annotations
 
 import os
+import select
 import shlex
 import subprocess
 
@@ -22,6 +23,7 @@ CHECK_TIMEOUT_S = 30  # a `command -v` or `kill` over ssh
 COMMAND_TIMEOUT_S = 60  # any other short command over ssh
 SERVER_EXIT_TIMEOUT_S = 10  # the local ssh of a stopped server
 SERVER_LISTEN_TIMEOUT_S = 15
+SERVER_START_TIMEOUT_S = 30  # connect (ConnectTimeout 10 s), log in, and the remote shell's first line
 SERVER_POLL_S = 0.2  # every check is an ssh round trip: poll less often than the lab does
 
 
@@ -112,11 +114,17 @@ class SshTarget(Target):
         remote = ["sh", "-c", 'echo $$; exec "$@"', "sh", "taskset", "-c", ",".join(map(str, cpus)), *server.argv]
         proc = subprocess.Popen(ssh_argv(self.env, "server", remote), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, start_new_session=True)
-        first = proc.stdout.readline().strip()
+        # bounded: a login that never runs our command (a forced command, a shell
+        # startup file waiting for input) would otherwise hang the campaign here
+        if select.select([proc.stdout], [], [], SERVER_START_TIMEOUT_S)[0]:
+            first = proc.stdout.readline().strip()
+        else:
+            first = f"no output within {SERVER_START_TIMEOUT_S} s"
         if not first.isdigit():
             proc.kill()
             _, err = proc.communicate(timeout=KILL_WAIT_S)
-            raise TargetError(f"ssh: {server.name} on {self._host('server')} did not start: {err.strip()}")
+            raise TargetError(f"ssh: {server.name} on {self._host('server')} did not start: "
+                              f"{err.strip() or first or 'no output'}")
         self._servers.append((server.name, proc, int(first)))
         wait_listening(server, proc, lambda argv: self._check("server", argv), "ssh", f"on {self._host('server')}",
                        proc.stderr.read, timeout_s=SERVER_LISTEN_TIMEOUT_S, poll_s=SERVER_POLL_S)
