@@ -2,6 +2,7 @@
 once, a killed pipeline, a changed plan, tampered records, a full or read-only
 disk, a hanging tool. Each test reproduces what once lost data or gave wrong
 numbers without a word."""
+import fcntl
 import glob
 import json
 import os
@@ -10,6 +11,8 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import termios
+import threading
 import time
 from pathlib import Path
 
@@ -135,6 +138,76 @@ def test_killing_dvc_repro_ends_collect_and_leaves_nothing(project_copy, sig):
     assert 1 <= len(done) < 30
     for rec in done:
         record.load(rec)
+
+
+def test_ctrl_c_at_the_terminal_of_dvc_repro_ends_collect_and_leaves_nothing(project_copy):
+    """A real terminal: dvc repro on a pseudo-terminal it controls, and the interrupt character typed
+    there. The kernel's line discipline sends SIGINT to the foreground process group (dvc and collect)."""
+    require_root()
+    write_params(project_copy, "ctrl-c", repetitions=30)
+    master, slave = os.openpty()
+
+    def own_terminal():  # in the child: a session whose controlling terminal is the pty
+        os.setsid()
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    dvc = subprocess.Popen(["dvc", "repro", "collect@local-lab"], cwd=project_copy, env=dash_env(),
+                           stdin=slave, stdout=slave, stderr=slave, preexec_fn=own_terminal)
+    os.close(slave)
+    screen = []
+
+    def read_screen():  # until the terminal's last writer is gone (EIO)
+        try:
+            while chunk := os.read(master, 4096):
+                screen.append(chunk.decode(errors="replace"))
+        except OSError:
+            pass
+
+    reader = threading.Thread(target=read_screen, daemon=True)
+    reader.start()
+    cdir = project_copy / "data/raw/ctrl-c"
+    try:
+        wait_for(lambda: dvc.poll() is None and record.find(cdir) or dvc.poll() is not None, timeout=120,
+                 what="the first record")
+        assert dvc.poll() is None, "".join(screen)
+        collect = holder_pid()
+        os.write(master, termios.tcgetattr(master)[6][termios.VINTR])  # Ctrl-C
+        dvc.wait(timeout=60)
+        wait_for(lambda: not alive(collect), timeout=30, what="collect to end")
+    finally:
+        if dvc.poll() is None:
+            dvc.kill()
+        stop_strays(project_copy)
+        reader.join(timeout=10)
+        os.close(master)
+    out = "".join(screen)
+    assert dvc.returncode != 0 and "benchlib: interrupted; completed runs are kept" in out, out
+    assert not leftovers(collect)
+    assert 1 <= len(record.find(cdir)) < 30
+
+
+def test_a_campaign_under_nohup_outlives_the_hangup_and_still_stops_with_dvc(project_copy):
+    require_root()
+    write_params(project_copy, "nohup", repetitions=30)
+    dvc = subprocess.Popen(["nohup", "dvc", "repro", "collect@local-lab"], cwd=project_copy, env=dash_env(),
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    cdir = project_copy / "data/raw/nohup"
+    try:
+        wait_for_first_record(dvc, cdir, timeout=120)
+        collect = holder_pid()
+        os.killpg(dvc.pid, signal.SIGHUP)  # what a closing terminal sends its session
+        recorded = len(record.find(cdir))
+        wait_for(lambda: len(record.find(cdir)) >= recorded + 2, timeout=60, what="two more records")
+        assert alive(collect) and dvc.poll() is None
+        os.kill(dvc.pid, signal.SIGTERM)
+        dvc.wait(timeout=30)
+        wait_for(lambda: not alive(collect), timeout=30, what="collect to end with dvc")
+    finally:
+        if dvc.poll() is None:
+            dvc.kill()
+        stop_strays(project_copy)
+    assert "benchlib: interrupted; completed runs are kept" in dvc.stdout.read()
+    assert not leftovers(collect)
 
 
 def test_sigkill_of_reproduce_sh_ends_dvc_and_collect(project_copy):
