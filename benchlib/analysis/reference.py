@@ -52,6 +52,29 @@ LIKE_FOR_LIKE = [
 ]
 
 
+# The local cluster with the real Cilium agent (pipelines/local-cilium) mirrors
+# the study's B, C and D against A: our baseline is the bridge CNI with
+# kube-proxy iptables (routed pods, no encapsulation), theirs the VPC CNI.
+CILIUM_AS_STUDY = {"B": "cilium-vxlan-iptables", "C": "cilium-vxlan-ebpf", "D": "cilium-native-ebpf"}
+CILIUM_CLAIMS = [  # (claim, our test, our metric, their metric, caveat)
+    ("TCP throughput", "tcp_stream", "throughput", "tcp_throughput",
+     "theirs: iperf3 between EC2 nodes (12.5 Gbit/s NIC cap); ours: one netperf stream pod to pod across "
+     "two cluster nodes that share one kernel and a veth wire"),
+    ("Round-trip latency", "tcp_rr", "latency_p50", "pod_rtt",
+     "theirs: pod-to-pod RTT; ours: netperf TCP_RR median transaction latency pod to pod"),
+    ("HTTP median latency at 1000 q/s", "http_1000", "http_latency_p50", "http_p50_at_1000qps",
+     "theirs: fortio on EKS; ours: fortio at 1000 q/s pod to pod on the local cluster"),
+    ("HTTP p99 latency at 1000 q/s", "http_1000", "http_latency_p99", "http_p99_at_1000qps",
+     "theirs: fortio on EKS; ours: fortio at 1000 q/s pod to pod on the local cluster"),
+]
+LIKE_FOR_LIKE += [
+    {"claim": f"{claim}: {study} vs A (local Cilium)", "ours_test": test, "ours_metric": metric, "ours_side": "none",
+     "ours_scenario": ours, "ours_baseline": "bridge-iptables",
+     "theirs_metric": theirs, "theirs_scenario": study, "theirs_baseline": "A", "caveat": caveat}
+    for study, ours in CILIUM_AS_STUDY.items() for claim, test, metric, theirs, caveat in CILIUM_CLAIMS
+]
+
+
 def load_eks_scenarios(directory: str | Path = REFERENCE_DIR) -> pd.DataFrame:
     """The 2026 EKS m6i study, scenarios A-E: one row per scenario and metric."""
     return pd.read_csv(resolve(directory) / EKS_SCENARIOS)

@@ -67,3 +67,29 @@ def test_scaling_growth_pairs_with_our_kube_proxy_scenarios():
     assert (row["scenario"], row["baseline"]) == ("kube-proxy-iptables-1000", "kube-proxy-iptables-4")
     assert row["change_pct"] == pytest.approx(100 * (190 / 164 - 1))
     assert row["direction"] == "worse"
+
+
+def test_every_claim_names_what_the_study_published_and_what_a_shipped_campaign_measures():
+    """A claim with a misspelt scenario, test or metric would read "not measured" for ever."""
+    import pandas as pd
+    import yaml
+
+    from benchlib.config import load_environment
+    from benchlib.schema import METRICS
+    published = pd.concat([reference.eks_relative_changes(reference.load_eks_scenarios()),
+                           reference.eks_scaling_changes(reference.load_eks_service_scaling())])
+    presets = list((project_root() / "pipelines").glob("*/params*.yaml")) + [project_root() / "params.yaml"]
+    campaigns = []  # (scenarios, tests) each preset measures
+    for preset in presets:
+        params = yaml.safe_load(preset.read_text())
+        for env_name in params["experiment"]["environments"]:
+            scenarios = set(load_environment(env_name).scenarios)
+            campaigns.append((scenarios, set(params["tests"])))
+    for pair in reference.LIKE_FOR_LIKE:
+        theirs = published[(published["metric"] == pair["theirs_metric"])
+                           & (published["scenario"] == pair["theirs_scenario"])
+                           & (published["baseline"] == pair["theirs_baseline"])]
+        assert len(theirs) == 1, pair["claim"]
+        assert pair["ours_metric"] in METRICS, pair["claim"]
+        assert any({pair["ours_scenario"], pair["ours_baseline"]} <= scenarios and pair["ours_test"] in tests
+                   for scenarios, tests in campaigns), f"{pair['claim']}: no shipped preset measures it"
