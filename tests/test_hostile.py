@@ -14,6 +14,8 @@ import tempfile
 import termios
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -111,26 +113,40 @@ def test_a_second_collect_is_refused_at_once_and_lab_clean_respects_the_first(pr
 
 # -- 2. killing the pipeline stops the measurement ---------------------------------------------
 
+@contextmanager
+def started(argv: list[str], project: Path, **popen) -> Iterator[subprocess.Popen]:
+    """``argv`` run in ``project`` (dvc under dash), in a session of its own, output piped; on the way
+    out, also after a failure, it and whatever still runs in the project end."""
+    proc = subprocess.Popen(argv, cwd=project, env=dash_env(), **{
+        "stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, "text": True, "start_new_session": True, **popen})
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        stop_strays(project)
+
+
+def end_and_await_collect(proc: subprocess.Popen, collect: int, sig: int | None = None) -> None:
+    """Signal ``proc`` (unless ``sig`` is None: it was told otherwise), then wait for it and for collect."""
+    if sig is not None:
+        os.kill(proc.pid, sig)
+    proc.wait(timeout=60)
+    wait_for(lambda: not alive(collect), timeout=30, what="collect to end with its pipeline")
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL, signal.SIGHUP], ids=lambda s: s.name)
 def test_killing_dvc_repro_ends_collect_and_leaves_nothing(project_copy, sig):
     require_root()
     write_params(project_copy, "killed", repetitions=30)
-    dvc = subprocess.Popen(["dvc", "repro", "collect@local-lab"], cwd=project_copy, env=dash_env(),
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     cdir = project_copy / "data/raw/killed"
-    try:
+    with started(["dvc", "repro", "collect@local-lab"], project_copy) as dvc:
         wait_for_first_record(dvc, cdir, timeout=120)
         collect = holder_pid()
         # the premise: dvc runs the command as its own child (dvc.yaml's cmd execs it, whatever the shell)
         assert int(Path(f"/proc/{collect}/stat").read_text().split(") ")[1].split()[1]) == dvc.pid
         assert leftovers(collect)
-        os.kill(dvc.pid, sig)
-        dvc.wait(timeout=30)
-        wait_for(lambda: not alive(collect), timeout=30, what="collect to end with dvc")
-    finally:
-        if dvc.poll() is None:
-            dvc.kill()
-        stop_strays(project_copy)
+        end_and_await_collect(dvc, collect, sig)
     out = dvc.stdout.read()  # collect wrote here too: its pipe is closed now
     assert "benchlib: interrupted; completed runs are kept" in out, out
     assert not leftovers(collect)
@@ -151,9 +167,6 @@ def test_ctrl_c_at_the_terminal_of_dvc_repro_ends_collect_and_leaves_nothing(pro
         os.setsid()
         fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
-    dvc = subprocess.Popen(["dvc", "repro", "collect@local-lab"], cwd=project_copy, env=dash_env(),
-                           stdin=slave, stdout=slave, stderr=slave, preexec_fn=own_terminal)
-    os.close(slave)
     screen = []
 
     def read_screen():  # until the terminal's last writer is gone (EIO)
@@ -164,20 +177,18 @@ def test_ctrl_c_at_the_terminal_of_dvc_repro_ends_collect_and_leaves_nothing(pro
             pass
 
     reader = threading.Thread(target=read_screen, daemon=True)
-    reader.start()
     cdir = project_copy / "data/raw/ctrl-c"
     try:
-        wait_for(lambda: dvc.poll() is None and record.find(cdir) or dvc.poll() is not None, timeout=120,
-                 what="the first record")
-        assert dvc.poll() is None, "".join(screen)
-        collect = holder_pid()
-        os.write(master, termios.tcgetattr(master)[6][termios.VINTR])  # Ctrl-C
-        dvc.wait(timeout=60)
-        wait_for(lambda: not alive(collect), timeout=30, what="collect to end")
+        with started(["dvc", "repro", "collect@local-lab"], project_copy, stdin=slave, stdout=slave, stderr=slave,
+                     start_new_session=False, preexec_fn=own_terminal) as dvc:
+            os.close(slave)
+            reader.start()
+            wait_for(lambda: dvc.poll() is not None or record.find(cdir), timeout=120, what="the first record")
+            assert dvc.poll() is None, "".join(screen)
+            collect = holder_pid()
+            os.write(master, termios.tcgetattr(master)[6][termios.VINTR])  # Ctrl-C
+            end_and_await_collect(dvc, collect)
     finally:
-        if dvc.poll() is None:
-            dvc.kill()
-        stop_strays(project_copy)
         reader.join(timeout=10)
         os.close(master)
     out = "".join(screen)
@@ -189,23 +200,15 @@ def test_ctrl_c_at_the_terminal_of_dvc_repro_ends_collect_and_leaves_nothing(pro
 def test_a_campaign_under_nohup_outlives_the_hangup_and_still_stops_with_dvc(project_copy):
     require_root()
     write_params(project_copy, "nohup", repetitions=30)
-    dvc = subprocess.Popen(["nohup", "dvc", "repro", "collect@local-lab"], cwd=project_copy, env=dash_env(),
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     cdir = project_copy / "data/raw/nohup"
-    try:
+    with started(["nohup", "dvc", "repro", "collect@local-lab"], project_copy) as dvc:
         wait_for_first_record(dvc, cdir, timeout=120)
         collect = holder_pid()
         os.killpg(dvc.pid, signal.SIGHUP)  # what a closing terminal sends its session
         recorded = len(record.find(cdir))
         wait_for(lambda: len(record.find(cdir)) >= recorded + 2, timeout=60, what="two more records")
         assert alive(collect) and dvc.poll() is None
-        os.kill(dvc.pid, signal.SIGTERM)
-        dvc.wait(timeout=30)
-        wait_for(lambda: not alive(collect), timeout=30, what="collect to end with dvc")
-    finally:
-        if dvc.poll() is None:
-            dvc.kill()
-        stop_strays(project_copy)
+        end_and_await_collect(dvc, collect, signal.SIGTERM)
     assert "benchlib: interrupted; completed runs are kept" in dvc.stdout.read()
     assert not leftovers(collect)
 
@@ -219,20 +222,11 @@ def test_sigkill_of_reproduce_sh_ends_dvc_and_collect(project_copy):
     (project_copy / "scripts/setup.sh").write_text("exit 0\n")
     for name in (".venv", ".tools"):
         (project_copy / name).symlink_to(REPO / name)
-    script = subprocess.Popen(["bash", "scripts/reproduce.sh", "collect@local-lab"], cwd=project_copy,
-                              env=dash_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              start_new_session=True)
     cdir = project_copy / "data/raw/repro-killed"
-    try:
+    with started(["bash", "scripts/reproduce.sh", "collect@local-lab"], project_copy) as script:
         wait_for_first_record(script, cdir, timeout=180)
         collect = holder_pid()
-        os.kill(script.pid, signal.SIGKILL)
-        script.wait(timeout=10)
-        wait_for(lambda: not alive(collect), timeout=30, what="collect to end with the script")
-    finally:
-        if script.poll() is None:
-            script.kill()
-        stop_strays(project_copy)
+        end_and_await_collect(script, collect, signal.SIGKILL)
     out = script.stdout.read()
     assert "benchlib: interrupted" in out, out
     assert not leftovers(collect)
