@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from benchlib import collectors, runner
 from benchlib.config import load_environment
@@ -77,6 +78,19 @@ def venv_env() -> dict:
     env = dict(os.environ)
     env["PATH"] = f"{REPO / '.venv' / 'bin'}:{env['PATH']}"
     return env
+
+
+RR = {"tool": "netperf", "kind": "TCP_RR", "duration_s": 1, "message_size": 1}
+
+
+def write_params(project: Path, campaign: str, repetitions: int, name: str = "params.yaml") -> Path:
+    """A params file in ``project``: one 1 s TCP_RR on the lab's host scenario, the rest defaults."""
+    path = project / name
+    path.write_text(yaml.safe_dump({
+        "experiment": {"campaign": campaign, "environments": ["local-lab"], "repetitions": repetitions,
+                       "seed": 1, "cpu_trim_s": 0.2, "retries": 0},
+        "tests": {"rr": RR}, "environments": {"local-lab": {"scenarios": ["host"]}}}))
+    return path
 
 
 def short_params(campaign: str, scenarios: list[str], tests: dict, repetitions: int = 2, retries: int = 1):

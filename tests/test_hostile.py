@@ -19,25 +19,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-import yaml
 
 from benchlib import machine, record, runner
 from benchlib.config import ConfigError, plan_environment
 from benchlib.errors import TargetError
 from benchlib.targets.lab import list_namespaces
-from tests.conftest import REPO, SHORT_TESTS, lab_target, require_root, short_params, venv_env
-
-RR = {"tool": "netperf", "kind": "TCP_RR", "duration_s": 1, "message_size": 1}
-
-
-def write_params(project: Path, campaign: str, repetitions: int, name: str = "params.yaml") -> Path:
-    path = project / name
-    path.write_text(yaml.safe_dump({
-        "experiment": {"campaign": campaign, "environments": ["local-lab"], "repetitions": repetitions,
-                       "seed": 1, "cpu_trim_s": 0.2, "retries": 0},
-        "tests": {"rr": RR}, "environments": {"local-lab": {"scenarios": ["host"]}}}))
-    return path
-
+from tests.conftest import REPO, RR, SHORT_TESTS, lab_target, require_root, short_params, venv_env, write_params
 
 def benchlib(project: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run(["benchlib", *args], cwd=project, env=venv_env(), capture_output=True, text=True,
