@@ -27,22 +27,23 @@ def test_every_reference_metric_has_a_direction(scenarios):
 
 
 def test_relative_changes_vs_a(scenarios):
-    ch = reference.eks_relative_changes(scenarios).set_index(["scenario", "metric"])
-    assert ch.loc[("B", "tcp_throughput"), "change_pct"] == pytest.approx(100 * (12.34 / 12.41 - 1))
-    assert ch.loc[("B", "tcp_throughput"), "direction"] == "worse"
-    assert ch.loc[("E", "pod_rtt"), "change_pct"] == pytest.approx(100 * (3135 / 4894 - 1))
-    assert ch.loc[("E", "pod_rtt"), "direction"] == "better"
-    assert ch.loc[("D", "udp_throughput"), "direction"] == "same"
-    assert "agent_memory" not in ch.index.get_level_values("metric")  # A has no agent
-    assert len(ch) == 4 * 12
+    changes = reference.eks_relative_changes(scenarios)
+    ch = {(r["scenario"], r["metric"]): r for r in changes.iter_rows(named=True)}
+    assert ch[("B", "tcp_throughput")]["change_pct"] == pytest.approx(100 * (12.34 / 12.41 - 1))
+    assert ch[("B", "tcp_throughput")]["direction"] == "worse"
+    assert ch[("E", "pod_rtt")]["change_pct"] == pytest.approx(100 * (3135 / 4894 - 1))
+    assert ch[("E", "pod_rtt")]["direction"] == "better"
+    assert ch[("D", "udp_throughput")]["direction"] == "same"
+    assert "agent_memory" not in set(changes["metric"])  # A has no agent
+    assert len(ch) == len(changes) == 4 * 12
 
 
 def test_service_scaling_growth():
     g = reference.eks_service_scaling_growth(reference.load_eks_service_scaling())
-    row = g[(g.datapath == "kube-proxy-iptables") & (g.metric == "iptables_nat_rules") & (g.services_to == 1000)]
+    row = g.filter(datapath="kube-proxy-iptables", metric="iptables_nat_rules", services_to=1000)
     assert row["change_pct"].item() == pytest.approx(100 * (10059 / 99 - 1))
-    cil = g[(g.datapath == "cilium-ebpf") & (g.metric == "http_p99_at_1000qps")]
-    assert cil["services_to"].tolist() == [104]  # not published for 1000 services
+    cil = g.filter(datapath="cilium-ebpf", metric="http_p99_at_1000qps")
+    assert cil["services_to"].to_list() == [104]  # not published for 1000 services
     assert cil["change_pct"].item() == pytest.approx(100 * (3.64 / 3.94 - 1))
 
 
@@ -50,12 +51,13 @@ def test_side_by_side_ours_next_to_theirs(scenarios):
     base = np.linspace(39.5, 40.5, 8)
     runs, metrics = make_tables({("veth-routed", "tcp_stream_1"): {("throughput", "none"): base},
                                  ("vxlan", "tcp_stream_1"): {("throughput", "none"): base * 0.9}})
-    both = reference.side_by_side(metrics, runs, reference.eks_relative_changes(scenarios)).set_index("claim")
-    tput = both.loc["TCP throughput: VXLAN overlay vs routed pods"]
+    both = reference.side_by_side(metrics, runs, reference.eks_relative_changes(scenarios))
+    both = {r["claim"]: r for r in both.iter_rows(named=True)}
+    tput = both["TCP throughput: VXLAN overlay vs routed pods"]
     assert tput["ours_delta_pct"] == pytest.approx(-10.0)
     assert tput["ours_verdict"].endswith("worse")
     assert tput["theirs_change_pct"] == pytest.approx(100 * (12.34 / 12.41 - 1))
-    rtt = both.loc["Round-trip latency: VXLAN overlay vs routed pods"]
+    rtt = both["Round-trip latency: VXLAN overlay vs routed pods"]
     assert rtt["ours_verdict"] == "not measured" and math.isnan(rtt["ours_delta_pct"])
     assert rtt["theirs_change_pct"] == pytest.approx(100 * (4955 / 4894 - 1))
 
@@ -63,7 +65,7 @@ def test_side_by_side_ours_next_to_theirs(scenarios):
 def test_scaling_growth_pairs_with_our_kube_proxy_scenarios():
     from benchlib.analysis import reference
     changes = reference.eks_scaling_changes(reference.load_eks_service_scaling())
-    row = changes[(changes["metric"] == "conn_setup_time_connection_close")].iloc[0]
+    row = changes.filter(metric="conn_setup_time_connection_close").row(0, named=True)
     assert (row["scenario"], row["baseline"]) == ("kube-proxy-iptables-1000", "kube-proxy-iptables-4")
     assert row["change_pct"] == pytest.approx(100 * (190 / 164 - 1))
     assert row["direction"] == "worse"

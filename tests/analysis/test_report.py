@@ -4,10 +4,10 @@ from __future__ import annotations
 import json
 import re
 
-import pyarrow.parquet as pq
+import polars as pl
 import pytest
 
-from benchlib import schema
+from benchlib import tidy
 from benchlib.analysis import project_root, report, resolve, stats
 
 PLOTLYJS_BANNER = "* plotly.js v"
@@ -24,28 +24,27 @@ def test_project_root_from_notebooks_dir(monkeypatch):
 
 def test_setup_and_method_tables(lab_tables):
     runs, metrics = lab_tables
-    setup = report.setup_table(runs)
-    assert setup.loc[0, "kernel"] == "6.1.0-test" and setup.loc[0, "tools"] == "netperf 2.7.0"
-    assert setup.loc[0, "nodes_share_kernel"] == "True"
+    setup = report.setup_table(runs).row(0, named=True)
+    assert setup["kernel"] == "6.1.0-test" and setup["tools"] == "netperf 2.7.0"
+    assert setup["nodes_share_kernel"] == "true"
     assert "client and server nodes run on one kernel" in report.shared_kernel_note(runs)
-    assert report.shared_kernel_note(runs.assign(nodes_share_kernel=None)) == ""
-    method = report.method_table(runs).set_index("test")
-    assert method.loc["tcp_crr", "failed"] == 1 and method.loc["tcp_crr", "runs_per_scenario"] == "8-9"
-    assert method.loc["tcp_rr", "blocks"] == 8
+    assert report.shared_kernel_note(runs.with_columns(nodes_share_kernel=pl.lit(None, pl.Boolean))) == ""
+    method = {r["test"]: r for r in report.method_table(runs).iter_rows(named=True)}
+    assert method["tcp_crr"]["failed"] == 1 and method["tcp_crr"]["runs_per_scenario"] == "8-9"
+    assert method["tcp_rr"]["blocks"] == 8
 
 
 def test_caveats_list_flags_and_failures(lab_tables):
     runs, metrics = lab_tables
     flagged, failed = report.caveats(stats.summarize(metrics, runs), runs)
     assert (flagged["flags"] != "").all() and len(flagged) > 0  # retransmits vary a lot
-    assert failed[["scenario", "test", "failed_runs"]].values.tolist() == [["vxlan", "tcp_crr", 1]]
+    assert failed.select("scenario", "test", "failed_runs").rows() == [("vxlan", "tcp_crr", 1)]
 
 
 @pytest.mark.slow
 def test_notebooks_execute_and_render_offline_report(lab_tables, tmp_path):
     runs, metrics = lab_tables
-    pq.write_table(schema.to_table(runs, schema.RUNS_SCHEMA, "runs"), tmp_path / "runs.parquet")
-    pq.write_table(schema.to_table(metrics, schema.METRICS_SCHEMA, "metrics"), tmp_path / "metrics.parquet")
+    tidy.write_tables(runs, metrics, tmp_path)
     out = tmp_path / "reports"
     params = {"metrics_path": str(tmp_path / "metrics.parquet"), "runs_path": str(tmp_path / "runs.parquet"),
               "out_dir": str(out), "noise_band_pct": {"default": 2.0, "latency_p99": 5.0},
