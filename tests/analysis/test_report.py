@@ -96,3 +96,35 @@ def test_parameters_cell_names_each_parameter_with_the_params_yaml_default(noteb
     body = "\n".join(c.source for c in nb.cells if c is not cell and c.cell_type == "code")
     used = {k for k in defaults if re.search(rf"\b{k}\b", body)}
     assert used == set(declared), (used ^ set(declared))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["every run failed", "tiny n"])
+def test_report_renders_without_a_traceback_on_degenerate_campaigns(case, tmp_path):
+    from analysis_tables import make_tables
+    if case == "every run failed":
+        runs, metrics = make_tables({("host", "tcp_stream_1"): {("throughput", "none"): [40.0]},
+                                     ("vxlan", "tcp_stream_1"): {("throughput", "none"): [30.0]}},
+                                    failed={("host", "tcp_stream_1"): 2, ("vxlan", "tcp_stream_1"): 2})
+        runs = runs.with_columns(outcome=pl.lit("failed"), failure_reason=pl.lit("netperf exited 1"))
+    else:  # two runs each, and a scenario whose every run failed
+        cpu = {("cpu_busy_cores", "client"): [0.9, 0.8], ("cpu_busy_cores", "server"): [0.7, 0.6]}
+        runs, metrics = make_tables({("host", "tcp_rr"): {("transaction_rate", "none"): [9e3, 9.1e3], **cpu},
+                                     ("vxlan", "tcp_rr"): {("transaction_rate", "none"): [8e3, 8.1e3], **cpu},
+                                     ("bridge", "tcp_rr"): {("transaction_rate", "none"): [1.0]}},
+                                    failed={("bridge", "tcp_rr"): 2})
+        runs = runs.with_columns(outcome=pl.when(pl.col("scenario") == "bridge").then(pl.lit("failed"))
+                                 .otherwise("outcome"))
+    tidy.write_tables(runs, metrics.join(runs.filter(outcome="ok").select("run_id"), on="run_id"), tmp_path)
+    out = tmp_path / "reports"
+    params = {"metrics_path": str(tmp_path / "metrics.parquet"), "runs_path": str(tmp_path / "runs.parquet"),
+              "out_dir": str(out)}
+    html = report.build_report([f"notebooks/{n}" for n in report.NOTEBOOKS], out, params).read_text()
+    assert '"ename"' not in "".join(p.read_text() for p in (out / "notebooks").glob("*.ipynb"))
+    m = json.loads((out / "metrics.json").read_text())
+    if case == "every run failed":
+        assert m["comparisons"] == {} and "no run of this campaign succeeded" in html
+    else:
+        row = m["comparisons"]["c1/local-lab/vxlan/tcp_rr/transaction_rate/none"]
+        assert row["verdict"] == "insufficient n" and row["p"] is None
+        assert "insufficient n (2 &lt; 6)" in html or "insufficient n (2 < 6)" in html
