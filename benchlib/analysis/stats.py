@@ -1,6 +1,6 @@
 """Per-configuration summaries and comparisons against a baseline.
 
-Implements ../shared/DESIGN.md "Statistics": the unit is the run; medians
+Implements docs/design.md "Statistics": the unit is the run; medians
 with distribution-free CIs; Mann-Whitney U against the baseline with a
 family-wise correction; effect = median ratio - 1 with a CI (bootstrap up to
 BOOTSTRAP_MAX_N runs per side, Maritz-Jarrett above).
@@ -322,6 +322,15 @@ COMPARISON_COLUMNS = [*CONFIG, "unit", "baseline", "n", "n_base", "median", "med
                       "noise_band_pct", "verdict"]
 
 
+_COMPARISON_DTYPES = {
+    "unit": pl.String, "baseline": pl.String, "n": pl.Int64, "n_base": pl.Int64, "median": pl.Float64,
+    "median_base": pl.Float64, "u": pl.Float64, "p": pl.Float64, "test_method": pl.String,
+    "delta_pct": pl.Float64, "delta_low": pl.Float64, "delta_high": pl.Float64, "delta_method": pl.String,
+    "excluded": pl.Int64, "p_adj": pl.Float64, "correction": pl.String, "noise_band_pct": pl.Float64,
+    "verdict": pl.String,
+}
+
+
 def _pairs(cells: pl.DataFrame, against: list[tuple[str, str]]) -> pl.DataFrame:
     """Each configuration of scenario s beside its peer of the reference (x_base), for every (s, ref)."""
     pairs = [
@@ -392,14 +401,6 @@ def compare(metrics: pl.DataFrame, runs: pl.DataFrame, baseline: str = "host", a
                                   r["noise_band_pct"], metric_info(r["metric"]).higher_is_better))
     return df.with_columns(verdict=pl.Series(labels, dtype=pl.String)).select(COMPARISON_COLUMNS)
 
-
-_COMPARISON_DTYPES = {
-    "unit": pl.String, "baseline": pl.String, "n": pl.Int64, "n_base": pl.Int64, "median": pl.Float64,
-    "median_base": pl.Float64, "u": pl.Float64, "p": pl.Float64, "test_method": pl.String,
-    "delta_pct": pl.Float64, "delta_low": pl.Float64, "delta_high": pl.Float64, "delta_method": pl.String,
-    "excluded": pl.Int64, "p_adj": pl.Float64, "correction": pl.String, "noise_band_pct": pl.Float64,
-    "verdict": pl.String,
-}
 
 
 def _fmt(v: float | None) -> str:
