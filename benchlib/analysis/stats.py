@@ -402,7 +402,6 @@ def compare(metrics: pl.DataFrame, runs: pl.DataFrame, baseline: str = "host", a
     return df.with_columns(verdict=pl.Series(labels, dtype=pl.String)).select(COMPARISON_COLUMNS)
 
 
-
 def _fmt(v: float | None) -> str:
     return "–" if v is None or math.isnan(v) else f"{v:.4g}"
 
