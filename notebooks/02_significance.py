@@ -30,7 +30,7 @@ crr_per_connections = 10000.0  # TCP_CRR: CPU % per this many connections/s
 noise_band_pct = 2.0  # significant changes inside +/- this % are negligible
 family_metrics = ["throughput", "transaction_rate", "connection_rate", "latency_p50", "latency_p99",
                   "cpu_pct_at_target"]
-seed = 0  # bootstrap seed
+seed = 0  # bootstrap and permutation seed
 contrasts = []  # extra [scenario, reference] comparisons
 metrics_path = "data/processed/metrics.parquet"
 runs_path = "data/processed/runs.parquet"

@@ -29,7 +29,7 @@
 alpha = 0.05  # significance level
 correction = "holm"  # holm, or fdr_bh for large sweeps
 noise_band_pct = 2.0  # significant changes inside +/- this % are negligible
-seed = 0  # bootstrap seed
+seed = 0  # bootstrap and permutation seed
 metrics_path = "data/processed/metrics.parquet"
 runs_path = "data/processed/runs.parquet"
 out_dir = "reports"

@@ -224,10 +224,16 @@ def forest(comparisons: pl.DataFrame, baseline: str | None = None) -> go.Figure:
     fig.add_vline(x=0, line_color="#333", line_width=1)
     note = f"; {skipped} comparison(s) without an effect estimate not shown" if skipped else ""
     fig.update_layout(template=TEMPLATE, height=160 + 26 * len(c), barmode="overlay",
-                      title=f"Change vs {baseline}<br><sup>median ratio - 1, 95 % bootstrap CI; "
+                      title=f"Change vs {baseline}<br><sup>median ratio - 1, 95 % CI ({_ci_methods(c)}); "
                             f"filled: significant ({c['correction'][0] if len(c) else ''}){note}</sup>",
                       xaxis_title=f"delta vs {baseline} (%)", yaxis=dict(autorange="reversed", title=None))
     return fig
+
+
+def _ci_methods(comparisons: pl.DataFrame) -> str:
+    """How the drawn CIs were computed, as the comparisons say (bootstrap, maritz-jarrett)."""
+    used = sorted(m for m in comparisons["delta_method"].unique() if m) if len(comparisons) else []
+    return " and ".join(used) or "none drawn"
 
 
 def _iso_levels(per_target: np.ndarray, max_lines: int = 5) -> list[float]:

@@ -75,6 +75,7 @@ def test_forest_has_noise_band_and_one_row_per_comparison(all_figures, tables):
     band = fig.data[0]
     assert band.name == "noise band" and list(band.base) == [-2.0] * len(tables["comparisons"])
     assert sum(len(t.x) for t in fig.data[1:]) == len(tables["comparisons"])
+    assert "95 % CI (bootstrap)" in fig.layout.title.text  # n = 8 per side: the bootstrap's range
 
 
 def test_scatter_iso_lines_pass_through_origin(all_figures):
