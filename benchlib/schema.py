@@ -1,14 +1,15 @@
 """The tidy tables (runs, metrics) and the metric registry.
 
-Both tables are long and flat so that pandas/duckdb users can pivot them as
-they like; figures and tables pivot, nothing else does.
+Both tables are long and flat polars frames (parquet on disk) that users can
+pivot as they like; figures and tables pivot, nothing else does.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import pandas as pd
-import pyarrow as pa
+from pathlib import Path
+
+import polars as pl
 
 from .errors import SchemaError
 
@@ -95,88 +96,133 @@ def percentiles(prefix: str) -> tuple[str, ...]:
     return tuple(n for _, n in sorted(found))
 
 
-_UTC = pa.timestamp("us", tz="UTC")
+_UTC = pl.Datetime("us", "UTC")
 
-RUNS_SCHEMA = pa.schema([
-    ("campaign", pa.string()),
-    ("environment", pa.string()),
-    ("scenario", pa.string()),
-    ("test", pa.string()),
-    ("tool", pa.string()),
-    ("kind", pa.string()),
-    ("streams", pa.int64()),
-    ("message_size", pa.int64()),
+# Column names and dtypes of the two tables: written, read and built against these only.
+RUNS_SCHEMA = pl.Schema({
+    "campaign": pl.String,
+    "environment": pl.String,
+    "scenario": pl.String,
+    "test": pl.String,
+    "tool": pl.String,
+    "kind": pl.String,
+    "streams": pl.Int64,
+    "message_size": pl.Int64,
     # test and scenario parameters the figures put on an axis
-    ("offered_qps", pa.float64()),      # fortio/dns offered rate; null: unpaced ('max') or not a rate test
-    ("connection_close", pa.bool_()),  # fortio: a connection per request
-    ("services", pa.int64()),          # ClusterIP services in the path; null: none
-    ("block", pa.int64()),
-    ("order", pa.int64()),
-    ("run_id", pa.string()),
-    ("attempts", pa.int64()),
-    ("outcome", pa.string()),
-    ("failure_reason", pa.string()),
-    ("started_at", _UTC),
-    ("ended_at", _UTC),
-    ("duration_s", pa.float64()),
-    ("client_cpus", pa.int64()),
-    ("server_cpus", pa.int64()),
-    ("client_node", pa.string()),
-    ("server_node", pa.string()),
-    ("nodes_share_kernel", pa.bool_()),  # client and server nodes run on one kernel (its CPUs); null: unknown
-    ("kernel", pa.string()),
-    ("tool_version", pa.string()),
-    ("record", pa.string()),
-])
+    "offered_qps": pl.Float64,        # fortio/dns offered rate; null: unpaced ('max') or not a rate test
+    "connection_close": pl.Boolean,   # fortio: a connection per request
+    "services": pl.Int64,             # ClusterIP services in the path; null: none
+    # every parameter of the test as recorded (canonical JSON: sorted keys): runs with different
+    # settings are never pooled, whatever the test is called
+    "test_params": pl.String,
+    "block": pl.Int64,
+    "order": pl.Int64,
+    "run_id": pl.String,
+    "attempts": pl.Int64,
+    "outcome": pl.String,
+    "failure_reason": pl.String,
+    "started_at": _UTC,
+    "ended_at": _UTC,
+    "duration_s": pl.Float64,
+    "client_cpus": pl.Int64,
+    "server_cpus": pl.Int64,
+    "client_node": pl.String,
+    "server_node": pl.String,
+    "nodes_share_kernel": pl.Boolean,  # client and server nodes run on one kernel (its CPUs); null: unknown
+    "kernel": pl.String,
+    "tool_version": pl.String,
+    "record": pl.String,
+})
 
-METRICS_SCHEMA = pa.schema([
-    ("campaign", pa.string()),
-    ("environment", pa.string()),
-    ("scenario", pa.string()),
-    ("test", pa.string()),
-    ("streams", pa.int64()),
-    ("message_size", pa.int64()),
-    ("block", pa.int64()),
-    ("run_id", pa.string()),
-    ("metric", pa.string()),
-    ("value", pa.float64()),
-    ("unit", pa.string()),
-    ("side", pa.string()),
-])
+METRICS_SCHEMA = pl.Schema({
+    "campaign": pl.String,
+    "environment": pl.String,
+    "scenario": pl.String,
+    "test": pl.String,
+    "streams": pl.Int64,
+    "message_size": pl.Int64,
+    "block": pl.Int64,
+    "run_id": pl.String,
+    "metric": pl.String,
+    "value": pl.Float64,
+    "unit": pl.String,
+    "side": pl.String,
+})
+
+_SCHEMAS = {"runs": RUNS_SCHEMA, "metrics": METRICS_SCHEMA}
 
 
-def to_table(df: pd.DataFrame, schema: pa.Schema, name: str) -> pa.Table:
-    """Convert ``df`` to ``schema`` exactly, or raise SchemaError naming the table."""
-    missing = [f for f in schema.names if f not in df.columns]
-    extra = [c for c in df.columns if c not in schema.names]
+def conform(df: pl.DataFrame, name: str) -> pl.DataFrame:
+    """``df`` with exactly the columns and dtypes of table ``name`` (runs, metrics), or SchemaError.
+
+    Casts are strict: a value that does not fit its dtype is an error, never a null.
+    """
+    sch = _SCHEMAS[name]
+    missing = [c for c in sch.names() if c not in df.columns]
+    extra = [c for c in df.columns if c not in sch]
     if missing or extra:
         raise SchemaError(f"{name}: missing columns {missing}, unexpected columns {extra}")
     try:
-        return pa.Table.from_pandas(df[schema.names], schema=schema, preserve_index=False)
-    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        return df.select(pl.col(c).cast(dtype, strict=True) for c, dtype in sch.items())
+    except (pl.exceptions.InvalidOperationError, pl.exceptions.ComputeError,
+            pl.exceptions.SchemaError) as exc:
         raise SchemaError(f"{name}: {exc}") from exc
 
 
-def check_metrics(df: pd.DataFrame) -> None:
-    """Values a metrics table must satisfy beyond its types."""
-    unknown = sorted(set(df["metric"]) - set(METRICS))
+def empty(name: str) -> pl.DataFrame:
+    return pl.DataFrame(schema=_SCHEMAS[name])
+
+
+# (metric, side, unit) of every allowed metric row: checked by a join, not row by row
+_ALLOWED = pl.DataFrame(
+    [(name, side, m.unit) for name, m in METRICS.items() for side in m.sides],
+    schema={"metric": pl.String, "side": pl.String, "expected_unit": pl.String}, orient="row")
+
+
+def check_metrics(df: pl.DataFrame) -> None:
+    """Values a metrics table must satisfy beyond its types: known metric, side and unit, finite value."""
+    unknown = sorted(set(df["metric"].unique()) - set(METRICS))
     if unknown:
         raise SchemaError(f"metrics: unknown metric names {unknown}")
-    allowed = {(name, side) for name, m in METRICS.items() for side in m.sides}
-    bad_side = df[~pd.MultiIndex.from_arrays([df["metric"], df["side"]]).isin(allowed)]
-    if not bad_side.empty:
-        row = bad_side.iloc[0]
-        raise SchemaError(f"metrics: metric {row.metric} has side {row.side!r} (run {row.run_id}), "
-                          f"allowed: {list(METRICS[row.metric].sides)}")
-    wrong_unit = df[df["unit"] != df["metric"].map(lambda m: METRICS[m].unit)]
-    if not wrong_unit.empty:
-        row = wrong_unit.iloc[0]
-        raise SchemaError(f"metrics: metric {row.metric} has unit {row.unit!r}, expected {METRICS[row.metric].unit!r}")
+    checked = df.join(_ALLOWED, on=["metric", "side"], how="left")
+    bad_side = checked.filter(pl.col("expected_unit").is_null())
+    if len(bad_side):
+        row = bad_side.row(0, named=True)
+        raise SchemaError(f"metrics: metric {row['metric']} has side {row['side']!r} (run {row['run_id']}), "
+                          f"allowed: {list(METRICS[row['metric']].sides)}")
+    wrong_unit = checked.filter(pl.col("unit") != pl.col("expected_unit"))
+    if len(wrong_unit):
+        row = wrong_unit.row(0, named=True)
+        raise SchemaError(f"metrics: metric {row['metric']} has unit {row['unit']!r}, "
+                          f"expected {METRICS[row['metric']].unit!r}")
+    not_finite = df.filter(~pl.col("value").is_finite() | pl.col("value").is_null())
+    if len(not_finite):
+        row = not_finite.row(0, named=True)
+        raise SchemaError(f"metrics: {len(not_finite)} value(s) not finite, first: {row['metric']} = "
+                          f"{row['value']} (run {row['run_id']})")
 
 
-def read_runs(path) -> pd.DataFrame:
-    return pd.read_parquet(path, schema=RUNS_SCHEMA)
+def write(df: pl.DataFrame, name: str, path: Path) -> None:
+    """Write table ``name`` to ``path`` atomically, after checking it against its schema."""
+    df = conform(df, name)
+    if name == "metrics":
+        check_metrics(df)
+    tmp = path.with_name(f".{path.name}.tmp")
+    df.write_parquet(tmp)
+    tmp.replace(path)
 
 
-def read_metrics(path) -> pd.DataFrame:
-    return pd.read_parquet(path, schema=METRICS_SCHEMA)
+def read(path, name: str) -> pl.DataFrame:
+    """Table ``name`` from ``path``, checked as on write (a file from elsewhere is not trusted)."""
+    df = conform(pl.read_parquet(path), name)
+    if name == "metrics":
+        check_metrics(df)
+    return df
+
+
+def read_runs(path) -> pl.DataFrame:
+    return read(path, "runs")
+
+
+def read_metrics(path) -> pl.DataFrame:
+    return read(path, "metrics")

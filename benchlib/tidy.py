@@ -1,16 +1,17 @@
-"""Raw records -> the tidy tables (runs.parquet, metrics.parquet).
+"""Raw records -> the tidy tables (runs.parquet, metrics.parquet), as polars frames.
 
 The raw record is the truth: metrics are re-derived here from the tool output
 exactly as printed, so a parser fix applies to old campaigns too.
 """
 from __future__ import annotations
 
+import json
+import math
 import os
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-import pandas as pd
-import pyarrow.parquet as pq
+import polars as pl
 
 from . import collectors, cpu, record, schema
 from .errors import ParseError, RecordError
@@ -23,7 +24,11 @@ _KEYS = ("campaign", "environment", "scenario", "test", "streams", "message_size
 
 
 def load_record(path: Path) -> tuple[dict, list[dict]]:
-    """One run row and its metric rows from a raw record directory."""
+    """One run row and its metric rows (metric, side, value, unit) from a raw record directory.
+
+    A value that is not a finite number (a parser or a tool gone wrong) is an
+    error naming the record, never a NaN that the statistics would meet later.
+    """
     rec = record.load(path)
     try:
         params = rec.test_params
@@ -36,84 +41,96 @@ def load_record(path: Path) -> tuple[dict, list[dict]]:
             "offered_qps": params["qps"] if isinstance(params.get("qps"), int) else None,
             "connection_close": params.get("connection_close", False),
             "services": placement.get("services"),
+            "test_params": json.dumps(params, sort_keys=True, separators=(",", ":")),
             "order": rec.order, "attempts": len(rec.attempts),
             "outcome": rec.outcome, "failure_reason": rec.failure_reason,
-            "started_at": pd.Timestamp(rec.started_at), "ended_at": pd.Timestamp(rec.ended_at),
+            "started_at": rec.started_at, "ended_at": rec.ended_at,
+            "duration_s": (rec.ended_at - rec.started_at).total_seconds(),
             "client_cpus": len(placement["client_cpus"]), "server_cpus": len(placement["server_cpus"]),
             "client_node": placement["client_node"], "server_node": placement["server_node"],
             "nodes_share_kernel": placement.get("nodes_share_kernel"),
             "kernel": versions["kernel"], "tool_version": versions.get(rec.tool, ""),
             "record": str(path),
         }
-        run["duration_s"] = (run["ended_at"] - run["started_at"]).total_seconds()
         if rec.outcome != "ok":
             return run, []
         values = collectors.get(rec.tool).parse(rec.kind, rec.stdouts)
         for side, c in rec.cpu.items():
             usage = cpu.side_usage(c.start, c.end, c.cpus, rec.clk_tck)
             values.update({(name, side): v for name, v in usage.items()})
+        rows = []
+        for key, value in values.items():
+            metric, side = key if isinstance(key, tuple) else (key, schema.NO_SIDE)
+            value = float(value)
+            if not math.isfinite(value):
+                raise ParseError(f"{metric} ({side}) is {value}, not a finite number (run {rec.run_id})")
+            rows.append({"metric": metric, "side": side, "value": value, "unit": schema.METRICS[metric].unit})
     except ParseError as exc:
         raise RecordError(f"{path}: {exc}") from None
     except (KeyError, TypeError, ValueError) as exc:
         raise RecordError(f"{path}: malformed record ({type(exc).__name__}: {exc})") from None
-    base = {k: run[k] for k in _KEYS}
-    rows = []
-    for key, value in values.items():
-        metric, side = key if isinstance(key, tuple) else (key, schema.NO_SIDE)
-        rows.append({**base, "metric": metric, "value": float(value),
-                     "unit": schema.METRICS[metric].unit, "side": side})
     return run, rows
 
 
-def _load_or_error(path: Path) -> tuple[dict, list[dict]] | RecordError:
-    try:
-        return load_record(path)
-    except RecordError as exc:
-        return exc
+def _load_chunk(paths: list[Path]) -> tuple[pl.DataFrame, pl.DataFrame, list[RecordError]]:
+    """(runs, metrics, errors) of consecutive records; a worker returns frames, not millions of dicts."""
+    runs, errors = [], []
+    metrics = {c: [] for c in schema.METRICS_SCHEMA}
+    for path in paths:
+        try:
+            run, rows = load_record(path)
+        except RecordError as exc:
+            errors.append(exc)
+            continue
+        runs.append(run)
+        for row in rows:
+            for k in _KEYS:
+                metrics[k].append(run[k])
+            for k, v in row.items():
+                metrics[k].append(v)
+    return (pl.DataFrame(runs, schema=schema.RUNS_SCHEMA) if runs else schema.empty("runs"),
+            pl.DataFrame(metrics, schema=schema.METRICS_SCHEMA), errors)
 
 
-def _load_all(records: list[Path]) -> list:
-    """load_record of every record, in order; a corrupt one yields its RecordError.
+def _load_all(records: list[Path]) -> list[tuple[pl.DataFrame, pl.DataFrame, list[RecordError]]]:
+    """_load_chunk over every record, chunks in record order.
 
     Records are independent, so a large campaign is parsed on every CPU
     (100k runs: 80 s on one core of this 2-core VM).
     """
+    chunks = [records[i:i + PARSE_CHUNK] for i in range(0, len(records), PARSE_CHUNK)]
     workers = len(os.sched_getaffinity(0))
     if len(records) < PARALLEL_MIN_RECORDS or workers < 2:
-        return [_load_or_error(r) for r in records]
+        return [_load_chunk(c) for c in chunks]
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(_load_or_error, records, chunksize=PARSE_CHUNK))
+        return list(pool.map(_load_chunk, chunks))
 
 
 def build_tables(campaign_dir: Path, skip_corrupt: bool = False, log=print,
-                 records: list[Path] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """``records``: the record directories to read (default: every one found, see record.survey)."""
+                 records: list[Path] | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(runs, metrics) of a campaign, checked against the schemas.
+
+    ``records``: the record directories to read (default: every one found, see record.survey).
+    """
     if not campaign_dir.is_dir():
         raise RecordError(f"{campaign_dir}: no raw data for this campaign (run `dvc repro` or `benchlib collect`)")
-    runs, metrics, skipped = [], [], []
-    for loaded in _load_all(record.find(campaign_dir) if records is None else records):
-        if isinstance(loaded, RecordError):
-            if not skip_corrupt:
-                raise loaded
-            skipped.append(str(loaded))
-            continue
-        run, rows = loaded
-        runs.append(run)
-        metrics.extend(rows)
+    loaded = _load_all(record.find(campaign_dir) if records is None else records)
+    skipped = [exc for _, _, errors in loaded for exc in errors]
+    if skipped and not skip_corrupt:
+        raise skipped[0]
     if skipped:
-        log(f"parse: skipped {len(skipped)} corrupt record(s) (--skip-corrupt):\n  " + "\n  ".join(skipped))
-    if not runs:
+        log(f"parse: skipped {len(skipped)} corrupt record(s) (--skip-corrupt):\n  "
+            + "\n  ".join(map(str, skipped)))
+    runs = pl.concat([r for r, _, _ in loaded]) if loaded else schema.empty("runs")
+    if runs.is_empty():
         raise RecordError(f"{campaign_dir}: no complete raw records found")
-    runs_df = pd.DataFrame(runs).sort_values(["environment", "order"]).reset_index(drop=True)
-    metrics_df = pd.DataFrame(metrics, columns=schema.METRICS_SCHEMA.names)
-    schema.check_metrics(metrics_df)
-    return runs_df, metrics_df
+    runs = runs.sort(["environment", "order"])
+    metrics = pl.concat([m for _, m, _ in loaded])
+    schema.check_metrics(metrics)
+    return runs, metrics
 
 
-def write_tables(runs: pd.DataFrame, metrics: pd.DataFrame, out_dir: Path) -> None:
+def write_tables(runs: pl.DataFrame, metrics: pl.DataFrame, out_dir: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
-    for df, sch, name in ((runs, schema.RUNS_SCHEMA, "runs"), (metrics, schema.METRICS_SCHEMA, "metrics")):
-        table = schema.to_table(df, sch, name)
-        tmp = out_dir / f".{name}.parquet.tmp"
-        pq.write_table(table, tmp)
-        tmp.replace(out_dir / f"{name}.parquet")
+    schema.write(runs, "runs", out_dir / "runs.parquet")
+    schema.write(metrics, "metrics", out_dir / "metrics.parquet")

@@ -1,13 +1,14 @@
-"""Benchmark 5: parse + analysis of a synthetic 100k-run campaign, and the report's weight.
+"""Benchmark 5: parse + analysis of synthetic 10k- and 100k-run campaigns, and the report's weight.
 
-Generates the campaign with synth.py (once; reused if RAW already holds it),
-then, in a child process so that its peak memory can be read from
-RUSAGE_CHILDREN, runs what the pipeline runs on it: `benchlib parse`
-(tidy.build_tables + write_tables) and the analysis the notebooks do
-(CPU normalization, per-configuration summary, comparisons with the baseline
-over the report's family of metrics). Finally weighs reports/report.html.
+For each size, generates the campaign with synth.py (once; reused if RAW
+already holds it), then, in a child process of its own so that its peak
+memory can be read from RUSAGE_CHILDREN, runs what the pipeline runs on it:
+`benchlib parse` (tidy.build_tables + write_tables) and the analysis the
+notebooks do (CPU normalization, per-configuration summary, comparisons with
+the baseline over the report's family of metrics). Prints parse, analysis and
+total wall time and the peak RSS per size. Finally weighs reports/report.html.
 
-    uv run python benchmarks/scale.py [--runs 100000] [--raw /tmp/bench_synth]
+    uv run python benchmarks/scale.py [--runs 10000 100000] [--raw /tmp/bench_synth]
 """
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import polars as pl
 
 from benchlib import tidy
 from benchlib.config import project_root
@@ -51,7 +54,7 @@ def measure(cdir: Path, out: Path, with_analysis: bool = True) -> dict:
     timings["analysis: load + normalize"] = time.monotonic() - t
     _log(timings)
     t = time.monotonic()
-    family = values[values["metric"].isin(p["family_metrics"])]
+    family = values.filter(pl.col("metric").is_in(p["family_metrics"]))
     stats.summarize(values, runs, alpha=p["alpha"])
     timings["analysis: summarize"] = time.monotonic() - t
     _log(timings)
@@ -78,9 +81,36 @@ def report_weight(html: Path) -> None:
     figure("report.html without plotly.js", (len(text) - sum(map(len, bundles))) / 2**20, "MiB")
 
 
+def run_size(runs: int, scenarios: int, raw: Path, no_analysis: bool) -> None:
+    """Generate (once) and measure one campaign size in a fresh child process; print its figures."""
+    cdir = synth.generate_once(raw / str(runs), runs, scenarios)
+    with tempfile.TemporaryDirectory(prefix="bench-scale-") as out:
+        t0 = time.monotonic()
+        child = subprocess.Popen([sys.executable, __file__, "--measure", str(cdir), "--out", out,
+                                  *(["--no-analysis"] if no_analysis else [])], stdout=subprocess.PIPE, text=True)
+        stdout, _ = child.communicate()
+        wall = time.monotonic() - t0
+    if child.returncode:
+        raise SystemExit(f"scale: measuring {runs} runs failed (exit {child.returncode})")
+    result = json.loads(stdout)
+    t = result["timings"]
+    parse = sum(v for k, v in t.items() if k.startswith("parse"))
+    analysis = sum(v for k, v in t.items() if k.startswith("analysis"))
+    print(f"scale: {result['runs']} runs, {result['metric_rows']} metric rows, {scenarios} scenarios x 4 tests"
+          f"{' (parse only)' if no_analysis else ''}")
+    for phase, seconds in t.items():
+        figure(f"  {phase}", seconds, "s")
+    figure("parse", parse, "s")
+    figure("analysis", analysis, "s")
+    figure("parse + analysis", parse + analysis, "s", "< 10 s" if runs <= 10_000 else "< 60 s")
+    figure("child wall (incl. interpreter start-up)", wall, "s")
+    figure("peak RSS, analysis process", result["peak_rss_kib"] / 2**20, "GiB", "< 2 GiB")
+    figure("peak RSS, largest parse worker", result["worker_peak_rss_kib"] / 2**20, "GiB")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--runs", type=int, default=100_000)
+    p.add_argument("--runs", type=int, nargs="+", default=[10_000, 100_000])
     p.add_argument("--scenarios", type=int, default=25)
     p.add_argument("--raw", type=Path, default=Path(tempfile.gettempdir()) / "bench_synth")
     p.add_argument("--measure", type=Path, help=argparse.SUPPRESS)  # child mode: campaign dir
@@ -88,23 +118,14 @@ def main() -> None:
     p.add_argument("--no-analysis", action="store_true", help="parse only")
     args = p.parse_args()
     if args.measure:
-        print(json.dumps(measure(args.measure, args.out, not args.no_analysis)))
+        result = measure(args.measure, args.out, not args.no_analysis)
+        # the parse workers are this process's children, measured apart from it
+        result["peak_rss_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        result["worker_peak_rss_kib"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        print(json.dumps(result))
         return
-    cdir = synth.generate_once(args.raw, args.runs, args.scenarios)
-    with tempfile.TemporaryDirectory(prefix="bench-scale-") as out:
-        t0 = time.monotonic()
-        child = subprocess.run([sys.executable, __file__, "--measure", str(cdir), "--out", out,
-                                *(["--no-analysis"] if args.no_analysis else [])],
-                               stdout=subprocess.PIPE, text=True, check=True)
-        wall = time.monotonic() - t0
-    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    result = json.loads(child.stdout)
-    print(f"scale: {result['runs']} runs, {result['metric_rows']} metric rows, {args.scenarios} scenarios x 4 tests"
-          f"{' (parse only)' if args.no_analysis else ''}")
-    for phase, seconds in result["timings"].items():
-        figure(phase, seconds, "s")
-    figure("child wall (incl. start-up)", wall, "s", "< 60 s")
-    figure("peak RSS", peak_kib / 2**20, "GiB", "< 2 GiB")
+    for runs in args.runs:
+        run_size(runs, args.scenarios, args.raw, args.no_analysis)
     html = project_root() / "reports" / "report.html"
     if html.exists():
         report_weight(html)

@@ -32,11 +32,13 @@ metrics_path = "data/processed/metrics.parquet"
 runs_path = "data/processed/runs.parquet"
 
 # %%
+import polars as pl
 from IPython.display import Markdown, display
 
 from benchlib.analysis import figures, load_tables, normalize, report, stats
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
+report.display_tables()
 runs, metrics = load_tables(runs_path, metrics_path)
 
 # %% [markdown]
@@ -44,7 +46,7 @@ runs, metrics = load_tables(runs_path, metrics_path)
 # Kernel, tools and CPU placement as recorded with every run.
 
 # %%
-display(report.setup_table(runs).style.hide(axis="index"))
+display(report.setup_table(runs))
 if note := report.shared_kernel_note(runs):
     display(Markdown(note))
 
@@ -57,10 +59,10 @@ if note := report.shared_kernel_note(runs):
 # with a distribution-free 95 % confidence interval (at least 6 runs needed).
 # Scenarios are compared with the baseline by a two-sided Mann-Whitney U test,
 # corrected for the number of comparisons; the effect is the ratio of medians
-# with a bootstrap 95 % CI.
+# with a 95 % CI (bootstrap up to 50 runs per side, Maritz-Jarrett above).
 
 # %%
-report.method_table(runs).style.hide(axis="index").format(precision=1)
+report.method_table(runs)
 
 # %%
 targets = normalize.work_targets(cpu_target_gbps, rr_per_transactions, crr_per_connections)
@@ -76,8 +78,11 @@ display(Markdown(
 cpu = normalize.cpu_at_target(metrics, runs, target_gbps=cpu_target_gbps, per_transactions=rr_per_transactions,
                               per_connections=crr_per_connections)
 cpu_summary = stats.summarize(cpu, runs, alpha=alpha)
-cpu_summary.pivot_table(index=["environment", "test", "unit", "scenario"], columns="side",
-                        values="median").style.format(precision=2)
+if cpu_summary.is_empty():
+    display(Markdown("No successful run with CPU counters and work done: nothing to normalize."))
+else:
+    display(cpu_summary.pivot(on="side", index=["environment", "test", "unit", "scenario"], values="median",
+                              sort_columns=True).with_columns(pl.selectors.float().round(2)))
 
 # %% [markdown]
 # Median CPU % per side at the target work rate (lower is cheaper). Per-run

@@ -30,7 +30,7 @@ crr_per_connections = 10000.0  # TCP_CRR: CPU % per this many connections/s
 noise_band_pct = 2.0  # significant changes inside +/- this % are negligible
 family_metrics = ["throughput", "transaction_rate", "connection_rate", "latency_p50", "latency_p99",
                   "cpu_pct_at_target"]
-seed = 0  # bootstrap seed
+seed = 0  # bootstrap and permutation seed
 contrasts = []  # extra [scenario, reference] comparisons
 metrics_path = "data/processed/metrics.parquet"
 runs_path = "data/processed/runs.parquet"
@@ -39,11 +39,13 @@ out_dir = "reports"
 # %%
 import json
 
+import polars as pl
 from IPython.display import Markdown, display
 
 from benchlib.analysis import comparisons_path, figures, load_tables, normalize, report, resolve, stats
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
+report.display_tables()
 runs, metrics = load_tables(runs_path, metrics_path)
 out = resolve(out_dir)
 out.mkdir(parents=True, exist_ok=True)
@@ -51,7 +53,7 @@ out.mkdir(parents=True, exist_ok=True)
 # %%
 values = normalize.with_cpu_at_target(metrics, runs, target_gbps=cpu_target_gbps,
                                       per_transactions=rr_per_transactions, per_connections=crr_per_connections)
-family = values[values["metric"].isin(family_metrics)]
+family = values.filter(pl.col("metric").is_in(family_metrics))
 summary = stats.summarize(family, runs, alpha=alpha)
 comparisons = stats.compare(family, runs, baseline=baseline, alpha=alpha, correction=correction,
                             noise_band_pct=noise_band_pct, seed=seed, contrasts=contrasts)
@@ -60,17 +62,22 @@ display(Markdown(
     + (f", plus the contrasts {', '.join(f'{a} vs {b}' for a, b in contrasts)}" if contrasts else "")
     + f": {len(comparisons)} comparisons over the metrics "
     f"{', '.join(f'`{m}`' for m in family_metrics)}, two-sided Mann-Whitney U, "
-    f"{comparisons['correction'].iloc[0] if len(comparisons) else correction} correction at alpha = {alpha}. "
+    f"{comparisons['correction'][0] if len(comparisons) else correction} correction at alpha = {alpha}. "
     "Verdicts: `~ within noise` (not significant after correction), `negligible` (significant, but the "
     "95 % CI of the change lies inside the noise band), otherwise the change in % with its 95 % CI and "
     "whether that is better or worse for the metric."))
+if comparisons.is_empty():
+    ok_scenarios = set(runs.filter(pl.col("outcome") == "ok")["scenario"])
+    display(Markdown(
+        "**No comparison was made:** " + (f"the baseline `{baseline}` has no successful run." if ok_scenarios
+                                          else "no run of this campaign succeeded (see Caveats).")))
 
 # %%
 # With few runs and many comparisons no result can reach significance: say so
 # instead of letting "~ within noise" read as "no difference".
-tested = comparisons.dropna(subset=["p"])
+tested = comparisons.filter(pl.col("p").is_not_nan())
 if len(tested):
-    floor = min(stats.smallest_p(r.n, r.n_base) for r in tested.itertuples())
+    floor = min(stats.smallest_p(n, n_base) for n, n_base in tested.select("n", "n_base").iter_rows())
     floor_adj = floor * len(tested) if correction == "holm" else floor
     if floor_adj >= alpha:
         display(Markdown(
@@ -84,7 +91,7 @@ if len(tested):
 
 # %%
 table = stats.headline(summary, comparisons, baseline=baseline)
-table.style.hide(axis="index").format({"delta_pct": "{:+.1f}", "p_adj": "{:.3g}"}, na_rep="")
+report.formatted(table, {"delta_pct": "{:+.1f}", "p_adj": "{:.3g}"})
 
 # %% [markdown]
 # ## Contrasts
@@ -92,20 +99,20 @@ table.style.hide(axis="index").format({"delta_pct": "{:+.1f}", "p_adj": "{:.3g}"
 # corrected in the same family as the headline table.
 
 # %%
-contrast_rows = comparisons[comparisons["baseline"] != baseline]
-if contrast_rows.empty:
+contrast_rows = comparisons.filter(pl.col("baseline") != baseline)
+if contrast_rows.is_empty():
     display(Markdown("No contrasts configured, or their scenarios were not measured."))
 else:
-    display(contrast_rows[["test", "metric", "side", "unit", "scenario", "baseline", "n", "n_base", "median",
-                           "median_base", "delta_pct", "p_adj", "verdict"]]
-            .rename(columns={"baseline": "reference", "median_base": "median_reference"})
-            .style.hide(axis="index").format({"median": "{:.4g}", "median_reference": "{:.4g}",
-                                              "delta_pct": "{:+.1f}", "p_adj": "{:.3g}"}, na_rep=""))
+    display(report.formatted(
+        contrast_rows.select("test", "metric", "side", "unit", "scenario", "baseline", "n", "n_base", "median",
+                             "median_base", "delta_pct", "p_adj", "verdict")
+        .rename({"baseline": "reference", "median_base": "median_reference"}),
+        {"median": "{:.4g}", "median_reference": "{:.4g}", "delta_pct": "{:+.1f}", "p_adj": "{:.3g}"}))
 
 # %%
 # The comparison is computed here only: 03_figures reads this file.
-comparisons.to_parquet(comparisons_path(out_dir), index=False)
-comparisons.drop(columns=["u"]).to_csv(out / "significance.csv", index=False)
+comparisons.write_parquet(comparisons_path(out_dir))
+comparisons.drop("u").write_csv(out / "significance.csv")
 _ = (out / "metrics.json").write_text(json.dumps(
     {"baseline": baseline, "alpha": alpha, "correction": correction, "cpu_target_gbps": cpu_target_gbps,
      **stats.to_metrics_dict(summary, comparisons, baseline)}, indent=2, allow_nan=False))
@@ -114,13 +121,13 @@ _ = (out / "metrics.json").write_text(json.dumps(
 # ## Caveats
 # Configurations flagged by the checks: fewer than 6 runs, CV above 5 %,
 # drift (Spearman correlation of value with run order, p < alpha), failed
-# runs. Failed runs are excluded from the statistics and counted here.
+# runs, non-finite values. Failed runs and non-finite values are excluded
+# from the statistics and counted here.
 
 # %%
 flagged, failed = report.caveats(summary, runs)
-display(Markdown(f"{len(flagged)} flagged configuration(s), {int(failed['failed_runs'].sum()) if len(failed) else 0} "
-                 "failed run(s)."))
+display(Markdown(f"{len(flagged)} flagged configuration(s), {failed['failed_runs'].sum()} failed run(s)."))
 if len(flagged):
-    display(flagged.style.hide(axis="index").format(precision=3, na_rep=""))
+    display(report.formatted(flagged, {"cv_pct": "{:.3g}", "drift_rho": "{:+.3f}", "drift_p": "{:.3g}"}))
 if len(failed):
-    display(failed.style.hide(axis="index").format(na_rep=""))
+    display(failed)

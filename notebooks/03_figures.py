@@ -32,14 +32,15 @@ runs_path = "data/processed/runs.parquet"
 out_dir = "reports"
 
 # %%
-import pandas as pd
+import polars as pl
+from IPython.display import Markdown, display
 
 from benchlib.analysis import comparisons_path, figures, load_tables, normalize, resolve, stats
 from benchlib.schema import PRIMARY_METRICS
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
 runs, metrics = load_tables(runs_path, metrics_path)
-comparisons = pd.read_parquet(comparisons_path(out_dir))  # computed once, by 02_significance
+comparisons = pl.read_parquet(comparisons_path(out_dir))  # computed once, by 02_significance
 
 # %%
 values = normalize.with_cpu_at_target(metrics, runs, target_gbps=cpu_target_gbps,
@@ -50,7 +51,7 @@ per_run = normalize.per_run_cpu(metrics, runs)
 
 # %%
 figs = {}
-for test, g in summary_all.groupby("test"):
+for (test,), g in summary_all.filter(pl.col("n") > 0).group_by("test", maintain_order=True):
     present = set(g["metric"])
     for metric in PRIMARY_METRICS:
         if metric in present:
@@ -75,20 +76,25 @@ for test, g in summary_all.groupby("test"):
 # and `Connection: close` apart), where the campaign has them.
 
 # %%
-for test in sorted(runs.loc[runs["services"].notna(), "test"].unique()):
-    tested = set(summary_all.loc[summary_all["test"] == test, "metric"])
+for test in sorted(summary_all.join(runs.filter(pl.col("services").is_not_null()).select("test").unique(),
+                                   on="test")["test"].unique()):
+    tested = set(summary_all.filter(test=test)["metric"])
     metric = next(m for m in PRIMARY_METRICS if m in tested)
     figs[f"{test}_{metric}_vs_services"] = figures.service_scaling(summary_all, runs, test, metric,
                                                                    baseline=baseline, comparisons=comparisons)
-http = runs[runs["tool"] == "fortio"].drop_duplicates("test")
-for close, sweep in http.groupby("connection_close"):
+http = runs.filter(pl.col("tool") == "fortio", pl.col("test").is_in(summary_all["test"].implode())).unique(
+    "test", keep="first", maintain_order=True)
+for (close,), sweep in http.group_by("connection_close", maintain_order=True):
     name = "connection_close" if close else "keepalive"
     figs[f"http_latency_vs_load_{name}"] = figures.rate_sweep(
         summary_all, runs, list(sweep["test"]), figures.HTTP_PERCENTILES, baseline=baseline,
         comparisons=comparisons, title=f"HTTP latency vs offered load ({name.replace('_', ' ')})")
 
 # %%
-figs["forest"] = figures.forest(comparisons, baseline=baseline)
+if len(comparisons):
+    figs["forest"] = figures.forest(comparisons, baseline=baseline)
+else:
+    display(Markdown("No comparison against the baseline (see the significance section): no forest plot."))
 paths = figures.write_figures(figs, resolve(out_dir) / "figures")
 
 # %%

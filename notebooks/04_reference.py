@@ -29,19 +29,20 @@
 alpha = 0.05  # significance level
 correction = "holm"  # holm, or fdr_bh for large sweeps
 noise_band_pct = 2.0  # significant changes inside +/- this % are negligible
-seed = 0  # bootstrap seed
+seed = 0  # bootstrap and permutation seed
 metrics_path = "data/processed/metrics.parquet"
 runs_path = "data/processed/runs.parquet"
 out_dir = "reports"
 reference_dir = "data/reference"
 
 # %%
-import pandas as pd
+import polars as pl
 from IPython.display import display
 
-from benchlib.analysis import figures, load_tables, reference, resolve
+from benchlib.analysis import figures, load_tables, reference, report, resolve
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
+report.display_tables()
 runs, metrics = load_tables(runs_path, metrics_path)
 scenarios = reference.load_eks_scenarios(reference_dir)
 scaling = reference.load_eks_service_scaling(reference_dir)
@@ -51,14 +52,14 @@ scaling = reference.load_eks_service_scaling(reference_dir)
 
 # %%
 changes = reference.eks_relative_changes(scenarios)
-changes.style.hide(axis="index").format({"change_pct": "{:+.1f}", "baseline_value": "{:g}", "value": "{:g}"})
+report.formatted(changes, {"change_pct": "{:+.1f}", "baseline_value": "{:g}", "value": "{:g}"})
 
 # %% [markdown]
 # ## Service scaling: 4 -> 104 -> 1000 ClusterIP services
 
 # %%
 growth = reference.eks_service_scaling_growth(scaling)
-growth.style.hide(axis="index").format({"change_pct": "{:+.1f}", "value_from": "{:g}", "value_to": "{:g}"})
+report.formatted(growth, {"change_pct": "{:+.1f}", "value_from": "{:g}", "value_to": "{:g}"})
 
 # %% [markdown]
 # ## Ours next to theirs
@@ -68,12 +69,16 @@ growth.style.hide(axis="index").format({"change_pct": "{:+.1f}", "value_from": "
 # for the correction).
 
 # %%
-published = pd.concat([changes, reference.eks_scaling_changes(scaling)], ignore_index=True)
-both = reference.side_by_side(metrics, runs, published, alpha=alpha, correction=correction,
-                              noise_band_pct=noise_band_pct, seed=seed)
+both = reference.side_by_side(metrics, runs, reference.published_changes(reference_dir), alpha=alpha,
+                              correction=correction, noise_band_pct=noise_band_pct, seed=seed)
 resolve(out_dir).mkdir(parents=True, exist_ok=True)
-both.to_csv(resolve(out_dir) / "reference_side_by_side.csv", index=False)
-display(both.style.hide(axis="index").format(precision=2, na_rep="–"))
+both.write_csv(resolve(out_dir) / "reference_side_by_side.csv")  # every claim, measured or not
+unmeasured = both.filter(pl.col("ours_verdict") == "not measured")["claim"].to_list()
+both = both.filter(pl.col("ours_verdict") != "not measured")
+if unmeasured:
+    print(f"{len(unmeasured)} claim(s) need scenarios this campaign did not run:", "; ".join(unmeasured))
+display(report.formatted(both, {c: "{:.2f}" for c in ("ours_p", "ours_delta_pct", "ours_low", "ours_high",
+                                                     "theirs_change_pct", "ours_p_adj")}))
 fig = figures.reference_changes(both)
 figures.write_figures({"reference_changes": fig}, resolve(out_dir) / "figures")
 fig

@@ -23,9 +23,9 @@ def test_synthetic_records_parse_like_real_ones(tmp_path):
     failed = [r for r in records if json.loads((r / "meta.json").read_text())["outcome"] == "failed"]
     assert len(runs) == 200 and (runs["outcome"] == "failed").sum() == len(failed)
     assert set(runs["scenario"]) == {"host", "scenario-001"} and set(runs["test"]) == set(synth.TESTS)
-    tput = metrics[(metrics["test"] == "tcp_stream_1") & (metrics["metric"] == "throughput")]["value"]
-    assert tput.nunique() == len(tput) > 10  # varied run to run, not one copied value
-    assert set(metrics[metrics["metric"] == "cpu_busy_pct"]["side"]) == {"client", "server"}
+    tput = metrics.filter(test="tcp_stream_1", metric="throughput")["value"]
+    assert tput.n_unique() == len(tput) > 10  # varied run to run, not one copied value
+    assert set(metrics.filter(metric="cpu_busy_pct")["side"]) == {"client", "server"}
 
 
 def test_scale_measure_runs_parse_and_analysis(tmp_path):

@@ -151,7 +151,7 @@ def test_short_campaign_of_the_new_tools_reaches_the_tidy_tables(tmp_path, lab_e
     assert counts["ok"] == counts["planned"] == 2 * 4 * 2, counts
     runs, metrics = tidy.build_tables(record.campaign_dir("newtools", tmp_path))
     assert set(runs["tool_version"]) >= {"3.12", "1.65.0", "2.10.0"}
-    per_test = metrics[metrics.side == "none"].groupby("test")["metric"].agg(set).to_dict()
+    per_test = {t: set(g["metric"]) for (t,), g in metrics.filter(side="none").group_by("test")}
     assert per_test == {
         "iperf3_tcp": {"throughput", "retransmits"},
         "iperf3_udp": {"throughput", "udp_loss_pct", "udp_jitter"},
@@ -159,24 +159,24 @@ def test_short_campaign_of_the_new_tools_reaches_the_tidy_tables(tmp_path, lab_e
                        "http_latency_p999", "http_errors"},
         "dns_udp": {"dns_qps", "dns_latency_p50", "dns_latency_p99", "dns_errors"},
     }
-    assert (metrics.unit == metrics.metric.map(lambda m: schema.METRICS[m].unit)).all()
-    http = metrics[metrics.metric == "http_qps"]["value"]
-    assert http.between(300 * 0.8, 300 * 1.05).all(), http.tolist()
-    cpu = metrics[metrics.metric == "cpu_busy_pct"]
-    assert len(cpu) == 2 * len(runs) and set(cpu.side) == {"client", "server"} and (cpu.value >= 0).all()
+    assert all(unit == schema.METRICS[m].unit for m, unit in metrics.select("metric", "unit").iter_rows())
+    http = metrics.filter(metric="http_qps")["value"]
+    assert http.is_between(300 * 0.8, 300 * 1.05).all(), http.to_list()
+    cpu = metrics.filter(metric="cpu_busy_pct")
+    assert len(cpu) == 2 * len(runs) and set(cpu["side"]) == {"client", "server"} and (cpu["value"] >= 0).all()
     # A light test may leave no 1/100 s tick in a 0.6 s window; a TCP stream keeps its sender busy.
-    assert (cpu[(cpu.test == "iperf3_tcp") & (cpu.side == "client")].value > 10).all()
+    assert (cpu.filter(test="iperf3_tcp", side="client")["value"] > 10).all()
     # the CPU window starts after iperf3's omitted TCP warm-up second, right away for the others
     trim = params.experiment.cpu_trim_s
-    for run in runs.itertuples():
-        window_start = json.loads((Path(run.record) / "cpu.json").read_text())["sides"]["client"]["start"]["wall"]
-        delay = window_start - run.started_at.timestamp()
-        warmup = 1 if run.test == "iperf3_tcp" else 0
-        assert warmup + trim <= delay < warmup + trim + 0.5, (run.run_id, delay)
+    for run in runs.iter_rows(named=True):
+        window_start = json.loads((Path(run["record"]) / "cpu.json").read_text())["sides"]["client"]["start"]["wall"]
+        delay = window_start - run["started_at"].timestamp()
+        warmup = 1 if run["test"] == "iperf3_tcp" else 0
+        assert warmup + trim <= delay < warmup + trim + 0.5, (run["run_id"], delay)
     # the tidy runs table carries what the figures put on an axis
-    rate = runs.drop_duplicates("test").set_index("test")
-    assert rate.loc["http_close", "offered_qps"] == 300 and rate.loc["http_close", "connection_close"]
-    assert rate.loc["dns_udp", "offered_qps"] == 1000 and runs["services"].isna().all()
+    rate = {r["test"]: r for r in runs.unique("test", keep="first").iter_rows(named=True)}
+    assert rate["http_close"]["offered_qps"] == 300 and rate["http_close"]["connection_close"]
+    assert rate["dns_udp"]["offered_qps"] == 1000 and runs["services"].is_null().all()
 
 
 def params_with(tmp_path, test: dict):

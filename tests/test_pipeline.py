@@ -5,7 +5,7 @@ import re
 import subprocess
 import tempfile
 
-import pandas as pd
+import polars as pl
 import pytest
 import yaml
 
@@ -46,11 +46,11 @@ def test_repro_produces_tidy_tables_for_every_configuration(repro):
     runs = schema.read_runs(project / "data/processed/runs.parquet")
     metrics = schema.read_metrics(project / "data/processed/metrics.parquet")
     scenarios = params["environments"]["local-lab"]["scenarios"]
-    per_config = runs.groupby(["scenario", "test"]).size()
-    assert sorted(per_config.index) == sorted((s, t) for s in scenarios for t in params["tests"])
-    assert (per_config == BLOCKS).all()
+    per_config = {(s, t): n for s, t, n in runs.group_by("scenario", "test").len().iter_rows()}
+    assert sorted(per_config) == sorted((s, t) for s in scenarios for t in params["tests"])
+    assert set(per_config.values()) == {BLOCKS}
     assert set(runs["outcome"]) == {"ok"}
-    have = set(zip(metrics.scenario, metrics.test, metrics.metric, metrics.side))
+    have = set(metrics.select("scenario", "test", "metric", "side").iter_rows())
     for s in scenarios:
         for side in ("client", "server"):
             assert (s, "tcp_stream_1", "cpu_busy_pct", side) in have
@@ -60,18 +60,19 @@ def test_repro_produces_tidy_tables_for_every_configuration(repro):
         assert (s, "tcp_rr", "latency_p99", "none") in have
         assert (s, "tcp_crr", "connection_rate", "none") in have
     assert set(metrics["campaign"]) == {"pipeline-test"}
-    assert metrics["run_id"].isin(runs["run_id"]).all() and runs["run_id"].is_unique
+    assert metrics["run_id"].is_in(runs["run_id"].implode()).all() and runs["run_id"].is_unique().all()
 
 
 def test_report_labels_every_scenario_against_the_baseline(repro):
     project, params, _ = repro
-    sig = pd.read_csv(project / "reports/significance.csv")
+    sig = pl.read_csv(project / "reports/significance.csv")
     assert set(sig["baseline"]) == {"host"}
     assert set(sig["scenario"]) == {"veth-routed", "bridge", "vxlan"}
     assert set(sig["test"]) == set(params["tests"])
-    assert (sig["n"] == BLOCKS).all() and sig["p"].between(0, 1).all() and sig["p_adj"].between(0, 1).all()
-    assert sig[["delta_low", "delta_high"]].notna().all().all()
-    assert sig["verdict"].str.match(r"^(~ within noise|negligible|[+-]\d+\.\d % \[.*\] (better|worse))$").all()
+    assert (sig["n"] == BLOCKS).all() and sig["p"].is_between(0, 1).all() and sig["p_adj"].is_between(0, 1).all()
+    ci = pl.col("delta_low", "delta_high")
+    assert sig.select((ci.is_not_null() & ci.is_not_nan()).all()).row(0) == (True, True)
+    assert sig["verdict"].str.contains(r"^(~ within noise|negligible|[+-]\d+\.\d % \[.*\] (better|worse))$").all()
     metrics_json = json.loads((project / "reports/metrics.json").read_text())
     assert len(metrics_json["comparisons"]) == len(sig)
     for kind in ("html", "svg", "png"):
@@ -106,9 +107,9 @@ def test_notebooks_give_the_same_result_from_the_notebooks_folder(repro, tmp_pat
     nb = jupytext.read(project / "notebooks/02_significance.py")
     papermill.execute_notebook(nb, str(tmp_path / "out.ipynb"), parameters={"out_dir": str(tmp_path)},
                                cwd=str(project / "notebooks"), progress_bar=False, kernel_name="python3")
-    ours = pd.read_csv(tmp_path / "significance.csv")
-    pipeline = pd.read_csv(project / "reports/significance.csv")
-    pd.testing.assert_frame_equal(ours, pipeline)
+    ours = pl.read_csv(tmp_path / "significance.csv")
+    pipeline = pl.read_csv(project / "reports/significance.csv")
+    assert ours.equals(pipeline)
 
 
 def test_unchanged_repro_runs_nothing_and_forced_collect_measures_nothing(repro):

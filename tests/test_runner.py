@@ -80,7 +80,7 @@ def test_a_failing_tool_is_recorded_as_failed_with_its_output(tmp_path, lab_env)
     assert "establish control" in (rec / "stdout-0.txt").read_text() + (rec / "stderr-0.txt").read_text()
     assert (rec / "failed-attempt-1" / "stderr-0.txt").exists()
     runs, metrics = tidy.build_tables(tmp_path / "fail")
-    assert runs["outcome"].tolist() == ["failed"] and metrics.empty
+    assert runs["outcome"].to_list() == ["failed"] and metrics.is_empty()
 
 
 def test_a_hanging_tool_is_killed_at_the_timeout(tmp_path, lab_env):

@@ -1,8 +1,9 @@
 """Raw records -> tidy tables: keys, units, per-side CPU, integrity checks."""
 import json
+import re
 import shutil
 
-import pandas as pd
+import polars as pl
 import pytest
 
 from benchlib import record, schema, tidy
@@ -20,21 +21,23 @@ def test_tables_have_one_row_per_run_and_the_expected_metrics(short_campaign, tm
     tidy.write_tables(runs, metrics, tmp_path)
     runs, metrics = schema.read_runs(tmp_path / "runs.parquet"), schema.read_metrics(tmp_path / "metrics.parquet")
     assert len(runs) == 8 and set(runs["outcome"]) == {"ok"}
-    assert runs["order"].tolist() == sorted(runs["order"])
+    assert runs["order"].to_list() == sorted(runs["order"])
     assert set(runs["block"]) == {0, 1}
     assert (runs["client_cpus"] >= 1).all() and (runs["server_cpus"] >= 1).all()
-    got = metrics.groupby("test").apply(lambda g: set(zip(g.metric, g.side)), include_groups=False).to_dict()
+    # every run carries its test's parameters; the two tests differ in them
+    params = {t: {json.loads(p)["kind"] for p in g["test_params"]} for (t,), g in runs.group_by("test")}
+    assert params == {"stream": {"TCP_STREAM"}, "rr": {"TCP_RR"}}
+    got = {t: set(zip(g["metric"], g["side"])) for (t,), g in metrics.group_by("test")}
     cpu = {(m, s) for m in ("cpu_busy_cores", "cpu_busy_pct") for s in ("client", "server")}
     assert got["stream"] == {("throughput", "none"), ("retransmits", "none")} | cpu
     assert got["rr"] == {("transaction_rate", "none")} | {(m, "none") for m in (
         "latency_min", "latency_p50", "latency_p90", "latency_p99", "latency_mean")} | cpu
-    per_run = metrics.groupby(["scenario", "test", "run_id"]).size()
-    assert len(per_run) == 8
+    assert metrics["run_id"].n_unique() == 8
     # /proc/stat counts 1/100 s ticks: over these 0.6 s windows a fully busy
     # CPU can read up to two ticks (about 3 %) over 100 %.
-    assert (metrics.loc[metrics.metric == "cpu_busy_pct", "value"].between(0, 104)).all()
+    assert metrics.filter(metric="cpu_busy_pct")["value"].is_between(0, 104).all()
     # the stream test's client side is busy sending: it cannot be idle
-    client = metrics[(metrics.test == "stream") & (metrics.metric == "cpu_busy_pct") & (metrics.side == "client")]
+    client = metrics.filter(test="stream", metric="cpu_busy_pct", side="client")
     assert (client["value"] > 20).all()
 
 
@@ -83,8 +86,45 @@ def test_no_campaign_is_a_clear_error(tmp_path):
 def test_a_metric_on_a_side_it_does_not_have_is_refused():
     row = {"campaign": "c", "environment": "e", "scenario": "s", "test": "t", "streams": 1, "message_size": None,
            "block": 0, "run_id": "e/s/t/r000", "metric": "throughput", "value": 1.0, "unit": "Gbit/s"}
-    schema.check_metrics(pd.DataFrame([{**row, "side": "none"}, {**row, "metric": "cpu_busy_pct", "unit": "%",
-                                                                  "side": "server"}]))
-    schema.check_metrics(pd.DataFrame(columns=schema.METRICS_SCHEMA.names))  # no runs: nothing to refuse
+    def table(*rows):
+        return pl.DataFrame(list(rows), schema=schema.METRICS_SCHEMA)
+
+    schema.check_metrics(table({**row, "side": "none"}, {**row, "metric": "cpu_busy_pct", "unit": "%",
+                                                          "side": "server"}))
+    schema.check_metrics(schema.empty("metrics"))  # no runs: nothing to refuse
     with pytest.raises(schema.SchemaError, match=r"throughput has side 'client' \(run e/s/t/r000\)"):
-        schema.check_metrics(pd.DataFrame([{**row, "side": "client"}]))
+        schema.check_metrics(table({**row, "side": "client"}))
+    with pytest.raises(schema.SchemaError, match=r"unit 'Mbit/s', expected 'Gbit/s'"):
+        schema.check_metrics(table({**row, "side": "none", "unit": "Mbit/s"}))
+    with pytest.raises(schema.SchemaError, match=r"not finite, first: throughput = nan \(run e/s/t/r000\)"):
+        schema.check_metrics(table({**row, "side": "none", "value": float("nan")}))
+
+
+def test_tables_are_checked_on_write_and_on_read(tmp_path):
+    row = {"campaign": "c", "environment": "e", "scenario": "s", "test": "t", "streams": 1, "message_size": None,
+           "block": 0, "run_id": "e/s/t/r000", "metric": "throughput", "value": 1.0, "unit": "Gbit/s", "side": "none"}
+    good = pl.DataFrame([row], schema=schema.METRICS_SCHEMA)
+    with pytest.raises(schema.SchemaError, match=r"metrics: missing columns \['side'\]"):
+        schema.write(good.drop("side"), "metrics", tmp_path / "m.parquet")
+    with pytest.raises(schema.SchemaError, match="not finite"):
+        schema.write(good.with_columns(value=pl.lit(float("inf"))), "metrics", tmp_path / "m.parquet")
+    schema.write(good, "metrics", tmp_path / "m.parquet")
+    assert schema.read_metrics(tmp_path / "m.parquet").equals(good)
+    # a file written by something else, with a value no metric may have, is refused on read
+    good.with_columns(value=pl.lit(float("nan"))).write_parquet(tmp_path / "bad.parquet")
+    with pytest.raises(schema.SchemaError, match=r"run e/s/t/r000"):
+        schema.read_metrics(tmp_path / "bad.parquet")
+    # a string where a number belongs is an error, not a null
+    good.with_columns(block=pl.lit("zero")).write_parquet(tmp_path / "typed.parquet")
+    with pytest.raises(schema.SchemaError, match="metrics:"):
+        schema.read_metrics(tmp_path / "typed.parquet")
+
+
+def test_a_non_finite_value_in_a_record_names_the_run(campaign_copy):
+    rec = record.find(campaign_copy)[0]
+    out = rec / "stdout-0.txt"
+    out.write_text(re.sub(r"(?m)^(THROUGHPUT|TRANSACTION_RATE|P50_LATENCY)=.*$", r"\1=nan", out.read_text()))
+    record.write_checksums(rec)
+    # the record's path ends with its run id: the message names the run
+    with pytest.raises(tidy.RecordError, match=rf"{re.escape(str(rec))}: netperf \w+='nan' is not a finite"):
+        tidy.build_tables(campaign_copy)

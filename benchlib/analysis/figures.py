@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
+import polars as pl
 import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.subplots import make_subplots
@@ -88,36 +88,37 @@ def _metric_title(metric: str, side: str = "none") -> str:
     return text if side == "none" else f"{text} ({side})"
 
 
-def _one(df: pd.DataFrame, what: str, **where) -> pd.DataFrame:
+def _one(df: pl.DataFrame, what: str, **where) -> pl.DataFrame:
     """Rows matching `where`; a figure shows one campaign and environment."""
-    mask = np.ones(len(df), bool)
-    for col, val in where.items():
-        mask &= (df[col] == val).to_numpy()
-    out = df[mask]
-    if out.empty:
+    out = df.filter(**where)
+    if out.is_empty():
         raise ValueError(f"{what}: no rows for {where}")
-    if out[["campaign", "environment"]].drop_duplicates().shape[0] > 1:
+    if out.select("campaign", "environment").n_unique() > 1:
         raise ValueError(f"{what}: several campaigns/environments for {where}; filter to one first")
     return out
 
 
-def _whiskers(d: pd.DataFrame) -> dict:
+def _whiskers(d: pl.DataFrame) -> dict:
     return dict(type="data", array=d["ci_high"] - d["median"], arrayminus=d["median"] - d["ci_low"],
                 thickness=1.5, width=6, color="#333")
 
 
-def verdict_labels(comparisons: pd.DataFrame | None, test: str, metric: str, side: str = "none",
+def verdict_labels(comparisons: pl.DataFrame | None, test: str, metric: str, side: str = "none",
                    baseline: str = "host") -> dict[str, str]:
     """{scenario: verdict vs the baseline} for one test and metric; empty without comparisons."""
-    if comparisons is None or comparisons.empty:
+    if comparisons is None or comparisons.is_empty():
         return {}
-    c = comparisons[(comparisons["test"] == test) & (comparisons["metric"] == metric) & (comparisons["side"] == side)
-                    & (comparisons["baseline"] == baseline)]
+    c = comparisons.filter(test=test, metric=metric, side=side, baseline=baseline)
     return dict(zip(c["scenario"], c["verdict"]))
 
 
-def bars(summary: pd.DataFrame, test: str, metric: str, side: str = "none", baseline: str = "host",
-         comparisons: pd.DataFrame | None = None) -> go.Figure:
+def _in_order(d: pl.DataFrame, col: str, order: list) -> pl.DataFrame:
+    """One row per value of `order`, in that order (null rows where `d` has none)."""
+    return pl.DataFrame({col: order}, schema={col: d.schema[col]}).join(d, on=col, how="left", maintain_order="left")
+
+
+def bars(summary: pl.DataFrame, test: str, metric: str, side: str = "none", baseline: str = "host",
+         comparisons: pl.DataFrame | None = None) -> go.Figure:
     """Median per scenario with 95 % CI whiskers, one colour per scenario.
 
     With `comparisons` (stats.compare), each scenario's verdict vs the
@@ -125,12 +126,12 @@ def bars(summary: pd.DataFrame, test: str, metric: str, side: str = "none", base
     """
     d = _one(summary, "bars", test=test, metric=metric, side=side)
     order = scenario_order(d["scenario"], baseline)
-    d = d.set_index("scenario").loc[order].reset_index()
-    unit = d["unit"].iloc[0]
+    d = _in_order(d, "scenario", order)
+    unit = d["unit"][0]
     labels = verdict_labels(comparisons, test, metric, side, baseline)
     fig = go.Figure(go.Bar(
         x=d["scenario"], y=d["median"], marker_color=[_colors(order)[s] for s in d["scenario"]],
-        error_y=_whiskers(d), customdata=d[["n", "ci_low", "ci_high"]],
+        error_y=_whiskers(d), customdata=d.select("n", "ci_low", "ci_high"),
         hovertemplate="%{x}: %{y:.4g} " + unit + "<br>95 % CI [%{customdata[1]:.4g}, %{customdata[2]:.4g}]"
                       "<br>n = %{customdata[0]}<extra></extra>"))
     fig.update_layout(template=TEMPLATE, showlegend=False,
@@ -138,29 +139,30 @@ def bars(summary: pd.DataFrame, test: str, metric: str, side: str = "none", base
                             + (f"; labels: change vs {baseline} where significant, ~ where not" if labels else "")
                             + "</sup>",
                       xaxis_title="scenario", yaxis_title=f"{metric} ({unit})")
-    for r in d.itertuples():
-        if r.scenario in labels or (labels and r.scenario == baseline):
-            text = "baseline" if r.scenario == baseline else _short_verdict(labels[r.scenario])
-            fig.add_annotation(x=r.scenario, y=r.ci_high if r.n >= MIN_N else r.median, text=text, showarrow=False,
+    for r in d.iter_rows(named=True):
+        if r["scenario"] in labels or (labels and r["scenario"] == baseline):
+            text = "baseline" if r["scenario"] == baseline else _short_verdict(labels[r["scenario"]])
+            fig.add_annotation(x=r["scenario"], y=r["ci_high"] if r["n"] >= MIN_N else r["median"], text=text,
+                               showarrow=False,
                                yanchor="bottom", yshift=4, font=dict(size=12))
     return fig
 
 
-def cpu_bars(summary: pd.DataFrame, test: str, metric: str = "cpu_pct_at_target", baseline: str = "host") -> go.Figure:
+def cpu_bars(summary: pl.DataFrame, test: str, metric: str = "cpu_pct_at_target", baseline: str = "host") -> go.Figure:
     """Client and server CPU side by side per scenario (hatched: server), median with 95 % CI."""
     d = _one(summary, "cpu_bars", test=test, metric=metric)
-    d = d[d["side"].isin(["client", "server"])]
+    d = d.filter(pl.col("side").is_in(["client", "server"]))
     order = scenario_order(d["scenario"], baseline)
     colors = _colors(order)
     fig = go.Figure()
     for side, pattern in (("client", ""), ("server", "/")):
-        s = d[d["side"] == side].set_index("scenario").reindex(order).reset_index()
+        s = _in_order(d.filter(side=side), "scenario", order)
         fig.add_trace(go.Bar(
             name=side, x=s["scenario"], y=s["median"], error_y=_whiskers(s),
             marker=dict(color=[colors[x] for x in s["scenario"]], pattern_shape=pattern,
                         pattern_fgcolor="white", line=dict(color="#333", width=1)),
             hovertemplate="%{x} " + side + ": %{y:.4g}<extra></extra>"))
-    unit = d["unit"].iloc[0]
+    unit = d["unit"][0]
     fig.update_layout(template=TEMPLATE, barmode="group", legend_title_text="side",
                       title=f"CPU per side: {test}<br><sup>{unit}; median of runs, whiskers: 95 % CI; "
                             "plain: client, hatched: server</sup>",
@@ -168,7 +170,7 @@ def cpu_bars(summary: pd.DataFrame, test: str, metric: str = "cpu_pct_at_target"
     return fig
 
 
-def runs_strip(values: pd.DataFrame, test: str, metric: str, side: str = "none", baseline: str = "host") -> go.Figure:
+def runs_strip(values: pl.DataFrame, test: str, metric: str, side: str = "none", baseline: str = "host") -> go.Figure:
     """Every run as a point over its scenario's box: spread, outliers and n at a glance."""
     d = _one(values, "runs_strip", test=test, metric=metric, side=side)
     order = scenario_order(d["scenario"], baseline)
@@ -176,18 +178,18 @@ def runs_strip(values: pd.DataFrame, test: str, metric: str, side: str = "none",
     fig = go.Figure([
         go.Box(y=g["value"], name=s, boxpoints="all", jitter=0.4, pointpos=0, marker=dict(color=colors[s], size=7),
                line=dict(color=colors[s], width=1), fillcolor="rgba(0,0,0,0)",
-               customdata=g[["run_id", "block"]],
+               customdata=g.select("run_id", "block"),
                hovertemplate="%{y:.4g}<br>run %{customdata[0]}, block %{customdata[1]}<extra>" + s + "</extra>")
-        for s in order for g in [d[d["scenario"] == s]]
+        for s in order for g in [d.filter(scenario=s)]
     ])
-    unit = d["unit"].iloc[0]
+    unit = d["unit"][0]
     fig.update_layout(template=TEMPLATE, showlegend=False,
                       title=f"{_metric_title(metric, side)}: {test}<br><sup>each point is one run</sup>",
                       xaxis_title="scenario", yaxis_title=f"{metric} ({unit})")
     return fig
 
 
-def forest(comparisons: pd.DataFrame, baseline: str | None = None) -> go.Figure:
+def forest(comparisons: pl.DataFrame, baseline: str | None = None) -> go.Figure:
     """Delta % vs the baseline with 95 % CI per comparison; grey: the +/- noise band of its metric.
 
     Filled markers are significant after correction, open ones are not.
@@ -195,35 +197,43 @@ def forest(comparisons: pd.DataFrame, baseline: str | None = None) -> go.Figure:
     listed in the subtitle count, not drawn. Contrasts (rows against another
     reference than `baseline`) are labelled "scenario vs reference".
     """
-    baseline = baseline or comparisons["baseline"].iloc[0]
-    c = comparisons.dropna(subset=["delta_pct"]).copy()
+    baseline = baseline or comparisons["baseline"][0]
+    c = comparisons.filter(pl.col("delta_pct").is_not_nan() & pl.col("delta_pct").is_not_null())
     skipped = len(comparisons) - len(c)
-    side = np.where(c["side"] == "none", "", " (" + c["side"] + ")")
-    versus = np.where(c["baseline"] == baseline, "", " vs " + c["baseline"])
-    c["label"] = c["test"] + " · " + c["metric"] + side + " · " + c["scenario"] + versus
+    c = c.with_columns(label=pl.concat_str(
+        pl.col("test"), pl.lit(" · "), pl.col("metric"),
+        pl.when(pl.col("side") == "none").then(pl.lit("")).otherwise(pl.format(" ({})", "side")),
+        pl.lit(" · "), pl.col("scenario"),
+        pl.when(pl.col("baseline") == baseline).then(pl.lit("")).otherwise(pl.format(" vs {}", "baseline"))))
     order = scenario_order(c["scenario"], baseline)
     colors = _colors(order)
     fig = go.Figure(go.Bar(
         y=c["label"], x=2 * c["noise_band_pct"], base=-c["noise_band_pct"], orientation="h",
         marker_color=BAND_COLOR, name="noise band", hoverinfo="skip", width=0.8))
     for s in order:
-        g = c[c["scenario"] == s]
-        significant = g["verdict"] != WITHIN_NOISE
+        g = c.filter(scenario=s)
+        significant = (g["verdict"] != WITHIN_NOISE).to_numpy()
         fig.add_trace(go.Scatter(
             y=g["label"], x=g["delta_pct"], mode="markers", name=s,
             marker=dict(color=colors[s], size=10, symbol=np.where(significant, "circle", "circle-open"),
                         line=dict(width=2, color=colors[s])),
             error_x=dict(type="data", array=g["delta_high"] - g["delta_pct"],
                          arrayminus=g["delta_pct"] - g["delta_low"], color=colors[s], thickness=1.5),
-            customdata=g[["verdict", "p_adj"]],
+            customdata=g.select("verdict", "p_adj"),
             hovertemplate="%{y}<br>%{customdata[0]}<br>p_adj = %{customdata[1]:.3g}<extra></extra>"))
     fig.add_vline(x=0, line_color="#333", line_width=1)
     note = f"; {skipped} comparison(s) without an effect estimate not shown" if skipped else ""
     fig.update_layout(template=TEMPLATE, height=160 + 26 * len(c), barmode="overlay",
-                      title=f"Change vs {baseline}<br><sup>median ratio - 1, 95 % bootstrap CI; "
-                            f"filled: significant ({c['correction'].iloc[0] if len(c) else ''}){note}</sup>",
+                      title=f"Change vs {baseline}<br><sup>median ratio - 1, 95 % CI ({_ci_methods(c)}); "
+                            f"filled: significant ({c['correction'][0] if len(c) else ''}){note}</sup>",
                       xaxis_title=f"delta vs {baseline} (%)", yaxis=dict(autorange="reversed", title=None))
     return fig
+
+
+def _ci_methods(comparisons: pl.DataFrame) -> str:
+    """How the drawn CIs were computed, as the comparisons say (bootstrap, maritz-jarrett)."""
+    used = sorted(m for m in comparisons["delta_method"].unique() if m) if len(comparisons) else []
+    return " and ".join(used) or "none drawn"
 
 
 def _iso_levels(per_target: np.ndarray, max_lines: int = 5) -> list[float]:
@@ -237,7 +247,7 @@ def _iso_levels(per_target: np.ndarray, max_lines: int = 5) -> list[float]:
 SIDE_CPUS = {"client": "the client's", "server": "the server's", "total": "both sides'"}
 
 
-def throughput_vs_cpu(per_run: pd.DataFrame, test: str, side: str = "total", baseline: str = "host",
+def throughput_vs_cpu(per_run: pl.DataFrame, test: str, side: str = "total", baseline: str = "host",
                       target_gbps: float = 100.0) -> go.Figure:
     """Each stream run: CPU busy % vs Gbit/s, with iso lines of equal CPU cost per target_gbps.
 
@@ -249,7 +259,7 @@ def throughput_vs_cpu(per_run: pd.DataFrame, test: str, side: str = "total", bas
     colors = _colors(order)
     fig = go.Figure()
     xmax, ymax = d[side].max() * 1.1, d["work"].max() * 1.15
-    for level in _iso_levels(d[side] * target_gbps / d["work"]):
+    for level in _iso_levels((d[side] * target_gbps / d["work"]).to_numpy()):
         # label each line where it leaves the plot area (right edge or top)
         x_end = min(xmax, ymax * level / target_gbps)
         fig.add_trace(go.Scatter(x=[0, xmax], y=[0, xmax * target_gbps / level], mode="lines", showlegend=False,
@@ -257,9 +267,9 @@ def throughput_vs_cpu(per_run: pd.DataFrame, test: str, side: str = "total", bas
         fig.add_annotation(x=x_end, y=x_end * target_gbps / level, text=f"{level:g} % per {target_gbps:g} Gbit/s",
                            showarrow=False, xanchor="right", yanchor="bottom", font=dict(size=11, color="#777"))
     for s in order:
-        g = d[d["scenario"] == s]
+        g = d.filter(scenario=s)
         fig.add_trace(go.Scatter(x=g[side], y=g["work"], mode="markers", name=s,
-                                 marker=dict(color=colors[s], size=9), customdata=g[["run_id"]],
+                                 marker=dict(color=colors[s], size=9), customdata=g.select("run_id"),
                                  hovertemplate="%{y:.3g} Gbit/s at %{x:.3g} % CPU<br>run %{customdata[0]}"
                                                "<extra>" + s + "</extra>"))
     fig.update_layout(template=TEMPLATE, legend_title_text="scenario",
@@ -280,19 +290,19 @@ def _percentile_name(metric: str) -> str:
     return f"p{metric_info(metric).percentile:g}"
 
 
-def latency_percentiles(summary: pd.DataFrame, test: str, baseline: str = "host",
+def latency_percentiles(summary: pl.DataFrame, test: str, baseline: str = "host",
                         metrics: tuple[str, ...] = LATENCY_PERCENTILES,
                         title: str = "Round-trip latency percentiles") -> go.Figure:
     """Latency percentiles per scenario (grouped bars, median over runs with 95 % CI)."""
     d = _one(summary, "latency_percentiles", test=test)
-    d = d[d["metric"].isin(metrics)]
-    if d.empty:
+    d = d.filter(pl.col("metric").is_in(metrics))
+    if d.is_empty():
         raise ValueError(f"latency_percentiles: {test} has none of {list(metrics)}")
     order = scenario_order(d["scenario"], baseline)
     colors = _colors(order)
     fig = go.Figure()
     for s in order:
-        g = d[d["scenario"] == s].set_index("metric").reindex(list(metrics)).reset_index()
+        g = _in_order(d.filter(scenario=s), "metric", list(metrics))
         fig.add_trace(go.Bar(name=s, x=[_percentile_name(m) for m in g["metric"]], y=g["median"],
                              marker_color=colors[s], error_y=_whiskers(g),
                              hovertemplate="%{x}: %{y:.4g} us<extra>" + s + "</extra>"))
@@ -319,8 +329,8 @@ def _ribbon(x, low, high, color: str, name: str) -> go.Scatter:
                       line=dict(width=0), opacity=0.2, hoverinfo="skip", showlegend=False, legendgroup=name)
 
 
-def service_scaling(summary: pd.DataFrame, runs: pd.DataFrame, test: str, metric: str,
-                    baseline: str = "veth-routed", comparisons: pd.DataFrame | None = None) -> go.Figure:
+def service_scaling(summary: pl.DataFrame, runs: pl.DataFrame, test: str, metric: str,
+                    baseline: str = "veth-routed", comparisons: pl.DataFrame | None = None) -> go.Figure:
     """Metric vs number of ClusterIP services, one line per datapath, 95 % CI ribbons.
 
     A datapath is a scenario family expanded over service counts (the runs'
@@ -329,29 +339,29 @@ def service_scaling(summary: pd.DataFrame, runs: pd.DataFrame, test: str, metric
     labelled with its change vs the baseline when significant, `~` when not.
     """
     d = _one(summary, "service_scaling", test=test, metric=metric, side="none")
-    counts = runs.dropna(subset=["services"]).groupby("scenario")["services"].first()
-    d = d.merge(counts.rename("services").astype(int), left_on="scenario", right_index=True)
-    if d.empty:
+    counts = (runs.filter(pl.col("services").is_not_null())
+              .group_by("scenario").agg(pl.col("services").first()))
+    d = d.join(counts, on="scenario")
+    if d.is_empty():
         raise ValueError(f"service_scaling: no {test} runs with a service count")
-    d["datapath"] = [s.removesuffix(f"-{n}") for s, n in zip(d["scenario"], d["services"])]
+    d = d.with_columns(datapath=pl.Series([s.removesuffix(f"-{n}") for s, n in zip(d["scenario"], d["services"])]))
     labels = verdict_labels(comparisons, test, metric, baseline=baseline)
     colors = _colors(sorted(d["datapath"].unique()))
-    unit = d["unit"].iloc[0]
+    unit = d["unit"][0]
     fig = go.Figure()
-    base = summary[(summary["test"] == test) & (summary["metric"] == metric) & (summary["side"] == "none")
-                   & (summary["scenario"] == baseline)]
+    base = summary.filter(test=test, metric=metric, side="none", scenario=baseline)
     if len(base):
-        b = base.iloc[0]
+        b = base.row(0, named=True)
         fig.add_hrect(y0=b["ci_low"], y1=b["ci_high"], fillcolor=BAND_COLOR, line_width=0)
         fig.add_hline(y=b["median"], line=dict(color="#555", dash="dash", width=1.5),
                       annotation_text=f"{baseline} (no service)", annotation_position="top left")
-    for datapath, g in d.sort_values("services").groupby("datapath", sort=True):
+    for (datapath,), g in d.sort("services").group_by("datapath", maintain_order=True):
         fig.add_trace(_ribbon(g["services"], g["ci_low"], g["ci_high"], colors[datapath], datapath))
         fig.add_trace(go.Scatter(
             x=g["services"], y=g["median"], mode="lines+markers+text", name=datapath, legendgroup=datapath,
             line=dict(color=colors[datapath], width=2.5), marker=dict(size=8),
             text=[_short_verdict(labels.get(sc)) for sc in g["scenario"]], textposition="top center",
-            customdata=np.stack([g["n"], g["ci_low"], g["ci_high"],
+            customdata=np.stack([g["n"].to_numpy(), g["ci_low"].to_numpy(), g["ci_high"].to_numpy(),
                                  [labels.get(sc, "") for sc in g["scenario"]]], axis=-1),
             hovertemplate="%{x} services: %{y:.4g} " + unit + "<br>95 % CI [%{customdata[1]:.4g}, "
                           "%{customdata[2]:.4g}], n = %{customdata[0]}<br>%{customdata[3]}<extra>"
@@ -364,8 +374,8 @@ def service_scaling(summary: pd.DataFrame, runs: pd.DataFrame, test: str, metric
     return fig
 
 
-def rate_sweep(summary: pd.DataFrame, runs: pd.DataFrame, tests: list[str], metrics: tuple[str, ...],
-               baseline: str = "host", comparisons: pd.DataFrame | None = None,
+def rate_sweep(summary: pl.DataFrame, runs: pl.DataFrame, tests: list[str], metrics: tuple[str, ...],
+               baseline: str = "host", comparisons: pl.DataFrame | None = None,
                title: str = "HTTP latency vs offered load") -> go.Figure:
     """Latency vs offered rate (one test per rate): a panel per percentile, a line per scenario.
 
@@ -373,11 +383,13 @@ def rate_sweep(summary: pd.DataFrame, runs: pd.DataFrame, tests: list[str], metr
     tests, qps 'max', come last). Markers are filled where the change vs the
     baseline is significant, open where it is within noise.
     """
-    rate = runs[runs["test"].isin(tests)].groupby("test")["offered_qps"].first()
-    ordered = sorted(tests, key=lambda t: (math.isnan(rate.get(t, math.nan)), rate.get(t, 0)))
-    x_label = {t: "max" if math.isnan(rate.get(t, math.nan)) else f"{rate[t]:g}" for t in ordered}
-    d = summary[summary["test"].isin(tests) & summary["metric"].isin(metrics) & (summary["side"] == "none")]
-    if d.empty:
+    # the offered rate of each test; None: unpaced
+    rate = dict(runs.filter(pl.col("test").is_in(tests)).group_by("test")
+                .agg(pl.col("offered_qps").first()).iter_rows())
+    ordered = sorted(tests, key=lambda t: (rate.get(t) is None, rate.get(t) or 0))
+    x_label = {t: "max" if rate.get(t) is None else f"{rate[t]:g}" for t in ordered}
+    d = summary.filter(pl.col("test").is_in(tests) & pl.col("metric").is_in(metrics) & (pl.col("side") == "none"))
+    if d.is_empty():
         raise ValueError(f"rate_sweep: no {list(metrics)} for tests {tests}")
     metrics = tuple(m for m in metrics if m in set(d["metric"]))
     order = scenario_order(d["scenario"], baseline)
@@ -386,17 +398,18 @@ def rate_sweep(summary: pd.DataFrame, runs: pd.DataFrame, tests: list[str], metr
                         horizontal_spacing=0.06)
     for col, m in enumerate(metrics, start=1):
         for s in order:
-            g = d[(d["scenario"] == s) & (d["metric"] == m)].set_index("test").reindex(ordered).dropna(subset=["median"])
-            if g.empty:
+            g = _in_order(d.filter(scenario=s, metric=m), "test", ordered).filter(pl.col("median").is_not_null())
+            if g.is_empty():
                 continue
-            verdicts = [verdict_labels(comparisons, t, m, baseline=baseline).get(s, "") for t in g.index]
+            verdicts = [verdict_labels(comparisons, t, m, baseline=baseline).get(s, "") for t in g["test"]]
             filled = [s == baseline or v not in ("", WITHIN_NOISE) for v in verdicts]
             fig.add_trace(go.Scatter(
-                x=[x_label[t] for t in g.index], y=g["median"], mode="lines+markers", name=s, legendgroup=s,
+                x=[x_label[t] for t in g["test"]], y=g["median"], mode="lines+markers", name=s, legendgroup=s,
                 showlegend=col == 1, line=dict(color=colors[s], width=2),
                 marker=dict(size=9, symbol=["circle" if f else "circle-open" for f in filled],
                             line=dict(width=2, color=colors[s])),
-                error_y={**_whiskers(g), "color": colors[s]}, customdata=np.stack([g["n"], verdicts], axis=-1),
+                error_y={**_whiskers(g), "color": colors[s]},
+                customdata=np.stack([g["n"].to_numpy(), verdicts], axis=-1),
                 hovertemplate="offered %{x}: %{y:.4g} us, n = %{customdata[0]}<br>%{customdata[1]}<extra>"
                               + f"{s} {_percentile_name(m)}</extra>"), row=1, col=col)
     fig.update_xaxes(type="category", categoryorder="array", categoryarray=[x_label[t] for t in ordered])
@@ -409,7 +422,7 @@ def rate_sweep(summary: pd.DataFrame, runs: pd.DataFrame, tests: list[str], metr
     return fig
 
 
-def reference_changes(side_by_side: pd.DataFrame) -> go.Figure:
+def reference_changes(side_by_side: pl.DataFrame) -> go.Figure:
     """Our relative change next to the published one, per like-for-like claim."""
     fig = go.Figure([
         go.Bar(name="this campaign", y=side_by_side["claim"], x=side_by_side["ours_delta_pct"], orientation="h",

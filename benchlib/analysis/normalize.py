@@ -6,46 +6,39 @@ counts as 50 % busy, not as an average of per-CPU percentages.
 """
 from __future__ import annotations
 
-import pandas as pd
+import polars as pl
 
 from benchlib.schema import DERIVED_METRICS, METRICS, METRICS_SCHEMA, WORK_METRICS
 
 CPU_AT_TARGET = "cpu_pct_at_target"
 CPU_SIDES = DERIVED_METRICS[CPU_AT_TARGET].sides  # client, server and total
 
-RUN_KEYS = [c for c in METRICS_SCHEMA.names if c not in ("metric", "value", "unit", "side")]
+RUN_KEYS = [c for c in METRICS_SCHEMA.names() if c not in ("metric", "value", "unit", "side")]
 
 
-def per_run_cpu(metrics: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+def per_run_cpu(metrics: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
     """One row per run: busy % of client, server and both sides' CPUs, and the work done.
 
     Columns: RUN_KEYS, client, server, total (percent of the respective CPUs),
-    work_metric, work (value of the work metric in its schema unit).
+    work_metric, work (value of the work metric in its schema unit). Runs
+    without a work metric or without both sides' CPU are left out.
     """
-    def values(metric: str, side: str | None = None) -> pd.Series:
-        rows = metrics[(metrics["metric"] == metric) if side is None
-                       else (metrics["metric"] == metric) & (metrics["side"] == side)]
-        return rows.set_index("run_id")["value"]
+    def cores(side: str) -> pl.DataFrame:
+        return (metrics.filter((pl.col("metric") == "cpu_busy_cores") & (pl.col("side") == side))
+                .select("run_id", pl.col("value").alias(f"{side}_cores")))
 
-    work = metrics[metrics["metric"].isin(WORK_METRICS)].set_index("run_id")
-    df = pd.concat({
-        "client_cores": values("cpu_busy_cores", "client"),
-        "server_cores": values("cpu_busy_cores", "server"),
-        "work_metric": work["metric"],
-        "work": work["value"],
-    }, axis=1, join="inner")
-    df = df.join(runs.set_index("run_id")[["client_cpus", "server_cpus"]], how="inner")
-    out = pd.DataFrame({
-        "client": 100 * df["client_cores"] / df["client_cpus"],
-        "server": 100 * df["server_cores"] / df["server_cpus"],
+    work = metrics.filter(pl.col("metric").is_in(WORK_METRICS)).select(
+        *RUN_KEYS, work_metric=pl.col("metric"), work=pl.col("value"))
+    df = (work.join(cores("client"), on="run_id").join(cores("server"), on="run_id")
+          .join(runs.select("run_id", "client_cpus", "server_cpus"), on="run_id"))
+    return df.select(
+        *RUN_KEYS,
+        client=100 * pl.col("client_cores") / pl.col("client_cpus"),
+        server=100 * pl.col("server_cores") / pl.col("server_cpus"),
         # sum the busy cores of both sides first, then divide by all their CPUs
-        "total": 100 * (df["client_cores"] + df["server_cores"]) / (df["client_cpus"] + df["server_cpus"]),
-        "work_metric": df["work_metric"],
-        "work": df["work"],
-    })
-    keys = metrics.drop_duplicates("run_id").set_index("run_id")[[k for k in RUN_KEYS if k != "run_id"]]
-    out = keys.join(out, how="inner").reset_index()
-    return out[RUN_KEYS + ["client", "server", "total", "work_metric", "work"]]
+        total=100 * (pl.col("client_cores") + pl.col("server_cores")) / (pl.col("client_cpus") + pl.col("server_cpus")),
+        work_metric=pl.col("work_metric"), work=pl.col("work"),
+    )
 
 
 def work_targets(target_gbps: float = 100.0, per_transactions: float = 10_000,
@@ -54,8 +47,8 @@ def work_targets(target_gbps: float = 100.0, per_transactions: float = 10_000,
     return {"throughput": target_gbps, "transaction_rate": per_transactions, "connection_rate": per_connections}
 
 
-def cpu_at_target(metrics: pd.DataFrame, runs: pd.DataFrame, target_gbps: float = 100.0,
-                  per_transactions: float = 10_000, per_connections: float = 10_000) -> pd.DataFrame:
+def cpu_at_target(metrics: pl.DataFrame, runs: pl.DataFrame, target_gbps: float = 100.0,
+                  per_transactions: float = 10_000, per_connections: float = 10_000) -> pl.DataFrame:
     """Long table shaped like metrics: CPU % needed for the target work rate, sides client/server/total.
 
     cpu_pct_at_target = busy % of the side's CPUs * target / measured work.
@@ -63,17 +56,16 @@ def cpu_at_target(metrics: pd.DataFrame, runs: pd.DataFrame, target_gbps: float 
     show up as failed runs in the run table's outcome, not here.
     """
     targets = work_targets(target_gbps, per_transactions, per_connections)
-    df = per_run_cpu(metrics, runs)
-    df = df[df["work"] > 0]
-    scale = df["work_metric"].map(targets) / df["work"]
-    unit = df["work_metric"].map(lambda m: f"% CPU @ {targets[m]:g} {METRICS[m].unit}")
-    long = [
-        df[RUN_KEYS].assign(metric=CPU_AT_TARGET, value=df[side] * scale, unit=unit, side=side)
-        for side in CPU_SIDES
-    ]
-    return pd.concat(long, ignore_index=True)[METRICS_SCHEMA.names]
+    units = {m: f"% CPU @ {t:g} {METRICS[m].unit}" for m, t in targets.items()}
+    df = per_run_cpu(metrics, runs).filter(pl.col("work") > 0).with_columns(
+        scale=pl.col("work_metric").replace_strict(targets, return_dtype=pl.Float64) / pl.col("work"),
+        unit=pl.col("work_metric").replace_strict(units, return_dtype=pl.String))
+    long = [df.select(*RUN_KEYS, metric=pl.lit(CPU_AT_TARGET), value=pl.col(side) * pl.col("scale"),
+                      unit=pl.col("unit"), side=pl.lit(side))
+            for side in CPU_SIDES]
+    return pl.concat(long).select(METRICS_SCHEMA.names())
 
 
-def with_cpu_at_target(metrics: pd.DataFrame, runs: pd.DataFrame, **targets) -> pd.DataFrame:
+def with_cpu_at_target(metrics: pl.DataFrame, runs: pl.DataFrame, **targets) -> pl.DataFrame:
     """The metrics table plus the cpu_pct_at_target rows (targets: see cpu_at_target)."""
-    return pd.concat([metrics, cpu_at_target(metrics, runs, **targets)], ignore_index=True)
+    return pl.concat([metrics, cpu_at_target(metrics, runs, **targets)])

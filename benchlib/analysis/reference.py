@@ -5,10 +5,10 @@ here are plain ratios without CIs; ours keep their statistics.
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
+import polars as pl
 
 from . import resolve
 from benchlib.schema import metric_info
@@ -75,62 +75,67 @@ LIKE_FOR_LIKE += [
 ]
 
 
-def load_eks_scenarios(directory: str | Path = REFERENCE_DIR) -> pd.DataFrame:
+def load_eks_scenarios(directory: str | Path = REFERENCE_DIR) -> pl.DataFrame:
     """The 2026 EKS m6i study, scenarios A-E: one row per scenario and metric."""
-    return pd.read_csv(resolve(directory) / EKS_SCENARIOS)
+    return pl.read_csv(resolve(directory) / EKS_SCENARIOS)
 
 
-def load_eks_service_scaling(directory: str | Path = REFERENCE_DIR) -> pd.DataFrame:
+def load_eks_service_scaling(directory: str | Path = REFERENCE_DIR) -> pl.DataFrame:
     """The 2026 EKS m6i study, 4/104/1000 ClusterIP services: one row per datapath, count and metric."""
-    return pd.read_csv(resolve(directory) / EKS_SERVICE_SCALING)
+    return pl.read_csv(resolve(directory) / EKS_SERVICE_SCALING)
 
 
-def eks_relative_changes(scenarios: pd.DataFrame, baseline: str = "A") -> pd.DataFrame:
+def _direction(change: pl.Expr, metric: pl.Expr) -> pl.Expr:
+    """same / better / worse by the study metric's direction of "better" (unknown direction: worse, as before)."""
+    higher = metric.replace_strict(EKS_HIGHER_IS_BETTER, default=None, return_dtype=pl.Boolean)
+    return (pl.when(change == 0).then(pl.lit("same"))
+            .when((change > 0) == higher).then(pl.lit("better")).otherwise(pl.lit("worse")))
+
+
+def eks_relative_changes(scenarios: pl.DataFrame, baseline: str = "A") -> pl.DataFrame:
     """Each scenario's change vs the baseline scenario per metric, in % (value / baseline - 1).
 
     Metrics the baseline did not report (agent memory: VPC CNI has no agent)
     have no change and are left out.
     """
-    base = scenarios.loc[scenarios["scenario"] == baseline, ["metric", "value"]].rename(columns={"value": "baseline_value"})
-    df = scenarios[scenarios["scenario"] != baseline].merge(base, on="metric", how="inner")
-    df["change_pct"] = 100 * (df["value"] / df["baseline_value"] - 1)
-    better = df["metric"].map(EKS_HIGHER_IS_BETTER)
-    df["direction"] = np.select([df["change_pct"] == 0, (df["change_pct"] > 0) == better],
-                                ["same", "better"], "worse")
-    df.insert(1, "baseline", baseline)
-    return df[["scenario", "label", "baseline", "metric", "unit", "statistic", "baseline_value", "value",
-               "change_pct", "direction"]].reset_index(drop=True)
+    base = scenarios.filter(pl.col("scenario") == baseline).select("metric", baseline_value="value")
+    return (scenarios.filter(pl.col("scenario") != baseline).join(base, on="metric", how="inner")
+            .with_columns(change_pct=100 * (pl.col("value") / pl.col("baseline_value") - 1), baseline=pl.lit(baseline))
+            .with_columns(direction=_direction(pl.col("change_pct"), pl.col("metric")))
+            .select("scenario", "label", "baseline", "metric", "unit", "statistic", "baseline_value", "value",
+                    "change_pct", "direction"))
 
 
-def eks_service_scaling_growth(scaling: pd.DataFrame, base_services: int = 4) -> pd.DataFrame:
+def eks_service_scaling_growth(scaling: pl.DataFrame, base_services: int = 4) -> pl.DataFrame:
     """Change of each metric from `base_services` services to each larger count, per datapath."""
-    base = (scaling[scaling["services"] == base_services]
-            .rename(columns={"value": "value_from"}).drop(columns="services"))
-    df = scaling[scaling["services"] != base_services].merge(base, on=["datapath", "metric", "unit"], how="inner")
-    df["change_pct"] = 100 * (df["value"] / df["value_from"] - 1)
-    df = df.rename(columns={"services": "services_to", "value": "value_to"}).assign(services_from=base_services)
-    return df[["datapath", "metric", "unit", "services_from", "services_to", "value_from", "value_to",
-               "change_pct"]].sort_values(["datapath", "metric", "services_to"]).reset_index(drop=True)
+    base = scaling.filter(pl.col("services") == base_services).select("datapath", "metric", "unit",
+                                                                       value_from="value")
+    return (scaling.filter(pl.col("services") != base_services)
+            .join(base, on=["datapath", "metric", "unit"], how="inner")
+            .select("datapath", "metric", "unit", services_from=pl.lit(base_services, dtype=pl.Int64),
+                    services_to="services", value_from="value_from", value_to="value",
+                    change_pct=100 * (pl.col("value") / pl.col("value_from") - 1))
+            .sort("datapath", "metric", "services_to"))
 
 
-def eks_scaling_changes(scaling: pd.DataFrame, base_services: int = 4) -> pd.DataFrame:
+def eks_scaling_changes(scaling: pl.DataFrame, base_services: int = 4) -> pl.DataFrame:
     """The service-scaling growth in the shape of eks_relative_changes: scenario `<datapath>-<services>`
     vs baseline `<datapath>-<base_services>`, so side_by_side can pair it with our kube-proxy scenarios."""
-    growth = eks_service_scaling_growth(scaling, base_services)
-    better = growth["metric"].map(EKS_HIGHER_IS_BETTER)
-    return pd.DataFrame({
-        "scenario": growth["datapath"] + "-" + growth["services_to"].astype(str),
-        "baseline": growth["datapath"] + "-" + growth["services_from"].astype(str),
-        "metric": growth["metric"], "unit": growth["unit"], "baseline_value": growth["value_from"],
-        "value": growth["value_to"], "change_pct": growth["change_pct"],
-        "direction": np.select([growth["change_pct"] == 0, (growth["change_pct"] > 0) == better],
-                               ["same", "better"], "worse"),
-    })
+    return eks_service_scaling_growth(scaling, base_services).select(
+        scenario=pl.format("{}-{}", "datapath", "services_to"),
+        baseline=pl.format("{}-{}", "datapath", "services_from"),
+        metric="metric", unit="unit", baseline_value="value_from", value="value_to", change_pct="change_pct",
+        direction=_direction(pl.col("change_pct"), pl.col("metric")))
 
 
-def side_by_side(metrics: pd.DataFrame, runs: pd.DataFrame, changes: pd.DataFrame,
+def published_changes(directory: str | Path = REFERENCE_DIR) -> pl.DataFrame:
+    """Every published change side_by_side can pair: the scenarios vs A and the service-scaling growth."""
+    return pl.concat([eks_relative_changes(load_eks_scenarios(directory)),
+                      eks_scaling_changes(load_eks_service_scaling(directory))], how="diagonal")
+
+def side_by_side(metrics: pl.DataFrame, runs: pl.DataFrame, changes: pl.DataFrame,
                  pairs: list[dict] = LIKE_FOR_LIKE, alpha: float = 0.05, correction: str = "holm",
-                 noise_band_pct=2.0, seed: int = 0) -> pd.DataFrame:
+                 noise_band_pct=2.0, seed: int = 0) -> pl.DataFrame:
     """Our relative change (with CI and verdict) next to the study's, for each like-for-like claim.
 
     The claims form their own family for the correction. A claim whose
@@ -138,34 +143,36 @@ def side_by_side(metrics: pd.DataFrame, runs: pd.DataFrame, changes: pd.DataFram
     """
     rows = []
     for pair in pairs:
-        sub = metrics[(metrics["test"] == pair["ours_test"]) & (metrics["metric"] == pair["ours_metric"])
-                      & (metrics["side"] == pair["ours_side"])
-                      & metrics["scenario"].isin([pair["ours_scenario"], pair["ours_baseline"]])]
+        sub = metrics.filter((pl.col("test") == pair["ours_test"]) & (pl.col("metric") == pair["ours_metric"])
+                             & (pl.col("side") == pair["ours_side"])
+                             & pl.col("scenario").is_in([pair["ours_scenario"], pair["ours_baseline"]]))
         ours = (compare(sub, runs, baseline=pair["ours_baseline"], alpha=alpha, correction=correction,
                         noise_band_pct=noise_band_pct, seed=seed)
-                if (sub["scenario"] == pair["ours_baseline"]).any() else pd.DataFrame())
-        theirs = changes[(changes["metric"] == pair["theirs_metric"]) & (changes["scenario"] == pair["theirs_scenario"])
-                         & (changes["baseline"] == pair["theirs_baseline"])]
-        o = ours.iloc[0] if len(ours) == 1 else {}
+                if (sub["scenario"] == pair["ours_baseline"]).any() else None)
+        theirs = changes.filter((pl.col("metric") == pair["theirs_metric"])
+                                & (pl.col("scenario") == pair["theirs_scenario"])
+                                & (pl.col("baseline") == pair["theirs_baseline"]))
+        o = ours.row(0, named=True) if ours is not None and len(ours) == 1 else {}
+        t = theirs.row(0, named=True) if len(theirs) == 1 else {}
         rows.append({
             "claim": pair["claim"], "ours": f"{pair['ours_test']} {pair['ours_metric']}: "
                                             f"{pair['ours_scenario']} vs {pair['ours_baseline']}",
-            "ours_n": o.get("n", np.nan), "ours_p": o.get("p", np.nan),
-            "ours_delta_pct": o.get("delta_pct", np.nan), "ours_low": o.get("delta_low", np.nan),
-            "ours_high": o.get("delta_high", np.nan), "noise_band_pct": o.get("noise_band_pct", np.nan),
+            "ours_n": o.get("n"), "ours_p": o.get("p", math.nan),
+            "ours_delta_pct": o.get("delta_pct", math.nan), "ours_low": o.get("delta_low", math.nan),
+            "ours_high": o.get("delta_high", math.nan), "noise_band_pct": o.get("noise_band_pct", math.nan),
             "theirs": f"{pair['theirs_metric']}: {pair['theirs_scenario']} vs {pair['theirs_baseline']}",
-            "theirs_change_pct": theirs["change_pct"].iloc[0] if len(theirs) == 1 else np.nan,
-            "theirs_direction": theirs["direction"].iloc[0] if len(theirs) == 1 else "",
+            "theirs_change_pct": t.get("change_pct", math.nan), "theirs_direction": t.get("direction", ""),
             "higher_is_better": metric_info(pair["ours_metric"]).higher_is_better,
             "caveat": pair["caveat"],
         })
-    df = pd.DataFrame(rows)
-    df["ours_p_adj"] = adjust(df["ours_p"].to_numpy(float), correction, alpha)
-    df["ours_verdict"] = [
-        "not measured" if np.isnan(r.ours_n)
-        else verdict(r.ours_p_adj, r.ours_delta_pct, r.ours_low, r.ours_high, alpha, r.noise_band_pct,
-                     r.higher_is_better)
-        for r in df.itertuples()
+    df = pl.DataFrame(rows, schema_overrides={"ours_n": pl.Int64})
+    p_adj = adjust(df["ours_p"].to_numpy(), correction, alpha)
+    verdicts = [
+        "not measured" if r["ours_n"] is None
+        else verdict(q, r["ours_delta_pct"], r["ours_low"], r["ours_high"], alpha, r["noise_band_pct"],
+                     r["higher_is_better"])
+        for r, q in zip(df.iter_rows(named=True), p_adj)
     ]
-    df["correction"] = CORRECTIONS[correction]
-    return df.drop(columns=["higher_is_better", "noise_band_pct"])
+    return (df.with_columns(ours_p_adj=pl.Series(p_adj), ours_verdict=pl.Series(verdicts, dtype=pl.String),
+                            correction=pl.lit(CORRECTIONS[correction]))
+            .drop("higher_is_better", "noise_band_pct"))

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import jupytext
 import nbformat
-import pandas as pd
 import papermill
+import polars as pl
 import yaml
 from jinja2 import DictLoader
 from nbconvert import HTMLExporter
@@ -37,25 +37,28 @@ _TEMPLATE = """{%- extends 'lab/index.html.j2' -%}
 """
 
 
-def _distinct(values: pd.Series) -> str:
-    return ", ".join(sorted({str(v) for v in values.dropna() if str(v)}))
+def _distinct(col: str) -> pl.Expr:
+    """The distinct non-empty values of a column, sorted and joined: one cell per group."""
+    v = pl.col(col).drop_nulls().cast(pl.String)
+    return v.filter(v != "").unique().sort().str.join(", ")
 
 
-def setup_table(runs: pd.DataFrame) -> pd.DataFrame:
+def setup_table(runs: pl.DataFrame) -> pl.DataFrame:
     """Where and with what the runs were measured, per campaign and environment."""
-    df = runs.assign(tool_with_version=runs["tool"] + " " + runs["tool_version"].fillna(""),
-                     cpus=runs["client_cpus"].astype(str) + " client / " + runs["server_cpus"].astype(str) + " server")
-    return (df.groupby(["campaign", "environment"], dropna=False)
-            .agg(kernel=("kernel", _distinct), tools=("tool_with_version", _distinct),
-                 client_nodes=("client_node", _distinct), server_nodes=("server_node", _distinct),
-                 cpus_per_side=("cpus", _distinct), nodes_share_kernel=("nodes_share_kernel", _distinct),
-                 first_run=("started_at", "min"), last_run=("ended_at", "max"))
-            .reset_index())
+    df = runs.with_columns(
+        tool_with_version=pl.col("tool") + " " + pl.col("tool_version").fill_null(""),
+        cpus=pl.format("{} client / {} server", "client_cpus", "server_cpus"))
+    return (df.group_by("campaign", "environment")
+            .agg(kernel=_distinct("kernel"), tools=_distinct("tool_with_version"),
+                 client_nodes=_distinct("client_node"), server_nodes=_distinct("server_node"),
+                 cpus_per_side=_distinct("cpus"), nodes_share_kernel=_distinct("nodes_share_kernel"),
+                 first_run=pl.col("started_at").min(), last_run=pl.col("ended_at").max())
+            .sort("campaign", "environment"))
 
 
-def shared_kernel_note(runs: pd.DataFrame) -> str:
+def shared_kernel_note(runs: pl.DataFrame) -> str:
     """A sentence for the environments whose client and server nodes ran on one kernel, or ''."""
-    shared = sorted(runs.loc[runs["nodes_share_kernel"].fillna(False).astype(bool), "environment"].unique())
+    shared = sorted(runs.filter(pl.col("nodes_share_kernel").fill_null(False))["environment"].unique())
     if not shared:
         return ""
     return (f"In {', '.join(shared)} the client and server nodes run on one kernel and share its CPUs "
@@ -63,25 +66,45 @@ def shared_kernel_note(runs: pd.DataFrame) -> str:
             "not of a machine of its own, and an inter-node link is not a NIC.")
 
 
-def method_table(runs: pd.DataFrame) -> pd.DataFrame:
+def method_table(runs: pl.DataFrame) -> pl.DataFrame:
     """How each test was run: scenarios, runs per configuration, blocks, outcomes, run length."""
-    per_config = runs.groupby(["campaign", "environment", "test", "scenario"], dropna=False).size()
-    reps = per_config.groupby(["campaign", "environment", "test"], dropna=False).agg(["min", "max"])
-    df = (runs.groupby(["campaign", "environment", "test"], dropna=False)
-          .agg(kind=("kind", _distinct), streams=("streams", _distinct), message_size=("message_size", _distinct),
-               scenarios=("scenario", _distinct), blocks=("block", "nunique"), runs=("run_id", "size"),
-               ok=("outcome", lambda o: int((o == "ok").sum())), median_duration_s=("duration_s", "median"),
-               attempts_max=("attempts", "max"))
-          .reset_index())
-    df["runs_per_scenario"] = [f"{lo}" if lo == hi else f"{lo}-{hi}" for lo, hi in reps.to_numpy()]
-    df["failed"] = df["runs"] - df["ok"]
-    return df
+    keys = ["campaign", "environment", "test"]
+    reps = (runs.group_by(*keys, "scenario").len()
+            .group_by(keys).agg(lo=pl.col("len").min(), hi=pl.col("len").max()))
+    return (runs.group_by(keys)
+            .agg(kind=_distinct("kind"), streams=_distinct("streams"), message_size=_distinct("message_size"),
+                 scenarios=_distinct("scenario"), blocks=pl.col("block").n_unique(), runs=pl.len(),
+                 ok=(pl.col("outcome") == "ok").sum(), median_duration_s=pl.col("duration_s").median(),
+                 attempts_max=pl.col("attempts").max())
+            .join(reps, on=keys)
+            .with_columns(runs_per_scenario=pl.when(pl.col("lo") == pl.col("hi")).then(pl.col("lo").cast(pl.String))
+                          .otherwise(pl.format("{}-{}", "lo", "hi")),
+                          failed=pl.col("runs") - pl.col("ok"))
+            .drop("lo", "hi")
+            .sort(keys))
 
 
-def caveats(summary: pd.DataFrame, runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+def caveats(summary: pl.DataFrame, runs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(flagged configurations, failed runs per configuration with reasons)."""
-    flagged = summary.loc[summary["flags"] != "", CONFIG + ["n", "cv_pct", "drift_rho", "drift_p", "flags"]]
-    return flagged.reset_index(drop=True), failed_runs(runs)
+    flagged = summary.filter(pl.col("flags") != "").select(
+        *CONFIG, "n", "cv_pct", "drift_rho", "drift_p", "excluded", "flags")
+    return flagged, failed_runs(runs)
+
+
+def display_tables() -> None:
+    """Show whole tables in notebooks and the report: polars elides rows and long strings by default."""
+    pl.Config.set_tbl_rows(-1)
+    pl.Config.set_tbl_cols(-1)
+    pl.Config.set_fmt_str_lengths(200)
+    pl.Config.set_tbl_hide_dataframe_shape(True)
+
+
+def formatted(df: pl.DataFrame, formats: dict[str, str]) -> pl.DataFrame:
+    """``df`` with the named numeric columns as text by a format spec ("{:+.1f}"); null or NaN -> ''."""
+    def fmt(spec: str, v) -> str:
+        return "" if v is None or v != v else spec.format(v)  # v != v: NaN
+    return df.with_columns(pl.Series(c, [fmt(spec, v) for v in df[c]], dtype=pl.String)
+                           for c, spec in formats.items())
 
 
 def execute_notebook(source: str | Path, output: str | Path, parameters: dict | None = None,

@@ -2,26 +2,35 @@
 
 Implements docs/design.md "Statistics": the unit is the run; medians
 with distribution-free CIs; Mann-Whitney U against the baseline with a
-family-wise correction; effect = median ratio - 1 with a bootstrap CI.
+family-wise correction; effect = median ratio - 1 with a CI (bootstrap up to
+BOOTSTRAP_MAX_N runs per side, Maritz-Jarrett above).
+
+Tables are polars frames. A configuration's values are gathered into a list
+(in run order) by one group_by; the statistics then run on 2-D arrays, one
+per sample size, with scipy's ``axis=`` where it has one.
 """
 from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from functools import lru_cache
 
 import numpy as np
-import pandas as pd
+import polars as pl
 from scipy import stats
+from scipy.stats import mstats
 from statsmodels.stats.multitest import multipletests
 
 from benchlib.schema import metric_info
 
 # A configuration: everything that identifies one sample of runs of one metric.
-CONFIG = ["campaign", "environment", "scenario", "test", "streams", "message_size", "metric", "side"]
+# test_params (every recorded parameter of the test) keeps runs of different
+# settings apart even where a test name was reused for them.
+RUN_CONFIG = ["campaign", "environment", "scenario", "test", "test_params", "streams", "message_size"]
+CONFIG = [*RUN_CONFIG, "metric", "side"]
 # Two configurations are compared when they differ only in the scenario.
 PEERS = [c for c in CONFIG if c != "scenario"]
-RUN_CONFIG = ["campaign", "environment", "scenario", "test", "streams", "message_size"]
 
 # Below 6 runs no two-sided 95 % distribution-free CI of the median exists
 # (0.5**5 * 2 > 0.05), so neither a CI nor a verdict is given.
@@ -32,102 +41,176 @@ NEGLIGIBLE = "negligible"
 
 CORRECTIONS = {"holm": "Holm", "fdr_bh": "FDR (Benjamini-Hochberg)"}
 
-
-def ok_values(metrics: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
-    """Metric rows of successful runs only, with each run's start time (for run order)."""
-    ok = runs.loc[runs["outcome"] == "ok", ["run_id", "started_at"]]
-    return metrics.merge(ok, on="run_id", how="inner", validate="many_to_one")
-
-
-def failed_runs(runs: pd.DataFrame) -> pd.DataFrame:
-    """Runs whose outcome is not 'ok', counted per configuration (with their reasons)."""
-    bad = runs[runs["outcome"] != "ok"]
-    return (bad.groupby(RUN_CONFIG, dropna=False)
-            .agg(failed_runs=("run_id", "size"),
-                 reasons=("failure_reason", lambda r: "; ".join(sorted(set(r.dropna().astype(str))))))
-            .reset_index())
-
-
-def median_ci(x: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
-    """Distribution-free CI of the median (order statistics, binomial); NaN below MIN_N runs."""
-    if len(x) < MIN_N:
-        return math.nan, math.nan
-    ci = stats.quantile_test(x, q=np.median(x), p=0.5).confidence_interval(confidence)
-    return float(ci.low), float(ci.high)
-
-
-def drift(x_in_run_order: np.ndarray) -> tuple[float, float]:
-    """Spearman rho and p-value of value vs run order; NaN when undefined (n < 3 or constant)."""
-    if len(x_in_run_order) < 3:
-        return math.nan, math.nan
-    with warnings.catch_warnings():
-        # constant samples have no rank correlation; NaN says so
-        warnings.simplefilter("ignore", stats.ConstantInputWarning)
-        res = stats.spearmanr(np.arange(len(x_in_run_order)), x_in_run_order)
-    return float(res.statistic), float(res.pvalue)
-
-
-def _cv_pct(x: np.ndarray) -> float:
-    if len(x) < 2:
-        return math.nan
-    with np.errstate(invalid="ignore", divide="ignore"):  # all-zero samples: CV undefined
-        return float(100 * stats.variation(x, ddof=1))
-
-
-def _flags(row, alpha: float, cv_limit_pct: float) -> str:
-    out = []
-    if row.n < MIN_N:
-        out.append(f"{INSUFFICIENT} ({row.n} < {MIN_N})")
-    if row.cv_pct > cv_limit_pct:
-        out.append(f"CV {row.cv_pct:.1f} % > {cv_limit_pct:g} %")
-    if row.drift_p < alpha:
-        out.append(f"drift (Spearman rho {row.drift_rho:+.2f}, p {row.drift_p:.3f})")
-    if row.failed_runs:
-        out.append(f"{row.failed_runs} failed run(s)")
-    return "; ".join(out)
-
-
-def summarize(metrics: pd.DataFrame, runs: pd.DataFrame, alpha: float = 0.05,
-              cv_limit_pct: float = 5.0) -> pd.DataFrame:
-    """One row per configuration: n, median and its 95 % CI, IQR, CV, drift, failed runs, flags."""
-    rows = []
-    for key, g in ok_values(metrics, runs).groupby(CONFIG, dropna=False, sort=True):
-        x = g.sort_values("started_at")["value"].to_numpy(float)
-        lo, hi = median_ci(x)
-        rho, p = drift(x)
-        rows.append({**dict(zip(CONFIG, key)), "unit": g["unit"].iloc[0], "n": len(x),
-                     "median": float(np.median(x)), "ci_low": lo, "ci_high": hi,
-                     "iqr": float(stats.iqr(x)), "cv_pct": _cv_pct(x), "drift_rho": rho, "drift_p": p})
-    df = pd.DataFrame(rows, columns=CONFIG + ["unit", "n", "median", "ci_low", "ci_high", "iqr", "cv_pct",
-                                              "drift_rho", "drift_p"])
-    df = df.merge(failed_runs(runs)[RUN_CONFIG + ["failed_runs"]], on=RUN_CONFIG, how="left")
-    df["failed_runs"] = df["failed_runs"].fillna(0).astype(int)
-    df["flags"] = [_flags(r, alpha, cv_limit_pct) for r in df.itertuples()]
-    return df
-
-
 # Above this many runs per side the normal approximation (with tie correction)
 # is accurate to well below any alpha in use, and exact or permutation
 # p-values cost time that grows with n (a 100k-run campaign has n ~ 1000).
 EXACT_MAX_N = 50
+# Up to this many runs on the smaller side the CI of the change is a
+# bootstrap; above it, Maritz-Jarrett standard errors of both medians (cost
+# linear in n where the bootstrap's is n_resamples x n); see delta_ci_method.
+BOOTSTRAP_MAX_N = 50
 
 
-def mann_whitney(x: np.ndarray, y: np.ndarray, seed: int = 0, n_resamples: int = 9999) -> tuple[float, float, str]:
-    """Two-sided Mann-Whitney U of x vs y: (U of x, p, method).
+def ok_values(metrics: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
+    """Metric rows of successful runs only, with each run's start time (for run order) and test_params."""
+    ok = runs.filter(pl.col("outcome") == "ok").select("run_id", "started_at", "test_params")
+    return metrics.join(ok, on="run_id", how="inner", validate="m:1")
+
+
+def failed_runs(runs: pl.DataFrame) -> pl.DataFrame:
+    """Runs whose outcome is not 'ok', counted per configuration (with their reasons)."""
+    return (runs.filter(pl.col("outcome") != "ok")
+            .group_by(RUN_CONFIG)
+            .agg(failed_runs=pl.len(),
+                 reasons=pl.col("failure_reason").drop_nulls().unique().sort().str.join("; "))
+            .sort(RUN_CONFIG, nulls_last=True))
+
+
+@lru_cache(maxsize=None)
+def _median_ci_ranks(n: int, confidence: float = 0.95) -> tuple[int, int] | None:
+    """0-based ranks of the order statistics bounding the median's CI for n values; None below MIN_N.
+
+    They depend on n only, so scipy's quantile_test is asked once per n, on
+    the ranks themselves (its interval is made of order statistics).
+    """
+    if n < MIN_N:
+        return None
+    ci = stats.quantile_test(np.arange(n), q=0, p=0.5).confidence_interval(confidence)
+    return int(ci.low), int(ci.high)
+
+
+def median_ci(x: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
+    """Distribution-free CI of the median (order statistics, binomial); NaN below MIN_N runs."""
+    ranks = _median_ci_ranks(len(x), confidence)
+    if ranks is None:
+        return math.nan, math.nan
+    s = np.sort(x)
+    return float(s[ranks[0]]), float(s[ranks[1]])
+
+
+def _drift(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Spearman rho and p of each row (values in run order) vs run order; NaN for n < 3 or constant rows.
+
+    Spearman's rho is Pearson's r of the ranks: pearsonr takes ``axis=``, spearmanr does not.
+    """
+    k, n = x.shape
+    if n < 3:
+        return np.full(k, math.nan), np.full(k, math.nan)
+    with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
+        # constant samples have no rank correlation; NaN says so
+        warnings.simplefilter("ignore", stats.ConstantInputWarning)
+        res = stats.pearsonr(np.broadcast_to(np.arange(n, dtype=float), x.shape), stats.rankdata(x, axis=1), axis=1)
+    return np.asarray(res.statistic, float), np.asarray(res.pvalue, float)
+
+
+def drift(x_in_run_order: np.ndarray) -> tuple[float, float]:
+    """Spearman rho and p-value of value vs run order; NaN when undefined (n < 3 or constant)."""
+    rho, p = _drift(np.asarray(x_in_run_order, float)[None, :])
+    return float(rho[0]), float(p[0])
+
+
+def _stack(lists: pl.Series, idx: np.ndarray, n: int) -> np.ndarray:
+    """Rows ``idx`` of a list column whose lists all hold n values, as a (len(idx), n) array."""
+    return lists.gather(idx).explode().to_numpy().astype(float).reshape(len(idx), n)
+
+
+def _buckets(*lists: pl.Series) -> Iterator[tuple[np.ndarray, list[np.ndarray]]]:
+    """(row indices, one 2-D array per list column) for each distinct combination of list lengths."""
+    lengths = np.stack([s.list.len().to_numpy() for s in lists], axis=1)
+    for key in np.unique(lengths, axis=0):
+        idx = np.flatnonzero((lengths == key).all(axis=1))
+        yield idx, [_stack(s, idx, int(n)) for s, n in zip(lists, key)]
+
+
+def _samples(values: pl.DataFrame) -> pl.DataFrame:
+    """One row per configuration: unit, its finite values in run order (list column x), and
+    how many non-finite values were left out of it (excluded)."""
+    finite = pl.col("value").is_finite().fill_null(False)
+    return (values.sort("started_at")  # group_by keeps row order within a group: x is in run order
+            .group_by(CONFIG)
+            .agg(unit=pl.col("unit").first(), x=pl.col("value").filter(finite), excluded=(~finite).sum())
+            .sort(CONFIG, nulls_last=True))
+
+
+def _flags(row: dict, alpha: float, cv_limit_pct: float) -> str:
+    out = []
+    if row["n"] < MIN_N:
+        out.append(f"{INSUFFICIENT} ({row['n']} < {MIN_N})")
+    if row["cv_pct"] > cv_limit_pct:
+        out.append(f"CV {row['cv_pct']:.1f} % > {cv_limit_pct:g} %")
+    if row["drift_p"] < alpha:
+        out.append(f"drift (Spearman rho {row['drift_rho']:+.2f}, p {row['drift_p']:.3f})")
+    if row["failed_runs"]:
+        out.append(f"{row['failed_runs']} failed run(s)")
+    if row["excluded"]:
+        out.append(f"{row['excluded']} non-finite value(s) excluded")
+    return "; ".join(out)
+
+
+SUMMARY_COLUMNS = [*CONFIG, "unit", "n", "median", "ci_low", "ci_high", "iqr", "cv_pct", "drift_rho", "drift_p",
+                   "excluded", "failed_runs", "flags"]
+
+
+def summarize(metrics: pl.DataFrame, runs: pl.DataFrame, alpha: float = 0.05,
+              cv_limit_pct: float = 5.0) -> pl.DataFrame:
+    """One row per configuration: n, median and its 95 % CI, IQR, CV, drift, failed runs,
+    non-finite values excluded, flags."""
+    cells = _samples(ok_values(metrics, runs))
+    out = {c: np.full(len(cells), math.nan) for c in ("median", "ci_low", "ci_high", "iqr", "cv_pct",
+                                                       "drift_rho", "drift_p")}
+    for idx, (x,) in _buckets(cells["x"]):
+        n = x.shape[1]
+        if n == 0:  # every value non-finite: nothing to summarize, the flag says why
+            continue
+        out["median"][idx] = np.median(x, axis=1)
+        if (ranks := _median_ci_ranks(n)) is not None:
+            s = np.sort(x, axis=1)
+            out["ci_low"][idx], out["ci_high"][idx] = s[:, ranks[0]], s[:, ranks[1]]
+        out["iqr"][idx] = stats.iqr(x, axis=1)
+        if n >= 2:
+            with np.errstate(invalid="ignore", divide="ignore"):  # all-zero samples: CV undefined
+                out["cv_pct"][idx] = 100 * stats.variation(x, axis=1, ddof=1)
+        out["drift_rho"][idx], out["drift_p"][idx] = _drift(x)
+    df = (cells.with_columns(n=pl.col("x").list.len().cast(pl.Int64), **{c: pl.Series(v) for c, v in out.items()})
+          .join(failed_runs(runs).select(*RUN_CONFIG, "failed_runs"), on=RUN_CONFIG, how="left", nulls_equal=True)
+          .with_columns(pl.col("failed_runs").fill_null(0).cast(pl.Int64), pl.col("excluded").cast(pl.Int64)))
+    df = df.with_columns(flags=pl.Series([_flags(r, alpha, cv_limit_pct) for r in df.iter_rows(named=True)],
+                                         dtype=pl.String))
+    return df.select(SUMMARY_COLUMNS)
+
+
+def _mwu_rows(x: np.ndarray, y: np.ndarray, seed: int, n_resamples: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Two-sided Mann-Whitney U of each row of x vs the same row of y: (U of x, p, method).
 
     scipy's exact null distribution assumes no ties, so with ties the p-value
     comes from permutations (all of them when there are at most n_resamples);
-    large samples use the normal approximation.
+    large samples use the normal approximation with tie correction. Exact and
+    asymptotic rows go to scipy in one call each (``axis=1``).
     """
-    if min(len(x), len(y)) > EXACT_MAX_N:
-        method = "asymptotic"
-    elif np.unique(np.concatenate([x, y])).size < len(x) + len(y):
-        method = "permutation"
+    k = len(x)
+    u, p = np.full(k, math.nan), np.full(k, math.nan)
+    if min(x.shape[1], y.shape[1]) > EXACT_MAX_N:
+        method = np.full(k, "asymptotic", dtype=object)
     else:
-        method = "exact"
-    how = stats.PermutationMethod(n_resamples=n_resamples, rng=seed) if method == "permutation" else method
-    res = stats.mannwhitneyu(x, y, alternative="two-sided", method=how)
-    return float(res.statistic), float(res.pvalue), method
+        pooled = np.sort(np.concatenate([x, y], axis=1), axis=1)
+        ties = (np.diff(pooled, axis=1) == 0).any(axis=1)
+        method = np.where(ties, "permutation", "exact").astype(object)
+    for how in ("exact", "asymptotic"):
+        rows = method == how
+        if rows.any():
+            res = stats.mannwhitneyu(x[rows], y[rows], alternative="two-sided", method=how, axis=1)
+            u[rows], p[rows] = res.statistic, res.pvalue
+    for i in np.flatnonzero(method == "permutation"):
+        res = stats.mannwhitneyu(x[i], y[i], alternative="two-sided",
+                                 method=stats.PermutationMethod(n_resamples=n_resamples, rng=seed))
+        u[i], p[i] = res.statistic, res.pvalue
+    return u, p, method
+
+
+def mann_whitney(x: np.ndarray, y: np.ndarray, seed: int = 0, n_resamples: int = 9999) -> tuple[float, float, str]:
+    """Two-sided Mann-Whitney U of x vs y: (U of x, p, method); see _mwu_rows."""
+    u, p, method = _mwu_rows(np.asarray(x, float)[None, :], np.asarray(y, float)[None, :], seed, n_resamples)
+    return float(u[0]), float(p[0]), str(method[0])
 
 
 def smallest_p(n1: int, n2: int) -> float:
@@ -139,21 +222,58 @@ def _log_median_ratio(x, y, axis=-1):
     return np.log(np.median(x, axis=axis)) - np.log(np.median(y, axis=axis))
 
 
+def delta_ci_method(n: int, n_base: int) -> str:
+    """Which CI of the change applies to n vs n_base runs (README: "Statistics")."""
+    return "bootstrap" if min(n, n_base) <= BOOTSTRAP_MAX_N else "maritz-jarrett"
+
+
+def _maritz_jarrett_ci(x: np.ndarray, y: np.ndarray, confidence: float) -> tuple[np.ndarray, np.ndarray]:
+    """CI of log(median x) - log(median y) per row, from the Maritz-Jarrett standard errors of the medians.
+
+    Delta method: se(log m) ~ se(m) / m; the samples are independent, so the
+    variances of the two logs add. Normal quantiles: this is the large-n method.
+    """
+    se_x = mstats.mjci(x, [0.5], axis=1)[:, 0] / np.median(x, axis=1)
+    se_y = mstats.mjci(y, [0.5], axis=1)[:, 0] / np.median(y, axis=1)
+    half = stats.norm.ppf(0.5 + confidence / 2) * np.hypot(se_x, se_y)
+    center = _log_median_ratio(x, y, axis=1)
+    return center - half, center + half
+
+
+def _delta_rows(x: np.ndarray, y: np.ndarray, seed: int, n_resamples: int,
+                confidence: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(delta %, low, high) per row: median(x)/median(y) - 1 with a CI of the log median ratio.
+
+    Bootstrap (percentile intervals, not BCa: BCa's jackknife acceleration is
+    unreliable for a non-smooth statistic like the median) up to
+    BOOTSTRAP_MAX_N runs per side; Maritz-Jarrett above. NaN where a value is
+    <= 0 (the log ratio is undefined, e.g. zero retransmits).
+    """
+    k = len(x)
+    out = np.full((3, k), math.nan)
+    positive = (x.min(axis=1) > 0) & (y.min(axis=1) > 0)
+    if not positive.any():
+        return out[0], out[1], out[2]
+    xs, ys = x[positive], y[positive]
+    center = _log_median_ratio(xs, ys, axis=1)
+    if delta_ci_method(x.shape[1], y.shape[1]) == "bootstrap":
+        lo, hi = np.empty(len(xs)), np.empty(len(xs))
+        for i in range(len(xs)):
+            ci = stats.bootstrap((xs[i], ys[i]), _log_median_ratio, n_resamples=n_resamples, vectorized=True,
+                                 method="percentile", confidence_level=confidence, rng=seed).confidence_interval
+            lo[i], hi[i] = ci.low, ci.high
+    else:
+        lo, hi = _maritz_jarrett_ci(xs, ys, confidence)
+    out[:, positive] = 100 * np.expm1([center, lo, hi])
+    return out[0], out[1], out[2]
+
+
 def delta_pct(x: np.ndarray, y: np.ndarray, seed: int = 0, n_resamples: int = 9999,
               confidence: float = 0.95) -> tuple[float, float, float]:
-    """median(x)/median(y) - 1 in %, with a bootstrap CI of the log median ratio.
-
-    Percentile intervals, not BCa: BCa's jackknife acceleration is unreliable
-    for a non-smooth statistic like the median. NaN when a value is <= 0
-    (the log ratio is undefined, e.g. zero retransmits).
-    """
-    if min(x.min(), y.min()) <= 0:
-        return math.nan, math.nan, math.nan
-    res = stats.bootstrap((x, y), _log_median_ratio, n_resamples=n_resamples, vectorized=True,
-                          method="percentile", confidence_level=confidence, rng=seed)
-    ci = res.confidence_interval
-    delta, lo, hi = 100 * np.expm1([_log_median_ratio(x, y), ci.low, ci.high])
-    return float(delta), float(lo), float(hi)
+    """median(x)/median(y) - 1 in %, with the CI of delta_ci_method(len(x), len(y)); see _delta_rows."""
+    d, lo, hi = _delta_rows(np.asarray(x, float)[None, :], np.asarray(y, float)[None, :], seed, n_resamples,
+                            confidence)
+    return float(d[0]), float(lo[0]), float(hi[0])
 
 
 def adjust(p: np.ndarray, correction: str = "holm", alpha: float = 0.05) -> np.ndarray:
@@ -197,102 +317,131 @@ def verdict(p_adj: float, delta: float, low: float, high: float, alpha: float,
     return f"{delta:+.1f} % [{low:+.1f}, {high:+.1f}] {word}"
 
 
-def _samples(values: pd.DataFrame) -> pd.DataFrame:
-    """One row per configuration holding its values (object column x) and unit."""
-    return pd.DataFrame([
-        {**dict(zip(CONFIG, key)), "unit": g["unit"].iloc[0], "x": g["value"].to_numpy(float)}
-        for key, g in values.groupby(CONFIG, dropna=False, sort=True)
-    ], columns=CONFIG + ["unit", "x"])
+COMPARISON_COLUMNS = [*CONFIG, "unit", "baseline", "n", "n_base", "median", "median_base", "u", "p", "test_method",
+                      "delta_pct", "delta_low", "delta_high", "delta_method", "excluded", "p_adj", "correction",
+                      "noise_band_pct", "verdict"]
 
 
-def compare(metrics: pd.DataFrame, runs: pd.DataFrame, baseline: str = "host", alpha: float = 0.05,
+_COMPARISON_DTYPES = {
+    "unit": pl.String, "baseline": pl.String, "n": pl.Int64, "n_base": pl.Int64, "median": pl.Float64,
+    "median_base": pl.Float64, "u": pl.Float64, "p": pl.Float64, "test_method": pl.String,
+    "delta_pct": pl.Float64, "delta_low": pl.Float64, "delta_high": pl.Float64, "delta_method": pl.String,
+    "excluded": pl.Int64, "p_adj": pl.Float64, "correction": pl.String, "noise_band_pct": pl.Float64,
+    "verdict": pl.String,
+}
+
+
+def _pairs(cells: pl.DataFrame, against: list[tuple[str, str]]) -> pl.DataFrame:
+    """Each configuration of scenario s beside its peer of the reference (x_base), for every (s, ref)."""
+    pairs = [
+        cells.filter(pl.col("scenario") == s)
+        .join(cells.filter(pl.col("scenario") == ref).drop("scenario", "unit"), on=PEERS, suffix="_base",
+              nulls_equal=True)
+        .with_columns(baseline=pl.lit(ref))
+        for s, ref in against
+    ]
+    return pl.concat(pairs) if pairs else None
+
+
+def compare(metrics: pl.DataFrame, runs: pl.DataFrame, baseline: str = "host", alpha: float = 0.05,
             correction: str = "holm", noise_band_pct: float | Mapping[str, float] = 2.0,
             seed: int = 0, n_resamples: int = 9999,
-            contrasts: Sequence[Sequence[str]] = ()) -> pd.DataFrame:
+            contrasts: Sequence[Sequence[str]] = ()) -> pl.DataFrame:
     """Every configuration vs the same configuration in the baseline scenario, plus each
     (scenario, reference) of `contrasts` (e.g. notrack vs conntrack), wherever both were measured.
 
     The family for the correction is every comparison made here: pass only
-    the metrics (and contrasts) that stand behind one report.
+    the metrics (and contrasts) that stand behind one report. A baseline that
+    was measured but has no successful run gives no comparison (an empty
+    table: the report says why); a baseline that is not in the campaign is an error.
     """
+    if correction not in CORRECTIONS:
+        raise ValueError(f"correction must be one of {sorted(CORRECTIONS)}, got {correction!r}")
+    measured = set(runs["scenario"])
+    if baseline not in measured:
+        raise ValueError(f"baseline scenario {baseline!r} is not in the campaign; scenarios: {sorted(measured)}")
     cells = _samples(ok_values(metrics, runs))
     present = set(cells["scenario"])
-    if baseline not in present:
-        raise ValueError(f"baseline scenario {baseline!r} has no successful runs; "
-                         f"scenarios present: {sorted(present)}")
-    against = [(s, baseline) for s in sorted(present - {baseline})]
+    against = [(s, baseline) for s in sorted(present - {baseline})] if baseline in present else []
     against += [(s, ref) for s, ref in contrasts if {s, ref} <= present and (s, ref) not in against]
-    pairs = [
-        cells[cells["scenario"] == s].merge(
-            cells[cells["scenario"] == ref].drop(columns=["scenario", "unit"]), on=PEERS, suffixes=("", "_base"))
-        .assign(baseline=ref)
-        for s, ref in against
-    ]
-    pairs = pd.concat(pairs, ignore_index=True) if pairs else pd.DataFrame()
-    rows = []
-    for r in pairs.itertuples():
-        x, y = r.x, r.x_base
-        row = {**{c: getattr(r, c) for c in CONFIG}, "unit": r.unit, "baseline": r.baseline,
-               "n": len(x), "n_base": len(y), "median": float(np.median(x)), "median_base": float(np.median(y)),
-               "u": math.nan, "p": math.nan, "test_method": "", "delta_pct": math.nan,
-               "delta_low": math.nan, "delta_high": math.nan}
-        if min(len(x), len(y)) >= MIN_N:
-            row["u"], row["p"], row["test_method"] = mann_whitney(x, y, seed, n_resamples)
-            row["delta_pct"], row["delta_low"], row["delta_high"] = delta_pct(x, y, seed, n_resamples)
-        rows.append(row)
-    df = pd.DataFrame(rows, columns=CONFIG + ["unit", "baseline", "n", "n_base", "median", "median_base",
-                                              "u", "p", "test_method", "delta_pct", "delta_low", "delta_high"])
-    df["p_adj"] = adjust(df["p"].to_numpy(), correction, alpha)
-    df["correction"] = CORRECTIONS[correction]
-    df["noise_band_pct"] = [noise_band(m, noise_band_pct) for m in df["metric"]]
-    df["verdict"] = [
-        verdict(r.p_adj, r.delta_pct, r.delta_low, r.delta_high, alpha, r.noise_band_pct,
-                metric_info(r.metric).higher_is_better)
-        for r in df.itertuples()
-    ]
-    return df
+    pairs = _pairs(cells, against)
+    if pairs is None or pairs.is_empty():
+        return pl.DataFrame(schema={**{c: cells.schema[c] for c in CONFIG}, **_COMPARISON_DTYPES})
+    k = len(pairs)
+    num = {c: np.full(k, math.nan) for c in ("median", "median_base", "u", "p", "delta_pct", "delta_low",
+                                             "delta_high")}
+    test_method, delta_method = np.full(k, "", dtype=object), np.full(k, "", dtype=object)
+    for idx, (x, y) in _buckets(pairs["x"], pairs["x_base"]):
+        n, m = x.shape[1], y.shape[1]
+        if n:
+            num["median"][idx] = np.median(x, axis=1)
+        if m:
+            num["median_base"][idx] = np.median(y, axis=1)
+        if min(n, m) < MIN_N:
+            continue
+        num["u"][idx], num["p"][idx], test_method[idx] = _mwu_rows(x, y, seed, n_resamples)
+        num["delta_pct"][idx], num["delta_low"][idx], num["delta_high"][idx] = _delta_rows(
+            x, y, seed, n_resamples, 0.95)
+        delta_method[idx] = delta_ci_method(n, m)
+    df = pairs.with_columns(
+        n=pl.col("x").list.len().cast(pl.Int64), n_base=pl.col("x_base").list.len().cast(pl.Int64),
+        excluded=(pl.col("excluded") + pl.col("excluded_base")).cast(pl.Int64),
+        test_method=pl.Series(test_method, dtype=pl.String), delta_method=pl.Series(delta_method, dtype=pl.String),
+        p_adj=pl.Series(adjust(num["p"], correction, alpha)), correction=pl.lit(CORRECTIONS[correction]),
+        noise_band_pct=pl.col("metric").replace_strict(
+            {m: noise_band(m, noise_band_pct) for m in pairs["metric"].unique()}, return_dtype=pl.Float64),
+        **{c: pl.Series(v) for c, v in num.items()})
+    labels = []
+    for r in df.iter_rows(named=True):
+        if math.isnan(r["p_adj"]) and r["excluded"]:
+            # not "insufficient n": the runs were there, their values were not numbers
+            labels.append(f"not tested: {r['excluded']} non-finite value(s) excluded")
+        else:
+            labels.append(verdict(r["p_adj"], r["delta_pct"], r["delta_low"], r["delta_high"], alpha,
+                                  r["noise_band_pct"], metric_info(r["metric"]).higher_is_better))
+    return df.with_columns(verdict=pl.Series(labels, dtype=pl.String)).select(COMPARISON_COLUMNS)
 
 
-def _fmt(v: float) -> str:
-    return "–" if math.isnan(v) else f"{v:.4g}"
+def _fmt(v: float | None) -> str:
+    return "–" if v is None or math.isnan(v) else f"{v:.4g}"
 
 
-def headline(summary: pd.DataFrame, comparisons: pd.DataFrame, baseline: str = "host") -> pd.DataFrame:
+def headline(summary: pl.DataFrame, comparisons: pl.DataFrame, baseline: str = "host") -> pl.DataFrame:
     """benchstat-like table: per test x metric x side, each scenario's median [95 % CI] and its verdict."""
-    cmp_cols = PEERS + ["scenario", "delta_pct", "p_adj", "verdict"]
-    df = summary.merge(comparisons.loc[comparisons["baseline"] == baseline, cmp_cols], on=CONFIG, how="left")
-    df["verdict"] = df["verdict"].where(df["scenario"] != baseline, "baseline")
-    df["median [95 % CI]"] = [
-        f"{_fmt(r.median)} [{_fmt(r.ci_low)}, {_fmt(r.ci_high)}]" if r.n >= MIN_N else f"{_fmt(r.median)} ({INSUFFICIENT})"
-        for r in df.itertuples()
-    ]
-    df["_base_first"] = df["scenario"] != baseline
-    df = df.sort_values(["environment", "test", "metric", "side", "_base_first", "scenario"], kind="stable")
-    cols = ["environment", "test", "metric", "side", "unit", "scenario", "n", "median [95 % CI]",
-            "delta_pct", "p_adj", "verdict", "flags"]
-    return df[cols].reset_index(drop=True)
+    vs_base = comparisons.filter(pl.col("baseline") == baseline).select(*CONFIG, "delta_pct", "p_adj", "verdict")
+    df = summary.join(vs_base, on=CONFIG, how="left", nulls_equal=True)
+    ci = [f"{_fmt(r['median'])} [{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]" if r["n"] >= MIN_N
+          else f"{_fmt(r['median'])} ({INSUFFICIENT})" for r in df.iter_rows(named=True)]
+    return (df.with_columns(
+                verdict=pl.when(pl.col("scenario") == baseline).then(pl.lit("baseline"))
+                .otherwise(pl.col("verdict").fill_null("")),
+                _base_first=pl.col("scenario") != baseline,
+                **{"median [95 % CI]": pl.Series(ci, dtype=pl.String)})
+            .sort(["environment", "test", "metric", "side", "_base_first", "scenario"], maintain_order=True)
+            .select("environment", "test", "metric", "side", "unit", "scenario", "n", "median [95 % CI]",
+                    "delta_pct", "p_adj", "verdict", "flags"))
 
 
 def _json_number(v):
-    return None if isinstance(v, float) and math.isnan(v) else v
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
 
 
-def to_metrics_dict(summary: pd.DataFrame, comparisons: pd.DataFrame, baseline: str) -> dict:
+def to_metrics_dict(summary: pl.DataFrame, comparisons: pl.DataFrame, baseline: str) -> dict:
     """Headline numbers keyed campaign/environment/scenario/test/metric/side, JSON-ready (NaN -> null).
 
     A contrast (a comparison not against `baseline`) names its reference in
     the scenario part: ".../notrack vs conntrack/...".
     """
-    def key(r) -> str:
-        scenario = r.scenario if getattr(r, "baseline", baseline) == baseline else f"{r.scenario} vs {r.baseline}"
-        return "/".join(str(v) for v in (r.campaign, r.environment, scenario, r.test, r.metric, r.side))
-
+    def key(r: dict) -> str:
+        scenario = r["scenario"] if r.get("baseline", baseline) == baseline else f"{r['scenario']} vs {r['baseline']}"
+        return "/".join(str(v) for v in (r["campaign"], r["environment"], scenario, r["test"], r["metric"], r["side"]))
 
     return {
-        "summary": {key(r): {c: _json_number(float(getattr(r, c))) for c in ("n", "median", "ci_low", "ci_high", "cv_pct")}
-                    for r in summary.itertuples()},
-        "comparisons": {key(r): {**{c: _json_number(float(getattr(r, c)))
-                                    for c in ("median_base", "median", "delta_pct", "delta_low", "delta_high", "p", "p_adj")},
-                                 "baseline": r.baseline, "correction": r.correction, "verdict": r.verdict}
-                        for r in comparisons.itertuples()},
+        "summary": {key(r): {c: _json_number(r[c]) for c in ("n", "median", "ci_low", "ci_high", "cv_pct")}
+                    for r in summary.iter_rows(named=True)},
+        "comparisons": {key(r): {**{c: _json_number(r[c])
+                                    for c in ("median_base", "median", "delta_pct", "delta_low", "delta_high", "p",
+                                              "p_adj")},
+                                 "baseline": r["baseline"], "correction": r["correction"], "verdict": r["verdict"]}
+                        for r in comparisons.iter_rows(named=True)},
     }

@@ -1,17 +1,20 @@
 """Small schema-conforming tidy tables with known values, for the analysis tests (not measurements)."""
 from __future__ import annotations
 
+import json
+from datetime import datetime, timedelta, timezone
+
 import numpy as np
-import pandas as pd
+import polars as pl
 
 from benchlib import schema
 
-T0 = pd.Timestamp("2026-01-01T00:00:00Z")
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 
 def make_tables(samples: dict, failed: dict | None = None, cpus: tuple[int, int] = (1, 1),
                 campaign: str = "c1", environment: str = "local-lab",
-                run_columns: dict | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+                run_columns: dict | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(runs, metrics) from {(scenario, test): {(metric, side): [value of run 0, run 1, ...]}}.
 
     Run i of every configuration is in block i; within a block configurations
@@ -27,13 +30,15 @@ def make_tables(samples: dict, failed: dict | None = None, cpus: tuple[int, int]
         for i in range(n + n_failed):
             run_id = f"{scenario}-{test}-{i}"
             ok = i < n
-            start = T0 + pd.Timedelta(minutes=i * n_configs + j)
+            start = T0 + timedelta(minutes=i * n_configs + j)
             runs.append({
                 "campaign": campaign, "environment": environment, "scenario": scenario, "test": test,
                 "tool": "netperf", "kind": "TCP_STREAM", "streams": 1, "message_size": None,
-                "offered_qps": None, "connection_close": False, "services": None, "block": i, "order": i * n_configs + j, "run_id": run_id, "attempts": 1,
+                "offered_qps": None, "connection_close": False, "services": None,
+                "test_params": json.dumps({"duration_s": 30}), "block": i, "order": i * n_configs + j,
+                "run_id": run_id, "attempts": 1,
                 "outcome": "ok" if ok else "failed", "failure_reason": None if ok else "netperf exited 1",
-                "started_at": start, "ended_at": start + pd.Timedelta(seconds=30), "duration_s": 30.0,
+                "started_at": start, "ended_at": start + timedelta(seconds=30), "duration_s": 30.0,
                 "client_cpus": cpus[0], "server_cpus": cpus[1], "client_node": "n1", "server_node": "n2",
                 "nodes_share_kernel": True, "kernel": "6.1.0-test", "tool_version": "2.7.0", "record": f"data/raw/{run_id}",
                 **(run_columns or {}).get((scenario, test), {}),
@@ -46,9 +51,9 @@ def make_tables(samples: dict, failed: dict | None = None, cpus: tuple[int, int]
                     "streams": 1, "message_size": None, "block": i, "run_id": run_id,
                     "metric": metric, "value": float(values[i]), "unit": schema.METRICS[metric].unit, "side": side,
                 })
-    # round-trip through the schema so types are exactly those of the real tables
-    runs_df = schema.to_table(pd.DataFrame(runs), schema.RUNS_SCHEMA, "runs").to_pandas()
-    metrics_df = schema.to_table(pd.DataFrame(metrics), schema.METRICS_SCHEMA, "metrics").to_pandas()
+    # through the schema so types are exactly those of the real tables
+    runs_df = schema.conform(pl.DataFrame(runs, infer_schema_length=None), "runs")
+    metrics_df = schema.conform(pl.DataFrame(metrics, schema=schema.METRICS_SCHEMA), "metrics")
     schema.check_metrics(metrics_df)
     return runs_df, metrics_df
 

@@ -5,7 +5,7 @@ import re
 import struct
 import xml.etree.ElementTree as ET
 
-import pandas as pd
+import polars as pl
 import plotly.io as pio
 import pytest
 
@@ -19,7 +19,7 @@ REMOTE_SCRIPT = re.compile(r"<script[^>]*\ssrc=[\"']?(https?:)?//", re.I)
 def tables(lab_tables):
     runs, metrics = lab_tables
     values = normalize.with_cpu_at_target(metrics, runs)
-    fam = values[values["metric"].isin(["throughput", "transaction_rate", "cpu_pct_at_target"])]
+    fam = values.filter(pl.col("metric").is_in(["throughput", "transaction_rate", "cpu_pct_at_target"]))
     return {"runs": runs, "summary": stats.summarize(values, runs), "values": stats.ok_values(values, runs),
             "per_run": normalize.per_run_cpu(metrics, runs), "comparisons": stats.compare(fam, runs)}
 
@@ -50,7 +50,7 @@ def test_bars_baseline_first_one_colour_per_scenario_with_ci(all_figures, tables
     assert list(bar.x) == ["host", "bridge", "veth-routed", "vxlan"]
     assert len(set(bar.marker.color)) == 4
     s = tables["summary"]
-    host = s[(s.scenario == "host") & (s.test == "tcp_stream_1") & (s.metric == "throughput")].iloc[0]
+    host = s.filter(scenario="host", test="tcp_stream_1", metric="throughput").row(0, named=True)
     assert bar.y[0] == pytest.approx(host["median"])
     assert bar.error_y.array[0] == pytest.approx(host["ci_high"] - host["median"])
     assert "Gbit/s" in all_figures["bars"].layout.yaxis.title.text
@@ -65,7 +65,7 @@ def test_cpu_bars_client_and_server_side_by_side(all_figures):
 
 def test_strip_shows_every_run(all_figures, tables):
     v = tables["values"]
-    expected = ((v.test == "tcp_crr") & (v.metric == "connection_rate")).sum()
+    expected = len(v.filter(test="tcp_crr", metric="connection_rate"))
     assert sum(len(t.y) for t in all_figures["strip"].data) == expected
     assert all(t.boxpoints == "all" for t in all_figures["strip"].data)
 
@@ -75,6 +75,7 @@ def test_forest_has_noise_band_and_one_row_per_comparison(all_figures, tables):
     band = fig.data[0]
     assert band.name == "noise band" and list(band.base) == [-2.0] * len(tables["comparisons"])
     assert sum(len(t.x) for t in fig.data[1:]) == len(tables["comparisons"])
+    assert "95 % CI (bootstrap)" in fig.layout.title.text  # n = 8 per side: the bootstrap's range
 
 
 def test_scatter_iso_lines_pass_through_origin(all_figures):
@@ -91,7 +92,7 @@ def test_latency_percentiles_grouped(all_figures):
 
 def test_figure_for_two_campaigns_is_refused(tables):
     s = tables["summary"]
-    two = pd.concat([s, s.assign(campaign="c2")])
+    two = pl.concat([s, s.with_columns(campaign=pl.lit("c2"))])
     with pytest.raises(ValueError, match="campaigns"):
         figures.bars(two, "tcp_stream_1", "throughput")
 
@@ -128,7 +129,7 @@ def datapaths():
     from analysis_tables import datapath_samples, make_tables
     samples, columns = datapath_samples()
     runs, metrics = make_tables(samples, run_columns=columns)
-    family = metrics[metrics["metric"].isin(["connection_rate", "http_latency_p50", "http_latency_p99"])]
+    family = metrics.filter(pl.col("metric").is_in(["connection_rate", "http_latency_p50", "http_latency_p99"]))
     return {"runs": runs, "summary": stats.summarize(metrics, runs),
             "comparisons": stats.compare(family, runs, baseline="veth-routed")}
 
@@ -141,8 +142,9 @@ def test_service_scaling_one_line_and_ribbon_per_datapath(datapaths):
     assert set(lines) == {"kube-proxy-iptables", "kube-proxy-nftables"}
     ipt = lines["kube-proxy-iptables"]
     assert list(ipt.x) == [4, 1000, 10000]
-    expected = s[(s["metric"] == "connection_rate") & s["scenario"].str.startswith("kube-proxy-iptables-")]
-    expected = expected.assign(k=expected["scenario"].str.rsplit("-", n=1).str[1].astype(int)).sort_values("k")
+    expected = s.filter(pl.col("metric") == "connection_rate",
+                        pl.col("scenario").str.starts_with("kube-proxy-iptables-"))
+    expected = expected.sort(pl.col("scenario").str.extract(r"-(\d+)$").cast(pl.Int64))
     assert list(ipt.y) == pytest.approx(list(expected["median"]))
     ribbons = [t for t in fig.data if t.fill == "toself"]
     assert len(ribbons) == 2

@@ -1,7 +1,7 @@
 """CPU normalization: sum first, then divide, per run."""
 from __future__ import annotations
 
-import pandas as pd
+import polars as pl
 import pytest
 
 from benchlib.analysis import normalize
@@ -17,7 +17,7 @@ def one_run(work_metric, work, client_cores, server_cores, cpus=(2, 2)):
 
 
 def by_side(df):
-    return df.set_index("side")["value"].to_dict()
+    return dict(zip(df["side"], df["value"]))
 
 
 def test_stream_cpu_at_100_gbps():
@@ -26,7 +26,7 @@ def test_stream_cpu_at_100_gbps():
     # client 1.0/2 = 50 %, server 25 %, both 1.5/4 = 37.5 %; 100 Gbit/s is 5x the measured 20
     assert by_side(out) == pytest.approx({"client": 250.0, "server": 125.0, "total": 187.5})
     assert set(out["unit"]) == {"% CPU @ 100 Gbit/s"}
-    assert list(out.columns) == METRICS_SCHEMA.names
+    assert out.schema == METRICS_SCHEMA
 
 
 def test_total_sums_cores_before_dividing():
@@ -64,17 +64,17 @@ def test_runs_without_work_are_left_out():
 def test_per_run_cpu_keeps_keys_and_work(lab_tables):
     runs, metrics = lab_tables
     per_run = normalize.per_run_cpu(metrics, runs)
-    ok = runs[runs["outcome"] == "ok"]
+    ok = runs.filter(outcome="ok")
     assert len(per_run) == len(ok)  # one row per successful run
-    assert per_run["message_size"].isna().all()  # null keys survive the joins
-    crr = per_run[per_run["test"] == "tcp_crr"]
+    assert per_run["message_size"].is_null().all()  # null keys survive the joins
+    crr = per_run.filter(test="tcp_crr")
     assert set(crr["work_metric"]) == {"connection_rate"}
 
 
 def test_with_cpu_at_target_appends_rows(lab_tables):
     runs, metrics = lab_tables
     both = normalize.with_cpu_at_target(metrics, runs)
-    added = both[both["metric"] == "cpu_pct_at_target"]
+    added = both.filter(metric="cpu_pct_at_target")
     assert len(both) == len(metrics) + len(added)
     assert len(added) == 3 * len(normalize.per_run_cpu(metrics, runs))
-    assert isinstance(added, pd.DataFrame) and not added["value"].isna().any()
+    assert isinstance(added, pl.DataFrame) and added["value"].is_finite().all()

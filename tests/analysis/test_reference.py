@@ -27,22 +27,23 @@ def test_every_reference_metric_has_a_direction(scenarios):
 
 
 def test_relative_changes_vs_a(scenarios):
-    ch = reference.eks_relative_changes(scenarios).set_index(["scenario", "metric"])
-    assert ch.loc[("B", "tcp_throughput"), "change_pct"] == pytest.approx(100 * (12.34 / 12.41 - 1))
-    assert ch.loc[("B", "tcp_throughput"), "direction"] == "worse"
-    assert ch.loc[("E", "pod_rtt"), "change_pct"] == pytest.approx(100 * (3135 / 4894 - 1))
-    assert ch.loc[("E", "pod_rtt"), "direction"] == "better"
-    assert ch.loc[("D", "udp_throughput"), "direction"] == "same"
-    assert "agent_memory" not in ch.index.get_level_values("metric")  # A has no agent
-    assert len(ch) == 4 * 12
+    changes = reference.eks_relative_changes(scenarios)
+    ch = {(r["scenario"], r["metric"]): r for r in changes.iter_rows(named=True)}
+    assert ch[("B", "tcp_throughput")]["change_pct"] == pytest.approx(100 * (12.34 / 12.41 - 1))
+    assert ch[("B", "tcp_throughput")]["direction"] == "worse"
+    assert ch[("E", "pod_rtt")]["change_pct"] == pytest.approx(100 * (3135 / 4894 - 1))
+    assert ch[("E", "pod_rtt")]["direction"] == "better"
+    assert ch[("D", "udp_throughput")]["direction"] == "same"
+    assert "agent_memory" not in set(changes["metric"])  # A has no agent
+    assert len(ch) == len(changes) == 4 * 12
 
 
 def test_service_scaling_growth():
     g = reference.eks_service_scaling_growth(reference.load_eks_service_scaling())
-    row = g[(g.datapath == "kube-proxy-iptables") & (g.metric == "iptables_nat_rules") & (g.services_to == 1000)]
+    row = g.filter(datapath="kube-proxy-iptables", metric="iptables_nat_rules", services_to=1000)
     assert row["change_pct"].item() == pytest.approx(100 * (10059 / 99 - 1))
-    cil = g[(g.datapath == "cilium-ebpf") & (g.metric == "http_p99_at_1000qps")]
-    assert cil["services_to"].tolist() == [104]  # not published for 1000 services
+    cil = g.filter(datapath="cilium-ebpf", metric="http_p99_at_1000qps")
+    assert cil["services_to"].to_list() == [104]  # not published for 1000 services
     assert cil["change_pct"].item() == pytest.approx(100 * (3.64 / 3.94 - 1))
 
 
@@ -50,12 +51,13 @@ def test_side_by_side_ours_next_to_theirs(scenarios):
     base = np.linspace(39.5, 40.5, 8)
     runs, metrics = make_tables({("veth-routed", "tcp_stream_1"): {("throughput", "none"): base},
                                  ("vxlan", "tcp_stream_1"): {("throughput", "none"): base * 0.9}})
-    both = reference.side_by_side(metrics, runs, reference.eks_relative_changes(scenarios)).set_index("claim")
-    tput = both.loc["TCP throughput: VXLAN overlay vs routed pods"]
+    both = reference.side_by_side(metrics, runs, reference.eks_relative_changes(scenarios))
+    both = {r["claim"]: r for r in both.iter_rows(named=True)}
+    tput = both["TCP throughput: VXLAN overlay vs routed pods"]
     assert tput["ours_delta_pct"] == pytest.approx(-10.0)
     assert tput["ours_verdict"].endswith("worse")
     assert tput["theirs_change_pct"] == pytest.approx(100 * (12.34 / 12.41 - 1))
-    rtt = both.loc["Round-trip latency: VXLAN overlay vs routed pods"]
+    rtt = both["Round-trip latency: VXLAN overlay vs routed pods"]
     assert rtt["ours_verdict"] == "not measured" and math.isnan(rtt["ours_delta_pct"])
     assert rtt["theirs_change_pct"] == pytest.approx(100 * (4955 / 4894 - 1))
 
@@ -63,7 +65,7 @@ def test_side_by_side_ours_next_to_theirs(scenarios):
 def test_scaling_growth_pairs_with_our_kube_proxy_scenarios():
     from benchlib.analysis import reference
     changes = reference.eks_scaling_changes(reference.load_eks_service_scaling())
-    row = changes[(changes["metric"] == "conn_setup_time_connection_close")].iloc[0]
+    row = changes.filter(metric="conn_setup_time_connection_close").row(0, named=True)
     assert (row["scenario"], row["baseline"]) == ("kube-proxy-iptables-1000", "kube-proxy-iptables-4")
     assert row["change_pct"] == pytest.approx(100 * (190 / 164 - 1))
     assert row["direction"] == "worse"
@@ -71,13 +73,11 @@ def test_scaling_growth_pairs_with_our_kube_proxy_scenarios():
 
 def test_every_claim_names_what_the_study_published_and_what_a_shipped_campaign_measures():
     """A claim with a misspelt scenario, test or metric would read "not measured" for ever."""
-    import pandas as pd
     import yaml
 
     from benchlib.config import load_environment
     from benchlib.schema import METRICS
-    published = pd.concat([reference.eks_relative_changes(reference.load_eks_scenarios()),
-                           reference.eks_scaling_changes(reference.load_eks_service_scaling())])
+    published = reference.published_changes()
     presets = list((project_root() / "pipelines").glob("*/params*.yaml")) + [project_root() / "params.yaml"]
     campaigns = []  # (scenarios, tests) each preset measures
     for preset in presets:
@@ -86,9 +86,8 @@ def test_every_claim_names_what_the_study_published_and_what_a_shipped_campaign_
             scenarios = set(load_environment(env_name).scenarios)
             campaigns.append((scenarios, set(params["tests"])))
     for pair in reference.LIKE_FOR_LIKE:
-        theirs = published[(published["metric"] == pair["theirs_metric"])
-                           & (published["scenario"] == pair["theirs_scenario"])
-                           & (published["baseline"] == pair["theirs_baseline"])]
+        theirs = published.filter(metric=pair["theirs_metric"], scenario=pair["theirs_scenario"],
+                                  baseline=pair["theirs_baseline"])
         assert len(theirs) == 1, pair["claim"]
         assert pair["ours_metric"] in METRICS, pair["claim"]
         assert any({pair["ours_scenario"], pair["ours_baseline"]} <= scenarios and pair["ours_test"] in tests

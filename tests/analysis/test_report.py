@@ -4,10 +4,10 @@ from __future__ import annotations
 import json
 import re
 
-import pyarrow.parquet as pq
+import polars as pl
 import pytest
 
-from benchlib import schema
+from benchlib import tidy
 from benchlib.analysis import project_root, report, resolve, stats
 
 PLOTLYJS_BANNER = "* plotly.js v"
@@ -24,28 +24,27 @@ def test_project_root_from_notebooks_dir(monkeypatch):
 
 def test_setup_and_method_tables(lab_tables):
     runs, metrics = lab_tables
-    setup = report.setup_table(runs)
-    assert setup.loc[0, "kernel"] == "6.1.0-test" and setup.loc[0, "tools"] == "netperf 2.7.0"
-    assert setup.loc[0, "nodes_share_kernel"] == "True"
+    setup = report.setup_table(runs).row(0, named=True)
+    assert setup["kernel"] == "6.1.0-test" and setup["tools"] == "netperf 2.7.0"
+    assert setup["nodes_share_kernel"] == "true"
     assert "client and server nodes run on one kernel" in report.shared_kernel_note(runs)
-    assert report.shared_kernel_note(runs.assign(nodes_share_kernel=None)) == ""
-    method = report.method_table(runs).set_index("test")
-    assert method.loc["tcp_crr", "failed"] == 1 and method.loc["tcp_crr", "runs_per_scenario"] == "8-9"
-    assert method.loc["tcp_rr", "blocks"] == 8
+    assert report.shared_kernel_note(runs.with_columns(nodes_share_kernel=pl.lit(None, pl.Boolean))) == ""
+    method = {r["test"]: r for r in report.method_table(runs).iter_rows(named=True)}
+    assert method["tcp_crr"]["failed"] == 1 and method["tcp_crr"]["runs_per_scenario"] == "8-9"
+    assert method["tcp_rr"]["blocks"] == 8
 
 
 def test_caveats_list_flags_and_failures(lab_tables):
     runs, metrics = lab_tables
     flagged, failed = report.caveats(stats.summarize(metrics, runs), runs)
     assert (flagged["flags"] != "").all() and len(flagged) > 0  # retransmits vary a lot
-    assert failed[["scenario", "test", "failed_runs"]].values.tolist() == [["vxlan", "tcp_crr", 1]]
+    assert failed.select("scenario", "test", "failed_runs").rows() == [("vxlan", "tcp_crr", 1)]
 
 
 @pytest.mark.slow
 def test_notebooks_execute_and_render_offline_report(lab_tables, tmp_path):
     runs, metrics = lab_tables
-    pq.write_table(schema.to_table(runs, schema.RUNS_SCHEMA, "runs"), tmp_path / "runs.parquet")
-    pq.write_table(schema.to_table(metrics, schema.METRICS_SCHEMA, "metrics"), tmp_path / "metrics.parquet")
+    tidy.write_tables(runs, metrics, tmp_path)
     out = tmp_path / "reports"
     params = {"metrics_path": str(tmp_path / "metrics.parquet"), "runs_path": str(tmp_path / "runs.parquet"),
               "out_dir": str(out), "noise_band_pct": {"default": 2.0, "latency_p99": 5.0},
@@ -97,3 +96,35 @@ def test_parameters_cell_names_each_parameter_with_the_params_yaml_default(noteb
     body = "\n".join(c.source for c in nb.cells if c is not cell and c.cell_type == "code")
     used = {k for k in defaults if re.search(rf"\b{k}\b", body)}
     assert used == set(declared), (used ^ set(declared))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["every run failed", "tiny n"])
+def test_report_renders_without_a_traceback_on_degenerate_campaigns(case, tmp_path):
+    from analysis_tables import make_tables
+    if case == "every run failed":
+        runs, metrics = make_tables({("host", "tcp_stream_1"): {("throughput", "none"): [40.0]},
+                                     ("vxlan", "tcp_stream_1"): {("throughput", "none"): [30.0]}},
+                                    failed={("host", "tcp_stream_1"): 2, ("vxlan", "tcp_stream_1"): 2})
+        runs = runs.with_columns(outcome=pl.lit("failed"), failure_reason=pl.lit("netperf exited 1"))
+    else:  # two runs each, and a scenario whose every run failed
+        cpu = {("cpu_busy_cores", "client"): [0.9, 0.8], ("cpu_busy_cores", "server"): [0.7, 0.6]}
+        runs, metrics = make_tables({("host", "tcp_rr"): {("transaction_rate", "none"): [9e3, 9.1e3], **cpu},
+                                     ("vxlan", "tcp_rr"): {("transaction_rate", "none"): [8e3, 8.1e3], **cpu},
+                                     ("bridge", "tcp_rr"): {("transaction_rate", "none"): [1.0]}},
+                                    failed={("bridge", "tcp_rr"): 2})
+        runs = runs.with_columns(outcome=pl.when(pl.col("scenario") == "bridge").then(pl.lit("failed"))
+                                 .otherwise("outcome"))
+    tidy.write_tables(runs, metrics.join(runs.filter(outcome="ok").select("run_id"), on="run_id"), tmp_path)
+    out = tmp_path / "reports"
+    params = {"metrics_path": str(tmp_path / "metrics.parquet"), "runs_path": str(tmp_path / "runs.parquet"),
+              "out_dir": str(out)}
+    html = report.build_report([f"notebooks/{n}" for n in report.NOTEBOOKS], out, params).read_text()
+    assert '"ename"' not in "".join(p.read_text() for p in (out / "notebooks").glob("*.ipynb"))
+    m = json.loads((out / "metrics.json").read_text())
+    if case == "every run failed":
+        assert m["comparisons"] == {} and "no run of this campaign succeeded" in html
+    else:
+        row = m["comparisons"]["c1/local-lab/vxlan/tcp_rr/transaction_rate/none"]
+        assert row["verdict"] == "insufficient n" and row["p"] is None
+        assert "insufficient n (2 &lt; 6)" in html or "insufficient n (2 < 6)" in html
