@@ -11,7 +11,8 @@
 #   k8s-local-cluster.sh status                # exit 0 when every component runs
 #   k8s-local-cluster.sh kubectl ARGS...       # kubectl as the cluster's admin
 #   k8s-local-cluster.sh cilium-dbg NODE ARGS  # Cilium's client against node NODE's agent
-#   k8s-local-cluster.sh down                  # leaves nothing behind
+#   k8s-local-cluster.sh down [--wait]         # leaves nothing behind; --wait: after a running
+#                                              #   measurement (else refused while one runs)
 #
 # NETWORK (defaults: bridge with kube-proxy iptables; Cilium: tunnel, no kube-proxy, socket LB):
 #   --cni bridge|cilium
@@ -50,6 +51,7 @@ BIN="$CACHE/k8s/bin-k8s$K8S_VERSION-etcd$ETCD_VERSION"
 HYPERKUBE="$BIN/hyperkube"
 STATE="${BENCHLIB_K8S_STATE:-/var/lib/benchlib-k8s}"
 LOCK=/run/benchlib/k8s-cluster.lock
+MEASUREMENT_WAIT_S=7200  # down --wait: the longest a running measurement is waited for
 PREFIX=bk8s                      # netns, node, bridge and cgroup names
 WIRE_NET=198.18.32               # node N has $WIRE_NET.N
 CLUSTER_CIDR=198.18.64.0/19
@@ -715,10 +717,15 @@ proxy_mode() {  # proxy_mode <mode>: kube-proxy in that mode, the CNI kept
 }
 
 no_measurement_running() {  # up and down change the CPUs' load and the cluster under a running `benchlib collect`
+  # no_measurement_running <what> [--wait]: refuse at once, or wait (bounded) for it to end
   local lock=/run/benchlib/collect.lock  # held by collect for its whole run (benchlib/machine.py)
   [ -e "$lock" ] || return 0
   exec 7>>"$lock"
-  flock -n 7 || die "a measurement is running ($(cat "$lock")): $1 would disturb it; wait for it or stop it first"
+  if ! flock -n 7; then
+    [ "${2:-}" = --wait ] || die "a measurement is running ($(cat "$lock")): $1 would disturb it; wait for it or stop it first (down --wait waits)"
+    log "a measurement is running ($(cat "$lock")): $1 waits for it to end (at most $MEASUREMENT_WAIT_S s)"
+    flock -w "$MEASUREMENT_WAIT_S" 7 || die "the measurement still runs after $MEASUREMENT_WAIT_S s: $1 not done"
+  fi
   flock -u 7
   exec 7>&-
 }
@@ -738,7 +745,9 @@ case "${1:-}" in
       *) die "build: unknown argument '$2' (build, or build cilium)" ;;
     esac ;;
   up) shift; no_measurement_running up; with_lock up "$@" ;;
-  down) no_measurement_running down; with_lock down ;;
+  down)
+    case "${2:-}" in ""|--wait) ;; *) die "down: unknown argument '$2' (see $0 --help)" ;; esac
+    no_measurement_running down "${2:-}"; with_lock down ;;
   cni) shift; with_lock cni "$@" ;;
   proxy-mode) with_lock proxy_mode "${2:?proxy-mode needs iptables or nftables}" ;;
   cilium-dbg) shift; cilium_dbg "${1:?cilium-dbg needs a node number}" "${@:2}" ;;

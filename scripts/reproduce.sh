@@ -36,11 +36,9 @@ if [[ " $envs " == *" local-k8s "* || " $envs " == *" local-cilium "* ]]; then
   bash scripts/k8s-local-cluster.sh build
   [[ " $envs " != *" local-cilium "* ]] || bash scripts/k8s-local-cluster.sh build cilium
   # On a signal dvc exits at once while its `benchlib collect` still deletes
-  # its namespace: let that finish (bounded) before the cluster goes away.
-  cluster_down() {
-    for _ in $(seq 300); do pgrep -f -- "$PWD/.venv/bin/benchlib collect" >/dev/null || break; sleep 1; done
-    bash scripts/k8s-local-cluster.sh down
-  }
+  # its namespace; and another measurement on the machine may run: down
+  # --wait lets each end (bounded) before the cluster goes away.
+  cluster_down() { bash scripts/k8s-local-cluster.sh down --wait; }
   trap cluster_down EXIT
   bash scripts/k8s-local-cluster.sh up
 fi

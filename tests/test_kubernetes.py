@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
 import platform
 import re
 import signal
@@ -411,11 +412,21 @@ def test_up_and_down_wait_for_no_running_measurement():
     """A running `benchlib collect` holds the machine's lock: the cluster is neither built nor torn
     down under it (`cni`, which a scenario runs from inside the collection, is not refused)."""
     require_root()
+    was_up = cluster_script("status").returncode == 0
     with machine.exclusive("benchlib collect --env local-k8s (test)"):
         for command in ("up", "down"):
             refused = cluster_script(command)
             assert refused.returncode != 0 and "a measurement is running (pid" in refused.stderr, refused.stderr
             assert "benchlib collect --env local-k8s (test)" in refused.stderr
+        # what reproduce.sh runs at its end: down waits for the measurement instead (stopped here
+        # while it waits, so that the module's cluster stays up)
+        waiting = subprocess.Popen(["bash", str(CLUSTER), "down", "--wait"], stderr=subprocess.PIPE, text=True,
+                                   start_new_session=True)
+        time.sleep(3)
+        assert waiting.poll() is None
+        os.killpg(waiting.pid, signal.SIGTERM)
+        assert "down waits for it to end" in waiting.communicate(timeout=10)[1]
+    assert (cluster_script("status").returncode == 0) == was_up
 
 
 def test_cluster_scenario_without_placement_is_refused(tmp_path, monkeypatch):
