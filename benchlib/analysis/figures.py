@@ -429,7 +429,8 @@ def reference_changes(side_by_side: pl.DataFrame) -> go.Figure:
                marker_color=PALETTE[0],
                error_x=dict(type="data", array=side_by_side["ours_high"] - side_by_side["ours_delta_pct"],
                             arrayminus=side_by_side["ours_delta_pct"] - side_by_side["ours_low"])),
-        go.Bar(name="EKS m6i 2026 (published)", y=side_by_side["claim"], x=side_by_side["theirs_change_pct"],
+        # the 2021 study states directions only: no bar, its direction is in the table
+        go.Bar(name="published (EKS m6i 2026)", y=side_by_side["claim"], x=side_by_side["theirs_change_pct"],
                orientation="h", marker_color=PALETTE[1]),
     ])
     fig.add_vline(x=0, line_color="#333", line_width=1)

@@ -18,6 +18,7 @@ from .stats import CORRECTIONS, adjust, compare, verdict
 REFERENCE_DIR = Path("data/reference")
 EKS_SCENARIOS = "eks_m6i_2026_scenarios.csv"
 EKS_SERVICE_SCALING = "eks_m6i_2026_service_scaling.csv"
+CILIUM_2021_DIRECTIONS = "cilium_2021_directions.csv"
 
 # Direction of "better" for the study's own metric names (ours live in schema.METRICS).
 EKS_HIGHER_IS_BETTER = {
@@ -74,6 +75,14 @@ LIKE_FOR_LIKE += [
     for study, ours in CILIUM_AS_STUDY.items() for claim, test, metric, theirs, caveat in CILIUM_CLAIMS
 ]
 
+# The 2021 bare-metal study (data/reference/README.md) states directions, not numbers.
+LIKE_FOR_LIKE.append(
+    {"claim": "Connection rate: NOTRACK vs conntrack (2021 bare metal)", "ours_test": "tcp_crr",
+     "ours_metric": "connection_rate", "ours_side": "none", "ours_scenario": "notrack", "ours_baseline": "conntrack",
+     "theirs_metric": "tcp_crr_32_processes", "theirs_scenario": "notrack", "theirs_baseline": "conntrack",
+     "caveat": "theirs: 32 netperf processes between two 100G hosts, direction only (charts, no table); "
+               "ours: one TCP_CRR stream through the lab's pod path (params-datapaths.yaml)"})
+
 
 def load_eks_scenarios(directory: str | Path = REFERENCE_DIR) -> pl.DataFrame:
     """The 2026 EKS m6i study, scenarios A-E: one row per scenario and metric."""
@@ -129,9 +138,11 @@ def eks_scaling_changes(scaling: pl.DataFrame, base_services: int = 4) -> pl.Dat
 
 
 def published_changes(directory: str | Path = REFERENCE_DIR) -> pl.DataFrame:
-    """Every published change side_by_side can pair: the scenarios vs A and the service-scaling growth."""
+    """Every published change side_by_side can pair: the EKS scenarios vs A, its service-scaling growth,
+    and the 2021 study's stated directions (no change in %)."""
+    directions = pl.read_csv(resolve(directory) / CILIUM_2021_DIRECTIONS).drop("statement")
     return pl.concat([eks_relative_changes(load_eks_scenarios(directory)),
-                      eks_scaling_changes(load_eks_service_scaling(directory))], how="diagonal")
+                      eks_scaling_changes(load_eks_service_scaling(directory)), directions], how="diagonal")
 
 def side_by_side(metrics: pl.DataFrame, runs: pl.DataFrame, changes: pl.DataFrame,
                  pairs: list[dict] = LIKE_FOR_LIKE, alpha: float = 0.05, correction: str = "holm",
