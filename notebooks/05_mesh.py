@@ -117,6 +117,12 @@ if show:
                                     "added_per_hop": "{:+.4g}", "delta_pct": "{:+.1f}", "p_adj": "{:.3g}"}))
 
 # %%
+if mesh.has_sized_datapath(runs):  # BIG TCP scenarios: which size each one's runs had on every link
+    display(Markdown("## IP family and GSO/GRO sizes\nAs each scenario's runs recorded them (null: the kernel's "
+                     "default, 64 KiB)."))
+    display(mesh.sized_paths(runs))
+
+# %%
 if show:
     figs = {f"mesh_ladder_{t}": mesh.ladder_figure(ladder, t) for t in ladder["test"].unique(maintain_order=True)}
     for t in summary.filter(metric=normalize.PROXY_CPU_AT_TARGET)["test"].unique(maintain_order=True):

@@ -33,6 +33,17 @@ def has_mesh(runs: pl.DataFrame) -> bool:
     return bool((runs["proxy_hops"] > 0).any())
 
 
+def has_sized_datapath(runs: pl.DataFrame) -> bool:
+    """Whether any run set GSO/GRO sizes or ran over IPv6 (the BIG TCP scenarios)."""
+    return bool(runs["gso_gro_max_size"].is_not_null().any() or (runs["ip_family"] == 6).any())
+
+
+def sized_paths(runs: pl.DataFrame) -> pl.DataFrame:
+    """One row per scenario: IP family, BIG TCP and the GSO/GRO max size its runs recorded."""
+    return (runs.select("scenario", "ip_family", "big_tcp", "gso_gro_max_size").unique()
+            .sort("ip_family", "gso_gro_max_size", "scenario", nulls_last=True))
+
+
 def paths(runs: pl.DataFrame) -> pl.DataFrame:
     """One row per scenario: its mesh shape, proxy hops, mTLS, proxy and version, as the runs recorded them."""
     return runs.select(PATH_COLUMNS).unique().sort("proxy_hops", "mtls", "scenario")

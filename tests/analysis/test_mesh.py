@@ -133,3 +133,12 @@ def test_the_report_has_the_mesh_section(tmp_path):
     for name in ("mesh_ladder_http_1000", "mesh_ladder_tcp_rr", "mesh_proxy_cpu_http_1000"):
         assert (out / "figures" / f"{name}.svg").stat().st_size > 1000
     assert json.loads((out / "metrics.json").read_text())["baseline"] == "veth-routed"
+
+
+def test_sized_paths_only_where_a_scenario_set_sizes(campaign):
+    runs = campaign["runs"]
+    assert not mesh.has_sized_datapath(runs)
+    big = runs.with_columns(gso_gro_max_size=pl.when(pl.col("scenario") == "proxy-server").then(pl.lit(185000)),
+                            big_tcp=pl.col("scenario") == "proxy-server")
+    assert mesh.has_sized_datapath(big)
+    assert mesh.sized_paths(big).filter(big_tcp=True)["scenario"].to_list() == ["proxy-server"]
