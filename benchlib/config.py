@@ -165,6 +165,7 @@ class Analysis(_Strict):
     cpu_target_gbps: float = Field(100.0, gt=0, description="stream tests: CPU % needed for this throughput")
     rr_per_transactions: float = Field(10_000, gt=0, description="TCP_RR: CPU % per this many transactions/s")
     crr_per_connections: float = Field(10_000, gt=0, description="TCP_CRR: CPU % per this many connections/s")
+    http_per_requests: float = Field(1_000, gt=0, description="HTTP (fortio): CPU % per this many requests/s")
     noise_band_pct: float | dict[str, float] = Field(
         2.0, description="changes inside +/- this % are 'negligible'; a number or {metric: %, default: %}")
     family_metrics: list[str] = Field(

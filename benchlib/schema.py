@@ -66,6 +66,14 @@ METRICS: dict[str, Metric] = {
     "cpu_busy_pct": Metric("%", False, "busy share of the side's CPUs over the steady-state window",
                            sides=SIDES),
     "cpu_busy_cores": Metric("cores", False, "busy CPU seconds per second on the side's CPUs", sides=SIDES),
+    # the target's own datapath processes (the lab's mesh proxies) over the CPU window: only in runs whose
+    # target recorded them; a side without a proxy then has 0 CPU and no RSS row
+    "proxy_cpu_s": Metric("s", False, "CPU seconds (user + system) of the side's proxies over the CPU window",
+                          sides=SIDES),
+    "proxy_cpu_cores": Metric("cores", False, "the side's proxies' CPU seconds per second of the CPU window",
+                              sides=SIDES),
+    "proxy_peak_rss_kib": Metric("KiB", False, "largest peak RSS of the side's proxies within the CPU window",
+                                 sides=SIDES),
 }
 
 # Metrics the analysis derives from the collected ones; never in metrics.parquet.
@@ -74,10 +82,13 @@ DERIVED_METRICS: dict[str, Metric] = {
     "cpu_pct_at_target": Metric(
         "%", False, "busy share of the side's CPUs (total: of both sides' CPUs) needed for a fixed work rate",
         sides=_DERIVED_SIDES),
+    "proxy_cpu_pct_at_target": Metric(
+        "%", False, "the proxies' CPU, in % of one core (total: both sides' proxies), needed for a fixed work rate",
+        sides=_DERIVED_SIDES),
 }
 
 # The work a run did, one per run (the base of the CPU cost): its metric names.
-WORK_METRICS = ("throughput", "transaction_rate", "connection_rate")
+WORK_METRICS = ("throughput", "transaction_rate", "connection_rate", "http_qps")
 PRIMARY_METRICS = tuple(name for name, m in METRICS.items() if m.primary)
 
 
@@ -96,6 +107,8 @@ def percentiles(prefix: str) -> tuple[str, ...]:
     return tuple(n for _, n in sorted(found))
 
 
+GSO_DEFAULT_MAX_SIZE = 65536  # bytes: a GSO/GRO packet's limit without BIG TCP
+
 _UTC = pl.Datetime("us", "UTC")
 
 # Column names and dtypes of the two tables: written, read and built against these only.
@@ -112,6 +125,15 @@ RUNS_SCHEMA = pl.Schema({
     "offered_qps": pl.Float64,        # fortio/dns offered rate; null: unpaced ('max') or not a rate test
     "connection_close": pl.Boolean,   # fortio: a connection per request
     "services": pl.Int64,             # ClusterIP services in the path; null: none
+    # the datapath as the target recorded it (RUNS_DEFAULTS: what a run recorded before these existed)
+    "mesh": pl.String,                # lab mesh shape (server-sidecar, sidecars, ...); "none": no proxy
+    "proxy_hops": pl.Int64,           # proxies a request passes through
+    "mtls": pl.Boolean,               # mutual TLS between the proxies
+    "proxy_kind": pl.String,          # e.g. haproxy; null: no proxy
+    "proxy_version": pl.String,
+    "ip_family": pl.Int64,            # 4 or 6: the benchmark traffic's
+    "big_tcp": pl.Boolean,            # GSO/GRO max size above 64 KiB on the path's links
+    "gso_gro_max_size": pl.Int64,     # bytes, as set on every link; null: the kernel's default (64 KiB)
     # every parameter of the test as recorded (canonical JSON: sorted keys): runs with different
     # settings are never pooled, whatever the test is called
     "test_params": pl.String,
@@ -151,6 +173,11 @@ METRICS_SCHEMA = pl.Schema({
 
 _SCHEMAS = {"runs": RUNS_SCHEMA, "metrics": METRICS_SCHEMA}
 
+# Runs columns added after tables were first written, with the value that was true of every run then
+# (no mesh, IPv4, no BIG TCP): an older runs table (or a test's) reads with these filled in.
+RUNS_DEFAULTS = {"mesh": "none", "proxy_hops": 0, "mtls": False, "proxy_kind": None, "proxy_version": None,
+                 "ip_family": 4, "big_tcp": False, "gso_gro_max_size": None}
+
 
 def conform(df: pl.DataFrame, name: str) -> pl.DataFrame:
     """``df`` with exactly the columns and dtypes of table ``name`` (runs, metrics), or SchemaError.
@@ -158,6 +185,8 @@ def conform(df: pl.DataFrame, name: str) -> pl.DataFrame:
     Casts are strict: a value that does not fit its dtype is an error, never a null.
     """
     sch = _SCHEMAS[name]
+    if name == "runs":
+        df = df.with_columns(pl.lit(v, sch[c]).alias(c) for c, v in RUNS_DEFAULTS.items() if c not in df.columns)
     missing = [c for c in sch.names() if c not in df.columns]
     extra = [c for c in df.columns if c not in sch]
     if missing or extra:

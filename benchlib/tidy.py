@@ -23,6 +23,34 @@ PARSE_CHUNK = 500  # records per task handed to a worker process
 _KEYS = ("campaign", "environment", "scenario", "test", "streams", "message_size", "block", "run_id")
 
 
+def datapath(placement: dict) -> dict:
+    """The runs columns that describe the datapath, from what the target recorded in the placement
+    (a record from before a field existed gets schema.RUNS_DEFAULTS' value)."""
+    mesh = placement.get("mesh") or {}
+    size = (placement.get("big_tcp") or {}).get("size")
+    return {"mesh": mesh.get("kind", "none"), "proxy_hops": len(mesh.get("proxies", {})),
+            "mtls": "mtls" in mesh, "proxy_kind": mesh.get("proxy"), "proxy_version": mesh.get("proxy_version"),
+            "ip_family": placement.get("ip_family", 4),
+            "big_tcp": size is not None and size > schema.GSO_DEFAULT_MAX_SIZE, "gso_gro_max_size": size}
+
+
+def proxy_usage(rec: record.RunRecord) -> dict[tuple[str, str], float]:
+    """Per side: the proxies' CPU seconds and cores over the CPU window (a side without a proxy: 0),
+    and their largest peak RSS. Nothing for a run whose target recorded no datapath process: its
+    proxies' cost is unknown (a cluster's sidecars), or there were none."""
+    if not rec.processes:
+        return {}
+    out = {}
+    for side, c in rec.cpu.items():
+        procs = [p for p in rec.processes.values() if p["side"] == side]
+        seconds = sum(end - start for start, end in (p["cpu_ticks"] for p in procs)) / rec.clk_tck
+        out[("proxy_cpu_s", side)] = seconds
+        out[("proxy_cpu_cores", side)] = seconds / (c.end.mono - c.start.mono)  # the window cpu.side_usage uses
+        if procs:
+            out[("proxy_peak_rss_kib", side)] = max(p["peak_rss_kib"] for p in procs)
+    return out
+
+
 def load_record(path: Path) -> tuple[dict, list[dict]]:
     """One run row and its metric rows (metric, side, value, unit) from a raw record directory.
 
@@ -41,6 +69,7 @@ def load_record(path: Path) -> tuple[dict, list[dict]]:
             "offered_qps": params["qps"] if isinstance(params.get("qps"), int) else None,
             "connection_close": params.get("connection_close", False),
             "services": placement.get("services"),
+            **datapath(placement),
             "test_params": json.dumps(params, sort_keys=True, separators=(",", ":")),
             "order": rec.order, "attempts": len(rec.attempts),
             "outcome": rec.outcome, "failure_reason": rec.failure_reason,
@@ -58,6 +87,7 @@ def load_record(path: Path) -> tuple[dict, list[dict]]:
         for side, c in rec.cpu.items():
             usage = cpu.side_usage(c.start, c.end, c.cpus, rec.clk_tck)
             values.update({(name, side): v for name, v in usage.items()})
+        values.update(proxy_usage(rec))
         rows = []
         for key, value in values.items():
             metric, side = key if isinstance(key, tuple) else (key, schema.NO_SIDE)

@@ -28,6 +28,7 @@ alpha = 0.05  # significance level
 cpu_target_gbps = 100.0  # stream tests: CPU % for this throughput
 rr_per_transactions = 10000.0  # TCP_RR: CPU % per this many transactions/s
 crr_per_connections = 10000.0  # TCP_CRR: CPU % per this many connections/s
+http_per_requests = 1000.0  # HTTP (fortio): CPU % per this many requests/s
 metrics_path = "data/processed/metrics.parquet"
 runs_path = "data/processed/runs.parquet"
 
@@ -65,18 +66,21 @@ if note := report.shared_kernel_note(runs):
 report.method_table(runs)
 
 # %%
-targets = normalize.work_targets(cpu_target_gbps, rr_per_transactions, crr_per_connections)
+targets = normalize.work_targets(cpu_target_gbps, rr_per_transactions, crr_per_connections, http_per_requests)
+http = (f", {targets['http_qps']:g} requests/s for HTTP (fortio's achieved rate)"
+        if (metrics["metric"] == "http_qps").any() else "")
 display(Markdown(
     "## CPU normalization\n"
     "CPU cost is compared at equal work: busy CPU-seconds are summed over a side's CPUs, divided by the "
     "window and the number of CPUs, then scaled to a fixed work rate: "
     f"{targets['throughput']:g} Gbit/s for stream tests, {targets['transaction_rate']:g} transactions/s "
-    f"for TCP_RR, {targets['connection_rate']:g} connections/s for TCP_CRR. "
+    f"for TCP_RR, {targets['connection_rate']:g} connections/s for TCP_CRR{http}. "
     "`total` sums both sides' busy cores before dividing by all their CPUs."))
 
 # %%
 cpu = normalize.cpu_at_target(metrics, runs, target_gbps=cpu_target_gbps, per_transactions=rr_per_transactions,
-                              per_connections=crr_per_connections)
+                              per_connections=crr_per_connections,
+                              per_requests=http_per_requests)
 cpu_summary = stats.summarize(cpu, runs, alpha=alpha)
 if cpu_summary.is_empty():
     display(Markdown("No successful run with CPU counters and work done: nothing to normalize."))

@@ -27,6 +27,7 @@ correction = "holm"  # holm, or fdr_bh for large sweeps
 cpu_target_gbps = 100.0  # stream tests: CPU % for this throughput
 rr_per_transactions = 10000.0  # TCP_RR: CPU % per this many transactions/s
 crr_per_connections = 10000.0  # TCP_CRR: CPU % per this many connections/s
+http_per_requests = 1000.0  # HTTP (fortio): CPU % per this many requests/s
 noise_band_pct = 2.0  # significant changes inside +/- this % are negligible
 family_metrics = ["throughput", "transaction_rate", "connection_rate", "latency_p50", "latency_p99",
                   "cpu_pct_at_target"]
@@ -52,7 +53,8 @@ out.mkdir(parents=True, exist_ok=True)
 
 # %%
 values = normalize.with_cpu_at_target(metrics, runs, target_gbps=cpu_target_gbps,
-                                      per_transactions=rr_per_transactions, per_connections=crr_per_connections)
+                                      per_transactions=rr_per_transactions, per_connections=crr_per_connections,
+                                      per_requests=http_per_requests)
 family = values.filter(pl.col("metric").is_in(family_metrics))
 summary = stats.summarize(family, runs, alpha=alpha)
 comparisons = stats.compare(family, runs, baseline=baseline, alpha=alpha, correction=correction,

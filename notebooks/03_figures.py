@@ -27,6 +27,7 @@ alpha = 0.05  # significance level
 cpu_target_gbps = 100.0  # stream tests: CPU % for this throughput
 rr_per_transactions = 10000.0  # TCP_RR: CPU % per this many transactions/s
 crr_per_connections = 10000.0  # TCP_CRR: CPU % per this many connections/s
+http_per_requests = 1000.0  # HTTP (fortio): CPU % per this many requests/s
 metrics_path = "data/processed/metrics.parquet"
 runs_path = "data/processed/runs.parquet"
 out_dir = "reports"
@@ -44,7 +45,8 @@ comparisons = pl.read_parquet(comparisons_path(out_dir))  # computed once, by 02
 
 # %%
 values = normalize.with_cpu_at_target(metrics, runs, target_gbps=cpu_target_gbps,
-                                      per_transactions=rr_per_transactions, per_connections=crr_per_connections)
+                                      per_transactions=rr_per_transactions, per_connections=crr_per_connections,
+                                      per_requests=http_per_requests)
 summary_all = stats.summarize(values, runs, alpha=alpha)  # figures show metrics outside the family too
 run_values = stats.ok_values(values, runs)
 per_run = normalize.per_run_cpu(metrics, runs)

@@ -12,6 +12,7 @@ from benchlib.schema import DERIVED_METRICS, METRICS, METRICS_SCHEMA, WORK_METRI
 
 CPU_AT_TARGET = "cpu_pct_at_target"
 CPU_SIDES = DERIVED_METRICS[CPU_AT_TARGET].sides  # client, server and total
+PROXY_CPU_AT_TARGET = "proxy_cpu_pct_at_target"
 
 RUN_KEYS = [c for c in METRICS_SCHEMA.names() if c not in ("metric", "value", "unit", "side")]
 
@@ -42,30 +43,68 @@ def per_run_cpu(metrics: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
 
 
 def work_targets(target_gbps: float = 100.0, per_transactions: float = 10_000,
-                 per_connections: float = 10_000) -> dict[str, float]:
+                 per_connections: float = 10_000, per_requests: float = 1_000) -> dict[str, float]:
     """The fixed work rate each work metric is normalized to, in the metric's unit."""
-    return {"throughput": target_gbps, "transaction_rate": per_transactions, "connection_rate": per_connections}
+    return {"throughput": target_gbps, "transaction_rate": per_transactions, "connection_rate": per_connections,
+            "http_qps": per_requests}
+
+
+def _scaled(df: pl.DataFrame, targets: dict[str, float], unit_prefix: str) -> pl.DataFrame:
+    """Runs that did work, with scale = target / work and the unit naming the target rate."""
+    units = {m: f"{unit_prefix} @ {t:g} {METRICS[m].unit}" for m, t in targets.items()}
+    return df.filter(pl.col("work") > 0).with_columns(
+        scale=pl.col("work_metric").replace_strict(targets, return_dtype=pl.Float64) / pl.col("work"),
+        unit=pl.col("work_metric").replace_strict(units, return_dtype=pl.String))
 
 
 def cpu_at_target(metrics: pl.DataFrame, runs: pl.DataFrame, target_gbps: float = 100.0,
-                  per_transactions: float = 10_000, per_connections: float = 10_000) -> pl.DataFrame:
+                  per_transactions: float = 10_000, per_connections: float = 10_000,
+                  per_requests: float = 1_000) -> pl.DataFrame:
     """Long table shaped like metrics: CPU % needed for the target work rate, sides client/server/total.
 
     cpu_pct_at_target = busy % of the side's CPUs * target / measured work.
     Runs that did no work (rate 0) have no finite cost and are left out; they
     show up as failed runs in the run table's outcome, not here.
     """
-    targets = work_targets(target_gbps, per_transactions, per_connections)
-    units = {m: f"% CPU @ {t:g} {METRICS[m].unit}" for m, t in targets.items()}
-    df = per_run_cpu(metrics, runs).filter(pl.col("work") > 0).with_columns(
-        scale=pl.col("work_metric").replace_strict(targets, return_dtype=pl.Float64) / pl.col("work"),
-        unit=pl.col("work_metric").replace_strict(units, return_dtype=pl.String))
+    targets = work_targets(target_gbps, per_transactions, per_connections, per_requests)
+    df = _scaled(per_run_cpu(metrics, runs), targets, "% CPU")
     long = [df.select(*RUN_KEYS, metric=pl.lit(CPU_AT_TARGET), value=pl.col(side) * pl.col("scale"),
                       unit=pl.col("unit"), side=pl.lit(side))
             for side in CPU_SIDES]
     return pl.concat(long).select(METRICS_SCHEMA.names())
 
 
+def per_run_proxy_cpu(metrics: pl.DataFrame) -> pl.DataFrame:
+    """One row per run whose target recorded its proxies: their busy cores per side (client, server)
+    and both together (total), and the work done (work_metric, work)."""
+    def cores(side: str) -> pl.DataFrame:
+        return (metrics.filter((pl.col("metric") == "proxy_cpu_cores") & (pl.col("side") == side))
+                .select("run_id", pl.col("value").alias(side)))
+
+    work = metrics.filter(pl.col("metric").is_in(WORK_METRICS)).select(
+        *RUN_KEYS, work_metric=pl.col("metric"), work=pl.col("value"))
+    # tidy gives both sides a row (0 where a side has no proxy) in every run that has proxies
+    return (work.join(cores("client"), on="run_id").join(cores("server"), on="run_id")
+            .with_columns(total=pl.col("client") + pl.col("server")))
+
+
+def proxy_cpu_at_target(metrics: pl.DataFrame, target_gbps: float = 100.0,
+                        per_transactions: float = 10_000, per_connections: float = 10_000,
+                        per_requests: float = 1_000) -> pl.DataFrame:
+    """Long table shaped like metrics: the proxies' CPU in % of one core at the target work rate
+    (HTTP: per_requests req/s; TCP_RR: per_transactions trans/s), sides client/server/total.
+
+    Percent of one core, not of the side's CPUs: a proxy's cost does not depend on how many CPUs
+    its side was given. Only runs whose target recorded its proxies (schema: proxy_cpu_cores)."""
+    targets = work_targets(target_gbps, per_transactions, per_connections, per_requests)
+    df = _scaled(per_run_proxy_cpu(metrics), targets, "% core")
+    long = [df.select(*RUN_KEYS, metric=pl.lit(PROXY_CPU_AT_TARGET), value=100 * pl.col(side) * pl.col("scale"),
+                      unit=pl.col("unit"), side=pl.lit(side))
+            for side in DERIVED_METRICS[PROXY_CPU_AT_TARGET].sides]
+    return pl.concat(long).select(METRICS_SCHEMA.names())
+
+
 def with_cpu_at_target(metrics: pl.DataFrame, runs: pl.DataFrame, **targets) -> pl.DataFrame:
-    """The metrics table plus the cpu_pct_at_target rows (targets: see cpu_at_target)."""
-    return pl.concat([metrics, cpu_at_target(metrics, runs, **targets)])
+    """The metrics table plus the cpu_pct_at_target and proxy_cpu_pct_at_target rows (targets: see
+    cpu_at_target)."""
+    return pl.concat([metrics, cpu_at_target(metrics, runs, **targets), proxy_cpu_at_target(metrics, **targets)])

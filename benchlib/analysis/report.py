@@ -23,7 +23,7 @@ from plotly.offline import get_plotlyjs
 from . import project_root, resolve
 from .stats import CONFIG, failed_runs
 
-NOTEBOOKS = ("01_cpu_normalization.py", "02_significance.py", "03_figures.py", "04_reference.py")
+NOTEBOOKS = ("01_cpu_normalization.py", "02_significance.py", "03_figures.py", "04_reference.py", "05_mesh.py")
 
 # The lab template, with plotly.js inlined once in the head and none of the
 # CDN scripts (require.js, MathJax, mermaid) the report does not need.

@@ -58,6 +58,7 @@ def test_notebooks_execute_and_render_offline_report(lab_tables, tmp_path):
     assert "figures.use_report_renderer" not in html  # code hidden
     for heading in ("Setup", "Method", "CPU normalization", "Headline table", "Caveats", "Figures"):
         assert f'id="{heading.replace(" ", "-")}"' in html
+    assert "Service-mesh" not in html  # no proxy on any path: no mesh section
     assert '"ename"' not in "".join(p.read_text() for p in (out / "notebooks").glob("*.ipynb"))
 
     m = json.loads((out / "metrics.json").read_text())

@@ -1,0 +1,197 @@
+"""Service-mesh proxy hops: latency percentiles and proxy CPU per hop count (issue 15).
+
+Everything reads the tidy tables: the runs' datapath columns (mesh, proxy_hops,
+mtls, ...) say what each scenario put on the path, the metrics hold the
+latency percentiles and, where the target recorded its proxies, their CPU.
+The latency comparisons are secondary metrics: their own family, corrected by
+Benjamini-Hochberg and labelled FDR (docs/design.md "Statistics").
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import plotly.graph_objects as go
+import polars as pl
+
+from benchlib.schema import percentiles
+
+from . import figures, stats
+from .normalize import PROXY_CPU_AT_TARGET
+
+HTTP_PERCENTILES = percentiles("http_latency")  # p50, p90, p99, p99.9 (fortio)
+RR_PERCENTILES = percentiles("latency")  # p50, p90, p99 (netperf TCP_RR)
+LADDER_METRICS = (*HTTP_PERCENTILES, *RR_PERCENTILES)
+P99 = ("http_latency_p99", "latency_p99")
+LOAD_SHORTFALL = 0.95  # achieved below this share of the offered rate: the latency is of a lighter load
+FDR = "fdr_bh"
+
+PATH_COLUMNS = ["scenario", "mesh", "proxy_hops", "mtls", "proxy_kind", "proxy_version"]
+
+
+def has_mesh(runs: pl.DataFrame) -> bool:
+    """Whether any run of the campaign went through a proxy: the report's mesh section only then."""
+    return bool((runs["proxy_hops"] > 0).any())
+
+
+def has_sized_datapath(runs: pl.DataFrame) -> bool:
+    """Whether any run set GSO/GRO sizes or ran over IPv6 (the BIG TCP scenarios)."""
+    return bool(runs["gso_gro_max_size"].is_not_null().any() or (runs["ip_family"] == 6).any())
+
+
+def sized_paths(runs: pl.DataFrame) -> pl.DataFrame:
+    """One row per scenario: IP family, BIG TCP and the GSO/GRO max size its runs recorded."""
+    return (runs.select("scenario", "ip_family", "big_tcp", "gso_gro_max_size").unique()
+            .sort("ip_family", "gso_gro_max_size", "scenario", nulls_last=True))
+
+
+def paths(runs: pl.DataFrame) -> pl.DataFrame:
+    """One row per scenario: its mesh shape, proxy hops, mTLS, proxy and version, as the runs recorded them."""
+    return runs.select(PATH_COLUMNS).unique().sort("proxy_hops", "mtls", "scenario")
+
+
+def _label() -> pl.Expr:
+    """'proxy-both (2 hops, mTLS)': a scenario with what it puts on the path."""
+    return pl.format("{} ({} hop{}{})", "scenario", "proxy_hops",
+                     pl.when(pl.col("proxy_hops") == 1).then(pl.lit("")).otherwise(pl.lit("s")),
+                     pl.when(pl.col("mtls")).then(pl.lit(", mTLS")).otherwise(pl.lit("")))
+
+
+def ladder(summary: pl.DataFrame, runs: pl.DataFrame, values: pl.DataFrame) -> pl.DataFrame:
+    """Latency percentiles per test and scenario, hop counts in order: median over runs of each run's
+    percentile with its 95 % CI (stats.summarize), and for the p99s their range over runs (min-max,
+    as the Istio vs Cilium study reports it)."""
+    rng = (stats.ok_values(values.filter(pl.col("metric").is_in(P99)), runs)
+           .group_by(stats.CONFIG).agg(range_min=pl.col("value").min(), range_max=pl.col("value").max()))
+    return (summary.filter(pl.col("metric").is_in(LADDER_METRICS))
+            .join(rng, on=stats.CONFIG, how="left", nulls_equal=True)
+            .join(paths(runs), on="scenario")
+            .with_columns(path=_label(), percentile=pl.col("metric").replace_strict(
+                {m: figures._percentile_name(m) for m in LADDER_METRICS}))
+            .sort("test", "proxy_hops", "mtls", "scenario", "metric")
+            .select("test", "proxy_hops", "scenario", "path", "mesh", "mtls", "metric", "percentile", "unit", "n",
+                    "median", "ci_low", "ci_high", "range_min", "range_max", "flags"))
+
+
+def comparisons(values: pl.DataFrame, runs: pl.DataFrame, baseline: str, alpha: float,
+                noise_band_pct: float | Mapping[str, float], seed: int,
+                contrasts: Sequence[Sequence[str]]) -> pl.DataFrame:
+    """Every latency percentile and the proxies' total CPU at the fixed work rate, of every scenario
+    vs the baseline (0 hops: no proxy CPU to compare with) and the declared contrasts: one family of
+    secondary metrics, Benjamini-Hochberg (the correction column says FDR)."""
+    family = values.filter(pl.col("metric").is_in(LADDER_METRICS)
+                           | ((pl.col("metric") == PROXY_CPU_AT_TARGET) & (pl.col("side") == "total")))
+    return stats.compare(family, runs, baseline=baseline, alpha=alpha, correction=FDR,
+                         noise_band_pct=noise_band_pct, seed=seed, contrasts=contrasts)
+
+
+def load_shortfall(values: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
+    """Per paced HTTP configuration: offered and achieved rate, and a flag where a run achieved less
+    than LOAD_SHORTFALL of the offered rate (its latency is that of a lighter load than planned)."""
+    paced = runs.filter(pl.col("offered_qps").is_not_null()).select("run_id", "offered_qps")
+    d = stats.ok_values(values.filter(metric="http_qps"), runs).join(paced, on="run_id")
+    return (d.group_by("test", "scenario")
+            .agg(offered_qps=pl.col("offered_qps").first(), n=pl.len(),
+                 achieved_median=pl.col("value").median(), achieved_min=pl.col("value").min(),
+                 short_runs=(pl.col("value") < LOAD_SHORTFALL * pl.col("offered_qps")).sum())
+            .with_columns(flag=pl.when(pl.col("short_runs") > 0)
+                          .then(pl.format("achieved < {} x offered in {} of {} runs", pl.lit(LOAD_SHORTFALL),
+                                          "short_runs", "n"))
+                          .otherwise(pl.lit("")))
+            .sort("test", "scenario"))
+
+
+def _pairs(runs: pl.DataFrame, baseline: str, contrasts: Sequence[Sequence[str]]) -> pl.DataFrame:
+    """(scenario, reference) with both hop counts: every proxied scenario vs the baseline, then the contrasts."""
+    hops = dict(paths(runs).select("scenario", "proxy_hops").iter_rows())
+    pairs = [(s, baseline) for s in sorted(hops) if s != baseline and hops[s] > 0]
+    pairs += [(s, r) for s, r in contrasts if s in hops and r in hops and (s, r) not in pairs]
+    return pl.DataFrame([(s, r, hops[s], hops[r]) for s, r in pairs], orient="row",
+                        schema={"scenario": pl.String, "reference": pl.String, "hops": pl.Int64,
+                                "hops_reference": pl.Int64})
+
+
+COST_METRICS = ("http_latency_p50", "http_latency_p99", "latency_p50", "latency_p99")
+
+
+def cost_per_hop(summary: pl.DataFrame, compared: pl.DataFrame, runs: pl.DataFrame, baseline: str,
+                 contrasts: Sequence[Sequence[str]]) -> pl.DataFrame:
+    """What each comparison adds: median latency (p50, p99) and median total proxy CPU at the fixed
+    work rate, scenario minus reference, and per hop where the hop counts differ.
+
+    ``compared``: `comparisons` (its verdicts are joined). A reference without proxies has no proxy
+    CPU at all (0), so its scenario's whole proxy CPU is what the hops add.
+    """
+    pairs = _pairs(runs, baseline, contrasts)
+    med = summary.filter(pl.col("metric").is_in(COST_METRICS)
+                         | ((pl.col("metric") == PROXY_CPU_AT_TARGET) & (pl.col("side") == "total")))
+    cols = ["test", "metric", "unit", "scenario", "median"]
+    ref = med.select(cols).rename({"scenario": "reference", "median": "median_reference"}).drop("unit")
+    verdicts = compared.select(
+        "test", "metric", "scenario", pl.col("baseline").alias("reference"), "delta_pct", "p_adj", "correction",
+        "verdict")
+    df = (pairs.join(med.select(cols), on="scenario")
+          .join(ref, on=["test", "metric", "reference"], how="left")
+          .with_columns(median_reference=pl.when((pl.col("metric") == PROXY_CPU_AT_TARGET)
+                                                 & (pl.col("hops_reference") == 0))
+                        .then(pl.lit(0.0)).otherwise("median_reference"))
+          .filter(pl.col("median_reference").is_not_null())
+          .with_columns(added=pl.col("median") - pl.col("median_reference"))
+          .with_columns(added_per_hop=pl.when(pl.col("hops") != pl.col("hops_reference"))
+                        .then(pl.col("added") / (pl.col("hops") - pl.col("hops_reference"))))
+          .join(verdicts, on=["test", "metric", "scenario", "reference"], how="left")
+          .with_columns(verdict=pl.when(pl.col("verdict").is_null() & (pl.col("metric") == PROXY_CPU_AT_TARGET))
+                        .then(pl.lit("reference has no proxy")).otherwise("verdict")))
+    return df.sort("test", "metric", "hops", "scenario").select(
+        "test", "metric", "unit", "scenario", "reference", "hops", "hops_reference", "median", "median_reference",
+        "added", "added_per_hop", "delta_pct", "p_adj", "correction", "verdict")
+
+
+def ladder_figure(ladder_rows: pl.DataFrame, test: str) -> go.Figure:
+    """The percentile ladder of one test: latency (log) against percentile, a line per scenario
+    labelled with its hop count, hop counts in order; whiskers: 95 % CI."""
+    d = ladder_rows.filter(test=test)
+    if d.is_empty():
+        raise ValueError(f"ladder_figure: no latency percentiles for test {test!r}")
+    order = d.select("path").unique(maintain_order=True)["path"].to_list()
+    colors = figures._colors(order)
+    dash = {0: "solid", 1: "dash", 2: "dot"}
+    fig = go.Figure()
+    for path in order:
+        g = d.filter(path=path)
+        hops = g["proxy_hops"][0]
+        fig.add_trace(go.Scatter(
+            x=g["percentile"], y=g["median"], name=path, mode="lines+markers",
+            line=dict(color=colors[path], width=2, dash=dash.get(hops, "dashdot")),
+            error_y={**figures._whiskers(g), "color": colors[path]},
+            hovertemplate="%{x}: %{y:.4g} us<extra>" + path + "</extra>"))
+    fig.update_yaxes(type="log")
+    fig.update_layout(template=figures.TEMPLATE, legend_title_text="scenario (proxy hops)",
+                      title=f"Latency percentiles per proxy hop count: {test}<br><sup>median over runs of each "
+                            "run's percentile, whiskers: 95 % CI; line style: hop count</sup>",
+                      xaxis_title="percentile", yaxis_title="latency (us)")
+    return fig
+
+
+def proxy_cpu_figure(summary: pl.DataFrame, runs: pl.DataFrame, test: str) -> go.Figure:
+    """The proxies' CPU at the fixed work rate per scenario, client and server side by side (hatched:
+    server), median with 95 % CI."""
+    d = summary.filter(test=test, metric=PROXY_CPU_AT_TARGET).filter(pl.col("side").is_in(["client", "server"]))
+    if d.is_empty():
+        raise ValueError(f"proxy_cpu_figure: no proxy CPU for test {test!r}")
+    d = d.join(paths(runs), on="scenario").with_columns(path=_label()).sort("proxy_hops", "mtls", "scenario")
+    order = d.select("path").unique(maintain_order=True)["path"].to_list()
+    colors = figures._colors(order)
+    fig = go.Figure()
+    for side, pattern in (("client", ""), ("server", "/")):
+        s = figures._in_order(d.filter(side=side), "path", order)
+        fig.add_trace(go.Bar(
+            name=side, x=s["path"], y=s["median"], error_y=figures._whiskers(s),
+            marker=dict(color=[colors[x] for x in s["path"]], pattern_shape=pattern, pattern_fgcolor="white",
+                        line=dict(color="#333", width=1)),
+            hovertemplate="%{x} " + side + ": %{y:.4g}<extra></extra>"))
+    unit = d["unit"][0]
+    fig.update_layout(template=figures.TEMPLATE, barmode="group", legend_title_text="side",
+                      title=f"Proxy CPU: {test}<br><sup>{unit}; median of runs, whiskers: 95 % CI; "
+                            "plain: client's proxies, hatched: server's</sup>",
+                      xaxis_title="scenario (proxy hops)", yaxis_title=unit)
+    return fig

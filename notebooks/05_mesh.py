@@ -1,0 +1,132 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% tags=["parameters"]
+# The `analysis` section of params.yaml and the pipeline's paths (relative to
+# the project root): `benchlib report` (papermill) passes the values of the
+# campaign's params.yaml; tests/analysis/test_report.py keeps these defaults
+# equal to the project's params.yaml, so JupyterLab shows what `dvc repro` does.
+baseline = "host"  # every scenario is compared with this one
+alpha = 0.05  # significance level
+cpu_target_gbps = 100.0  # stream tests: CPU % for this throughput
+rr_per_transactions = 10000.0  # TCP_RR: CPU % per this many transactions/s
+crr_per_connections = 10000.0  # TCP_CRR: CPU % per this many connections/s
+http_per_requests = 1000.0  # HTTP (fortio): CPU % per this many requests/s
+noise_band_pct = 2.0  # significant changes inside +/- this % are negligible
+seed = 0  # bootstrap and permutation seed
+contrasts = []  # extra [scenario, reference] comparisons
+metrics_path = "data/processed/metrics.parquet"
+runs_path = "data/processed/runs.parquet"
+out_dir = "reports"
+
+# %%
+# Service-mesh proxy hops. Shown only for a campaign with proxies on the path (a mesh scenario):
+# every other report stays as it was, so no markdown cell here, only output from code.
+import polars as pl
+from IPython.display import Markdown, display
+
+from benchlib.analysis import figures, load_tables, mesh, normalize, report, resolve, stats
+
+figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
+report.display_tables()
+runs, metrics = load_tables(runs_path, metrics_path)
+show = mesh.has_mesh(runs)
+
+# %%
+if show:
+    values = normalize.with_cpu_at_target(metrics, runs, target_gbps=cpu_target_gbps,
+                                          per_transactions=rr_per_transactions, per_connections=crr_per_connections,
+                                          per_requests=http_per_requests)
+    summary = stats.summarize(values.filter(pl.col("metric").is_in([*mesh.LADDER_METRICS, *mesh.COST_METRICS,
+                                                                    normalize.PROXY_CPU_AT_TARGET])), runs, alpha=alpha)
+    compared = mesh.comparisons(values, runs, baseline, alpha, noise_band_pct, seed, contrasts)
+    display(Markdown(
+        "# Service-mesh proxy hops\n"
+        f"What each proxy hop and mutual TLS cost, against **{baseline}** (0 hops) and the contrasts "
+        f"{', '.join(f'{a} vs {b}' for a, b in contrasts) or '(none declared)'}. The scenarios and what "
+        "their runs recorded on the path:"))
+    display(mesh.paths(runs))
+
+# %%
+if show:
+    load = mesh.load_shortfall(values, runs)
+    short = load.filter(pl.col("flag") != "")
+    display(Markdown(
+        "## Offered vs achieved load\n"
+        f"A paced HTTP run that achieved less than {mesh.LOAD_SHORTFALL:g} x its offered rate measured the "
+        "latency of a lighter load than planned: its configuration is flagged "
+        f"({len(short)} of {len(load)})."))
+    display(report.formatted(load, {"achieved_median": "{:.1f}", "achieved_min": "{:.1f}"}))
+
+# %%
+if show:
+    ladder = mesh.ladder(summary, runs, values).join(load.select("test", "scenario", load="flag"),
+                                                     on=["test", "scenario"], how="left")
+    display(Markdown(
+        "## Latency percentiles per hop count\n"
+        "Each run's percentile (fortio's HTTP request latency, netperf's TCP_RR round trip); per scenario "
+        "the median over runs with its distribution-free 95 % CI and, for p99, the range over runs (min-max, "
+        "as the Istio vs Cilium study reports it)."))
+    display(report.formatted(
+        ladder.with_columns(pl.format("{} [{}, {}]", *(pl.col(c).round(0) for c in ("median", "ci_low", "ci_high")))
+                            .alias("median [95 % CI]"),
+                            pl.when(pl.col("range_min").is_not_null())
+                            .then(pl.format("{} - {}", pl.col("range_min").round(0), pl.col("range_max").round(0)))
+                            .alias("p99 range"))
+        .select("test", "proxy_hops", "path", "percentile", "unit", "n", "median [95 % CI]", "p99 range", "load",
+                "flags"), {}))
+
+# %%
+if show:
+    display(Markdown(
+        "## Comparisons (secondary family, FDR)\n"
+        f"Every percentile and the proxies' total CPU against {baseline} and the contrasts: "
+        f"{len(compared)} comparisons, two-sided Mann-Whitney U, "
+        f"{stats.CORRECTIONS[mesh.FDR]} over this family alone (apart from the headline family above), "
+        f"alpha = {alpha}."))
+    display(report.formatted(
+        compared.select("test", "metric", "side", "unit", "scenario", "baseline", "n", "n_base", "median",
+                        "median_base", "delta_pct", "delta_low", "delta_high", "p_adj", "verdict")
+        .with_columns(family=pl.lit(f"mesh (secondary), {stats.CORRECTIONS[mesh.FDR]}")),
+        {"median": "{:.4g}", "median_base": "{:.4g}", "delta_pct": "{:+.1f}", "delta_low": "{:+.1f}",
+         "delta_high": "{:+.1f}", "p_adj": "{:.3g}"}))
+
+# %%
+if show:
+    cost = mesh.cost_per_hop(summary, compared, runs, baseline, contrasts)
+    display(Markdown(
+        "## Cost per hop\n"
+        "Median latency (p50, p99) and the proxies' total CPU at the fixed work rate "
+        f"({http_per_requests:g} req/s for HTTP, {rr_per_transactions:g} transactions/s for TCP_RR) that each "
+        "scenario adds over its reference: `added` = median - reference's median, `added_per_hop` = that over the "
+        "difference in hop counts (blank where the hops are equal: mTLS vs plaintext, node proxies vs "
+        "sidecars). The verdict is the FDR comparison's."))
+    display(report.formatted(cost, {"median": "{:.4g}", "median_reference": "{:.4g}", "added": "{:+.4g}",
+                                    "added_per_hop": "{:+.4g}", "delta_pct": "{:+.1f}", "p_adj": "{:.3g}"}))
+
+# %%
+if mesh.has_sized_datapath(runs):  # BIG TCP scenarios: which size each one's runs had on every link
+    display(Markdown("## IP family and GSO/GRO sizes\nAs each scenario's runs recorded them (null: the kernel's "
+                     "default, 64 KiB)."))
+    display(mesh.sized_paths(runs))
+
+# %%
+if show:
+    figs = {f"mesh_ladder_{t}": mesh.ladder_figure(ladder, t) for t in ladder["test"].unique(maintain_order=True)}
+    for t in summary.filter(metric=normalize.PROXY_CPU_AT_TARGET)["test"].unique(maintain_order=True):
+        figs[f"mesh_proxy_cpu_{t}"] = mesh.proxy_cpu_figure(summary, runs, t)
+    figures.write_figures(figs, resolve(out_dir) / "figures")
+    for fig in figs.values():
+        fig.show()
