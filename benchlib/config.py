@@ -264,6 +264,9 @@ class Scenario(_Strict):
         None, description="number of services; a list expands into one scenario per number, named <name>-<n>")
     # lab: a stateful node firewall (connection tracking), or the same with the benchmark traffic untracked
     firewall: Literal["conntrack", "notrack"] | None = None
+    filter_rules: int | None = Field(None, ge=1, le=100_000, description=(
+        "lab: this many iptables filter rules that match nothing on the server's node, in INPUT and FORWARD: "
+        "a long rule chain in front of the server (a deliberately slower path)"))
     # lab: service-mesh proxies on the pod path (targets/lab/proxies.py): a server sidecar, sidecars on
     # both pods (plaintext or mutual TLS between them), or one proxy per node with mutual TLS (ambient)
     mesh: Literal["server-sidecar", "sidecars", "sidecars-mtls", "node-proxies-mtls"] | None = None
