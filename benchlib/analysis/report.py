@@ -9,6 +9,7 @@ them as notebook objects, so no .ipynb has to exist before execution.
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 import jupytext
@@ -141,6 +142,20 @@ def build_report(sources: list[str | Path], out_dir: str | Path = "reports",
     executed = [execute_notebook(src, out / "notebooks" / (Path(src).stem + ".ipynb"), parameters)
                 for src in sources]
     return render_report(executed, out / "report.html", title=title)
+
+
+COMPARE_NOTEBOOK = "compare.py"
+
+
+def build_compare(campaign_a: str, campaign_b: str, out_dir: str | Path = "reports",
+                  parameters: dict | None = None) -> Path:
+    """Execute notebooks/compare.py for B against A into <out_dir>/notebooks/ and render
+    <out_dir>/compare-A-vs-B.html (offline, like the report)."""
+    # rev:campaign names a revision: keep file names to safe characters
+    out, stem = resolve(out_dir), re.sub(r"[^A-Za-z0-9._-]", "_", f"compare-{campaign_a}-vs-{campaign_b}")
+    executed = execute_notebook(project_root() / "notebooks" / COMPARE_NOTEBOOK, out / "notebooks" / f"{stem}.ipynb",
+                                {**(parameters or {}), "campaign_a": campaign_a, "campaign_b": campaign_b})
+    return render_report([executed], out / f"{stem}.html", title=f"{campaign_b} against {campaign_a}")
 
 
 def main(argv: list[str] | None = None) -> None:
