@@ -308,6 +308,7 @@ def text(res: Result) -> str:
     """The plain-text page `benchlib compare` prints: differences first, then regressions and a summary."""
     from .report import display_tables
     display_tables()
+    pl.Config.set_tbl_width_chars(200)  # a terminal or CI log, not a notebook column
     out = [f"benchlib compare: {res.b} against {res.a}", ""]
     if len(res.differences):
         out += [f"What differs (raw records, session identifiers left out): {len(res.differences)} field(s)",
@@ -324,11 +325,15 @@ def text(res: Result) -> str:
     counts = res.rows.filter(~changed)["verdict"].value_counts().sort("count", descending=True)
     n_changed = int(res.rows.select(changed.sum()).item())
     out.append("verdicts: " + ", ".join(f"{v}: {n}" for v, n in counts.iter_rows()) + f"; changed: {n_changed}")
-    if n_changed:
-        out += ["", "Significant changes beyond the threshold:",
-                str(display_rows(res.rows.filter(changed)).drop("unit")), ""]
+    changes = res.rows.filter(changed & (pl.col("family") == HEADLINE))
+    if len(changes):
+        out += ["", "Significant changes of the headline metrics beyond the threshold (secondary ones: --json or "
+                "the page):", str(display_rows(changes).drop("family", "environment", "unit", "correction")), ""]
     headline = res.rows.filter(family=HEADLINE).select("metric").unique()
     out += ["Geometric mean of the changes per test, headline metrics (B/A median ratios over its scenarios):",
             str(res.geomean.join(headline, on="metric").with_columns(pl.col("geomean_change_pct").round(1))), ""]
-    out.append(f"{len(res.regressions)} significant regression(s) beyond the threshold")
+    out.append(f"{len(res.regressions)} significant regression(s) beyond the threshold"
+               + "".join(f"\n  {r['environment']}/{r['scenario']}/{r['test']} {r['metric']}"
+                         + ("" if r["side"] == "none" else f" ({r['side']})") + f" [{r['family']}]: {r['verdict']}"
+                         for r in res.regressions.iter_rows(named=True)))
     return "\n".join(out)
