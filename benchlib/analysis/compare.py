@@ -93,14 +93,16 @@ def load_campaign(spec: str, raw_root: Path | None = None) -> Campaign:
     return Campaign(spec, runs, metrics)
 
 
-def _flatten(prefix: str, value, out: dict[str, str], session: set[str]) -> None:
+def _flatten(prefix: str, value, out: dict[str, str], session: set[str], settings: bool) -> None:
+    """``value`` into ``out`` under dotted keys; ``settings``: the test's own parameters, all kept
+    (its duration_s is a setting, a placement's load_s a measurement)."""
     if isinstance(value, Mapping):
         for k, v in value.items():
-            if str(k) not in SESSION_KEYS and not MEASURED_KEY.search(str(k)):
-                _flatten(f"{prefix}.{k}", v, out, session)
+            if settings or (str(k) not in SESSION_KEYS and not MEASURED_KEY.search(str(k))):
+                _flatten(f"{prefix}.{k}", v, out, session, settings)
         return
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
-    if not any(s in text for s in session):  # e.g. a lab node named after its lab id
+    if settings or not any(s in text for s in session):  # e.g. a lab node named after its lab id
         out[prefix] = text
 
 
@@ -111,7 +113,7 @@ def record_facts(meta: dict) -> dict[str, str]:
     session = {str(target[k]) for k in ("lab_id", "session", "namespace") if target.get(k)}
     out: dict[str, str] = {}
     for part in ("test_params", "placement", "target"):
-        _flatten(part, meta.get(part, {}), out, session)
+        _flatten(part, meta.get(part, {}), out, session, settings=part == "test_params")
     return out
 
 
