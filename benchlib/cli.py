@@ -135,6 +135,52 @@ def cmd_report(args) -> int:
 EXIT_REGRESSION = 1  # compare: a significant regression beyond the threshold
 
 
+def _from_revision(rev: str, name: str) -> Path:
+    """A raw root holding campaign ``name`` as git revision ``rev`` of the project had it, fetched
+    through DVC (its cache or remote) into a temporary directory that lives as long as this process."""
+    import atexit
+    import shutil
+    import tempfile
+
+    from dvc.api import DVCFileSystem
+    from dvc.exceptions import DvcException
+    from scmrepo.exceptions import SCMError
+
+    from .analysis.compare import CompareError
+    tmp = Path(tempfile.mkdtemp(prefix="benchlib-compare-"))
+    atexit.register(shutil.rmtree, tmp, ignore_errors=True)
+    try:
+        fs = DVCFileSystem(str(config.project_root()), rev=rev)
+        src = f"data/raw/{name}"
+        if not fs.isdir(src):
+            raise CompareError(f"campaign {rev}:{name}: revision {rev} has no {src}")
+        fs.get(src, str(tmp / name), recursive=True)
+    except (DvcException, SCMError) as exc:
+        raise CompareError(f"campaign {rev}:{name}: {type(exc).__name__}: {' '.join(str(exc).split())}") from None
+    return tmp
+
+
+def load_campaign(spec: str):
+    """Campaign ``spec`` (an id under data/raw/, or rev:id through DVC) as compare's tidy tables."""
+    import re
+
+    from .analysis.compare import Campaign, CompareError
+    rev, _, name = spec.rpartition(":")
+    if not re.match(config.NAME_RE, name):
+        raise CompareError(f"campaign {spec!r}: not a campaign id (lower-case letters, digits, '.', '_', '-')")
+    raw_root = _from_revision(rev, name) if rev else config.project_root() / "data" / "raw"
+    cdir = record.campaign_dir(name, raw_root)
+    if not cdir.is_dir():
+        known = sorted(p.name for p in raw_root.iterdir() if p.is_dir()) if raw_root.is_dir() else []
+        raise CompareError(f"campaign {spec}: no raw records in {cdir} (campaigns there: "
+                           f"{', '.join(known) or 'none'})")
+    try:
+        runs, metrics = tidy.build_tables(cdir)
+        return Campaign(spec, runs, metrics, tidy.build_facts(runs))
+    except BenchlibError as exc:
+        raise CompareError(f"campaign {spec}: {exc}") from None
+
+
 def cmd_compare(args) -> int:
     import json
 
@@ -148,14 +194,15 @@ def cmd_compare(args) -> int:
                    family_metrics=analysis.family_metrics, seed=analysis.seed,
                    targets={"target_gbps": analysis.cpu_target_gbps, "per_transactions": analysis.rr_per_transactions,
                             "per_connections": analysis.crr_per_connections})
-    res = compare.run(args.a, args.b, **options)
+    a, b = load_campaign(args.a), load_campaign(args.b)
+    res = compare.run(a, b, **options)
     print(json.dumps(compare.to_json(res), indent=1) if args.json else compare.text(res))
     if args.junit:
         _say(f"compare: JUnit -> {compare.write_junit(res, Path(args.junit))}")
     if not args.no_html:
         root = config.project_root()
         out_dir = Path(args.out_dir) if args.out_dir else root / "reports"
-        html = report.build_compare(res.a, res.b, out_dir, {**options, "targets": dict(options["targets"])})
+        html = report.build_compare(a, b, out_dir, options)
         _say(f"compare: report -> {html}")
     return EXIT_REGRESSION if len(res.regressions) else 0
 

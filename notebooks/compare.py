@@ -14,11 +14,13 @@
 # ---
 
 # %% tags=["parameters"]
-# `benchlib compare A B` (papermill) passes the campaigns and the analysis section of params.yaml;
-# paths are relative to the project root. The logic is in benchlib/analysis/compare.py.
+# `benchlib compare A B` (papermill) passes the campaigns, where it saved their tidy tables (runs,
+# metrics, facts; relative to the project root) and the analysis section of params.yaml. The logic
+# is in benchlib/analysis/compare.py.
 campaign_a = "lab-cmp-a"  # the reference
 campaign_b = "lab-cmp-b"  # compared against it
-raw_root = "data/raw"
+tables_a = "reports/compare-lab-cmp-a-vs-lab-cmp-b/a"
+tables_b = "reports/compare-lab-cmp-a-vs-lab-cmp-b/b"
 alpha = 0.05
 correction = "holm"  # headline family; every other metric: fdr_bh, labelled FDR
 threshold_pct = 2.0  # a number or {metric: %, default: %}
@@ -31,12 +33,13 @@ targets = {"target_gbps": 100.0, "per_transactions": 10000.0, "per_connections":
 import polars as pl
 from IPython.display import Markdown, display
 
-from benchlib.analysis import compare, figures, report, resolve
+from benchlib.analysis import compare, figures, report
 
 figures.use_report_renderer()  # headless kernels need it; the page carries plotly.js once
 report.display_tables()
-res = compare.run(campaign_a, campaign_b, raw_root=resolve(raw_root), alpha=alpha, correction=correction,
-                  threshold_pct=threshold_pct, family_metrics=family_metrics, seed=seed, targets=targets)
+res = compare.run(compare.load_campaign(campaign_a, tables_a), compare.load_campaign(campaign_b, tables_b),
+                  alpha=alpha, correction=correction, threshold_pct=threshold_pct, family_metrics=family_metrics,
+                  seed=seed, targets=targets)
 display(Markdown(
     f"# {campaign_b} against {campaign_a}\n\n"
     f"**{len(res.regressions)} significant regression(s) beyond the threshold** out of {len(res.rows)} "

@@ -9,12 +9,7 @@ notebooks/compare.py both call run().
 """
 from __future__ import annotations
 
-import atexit
-import json
 import math
-import re
-import shutil
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,21 +18,12 @@ from xml.etree import ElementTree as ET
 import polars as pl
 from scipy import stats as sps
 
-from benchlib import record, tidy
-from benchlib.config import NAME_RE, project_root
-from benchlib.errors import BenchlibError, RecordError
-from benchlib.schema import metric_info
+from benchlib import schema
+from benchlib.errors import BenchlibError
 
-from . import normalize, stats
+from . import normalize, resolve, stats
 
 CONFIG_KEYS = ["environment", "scenario", "test"]
-# A record's facts that name this session, not the setup: lab ids, namespace and pod names, addresses
-# handed out per session, boot IDs. Matched on the last part of a flattened key.
-SESSION_KEYS = {"lab_id", "session", "namespace", "namespaces", "client_pod", "server_pod", "client_pod_ip",
-                "server_pod_ip", "service_ip", "server_address", "boot_id", "client_node", "server_node"}
-# Facts measured while the scenario was set up (seconds taken, an agent's CPU and memory): they vary
-# from run to run and are results, not settings.
-MEASURED_KEY = re.compile(r"(_s|_usage)$")
 NOT_RECORDED = "(not recorded)"
 SECONDARY = "secondary"
 HEADLINE = "headline"
@@ -49,84 +35,26 @@ class CompareError(BenchlibError, ValueError):
 
 @dataclass(frozen=True)
 class Campaign:
+    """A campaign's tidy tables: runs, metrics and facts (tidy.build_facts: what each configuration's
+    records say about its setup)."""
     name: str
     runs: pl.DataFrame
     metrics: pl.DataFrame
+    facts: pl.DataFrame
+
+    def save(self, directory: Path) -> Path:
+        directory.mkdir(parents=True, exist_ok=True)
+        schema.write(self.runs, "runs", directory / "runs.parquet")
+        schema.write(self.metrics, "metrics", directory / "metrics.parquet")
+        self.facts.write_parquet(directory / "facts.parquet")
+        return directory
 
 
-def _from_revision(rev: str, name: str) -> Path:
-    """Raw root holding campaign ``name`` as git revision ``rev`` of the project had it, fetched
-    through DVC (its cache or remote) into a temporary directory that lives as long as this process."""
-    from dvc.api import DVCFileSystem
-    from dvc.exceptions import DvcException
-    from scmrepo.exceptions import SCMError
-
-    tmp = Path(tempfile.mkdtemp(prefix="benchlib-compare-"))
-    atexit.register(shutil.rmtree, tmp, ignore_errors=True)
-    try:
-        fs = DVCFileSystem(str(project_root()), rev=rev)
-        src = f"data/raw/{name}"
-        if not fs.isdir(src):
-            raise CompareError(f"campaign {rev}:{name}: revision {rev} has no {src}")
-        fs.get(src, str(tmp / name), recursive=True)
-    except (DvcException, SCMError) as exc:
-        raise CompareError(f"campaign {rev}:{name}: {type(exc).__name__}: {' '.join(str(exc).split())}") from None
-    return tmp
-
-
-def load_campaign(spec: str, raw_root: Path | None = None) -> Campaign:
-    """A campaign's tidy tables, built from its raw records: ``name`` under ``raw_root`` (default
-    data/raw), or ``rev:name`` from git revision ``rev`` through DVC."""
-    rev, _, name = spec.rpartition(":")
-    if not re.match(NAME_RE, name):
-        raise CompareError(f"campaign {spec!r}: not a campaign id (lower-case letters, digits, '.', '_', '-')")
-    raw_root = _from_revision(rev, name) if rev else raw_root or project_root() / "data" / "raw"
-    cdir = record.campaign_dir(name, raw_root)
-    if not cdir.is_dir():
-        known = sorted(p.name for p in raw_root.iterdir() if p.is_dir()) if raw_root.is_dir() else []
-        raise CompareError(f"campaign {spec}: no raw records in {cdir} (campaigns there: "
-                           f"{', '.join(known) or 'none'})")
-    try:
-        runs, metrics = tidy.build_tables(cdir)
-    except BenchlibError as exc:
-        raise CompareError(f"campaign {spec}: {exc}") from None
-    return Campaign(spec, runs, metrics)
-
-
-def _flatten(prefix: str, value, out: dict[str, str], session: set[str], settings: bool) -> None:
-    """``value`` into ``out`` under dotted keys; ``settings``: the test's own parameters, all kept
-    (its duration_s is a setting, a placement's load_s a measurement)."""
-    if isinstance(value, Mapping):
-        for k, v in value.items():
-            if settings or (str(k) not in SESSION_KEYS and not MEASURED_KEY.search(str(k))):
-                _flatten(f"{prefix}.{k}", v, out, session, settings)
-        return
-    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
-    if settings or not any(s in text for s in session):  # e.g. a lab node named after its lab id
-        out[prefix] = text
-
-
-def record_facts(meta: dict) -> dict[str, str]:
-    """The setup a run's meta.json records, flattened to dotted keys (placement.mtu,
-    target.versions.kernel, test_params.duration_s, ...), without session identifiers."""
-    target = meta.get("target", {})
-    session = {str(target[k]) for k in ("lab_id", "session", "namespace") if target.get(k)}
-    out: dict[str, str] = {}
-    for part in ("test_params", "placement", "target"):
-        _flatten(part, meta.get(part, {}), out, session, settings=part == "test_params")
-    return out
-
-
-def facts(runs: pl.DataFrame) -> pl.DataFrame:
-    """Long table: environment, scenario, test, field, value (the distinct values over the
-    configuration's runs, joined by ' | '), read from each run's meta.json."""
-    rows = []
-    for r in runs.select(*CONFIG_KEYS, "record").iter_rows(named=True):
-        meta = json.loads((Path(r["record"]) / record.META).read_text())
-        rows += [{**{k: r[k] for k in CONFIG_KEYS}, "field": f, "value": v} for f, v in record_facts(meta).items()]
-    df = pl.DataFrame(rows, schema={**{k: pl.String for k in CONFIG_KEYS}, "field": pl.String, "value": pl.String})
-    return (df.group_by(*CONFIG_KEYS, "field").agg(pl.col("value").unique().sort().str.join(" | "))
-            .sort(*CONFIG_KEYS, "field"))
+def load_campaign(name: str, directory: str | Path) -> Campaign:
+    """Campaign ``name`` as Campaign.save wrote it (paths anchored at the project root)."""
+    d = resolve(directory)
+    return Campaign(name, schema.read_runs(d / "runs.parquet"), schema.read_metrics(d / "metrics.parquet"),
+                    pl.read_parquet(d / "facts.parquet"))
 
 
 def _configs(runs: pl.DataFrame) -> pl.DataFrame:
@@ -146,7 +74,7 @@ def differences(a: Campaign, b: Campaign) -> pl.DataFrame:
     fields): such runs measure something else, and the statistics would not pair them anyway.
     """
     both = _configs(a.runs).join(_configs(b.runs), on=CONFIG_KEYS)
-    fa, fb = (facts(c.runs.join(both, on=CONFIG_KEYS)) for c in (a, b))
+    fa, fb = (c.facts.join(both, on=CONFIG_KEYS) for c in (a, b))
     diff = (fa.join(fb, on=[*CONFIG_KEYS, "field"], how="full", coalesce=True, suffix="_b")
             .rename({"value": "value_a"})
             .with_columns(pl.col("value_a", "value_b").fill_null(NOT_RECORDED))
@@ -235,11 +163,10 @@ class Result:
         return self.rows.filter(pl.col("regression"))
 
 
-def run(campaign_a: str, campaign_b: str, raw_root: Path | None = None, alpha: float = 0.05,
-        correction: str = "holm", threshold_pct: float | Mapping[str, float] = 2.0,
-        family_metrics: Sequence[str] = (), seed: int = 0, targets: Mapping[str, float] | None = None) -> Result:
-    """Load both campaigns, check their metadata (refusing changed test parameters), compare B vs A."""
-    a, b = load_campaign(campaign_a, raw_root), load_campaign(campaign_b, raw_root)
+def run(a: Campaign, b: Campaign, alpha: float = 0.05, correction: str = "holm",
+        threshold_pct: float | Mapping[str, float] = 2.0, family_metrics: Sequence[str] = (), seed: int = 0,
+        targets: Mapping[str, float] | None = None) -> Result:
+    """Check both campaigns' metadata (refusing changed test parameters), then compare B vs A."""
     diff = differences(a, b)
     rows = comparisons(a, b, alpha, correction, threshold_pct, family_metrics, seed, targets)
     if rows.is_empty():
