@@ -132,6 +132,81 @@ def cmd_report(args) -> int:
     return 0
 
 
+EXIT_REGRESSION = 1  # compare: a significant regression beyond the threshold
+
+
+def _from_revision(rev: str, name: str) -> Path:
+    """A raw root holding campaign ``name`` as git revision ``rev`` of the project had it, fetched
+    through DVC (its cache or remote) into a temporary directory that lives as long as this process."""
+    import atexit
+    import shutil
+    import tempfile
+
+    from dvc.api import DVCFileSystem
+    from dvc.exceptions import DvcException
+    from scmrepo.exceptions import SCMError
+
+    from .analysis.compare import CompareError
+    tmp = Path(tempfile.mkdtemp(prefix="benchlib-compare-"))
+    atexit.register(shutil.rmtree, tmp, ignore_errors=True)
+    try:
+        fs = DVCFileSystem(str(config.project_root()), rev=rev)
+        src = f"data/raw/{name}"
+        if not fs.isdir(src):
+            raise CompareError(f"campaign {rev}:{name}: revision {rev} has no {src}")
+        fs.get(src, str(tmp / name), recursive=True)
+    except (DvcException, SCMError) as exc:
+        raise CompareError(f"campaign {rev}:{name}: {type(exc).__name__}: {' '.join(str(exc).split())}") from None
+    return tmp
+
+
+def load_campaign(spec: str):
+    """Campaign ``spec`` (an id under data/raw/, or rev:id through DVC) as compare's tidy tables."""
+    import re
+
+    from .analysis.compare import Campaign, CompareError
+    rev, _, name = spec.rpartition(":")
+    if not re.match(config.NAME_RE, name):
+        raise CompareError(f"campaign {spec!r}: not a campaign id (lower-case letters, digits, '.', '_', '-')")
+    raw_root = _from_revision(rev, name) if rev else config.project_root() / "data" / "raw"
+    cdir = record.campaign_dir(name, raw_root)
+    if not cdir.is_dir():
+        known = sorted(p.name for p in raw_root.iterdir() if p.is_dir()) if raw_root.is_dir() else []
+        raise CompareError(f"campaign {spec}: no raw records in {cdir} (campaigns there: "
+                           f"{', '.join(known) or 'none'})")
+    try:
+        runs, metrics = tidy.build_tables(cdir)
+        return Campaign(spec, runs, metrics, tidy.build_facts(runs))
+    except BenchlibError as exc:
+        raise CompareError(f"campaign {spec}: {exc}") from None
+
+
+def cmd_compare(args) -> int:
+    import json
+
+    from .analysis import compare, report
+
+    analysis = _params(args).analysis
+    if args.threshold is not None and not 0 <= args.threshold < 1000:
+        raise config.ConfigError(f"--threshold: a percentage in [0, 1000), got {args.threshold:g}")
+    options = dict(alpha=analysis.alpha, correction=args.correction or analysis.correction,
+                   threshold_pct=analysis.compare_threshold() if args.threshold is None else args.threshold,
+                   family_metrics=analysis.family_metrics, seed=analysis.seed,
+                   targets={"target_gbps": analysis.cpu_target_gbps, "per_transactions": analysis.rr_per_transactions,
+                            "per_connections": analysis.crr_per_connections})
+    a, b = load_campaign(args.a), load_campaign(args.b)
+    res = compare.run(a, b, **options)
+    print(json.dumps(compare.to_json(res), indent=1) if args.json else compare.text(res))
+    if args.junit:
+        _say(f"compare: JUnit -> {compare.write_junit(res, Path(args.junit))}")
+    if not args.no_html:
+        root = config.project_root()
+        out_dir = Path(args.out_dir) if args.out_dir else root / "reports"
+        html = report.build_compare(a, b, out_dir, options)
+        _say(f"compare: report -> {html}")
+    return EXIT_REGRESSION if len(res.regressions) else 0
+
+
 class _PlainDumper(yaml.SafeDumper):
     """Writes shared sub-objects out in full: a manifest shows no YAML anchors."""
 
@@ -237,6 +312,42 @@ def build_parser() -> argparse.ArgumentParser:
                                    "(code hidden, opens offline).")
     s.add_argument("--out-dir", help="output directory (default: reports)")
     s.set_defaults(func=cmd_report)
+
+    s = sub.add_parser(
+        "compare", help="compare campaign B against campaign A: what differs, what changed; a CI gate",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Compare two campaigns measured with this project (ids under data/raw/), B against A.\n\n"
+                    "1. Metadata first: what the raw records of A and B say differently about the configurations "
+                    "measured in both (kernel, tool versions, target facts, CNI/kube-proxy settings, MTU, CPU "
+                    "placement, test parameters), leaving out session identifiers (lab ids, namespace and pod "
+                    "names, addresses, timestamps). A configuration measured with different test parameters is "
+                    "refused (exit 2), naming it and the fields.\n"
+                    "2. Per configuration (environment, scenario, test and its parameters, metric, side): both "
+                    "medians with distribution-free 95 % CIs, the change in % with its CI, two-sided Mann-Whitney "
+                    "U, the p-value corrected over its family (analysis.family_metrics: --correction, Holm by "
+                    "default; every other metric: Benjamini-Hochberg, labelled FDR) and a verdict by the metric's "
+                    "direction: '~ within noise', 'negligible' (significant, but the CI lies inside +/- the "
+                    "threshold) or '+x % [lo, hi] better/worse'; a geometric mean of the changes per test.\n"
+                    "3. reports/compare-A-vs-B.html (papermill runs notebooks/compare.py; opens offline).",
+        epilog="Exit codes: 0 no regression; 1 at least one significant regression beyond the threshold "
+               "(a 'worse' verdict); 2 an error (unknown, empty or unparseable campaign, changed test "
+               "parameters), one line on stderr. The threshold is --threshold, else analysis.threshold_pct "
+               "of params.yaml (a number or {metric: %, default: %}), else analysis.noise_band_pct.")
+    s.add_argument("a", metavar="A", help="the reference campaign (e.g. the one before an upgrade): an id under "
+                                          "data/raw/, or REV:ID to take it from git revision REV through DVC "
+                                          "(its cache or remote, as `dvc pull` would)")
+    s.add_argument("b", metavar="B", help="the campaign compared against it (the same forms)")
+    s.add_argument("--threshold", type=float, metavar="PCT",
+                   help="practical threshold in %% for every metric: a significant change whose CI lies inside "
+                        "+/- PCT reads 'negligible' and fails no gate")
+    s.add_argument("--correction", choices=["holm", "fdr_bh"],
+                   help="correction of the headline family (default: analysis.correction; fdr_bh for large sweeps)")
+    s.add_argument("--junit", metavar="FILE", help="write a JUnit XML file: one test case per configuration "
+                                                   "and metric, failing on a significant regression")
+    s.add_argument("--json", action="store_true", help="print the result as JSON instead of tables")
+    s.add_argument("--no-html", action="store_true", help="skip the HTML page (faster, e.g. in CI)")
+    s.add_argument("--out-dir", help="where compare-A-vs-B.html goes (default: reports)")
+    s.set_defaults(func=cmd_compare)
 
     s = sub.add_parser("render", help="validate a cluster environment and print what it would apply",
                        description="Validate pipelines/<env>/environment.yaml and print, in order, every "

@@ -172,6 +172,9 @@ class Analysis(_Strict):
         ["throughput", "transaction_rate", "connection_rate", "latency_p50", "latency_p99", "cpu_pct_at_target"],
         min_length=1, description="metrics whose comparisons form the corrected family")
     seed: int = Field(0, description="bootstrap seed")
+    threshold_pct: float | dict[str, float] | None = Field(None, description=(
+        "benchlib compare: a significant change whose CI lies inside +/- this % reads 'negligible' and fails "
+        "no gate; a number or {metric: %, default: %}; unset: noise_band_pct"))
     contrasts: list[tuple[str, str]] = Field([], description=(
         "extra comparisons [scenario, reference] in the same corrected family, e.g. [notrack, conntrack]"))
 
@@ -183,6 +186,25 @@ class Analysis(_Strict):
         if unknown:
             raise ValueError(f"unknown metric(s) {unknown}; allowed: {sorted(METRICS) + sorted(DERIVED_METRICS)}")
         return names
+
+    @field_validator("threshold_pct")
+    @classmethod
+    def _threshold(cls, value: float | dict[str, float] | None) -> float | dict[str, float] | None:
+        from .schema import DERIVED_METRICS, METRICS
+        bands = value.values() if isinstance(value, dict) else [] if value is None else [value]
+        if any(not 0 <= b < 1000 for b in bands):
+            raise ValueError(f"thresholds are percentages in [0, 1000), got {value}")
+        unknown = sorted(set(value) - set(METRICS) - set(DERIVED_METRICS) - {"default"}) if isinstance(
+            value, dict) else []
+        if unknown:
+            raise ValueError(f"unknown metric(s) {unknown}; allowed: 'default', {sorted(METRICS) + sorted(DERIVED_METRICS)}")
+        if isinstance(value, dict) and "default" not in value:  # every compared metric needs a threshold
+            raise ValueError(f"per-metric thresholds need a 'default' for the other metrics, got {value}")
+        return value
+
+    def compare_threshold(self) -> float | dict[str, float]:
+        """The threshold `benchlib compare` applies: threshold_pct, else the noise band."""
+        return self.noise_band_pct if self.threshold_pct is None else self.threshold_pct
 
 
 class Report(_Strict):
@@ -265,6 +287,9 @@ class Scenario(_Strict):
         None, description="number of services; a list expands into one scenario per number, named <name>-<n>")
     # lab: a stateful node firewall (connection tracking), or the same with the benchmark traffic untracked
     firewall: Literal["conntrack", "notrack"] | None = None
+    filter_rules: int | None = Field(None, ge=1, le=100_000, description=(
+        "lab: this many iptables filter rules that match nothing on the server's node, in INPUT and FORWARD: "
+        "a long rule chain in front of the server (a deliberately slower path)"))
     # lab: service-mesh proxies on the pod path (targets/lab/proxies.py): a server sidecar, sidecars on
     # both pods (plaintext or mutual TLS between them), or one proxy per node with mutual TLS (ambient)
     mesh: Literal["server-sidecar", "sidecars", "sidecars-mtls", "node-proxies-mtls"] | None = None

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -164,3 +165,50 @@ def write_tables(runs: pl.DataFrame, metrics: pl.DataFrame, out_dir: Path) -> No
     out_dir.mkdir(parents=True, exist_ok=True)
     schema.write(runs, "runs", out_dir / "runs.parquet")
     schema.write(metrics, "metrics", out_dir / "metrics.parquet")
+
+
+# What a record's placement and target say that names this session, not the setup: lab ids, namespace
+# and pod names, addresses handed out per session, boot IDs. Matched on the last part of a key.
+SESSION_KEYS = {"lab_id", "session", "namespace", "namespaces", "client_pod", "server_pod", "client_pod_ip",
+                "server_pod_ip", "service_ip", "server_address", "boot_id", "client_node", "server_node"}
+# Measured while a scenario was set up (seconds taken, an agent's usage): results, not settings.
+MEASURED_KEY = re.compile(r"(_s|_usage)$")
+FACTS_SCHEMA = pl.Schema({"environment": pl.String, "scenario": pl.String, "test": pl.String,
+                          "field": pl.String, "value": pl.String})
+
+
+def _flatten(prefix: str, value, out: dict[str, str], session: set[str], settings: bool) -> None:
+    """``value`` into ``out`` under dotted keys; ``settings``: the test's own parameters, all kept
+    (its duration_s is a setting, a placement's load_s a measurement)."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if settings or (str(k) not in SESSION_KEYS and not MEASURED_KEY.search(str(k))):
+                _flatten(f"{prefix}.{k}", v, out, session, settings)
+        return
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    if settings or not any(s in text for s in session):  # e.g. a lab node named after its lab id
+        out[prefix] = text
+
+
+def record_facts(meta: dict) -> dict[str, str]:
+    """The setup a run's meta.json records, flattened to dotted keys (placement.mtu,
+    target.versions.kernel, test_params.duration_s, ...), without session identifiers."""
+    target = meta.get("target", {})
+    session = {str(target[k]) for k in ("lab_id", "session", "namespace") if target.get(k)}
+    out: dict[str, str] = {}
+    for part in ("test_params", "placement", "target"):
+        _flatten(part, meta.get(part, {}), out, session, settings=part == "test_params")
+    return out
+
+
+def build_facts(runs: pl.DataFrame) -> pl.DataFrame:
+    """Long table: environment, scenario, test, field, value (the distinct values over the
+    configuration's runs, joined by ' | '), read from each run's meta.json (runs.record)."""
+    keys = ["environment", "scenario", "test"]
+    rows = []
+    for r in runs.select(*keys, "record").iter_rows(named=True):
+        meta = json.loads((Path(r["record"]) / record.META).read_text())
+        rows += [{**{k: r[k] for k in keys}, "field": f, "value": v} for f, v in record_facts(meta).items()]
+    return (pl.DataFrame(rows, schema=FACTS_SCHEMA)
+            .group_by(*keys, "field").agg(pl.col("value").unique().sort().str.join(" | "))
+            .sort(*keys, "field"))

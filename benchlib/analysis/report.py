@@ -9,6 +9,7 @@ them as notebook objects, so no .ipynb has to exist before execution.
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 import jupytext
@@ -141,6 +142,21 @@ def build_report(sources: list[str | Path], out_dir: str | Path = "reports",
     executed = [execute_notebook(src, out / "notebooks" / (Path(src).stem + ".ipynb"), parameters)
                 for src in sources]
     return render_report(executed, out / "report.html", title=title)
+
+
+COMPARE_NOTEBOOK = "compare.py"
+
+
+def build_compare(a, b, out_dir: str | Path = "reports", parameters: dict | None = None) -> Path:
+    """Save campaigns ``a`` and ``b`` (compare.Campaign) as tables in <out_dir>/compare-A-vs-B/, execute
+    notebooks/compare.py on them into <out_dir>/notebooks/ and render <out_dir>/compare-A-vs-B.html
+    (offline, like the report)."""
+    # rev:campaign names a revision: keep file names to safe characters
+    out, stem = resolve(out_dir), re.sub(r"[^A-Za-z0-9._-]", "_", f"compare-{a.name}-vs-{b.name}")
+    tables = {f"tables_{k}": str(c.save(out / stem / k)) for k, c in (("a", a), ("b", b))}
+    executed = execute_notebook(project_root() / "notebooks" / COMPARE_NOTEBOOK, out / "notebooks" / f"{stem}.ipynb",
+                                {**(parameters or {}), "campaign_a": a.name, "campaign_b": b.name, **tables})
+    return render_report([executed], out / f"{stem}.html", title=f"{b.name} against {a.name}")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -364,9 +364,33 @@ def compare(metrics: pl.DataFrame, runs: pl.DataFrame, baseline: str = "host", a
     present = set(cells["scenario"])
     against = [(s, baseline) for s in sorted(present - {baseline})] if baseline in present else []
     against += [(s, ref) for s, ref in contrasts if {s, ref} <= present and (s, ref) not in against]
-    pairs = _pairs(cells, against)
+    return _compare_pairs(_pairs(cells, against), cells.schema, alpha, correction, noise_band_pct, seed,
+                          n_resamples)
+
+
+def compare_campaigns(metrics: pl.DataFrame, runs: pl.DataFrame, metrics_base: pl.DataFrame,
+                      runs_base: pl.DataFrame, alpha: float = 0.05, correction: str = "holm",
+                      noise_band_pct: float | Mapping[str, float] = 2.0, seed: int = 0,
+                      n_resamples: int = 9999) -> pl.DataFrame:
+    """Every configuration of one campaign vs the same configuration (every CONFIG key but the
+    campaign) of a base campaign, wherever both were measured; one corrected family.
+
+    Rows have the columns of compare(): ``campaign`` is the campaign, ``baseline`` the base campaign.
+    """
+    if correction not in CORRECTIONS:
+        raise ValueError(f"correction must be one of {sorted(CORRECTIONS)}, got {correction!r}")
+    cells, base = _samples(ok_values(metrics, runs)), _samples(ok_values(metrics_base, runs_base))
+    keys = [c for c in CONFIG if c != "campaign"]
+    pairs = (cells.join(base.drop("unit"), on=keys, suffix="_base", nulls_equal=True)
+             .with_columns(baseline=pl.col("campaign_base")).drop("campaign_base"))
+    return _compare_pairs(pairs, cells.schema, alpha, correction, noise_band_pct, seed, n_resamples)
+
+
+def _compare_pairs(pairs: pl.DataFrame | None, schema: pl.Schema, alpha: float, correction: str,
+                   noise_band_pct: float | Mapping[str, float], seed: int, n_resamples: int) -> pl.DataFrame:
+    """The tests, effects, correction over all ``pairs`` and verdicts: the rows compare() returns."""
     if pairs is None or pairs.is_empty():
-        return pl.DataFrame(schema={**{c: cells.schema[c] for c in CONFIG}, **_COMPARISON_DTYPES})
+        return pl.DataFrame(schema={**{c: schema[c] for c in CONFIG}, **_COMPARISON_DTYPES})
     k = len(pairs)
     num = {c: np.full(k, math.nan) for c in ("median", "median_base", "u", "p", "delta_pct", "delta_low",
                                              "delta_high")}

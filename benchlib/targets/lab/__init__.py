@@ -150,7 +150,7 @@ class LabTarget(Target):
         sc = self.env.scenarios[name]
         topology = topologies.topology_of(name, sc)
         built = topologies.build(name, topology, sc.mtu, lambda role: self._ns(name, role, sc.ip_family == 6),
-                                 netfilter_needed=bool(sc.firewall or sc.service_proxy),
+                                 netfilter_needed=bool(sc.firewall or sc.service_proxy or sc.filter_rules),
                                  ip_family=sc.ip_family, big_tcp=sc.big_tcp)
         nodes, sides, server_address = built.nodes, built.sides, built.server_address
         # the lab's "nodes" are namespaces of this one kernel: per-side CPU is per CPU set
@@ -159,6 +159,8 @@ class LabTarget(Target):
             for node in nodes.values():
                 netfilter.install_firewall(node, sc.firewall)
             details["firewall"] = sc.firewall
+        if sc.filter_rules:
+            details["filter_rules"] = netfilter.install_rule_chain(nodes[2], sc.filter_rules)
         if sc.mesh:
             details["mesh"] = self._mesh(name, sc.mesh, nodes, sides)
         if sc.service_proxy:

@@ -27,6 +27,25 @@ def install_firewall(node: str, kind: str) -> None:
     apply(node, ["iptables-restore"], firewall_rules(kind))
 
 
+# Sources that never send to the lab (TEST-NET-1, RFC 5737): a chain rule never matches,
+# so every packet to the server is checked against all of them and then accepted.
+_NEVER_SOURCE = "192.0.2.1/32"
+
+
+def rule_chain(count: int) -> str:
+    """``count`` filter rules in front of the server that match nothing, in INPUT (node-to-node
+    traffic) and FORWARD (traffic to pods): the cost of a long node firewall, rule by rule."""
+    rules = [f"-A {chain} -s {_NEVER_SOURCE} -p tcp --dport {1 + i} -j DROP"
+             for chain in ("INPUT", "FORWARD") for i in range(count)]
+    return "\n".join(["*filter", *rules, "COMMIT"]) + "\n"
+
+
+def install_rule_chain(node: str, count: int) -> int:
+    """The rule chain on ``node``; returns the filter rules the kernel then holds."""
+    apply(node, ["iptables-restore", "--noflush"], rule_chain(count))
+    return in_ns(node, "iptables-save", "-t", "filter").count("\n-A ")
+
+
 def count_rules(ns: str, proxy: str) -> int:
     """Rules the kernel holds after applying (not the text we sent)."""
     if proxy == "iptables":

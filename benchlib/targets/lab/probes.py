@@ -79,7 +79,7 @@ def _needs(name: str, sc: Scenario) -> tuple[list[str], list[str]]:
     commands, features = list(topo.commands), list(topo.features)
     if sc.service_proxy == "nftables":
         commands.append("nft")
-    if sc.service_proxy == "iptables" or sc.firewall or sc.mesh:
+    if sc.service_proxy == "iptables" or sc.firewall or sc.mesh or sc.filter_rules:
         commands.append("iptables-restore")
     if sc.big_tcp and sc.big_tcp > 65536:  # up to 65536: every kernel
         features.append("big-tcp" if sc.ip_family == 6 else "big-tcp-ipv4")
