@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
@@ -78,6 +79,12 @@ def venv_env() -> dict:
     env = dict(os.environ)
     env["PATH"] = f"{REPO / '.venv' / 'bin'}:{env['PATH']}"
     return env
+
+
+def pytest_configure(config):
+    # Tests signal their children as a terminal would. Whoever started pytest (nohup, a CI runner's
+    # background job) may have left SIGHUP ignored, and a child inherits an ignored signal.
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 RR = {"tool": "netperf", "kind": "TCP_RR", "duration_s": 1, "message_size": 1}
