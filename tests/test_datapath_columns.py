@@ -48,7 +48,7 @@ def mesh_tables(lab_env, tmp_path_factory):
     # CPU is counted in ticks (10 ms): a proxy costs ~5 % of a core per 1000 req/s, so 1000 req/s over the
     # 1.6 s window is ~8 ticks (200 req/s over 0.6 s was under one, and read 0 on a loaded machine)
     tests = {"http": {"tool": "fortio", "kind": "HTTP", "duration_s": 2, "qps": 1000, "streams": 2},
-             "rr": {"tool": "netperf", "kind": "TCP_RR", "duration_s": 1, "message_size": 1}}
+             "rr": {"tool": "netperf", "kind": "TCP_RR", "duration_s": 2, "message_size": 1}}
     runs, metrics = campaign(lab_env, raw, "mesh-columns", list(MESH), tests)
     return runs, metrics, raw
 
@@ -81,9 +81,10 @@ def test_proxy_cpu_is_there_exactly_where_proxies_run(mesh_tables):
                 else:
                     assert m[("proxy_cpu_s", side)] == 0
                     assert ("proxy_peak_rss_kib", side) not in m
-                # the proxies run on the side's CPUs: their CPU is part of the side's busy CPU (the two
-                # counters tick at 1/100 s, so allow two ticks of the ~0.4 s window)
-                assert m[("proxy_cpu_cores", side)] <= m[("cpu_busy_cores", side)] + 0.05, (scenario, test, side)
+                # the proxies run on the side's CPUs: their CPU is part of the side's busy CPU. The CPU's
+                # counters are sampled at each 10 ms tick, a task's are its exact run time: over the 1.6 s
+                # window they differed by up to 4 ticks in a 0.6 s one, so allow 16 (0.1 cores)
+                assert m[("proxy_cpu_cores", side)] <= m[("cpu_busy_cores", side)] + 0.1, (scenario, test, side)
 
 
 def test_proxy_cpu_seconds_are_the_recorded_ticks_over_the_window(mesh_tables):
