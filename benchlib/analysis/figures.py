@@ -78,7 +78,8 @@ def scenario_order(scenarios: Iterable[str], baseline: str) -> list[str]:
     return ([baseline] if baseline in s else []) + [x for x in s if x != baseline]
 
 
-def _colors(order: list[str]) -> dict[str, str]:
+def path_colors(order: list[str]) -> dict[str, str]:
+    """One palette colour per scenario (or path), fixed by its position in ``order``."""
     return {s: PALETTE[i % len(PALETTE)] for i, s in enumerate(order)}
 
 
@@ -98,7 +99,8 @@ def _one(df: pl.DataFrame, what: str, **where) -> pl.DataFrame:
     return out
 
 
-def _whiskers(d: pl.DataFrame) -> dict:
+def ci_whiskers(d: pl.DataFrame) -> dict:
+    """Plotly error bars from a summary's median and CI columns."""
     return dict(type="data", array=d["ci_high"] - d["median"], arrayminus=d["median"] - d["ci_low"],
                 thickness=1.5, width=6, color="#333")
 
@@ -112,7 +114,7 @@ def verdict_labels(comparisons: pl.DataFrame | None, test: str, metric: str, sid
     return dict(zip(c["scenario"], c["verdict"]))
 
 
-def _in_order(d: pl.DataFrame, col: str, order: list) -> pl.DataFrame:
+def in_order(d: pl.DataFrame, col: str, order: list) -> pl.DataFrame:
     """One row per value of `order`, in that order (null rows where `d` has none)."""
     return pl.DataFrame({col: order}, schema={col: d.schema[col]}).join(d, on=col, how="left", maintain_order="left")
 
@@ -126,12 +128,12 @@ def bars(summary: pl.DataFrame, test: str, metric: str, side: str = "none", base
     """
     d = _one(summary, "bars", test=test, metric=metric, side=side)
     order = scenario_order(d["scenario"], baseline)
-    d = _in_order(d, "scenario", order)
+    d = in_order(d, "scenario", order)
     unit = d["unit"][0]
     labels = verdict_labels(comparisons, test, metric, side, baseline)
     fig = go.Figure(go.Bar(
-        x=d["scenario"], y=d["median"], marker_color=[_colors(order)[s] for s in d["scenario"]],
-        error_y=_whiskers(d), customdata=d.select("n", "ci_low", "ci_high"),
+        x=d["scenario"], y=d["median"], marker_color=[path_colors(order)[s] for s in d["scenario"]],
+        error_y=ci_whiskers(d), customdata=d.select("n", "ci_low", "ci_high"),
         hovertemplate="%{x}: %{y:.4g} " + unit + "<br>95 % CI [%{customdata[1]:.4g}, %{customdata[2]:.4g}]"
                       "<br>n = %{customdata[0]}<extra></extra>"))
     fig.update_layout(template=TEMPLATE, showlegend=False,
@@ -153,12 +155,12 @@ def cpu_bars(summary: pl.DataFrame, test: str, metric: str = "cpu_pct_at_target"
     d = _one(summary, "cpu_bars", test=test, metric=metric)
     d = d.filter(pl.col("side").is_in(["client", "server"]))
     order = scenario_order(d["scenario"], baseline)
-    colors = _colors(order)
+    colors = path_colors(order)
     fig = go.Figure()
     for side, pattern in (("client", ""), ("server", "/")):
-        s = _in_order(d.filter(side=side), "scenario", order)
+        s = in_order(d.filter(side=side), "scenario", order)
         fig.add_trace(go.Bar(
-            name=side, x=s["scenario"], y=s["median"], error_y=_whiskers(s),
+            name=side, x=s["scenario"], y=s["median"], error_y=ci_whiskers(s),
             marker=dict(color=[colors[x] for x in s["scenario"]], pattern_shape=pattern,
                         pattern_fgcolor="white", line=dict(color="#333", width=1)),
             hovertemplate="%{x} " + side + ": %{y:.4g}<extra></extra>"))
@@ -174,7 +176,7 @@ def runs_strip(values: pl.DataFrame, test: str, metric: str, side: str = "none",
     """Every run as a point over its scenario's box: spread, outliers and n at a glance."""
     d = _one(values, "runs_strip", test=test, metric=metric, side=side)
     order = scenario_order(d["scenario"], baseline)
-    colors = _colors(order)
+    colors = path_colors(order)
     fig = go.Figure([
         go.Box(y=g["value"], name=s, boxpoints="all", jitter=0.4, pointpos=0, marker=dict(color=colors[s], size=7),
                line=dict(color=colors[s], width=1), fillcolor="rgba(0,0,0,0)",
@@ -206,7 +208,7 @@ def forest(comparisons: pl.DataFrame, baseline: str | None = None) -> go.Figure:
         pl.lit(" · "), pl.col("scenario"),
         pl.when(pl.col("baseline") == baseline).then(pl.lit("")).otherwise(pl.format(" vs {}", "baseline"))))
     order = scenario_order(c["scenario"], baseline)
-    colors = _colors(order)
+    colors = path_colors(order)
     fig = go.Figure(go.Bar(
         y=c["label"], x=2 * c["noise_band_pct"], base=-c["noise_band_pct"], orientation="h",
         marker_color=BAND_COLOR, name="noise band", hoverinfo="skip", width=0.8))
@@ -256,7 +258,7 @@ def throughput_vs_cpu(per_run: pl.DataFrame, test: str, side: str = "total", bas
     """
     d = _one(per_run, "throughput_vs_cpu", test=test, work_metric="throughput")
     order = scenario_order(d["scenario"], baseline)
-    colors = _colors(order)
+    colors = path_colors(order)
     fig = go.Figure()
     xmax, ymax = d[side].max() * 1.1, d["work"].max() * 1.15
     for level in _iso_levels((d[side] * target_gbps / d["work"]).to_numpy()):
@@ -285,7 +287,7 @@ DNS_PERCENTILES = percentiles("dns_latency")
 HTTP_PERCENTILES = percentiles("http_latency")
 
 
-def _percentile_name(metric: str) -> str:
+def percentile_name(metric: str) -> str:
     """p50, p99.9: the label of a percentile metric."""
     return f"p{metric_info(metric).percentile:g}"
 
@@ -299,12 +301,12 @@ def latency_percentiles(summary: pl.DataFrame, test: str, baseline: str = "host"
     if d.is_empty():
         raise ValueError(f"latency_percentiles: {test} has none of {list(metrics)}")
     order = scenario_order(d["scenario"], baseline)
-    colors = _colors(order)
+    colors = path_colors(order)
     fig = go.Figure()
     for s in order:
-        g = _in_order(d.filter(scenario=s), "metric", list(metrics))
-        fig.add_trace(go.Bar(name=s, x=[_percentile_name(m) for m in g["metric"]], y=g["median"],
-                             marker_color=colors[s], error_y=_whiskers(g),
+        g = in_order(d.filter(scenario=s), "metric", list(metrics))
+        fig.add_trace(go.Bar(name=s, x=[percentile_name(m) for m in g["metric"]], y=g["median"],
+                             marker_color=colors[s], error_y=ci_whiskers(g),
                              hovertemplate="%{x}: %{y:.4g} us<extra>" + s + "</extra>"))
     fig.update_layout(template=TEMPLATE, barmode="group", legend_title_text="scenario",
                       title=f"{title}: {test}<br><sup>median over runs of each run's "
@@ -346,7 +348,7 @@ def service_scaling(summary: pl.DataFrame, runs: pl.DataFrame, test: str, metric
         raise ValueError(f"service_scaling: no {test} runs with a service count")
     d = d.with_columns(datapath=pl.Series([s.removesuffix(f"-{n}") for s, n in zip(d["scenario"], d["services"])]))
     labels = verdict_labels(comparisons, test, metric, baseline=baseline)
-    colors = _colors(sorted(d["datapath"].unique()))
+    colors = path_colors(sorted(d["datapath"].unique()))
     unit = d["unit"][0]
     fig = go.Figure()
     base = summary.filter(test=test, metric=metric, side="none", scenario=baseline)
@@ -393,12 +395,12 @@ def rate_sweep(summary: pl.DataFrame, runs: pl.DataFrame, tests: list[str], metr
         raise ValueError(f"rate_sweep: no {list(metrics)} for tests {tests}")
     metrics = tuple(m for m in metrics if m in set(d["metric"]))
     order = scenario_order(d["scenario"], baseline)
-    colors = _colors(order)
-    fig = make_subplots(rows=1, cols=len(metrics), subplot_titles=[_percentile_name(m) for m in metrics],
+    colors = path_colors(order)
+    fig = make_subplots(rows=1, cols=len(metrics), subplot_titles=[percentile_name(m) for m in metrics],
                         horizontal_spacing=0.06)
     for col, m in enumerate(metrics, start=1):
         for s in order:
-            g = _in_order(d.filter(scenario=s, metric=m), "test", ordered).filter(pl.col("median").is_not_null())
+            g = in_order(d.filter(scenario=s, metric=m), "test", ordered).filter(pl.col("median").is_not_null())
             if g.is_empty():
                 continue
             verdicts = [verdict_labels(comparisons, t, m, baseline=baseline).get(s, "") for t in g["test"]]
@@ -408,10 +410,10 @@ def rate_sweep(summary: pl.DataFrame, runs: pl.DataFrame, tests: list[str], metr
                 showlegend=col == 1, line=dict(color=colors[s], width=2),
                 marker=dict(size=9, symbol=["circle" if f else "circle-open" for f in filled],
                             line=dict(width=2, color=colors[s])),
-                error_y={**_whiskers(g), "color": colors[s]},
+                error_y={**ci_whiskers(g), "color": colors[s]},
                 customdata=np.stack([g["n"].to_numpy(), verdicts], axis=-1),
                 hovertemplate="offered %{x}: %{y:.4g} us, n = %{customdata[0]}<br>%{customdata[1]}<extra>"
-                              + f"{s} {_percentile_name(m)}</extra>"), row=1, col=col)
+                              + f"{s} {percentile_name(m)}</extra>"), row=1, col=col)
     fig.update_xaxes(type="category", categoryorder="array", categoryarray=[x_label[t] for t in ordered])
     fig.update_xaxes(title_text="offered load (requests/s)", row=1, col=(len(metrics) + 1) // 2)
     fig.update_yaxes(type="log")

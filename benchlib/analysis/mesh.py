@@ -66,7 +66,7 @@ def ladder(summary: pl.DataFrame, runs: pl.DataFrame, values: pl.DataFrame) -> p
             .join(rng, on=stats.CONFIG, how="left", nulls_equal=True)
             .join(paths(runs), on="scenario")
             .with_columns(path=_label(), percentile=pl.col("metric").replace_strict(
-                {m: figures._percentile_name(m) for m in LADDER_METRICS}))
+                {m: figures.percentile_name(m) for m in LADDER_METRICS}))
             .sort("test", "proxy_hops", "mtls", "scenario", "metric")
             .select("test", "proxy_hops", "scenario", "path", "mesh", "mtls", "metric", "percentile", "unit", "n",
                     "median", "ci_low", "ci_high", "range_min", "range_max", "flags"))
@@ -153,7 +153,7 @@ def ladder_figure(ladder_rows: pl.DataFrame, test: str) -> go.Figure:
     if d.is_empty():
         raise ValueError(f"ladder_figure: no latency percentiles for test {test!r}")
     order = d.select("path").unique(maintain_order=True)["path"].to_list()
-    colors = figures._colors(order)
+    colors = figures.path_colors(order)
     dash = {0: "solid", 1: "dash", 2: "dot"}
     fig = go.Figure()
     for path in order:
@@ -162,7 +162,7 @@ def ladder_figure(ladder_rows: pl.DataFrame, test: str) -> go.Figure:
         fig.add_trace(go.Scatter(
             x=g["percentile"], y=g["median"], name=path, mode="lines+markers",
             line=dict(color=colors[path], width=2, dash=dash.get(hops, "dashdot")),
-            error_y={**figures._whiskers(g), "color": colors[path]},
+            error_y={**figures.ci_whiskers(g), "color": colors[path]},
             hovertemplate="%{x}: %{y:.4g} us<extra>" + path + "</extra>"))
     fig.update_yaxes(type="log")
     fig.update_layout(template=figures.TEMPLATE, legend_title_text="scenario (proxy hops)",
@@ -180,12 +180,12 @@ def proxy_cpu_figure(summary: pl.DataFrame, runs: pl.DataFrame, test: str) -> go
         raise ValueError(f"proxy_cpu_figure: no proxy CPU for test {test!r}")
     d = d.join(paths(runs), on="scenario").with_columns(path=_label()).sort("proxy_hops", "mtls", "scenario")
     order = d.select("path").unique(maintain_order=True)["path"].to_list()
-    colors = figures._colors(order)
+    colors = figures.path_colors(order)
     fig = go.Figure()
     for side, pattern in (("client", ""), ("server", "/")):
-        s = figures._in_order(d.filter(side=side), "path", order)
+        s = figures.in_order(d.filter(side=side), "path", order)
         fig.add_trace(go.Bar(
-            name=side, x=s["path"], y=s["median"], error_y=figures._whiskers(s),
+            name=side, x=s["path"], y=s["median"], error_y=figures.ci_whiskers(s),
             marker=dict(color=[colors[x] for x in s["path"]], pattern_shape=pattern, pattern_fgcolor="white",
                         line=dict(color="#333", width=1)),
             hovertemplate="%{x} " + side + ": %{y:.4g}<extra></extra>"))
