@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
+import polars as pl
 import pytest
 import yaml
 
@@ -22,6 +23,9 @@ from tests.test_dvc import committed
 
 SLOW_SCENARIO, SAME_SCENARIO = "veth-routed", "host"
 RULES = 2000  # per chain; -46 % TCP_RR transactions/s on veth-routed here (README "Comparing two campaigns")
+# The gate's threshold: CI's machine drifts between campaigns (a significant -6 % on the unchanged host path
+# failed a run at 5 %), the slower path loses ~46 %.
+THRESHOLD_PCT = 15.0
 LOCK_WAIT_S = 1800
 
 
@@ -36,7 +40,8 @@ def params(project: Path, campaign: str, repetitions: int = 6) -> Path:
         "experiment": {"campaign": campaign, "environments": ["local-lab"], "repetitions": repetitions, "seed": 3,
                        "cpu_trim_s": 0.2, "retries": 1},
         "tests": {"rr": RR}, "environments": {"local-lab": {"scenarios": [SAME_SCENARIO, SLOW_SCENARIO]}},
-        "analysis": {"baseline": SAME_SCENARIO, "family_metrics": ["transaction_rate"], "threshold_pct": 5.0}}))
+        "analysis": {"baseline": SAME_SCENARIO, "family_metrics": ["transaction_rate"],
+                     "threshold_pct": THRESHOLD_PCT}}))
     return path
 
 
@@ -87,8 +92,9 @@ def test_a_slower_path_is_a_regression_the_gate_fails_on(project):
     rate = {r["scenario"]: r for r in out["comparisons"] if r["metric"] == "transaction_rate"}
     slow, same = rate[SLOW_SCENARIO], rate[SAME_SCENARIO]
     assert slow["regression"] and slow["verdict"].endswith(" worse"), slow
-    assert slow["delta_high"] < -5 and slow["p_adj"] < 0.05 and slow["correction"] == "Holm", slow
-    assert not same["regression"], same
+    assert slow["delta_pct"] < -THRESHOLD_PCT and slow["p_adj"] < 0.05 and slow["correction"] == "Holm", slow
+    assert not same["regression"], {k: same[k] for k in ("median", "median_base", "delta_pct", "delta_low",
+                                                        "delta_high", "p_adj", "verdict")}
     assert out["regressions"] >= 1
     assert out["differences"] == [{"field": "placement.filter_rules", "value_a": compare.NOT_RECORDED,
                                    "value_b": str(2 * RULES), "where": f"local-lab/{SLOW_SCENARIO}/rr"}]
@@ -105,6 +111,24 @@ def test_a_slower_path_is_a_regression_the_gate_fails_on(project):
     assert "plotly-graph-div" in html and "placement.filter_rules" in html
     assert '<script src="http' not in html  # offline: plotly.js inlined, no CDN
     assert '"ename"' not in (project / "reports" / "notebooks" / "compare-cmp-a-vs-cmp-b.ipynb").read_text()
+
+
+def test_a_significant_change_within_the_threshold_is_worse_but_no_regression(project, monkeypatch):
+    """The threshold between the slower path's change and its CI's far end: the CI reaches past it,
+    so the verdict still reads "worse", but the change itself is within it and the gate passes."""
+    monkeypatch.chdir(project)
+    a, b = load_campaign("cmp-a"), load_campaign("cmp-b")
+
+    def slow_rate(threshold: float) -> dict:
+        rows = compare.comparisons(a, b, threshold_pct=threshold, family_metrics=["transaction_rate"])
+        slow = (pl.col("scenario") == SLOW_SCENARIO) & (pl.col("metric") == "transaction_rate")
+        return rows.filter(slow).row(0, named=True)
+
+    at_gate = slow_rate(THRESHOLD_PCT)
+    assert at_gate["regression"] and at_gate["delta_low"] < at_gate["delta_pct"], at_gate
+    between = (abs(at_gate["delta_pct"]) + abs(at_gate["delta_low"])) / 2
+    within = slow_rate(between)
+    assert within["verdict"].endswith(" worse") and not within["regression"], (between, within)
 
 
 def copy_campaign(project: Path, src: str, dst: str, edit=None) -> Path:

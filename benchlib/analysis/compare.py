@@ -112,7 +112,8 @@ def comparisons(a: Campaign, b: Campaign, alpha: float = 0.05, correction: str =
                 seed: int = 0, targets: Mapping[str, float] | None = None) -> pl.DataFrame:
     """B vs A per configuration and metric: the columns of stats.compare() plus both medians' 95 % CIs,
     the family (headline: ``family_metrics`` under ``correction``; secondary: every other metric,
-    Benjamini-Hochberg, labelled FDR) and ``regression`` (significant, beyond the threshold, worse)."""
+    Benjamini-Hochberg, labelled FDR) and ``regression`` (significant, worse, and the change in % itself
+    beyond the threshold)."""
     targets = targets or {}
     va, vb = _values(a, targets), _values(b, targets)
     headline = pl.col("metric").is_in(list(family_metrics))
@@ -128,7 +129,10 @@ def comparisons(a: Campaign, b: Campaign, alpha: float = 0.05, correction: str =
            for v, c, suffix in ((vb, b, ""), (va, a, "_base"))]
     for ci in cis:
         rows = rows.join(ci, on=keys, how="left", nulls_equal=True)
-    return (rows.with_columns(regression=pl.col("verdict").str.ends_with(" worse"))
+    # A gate fails on what is worse, significant and beyond the threshold itself (as asv compare does):
+    # a significant -2 % whose CI reaches past -5 % reads "worse" but is no regression at 5 %.
+    beyond = pl.col("delta_pct").abs() > pl.col("noise_band_pct")
+    return (rows.with_columns(regression=pl.col("verdict").str.ends_with(" worse") & beyond.fill_null(False))
             .sort("family", "environment", "test", "metric", "side", "scenario"))
 
 
