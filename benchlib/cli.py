@@ -72,7 +72,7 @@ def cmd_validate(args) -> int:
         target = _target(plan)
         runs = runner.schedule(plan, params.experiment.repetitions, params.experiment.seed,
                                target.interleaves_scenarios)
-        seconds = sum(collectors.get(r.spec.tool).expected_wall_s(r.spec) + PER_RUN_OVERHEAD_S for r in runs)
+        seconds = sum(runner.expected_run_s(target, r.spec) + PER_RUN_OVERHEAD_S for r in runs)
         cdir = record.campaign_dir(params.experiment.campaign)
         done = sum(record.exists(cdir, r.run_id) for r in runs)
         print(f"{plan.environment.name}: {len(plan.scenarios)} scenarios {plan.scenarios}, "

@@ -53,10 +53,13 @@ def _describe(annotation) -> str:
     return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
 
 
+TOOLS = ("netperf", "iperf3", "fortio", "dns")
+
+
 class TestSpec(_Strict):
     """One test: a tool invocation with its parameters."""
 
-    tool: Literal["netperf", "iperf3", "fortio", "dns"]
+    tool: Literal[TOOLS]
     kind: str = Field(description="test kind; the tool's collector lists the allowed ones (KINDS)")
     duration_s: float = Field(gt=0, le=3600, description="length of one run")
     streams: int = Field(1, ge=1, le=256, description=(
@@ -381,6 +384,10 @@ class Environment(_Strict):
     description: str
     target: Literal["lab", "kubernetes", "ssh"]
     cpus: CpuPlacement | None = None
+    cpu_placement: dict[str, Literal["split", "shared"]] = Field({}, description=(
+        "lab: per test kind (TCP_RR, TCP_CRR, ...), split (client and server on different CPUs, the "
+        "default: per-side CPU as on two machines) or shared (both on the client's CPUs: less noise, and "
+        "the CPU measured is the whole path's); README 'CPU placement'"))
     kubernetes: KubernetesSettings | None = None
     ssh: SshSettings | None = None
     scenarios: dict[str, Scenario] = Field(min_length=1)
@@ -400,6 +407,7 @@ class Environment(_Strict):
             if missing:
                 raise ValueError(f"scenarios {missing}: target kubernetes needs placement "
                                  "(pod-to-pod, same-node, host-network or service)")
+        self._check_cpu_placement()
         for n, sc in self.scenarios.items():
             if sc.service_proxy and self.target != "lab":
                 raise ValueError(f"scenarios.{n}.service_proxy: lab only (a cluster's own kube-proxy or CNI "
@@ -424,6 +432,21 @@ class Environment(_Strict):
             if self.target == "ssh" and sc.services is not None:
                 raise ValueError(f"scenarios.{n}.services: needs target lab or kubernetes")
         return self
+
+
+    def _check_cpu_placement(self) -> None:
+        from .collectors import get
+        if self.cpu_placement and self.target != "lab":
+            raise ValueError(f"cpu_placement: lab only (a target {self.target} places client and server on "
+                             "their own nodes); remove it")
+        kinds = {k for tool in TOOLS for k in get(tool).KINDS}
+        unknown = sorted(set(self.cpu_placement) - kinds)
+        if unknown:
+            raise ValueError(f"cpu_placement: unknown test kind(s) {unknown}; allowed: {sorted(kinds)}")
+        meshed = [n for n, sc in self.scenarios.items() if sc.mesh]
+        if meshed and self.cpu_placement.get("HTTP") == "shared":
+            raise ValueError(f"cpu_placement: HTTP shared, but scenarios {meshed} run mesh proxies pinned to "
+                             "each side's CPUs, whose CPU the shared set would not see; use split")
 
 
 def _format(exc: ValidationError, source: str) -> str:

@@ -23,6 +23,9 @@ from .schema import METRICS, PRIMARY_METRICS, SIDES
 from .targets import KILL_WAIT_S, Placement, Result, Target
 
 VERSION_TIMEOUT_S = 10  # a tool's version probe: it answers at once, or the tool is broken
+# After a test's duration, how long to let the client finish before firing the server's report timer
+# (Target.end_server_wait). A client still mid-test then fails loudly (connection refused), never quietly.
+SERVER_WAIT_MARGIN_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -99,6 +102,15 @@ class Measurement:
     processes: dict[str, tuple[dict, dict]] = None
 
 
+def expected_run_s(target: Target, spec: TestSpec) -> float:
+    """How long a run of ``spec`` takes on ``target`` (for estimates): the tool's time, less the
+    server's wait where the target ends it after SERVER_WAIT_MARGIN_S."""
+    collector = collectors.get(spec.tool)
+    wait = collector.server_wait_s(spec)
+    saved = wait - SERVER_WAIT_MARGIN_S if wait and target.ends_server_wait else 0.0
+    return collector.expected_wall_s(spec) - saved
+
+
 def _wait_all(procs: list, argvs: list[list[str]], deadline: float) -> tuple[Result, ...]:
     results = []
     for p, argv in zip(procs, argvs):
@@ -134,12 +146,13 @@ def measure(target: Target, run: RunSpec, trim_s: float) -> Measurement:
     """One attempt: start the tool on the client, sample CPU over the steady-state window."""
     spec = run.spec
     collector = collectors.get(spec.tool)
-    placement = target.placement(run.scenario)
+    placement = target.placement_for(run.scenario, spec.kind)
     invocations = collector.build(spec, placement.server_address, placement.client_cpus, placement.server_cpus)
     started = time.time()
     deadline = time.monotonic() + spec.run_timeout_s
     procs = []
     try:
+        spawned = time.monotonic()
         procs = [target.spawn(run.scenario, "client", inv.argv) for inv in invocations]
         time.sleep(collector.warmup_s(spec) + trim_s)
         first = {side: target.cpu_snapshot(run.scenario, side) for side in SIDES}
@@ -147,6 +160,11 @@ def measure(target: Target, run: RunSpec, trim_s: float) -> Measurement:
         time.sleep(max(0.0, spec.duration_s - 2 * trim_s))
         last = {side: target.cpu_snapshot(run.scenario, side) for side in SIDES}
         last_usage = target.datapath_usage(run.scenario, reset_peak=False)
+        if collector.server_wait_s(spec) and target.ends_server_wait:
+            # The server would idle on its own timer before it reports; once the client's test time
+            # is surely over (its timer starts after a few ms of set-up), fire that timer.
+            time.sleep(max(0.0, spawned + spec.duration_s + SERVER_WAIT_MARGIN_S - time.monotonic()))
+            target.end_server_wait(run.scenario, collector.SERVER)
         results = _wait_all(procs, [inv.argv for inv in invocations], deadline)
     finally:
         for p in procs:

@@ -63,9 +63,11 @@ METRICS: dict[str, Metric] = {
     "latency_p90": _p("us", "90th percentile round-trip latency", 90),
     "latency_p99": _p("us", "99th percentile round-trip latency", 99),
     "latency_mean": Metric("us", False, "mean round-trip latency"),
+    # side total: a run with cpu_placement shared, whose client and server had one CPU set (the whole path's)
     "cpu_busy_pct": Metric("%", False, "busy share of the side's CPUs over the steady-state window",
-                           sides=SIDES),
-    "cpu_busy_cores": Metric("cores", False, "busy CPU seconds per second on the side's CPUs", sides=SIDES),
+                           sides=(*SIDES, TOTAL_SIDE)),
+    "cpu_busy_cores": Metric("cores", False, "busy CPU seconds per second on the side's CPUs",
+                             sides=(*SIDES, TOTAL_SIDE)),
     # the target's own datapath processes (the lab's mesh proxies) over the CPU window: only in runs whose
     # target recorded them; a side without a proxy then has 0 CPU and no RSS row
     "proxy_cpu_s": Metric("s", False, "CPU seconds (user + system) of the side's proxies over the CPU window",
@@ -134,6 +136,7 @@ RUNS_SCHEMA = pl.Schema({
     "ip_family": pl.Int64,            # 4 or 6: the benchmark traffic's
     "big_tcp": pl.Boolean,            # GSO/GRO max size above 64 KiB on the path's links
     "gso_gro_max_size": pl.Int64,     # bytes, as set on every link; null: the kernel's default (64 KiB)
+    "cpu_placement": pl.String,       # split: client and server on their own CPUs; shared: one CPU set
     # every parameter of the test as recorded (canonical JSON: sorted keys): runs with different
     # settings are never pooled, whatever the test is called
     "test_params": pl.String,
@@ -174,9 +177,9 @@ METRICS_SCHEMA = pl.Schema({
 _SCHEMAS = {"runs": RUNS_SCHEMA, "metrics": METRICS_SCHEMA}
 
 # Runs columns added after tables were first written, with the value that was true of every run then
-# (no mesh, IPv4, no BIG TCP): an older runs table (or a test's) reads with these filled in.
+# (no mesh, IPv4, no BIG TCP, split CPUs): an older runs table (or a test's) reads with these filled in.
 RUNS_DEFAULTS = {"mesh": "none", "proxy_hops": 0, "mtls": False, "proxy_kind": None, "proxy_version": None,
-                 "ip_family": 4, "big_tcp": False, "gso_gro_max_size": None}
+                 "ip_family": 4, "big_tcp": False, "gso_gro_max_size": None, "cpu_placement": "split"}
 
 
 def conform(df: pl.DataFrame, name: str) -> pl.DataFrame:

@@ -32,7 +32,16 @@ def datapath(placement: dict) -> dict:
     return {"mesh": mesh.get("kind", "none"), "proxy_hops": len(mesh.get("proxies", {})),
             "mtls": "mtls" in mesh, "proxy_kind": mesh.get("proxy"), "proxy_version": mesh.get("proxy_version"),
             "ip_family": placement.get("ip_family", 4),
-            "big_tcp": size is not None and size > schema.GSO_DEFAULT_MAX_SIZE, "gso_gro_max_size": size}
+            "big_tcp": size is not None and size > schema.GSO_DEFAULT_MAX_SIZE, "gso_gro_max_size": size,
+            "cpu_placement": placement.get("cpu_placement", "split")}
+
+
+def cpu_sides(rec: record.RunRecord) -> list[tuple[str, record.SideCpu]]:
+    """The CPU sets to account a run's CPU on: each side's, or, where client and server shared one
+    set (cpu_placement shared), that set once as side total (per side it would be counted twice)."""
+    if rec.placement.get("cpu_placement") == "shared":
+        return [(schema.TOTAL_SIDE, rec.cpu["client"])]
+    return list(rec.cpu.items())
 
 
 def proxy_usage(rec: record.RunRecord) -> dict[tuple[str, str], float]:
@@ -85,7 +94,7 @@ def load_record(path: Path) -> tuple[dict, list[dict]]:
         if rec.outcome != "ok":
             return run, []
         values = collectors.get(rec.tool).parse(rec.kind, rec.stdouts)
-        for side, c in rec.cpu.items():
+        for side, c in cpu_sides(rec):
             usage = cpu.side_usage(c.start, c.end, c.cpus, rec.clk_tck)
             values.update({(name, side): v for name, v in usage.items()})
         values.update(proxy_usage(rec))

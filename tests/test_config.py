@@ -133,6 +133,23 @@ def test_service_counts_outside_the_lab_name_the_key(tmp_path, monkeypatch, text
     assert expected in str(err.value) and "pipelines/e/environment.yaml" in str(err.value)
 
 
+LAB = "description: d\ntarget: lab\nscenarios:\n  s: {description: d, topology: veth-routed}\n"
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("cpu_placement: {TCP_RR: shared}\n" + K8S + "  s: {description: d, placement: pod-to-pod}\n",
+     "cpu_placement: lab only"),
+    ("cpu_placement: {TCP_PP: shared}\n" + LAB, "cpu_placement: unknown test kind(s) ['TCP_PP']"),
+    ("cpu_placement: {TCP_RR: half}\n" + LAB, "cpu_placement.TCP_RR"),
+    ("cpu_placement: {HTTP: shared}\n" + LAB.replace("topology: veth-routed", "topology: veth-routed, mesh: sidecars"),
+     "scenarios ['s'] run mesh proxies pinned to each side's CPUs"),
+])
+def test_a_cpu_placement_the_target_cannot_honour_names_the_key(tmp_path, monkeypatch, text, expected):
+    with pytest.raises(ConfigError) as err:
+        _load_env(tmp_path, monkeypatch, text)
+    assert expected in str(err.value) and "pipelines/e/environment.yaml" in str(err.value)
+
+
 def test_service_counts_on_kubernetes_expand_into_scenarios(tmp_path, monkeypatch):
     env = _load_env(tmp_path, monkeypatch, K8S + "  s: {description: d, placement: service, services: [4, 1000]}\n")
     assert {n: sc.services for n, sc in env.scenarios.items()} == {"s-4": 4, "s-1000": 1000}

@@ -151,13 +151,16 @@ def bars(summary: pl.DataFrame, test: str, metric: str, side: str = "none", base
 
 
 def cpu_bars(summary: pl.DataFrame, test: str, metric: str = "cpu_pct_at_target", baseline: str = "host") -> go.Figure:
-    """Client and server CPU side by side per scenario (hatched: server), median with 95 % CI."""
+    """Client and server CPU side by side per scenario (hatched: server), median with 95 % CI; a test
+    whose client and server shared one CPU set (cpu_placement shared) has one bar: the whole path's."""
     d = _one(summary, "cpu_bars", test=test, metric=metric)
-    d = d.filter(pl.col("side").is_in(["client", "server"]))
+    shared = d.filter(pl.col("side").is_in(["client", "server"])).is_empty()
+    sides = (("total", ""),) if shared else (("client", ""), ("server", "/"))
+    d = d.filter(pl.col("side").is_in([side for side, _ in sides]))
     order = scenario_order(d["scenario"], baseline)
     colors = path_colors(order)
     fig = go.Figure()
-    for side, pattern in (("client", ""), ("server", "/")):
+    for side, pattern in sides:
         s = in_order(d.filter(side=side), "scenario", order)
         fig.add_trace(go.Bar(
             name=side, x=s["scenario"], y=s["median"], error_y=ci_whiskers(s),
@@ -165,9 +168,11 @@ def cpu_bars(summary: pl.DataFrame, test: str, metric: str = "cpu_pct_at_target"
                         pattern_fgcolor="white", line=dict(color="#333", width=1)),
             hovertemplate="%{x} " + side + ": %{y:.4g}<extra></extra>"))
     unit = d["unit"][0]
+    how = ("client and server on one CPU set: the whole path's CPU" if shared
+           else "plain: client, hatched: server")
     fig.update_layout(template=TEMPLATE, barmode="group", legend_title_text="side",
-                      title=f"CPU per side: {test}<br><sup>{unit}; median of runs, whiskers: 95 % CI; "
-                            "plain: client, hatched: server</sup>",
+                      title=f"CPU {'of the path' if shared else 'per side'}: {test}<br><sup>{unit}; median of runs, "
+                            f"whiskers: 95 % CI; {how}</sup>",
                       xaxis_title="scenario", yaxis_title=unit)
     return fig
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from benchlib.schema import DERIVED_METRICS, METRICS, METRICS_SCHEMA, WORK_METRICS
+from benchlib.schema import DERIVED_METRICS, METRICS, METRICS_SCHEMA, SIDES, TOTAL_SIDE, WORK_METRICS
 
 CPU_AT_TARGET = "cpu_pct_at_target"
 CPU_SIDES = DERIVED_METRICS[CPU_AT_TARGET].sides  # client, server and total
@@ -21,8 +21,9 @@ def per_run_cpu(metrics: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
     """One row per run: busy % of client, server and both sides' CPUs, and the work done.
 
     Columns: RUN_KEYS, client, server, total (percent of the respective CPUs),
-    work_metric, work (value of the work metric in its schema unit). Runs
-    without a work metric or without both sides' CPU are left out.
+    work_metric, work (value of the work metric in its schema unit). A run whose
+    client and server shared one CPU set (cpu_placement shared) has only total:
+    that set's busy %, the whole path's. Runs without a work metric or CPU are left out.
     """
     def cores(side: str) -> pl.DataFrame:
         return (metrics.filter((pl.col("metric") == "cpu_busy_cores") & (pl.col("side") == side))
@@ -30,14 +31,17 @@ def per_run_cpu(metrics: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
 
     work = metrics.filter(pl.col("metric").is_in(WORK_METRICS)).select(
         *RUN_KEYS, work_metric=pl.col("metric"), work=pl.col("value"))
-    df = (work.join(cores("client"), on="run_id").join(cores("server"), on="run_id")
-          .join(runs.select("run_id", "client_cpus", "server_cpus"), on="run_id"))
-    return df.select(
+    df = work.join(runs.select("run_id", "client_cpus", "server_cpus"), on="run_id")
+    for side in (*SIDES, TOTAL_SIDE):
+        df = df.join(cores(side), on="run_id", how="left")
+    # split: sum the busy cores of both sides first, then divide by all their CPUs
+    split_total = 100 * (pl.col("client_cores") + pl.col("server_cores")) / (pl.col("client_cpus") + pl.col("server_cpus"))
+    return df.filter(pl.col("total_cores").is_not_null()
+                     | (pl.col("client_cores").is_not_null() & pl.col("server_cores").is_not_null())).select(
         *RUN_KEYS,
         client=100 * pl.col("client_cores") / pl.col("client_cpus"),
         server=100 * pl.col("server_cores") / pl.col("server_cpus"),
-        # sum the busy cores of both sides first, then divide by all their CPUs
-        total=100 * (pl.col("client_cores") + pl.col("server_cores")) / (pl.col("client_cpus") + pl.col("server_cpus")),
+        total=pl.coalesce(100 * pl.col("total_cores") / pl.col("client_cpus"), split_total),
         work_metric=pl.col("work_metric"), work=pl.col("work"),
     )
 
@@ -68,8 +72,9 @@ def cpu_at_target(metrics: pl.DataFrame, runs: pl.DataFrame, target_gbps: float 
     """
     targets = work_targets(target_gbps, per_transactions, per_connections, per_requests)
     df = _scaled(per_run_cpu(metrics, runs), targets, "% CPU")
-    long = [df.select(*RUN_KEYS, metric=pl.lit(CPU_AT_TARGET), value=pl.col(side) * pl.col("scale"),
-                      unit=pl.col("unit"), side=pl.lit(side))
+    long = [df.filter(pl.col(side).is_not_null())
+            .select(*RUN_KEYS, metric=pl.lit(CPU_AT_TARGET), value=pl.col(side) * pl.col("scale"),
+                    unit=pl.col("unit"), side=pl.lit(side))
             for side in CPU_SIDES]
     return pl.concat(long).select(METRICS_SCHEMA.names())
 

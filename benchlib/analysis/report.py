@@ -68,13 +68,13 @@ def shared_kernel_note(runs: pl.DataFrame) -> str:
 
 
 def method_table(runs: pl.DataFrame) -> pl.DataFrame:
-    """How each test was run: scenarios, runs per configuration, blocks, outcomes, run length."""
+    """How each test was run: CPU placement, scenarios, runs per configuration, blocks, outcomes, run length."""
     keys = ["campaign", "environment", "test"]
     reps = (runs.group_by(*keys, "scenario").len()
             .group_by(keys).agg(lo=pl.col("len").min(), hi=pl.col("len").max()))
     return (runs.group_by(keys)
             .agg(kind=_distinct("kind"), streams=_distinct("streams"), message_size=_distinct("message_size"),
-                 scenarios=_distinct("scenario"), blocks=pl.col("block").n_unique(), runs=pl.len(),
+                 cpu_placement=_distinct("cpu_placement"), scenarios=_distinct("scenario"), blocks=pl.col("block").n_unique(), runs=pl.len(),
                  ok=(pl.col("outcome") == "ok").sum(), median_duration_s=pl.col("duration_s").median(),
                  attempts_max=pl.col("attempts").max())
             .join(reps, on=keys)

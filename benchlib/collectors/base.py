@@ -59,6 +59,10 @@ class Collector(Protocol):
     def expected_wall_s(self, spec) -> float:
         """How long a run takes, for estimates."""
 
+    def server_wait_s(self, spec) -> float:
+        """Seconds the server idles after the test before it reports, on a timer of its own that a
+        target may fire early (Target.end_server_wait); 0 for tools that report at once."""
+
 
 def json_number(tool: str, doc, *path) -> float:
     """The number at ``path`` in a tool's JSON document, or a ParseError naming the path."""

@@ -46,6 +46,10 @@ def expected_wall_s(spec) -> float:
     return spec.duration_s
 
 
+def server_wait_s(spec) -> float:
+    return 0.0
+
+
 def build(spec, host: str, client_cpus: list[int], server_cpus: list[int]) -> list[Invocation]:
     """The command line of one run: one dnsperf process with ``streams`` client sockets."""
     return [command(spec.kind, host, spec.duration_s, spec.qps, spec.streams, client_cpus, server_cpus)]

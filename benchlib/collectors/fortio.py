@@ -42,6 +42,10 @@ def expected_wall_s(spec) -> float:
     return spec.duration_s
 
 
+def server_wait_s(spec) -> float:
+    return 0.0
+
+
 def build(spec, host: str, client_cpus: list[int], server_cpus: list[int]) -> list[Invocation]:
     """The command line of one run of a TestSpec: one fortio process with ``streams`` connections."""
     return [command(host, spec.duration_s, spec.qps, spec.streams, spec.connection_close, client_cpus, server_cpus)]

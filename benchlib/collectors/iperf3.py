@@ -32,6 +32,10 @@ def expected_wall_s(spec) -> float:
     return spec.duration_s + (OMIT_S if spec.kind == "TCP_STREAM" else 0)
 
 
+def server_wait_s(spec) -> float:
+    return 0.0
+
+
 def build(spec, host: str, client_cpus: list[int], server_cpus: list[int]) -> list[Invocation]:
     """The command line of one run of a TestSpec (parallel streams are one process, ``-P``)."""
     return [command(spec.kind, host, spec.duration_s, spec.streams, spec.message_size, spec.bitrate,

@@ -29,7 +29,9 @@ SERVICE_PORTS = tuple(range(DATA_PORT, DATA_PORT + SERVICE_STREAMS))
 SERVER = Server("netserver", ["netserver", "-D", "-4", "-p", str(PORT)], PORT, data_ports=SERVICE_PORTS)
 VERSION_COMMAND = ["netperf", "-V"]
 # netserver reports a TCP_CRR result only after its own timer (test length
-# plus netperf's PAD_TIME of 4 s) expires, so a CRR run lasts 4 s longer.
+# plus netperf's PAD_TIME of 4 s) expires: it waits in accept() for a next
+# connection that never comes. A CRR run lasts 4 s longer unless the target
+# fires that timer once the client is done (Target.end_server_wait).
 CRR_PAD_S = 4.0
 
 
@@ -39,7 +41,11 @@ def warmup_s(spec) -> float:
 
 
 def expected_wall_s(spec) -> float:
-    return spec.duration_s + (CRR_PAD_S if spec.kind == "TCP_CRR" else 0.0)
+    return spec.duration_s + server_wait_s(spec)
+
+
+def server_wait_s(spec) -> float:
+    return CRR_PAD_S if spec.kind == "TCP_CRR" else 0.0
 
 
 def build(spec, host: str, client_cpus: list[int], server_cpus: list[int]) -> list[Invocation]:

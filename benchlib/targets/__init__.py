@@ -91,6 +91,7 @@ class Target(ABC):
 
     kind = ""
     interleaves_scenarios = True  # whether runs of different scenarios may alternate
+    ends_server_wait = False  # whether end_server_wait works (a signal into the server's processes)
 
     def __init__(self, env, scenarios: list[str], servers: Sequence[Server] = (), commands: Sequence[str] = (),
                  log=print):
@@ -122,6 +123,11 @@ class Target(ABC):
     def placement(self, scenario: str) -> Placement:
         return self.placements[scenario]
 
+    def placement_for(self, scenario: str, kind: str) -> Placement:
+        """Where a run of test ``kind`` goes: the scenario's placement, unless the target places
+        some kinds otherwise (the lab's shared CPU placement)."""
+        return self.placement(scenario)
+
     @abstractmethod
     def activate(self, scenario: str) -> None:
         """Make the scenario the one runs measure; its placement is known afterwards."""
@@ -150,6 +156,11 @@ class Target(ABC):
     @abstractmethod
     def cpu_snapshot(self, scenario: str, side: str) -> cpu.Snapshot:
         """/proc/stat of the node that side of the scenario runs on."""
+
+    def end_server_wait(self, scenario: str, server: Server) -> None:
+        """Fire now the timer the server's test processes wait on after a test (netserver's TCP_CRR
+        pad). Only targets with ``ends_server_wait`` can; on the others a run waits it out."""
+        raise NotImplementedError(f"target {self.kind} cannot end a server's wait")
 
     def datapath_usage(self, scenario: str, reset_peak: bool) -> dict[str, dict]:
         """The processes the target itself runs on the scenario's datapath (service-mesh proxies), by

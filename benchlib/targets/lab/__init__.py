@@ -16,7 +16,9 @@ from __future__ import annotations
 import os
 import platform
 import shutil
+import signal
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 from benchlib import cpu
@@ -47,6 +49,15 @@ def default_cpus() -> tuple[list[int], list[int]]:
     return cpus[:half], cpus[half:]
 
 
+def child_pids(pid: int) -> list[int]:
+    """The children of a process (from /proc: the kernel's list of each of its threads' children)."""
+    tasks = Path(f"/proc/{pid}/task")
+    try:
+        return [int(c) for t in tasks.iterdir() for c in (t / "children").read_text().split()]
+    except FileNotFoundError:
+        return []  # the process is gone
+
+
 def _mask(cpus: list[int]) -> str:
     return format(sum(1 << c for c in cpus), "x")
 
@@ -57,6 +68,7 @@ class LabTarget(Target):
     kind = "lab"
     # every scenario stands at once, so runs of different scenarios can alternate
     interleaves_scenarios = True
+    ends_server_wait = True  # the servers are this machine's processes
 
     def __init__(self, env: Environment, scenarios: list[str], servers: list[Server] = (),
                  commands: list[str] = (), log=print):
@@ -69,10 +81,14 @@ class LabTarget(Target):
         self._lock = None
         self._namespaces: list[str] = []
         self._servers: list[subprocess.Popen] = []
+        self._server_pids: dict[tuple[str, str], int] = {}  # (scenario, server name): the tool's server
         self._logdir: Path | None = None
         # per scenario: its mesh proxies and their processes
         self._proxies: dict[str, list[tuple[proxies.Proxy, subprocess.Popen]]] = {}
         self._proxy_version = ""
+        # per scenario: its namespaces by side, and the CPU placement their receive steering is set for
+        self._side_namespaces: dict[str, dict[str, list[str]]] = {}
+        self._steered: dict[str, str] = {}
 
     # -- life cycle ---------------------------------------------------------------------
     def prepare(self) -> None:
@@ -91,6 +107,7 @@ class LabTarget(Target):
         for proc in self._servers:
             stop(proc)
         self._servers.clear()
+        self._server_pids.clear()
         for ns in reversed(self._namespaces):
             remove_namespace(ns)
         self._namespaces.clear()
@@ -117,8 +134,29 @@ class LabTarget(Target):
                                      *server.argv],
                                     stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         self._servers.append(proc)
+        self._server_pids[(scenario, server.name)] = proc.pid  # ip netns exec and taskset exec the server
         wait_listening(server, proc, lambda argv: in_ns(ns, *argv), "lab", f"in {ns}", logfile.read_text,
                        timeout_s=SERVER_LISTEN_TIMEOUT_S, poll_s=SERVER_POLL_S)
+
+    def placement_for(self, scenario: str, kind: str) -> Placement:
+        """split: the scenario's placement. shared (environment cpu_placement): client and server both on
+        the client's CPUs, receive processing too; both sides then measure that one CPU set."""
+        mode = self.env.cpu_placement.get(kind, "split")
+        self._steer_receive(scenario, mode)
+        base = self.placement(scenario)
+        if mode == "split":
+            return base
+        return replace(base, server_cpus=base.client_cpus, details={**base.details, "cpu_placement": mode})
+
+    def end_server_wait(self, scenario: str, server: Server) -> None:
+        """SIGALRM, the signal of the timer they wait on, to the server's test processes (its children):
+        netserver's TCP_CRR child leaves accept() and reports (README "Duty cycle")."""
+        pid = self._server_pids[(scenario, server.name)]
+        for child in child_pids(pid):
+            try:
+                os.kill(child, signal.SIGALRM)
+            except ProcessLookupError:
+                pass  # that test ended on its own meanwhile
 
     def spawn(self, scenario: str, side: str, argv: list[str]) -> LocalProcess:
         return LocalProcess(["ip", "netns", "exec", self.namespace(scenario, side), *argv])
@@ -171,11 +209,11 @@ class LabTarget(Target):
             service_info = netfilter.install_services(nodes[1], sc.service_proxy, sc.services, POD_IP[2], ports)
             server_address = service_info["cluster_ip"]
             details.update(service_info)
-        side_cpus = {"client": self.client_cpus, "server": self.server_cpus}
         node_of = {"client": nodes[1], "server": nodes[2]}
-        for side, cpus in side_cpus.items():
-            for ns in dict.fromkeys([node_of[side], sides[side]]):  # the node, and its pod if any
-                self._steer_receive(ns, cpus)
+        # the node, and its pod if any
+        self._side_namespaces[name] = {side: list(dict.fromkeys([node_of[side], sides[side]])) for side in node_of}
+        self._steer_receive(name, "split")
+        details["cpu_placement"] = "split"
         return Placement(
             scenario=name, server_address=server_address,
             client_node=nodes[1], server_node=nodes[2],
@@ -231,8 +269,15 @@ class LabTarget(Target):
                                **proxies.usage(proc.pid, reset_peak)}
         return out
 
-    def _steer_receive(self, ns: str, cpus: list[int]) -> None:
+    def _steer_receive(self, scenario: str, mode: str) -> None:
         # veth delivers a packet on the sending CPU. RPS moves receive
         # processing to the receiving side's CPUs, as a NIC interrupt on the
-        # other machine would, so sender and receiver CPU can be told apart.
-        in_ns(ns, "sh", "-c", f"for f in /sys/class/net/*/queues/rx-*/rps_cpus; do echo {_mask(cpus)} > $f; done")
+        # other machine would, so sender and receiver CPU can be told apart
+        # (split); shared keeps all of it on the one CPU set.
+        if self._steered.get(scenario) == mode:
+            return
+        for side, namespaces in self._side_namespaces[scenario].items():
+            cpus = self.client_cpus if side == "client" or mode == "shared" else self.server_cpus
+            for ns in namespaces:
+                in_ns(ns, "sh", "-c", f"for f in /sys/class/net/*/queues/rx-*/rps_cpus; do echo {_mask(cpus)} > $f; done")
+        self._steered[scenario] = mode
