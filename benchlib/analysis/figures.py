@@ -439,6 +439,12 @@ def rate_sweep(summary: pl.DataFrame, runs: pl.DataFrame, tests: list[str], metr
     return fig
 
 
+def _level(levels: pl.Series) -> str:
+    """A confidence level for a title, e.g. "99.2 %"; "-" when none was computed."""
+    finite = levels.drop_nulls().drop_nans()
+    return f"{100 * finite[0]:.4g} %" if len(finite) else "-"
+
+
 def reference_changes(side_by_side: pl.DataFrame) -> go.Figure:
     """Our relative change next to the published one, per like-for-like claim."""
     fig = go.Figure([
@@ -452,8 +458,9 @@ def reference_changes(side_by_side: pl.DataFrame) -> go.Figure:
     ])
     fig.add_vline(x=0, line_color="#333", line_width=1)
     fig.update_layout(template=TEMPLATE, barmode="group", height=200 + 70 * len(side_by_side),
-                      title="Relative change: ours vs published<br><sup>ours: median ratio - 1 with 95 % CI; "
-                            "published: ratio of medians, no CI (repetitions not published)</sup>",
+                      title="Relative change: ours vs published<br><sup>ours: median ratio - 1 with its CI at "
+                            f"{_level(side_by_side['ours_ci_level'])} (the level the claims' correction decided "
+                            "at); published: ratio of medians, no CI (repetitions not published)</sup>",
                       xaxis_title="change (%)", yaxis=dict(autorange="reversed", title=None))
     return fig
 

@@ -623,7 +623,7 @@ def headline(summary: pl.DataFrame, comparisons: pl.DataFrame, baseline: str = "
     vs_base = comparisons.filter(pl.col("baseline") == baseline).select(
         *CONFIG, "family", "correction", "delta_pct", "delta_low", "delta_high", "ci_level", "p_adj", "verdict",
         "mde_pct", "n_attainable")
-    df = summary.join(vs_base, on=CONFIG, how="inner" if vs_base.is_empty() else "left", nulls_equal=True)
+    df = summary.join(vs_base, on=CONFIG, how="left", nulls_equal=True)
     ci = [f"{_fmt(r['median'])} [{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]" if r["n"] >= MIN_N
           else f"{_fmt(r['median'])} ({INSUFFICIENT})" for r in df.iter_rows(named=True)]
     rows = list(df.iter_rows(named=True))
