@@ -85,6 +85,6 @@ display(report.formatted(res.geomean, {"geomean_change_pct": "{:+.1f} %"}))
 
 # %%
 secondary = res.rows.filter(pl.col("family") != compare.stats.PRIMARY)
-display(compare.display_rows(secondary).drop("family").filter(~pl.col("verdict").is_in([compare.stats.WITHIN_NOISE]))
+display(compare.display_rows(secondary).filter(~pl.col("verdict").is_in([compare.stats.WITHIN_NOISE]))
         if len(secondary) else Markdown("None."))
 display(Markdown(f"{len(secondary)} comparisons in all; the ones not listed are `~ within noise`."))

@@ -251,7 +251,7 @@ def text(res: Result) -> str:
         out += ["What differs: nothing the raw records carry, besides session identifiers", ""]
     if len(res.unmatched):
         out += ["Measured in one campaign only (not compared):", str(res.unmatched), ""]
-    fam = res.rows.group_by("family", "correction").len().sort("family")
+    fam = res.rows.group_by("family", "correction", maintain_order=True).len()  # rows come primary first
     out.append(f"{len(res.rows)} comparisons, alpha {res.alpha:g}: " + "; ".join(
         f"{f} family {n} ({c})" for f, c, n in fam.iter_rows()))
     # verdicts that name a change ("+x % [lo, hi] better/worse", "different ...") are counted together

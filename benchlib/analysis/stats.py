@@ -318,6 +318,10 @@ def decision_level(p_adj: np.ndarray, alpha: float, correction: str) -> float:
     rejecting R of m rejects exactly the p below R * alpha / m (alpha / m when R = 0), which is also
     the Benjamini-Yekutieli level of intervals with false coverage rate alpha. NaN entries
     (untested) are not part of the family.
+
+    Intervals at this level match the decisions. For Holm they are simultaneous (Bonferroni)
+    intervals only when nothing is rejected (R = 0: alpha / m); with rejections they are the
+    step's level, narrower than simultaneous ones, and make no family-wise coverage claim.
     """
     p_adj = np.asarray(p_adj, float)
     tested = p_adj[~np.isnan(p_adj)]
@@ -355,12 +359,10 @@ def headlines(values: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
 def compared_values(values: pl.DataFrame, runs: pl.DataFrame, metrics: Sequence[str]) -> pl.DataFrame:
     """The rows of ``values`` a report compares: each test's headline metric (the primary family)
     and ``metrics`` (analysis.family_metrics: the secondary ones shown)."""
-    heads = headlines(values, runs).drop_nulls("headline")
-    primary = values.join(runs.select("run_id", "test_params"), on="run_id").join(
-        heads, on=["environment", "test", "test_params"], nulls_equal=True).filter(
-        pl.col("metric") == pl.col("headline")).select("run_id", "metric", "side").unique()
-    return values.filter(pl.col("metric").is_in(list(metrics))
-                         | pl.struct("run_id", "metric", "side").is_in(primary.to_struct().implode()))
+    tagged = (values.join(runs.select("run_id", "test_params"), on="run_id", how="left")
+              .join(headlines(values, runs), on=["environment", "test", "test_params"], how="left", nulls_equal=True))
+    return tagged.filter(pl.col("metric").is_in(list(metrics)) | (pl.col("metric") == pl.col("headline"))).select(
+        values.columns)
 
 
 def pooled_log_sd(x: np.ndarray, y: np.ndarray) -> np.ndarray:
