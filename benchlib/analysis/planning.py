@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from benchlib import config, record, schema
+from benchlib import config, schema
 from benchlib.errors import BenchlibError
 
 from . import normalize, stats
