@@ -238,9 +238,9 @@ def forest(comparisons: pl.DataFrame, baseline: str | None = None) -> go.Figure:
                        c.select("family", "correction", "ci_level").unique(maintain_order=True).iter_rows())
     fig.update_layout(template=TEMPLATE, height=180 + 26 * len(c), barmode="overlay",
                       title=f"Change vs {baseline}<br><sup>median ratio - 1; intervals ({_ci_methods(c)}) at the "
-                            f"level each family's correction decided at: {levels or 'none'}<br>"
+                            f"level each family's correction decided at:<br>{levels or 'none'}<br>"
                             f"filled: significant (the interval excludes 0); diamond: test and interval "
-                            f"disagree{note}</sup>",
+                            f"disagree{note}</sup>", margin=dict(t=140),
                       xaxis_title=f"delta vs {baseline} (%)", yaxis=dict(autorange="reversed", title=None))
     return fig
 
