@@ -68,7 +68,8 @@ def _target(plan: config.Plan, log=print) -> Target:
 
 def cmd_validate(args) -> int:
     params = _params(args)
-    for plan in config.validate_all(params):
+    plans = config.validate_all(params)
+    for plan in plans:
         target = _target(plan)
         runs = runner.schedule(plan, params.experiment.repetitions, params.experiment.seed,
                                target.interleaves_scenarios)
@@ -80,6 +81,9 @@ def cmd_validate(args) -> int:
               f"x {params.experiment.repetitions} blocks "
               f"= {len(runs)} runs, about {seconds / 60:.1f} min; {done} already recorded "
               f"in {cdir}")
+    from .analysis import planning  # scipy and statsmodels only here
+    for line in planning.planned_power(params, plans, config.project_root(), args.pilot):
+        print(line)
     print(f"{params.source} is valid")
     return 0
 
@@ -191,7 +195,7 @@ def cmd_compare(args) -> int:
         raise config.ConfigError(f"--threshold: a percentage in [0, 1000), got {args.threshold:g}")
     options = dict(alpha=analysis.alpha, correction=args.correction or analysis.correction,
                    threshold_pct=analysis.compare_threshold() if args.threshold is None else args.threshold,
-                   family_metrics=analysis.family_metrics, seed=analysis.seed,
+                   seed=analysis.seed,
                    targets={"target_gbps": analysis.cpu_target_gbps, "per_transactions": analysis.rr_per_transactions,
                             "per_connections": analysis.crr_per_connections})
     a, b = load_campaign(args.a), load_campaign(args.b)
@@ -283,7 +287,13 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("validate", help="check params.yaml and the environments; print the run plan",
                        description="Validate params.yaml and every environment it names, then print "
                                    "how many runs each environment has, the estimated time and how many "
-                                   "are already recorded. Touches nothing.")
+                                   "are already recorded; then the planned power: from the spread of a "
+                                   "previous campaign of the same configurations (data/processed, the newest "
+                                   "campaign under data/raw, or --pilot), the minimum detectable effect of each "
+                                   "primary comparison at the planned repetitions and the runs needed for the "
+                                   "noise band and for 5 %%. Touches nothing.")
+    s.add_argument("--pilot", metavar="DIR", help="tidy tables (runs.parquet, metrics.parquet) of a previous "
+                                                  "campaign to plan from")
     s.set_defaults(func=cmd_validate)
 
     s = sub.add_parser("collect", help="run (or resume) one environment's measurements",
@@ -324,10 +334,12 @@ def build_parser() -> argparse.ArgumentParser:
                     "refused (exit 2), naming it and the fields.\n"
                     "2. Per configuration (environment, scenario, test and its parameters, metric, side): both "
                     "medians with distribution-free 95 % CIs, the change in % with its CI, two-sided Mann-Whitney "
-                    "U, the p-value corrected over its family (analysis.family_metrics: --correction, Holm by "
-                    "default; every other metric: Benjamini-Hochberg, labelled FDR) and a verdict by the metric's "
-                    "direction: '~ within noise', 'negligible' (significant, but the CI lies inside +/- the "
-                    "threshold) or '+x % [lo, hi] better/worse'; a geometric mean of the changes per test.\n"
+                    "U, the p-value corrected within its family (the primary family, each test's headline metric: "
+                    "--correction, Holm by default; every other metric: the Benjamini-Hochberg family of its kind, "
+                    "labelled FDR), the change's CI at the level that correction decided at, the minimum "
+                    "detectable effect, and a verdict by the metric's direction: '~ within noise', 'negligible' "
+                    "(significant, but the CI lies inside +/- the threshold), 'inconclusive' (test and CI "
+                    "disagree) or '+x % [lo, hi] better/worse'; a geometric mean of the changes per test.\n"
                     "3. reports/compare-A-vs-B.html (papermill runs notebooks/compare.py; opens offline).",
         epilog="Exit codes: 0 no regression; 1 at least one significant regression beyond the threshold "
                "(a 'worse' verdict); 2 an error (unknown, empty or unparseable campaign, changed test "

@@ -172,14 +172,17 @@ class Analysis(_Strict):
     noise_band_pct: float | dict[str, float] = Field(
         2.0, description="changes inside +/- this % are 'negligible'; a number or {metric: %, default: %}")
     family_metrics: list[str] = Field(
-        ["throughput", "transaction_rate", "connection_rate", "latency_p50", "latency_p99", "cpu_pct_at_target"],
-        min_length=1, description="metrics whose comparisons form the corrected family")
+        ["latency_p50", "latency_p99", "cpu_pct_at_target"], description=(
+            "secondary metrics compared besides each test's headline metric (the primary family, always "
+            "compared, under `correction`); each in the Benjamini-Hochberg family of its kind (latency, CPU, "
+            "other), labelled FDR"))
     seed: int = Field(0, description="bootstrap seed")
     threshold_pct: float | dict[str, float] | None = Field(None, description=(
         "benchlib compare: a significant change whose CI lies inside +/- this % reads 'negligible' and fails "
         "no gate; a number or {metric: %, default: %}; unset: noise_band_pct"))
     contrasts: list[tuple[str, str]] = Field([], description=(
-        "extra comparisons [scenario, reference] in the same corrected family, e.g. [notrack, conntrack]"))
+        "extra comparisons [scenario, reference], e.g. [notrack, conntrack]: of the headline metric in the "
+        "primary family, of the others in their secondary families"))
 
     @field_validator("family_metrics")
     @classmethod

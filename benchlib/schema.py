@@ -93,6 +93,24 @@ DERIVED_METRICS: dict[str, Metric] = {
 WORK_METRICS = ("throughput", "transaction_rate", "connection_rate", "http_qps")
 PRIMARY_METRICS = tuple(name for name, m in METRICS.items() if m.primary)
 
+# The headline metric of each test kind: the one question the test answers, compared in the primary family.
+# A paced test (fortio, dnsperf at a fixed offered rate) achieves its rate on any working path, so its
+# headline is the median latency at that rate instead.
+HEADLINE_BY_KIND = {"TCP_STREAM": "throughput", "TCP_RR": "transaction_rate", "TCP_CRR": "connection_rate",
+                    "UDP_STREAM": "udp_loss_pct", "HTTP": "http_qps", "DNS_UDP": "dns_qps"}
+PACED_HEADLINE = {"http_qps": "http_latency_p50", "dns_qps": "dns_latency_p50"}
+
+
+def headline_metric(kind: str | None, paced: bool, present) -> str | None:
+    """The headline metric of a test of ``kind`` among the metric names ``present``: the kind's own (its
+    latency median when paced), else the first primary metric present; None if there is none."""
+    metric = HEADLINE_BY_KIND.get(kind)
+    if paced and metric in PACED_HEADLINE:
+        metric = PACED_HEADLINE[metric]
+    if metric in present:
+        return metric
+    return next((m for m in PRIMARY_METRICS if m in present), None)
+
 
 def metric_info(name: str) -> Metric:
     """Unit, direction and attributes of a collected or derived metric."""

@@ -92,6 +92,12 @@ for (close,), sweep in http.group_by("connection_close", maintain_order=True):
         summary_all, runs, list(sweep["test"]), figures.HTTP_PERCENTILES, baseline=baseline,
         comparisons=comparisons, title=f"HTTP latency vs offered load ({name.replace('_', ' ')})")
 
+# %% [markdown]
+# The forest plot draws each change vs the baseline with its interval at the level its family's correction
+# decided at (the significance section states the levels: primary family, Holm; secondary families, FDR),
+# so a filled marker's interval excludes 0 and an open one's includes it; a diamond marks a comparison
+# whose test and interval disagree.
+
 # %%
 if len(comparisons):
     figs["forest"] = figures.forest(comparisons, baseline=baseline)

@@ -67,7 +67,8 @@ report.formatted(growth, {"change_pct": "{:+.1f}", "value_from": "{:g}", "value_
 # comparable (cloud VMs with a 12.5 Gbit/s NIC vs network namespaces on one
 # machine). The 2021 bare-metal study (Cilium 1.9, two 100G hosts) published
 # charts only: its rows carry the direction its text states, without a number. Our side keeps its statistics (these claims are their own family
-# for the correction).
+# for the correction; our interval, `ours_low` to `ours_high`, is at the level that correction decided at,
+# `ours_ci_level`, so that a significant verdict's interval excludes 0).
 
 # %%
 both = reference.side_by_side(metrics, runs, reference.published_changes(reference_dir), alpha=alpha,
@@ -78,8 +79,9 @@ unmeasured = both.filter(pl.col("ours_verdict") == "not measured")["claim"].to_l
 both = both.filter(pl.col("ours_verdict") != "not measured")
 if unmeasured:
     print(f"{len(unmeasured)} claim(s) need scenarios this campaign did not run:", "; ".join(unmeasured))
-display(report.formatted(both, {c: "{:.2f}" for c in ("ours_p", "ours_delta_pct", "ours_low", "ours_high",
-                                                     "theirs_change_pct", "ours_p_adj")}))
+display(report.formatted(both, {**{c: "{:.2f}" for c in ("ours_p", "ours_delta_pct", "ours_low", "ours_high",
+                                                        "theirs_change_pct", "ours_p_adj")},
+                                "ours_ci_level": "{:.4g}"}))
 fig = figures.reference_changes(both)
 figures.write_figures({"reference_changes": fig}, resolve(out_dir) / "figures")
 fig

@@ -94,8 +94,10 @@ if show:
         "## Comparisons (secondary family, FDR)\n"
         f"Every percentile and the proxies' total CPU against {baseline} and the contrasts: "
         f"{len(compared)} comparisons, two-sided Mann-Whitney U, "
-        f"{stats.CORRECTIONS[mesh.FDR]} over this family alone (apart from the headline family above), "
-        f"alpha = {alpha}."))
+        f"{stats.CORRECTIONS[mesh.FDR]} over this family alone (apart from the primary family above), "
+        f"alpha = {alpha}; the change's interval (delta_low, delta_high) is at the level the FDR procedure decided "
+        f"at, {100 * (compared['ci_level'].max() if len(compared) else float('nan')):.4g} %, so that significant "
+        "means it excludes 0."))
     display(report.formatted(
         compared.select("test", "metric", "side", "unit", "scenario", "baseline", "n", "n_base", "median",
                         "median_base", "delta_pct", "delta_low", "delta_high", "p_adj", "verdict")

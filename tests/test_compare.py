@@ -120,7 +120,7 @@ def test_a_significant_change_within_the_threshold_is_worse_but_no_regression(pr
     a, b = load_campaign("cmp-a"), load_campaign("cmp-b")
 
     def slow_rate(threshold: float) -> dict:
-        rows = compare.comparisons(a, b, threshold_pct=threshold, family_metrics=["transaction_rate"])
+        rows = compare.comparisons(a, b, threshold_pct=threshold)
         slow = (pl.col("scenario") == SLOW_SCENARIO) & (pl.col("metric") == "transaction_rate")
         return rows.filter(slow).row(0, named=True)
 

@@ -2,15 +2,17 @@
 
 Campaign B is compared against campaign A, configuration by configuration
 (environment, scenario, test with its parameters, metric, side), with the
-statistics of benchlib.analysis.stats: medians with distribution-free CIs,
-Mann-Whitney U, the change in % with its CI, a corrected family and a
+statistics of benchlib.analysis.stats, with the report's families: medians
+with distribution-free CIs, Mann-Whitney U, the change in % with its CI at
+the level of its family's correction (the primary family: each test's
+headline metric; secondary families, FDR: every other metric by kind) and a
 verdict by the metric's direction. `benchlib compare` and
 notebooks/compare.py both call run().
 """
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from xml.etree import ElementTree as ET
@@ -25,8 +27,6 @@ from . import normalize, resolve, stats
 
 CONFIG_KEYS = ["environment", "scenario", "test"]
 NOT_RECORDED = "(not recorded)"
-SECONDARY = "secondary"
-HEADLINE = "headline"
 
 
 class CompareError(BenchlibError, ValueError):
@@ -108,21 +108,16 @@ def _values(c: Campaign, targets: Mapping[str, float]) -> pl.DataFrame:
 
 
 def comparisons(a: Campaign, b: Campaign, alpha: float = 0.05, correction: str = "holm",
-                threshold_pct: float | Mapping[str, float] = 2.0, family_metrics: Sequence[str] = (),
-                seed: int = 0, targets: Mapping[str, float] | None = None) -> pl.DataFrame:
-    """B vs A per configuration and metric: the columns of stats.compare() plus both medians' 95 % CIs,
-    the family (headline: ``family_metrics`` under ``correction``; secondary: every other metric,
-    Benjamini-Hochberg, labelled FDR) and ``regression`` (significant, worse, and the change in % itself
-    beyond the threshold)."""
+                threshold_pct: float | Mapping[str, float] = 2.0, seed: int = 0,
+                targets: Mapping[str, float] | None = None) -> pl.DataFrame:
+    """B vs A per configuration and every metric: the columns of stats.compare() (its families: each
+    test's headline metric the primary family under ``correction``, every other metric in the
+    Benjamini-Hochberg family of its kind) plus both medians' 95 % CIs and ``regression``
+    (significant, worse, and the change in % itself beyond the threshold)."""
     targets = targets or {}
     va, vb = _values(a, targets), _values(b, targets)
-    headline = pl.col("metric").is_in(list(family_metrics))
-    parts = []
-    for family, which, corr in ((HEADLINE, headline, correction), (SECONDARY, ~headline, "fdr_bh")):
-        parts.append(stats.compare_campaigns(vb.filter(which), b.runs, va.filter(which), a.runs, alpha=alpha,
-                                             correction=corr, noise_band_pct=threshold_pct, seed=seed)
-                     .with_columns(family=pl.lit(family)))
-    rows = pl.concat(parts)
+    rows = stats.compare_campaigns(vb, b.runs, va, a.runs, alpha=alpha, correction=correction,
+                                   noise_band_pct=threshold_pct, seed=seed)
     keys = [c for c in stats.CONFIG if c != "campaign"]
     cis = [stats.summarize(v, c.runs, alpha=alpha).select(*keys, *(pl.col(k).alias(f"{k}{suffix}")
                                                                    for k in ("ci_low", "ci_high", "flags")))
@@ -132,8 +127,10 @@ def comparisons(a: Campaign, b: Campaign, alpha: float = 0.05, correction: str =
     # A gate fails on what is worse, significant and beyond the threshold itself (as asv compare does):
     # a significant -2 % whose CI reaches past -5 % reads "worse" but is no regression at 5 %.
     beyond = pl.col("delta_pct").abs() > pl.col("noise_band_pct")
+    order = {f: i for i, f in enumerate(stats.FAMILY_ORDER)}
     return (rows.with_columns(regression=pl.col("verdict").str.ends_with(" worse") & beyond.fill_null(False))
-            .sort("family", "environment", "test", "metric", "side", "scenario"))
+            .sort(pl.col("family").replace_strict(order, default=len(order)), "environment", "test", "metric",
+                  "side", "scenario"))
 
 
 def geomean_summary(rows: pl.DataFrame) -> pl.DataFrame:
@@ -168,11 +165,11 @@ class Result:
 
 
 def run(a: Campaign, b: Campaign, alpha: float = 0.05, correction: str = "holm",
-        threshold_pct: float | Mapping[str, float] = 2.0, family_metrics: Sequence[str] = (), seed: int = 0,
+        threshold_pct: float | Mapping[str, float] = 2.0, seed: int = 0,
         targets: Mapping[str, float] | None = None) -> Result:
     """Check both campaigns' metadata (refusing changed test parameters), then compare B vs A."""
     diff = differences(a, b)
-    rows = comparisons(a, b, alpha, correction, threshold_pct, family_metrics, seed, targets)
+    rows = comparisons(a, b, alpha, correction, threshold_pct, seed, targets)
     if rows.is_empty():
         raise CompareError(f"{a.name} vs {b.name}: no configuration was measured successfully in both")
     return Result(a.name, b.name, diff, unmatched(a, b), rows, geomean_summary(rows), alpha, correction)
@@ -225,7 +222,8 @@ def _ci(v, lo, hi) -> str:
 
 
 def display_rows(rows: pl.DataFrame) -> pl.DataFrame:
-    """The comparison as people read it: both medians with CIs, the change with its CI, p_adj, verdict."""
+    """The comparison as people read it: both medians with CIs, the change with its CI at the family's
+    level, p_adj, verdict, the minimum detectable effect."""
     return rows.select(
         "family", "environment", "scenario", "test", "metric", "side", "unit",
         pl.struct("median_base", "ci_low_base", "ci_high_base").map_elements(
@@ -234,7 +232,10 @@ def display_rows(rows: pl.DataFrame) -> pl.DataFrame:
         pl.struct("median", "ci_low", "ci_high").map_elements(
             lambda s: _ci(s["median"], s["ci_low"], s["ci_high"]), return_dtype=pl.String)
         .alias("B median [95 % CI]"),
-        "p_adj", "correction", "verdict")
+        pl.Series("change % [CI @ level]", [stats.change_text(r) for r in rows.iter_rows(named=True)],
+                  dtype=pl.String),
+        "p_adj", "correction", "verdict",
+        pl.Series("MDE %", [stats.mde_text(r) for r in rows.iter_rows(named=True)], dtype=pl.String))
 
 
 def text(res: Result) -> str:
@@ -250,7 +251,7 @@ def text(res: Result) -> str:
         out += ["What differs: nothing the raw records carry, besides session identifiers", ""]
     if len(res.unmatched):
         out += ["Measured in one campaign only (not compared):", str(res.unmatched), ""]
-    fam = res.rows.group_by("family", "correction").len().sort("family")
+    fam = res.rows.group_by("family", "correction", maintain_order=True).len()  # rows come primary first
     out.append(f"{len(res.rows)} comparisons, alpha {res.alpha:g}: " + "; ".join(
         f"{f} family {n} ({c})" for f, c, n in fam.iter_rows()))
     # verdicts that name a change ("+x % [lo, hi] better/worse", "different ...") are counted together
@@ -258,11 +259,12 @@ def text(res: Result) -> str:
     counts = res.rows.filter(~changed)["verdict"].value_counts().sort("count", descending=True)
     n_changed = int(res.rows.select(changed.sum()).item())
     out.append("verdicts: " + ", ".join(f"{v}: {n}" for v, n in counts.iter_rows()) + f"; changed: {n_changed}")
-    changes = res.rows.filter(changed & (pl.col("family") == HEADLINE))
+    changes = res.rows.filter(changed & (pl.col("family") == stats.PRIMARY))
     if len(changes):
-        out += ["", "Significant changes of the headline metrics beyond the threshold (secondary ones: --json or "
-                "the page):", str(display_rows(changes).drop("family", "environment", "unit", "correction")), ""]
-    headline = res.rows.filter(family=HEADLINE).select("metric").unique()
+        out += ["", "Significant changes of the primary family (each test's headline metric; secondary ones: "
+                "--json or the page):", str(display_rows(changes).drop("family", "environment", "unit", "correction")),
+                ""]
+    headline = res.rows.filter(family=stats.PRIMARY).select("metric").unique()
     out += ["Geometric mean of the changes per test, headline metrics (B/A median ratios over its scenarios):",
             str(res.geomean.join(headline, on="metric").with_columns(pl.col("geomean_change_pct").round(1))), ""]
     out.append(f"{len(res.regressions)} significant regression(s) beyond the threshold"

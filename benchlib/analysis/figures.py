@@ -19,7 +19,7 @@ from plotly.io.base_renderers import MimetypeRenderer, PlotlyRenderer
 
 from benchlib.schema import metric_info, percentiles
 
-from .stats import INSUFFICIENT, MIN_N, NEGLIGIBLE, WITHIN_NOISE
+from .stats import FAMILY_ORDER, INSUFFICIENT, MIN_N, NEGLIGIBLE, UNCLEAR, WITHIN_NOISE
 
 TEMPLATE = "benchlib"
 # Okabe-Ito: distinguishable with the common colour-vision deficiencies.
@@ -197,21 +197,28 @@ def runs_strip(values: pl.DataFrame, test: str, metric: str, side: str = "none",
 
 
 def forest(comparisons: pl.DataFrame, baseline: str | None = None) -> go.Figure:
-    """Delta % vs the baseline with 95 % CI per comparison; grey: the +/- noise band of its metric.
+    """Delta % vs the baseline per comparison, with the interval at the level its family's correction
+    decided at (the level is in each row's label and the hover); grey: the +/- noise band of its metric.
 
-    Filled markers are significant after correction, open ones are not.
-    Comparisons without an effect estimate (too few runs, values <= 0) are
-    listed in the subtitle count, not drawn. Contrasts (rows against another
-    reference than `baseline`) are labelled "scenario vs reference".
+    Rows are grouped by family (primary first). Filled markers are significant after correction (the
+    interval then excludes 0), open ones are not; an "inconclusive" row (test and interval disagree)
+    is a diamond. Comparisons without an effect estimate (too few runs, values <= 0) are listed in
+    the subtitle count, not drawn. Contrasts (rows against another reference than `baseline`) are
+    labelled "scenario vs reference".
     """
     baseline = baseline or comparisons["baseline"][0]
     c = comparisons.filter(pl.col("delta_pct").is_not_nan() & pl.col("delta_pct").is_not_null())
     skipped = len(comparisons) - len(c)
-    c = c.with_columns(label=pl.concat_str(
-        pl.col("test"), pl.lit(" · "), pl.col("metric"),
-        pl.when(pl.col("side") == "none").then(pl.lit("")).otherwise(pl.format(" ({})", "side")),
-        pl.lit(" · "), pl.col("scenario"),
-        pl.when(pl.col("baseline") == baseline).then(pl.lit("")).otherwise(pl.format(" vs {}", "baseline"))))
+    order_of = {f: i for i, f in enumerate(FAMILY_ORDER)}
+    c = c.sort(pl.col("family").replace_strict(order_of, default=len(order_of)), maintain_order=True)
+    c = c.with_columns(
+        label=pl.concat_str(
+            pl.Series([f"[{f} · {100 * lvl:.4g} %] " for f, lvl in zip(c["family"], c["ci_level"])],
+                      dtype=pl.String),
+            pl.col("test"), pl.lit(" · "), pl.col("metric"),
+            pl.when(pl.col("side") == "none").then(pl.lit("")).otherwise(pl.format(" ({})", "side")),
+            pl.lit(" · "), pl.col("scenario"),
+            pl.when(pl.col("baseline") == baseline).then(pl.lit("")).otherwise(pl.format(" vs {}", "baseline"))))
     order = scenario_order(c["scenario"], baseline)
     colors = path_colors(order)
     fig = go.Figure(go.Bar(
@@ -219,20 +226,26 @@ def forest(comparisons: pl.DataFrame, baseline: str | None = None) -> go.Figure:
         marker_color=BAND_COLOR, name="noise band", hoverinfo="skip", width=0.8))
     for s in order:
         g = c.filter(scenario=s)
-        significant = (g["verdict"] != WITHIN_NOISE).to_numpy()
+        verdicts = g["verdict"]
+        symbol = np.where(verdicts.str.starts_with(UNCLEAR), "diamond-open",
+                          np.where(verdicts.is_in([WITHIN_NOISE, INSUFFICIENT]), "circle-open", "circle"))
         fig.add_trace(go.Scatter(
             y=g["label"], x=g["delta_pct"], mode="markers", name=s,
-            marker=dict(color=colors[s], size=10, symbol=np.where(significant, "circle", "circle-open"),
-                        line=dict(width=2, color=colors[s])),
+            marker=dict(color=colors[s], size=10, symbol=symbol, line=dict(width=2, color=colors[s])),
             error_x=dict(type="data", array=g["delta_high"] - g["delta_pct"],
                          arrayminus=g["delta_pct"] - g["delta_low"], color=colors[s], thickness=1.5),
-            customdata=g.select("verdict", "p_adj"),
-            hovertemplate="%{y}<br>%{customdata[0]}<br>p_adj = %{customdata[1]:.3g}<extra></extra>"))
+            customdata=g.select("verdict", "p_adj", (100 * pl.col("ci_level")).alias("level"), "correction"),
+            hovertemplate="%{y}<br>%{customdata[0]}<br>p_adj = %{customdata[1]:.3g} (%{customdata[3]}); "
+                          "interval at %{customdata[2]:.4g} %<extra></extra>"))
     fig.add_vline(x=0, line_color="#333", line_width=1)
     note = f"; {skipped} comparison(s) without an effect estimate not shown" if skipped else ""
-    fig.update_layout(template=TEMPLATE, height=160 + 26 * len(c), barmode="overlay",
-                      title=f"Change vs {baseline}<br><sup>median ratio - 1, 95 % CI ({_ci_methods(c)}); "
-                            f"filled: significant ({c['correction'][0] if len(c) else ''}){note}</sup>",
+    levels = "; ".join(f"{f}: {100 * lvl:.4g} % ({corr})" for f, corr, lvl in
+                       c.select("family", "correction", "ci_level").unique(maintain_order=True).iter_rows())
+    fig.update_layout(template=TEMPLATE, height=180 + 26 * len(c), barmode="overlay",
+                      title=f"Change vs {baseline}<br><sup>median ratio - 1; intervals ({_ci_methods(c)}) at the "
+                            f"level each family's correction decided at:<br>{levels or 'none'}<br>"
+                            f"filled: significant (the interval excludes 0); diamond: test and interval "
+                            f"disagree{note}</sup>", margin=dict(t=140),
                       xaxis_title=f"delta vs {baseline} (%)", yaxis=dict(autorange="reversed", title=None))
     return fig
 
@@ -326,6 +339,8 @@ def _short_verdict(verdict: str | None) -> str:
         return ""
     if verdict in (WITHIN_NOISE, NEGLIGIBLE, INSUFFICIENT):
         return "~" if verdict == WITHIN_NOISE else verdict
+    if verdict.startswith(UNCLEAR):
+        return "?"
     return verdict.split(" [")[0]  # "+12.3 % [lo, hi] better" -> "+12.3 %"
 
 
@@ -409,7 +424,7 @@ def rate_sweep(summary: pl.DataFrame, runs: pl.DataFrame, tests: list[str], metr
             if g.is_empty():
                 continue
             verdicts = [verdict_labels(comparisons, t, m, baseline=baseline).get(s, "") for t in g["test"]]
-            filled = [s == baseline or v not in ("", WITHIN_NOISE) for v in verdicts]
+            filled = [s == baseline or not (v in ("", WITHIN_NOISE) or v.startswith(UNCLEAR)) for v in verdicts]
             fig.add_trace(go.Scatter(
                 x=[x_label[t] for t in g["test"]], y=g["median"], mode="lines+markers", name=s, legendgroup=s,
                 showlegend=col == 1, line=dict(color=colors[s], width=2),
@@ -429,6 +444,12 @@ def rate_sweep(summary: pl.DataFrame, runs: pl.DataFrame, tests: list[str], metr
     return fig
 
 
+def _level(levels: pl.Series) -> str:
+    """A confidence level for a title, e.g. "99.2 %"; "-" when none was computed."""
+    finite = levels.drop_nulls().drop_nans()
+    return f"{100 * finite[0]:.4g} %" if len(finite) else "-"
+
+
 def reference_changes(side_by_side: pl.DataFrame) -> go.Figure:
     """Our relative change next to the published one, per like-for-like claim."""
     fig = go.Figure([
@@ -442,8 +463,9 @@ def reference_changes(side_by_side: pl.DataFrame) -> go.Figure:
     ])
     fig.add_vline(x=0, line_color="#333", line_width=1)
     fig.update_layout(template=TEMPLATE, barmode="group", height=200 + 70 * len(side_by_side),
-                      title="Relative change: ours vs published<br><sup>ours: median ratio - 1 with 95 % CI; "
-                            "published: ratio of medians, no CI (repetitions not published)</sup>",
+                      title="Relative change: ours vs published<br><sup>ours: median ratio - 1 with its CI at "
+                            f"{_level(side_by_side['ours_ci_level'])} (the level the claims' correction decided "
+                            "at); published: ratio of medians, no CI (repetitions not published)</sup>",
                       xaxis_title="change (%)", yaxis=dict(autorange="reversed", title=None))
     return fig
 

@@ -81,7 +81,7 @@ def comparisons(values: pl.DataFrame, runs: pl.DataFrame, baseline: str, alpha: 
     family = values.filter(pl.col("metric").is_in(LADDER_METRICS)
                            | ((pl.col("metric") == PROXY_CPU_AT_TARGET) & (pl.col("side") == "total")))
     return stats.compare(family, runs, baseline=baseline, alpha=alpha, correction=FDR,
-                         noise_band_pct=noise_band_pct, seed=seed, contrasts=contrasts)
+                         noise_band_pct=noise_band_pct, seed=seed, contrasts=contrasts, family="mesh")
 
 
 def load_shortfall(values: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:

@@ -8,12 +8,13 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from . import resolve
 from benchlib.schema import metric_info
 
-from .stats import CORRECTIONS, adjust, compare, verdict
+from .stats import CORRECTIONS, adjust, compare, decision_level, verdict
 
 REFERENCE_DIR = Path("data/reference")
 EKS_SCENARIOS = "eks_m6i_2026_scenarios.csv"
@@ -149,21 +150,30 @@ def side_by_side(metrics: pl.DataFrame, runs: pl.DataFrame, changes: pl.DataFram
                  noise_band_pct=2.0, seed: int = 0) -> pl.DataFrame:
     """Our relative change (with CI and verdict) next to the study's, for each like-for-like claim.
 
-    The claims form their own family for the correction. A claim whose
-    scenarios we did not measure keeps NaN on our side.
+    The claims form their own family for the correction; our intervals are at the level it decided
+    at (stats.decision_level), as the report's. A claim whose scenarios we did not measure keeps NaN
+    on our side.
     """
-    rows = []
-    for pair in pairs:
+    def ours(pair: dict, confidence: float | None = None) -> dict:
         sub = metrics.filter((pl.col("test") == pair["ours_test"]) & (pl.col("metric") == pair["ours_metric"])
                              & (pl.col("side") == pair["ours_side"])
                              & pl.col("scenario").is_in([pair["ours_scenario"], pair["ours_baseline"]]))
-        ours = (compare(sub, runs, baseline=pair["ours_baseline"], alpha=alpha, correction=correction,
-                        noise_band_pct=noise_band_pct, seed=seed)
-                if (sub["scenario"] == pair["ours_baseline"]).any() else None)
+        if not (sub["scenario"] == pair["ours_baseline"]).any():
+            return {}
+        c = compare(sub, runs, baseline=pair["ours_baseline"], alpha=alpha, correction=correction,
+                    noise_band_pct=noise_band_pct, seed=seed, family="reference", confidence=confidence)
+        return c.row(0, named=True) if len(c) == 1 else {}
+
+    # the family's p-values first, then each interval at the level the correction decided at
+    p = np.array([ours(pair).get("p", math.nan) for pair in pairs], float)
+    p_adj = adjust(p, correction, alpha)
+    level = decision_level(p_adj, alpha, correction)
+    rows = []
+    for pair in pairs:
         theirs = changes.filter((pl.col("metric") == pair["theirs_metric"])
                                 & (pl.col("scenario") == pair["theirs_scenario"])
                                 & (pl.col("baseline") == pair["theirs_baseline"]))
-        o = ours.row(0, named=True) if ours is not None and len(ours) == 1 else {}
+        o = ours(pair, None if math.isnan(level) else 1 - level)
         t = theirs.row(0, named=True) if len(theirs) == 1 else {}
         rows.append({
             "claim": pair["claim"], "ours": f"{pair['ours_test']} {pair['ours_metric']}: "
@@ -177,7 +187,6 @@ def side_by_side(metrics: pl.DataFrame, runs: pl.DataFrame, changes: pl.DataFram
             "caveat": pair["caveat"],
         })
     df = pl.DataFrame(rows, schema_overrides={"ours_n": pl.Int64})
-    p_adj = adjust(df["ours_p"].to_numpy(), correction, alpha)
     verdicts = [
         "not measured" if r["ours_n"] is None
         else verdict(q, r["ours_delta_pct"], r["ours_low"], r["ours_high"], alpha, r["noise_band_pct"],
@@ -185,5 +194,5 @@ def side_by_side(metrics: pl.DataFrame, runs: pl.DataFrame, changes: pl.DataFram
         for r, q in zip(df.iter_rows(named=True), p_adj)
     ]
     return (df.with_columns(ours_p_adj=pl.Series(p_adj), ours_verdict=pl.Series(verdicts, dtype=pl.String),
-                            correction=pl.lit(CORRECTIONS[correction]))
+                            correction=pl.lit(CORRECTIONS[correction]), ours_ci_level=pl.lit(1 - level))
             .drop("higher_is_better", "noise_band_pct"))

@@ -1,9 +1,13 @@
 """Per-configuration summaries and comparisons against a baseline.
 
 Implements docs/design.md "Statistics": the unit is the run; medians
-with distribution-free CIs; Mann-Whitney U against the baseline with a
-family-wise correction; effect = median ratio - 1 with a CI (bootstrap up to
-BOOTSTRAP_MAX_N runs per side, Maritz-Jarrett above).
+with distribution-free CIs; Mann-Whitney U against the baseline, corrected
+within families (the primary family: each test's headline metric, Holm; one
+secondary family per kind of metric, Benjamini-Hochberg); effect = median
+ratio - 1 with a CI (bootstrap up to BOOTSTRAP_MAX_N runs per side,
+Maritz-Jarrett above) at the level the family's correction decided at, so that
+a verdict and its interval never contradict; the minimum detectable effect of
+each comparison at its n and spread.
 
 Tables are polars frames. A configuration's values are gathered into a list
 (in run order) by one group_by; the statistics then run on 2-D arrays, one
@@ -21,8 +25,9 @@ import polars as pl
 from scipy import stats
 from scipy.stats import mstats
 from statsmodels.stats.multitest import multipletests
+from statsmodels.stats.power import TTestIndPower
 
-from benchlib.schema import metric_info
+from benchlib.schema import headline_metric, metric_info
 
 # A configuration: everything that identifies one sample of runs of one metric.
 # test_params (every recorded parameter of the test) keeps runs of different
@@ -38,8 +43,22 @@ MIN_N = 6
 INSUFFICIENT = "insufficient n"
 WITHIN_NOISE = "~ within noise"
 NEGLIGIBLE = "negligible"
+# the Mann-Whitney test and the interval of the change (computed apart) disagree at the decision level
+UNCLEAR = "inconclusive"
 
 CORRECTIONS = {"holm": "Holm", "fdr_bh": "FDR (Benjamini-Hochberg)"}
+
+# Families of comparisons, each corrected on its own: the headline metric of every test (and the
+# contrasts of it) under analysis.correction; the other metrics one family per kind, Benjamini-Hochberg.
+PRIMARY = "primary"
+LATENCY, CPU, OTHER = "latency", "CPU", "other"
+SECONDARY_CORRECTION = "fdr_bh"
+FAMILY_ORDER = (PRIMARY, LATENCY, CPU, OTHER)
+
+# Planned power of the minimum detectable effect.
+POWER = 0.8
+# Pitman efficiency of Mann-Whitney relative to the t test for normal data: it needs pi/3 times the runs.
+ARE_MANN_WHITNEY = 3 / math.pi
 
 # Above this many runs per side the normal approximation (with tie correction)
 # is accurate to well below any alpha in use, and exact or permutation
@@ -227,7 +246,7 @@ def delta_ci_method(n: int, n_base: int) -> str:
     return "bootstrap" if min(n, n_base) <= BOOTSTRAP_MAX_N else "maritz-jarrett"
 
 
-def _maritz_jarrett_ci(x: np.ndarray, y: np.ndarray, confidence: float) -> tuple[np.ndarray, np.ndarray]:
+def _maritz_jarrett_ci(x: np.ndarray, y: np.ndarray, confidence: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """CI of log(median x) - log(median y) per row, from the Maritz-Jarrett standard errors of the medians.
 
     Delta method: se(log m) ~ se(m) / m; the samples are independent, so the
@@ -241,8 +260,9 @@ def _maritz_jarrett_ci(x: np.ndarray, y: np.ndarray, confidence: float) -> tuple
 
 
 def _delta_rows(x: np.ndarray, y: np.ndarray, seed: int, n_resamples: int,
-                confidence: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(delta %, low, high) per row: median(x)/median(y) - 1 with a CI of the log median ratio.
+                confidence: float | np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(delta %, low, high) per row: median(x)/median(y) - 1 with a CI of the log median ratio
+    at ``confidence`` (one level, or one per row).
 
     Bootstrap (percentile intervals, not BCa: BCa's jackknife acceleration is
     unreliable for a non-smooth statistic like the median) up to
@@ -255,15 +275,16 @@ def _delta_rows(x: np.ndarray, y: np.ndarray, seed: int, n_resamples: int,
     if not positive.any():
         return out[0], out[1], out[2]
     xs, ys = x[positive], y[positive]
+    level = np.broadcast_to(np.asarray(confidence, float), (k,))[positive]
     center = _log_median_ratio(xs, ys, axis=1)
     if delta_ci_method(x.shape[1], y.shape[1]) == "bootstrap":
         lo, hi = np.empty(len(xs)), np.empty(len(xs))
         for i in range(len(xs)):
             ci = stats.bootstrap((xs[i], ys[i]), _log_median_ratio, n_resamples=n_resamples, vectorized=True,
-                                 method="percentile", confidence_level=confidence, rng=seed).confidence_interval
+                                 method="percentile", confidence_level=level[i], rng=seed).confidence_interval
             lo[i], hi[i] = ci.low, ci.high
     else:
-        lo, hi = _maritz_jarrett_ci(xs, ys, confidence)
+        lo, hi = _maritz_jarrett_ci(xs, ys, level)
     out[:, positive] = 100 * np.expm1([center, lo, hi])
     return out[0], out[1], out[2]
 
@@ -289,6 +310,114 @@ def adjust(p: np.ndarray, correction: str = "holm", alpha: float = 0.05) -> np.n
     return out
 
 
+def decision_level(p_adj: np.ndarray, alpha: float, correction: str) -> float:
+    """The per-comparison level the correction decided at: p < level exactly where p_adj < alpha.
+
+    Holm rejecting R of m stops at step R + 1, whose threshold is alpha / (m - R): every rejected p
+    lies below it (its own, smaller step passed), every other p at or above it. Benjamini-Hochberg
+    rejecting R of m rejects exactly the p below R * alpha / m (alpha / m when R = 0), which is also
+    the Benjamini-Yekutieli level of intervals with false coverage rate alpha. NaN entries
+    (untested) are not part of the family.
+
+    Intervals at this level match the decisions. For Holm they are simultaneous (Bonferroni)
+    intervals only when nothing is rejected (R = 0: alpha / m); with rejections they are the
+    step's level, narrower than simultaneous ones, and make no family-wise coverage claim.
+    """
+    p_adj = np.asarray(p_adj, float)
+    tested = p_adj[~np.isnan(p_adj)]
+    m, r = len(tested), int((tested < alpha).sum())
+    if m == 0:
+        return math.nan
+    if correction == "holm":
+        return alpha / (m - r) if r < m else alpha
+    return alpha * max(r, 1) / m
+
+
+def family_of(metric: str, headline: str | None) -> str:
+    """The family a comparison of ``metric`` belongs to, in a test whose headline metric is ``headline``."""
+    if metric == headline:
+        return PRIMARY
+    info = metric_info(metric)
+    if info.percentile is not None or "latency" in metric or metric == "udp_jitter":
+        return LATENCY
+    return CPU if "cpu" in metric else OTHER
+
+
+def headlines(values: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
+    """Per environment, test and test_params: the test's headline metric among those in ``values``
+    (benchlib.schema.headline_metric: by the test's kind, its latency median when paced)."""
+    keys = ["environment", "test", "test_params"]
+    tests = runs.group_by(keys).agg(kind=pl.col("kind").first(), paced=pl.col("offered_qps").is_not_null().any())
+    present = (values.join(runs.select("run_id", "test_params"), on="run_id", how="inner")
+               .group_by(keys).agg(pl.col("metric").unique()))
+    rows = tests.join(present, on=keys, nulls_equal=True)
+    return rows.select(*keys, headline=pl.Series(
+        [headline_metric(r["kind"], r["paced"], set(r["metric"])) for r in rows.iter_rows(named=True)],
+        dtype=pl.String))
+
+
+def compared_values(values: pl.DataFrame, runs: pl.DataFrame, metrics: Sequence[str]) -> pl.DataFrame:
+    """The rows of ``values`` a report compares: each test's headline metric (the primary family)
+    and ``metrics`` (analysis.family_metrics: the secondary ones shown)."""
+    tagged = (values.join(runs.select("run_id", "test_params"), on="run_id", how="left")
+              .join(headlines(values, runs), on=["environment", "test", "test_params"], how="left", nulls_equal=True))
+    return tagged.filter(pl.col("metric").is_in(list(metrics)) | (pl.col("metric") == pl.col("headline"))).select(
+        values.columns)
+
+
+def pooled_log_sd(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Per row: the pooled standard deviation of log values of x and y (NaN where a value is <= 0)."""
+    n, m = x.shape[1], y.shape[1]
+    if min(n, m) < 2:
+        return np.full(len(x), math.nan)
+    with np.errstate(invalid="ignore", divide="ignore"):  # log of 0 or less: NaN, and so is the spread
+        lx = np.where(x > 0, np.log(np.where(x > 0, x, 1)), math.nan)
+        ly = np.where(y > 0, np.log(np.where(y > 0, y, 1)), math.nan)
+        var = ((n - 1) * np.var(lx, axis=1, ddof=1) + (m - 1) * np.var(ly, axis=1, ddof=1)) / (n + m - 2)
+    return np.sqrt(var)
+
+
+@lru_cache(maxsize=None)
+def n_attainable(alpha: float, n_max: int = 1000) -> int:
+    """The fewest runs per side (both sides alike) whose completely separated samples give p < alpha."""
+    return next(n for n in range(1, n_max) if smallest_p(n, n) < alpha)
+
+
+def mde_pct(n: int, n_base: int, sd_log: float, alpha: float, power: float = POWER) -> float:
+    """Minimum detectable effect: the change in % of the baseline median that Mann-Whitney at level
+    ``alpha`` (two-sided) detects with probability ``power``, at n vs n_base runs whose log values
+    spread as ``sd_log`` (pooled_log_sd); NaN where smallest_p(n, n_base) >= alpha (no sample of
+    this size can reach the level: n_attainable says how many runs can) or no spread is known.
+
+    Method: the two-sample t test's power (statsmodels TTestIndPower) on the log values, with each
+    side's n scaled by Mann-Whitney's asymptotic relative efficiency 3/pi; the effect size found,
+    in standard deviations of the logs, times sd_log is the log median ratio. Closed form and fast,
+    for every comparison and for planning; a simulation of exact Mann-Whitney p-values on normal
+    log values (tests/analysis/test_stats.py) gives a power within a few points of the one planned:
+    at n = 8 the discreteness of the exact test costs a little.
+    """
+    if min(n, n_base) < MIN_N or not sd_log > 0 or smallest_p(n, n_base) >= alpha:
+        return math.nan
+    d = TTestIndPower().solve_power(effect_size=None, nobs1=n * ARE_MANN_WHITNEY, alpha=alpha, power=power,
+                                    ratio=n_base / n, alternative="two-sided")
+    return 100 * math.expm1(float(d) * sd_log)
+
+
+def n_for_effect(effect_pct: float, sd_log: float, alpha: float, power: float = POWER) -> int | None:
+    """Runs per side (both alike) for Mann-Whitney at level ``alpha`` to detect a change of
+    ``effect_pct`` % with probability ``power`` at spread ``sd_log`` (see mde_pct); never below
+    MIN_N nor n_attainable(alpha); None without spread or effect."""
+    if not (sd_log > 0 and effect_pct > 0):
+        return None
+    d = math.log1p(effect_pct / 100) / sd_log
+    floor = max(MIN_N, n_attainable(alpha))
+    if TTestIndPower().power(d, floor * ARE_MANN_WHITNEY, alpha, ratio=1.0) >= power:
+        return floor  # a large effect: the fewest runs that can reach alpha at all (no root to solve for)
+    nobs = TTestIndPower().solve_power(effect_size=d, nobs1=None, alpha=alpha, power=power, ratio=1.0,
+                                       alternative="two-sided")
+    return max(math.ceil(float(nobs) / ARE_MANN_WHITNEY), floor)
+
+
 def noise_band(metric: str, noise_band_pct: float | Mapping[str, float]) -> float:
     """The +/- % band inside which a significant change is called negligible."""
     if not isinstance(noise_band_pct, Mapping):
@@ -301,13 +430,24 @@ def noise_band(metric: str, noise_band_pct: float | Mapping[str, float]) -> floa
 
 def verdict(p_adj: float, delta: float, low: float, high: float, alpha: float,
             band_pct: float, higher_is_better: bool) -> str:
-    """The label shown next to a comparison (NaN p_adj means it was not tested: too few runs)."""
+    """The label shown next to a comparison (NaN p_adj means it was not tested: too few runs).
+
+    [low, high] is the interval at the level the family's correction decided at (decision_level),
+    so a significant p and an interval that excludes 0 should go together. They come from different
+    methods (Mann-Whitney; bootstrap or Maritz-Jarrett), so they can disagree; then neither is
+    believed and the label says which way they disagree.
+    """
     if math.isnan(p_adj):
         return INSUFFICIENT
-    if p_adj >= alpha:
-        return WITHIN_NOISE
+    significant = p_adj < alpha
     if math.isnan(delta):
-        return "different (median ratio undefined: values <= 0)"
+        return "different (median ratio undefined: values <= 0)" if significant else WITHIN_NOISE
+    excludes_0 = low > 0 or high < 0
+    if significant != excludes_0:
+        return (f"{UNCLEAR}: p_adj < {alpha:g} but the CI includes 0" if significant
+                else f"{UNCLEAR}: the CI excludes 0 but p_adj >= {alpha:g}")
+    if not significant:
+        return WITHIN_NOISE
     if -band_pct <= low and high <= band_pct:
         return NEGLIGIBLE
     if delta == 0:
@@ -317,17 +457,18 @@ def verdict(p_adj: float, delta: float, low: float, high: float, alpha: float,
     return f"{delta:+.1f} % [{low:+.1f}, {high:+.1f}] {word}"
 
 
-COMPARISON_COLUMNS = [*CONFIG, "unit", "baseline", "n", "n_base", "median", "median_base", "u", "p", "test_method",
-                      "delta_pct", "delta_low", "delta_high", "delta_method", "excluded", "p_adj", "correction",
-                      "noise_band_pct", "verdict"]
+COMPARISON_COLUMNS = [*CONFIG, "unit", "baseline", "family", "n", "n_base", "median", "median_base", "u", "p",
+                      "test_method", "p_adj", "correction", "ci_level", "delta_pct", "delta_low", "delta_high",
+                      "delta_method", "excluded", "noise_band_pct", "verdict", "sd_log", "mde_pct", "n_attainable"]
 
 
 _COMPARISON_DTYPES = {
-    "unit": pl.String, "baseline": pl.String, "n": pl.Int64, "n_base": pl.Int64, "median": pl.Float64,
-    "median_base": pl.Float64, "u": pl.Float64, "p": pl.Float64, "test_method": pl.String,
-    "delta_pct": pl.Float64, "delta_low": pl.Float64, "delta_high": pl.Float64, "delta_method": pl.String,
-    "excluded": pl.Int64, "p_adj": pl.Float64, "correction": pl.String, "noise_band_pct": pl.Float64,
-    "verdict": pl.String,
+    "unit": pl.String, "baseline": pl.String, "family": pl.String, "n": pl.Int64, "n_base": pl.Int64,
+    "median": pl.Float64, "median_base": pl.Float64, "u": pl.Float64, "p": pl.Float64, "test_method": pl.String,
+    "p_adj": pl.Float64, "correction": pl.String, "ci_level": pl.Float64, "delta_pct": pl.Float64,
+    "delta_low": pl.Float64, "delta_high": pl.Float64, "delta_method": pl.String, "excluded": pl.Int64,
+    "noise_band_pct": pl.Float64, "verdict": pl.String, "sd_log": pl.Float64, "mde_pct": pl.Float64,
+    "n_attainable": pl.Int64,
 }
 
 
@@ -346,14 +487,18 @@ def _pairs(cells: pl.DataFrame, against: list[tuple[str, str]]) -> pl.DataFrame:
 def compare(metrics: pl.DataFrame, runs: pl.DataFrame, baseline: str = "host", alpha: float = 0.05,
             correction: str = "holm", noise_band_pct: float | Mapping[str, float] = 2.0,
             seed: int = 0, n_resamples: int = 9999,
-            contrasts: Sequence[Sequence[str]] = ()) -> pl.DataFrame:
+            contrasts: Sequence[Sequence[str]] = (), family: str | None = None,
+            confidence: float | None = None) -> pl.DataFrame:
     """Every configuration vs the same configuration in the baseline scenario, plus each
     (scenario, reference) of `contrasts` (e.g. notrack vs conntrack), wherever both were measured.
 
-    The family for the correction is every comparison made here: pass only
-    the metrics (and contrasts) that stand behind one report. A baseline that
-    was measured but has no successful run gives no comparison (an empty
-    table: the report says why); a baseline that is not in the campaign is an error.
+    Families: each test's headline metric is the primary family, corrected by ``correction``; the
+    other metrics form one family per kind (family_of), Benjamini-Hochberg. Pass the metrics a
+    report stands behind (compared_values). ``family`` names one family for every row instead,
+    corrected by ``correction`` (a section with a family of its own); ``confidence`` sets the level
+    of the intervals where the caller corrects over a family of its own. A baseline that was measured
+    but has no successful run gives no comparison (an empty table: the report says why); a baseline
+    that is not in the campaign is an error.
     """
     if correction not in CORRECTIONS:
         raise ValueError(f"correction must be one of {sorted(CORRECTIONS)}, got {correction!r}")
@@ -364,8 +509,8 @@ def compare(metrics: pl.DataFrame, runs: pl.DataFrame, baseline: str = "host", a
     present = set(cells["scenario"])
     against = [(s, baseline) for s in sorted(present - {baseline})] if baseline in present else []
     against += [(s, ref) for s, ref in contrasts if {s, ref} <= present and (s, ref) not in against]
-    return _compare_pairs(_pairs(cells, against), cells.schema, alpha, correction, noise_band_pct, seed,
-                          n_resamples)
+    return _compare_pairs(_pairs(cells, against), cells.schema, headlines(metrics, runs), alpha, correction,
+                          noise_band_pct, seed, n_resamples, family, confidence)
 
 
 def compare_campaigns(metrics: pl.DataFrame, runs: pl.DataFrame, metrics_base: pl.DataFrame,
@@ -373,7 +518,7 @@ def compare_campaigns(metrics: pl.DataFrame, runs: pl.DataFrame, metrics_base: p
                       noise_band_pct: float | Mapping[str, float] = 2.0, seed: int = 0,
                       n_resamples: int = 9999) -> pl.DataFrame:
     """Every configuration of one campaign vs the same configuration (every CONFIG key but the
-    campaign) of a base campaign, wherever both were measured; one corrected family.
+    campaign) of a base campaign, wherever both were measured; the families of compare().
 
     Rows have the columns of compare(): ``campaign`` is the campaign, ``baseline`` the base campaign.
     """
@@ -383,17 +528,20 @@ def compare_campaigns(metrics: pl.DataFrame, runs: pl.DataFrame, metrics_base: p
     keys = [c for c in CONFIG if c != "campaign"]
     pairs = (cells.join(base.drop("unit"), on=keys, suffix="_base", nulls_equal=True)
              .with_columns(baseline=pl.col("campaign_base")).drop("campaign_base"))
-    return _compare_pairs(pairs, cells.schema, alpha, correction, noise_band_pct, seed, n_resamples)
+    return _compare_pairs(pairs, cells.schema, headlines(metrics, runs), alpha, correction, noise_band_pct, seed,
+                          n_resamples)
 
 
-def _compare_pairs(pairs: pl.DataFrame | None, schema: pl.Schema, alpha: float, correction: str,
-                   noise_band_pct: float | Mapping[str, float], seed: int, n_resamples: int) -> pl.DataFrame:
-    """The tests, effects, correction over all ``pairs`` and verdicts: the rows compare() returns."""
+def _compare_pairs(pairs: pl.DataFrame | None, schema: pl.Schema, heads: pl.DataFrame, alpha: float,
+                   correction: str, noise_band_pct: float | Mapping[str, float], seed: int, n_resamples: int,
+                   family: str | None = None, confidence: float | None = None) -> pl.DataFrame:
+    """The tests, the correction per family, the effects at each family's decision level, the MDE
+    and the verdicts over all ``pairs``: the rows compare() returns."""
     if pairs is None or pairs.is_empty():
         return pl.DataFrame(schema={**{c: schema[c] for c in CONFIG}, **_COMPARISON_DTYPES})
     k = len(pairs)
-    num = {c: np.full(k, math.nan) for c in ("median", "median_base", "u", "p", "delta_pct", "delta_low",
-                                             "delta_high")}
+    num = {c: np.full(k, math.nan) for c in ("median", "median_base", "u", "p", "sd_log", "delta_pct",
+                                             "delta_low", "delta_high", "p_adj", "alpha_family")}
     test_method, delta_method = np.full(k, "", dtype=object), np.full(k, "", dtype=object)
     for idx, (x, y) in _buckets(pairs["x"], pairs["x_base"]):
         n, m = x.shape[1], y.shape[1]
@@ -404,14 +552,40 @@ def _compare_pairs(pairs: pl.DataFrame | None, schema: pl.Schema, alpha: float, 
         if min(n, m) < MIN_N:
             continue
         num["u"][idx], num["p"][idx], test_method[idx] = _mwu_rows(x, y, seed, n_resamples)
-        num["delta_pct"][idx], num["delta_low"][idx], num["delta_high"][idx] = _delta_rows(
-            x, y, seed, n_resamples, 0.95)
+        num["sd_log"][idx] = pooled_log_sd(x, y)
         delta_method[idx] = delta_ci_method(n, m)
+    # each comparison's family, then the correction within it and the level it decided at
+    if family is None:
+        pairs = pairs.join(heads, on=["environment", "test", "test_params"], how="left", nulls_equal=True)
+        families = [family_of(mt, h) for mt, h in zip(pairs["metric"], pairs["headline"])]
+    else:
+        families = [family] * k
+    families = np.array(families, dtype=object)
+    corrections = {f: correction if f in (PRIMARY, family) else SECONDARY_CORRECTION for f in set(families)}
+    for f, corr in corrections.items():
+        rows = families == f
+        num["p_adj"][rows] = adjust(num["p"][rows], corr, alpha)
+        num["alpha_family"][rows] = decision_level(num["p_adj"][rows], alpha, corr)
+    if confidence is not None:
+        num["alpha_family"][:] = 1 - confidence
+    # the change and its interval at that level (computed per row: levels differ between families)
+    for idx, (x, y) in _buckets(pairs["x"], pairs["x_base"]):
+        if min(x.shape[1], y.shape[1]) >= MIN_N:
+            num["delta_pct"][idx], num["delta_low"][idx], num["delta_high"][idx] = _delta_rows(
+                x, y, seed, n_resamples, 1 - num["alpha_family"][idx])
+    n_runs, n_base = pairs["x"].list.len().to_numpy(), pairs["x_base"].list.len().to_numpy()
+    mde = [mde_pct(int(a), int(b), sd, lvl) for a, b, sd, lvl in zip(n_runs, n_base, num["sd_log"],
+                                                                       num["alpha_family"])]
+    attainable = [n_attainable(float(lvl)) if not math.isnan(lvl) and smallest_p(int(a), int(b)) >= lvl else None
+                  for a, b, lvl in zip(n_runs, n_base, num["alpha_family"])]
     df = pairs.with_columns(
-        n=pl.col("x").list.len().cast(pl.Int64), n_base=pl.col("x_base").list.len().cast(pl.Int64),
+        n=pl.Series(n_runs, dtype=pl.Int64), n_base=pl.Series(n_base, dtype=pl.Int64),
         excluded=(pl.col("excluded") + pl.col("excluded_base")).cast(pl.Int64),
+        family=pl.Series(families, dtype=pl.String),
         test_method=pl.Series(test_method, dtype=pl.String), delta_method=pl.Series(delta_method, dtype=pl.String),
-        p_adj=pl.Series(adjust(num["p"], correction, alpha)), correction=pl.lit(CORRECTIONS[correction]),
+        correction=pl.Series([CORRECTIONS[corrections[f]] for f in families], dtype=pl.String),
+        ci_level=pl.Series(1 - num.pop("alpha_family")),
+        mde_pct=pl.Series(mde, dtype=pl.Float64), n_attainable=pl.Series(attainable, dtype=pl.Int64),
         noise_band_pct=pl.col("metric").replace_strict(
             {m: noise_band(m, noise_band_pct) for m in pairs["metric"].unique()}, return_dtype=pl.Float64),
         **{c: pl.Series(v) for c, v in num.items()})
@@ -430,20 +604,48 @@ def _fmt(v: float | None) -> str:
     return "–" if v is None or math.isnan(v) else f"{v:.4g}"
 
 
+def change_text(r: dict) -> str:
+    """A comparison's change in % with its interval and the interval's level."""
+    if r["delta_pct"] is None or math.isnan(r["delta_pct"]):
+        return ""
+    return f"{r['delta_pct']:+.1f} [{r['delta_low']:+.1f}, {r['delta_high']:+.1f}] @ {100 * r['ci_level']:.4g} %"
+
+
+def mde_text(r: dict) -> str:
+    """A comparison's minimum detectable effect in %, or why there is none at its n."""
+    if r["n_attainable"] is not None:
+        return f"not attainable at n = {r['n']} (needs n >= {r['n_attainable']})"
+    return "" if r["mde_pct"] is None or math.isnan(r["mde_pct"]) else f"{r['mde_pct']:.1f}"
+
+
 def headline(summary: pl.DataFrame, comparisons: pl.DataFrame, baseline: str = "host") -> pl.DataFrame:
-    """benchstat-like table: per test x metric x side, each scenario's median [95 % CI] and its verdict."""
-    vs_base = comparisons.filter(pl.col("baseline") == baseline).select(*CONFIG, "delta_pct", "p_adj", "verdict")
+    """benchstat-like table: per family, test, metric and side, each scenario's median [95 % CI] and,
+    against the baseline, the change in % with its CI at the family's decision level (the level
+    shown), p_adj, the verdict and the minimum detectable effect (MDE, % of the baseline median)."""
+    vs_base = comparisons.filter(pl.col("baseline") == baseline).select(
+        *CONFIG, "family", "correction", "delta_pct", "delta_low", "delta_high", "ci_level", "p_adj", "verdict",
+        "mde_pct", "n_attainable")
     df = summary.join(vs_base, on=CONFIG, how="left", nulls_equal=True)
     ci = [f"{_fmt(r['median'])} [{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]" if r["n"] >= MIN_N
           else f"{_fmt(r['median'])} ({INSUFFICIENT})" for r in df.iter_rows(named=True)]
+    rows = list(df.iter_rows(named=True))
+    keys = ["environment", "test", "metric", "side"]
     return (df.with_columns(
                 verdict=pl.when(pl.col("scenario") == baseline).then(pl.lit("baseline"))
                 .otherwise(pl.col("verdict").fill_null("")),
+                # the baseline's row belongs to the family of its comparisons
+                family=pl.col("family").drop_nulls().first().over(keys, order_by="scenario"),
+                correction=pl.col("correction").drop_nulls().first().over(keys, order_by="scenario"),
                 _base_first=pl.col("scenario") != baseline,
-                **{"median [95 % CI]": pl.Series(ci, dtype=pl.String)})
-            .sort(["environment", "test", "metric", "side", "_base_first", "scenario"], maintain_order=True)
-            .select("environment", "test", "metric", "side", "unit", "scenario", "n", "median [95 % CI]",
-                    "delta_pct", "p_adj", "verdict", "flags"))
+                **{"median [95 % CI]": pl.Series(ci, dtype=pl.String),
+                   "change % [CI @ level]": pl.Series([change_text(r) for r in rows], dtype=pl.String),
+                   "MDE %": pl.Series([mde_text(r) for r in rows], dtype=pl.String)})
+            .with_columns(_family_order=pl.col("family").replace_strict(
+                {f: i for i, f in enumerate(FAMILY_ORDER)}, default=len(FAMILY_ORDER), return_dtype=pl.Int64))
+            .sort(["_family_order", "environment", "test", "metric", "side", "_base_first", "scenario"],
+                  maintain_order=True)
+            .select("family", "correction", "environment", "test", "metric", "side", "unit", "scenario", "n",
+                    "median [95 % CI]", "change % [CI @ level]", "p_adj", "verdict", "MDE %", "flags"))
 
 
 def _json_number(v):
@@ -464,8 +666,9 @@ def to_metrics_dict(summary: pl.DataFrame, comparisons: pl.DataFrame, baseline: 
         "summary": {key(r): {c: _json_number(r[c]) for c in ("n", "median", "ci_low", "ci_high", "cv_pct")}
                     for r in summary.iter_rows(named=True)},
         "comparisons": {key(r): {**{c: _json_number(r[c])
-                                    for c in ("median_base", "median", "delta_pct", "delta_low", "delta_high", "p",
-                                              "p_adj")},
-                                 "baseline": r["baseline"], "correction": r["correction"], "verdict": r["verdict"]}
+                                    for c in ("median_base", "median", "delta_pct", "delta_low", "delta_high",
+                                              "ci_level", "p", "p_adj", "mde_pct")},
+                                 "baseline": r["baseline"], "family": r["family"], "correction": r["correction"],
+                                 "verdict": r["verdict"]}
                         for r in comparisons.iter_rows(named=True)},
     }

@@ -75,7 +75,18 @@ def test_forest_has_noise_band_and_one_row_per_comparison(all_figures, tables):
     band = fig.data[0]
     assert band.name == "noise band" and list(band.base) == [-2.0] * len(tables["comparisons"])
     assert sum(len(t.x) for t in fig.data[1:]) == len(tables["comparisons"])
-    assert "95 % CI (bootstrap)" in fig.layout.title.text  # n = 8 per side: the bootstrap's range
+    assert "intervals (bootstrap)" in fig.layout.title.text  # n = 8 per side: the bootstrap's range
+
+
+def test_forest_labels_each_row_with_its_family_and_interval_level(all_figures, tables):
+    """Each row names its family and the level its interval was drawn at; the title lists the levels."""
+    c = tables["comparisons"]
+    labels = [y for t in all_figures["forest"].data[1:] for y in t.y]
+    primary = c.filter(family=stats.PRIMARY)
+    level = f"{100 * primary['ci_level'][0]:.4g} %"
+    assert sum(y.startswith(f"[primary · {level}]") for y in labels) == len(primary)
+    title = all_figures["forest"].layout.title.text
+    assert f"primary: {level} (Holm)" in title and "CPU:" in title and "(FDR (Benjamini-Hochberg))" in title
 
 
 def test_scatter_iso_lines_pass_through_origin(all_figures):

@@ -176,7 +176,12 @@ def test_adjust_rejects_unknown_correction():
 
 def test_verdict_labels():
     assert stats.verdict(math.nan, 1, 0, 2, 0.05, 2, True) == "insufficient n"
-    assert stats.verdict(0.05, -10, -12, -8, 0.05, 2, True) == "~ within noise"
+    assert stats.verdict(0.05, -10, -12, 1, 0.05, 2, True) == "~ within noise"
+    # the test and the interval disagree: neither is believed, and the label says which way
+    assert stats.verdict(0.05, -10, -12, -8, 0.05, 2, True) == "inconclusive: the CI excludes 0 but p_adj >= 0.05"
+    assert stats.verdict(0.01, -10, -12, 1, 0.05, 2, True) == "inconclusive: p_adj < 0.05 but the CI includes 0"
+    assert stats.verdict(0.01, math.nan, math.nan, math.nan, 0.05, 2, True).startswith("different")
+    assert stats.verdict(0.5, math.nan, math.nan, math.nan, 0.05, 2, True) == "~ within noise"
     assert stats.verdict(0.01, 0.5, 0.2, 1.9, 0.05, 2, True) == "negligible"
     assert stats.verdict(0.01, 1.5, 0.2, 2.5, 0.05, 2, True) == "+1.5 % [+0.2, +2.5] better"
     assert stats.verdict(0.01, -20.04, -21.0, -19.0, 0.05, 2, True) == "-20.0 % [-21.0, -19.0] worse"
@@ -439,3 +444,113 @@ def test_two_settings_of_one_test_are_never_pooled():
     c = stats.compare(metrics, runs)
     assert len(c) == 2 and set(c["n"]) == {8}
     assert sorted(c["median_base"]) == pytest.approx([np.median(base), np.median(base * 2)])
+
+
+# -- families, decision level, intervals at that level ----------------------------------
+
+@pytest.mark.parametrize("correction", ["holm", "fdr_bh"])
+def test_decision_level_separates_rejected_from_the_rest(correction):
+    """p < level exactly where p_adj < alpha, whatever the family (none, some or all rejected)."""
+    rng = np.random.default_rng(3)
+    for m in (1, 2, 5, 12, 60):
+        for _ in range(30):
+            p = np.where(rng.random(m) < 0.5, rng.random(m) * 0.01, rng.random(m))
+            p_adj = stats.adjust(p, correction)
+            level = stats.decision_level(p_adj, 0.05, correction)
+            assert np.array_equal(p < level, p_adj < 0.05), (p, level)
+
+
+def test_decision_level_by_hand():
+    # Holm, 4 tests, 1 rejected: the procedure stopped at step 2, threshold 0.05 / 3
+    assert stats.decision_level(stats.adjust([0.001, 0.02, 0.3, 0.5], "holm"), 0.05, "holm") == pytest.approx(0.05 / 3)
+    assert stats.decision_level(stats.adjust([0.5, 0.6], "holm"), 0.05, "holm") == pytest.approx(0.025)
+    # BH: 2 of 4 rejected -> 2 * 0.05 / 4; none -> 0.05 / 4
+    assert stats.decision_level(stats.adjust([0.001, 0.02, 0.3, 0.5], "fdr_bh"), 0.05, "fdr_bh") == pytest.approx(0.025)
+    assert stats.decision_level(stats.adjust([0.2, 0.3, 0.4, 0.5], "fdr_bh"), 0.05, "fdr_bh") == pytest.approx(0.0125)
+    assert math.isnan(stats.decision_level([math.nan], 0.05, "holm"))
+
+
+@pytest.mark.parametrize("kind,paced,present,expected", [
+    ("TCP_STREAM", False, {"throughput", "retransmits"}, "throughput"),
+    ("TCP_CRR", False, {"connection_rate", "latency_p50"}, "connection_rate"),
+    ("UDP_STREAM", False, {"throughput", "udp_loss_pct"}, "udp_loss_pct"),
+    ("HTTP", False, {"http_qps", "http_latency_p50"}, "http_qps"),
+    ("HTTP", True, {"http_qps", "http_latency_p50"}, "http_latency_p50"),  # the rate is the client's
+    ("DNS_UDP", True, {"dns_qps", "dns_latency_p50"}, "dns_latency_p50"),
+    ("TCP_STREAM", False, {"transaction_rate"}, "transaction_rate"),  # kind's metric absent: first primary
+    ("TCP_RR", False, {"latency_p99"}, None),
+])
+def test_headline_metric(kind, paced, present, expected):
+    from benchlib.schema import headline_metric
+    assert headline_metric(kind, paced, present) == expected
+
+
+def test_compare_corrects_within_families(lab_tables):
+    runs, metrics = lab_tables
+    values = normalize_values(lab_tables)
+    compared = stats.compared_values(values, runs, ["latency_p50", "cpu_pct_at_target"])
+    # each test's headline metric is compared even though family_metrics does not name it
+    assert {"throughput", "transaction_rate", "connection_rate"} <= set(compared["metric"])
+    assert "latency_p99" not in set(compared["metric"])
+    c = stats.compare(compared, runs, baseline="host")
+    assert set(c["family"]) == {stats.PRIMARY, stats.LATENCY, stats.CPU}
+    for (family,), g in c.group_by("family"):
+        correction = "holm" if family == stats.PRIMARY else "fdr_bh"
+        assert g["p_adj"].to_numpy() == pytest.approx(stats.adjust(g["p"].to_numpy(), correction))
+        level = stats.decision_level(g["p_adj"].to_numpy(), 0.05, correction)
+        assert g["ci_level"].to_numpy() == pytest.approx(1 - level)
+    # the interval drawn is the bootstrap interval at that level
+    r = c.filter(family=stats.PRIMARY, scenario="vxlan", test="tcp_rr").row(0, named=True)
+    x, y = (stats.ok_values(compared, runs).filter(scenario=s, test="tcp_rr", metric="transaction_rate")
+            .sort("started_at")["value"].to_numpy() for s in ("vxlan", "host"))
+    assert (r["delta_pct"], r["delta_low"], r["delta_high"]) == pytest.approx(
+        stats.delta_pct(x, y, confidence=r["ci_level"]))
+    # one family of its own when asked (a report section)
+    one = stats.compare(compared, runs, baseline="host", correction="fdr_bh", family="mesh")
+    assert set(one["family"]) == {"mesh"} and set(one["correction"]) == {"FDR (Benjamini-Hochberg)"}
+
+
+def normalize_values(tables):
+    from benchlib.analysis import normalize
+    runs, metrics = tables
+    return normalize.with_cpu_at_target(metrics, runs)
+
+
+# -- minimum detectable effect ----------------------------------------------------------
+
+@pytest.mark.parametrize("n,n_base,alpha", [(8, 8, 0.05 / 12), (10, 10, 0.05 / 12), (8, 12, 0.05 / 4)])
+def test_mde_has_the_planned_power_in_a_simulation(n, n_base, alpha):
+    """Log-normal runs shifted by the MDE: exact Mann-Whitney rejects in about 80 % of campaigns (the
+    t test's power with n scaled by 3/pi; the exact test's discreteness costs a few points at n = 8)."""
+    sd = 0.05
+    mde = stats.mde_pct(n, n_base, sd, alpha)
+    rng = np.random.default_rng(7)
+    x = np.exp(math.log1p(mde / 100) + sd * rng.standard_normal((4000, n)))
+    y = np.exp(sd * rng.standard_normal((4000, n_base)))
+    power = (scipy_stats.mannwhitneyu(x, y, axis=1, method="exact").pvalue < alpha).mean()
+    assert power == pytest.approx(stats.POWER, abs=0.07), (mde, power)
+
+
+def test_mde_scales_with_spread_and_falls_with_n():
+    assert stats.mde_pct(8, 8, 0.02, 0.01) == pytest.approx(
+        100 * math.expm1(2 * math.log1p(stats.mde_pct(8, 8, 0.01, 0.01) / 100)))
+    assert stats.mde_pct(20, 20, 0.02, 0.01) < stats.mde_pct(10, 10, 0.02, 0.01)
+    assert math.isnan(stats.mde_pct(8, 8, 0.0, 0.01)) and math.isnan(stats.mde_pct(5, 8, 0.02, 0.01))
+
+
+def test_mde_not_attainable_below_the_smallest_p():
+    """n = 6 per side: smallest p 2/924 = 0.0022 > 0.05/60; 7 per side reach 2/3432 = 0.00058."""
+    assert math.isnan(stats.mde_pct(6, 6, 0.02, 0.05 / 60))
+    assert stats.n_attainable(0.05 / 60) == 7
+    assert stats.n_attainable(0.05) == 4  # 2/70 < 0.05, 2/20 is not
+    runs, metrics = two_configs(np.linspace(39, 41, 6), np.linspace(30, 31, 6))
+    row = first(stats.compare(metrics, runs, alpha=0.001))
+    assert row.n_attainable == stats.n_attainable(0.001) and math.isnan(row.mde_pct)
+    assert stats.mde_text(row.__dict__) == f"not attainable at n = 6 (needs n >= {row.n_attainable})"
+
+
+def test_n_for_effect_detects_that_effect():
+    n = stats.n_for_effect(5.0, 0.05, 0.05 / 12)
+    assert stats.mde_pct(n, n, 0.05, 0.05 / 12) <= 5.0 < stats.mde_pct(n - 1, n - 1, 0.05, 0.05 / 12)
+    assert stats.n_for_effect(50.0, 0.001, 0.05 / 60) == stats.n_attainable(0.05 / 60)  # discreteness binds
+    assert stats.n_for_effect(5.0, math.nan, 0.01) is None

@@ -1,0 +1,126 @@
+"""Planned power for `benchlib validate`: what the planned repetitions can detect, from a pilot.
+
+A pilot is an earlier campaign of the same configurations (environment, scenario, test): the tidy
+tables in data/processed, else the newest campaign under data/raw with records of a planned
+environment, or tidy tables given with --pilot. Its spread of each test's headline metric gives,
+for every planned comparison of the primary family, the minimum detectable effect at the planned
+n and the runs needed for the noise band and for 5 % (stats.mde_pct, stats.n_for_effect).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from benchlib import config, schema
+from benchlib.errors import BenchlibError
+
+from . import normalize, stats
+
+EFFECT_PCT = 5.0  # besides the noise band: the runs needed for a change this large
+
+
+def find_pilot(params: config.Params, root: Path, pilot: str | Path | None = None) -> tuple[str, Path] | None:
+    """(description, directory) of the pilot's tables, or (description, raw campaign directory); None if none."""
+    if pilot is not None:
+        return f"tables in {pilot}", Path(pilot)
+    processed = root / "data" / "processed"
+    if (processed / "runs.parquet").is_file() and (processed / "metrics.parquet").is_file():
+        return "tables in data/processed", processed
+    raw = root / "data" / "raw"
+    campaigns = sorted((d for d in raw.iterdir() if d.is_dir()), key=lambda d: d.stat().st_mtime,
+                       reverse=True) if raw.is_dir() else []
+    for cdir in campaigns:
+        if any((cdir / env).is_dir() for env in params.experiment.environments):
+            return f"raw records of {cdir.name}", cdir
+    return None
+
+
+def load_pilot(directory: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(runs, metrics) of a pilot: tidy tables, or a raw campaign directory parsed as `benchlib parse` does."""
+    if (directory / "runs.parquet").is_file():
+        return schema.read_runs(directory / "runs.parquet"), schema.read_metrics(directory / "metrics.parquet")
+    from benchlib import tidy
+    return tidy.build_tables(directory)
+
+
+def planned_comparisons(params: config.Params, plans: list[config.Plan]) -> list[tuple[str, str, str, str]]:
+    """(environment, test, scenario, reference) of every planned comparison: each scenario vs the
+    baseline and the contrasts, wherever both configurations are planned."""
+    out = []
+    for plan in plans:
+        planned = set(plan.configurations())
+        pairs = [(s, params.analysis.baseline) for s in plan.scenarios if s != params.analysis.baseline]
+        pairs += [tuple(c) for c in params.analysis.contrasts if tuple(c) not in pairs]
+        out += [(plan.environment.name, t, s, ref) for t in plan.tests for s, ref in pairs
+                if (s, t) in planned and (ref, t) in planned]
+    return out
+
+
+def _samples(runs: pl.DataFrame, metrics: pl.DataFrame, analysis: config.Analysis) -> dict:
+    """{(environment, test, scenario): (headline metric, its values)} of the pilot's successful runs."""
+    values = normalize.with_cpu_at_target(metrics, runs, target_gbps=analysis.cpu_target_gbps,
+                                          per_transactions=analysis.rr_per_transactions,
+                                          per_connections=analysis.crr_per_connections,
+                                          per_requests=analysis.http_per_requests)
+    heads = stats.headlines(values, runs).drop_nulls("headline")
+    ok = (stats.ok_values(values, runs).join(heads, on=["environment", "test", "test_params"], nulls_equal=True)
+          .filter(pl.col("metric") == pl.col("headline"), pl.col("value").is_finite()))
+    grouped = ok.group_by("environment", "test", "scenario").agg(pl.col("headline").first(), pl.col("value"))
+    return {(r["environment"], r["test"], r["scenario"]): (r["headline"], np.asarray(r["value"], float))
+            for r in grouped.iter_rows(named=True)}
+
+
+def _runs(n: int | None) -> str:
+    return "-" if n is None else str(n)
+
+
+def planned_power(params: config.Params, plans: list[config.Plan], root: Path,
+                  pilot: str | Path | None = None) -> list[str]:
+    """The lines `benchlib validate` prints about power: one header, one line per test."""
+    found = find_pilot(params, root, pilot)
+    if found is None:
+        return ["planned power: no previous campaign (data/processed, data/raw or --pilot) to take the spread from"]
+    what, directory = found
+    try:
+        runs, metrics = load_pilot(directory)
+    except (BenchlibError, OSError) as exc:
+        return [f"planned power: the pilot ({what}) cannot be read: {exc}"]
+    a = params.analysis
+    planned = planned_comparisons(params, plans)
+    n = params.experiment.repetitions
+    m = len(planned)
+    if m == 0:
+        return ["planned power: no comparison planned (no scenario besides the baseline)"]
+    # the level a comparison must pass when no other one is significant (Holm's first step; the
+    # Benjamini-Hochberg level at one rejection): what any single comparison can rely on
+    level = a.alpha / m
+    samples = _samples(runs, metrics, a)
+    lines = [f"planned power (pilot: {what}, campaign {', '.join(sorted(runs['campaign'].unique()))}): "
+             f"{m} primary comparisons, {stats.CORRECTIONS[a.correction]}, per comparison alpha {level:.2g} "
+             f"(= {a.alpha:g}/{m}), {100 * stats.POWER:.0f} % power, n = {n} runs per configuration"]
+    if stats.smallest_p(n, n) >= level:
+        lines.append(f"  n = {n} cannot reach alpha {level:.2g} at all (smallest exact p "
+                     f"{stats.smallest_p(n, n):.2g}): needs n >= {stats.n_attainable(level)}")
+    by_test: dict[str, list[str]] = {}
+    missing = []
+    for env, test, s, ref in planned:
+        x, y = samples.get((env, test, s)), samples.get((env, test, ref))
+        if x is None or y is None or min(len(x[1]), len(y[1])) < 2:
+            missing.append(f"{env}/{test}/{s} vs {ref}")
+            continue
+        metric = x[0]
+        sd = float(stats.pooled_log_sd(x[1][None, :], y[1][None, :])[0])
+        mde = stats.mde_pct(n, n, sd, level)
+        band = stats.noise_band(metric, a.noise_band_pct)
+        name = s if ref == a.baseline else f"{s} vs {ref}"
+        by_test.setdefault(f"{env} {test} {metric} (noise band {band:g} %)", []).append(
+            f"{name} {'n/a' if np.isnan(mde) else f'{mde:.1f} %'} "
+            f"({_runs(stats.n_for_effect(band, sd, level))}/{_runs(stats.n_for_effect(EFFECT_PCT, sd, level))})")
+    for label, parts in by_test.items():
+        lines.append(f"  {label}: MDE at n = {n} (runs for the noise band/{EFFECT_PCT:g} %): " + ", ".join(parts))
+    if missing:
+        lines.append(f"  no pilot data for {len(missing)} comparison(s): " + ", ".join(missing[:4])
+                     + (" ..." if len(missing) > 4 else ""))
+    return lines
