@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -59,21 +60,21 @@ def test_a_shared_run_binds_both_netperf_ends_to_one_cpu_and_counts_its_cpu_once
     runs, metrics = campaign(tmp_path, lab_env, "place", ["bridge"], {"rr": RR, "stream": STREAM})
     assert runs.select("test", "cpu_placement", "outcome").sort("test").rows() == [
         ("rr", "shared", "ok"), ("stream", "split", "ok")]
-    rr = record.load(next(p for p in record.find(tmp_path / "place") if "rr" in p.name))
+    rr = record.load(Path(runs.filter(test="rr")["record"][0]))
     out = rr.stdouts[0]
     # what netperf itself printed about where its two ends ran
     keys = netperf.parse_keyval(out)
     assert keys["LOCAL_CPU_BIND"] == keys["REMOTE_CPU_BIND"] == str(rr.placement["client_cpus"][0])
-    cpu_rows = metrics.filter(pl.col("metric") == "cpu_busy_cores").join(runs.select("run_id", "test"), on="run_id")
+    cpu_rows = metrics.filter(metric="cpu_busy_cores")
     assert sorted(cpu_rows.filter(test="rr")["side"]) == ["total"]
     assert sorted(cpu_rows.filter(test="stream")["side"]) == ["client", "server"]
     # the path's CPU per 10k transactions/s is the shared set's busy %, not the sum of two copies of it
-    at = normalize.cpu_at_target(metrics, runs).join(runs.select("run_id", "test"), on="run_id")
+    at = normalize.cpu_at_target(metrics, runs).filter(test="rr")
     rate = metrics.filter(metric="transaction_rate")["value"][0]
-    busy = cpu_rows.filter(test="rr").join(metrics.filter(metric="cpu_busy_pct", side="total"), on="run_id")
-    assert at.filter(test="rr")["side"].to_list() == ["total"]
-    assert at.filter(test="rr")["value"][0] == pytest.approx(busy["value_right"][0] * 10_000 / rate)
-    assert 0 < busy["value_right"][0] <= 100
+    busy = metrics.filter(metric="cpu_busy_pct", side="total")["value"][0]
+    assert at["side"].to_list() == ["total"]
+    assert at["value"][0] == pytest.approx(busy * 10_000 / rate)
+    assert 0 < busy <= 100
 
 
 def test_a_crr_run_ends_with_its_test_instead_of_four_seconds_later(tmp_path, lab_env):

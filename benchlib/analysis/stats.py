@@ -366,14 +366,19 @@ def compared_values(values: pl.DataFrame, runs: pl.DataFrame, metrics: Sequence[
 
 
 def pooled_log_sd(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Per row: the pooled standard deviation of log values of x and y (NaN where a value is <= 0)."""
+    """Per row: the pooled spread of log values of x and y (NaN where a value is <= 0).
+
+    Each side's spread is its normal-scaled median absolute deviation: it estimates the standard
+    deviation of normal log values, and like Mann-Whitney it is not inflated by a stray run (the
+    sample standard deviation put one slow vxlan run's MDE at 83 % where -24 % was detected)."""
     n, m = x.shape[1], y.shape[1]
     if min(n, m) < 2:
         return np.full(len(x), math.nan)
     with np.errstate(invalid="ignore", divide="ignore"):  # log of 0 or less: NaN, and so is the spread
         lx = np.where(x > 0, np.log(np.where(x > 0, x, 1)), math.nan)
         ly = np.where(y > 0, np.log(np.where(y > 0, y, 1)), math.nan)
-        var = ((n - 1) * np.var(lx, axis=1, ddof=1) + (m - 1) * np.var(ly, axis=1, ddof=1)) / (n + m - 2)
+        sx, sy = (stats.median_abs_deviation(v, axis=1, scale="normal") for v in (lx, ly))
+        var = ((n - 1) * sx**2 + (m - 1) * sy**2) / (n + m - 2)
     return np.sqrt(var)
 
 

@@ -15,10 +15,11 @@ def test_planned_power_from_a_pilot():
     assert len(planning.planned_comparisons(params, plans)) == 12  # 4 tests x 3 scenarios vs host
     lines = planning.planned_power(params, plans, project_root(), project_root() / FIXTURE)
     assert lines[0].startswith("planned power (pilot: tables in") and "12 primary comparisons, Holm" in lines[0]
-    assert "alpha 0.0042 (= 0.05/12)" in lines[0] and "n = 8 runs per configuration" in lines[0]
+    n = params.experiment.repetitions
+    assert "alpha 0.0042 (= 0.05/12)" in lines[0] and f"n = {n} runs per configuration" in lines[0]
     assert len(lines) == 5  # one line per test, short
     crr = next(line for line in lines if "tcp_crr connection_rate" in line)
-    # each scenario's MDE at n = 8 and the runs for the 2 % band / 5 %
+    # each scenario's MDE at the planned n and the runs for the 2 % band / 5 %
     assert set(re.findall(r"(bridge|veth-routed|vxlan) [\d.]+ % \(\d+/\d+\)", crr)) == {"bridge", "veth-routed",
                                                                                        "vxlan"}
 
@@ -32,7 +33,8 @@ def test_planned_power_numbers_are_the_stats_functions():
     _, x = samples[("local-lab", "tcp_rr", "vxlan")]
     _, y = samples[("local-lab", "tcp_rr", "host")]
     sd = float(stats.pooled_log_sd(x[None, :], y[None, :])[0])
-    mde = stats.mde_pct(8, 8, sd, 0.05 / 12)
+    n = params.experiment.repetitions
+    mde = stats.mde_pct(n, n, sd, 0.05 / 12)
     rr = next(line for line in lines if "tcp_rr transaction_rate" in line)
     assert f"vxlan {mde:.1f} % ({stats.n_for_effect(2.0, sd, 0.05 / 12)}/{stats.n_for_effect(5.0, sd, 0.05 / 12)})" in rr
 
