@@ -3,6 +3,7 @@
 No timing target is asserted here: BENCHMARKS.md reports those.
 """
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -36,3 +37,12 @@ def test_scale_measures_parse_and_analysis(tmp_path):
     analysed = scale.measure_analysis(tmp_path / "out")
     assert (analysed["runs"], analysed["metric_rows"]) == (parsed["runs"], parsed["metric_rows"])
     assert list(analysed["timings"]) == ["analysis: load + normalize", "analysis: summarize", "analysis: compare"]
+
+
+def test_scale_prints_each_phase_measured_in_a_child_process(tmp_path, capsys):
+    scale.run_size(200, 2, tmp_path, no_analysis=False)
+    out = capsys.readouterr().out
+    assert out.startswith("scale: 200 runs, ")
+    rss = dict((name, float(v)) for name, v in re.findall(r"^(peak RSS, [a-z ]+?) +(\S+) GiB", out, re.M))
+    assert set(rss) == {"peak RSS, parse process", "peak RSS, largest parse worker", "peak RSS, analysis process"}
+    assert rss["peak RSS, parse process"] > 0.01 and rss["peak RSS, analysis process"] > 0.01  # GiB: read, not 0
