@@ -110,12 +110,10 @@ def cmd_parse(args) -> int:
     if problems:
         print(f"parse: skipped {len(problems)} record(s) that do not match the plan (--skip-corrupt):\n  "
               + "\n  ".join(problems), file=sys.stderr)
-    runs, metrics = tidy.build_tables(cdir, skip_corrupt=args.skip_corrupt,
-                                      log=lambda m: print(m, file=sys.stderr), records=records)
     out = Path(args.out) if args.out else config.project_root() / "data" / "processed"
-    tidy.write_tables(runs, metrics, out)
-    failed = int((runs["outcome"] != "ok").sum())
-    print(f"parse: {len(runs)} runs ({failed} failed), {len(metrics)} metric rows -> {out}")
+    parsed = tidy.parse_campaign(cdir, out, skip_corrupt=args.skip_corrupt,
+                                 log=lambda m: print(m, file=sys.stderr), records=records)
+    print(f"parse: {parsed.runs} runs ({parsed.failed} failed), {parsed.metric_rows} metric rows -> {out}")
     return 0
 
 

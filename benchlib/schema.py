@@ -5,8 +5,9 @@ pivot as they like; figures and tables pivot, nothing else does.
 """
 from __future__ import annotations
 
+import shutil
+import tempfile
 from dataclasses import dataclass
-
 from pathlib import Path
 
 import polars as pl
@@ -260,6 +261,45 @@ def write(df: pl.DataFrame, name: str, path: Path) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     df.write_parquet(tmp)
     tmp.replace(path)
+
+
+class TableWriter:
+    """Table ``name`` written to ``path`` chunk by chunk, each chunk checked as `write` checks a whole
+    table, so that memory holds a chunk and not the table, however long it grows.
+
+    Polars cannot append to a parquet file: each chunk goes to a part file beside ``path``, and
+    `commit` joins the parts in order with polars' streaming engine, which holds only a few
+    row groups at a time, then renames the result into place. Leaving the ``with`` block removes
+    the parts; without `commit` (an error), ``path`` is left as it was.
+    """
+
+    def __init__(self, name: str, path: Path):
+        self.name, self.path, self.rows = name, path, 0
+        self._parts_dir = Path(tempfile.mkdtemp(prefix=f".{path.name}.parts-", dir=path.parent))
+        self._parts: list[Path] = []
+
+    def append(self, df: pl.DataFrame) -> None:
+        df = conform(df, self.name)
+        if self.name == "metrics":
+            check_metrics(df)
+        part = self._parts_dir / f"{len(self._parts):08d}.parquet"
+        df.write_parquet(part)
+        self._parts.append(part)
+        self.rows += len(df)
+
+    def commit(self) -> None:
+        tmp = self.path.with_name(f".{self.path.name}.tmp")
+        if self._parts:
+            pl.scan_parquet(self._parts).sink_parquet(tmp)
+        else:
+            empty(self.name).write_parquet(tmp)
+        tmp.replace(self.path)
+
+    def __enter__(self) -> TableWriter:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        shutil.rmtree(self._parts_dir, ignore_errors=True)
 
 
 def read(path, name: str) -> pl.DataFrame:

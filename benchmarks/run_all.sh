@@ -10,5 +10,5 @@ run() { echo "== $*"; flock /tmp/quiet.lock uv run --frozen --group bench python
 run benchmarks/fidelity.py
 run benchmarks/campaign.py
 run benchmarks/pipeline.py
-run benchmarks/scale.py --no-analysis   # with analysis, 100k runs take > 5 min today (BENCHMARKS.md, 5)
+run benchmarks/scale.py   # 10k and 100k runs, parse and analysis; 1M: --runs 1000000 (BENCHMARKS.md, 5)
 run benchmarks/peer.py

@@ -1,14 +1,17 @@
-"""Benchmark 5: parse + analysis of synthetic 10k- and 100k-run campaigns, and the report's weight.
+"""Benchmark 5: parse + analysis of synthetic campaigns (10k, 100k, 1M runs), and the report's weight.
 
 For each size, generates the campaign with synth.py (once; reused if RAW
-already holds it), then, in a child process of its own so that its peak
-memory can be read from RUSAGE_CHILDREN, runs what the pipeline runs on it:
-`benchlib parse` (tidy.build_tables + write_tables) and the analysis the
-notebooks do (CPU normalization, per-configuration summary, comparisons with
+already holds it), then runs what the pipeline runs on it, each phase in a
+child process of its own so that its peak memory can be read from
+RUSAGE_CHILDREN: `benchlib parse` (tidy.parse_campaign: records parsed and
+written to parquet chunk by chunk), then the analysis the notebooks do (load
+the tables, CPU normalization, per-configuration summary, comparisons with
 the baseline over the report's family of metrics). Prints parse, analysis and
-total wall time and the peak RSS per size. Finally weighs reports/report.html.
+total wall time and each phase's peak RSS per size, parse apart from analysis
+so that whether parse memory stays flat as campaigns grow can be read off.
+Finally weighs reports/report.html.
 
-    uv run python benchmarks/scale.py [--runs 10000 100000] [--raw /tmp/bench_synth]
+    uv run python benchmarks/scale.py [--runs 10000 100000 1000000] [--raw /tmp/bench_synth]
 """
 from __future__ import annotations
 
@@ -31,20 +34,20 @@ from common import figure
 import synth
 
 
-def measure(cdir: Path, out: Path, with_analysis: bool = True) -> dict:
-    """The pipeline's work on one campaign, timed phase by phase (each phase logged as it ends)."""
+def measure_parse(cdir: Path, out: Path) -> dict:
+    """`benchlib parse` on one campaign: the records -> out/{runs,metrics}.parquet, streamed."""
+    t = time.monotonic()
+    parsed = tidy.parse_campaign(cdir, out)
+    timings = {"parse: read records + write parquet": time.monotonic() - t}
+    _log(timings)
+    return {"runs": parsed.runs, "metric_rows": parsed.metric_rows, "timings": timings}
+
+
+def measure_analysis(out: Path) -> dict:
+    """The notebooks' analysis of the tables in out, timed phase by phase (each logged as it ends)."""
     from benchlib import analysis
     from benchlib.analysis import normalize, stats
     timings = {}
-    t = time.monotonic()
-    runs, metrics = tidy.build_tables(cdir)
-    timings["parse: read records"] = time.monotonic() - t
-    t = time.monotonic()
-    tidy.write_tables(runs, metrics, out)
-    timings["parse: write parquet"] = time.monotonic() - t
-    _log(timings)
-    if not with_analysis:
-        return {"runs": len(runs), "metric_rows": len(metrics), "timings": timings}
     t = time.monotonic()
     p = analysis.default_parameters(project_root() / "params.yaml")
     runs, metrics = analysis.load_tables(out / "runs.parquet", out / "metrics.parquet")
@@ -71,6 +74,17 @@ def _log(timings: dict) -> None:
           file=sys.stderr, flush=True)
 
 
+def _child(*args: str) -> tuple[dict, float]:
+    """This script in child mode (a fresh process): its result and wall time."""
+    t0 = time.monotonic()
+    child = subprocess.Popen([sys.executable, __file__, *args], stdout=subprocess.PIPE, text=True)
+    stdout, _ = child.communicate()
+    wall = time.monotonic() - t0
+    if child.returncode:
+        raise SystemExit(f"scale: {' '.join(args)} failed (exit {child.returncode})")
+    return json.loads(stdout), wall
+
+
 def report_weight(html: Path) -> None:
     text = html.read_text()
     bundles = re.findall(r"<script[^>]*>(?:(?!</script>).)*?plotly\.js v[\d.]+(?:(?!</script>).)*</script>",
@@ -82,30 +96,27 @@ def report_weight(html: Path) -> None:
 
 
 def run_size(runs: int, scenarios: int, raw: Path, no_analysis: bool) -> None:
-    """Generate (once) and measure one campaign size in a fresh child process; print its figures."""
+    """Generate (once) and measure one campaign size, each phase in a fresh child process; print its figures
+    (parse's as soon as it is done)."""
     cdir = synth.generate_once(raw / str(runs), runs, scenarios)
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as out:
-        t0 = time.monotonic()
-        child = subprocess.Popen([sys.executable, __file__, "--measure", str(cdir), "--out", out,
-                                  *(["--no-analysis"] if no_analysis else [])], stdout=subprocess.PIPE, text=True)
-        stdout, _ = child.communicate()
-        wall = time.monotonic() - t0
-    if child.returncode:
-        raise SystemExit(f"scale: measuring {runs} runs failed (exit {child.returncode})")
-    result = json.loads(stdout)
-    t = result["timings"]
-    parse = sum(v for k, v in t.items() if k.startswith("parse"))
-    analysis = sum(v for k, v in t.items() if k.startswith("analysis"))
-    print(f"scale: {result['runs']} runs, {result['metric_rows']} metric rows, {scenarios} scenarios x 4 tests"
-          f"{' (parse only)' if no_analysis else ''}")
-    for phase, seconds in t.items():
-        figure(f"  {phase}", seconds, "s")
-    figure("parse", parse, "s")
-    figure("analysis", analysis, "s")
-    figure("parse + analysis", parse + analysis, "s", "< 10 s" if runs <= 10_000 else "< 60 s")
-    figure("child wall (incl. interpreter start-up)", wall, "s")
-    figure("peak RSS, analysis process", result["peak_rss_kib"] / 2**20, "GiB", "< 2 GiB")
-    figure("peak RSS, largest parse worker", result["worker_peak_rss_kib"] / 2**20, "GiB")
+        parsed, wall = _child("--parse", str(cdir), "--out", out)
+        parse = sum(parsed["timings"].values())
+        print(f"scale: {parsed['runs']} runs, {parsed['metric_rows']} metric rows, {scenarios} scenarios x 4 tests"
+              f"{' (parse only)' if no_analysis else ''}")
+        figure("parse", parse, "s")
+        figure("peak RSS, parse process", parsed["peak_rss_kib"] / 2**20, "GiB")
+        figure("peak RSS, largest parse worker", parsed["worker_peak_rss_kib"] / 2**20, "GiB")
+        if not no_analysis:
+            analysed, analysis_wall = _child("--analyse", out)
+            wall += analysis_wall
+            for phase, seconds in analysed["timings"].items():
+                figure(f"  {phase}", seconds, "s")
+            analysis = sum(analysed["timings"].values())
+            figure("analysis", analysis, "s")
+            figure("peak RSS, analysis process", analysed["peak_rss_kib"] / 2**20, "GiB", "< 2 GiB")
+            figure("parse + analysis", parse + analysis, "s", "< 10 s" if runs <= 10_000 else "< 60 s")
+    figure("children's wall (incl. interpreter start-up)", wall, "s")
 
 
 def main() -> None:
@@ -113,13 +124,14 @@ def main() -> None:
     p.add_argument("--runs", type=int, nargs="+", default=[10_000, 100_000])
     p.add_argument("--scenarios", type=int, default=25)
     p.add_argument("--raw", type=Path, default=Path(tempfile.gettempdir()) / "bench_synth")
-    p.add_argument("--measure", type=Path, help=argparse.SUPPRESS)  # child mode: campaign dir
+    p.add_argument("--parse", type=Path, help=argparse.SUPPRESS)  # child mode: campaign dir to parse
+    p.add_argument("--analyse", type=Path, help=argparse.SUPPRESS)  # child mode: tables dir to analyse
     p.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     p.add_argument("--no-analysis", action="store_true", help="parse only")
     args = p.parse_args()
-    if args.measure:
-        result = measure(args.measure, args.out, not args.no_analysis)
-        # the parse workers are this process's children, measured apart from it
+    if args.parse or args.analyse:
+        result = measure_parse(args.parse, args.out) if args.parse else measure_analysis(args.analyse)
+        # parse workers are this process's children, measured apart from it
         result["peak_rss_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         result["worker_peak_rss_kib"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
         print(json.dumps(result))

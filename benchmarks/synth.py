@@ -111,7 +111,7 @@ def generate(out: Path, runs: int, scenarios: int = 25, seed: int = 0, campaign:
 def generate_once(out: Path, runs: int, scenarios: int = 25) -> Path:
     """The campaign under out, generated only if it does not hold ``runs`` records yet."""
     cdir = record.campaign_dir("synthetic", out)
-    if not (cdir.is_dir() and len(record.find(cdir)) == runs):
+    if not (cdir.is_dir() and sum(1 for _ in record.walk(cdir)) == runs):
         shutil.rmtree(cdir, ignore_errors=True)
         generate(out, runs, scenarios)
     return cdir

@@ -3,6 +3,7 @@
 No timing target is asserted here: BENCHMARKS.md reports those.
 """
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -28,10 +29,20 @@ def test_synthetic_records_parse_like_real_ones(tmp_path):
     assert set(metrics.filter(metric="cpu_busy_pct")["side"]) == {"client", "server"}
 
 
-def test_scale_measure_runs_parse_and_analysis(tmp_path):
+def test_scale_measures_parse_and_analysis(tmp_path):
     cdir = synth.generate(tmp_path / "raw", runs=200, scenarios=2, seed=4)
-    result = scale.measure(cdir, tmp_path / "out")
-    assert result["runs"] == 200 and result["metric_rows"] > 200
-    assert set(result["timings"]) == {"parse: read records", "parse: write parquet", "analysis: load + normalize",
-                                      "analysis: summarize", "analysis: compare"}
-    assert (tmp_path / "out" / "metrics.parquet").stat().st_size > 0
+    parsed = scale.measure_parse(cdir, tmp_path / "out")
+    assert parsed["runs"] == 200 and parsed["metric_rows"] > 200
+    assert list(parsed["timings"]) == ["parse: read records + write parquet"]
+    analysed = scale.measure_analysis(tmp_path / "out")
+    assert (analysed["runs"], analysed["metric_rows"]) == (parsed["runs"], parsed["metric_rows"])
+    assert list(analysed["timings"]) == ["analysis: load + normalize", "analysis: summarize", "analysis: compare"]
+
+
+def test_scale_prints_each_phase_measured_in_a_child_process(tmp_path, capsys):
+    scale.run_size(200, 2, tmp_path, no_analysis=False)
+    out = capsys.readouterr().out
+    assert out.startswith("scale: 200 runs, ")
+    rss = dict((name, float(v)) for name, v in re.findall(r"^(peak RSS, [a-z ]+?) +(\S+) GiB", out, re.M))
+    assert set(rss) == {"peak RSS, parse process", "peak RSS, largest parse worker", "peak RSS, analysis process"}
+    assert rss["peak RSS, parse process"] > 0.01 and rss["peak RSS, analysis process"] > 0.01  # GiB: read, not 0

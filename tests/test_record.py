@@ -115,3 +115,16 @@ def test_find_skips_temporary_directories_and_remove_partial_clears_them(v1_reco
     assert record.find(cdir) == [v1_record]
     assert record.exists(cdir, "local-lab/host/rr/r002") and not record.exists(cdir, "local-lab/host/rr/r003")
     assert record.remove_partial(cdir) == 1 and not partial.exists()
+
+
+def test_find_lists_complete_records_in_path_order_as_a_glob_would(v1_record):
+    cdir = v1_record.parents[3]
+    for rid in ("local-lab/host/rr/r010", "local-lab/bridge/rr/r001", "local-lab/host-b/rr/r000",
+                "other/host/stream/r000"):
+        shutil.copytree(v1_record, cdir / rid)
+    shutil.copytree(v1_record, cdir / "local-lab/host/rr/r011", ignore=shutil.ignore_patterns(record.META))
+    (cdir / "local-lab" / "host" / "rr" / "r012").write_text("a file, not a record")
+    (cdir / "local-lab" / ".set-aside").mkdir()
+    globbed = sorted(p.parent for p in cdir.glob(f"*/*/*/*/{record.META}"))
+    assert record.find(cdir) == globbed and len(globbed) == 5
+    assert record.find(cdir / "nothing") == []

@@ -2,9 +2,11 @@
 import json
 import re
 import shutil
+from pathlib import Path
 
 import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
 
 from benchlib import record, schema, tidy
 
@@ -128,3 +130,64 @@ def test_a_non_finite_value_in_a_record_names_the_run(campaign_copy):
     # the record's path ends with its run id: the message names the run
     with pytest.raises(tidy.RecordError, match=rf"{re.escape(str(rec))}: netperf \w+='nan' is not a finite"):
         tidy.build_tables(campaign_copy)
+
+
+# A real campaign's raw records, as `benchlib collect` wrote them: netperf TCP_STREAM and TCP_RR and
+# fortio HTTP, 4 Cilium/bridge scenarios x 3 blocks on a local two-node Kubernetes cluster.
+REAL_CAMPAIGN = Path(__file__).resolve().parent / "fixtures" / "raw" / "local-cilium-demo-001"
+
+
+@pytest.fixture
+def real_campaign(tmp_path):
+    dst = tmp_path / "raw" / REAL_CAMPAIGN.name
+    shutil.copytree(REAL_CAMPAIGN, dst)
+    return dst
+
+
+@pytest.mark.parametrize("parallel", [False, True], ids=["one-process", "worker-pool"])
+def test_streamed_parse_writes_the_tables_built_in_memory(real_campaign, tmp_path, monkeypatch, parallel):
+    if parallel:  # several small chunks through the worker pool, as a large campaign goes
+        monkeypatch.setattr(tidy, "PARALLEL_MIN_RECORDS", 10)
+        monkeypatch.setattr(tidy, "PARSE_CHUNK", 7)
+        monkeypatch.setattr(tidy, "TASKS_AHEAD", 1)
+    runs, metrics = tidy.build_tables(real_campaign)
+    parsed = tidy.parse_campaign(real_campaign, tmp_path / "out")
+    written_runs = schema.read_runs(tmp_path / "out" / "runs.parquet")
+    written_metrics = schema.read_metrics(tmp_path / "out" / "metrics.parquet")
+    assert_frame_equal(written_runs, runs)
+    assert_frame_equal(written_metrics, metrics)
+    assert (parsed.runs, parsed.failed, parsed.metric_rows) == (36, 0, len(metrics))
+    assert runs["order"].to_list() == list(range(36))  # in run order, as the campaign ran them
+    assert set(runs["tool"]) == {"netperf", "fortio"} and metrics["run_id"].n_unique() == 36
+    # each run's metric rows follow each other, runs in the runs table's order
+    assert metrics["run_id"].unique(maintain_order=True).to_list() == runs["run_id"].to_list()
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["metrics.parquet", "runs.parquet"]  # no parts left
+
+
+def test_the_parquet_files_have_the_checked_schema(real_campaign, tmp_path):
+    tidy.parse_campaign(real_campaign, tmp_path)
+    for name, expected in (("runs", schema.RUNS_SCHEMA), ("metrics", schema.METRICS_SCHEMA)):
+        assert list(pl.read_parquet_schema(tmp_path / f"{name}.parquet").items()) == list(expected.items())
+
+
+def test_a_streamed_parse_stops_at_a_corrupt_record_and_leaves_the_old_tables(real_campaign, tmp_path):
+    out = tmp_path / "out"
+    tidy.parse_campaign(real_campaign, out)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    rec = record.find(real_campaign)[5]
+    (rec / "stdout-0.txt").write_text("garbage\n")
+    with pytest.raises(tidy.RecordError, match=f"{rec}/stdout-0.txt: checksum mismatch"):
+        tidy.parse_campaign(real_campaign, out)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # nothing half-written left behind
+    messages = []
+    parsed = tidy.parse_campaign(real_campaign, out, skip_corrupt=True, log=messages.append)
+    assert parsed.runs == 35 and "skipped 1 corrupt record(s)" in messages[0] and str(rec) in messages[0]
+    assert str(rec) not in schema.read_runs(out / "runs.parquet")["record"].to_list()
+
+
+def test_a_streamed_parse_of_no_records_is_a_clear_error(real_campaign, tmp_path):
+    for rec in record.find(real_campaign):
+        (rec / "cpu.json").unlink()
+    with pytest.raises(tidy.RecordError, match="no complete raw records found"):
+        tidy.parse_campaign(real_campaign, tmp_path, skip_corrupt=True, log=lambda m: None)
+    assert list(tmp_path.iterdir()) == [tmp_path / "raw"]
