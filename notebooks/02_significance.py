@@ -81,7 +81,8 @@ display(Markdown(
     "the test (Mann-Whitney, on ranks) and the interval (bootstrap of the medians) disagree: neither is taken "
     "as a finding.\n\n"
     f"MDE: the smallest change (in % of the baseline median) each comparison detects with "
-    f"{100 * stats.POWER:.0f} % power at its n, its spread (pooled SD of the log values) and its family's level; "
+    f"{100 * stats.POWER:.0f} % power at its n, its spread (pooled normal-scaled median absolute deviation of "
+    "the log values) and its family's level; "
     "a change below it reads `~ within noise` without meaning \"no difference\". Where no sample of this size "
     "can reach the level (exact Mann-Whitney's smallest p is 2 / C(2n, n)), it says how many runs could."))
 display(report.formatted(families, {"interval_level_pct": "{:.4g} %"}))
