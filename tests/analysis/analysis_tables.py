@@ -108,3 +108,18 @@ def datapath_samples(n: int = 8, seed: int = 2) -> tuple[dict, dict]:
                                             (("p50", 200), ("p90", 300), ("p99", 500), ("p999", 900))}}
             columns[(scenario, test)] = {"tool": "fortio", "kind": "HTTP", "offered_qps": qps}
     return samples, columns
+
+
+def report_comparisons(fixture: str) -> tuple[dict, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """(parameters, runs, values, comparisons) of a real campaign's tables in ``fixture``, compared as
+    notebook 02 compares them with the project's default analysis parameters."""
+    from benchlib.analysis import default_parameters, load_tables, normalize, stats
+    p = default_parameters()
+    runs, metrics = load_tables(f"{fixture}/runs.parquet", f"{fixture}/metrics.parquet")
+    values = normalize.with_cpu_at_target(metrics, runs, target_gbps=p["cpu_target_gbps"],
+                                          per_transactions=p["rr_per_transactions"],
+                                          per_connections=p["crr_per_connections"])
+    compared = stats.compared_values(values, runs, p["family_metrics"])
+    comparisons = stats.compare(compared, runs, baseline=p["baseline"], alpha=p["alpha"], correction=p["correction"],
+                                noise_band_pct=p["noise_band_pct"], seed=p["seed"])
+    return p, runs, values, comparisons

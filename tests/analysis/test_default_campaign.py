@@ -9,7 +9,8 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from benchlib.analysis import default_parameters, load_tables, normalize, stats
+from benchlib.analysis import stats
+from analysis_tables import report_comparisons
 
 FIXTURE = "tests/fixtures/tidy/lab-default-003"
 CONTAINER_PATHS = ["veth-routed", "bridge", "vxlan"]
@@ -17,15 +18,8 @@ CONTAINER_PATHS = ["veth-routed", "bridge", "vxlan"]
 
 @pytest.fixture(scope="module")
 def primary() -> pl.DataFrame:
-    p = default_parameters()
-    runs, metrics = load_tables(f"{FIXTURE}/runs.parquet", f"{FIXTURE}/metrics.parquet")
+    _, runs, _, rows = report_comparisons(FIXTURE)
     assert set(runs.filter(pl.col("kind").is_in(["TCP_RR", "TCP_CRR"]))["cpu_placement"]) == {"shared"}
-    values = normalize.with_cpu_at_target(metrics, runs, target_gbps=p["cpu_target_gbps"],
-                                          per_transactions=p["rr_per_transactions"],
-                                          per_connections=p["crr_per_connections"])
-    compared = stats.compared_values(values, runs, p["family_metrics"])
-    rows = stats.compare(compared, runs, baseline=p["baseline"], alpha=p["alpha"], correction=p["correction"],
-                         noise_band_pct=p["noise_band_pct"], seed=p["seed"])
     return rows.filter(family=stats.PRIMARY)
 
 

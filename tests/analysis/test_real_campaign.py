@@ -14,7 +14,8 @@ import pytest
 from scipy import stats as scipy_stats
 from statsmodels.stats.multitest import multipletests
 
-from benchlib.analysis import default_parameters, load_tables, normalize, stats
+from benchlib.analysis import stats
+from analysis_tables import report_comparisons
 
 FIXTURE = "tests/fixtures/tidy/lab-default-002"
 KEY = ["scenario", "test", "metric", "side"]
@@ -23,14 +24,7 @@ REL = 1e-12
 
 @pytest.fixture(scope="module")
 def campaign():
-    p = default_parameters()
-    runs, metrics = load_tables(f"{FIXTURE}/runs.parquet", f"{FIXTURE}/metrics.parquet")
-    values = normalize.with_cpu_at_target(metrics, runs, target_gbps=p["cpu_target_gbps"],
-                                          per_transactions=p["rr_per_transactions"],
-                                          per_connections=p["crr_per_connections"])
-    compared = stats.compared_values(values, runs, p["family_metrics"])
-    comparisons = stats.compare(compared, runs, baseline=p["baseline"], alpha=p["alpha"], correction=p["correction"],
-                                noise_band_pct=p["noise_band_pct"], seed=p["seed"])
+    p, runs, values, comparisons = report_comparisons(FIXTURE)
     return {"p": p, "runs": runs, "values": values, "comparisons": comparisons,
             "summary": stats.summarize(values, runs, alpha=p["alpha"])}
 
