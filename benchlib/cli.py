@@ -82,7 +82,7 @@ def cmd_validate(args) -> int:
               f"= {len(runs)} runs, about {seconds / 60:.1f} min; {done} already recorded "
               f"in {cdir}")
     from .analysis import planning  # scipy and statsmodels only here
-    for line in planning.planned_power(params, plans, config.project_root(), args.pilot):
+    for line in planning.planned_power(params, plans, config.project_root(), args.pilot, tidy.build_tables):
         print(line)
     print(f"{params.source} is valid")
     return 0

@@ -141,8 +141,6 @@ LAB = "description: d\ntarget: lab\nscenarios:\n  s: {description: d, topology: 
      "cpu_placement: lab only"),
     ("cpu_placement: {TCP_PP: shared}\n" + LAB, "cpu_placement: unknown test kind(s) ['TCP_PP']"),
     ("cpu_placement: {TCP_RR: half}\n" + LAB, "cpu_placement.TCP_RR"),
-    ("cpu_placement: {HTTP: shared}\n" + LAB.replace("topology: veth-routed", "topology: veth-routed, mesh: sidecars"),
-     "scenarios ['s'] run mesh proxies pinned to each side's CPUs"),
 ])
 def test_a_cpu_placement_the_target_cannot_honour_names_the_key(tmp_path, monkeypatch, text, expected):
     with pytest.raises(ConfigError) as err:

@@ -68,6 +68,8 @@ def test_runs_say_which_proxies_and_tls_were_on_the_path(mesh_tables, tmp_path):
 
 def test_proxy_cpu_is_there_exactly_where_proxies_run(mesh_tables):
     runs, metrics, _ = mesh_tables
+    # TCP_RR runs shared in the lab, but not through proxies pinned per side: there it stays split
+    assert set(runs.filter(pl.col("scenario").is_in(list(PROXY_SIDES)), test="rr")["cpu_placement"]) == {"split"}
     proxy = metrics.filter(pl.col("metric").str.starts_with("proxy_"))
     assert set(proxy["scenario"]) == set(PROXY_SIDES)  # a run without proxies has no proxy rows, not zeros
     for scenario, sides in PROXY_SIDES.items():
@@ -117,14 +119,14 @@ def test_proxy_cpu_per_fixed_work_rate(mesh_tables):
 
 
 def test_a_record_from_before_the_datapath_fields_reads_with_the_defaults(mesh_tables, tmp_path):
-    """A version-2 record (no processes) whose placement predates mesh, ip_family and big_tcp."""
+    """A version-2 record (no processes) whose placement predates mesh, ip_family, big_tcp and cpu_placement."""
     _, _, raw = mesh_tables
     src = next(p for p in record.find(record.campaign_dir("mesh-columns", raw)) if "/proxy-server/rr/" in p.as_posix())
     dst = tmp_path / "old" / src.relative_to(raw)
     dst.parent.mkdir(parents=True)
     shutil.copytree(src, dst)
     meta = json.loads((dst / "meta.json").read_text())
-    for key in ("mesh", "ip_family", "big_tcp"):
+    for key in ("mesh", "ip_family", "big_tcp", "cpu_placement"):
         meta["placement"].pop(key, None)
     meta.pop("processes")
     meta["schema_version"] = 2

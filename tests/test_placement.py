@@ -74,7 +74,7 @@ def test_a_shared_run_binds_both_netperf_ends_to_one_cpu_and_counts_its_cpu_once
     busy = metrics.filter(metric="cpu_busy_pct", side="total")["value"][0]
     assert at["side"].to_list() == ["total"]
     assert at["value"][0] == pytest.approx(busy * 10_000 / rate)
-    assert 0 < busy <= 100
+    assert 0 < busy <= 104  # /proc/stat ticks: a busy CPU can read a tick or two over 100 % in 0.4 s
 
 
 def test_a_crr_run_ends_with_its_test_instead_of_four_seconds_later(tmp_path, lab_env):

@@ -8,6 +8,7 @@ n and the runs needed for the noise band and for 5 % (stats.mde_pct, stats.n_for
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -37,12 +38,15 @@ def find_pilot(params: config.Params, root: Path, pilot: str | Path | None = Non
     return None
 
 
-def load_pilot(directory: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(runs, metrics) of a pilot: tidy tables, or a raw campaign directory parsed as `benchlib parse` does."""
+def load_pilot(directory: Path, parse_raw: Callable[[Path], tuple[pl.DataFrame, pl.DataFrame]] | None = None
+               ) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(runs, metrics) of a pilot: tidy tables, or a raw campaign directory parsed by ``parse_raw``
+    (the caller's tidy.build_tables: the analysis layer does not parse raw records itself)."""
     if (directory / "runs.parquet").is_file():
         return schema.read_runs(directory / "runs.parquet"), schema.read_metrics(directory / "metrics.parquet")
-    from benchlib import tidy
-    return tidy.build_tables(directory)
+    if parse_raw is None:
+        raise BenchlibError(f"{directory}: no runs.parquet, and no parser for raw records was given")
+    return parse_raw(directory)
 
 
 def planned_comparisons(params: config.Params, plans: list[config.Plan]) -> list[tuple[str, str, str, str]]:
@@ -76,15 +80,16 @@ def _runs(n: int | None) -> str:
     return "-" if n is None else str(n)
 
 
-def planned_power(params: config.Params, plans: list[config.Plan], root: Path,
-                  pilot: str | Path | None = None) -> list[str]:
-    """The lines `benchlib validate` prints about power: one header, one line per test."""
+def planned_power(params: config.Params, plans: list[config.Plan], root: Path, pilot: str | Path | None = None,
+                  parse_raw: Callable[[Path], tuple[pl.DataFrame, pl.DataFrame]] | None = None) -> list[str]:
+    """The lines `benchlib validate` prints about power: one header, one line per test (a raw pilot
+    is parsed by ``parse_raw``)."""
     found = find_pilot(params, root, pilot)
     if found is None:
         return ["planned power: no previous campaign (data/processed, data/raw or --pilot) to take the spread from"]
     what, directory = found
     try:
-        runs, metrics = load_pilot(directory)
+        runs, metrics = load_pilot(directory, parse_raw)
     except (BenchlibError, OSError) as exc:
         return [f"planned power: the pilot ({what}) cannot be read: {exc}"]
     a = params.analysis

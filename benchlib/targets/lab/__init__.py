@@ -140,8 +140,10 @@ class LabTarget(Target):
 
     def placement_for(self, scenario: str, kind: str) -> Placement:
         """split: the scenario's placement. shared (environment cpu_placement): client and server both on
-        the client's CPUs, receive processing too; both sides then measure that one CPU set."""
-        mode = self.env.cpu_placement.get(kind, "split")
+        the client's CPUs, receive processing too; both sides then measure that one CPU set. A scenario
+        with mesh proxies always runs split: its proxies are pinned per side and carry every TCP
+        connection, so a shared set would miss the server side's proxy."""
+        mode = "split" if self.env.scenarios[scenario].mesh else self.env.cpu_placement.get(kind, "split")
         self._steer_receive(scenario, mode)
         base = self.placement(scenario)
         if mode == "split":
