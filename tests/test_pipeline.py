@@ -72,7 +72,9 @@ def test_report_labels_every_scenario_against_the_baseline(repro):
     assert (sig["n"] == BLOCKS).all() and sig["p"].is_between(0, 1).all() and sig["p_adj"].is_between(0, 1).all()
     ci = pl.col("delta_low", "delta_high")
     assert sig.select((ci.is_not_null() & ci.is_not_nan()).all()).row(0) == (True, True)
-    assert sig["verdict"].str.contains(r"^(~ within noise|negligible|[+-]\d+\.\d % \[.*\] (better|worse))$").all()
+    # "inconclusive" is a real outcome at n = 6: Mann-Whitney and the interval can disagree on noisy runs.
+    labels = r"^(~ within noise|negligible|inconclusive: .+|[+-]\d+\.\d % \[.*\] (better|worse))$"
+    assert sig["verdict"].str.contains(labels).all(), sig.filter(~pl.col("verdict").str.contains(labels))
     metrics_json = json.loads((project / "reports/metrics.json").read_text())
     assert len(metrics_json["comparisons"]) == len(sig)
     for kind in ("html", "svg", "png"):
