@@ -139,6 +139,9 @@ class EnvironmentOverride(_Strict):
     matrix: list[MatrixEntry] | None = Field(None, min_length=1, description=(
         "instead of scenarios x tests: a union of smaller products, so that e.g. UDP tests run "
         "in two scenarios while TCP_CRR runs in all"))
+    cpu_placement: dict[str, Literal["split", "shared"]] | None = Field(None, description=(
+        "lab: replaces the environment's cpu_placement for this campaign ({} = every kind split), e.g. "
+        "when its scenarios with proxies (always split) are compared with scenarios without"))
 
     @model_validator(mode="after")
     def _matrix_alone(self) -> "EnvironmentOverride":
@@ -277,7 +280,9 @@ class Scenario(_Strict):
     programmed: list[str] = Field([], description=(
         "commands retried, once the scenario's pods and Services exist, until each succeeds: the datapath "
         "has programmed them (e.g. kube-proxy has synced); bounded by ready_timeout_s"))
-    record: dict[str, str] = Field({}, description="name -> shell command whose output every run records")
+    record: dict[str, str] = Field({}, description="name -> shell command whose output every run records; a name "
+                                   "ending in _status, _metrics or _entries is an observation, which "
+                                   "`benchlib compare` does not list as a setup difference")
     namespace_labels: dict[str, str] = Field({}, description=(
         "kubernetes: labels the campaign namespace carries while this scenario runs, set before its pods "
         "are created (a mesh's injection label: istio-injection: enabled, istio.io/dataplane-mode: ambient)"))
@@ -562,6 +567,12 @@ def plan_environment(params: Params, env_name: str) -> Plan:
             raise ConfigError(
                 f"{params.source}: environments.{env_name}.{key}: unknown scenario(s) {unknown}; "
                 f"allowed: {sorted(env.scenarios)}")
+    if override.cpu_placement is not None:
+        env = env.model_copy(update={"cpu_placement": override.cpu_placement})
+        try:
+            env._check_cpu_placement()
+        except ValueError as exc:
+            raise ConfigError(f"{params.source}: environments.{env_name}.{exc}") from None
     return Plan(environment=env, scenarios=scenarios,
                 tests={t: params.tests[t] for t in test_names}, pairs=pairs)
 

@@ -63,6 +63,16 @@ def clk_tck() -> int:
     return os.sysconf("SC_CLK_TCK")
 
 
+def machine() -> dict[str, str | int]:
+    """This machine's CPU model, online CPUs and memory: what two campaigns' records should agree on
+    before their numbers are compared."""
+    def first(path: str, key: str) -> str:
+        with open(path) as f:
+            return next((line.split(":", 1)[1].strip() for line in f if line.startswith(key)), "unknown")
+    return {"cpu_model": first("/proc/cpuinfo", "model name"), "cpus": os.cpu_count() or 0,
+            "memory": first("/proc/meminfo", "MemTotal")}
+
+
 def side_usage(start: Snapshot, end: Snapshot, cpus: list[int], ticks_per_s: int) -> dict[str, float]:
     """busy CPU-seconds per second (cores) and busy % of the side's CPUs over the window."""
     window = end.mono - start.mono

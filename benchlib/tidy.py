@@ -265,8 +265,10 @@ def write_tables(runs: pl.DataFrame, metrics: pl.DataFrame, out_dir: Path) -> No
 # and pod names, addresses handed out per session, boot IDs. Matched on the last part of a key.
 SESSION_KEYS = {"lab_id", "session", "namespace", "namespaces", "client_pod", "server_pod", "client_pod_ip",
                 "server_pod_ip", "service_ip", "server_address", "boot_id", "client_node", "server_node"}
-# Measured while a scenario was set up (seconds taken, an agent's usage): results, not settings.
-MEASURED_KEY = re.compile(r"(_s|_usage)$")
+# Measured while a scenario was set up (seconds taken, an agent's usage) or a `record` output that
+# observes state (a status, metrics, a map's entries): results, not settings, so two campaigns of
+# one setup do not differ by them.
+MEASURED_KEY = re.compile(r"(_s|_usage|_status|_metrics|_entries)$")
 FACTS_SCHEMA = pl.Schema({"environment": pl.String, "scenario": pl.String, "test": pl.String,
                           "field": pl.String, "value": pl.String})
 

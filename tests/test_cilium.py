@@ -268,11 +268,15 @@ def test_campaign_on_the_shipped_cilium_environment_records_ciliums_state(cilium
     vxlan = metas["cilium-vxlan-ebpf"]["scenario_record"]
     assert vxlan["pod_network"] == "cilium none tunnel socket"
     assert "cilium-cni" in vxlan["cni_config"]
-    assert "1.17.6" in vxlan["cilium"] and "Network: Tunnel [vxlan]" in vxlan["cilium"]
-    svc = metas["cilium-ebpf-4"]["scenario_record"]["cilium"]
+    assert "1.17.6" in vxlan["cilium_status"] and "Network: Tunnel [vxlan]" in vxlan["cilium_status"]
+    svc = metas["cilium-ebpf-4"]["scenario_record"]["cilium_status"]
     # the map holds the 4 Services and the API server's own
     assert svc.count("ClusterIP frontends in the service map") == 2 and "5 ClusterIP frontends" in svc
     assert metas["cilium-ebpf-4"]["scenario_settings"]["study"] == "D"
+    # compare lists the CNI's config as a setup fact, not the agent's status ("24s ago", endpoint ids)
+    facts = tidy.record_facts({"placement": metas["cilium-vxlan-ebpf"]})
+    assert "placement.scenario_record.cni_config" in facts
+    assert "placement.scenario_record.cilium_status" not in facts
     assert not execd_commands()
 
 

@@ -154,7 +154,14 @@ def test_metadata_diff_lists_what_changed_and_no_session_identifier(project, mon
     lab_id = json.loads((Path(a.runs["record"][0]) / record.META).read_text())["target"]["lab_id"]
     assert not facts.filter(facts["value"].str.contains(lab_id, literal=True)).height
     assert {"placement.mtu", "target.versions.kernel", "target.versions.netperf", "placement.client_cpus",
-            "test_params.duration_s"} <= set(facts["field"])
+            "target.machine.cpu_model", "target.machine.cpus", "test_params.duration_s"} <= set(facts["field"])
+    # the same campaign as if recorded on another machine: the machine is listed, nothing else
+    def other_machine(meta):
+        meta["target"]["machine"]["cpu_model"] = "another CPU"
+        return meta
+    copy_campaign(project, "cmp-a", "cmp-a-elsewhere", other_machine)
+    moved = compare.differences(a, load_campaign("cmp-a-elsewhere"))
+    assert set(moved["field"]) == {"target.machine.cpu_model"} and set(moved["value_b"]) == {"another CPU"}
 
 
 def test_changed_test_parameters_are_refused_naming_them(project, monkeypatch):
@@ -181,8 +188,15 @@ def test_bad_campaigns_are_one_line_errors_naming_them(project):
     first = record.find(broken)[0]
     (first / "stdout-0.txt").write_text("netperf: no output we know\n")
     record.write_checksums(first)
+    holey = copy_campaign(project, "cmp-a", "cmp-holey")  # a record whose meta.json was removed
+    lost = record.find(holey)[1]
+    (lost / record.META).unlink()
+    copied = copy_campaign(project, "cmp-a", "cmp-copied")  # a record copied beside itself
+    twin = record.find(copied)[0]
+    shutil.copytree(twin, twin.with_name("r999"))
     for other, says in (("cmp-nope", "no raw records"), ("cmp-empty", "no complete raw records"),
-                        ("cmp-broken", str(first))):
+                        ("cmp-broken", str(first)), ("cmp-holey", f"{lost}: incomplete record"),
+                        ("cmp-copied", f"{twin.with_name('r999')}: holds run")):
         done = benchlib(project, "--params", str(params(project, "cmp-a")), "compare", "cmp-a", other, "--no-html")
         assert done.returncode == 2, done
         assert done.stderr.startswith(f"benchlib: error: campaign {other}: ") and says in done.stderr, done.stderr

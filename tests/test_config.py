@@ -148,6 +148,16 @@ def test_a_cpu_placement_the_target_cannot_honour_names_the_key(tmp_path, monkey
     assert expected in str(err.value) and "pipelines/e/environment.yaml" in str(err.value)
 
 
+def test_a_campaign_can_replace_the_labs_cpu_placement_and_is_checked(tmp_path):
+    default = plan_environment(load_params(REPO / "params.yaml"), "local-lab").environment.cpu_placement
+    assert default["TCP_RR"] == "shared"
+    mesh = load_params(REPO / "pipelines/local-lab/params-mesh.yaml")
+    assert plan_environment(mesh, "local-lab").environment.cpu_placement == {}  # 0 hops split like the proxies
+    bad = write(tmp_path, lambda d: d["environments"]["local-lab"].update(cpu_placement={"TCP_PP": "shared"}))
+    with pytest.raises(ConfigError, match=r"params.yaml: environments.local-lab.cpu_placement: unknown test kind"):
+        plan_environment(load_params(bad), "local-lab")
+
+
 def test_service_counts_on_kubernetes_expand_into_scenarios(tmp_path, monkeypatch):
     env = _load_env(tmp_path, monkeypatch, K8S + "  s: {description: d, placement: service, services: [4, 1000]}\n")
     assert {n: sc.services for n, sc in env.scenarios.items()} == {"s-4": 4, "s-1000": 1000}

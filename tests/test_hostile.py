@@ -57,6 +57,28 @@ def leftovers(pid: int) -> list[str]:
     return [ns for ns in list_namespaces() if ns.startswith(f"bl-{pid}_")] + glob.glob(f"/tmp/bl-{pid}_*")
 
 
+def descendants(pid: int) -> dict[int, str]:
+    """Every process below ``pid`` (the lab's servers among them), pid -> command line."""
+    parents = {}
+    for p in Path("/proc").glob("[0-9]*"):
+        try:
+            parents[int(p.name)] = int((p / "stat").read_text().rsplit(") ", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            pass
+    found, todo = {}, [pid]
+    while todo:
+        parent = todo.pop()
+        for child in (c for c, pp in parents.items() if pp == parent):
+            found[child] = _cmdline(Path(f"/proc/{child}"), whole=True)
+            todo.append(child)
+    return found
+
+
+def still_running(processes: dict[int, str]) -> list[str]:
+    """Those of ``processes`` alive with the same command line (a reused pid is not the same process)."""
+    return [cmd for pid, cmd in processes.items() if alive(pid) and _cmdline(Path(f"/proc/{pid}"), whole=True) == cmd]
+
+
 def holder_pid() -> int:
     return int(re.match(r"pid (\d+):", machine.holder()).group(1))
 
@@ -133,10 +155,13 @@ def test_killing_dvc_repro_ends_collect_and_leaves_nothing(project_copy, sig):
         # the premise: dvc runs the command as its own child (dvc.yaml's cmd execs it, whatever the shell)
         assert int(Path(f"/proc/{collect}/stat").read_text().split(") ")[1].split()[1]) == dvc.pid
         assert leftovers(collect)
+        below = descendants(collect)
+        assert any("netserver" in cmd for cmd in below.values()), below
         end_and_await_collect(dvc, collect, sig)
     out = dvc.stdout.read()  # collect wrote here too: its pipe is closed now
     assert "benchlib: interrupted; completed runs are kept" in out, out
     assert not leftovers(collect)
+    assert not still_running(below)  # the servers ended with the lab
     done = record.find(cdir)
     assert 1 <= len(done) < 30
     for rec in done:
@@ -200,8 +225,10 @@ def test_a_campaign_under_nohup_outlives_the_hangup_and_still_stops_with_dvc(pro
     assert not leftovers(collect)
 
 
-def test_sigkill_of_reproduce_sh_ends_dvc_and_collect(project_copy):
-    """reproduce.sh runs dvc with a parent-death signal: even SIGKILL of the script stops everything."""
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
+def test_killing_reproduce_sh_ends_dvc_and_collect(project_copy, sig):
+    """reproduce.sh passes SIGTERM and SIGHUP on to dvc and runs dvc with a parent-death signal: even
+    SIGKILL of the script stops everything."""
     require_root()
     write_params(project_copy, "repro-killed", repetitions=30)
     # The installation is this checkout's: setup.sh would sync a venv of the copy (minutes); the
@@ -213,10 +240,12 @@ def test_sigkill_of_reproduce_sh_ends_dvc_and_collect(project_copy):
     with started(["bash", "scripts/reproduce.sh", "collect@local-lab"], project_copy) as script:
         wait_for_first_record(script, cdir, timeout=180)
         collect = holder_pid()
-        end_and_await_collect(script, collect, signal.SIGKILL)
+        below = descendants(collect)
+        end_and_await_collect(script, collect, sig)
     out = script.stdout.read()
     assert "benchlib: interrupted" in out, out
     assert not leftovers(collect)
+    assert not still_running(below)
     assert not [p for p in Path("/proc").glob("[0-9]*") if _cmdline(p).startswith("dvc repro collect@local-lab")
                 and str(project_copy) in _cwd(p)]
 
@@ -232,11 +261,13 @@ def stop_strays(project: Path) -> None:
     wait_for(lambda: not any(alive(pid) for pid in strays), timeout=60, what=f"{strays} to end")
 
 
-def _cmdline(p: Path) -> str:
+def _cmdline(p: Path, whole: bool = False) -> str:
+    """The process's arguments (without the program unless ``whole``)."""
     try:
-        return " ".join(Path(p / "cmdline").read_bytes().decode(errors="replace").split("\0")[1:]).strip()
+        args = Path(p / "cmdline").read_bytes().decode(errors="replace").split("\0")
     except OSError:
         return ""
+    return " ".join(args if whole else args[1:]).strip()
 
 
 def _cwd(p: Path) -> str:

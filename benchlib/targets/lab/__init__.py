@@ -171,7 +171,8 @@ class LabTarget(Target):
         versions = {"kernel": platform.release(), "iproute2": iproute2}
         if self._proxy_version:
             versions["haproxy"] = self._proxy_version
-        return {"target": "lab", "lab_id": self.lab_id, "versions": versions, "clk_tck": cpu.clk_tck()}
+        return {"target": "lab", "lab_id": self.lab_id, "versions": versions, "clk_tck": cpu.clk_tck(),
+                "machine": cpu.machine()}
 
     # -- building -------------------------------------------------------------------------
     def _ns(self, scenario: str, role: str, ipv6: bool = False) -> str:
