@@ -100,12 +100,13 @@ def param_changes(recorded: dict, planned: dict) -> list[str]:
     return changes
 
 
-def survey(cdir: Path, planned: dict[str, dict]) -> tuple[list[Path], list[str]]:
+def survey(cdir: Path, planned: dict[str, dict] | None) -> tuple[list[Path], list[str]]:
     """The record directories of a campaign that match its plan, and one line naming the path of
     every one that does not: a file or an incomplete directory where a record should be, a run the
     plan does not have, a record measured with other test parameters, a copy of another record.
 
-    ``planned``: run id -> the test parameters the plan gives it.
+    ``planned``: run id -> the test parameters the plan gives it; None for a campaign without a plan
+    at hand (`compare`): then only what no plan can excuse is named (files, incomplete records, copies).
     """
     good, problems, seen = [], [], {}
     for path in sorted(cdir.glob("*/*/*/*")):
@@ -117,7 +118,7 @@ def survey(cdir: Path, planned: dict[str, dict]) -> tuple[list[Path], list[str]]
         elif not complete(path):
             problems.append(f"{path}: incomplete record ({META} or {CHECKSUMS} missing); "
                             "`benchlib collect` sets it aside and measures the run again")
-        elif rid not in planned:
+        elif planned is not None and rid not in planned:
             problems.append(f"{path}: run {rid} is not in the plan (scenarios, tests, repetitions)")
         else:
             try:
@@ -126,7 +127,7 @@ def survey(cdir: Path, planned: dict[str, dict]) -> tuple[list[Path], list[str]]
             except (OSError, ValueError, KeyError, TypeError) as exc:
                 problems.append(f"{path}: {META} unreadable ({type(exc).__name__}: {exc})")
                 continue
-            changes = param_changes(meta.get("test_params") or {}, planned[rid])
+            changes = [] if planned is None else param_changes(meta.get("test_params") or {}, planned[rid])
             if holds in seen:
                 problems.append(f"{path}: holds run {holds!r}, like {seen[holds]} (a copy?)")
             elif changes:
