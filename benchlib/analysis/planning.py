@@ -80,6 +80,17 @@ def _runs(n: int | None) -> str:
     return "-" if n is None else str(n)
 
 
+def _spread_problem(sd_log: float) -> str | None:
+    """Why no power can be planned from this pooled spread of log values, or None if it can."""
+    if np.isnan(sd_log):
+        return "the pilot has values <= 0 (no log spread)"
+    if sd_log == 0:
+        return "the pilot's runs do not spread at all (equal at the instrument's resolution)"
+    if not np.isfinite(sd_log):
+        return "the pilot's spread is infinite"
+    return None
+
+
 def planned_power(params: config.Params, plans: list[config.Plan], root: Path, pilot: str | Path | None = None,
                   parse_raw: Callable[[Path], tuple[pl.DataFrame, pl.DataFrame]] | None = None) -> list[str]:
     """The lines `benchlib validate` prints about power: one header, one line per test (a raw pilot
@@ -117,12 +128,16 @@ def planned_power(params: config.Params, plans: list[config.Plan], root: Path, p
             continue
         metric = x[0]
         sd = float(stats.pooled_log_sd(x[1][None, :], y[1][None, :])[0])
-        mde = stats.mde_pct(n, n, sd, level)
         band = stats.noise_band(metric, a.noise_band_pct)
         name = s if ref == a.baseline else f"{s} vs {ref}"
-        by_test.setdefault(f"{env} {test} {metric} (noise band {band:g} %)", []).append(
-            f"{name} {'n/a' if np.isnan(mde) else f'{mde:.1f} %'} "
-            f"({_runs(stats.n_for_effect(band, sd, level))}/{_runs(stats.n_for_effect(EFFECT_PCT, sd, level))})")
+        why = _spread_problem(sd)
+        if why:
+            part = f"{name} not computable because {why}"
+        else:
+            mde = stats.mde_pct(n, n, sd, level)
+            part = (f"{name} {'n/a' if np.isnan(mde) else f'{mde:.1f} %'} "
+                    f"({_runs(stats.n_for_effect(band, sd, level))}/{_runs(stats.n_for_effect(EFFECT_PCT, sd, level))})")
+        by_test.setdefault(f"{env} {test} {metric} (noise band {band:g} %)", []).append(part)
     for label, parts in by_test.items():
         lines.append(f"  {label}: MDE at n = {n} (runs for the noise band/{EFFECT_PCT:g} %): " + ", ".join(parts))
     if missing:

@@ -25,7 +25,7 @@ import polars as pl
 from scipy import stats
 from scipy.stats import mstats
 from statsmodels.stats.multitest import multipletests
-from statsmodels.stats.power import TTestIndPower
+from statsmodels.stats.power import NormalIndPower, TTestIndPower
 
 from benchlib.schema import headline_metric, metric_info
 
@@ -401,26 +401,50 @@ def mde_pct(n: int, n_base: int, sd_log: float, alpha: float, power: float = POW
     log values (tests/analysis/test_stats.py) gives a power within a few points of the one planned:
     at n = 8 the discreteness of the exact test costs a little.
     """
-    if min(n, n_base) < MIN_N or not sd_log > 0 or smallest_p(n, n_base) >= alpha:
+    if min(n, n_base) < MIN_N or not 0 < sd_log < math.inf or smallest_p(n, n_base) >= alpha:
         return math.nan
-    d = TTestIndPower().solve_power(effect_size=None, nobs1=n * ARE_MANN_WHITNEY, alpha=alpha, power=power,
-                                    ratio=n_base / n, alternative="two-sided")
-    return 100 * math.expm1(float(d) * sd_log)
+    with warnings.catch_warnings():  # no convergence is a NaN effect size: "n/a", said by the caller
+        warnings.simplefilter("ignore")
+        d = TTestIndPower().solve_power(effect_size=None, nobs1=n * ARE_MANN_WHITNEY, alpha=alpha, power=power,
+                                        ratio=n_base / n, alternative="two-sided")
+    with np.errstate(over="ignore"):
+        return 100 * float(np.expm1(float(d) * sd_log))
 
 
-def n_for_effect(effect_pct: float, sd_log: float, alpha: float, power: float = POWER) -> int | None:
+def _power(d: float, n: int, alpha: float) -> float:
+    """Power of the two-sided two-sample t test at standardized effect ``d``, ``n`` runs per side
+    scaled by Mann-Whitney's ARE. statsmodels' noncentral t gives NaN for some very large effects
+    (d = 19.8 at n = 6, alpha 0.0042); the normal approximation, then as good as 1, stands in."""
+    nobs = n * ARE_MANN_WHITNEY
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        p = TTestIndPower().power(d, nobs, alpha, ratio=1.0)
+    return float(p) if math.isfinite(p) else float(NormalIndPower().power(d, nobs, alpha, ratio=1.0))
+
+
+def n_for_effect(effect_pct: float, sd_log: float, alpha: float, power: float = POWER,
+                 n_max: int = 2**40) -> int | None:
     """Runs per side (both alike) for Mann-Whitney at level ``alpha`` to detect a change of
     ``effect_pct`` % with probability ``power`` at spread ``sd_log`` (see mde_pct); never below
-    MIN_N nor n_attainable(alpha); None without spread or effect."""
-    if not (sd_log > 0 and effect_pct > 0):
+    MIN_N nor n_attainable(alpha); None without a finite positive spread or effect, or beyond n_max.
+
+    The smallest such n, found on the integers (power grows with n) rather than by statsmodels'
+    root finder, which returns NaN when it fails to converge on very large or tiny effects."""
+    if not (0 < sd_log < math.inf and 0 < effect_pct < math.inf):
         return None
     d = math.log1p(effect_pct / 100) / sd_log
-    floor = max(MIN_N, n_attainable(alpha))
-    if TTestIndPower().power(d, floor * ARE_MANN_WHITNEY, alpha, ratio=1.0) >= power:
-        return floor  # a large effect: the fewest runs that can reach alpha at all (no root to solve for)
-    nobs = TTestIndPower().solve_power(effect_size=d, nobs1=None, alpha=alpha, power=power, ratio=1.0,
-                                       alternative="two-sided")
-    return max(math.ceil(float(nobs) / ARE_MANN_WHITNEY), floor)
+    low = max(MIN_N, n_attainable(alpha))
+    if _power(d, low, alpha) >= power:
+        return low  # a large effect: the fewest runs that can reach alpha at all
+    high = 2 * low
+    while _power(d, high, alpha) < power:
+        if high > n_max:
+            return None
+        low, high = high, 2 * high
+    while high - low > 1:  # power(low) < power <= power(high)
+        mid = (low + high) // 2
+        low, high = (low, mid) if _power(d, mid, alpha) >= power else (mid, high)
+    return high
 
 
 def noise_band(metric: str, noise_band_pct: float | Mapping[str, float]) -> float:

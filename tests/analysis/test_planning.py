@@ -1,10 +1,16 @@
 """`benchlib validate`'s planned power, from the default campaign's real tables as the pilot."""
 from __future__ import annotations
 
+import math
 import re
+import subprocess
+
+import numpy as np
+import polars as pl
 
 from benchlib import config
 from benchlib.analysis import planning, project_root, stats
+from tests.conftest import venv_env
 
 FIXTURE = "tests/fixtures/tidy/lab-default-002"
 
@@ -52,3 +58,53 @@ def test_too_few_repetitions_say_how_many_could(tmp_path):
     lines = planning.planned_power(few, config.validate_all(few), project_root(), project_root() / FIXTURE)
     assert "n = 5 cannot reach alpha 0.0042 at all" in lines[1] and "needs n >= 6" in lines[1]
     assert "n/a" in lines[2]
+
+
+def test_n_for_effect_is_the_smallest_n_or_none_for_any_spread():
+    """Tiny, zero, huge and missing spreads: a number of runs or None, never an exception
+    (statsmodels' power is NaN at d = 19.8 and its root finder fails to converge there)."""
+    level = 0.05 / 12
+    for sd in [0.0, math.nan, math.inf, -0.1, *np.logspace(-15, 3, 73)]:
+        for effect in (0.5, 2.0, 5.0, 50.0):
+            n = stats.n_for_effect(effect, float(sd), level)
+            if not 0 < sd < math.inf:
+                assert n is None
+                continue
+            if n is None:
+                assert sd > 10  # only absurd spreads exceed n_max
+                continue
+            floor = max(stats.MIN_N, stats.n_attainable(level))
+            assert n >= floor and stats._power(math.log1p(effect / 100) / sd, n, level) >= stats.POWER
+            assert n == floor or stats._power(math.log1p(effect / 100) / sd, n - 1, level) < stats.POWER
+    assert stats.n_for_effect(2.0, 0.001, level) == 6  # the spread that used to raise
+
+
+def test_validate_on_degenerate_real_spreads(tmp_path):
+    """A real pilot whose spreads are made zero, tiny, huge or missing: validate prints a number or
+    says why not, and exits 0."""
+    src = project_root() / "tests/fixtures/tidy/lab-default-003"
+    runs, metrics = planning.load_pilot(src)
+    config_is = lambda scenario, test: (pl.col("scenario") == scenario) & (pl.col("test") == test)  # noqa: E731
+    rank = pl.col("run_id").rank("dense").over("scenario", "test", "metric").cast(pl.Float64)
+    metrics = metrics.with_columns(
+        value=pl.when(config_is("vxlan", "tcp_rr") | config_is("host", "tcp_rr")).then(pl.col("value").median().over("scenario", "test", "metric"))
+        .when(config_is("bridge", "tcp_crr") | config_is("host", "tcp_crr"))
+        .then(pl.col("value").median().over("test", "metric") * (1 + 1e-9 * rank))
+        .when(config_is("vxlan", "tcp_stream_1")).then(pl.col("value") * 10.0 ** (rank * 3))
+        .otherwise(pl.col("value"))).filter(~config_is("bridge", "tcp_stream_n"))
+    pilot = tmp_path / "pilot"
+    pilot.mkdir()
+    runs.write_parquet(pilot / "runs.parquet")
+    metrics.write_parquet(pilot / "metrics.parquet")
+    proc = subprocess.run(["benchlib", "validate", "--pilot", str(pilot)], cwd=project_root(), env=venv_env(),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr and "Warning" not in proc.stderr, proc.stderr
+    lines = proc.stdout.splitlines()
+    rr = next((line for line in lines if "tcp_rr transaction_rate" in line), proc.stdout)
+    assert "vxlan not computable because the pilot's runs do not spread at all" in rr
+    crr = next(line for line in lines if "tcp_crr connection_rate" in line)
+    assert re.search(r"bridge [\d.]+ % \(6/6\)", crr), crr  # a tiny spread: the fewest runs that can reach alpha
+    stream = next(line for line in lines if "tcp_stream_1 throughput" in line)
+    assert re.search(r"vxlan (n/a|[\d.e+]+ %|inf %) \((\d+|-)/(\d+|-)\)", stream), stream
+    assert "no pilot data for 1 comparison(s): local-lab/tcp_stream_n/bridge vs host" in proc.stdout
