@@ -399,9 +399,21 @@ def _tools_on_path() -> None:
         os.environ["PATH"] = f"{tools}{os.pathsep}{os.environ.get('PATH', '')}"
 
 
+def _ascii_safe_output() -> None:
+    """A terminal that cannot show a character (an ASCII-only locale, PYTHONIOENCODING=ascii) gets
+    '?' for it: a file name or a tool's output must never turn a message into a traceback."""
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="replace")
+
+
 def main(argv: list[str] | None = None) -> int:
+    _ascii_safe_output()
     args = build_parser().parse_args(argv)
     _tools_on_path()
+    root, found = config.find_project()
+    if not found:
+        _say(f"benchlib: no project (dvc.yaml) at or above {Path.cwd()}: using the project at {root}")
     try:
         return args.func(args)
     except BenchlibError as exc:

@@ -18,15 +18,20 @@ from .errors import ConfigError  # noqa: F401 (callers catch config.ConfigError)
 
 
 def project_root() -> Path:
-    """The project a command or notebook works on: the nearest directory holding
-    dvc.yaml at or above the working directory (dvc and papermill run at the
-    root, JupyterLab runs notebooks in notebooks/), else the checkout this
-    package lives in."""
+    """The project a command or notebook works on (find_project)."""
+    return find_project()[0]
+
+
+def find_project() -> tuple[Path, bool]:
+    """(root, found): the nearest directory holding dvc.yaml at or above the working directory
+    (dvc and papermill run at the root, JupyterLab runs notebooks in notebooks/), found True; else
+    the checkout this package lives in, found False (a command says so: it may not be the
+    project the user meant)."""
     here = Path.cwd().resolve()
     for d in (here, *here.parents):
         if (d / "dvc.yaml").exists():
-            return d
-    return Path(__file__).resolve().parent.parent
+            return d, True
+    return Path(__file__).resolve().parent.parent, False
 
 
 NAME_RE = r"^[a-z0-9][a-z0-9_.-]*$"

@@ -234,7 +234,8 @@ wait_for() {  # wait_for <component> <what> <command...>: retry until it succeed
 pki() {
   local p="$STATE/pki"
   mkdir -p "$p"
-  ( cd "$p"
+  # umask 077: keys, tokens and certificates are 0600 from the moment they exist
+  ( umask 077; cd "$p"
     openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj /CN=benchlib-local-ca \
       -keyout ca.key -out ca.crt 2>/dev/null
     cert() {  # cert <name> <subject> <subjectAltName>
@@ -254,8 +255,7 @@ pki() {
       echo "$(openssl rand -hex 16),benchlib-runner,benchlib-runner"
       echo "$(openssl rand -hex 16),system:kube-proxy,kube-proxy"
       for n in 1 2; do echo "$(openssl rand -hex 16),system:node:$PREFIX-node$n,$PREFIX-node$n,system:nodes"; done
-    } >tokens.csv
-    chmod 600 ./*.key tokens.csv )
+    } >tokens.csv )
   kubeconfig "$STATE/admin.kubeconfig" admin "https://127.0.0.1:$HOST_API_PORT"
   kubeconfig "$STATE/runner.kubeconfig" benchlib-runner "https://127.0.0.1:$HOST_API_PORT"
   # components inside the node namespaces reach the apiserver over the wire
@@ -267,7 +267,7 @@ pki() {
 kubeconfig() {  # kubeconfig <file> <user> <server>
   local token
   token=$(awk -F, -v u="$2" '$2 == u {print $1}' "$STATE/pki/tokens.csv")
-  cat >"$1" <<KC
+  (umask 077; cat >"$1") <<KC
 apiVersion: v1
 kind: Config
 clusters: [{name: benchlib-local, cluster: {server: "$3", certificate-authority: "$STATE/pki/ca.crt"}}]
@@ -275,7 +275,6 @@ users: [{name: $2, user: {token: "$token"}}]
 contexts: [{name: benchlib-local, context: {cluster: benchlib-local, user: $2}}]
 current-context: benchlib-local
 KC
-  chmod 600 "$1"
 }
 
 network() {  # network <nodes>: one namespace per node, a veth wire between them

@@ -3,7 +3,7 @@
 # the default params.yaml (the embedded two-node lab). Extra arguments go to
 # `dvc repro`, e.g. `scripts/reproduce.sh parse` to run up to one stage.
 # `--preset FILE` first makes FILE the params.yaml (dvc reads only
-# params.yaml), e.g. `scripts/reproduce.sh --preset pipelines/local-lab/params-datapaths.yaml`;
+# params.yaml; one with edits of its own is never overwritten), e.g. `scripts/reproduce.sh --preset pipelines/local-lab/params-datapaths.yaml`;
 # `--preset pipelines/local-k8s/params.yaml` (or local-cilium) runs on a real local cluster
 # (brought up and down here).
 set -euo pipefail
@@ -11,6 +11,19 @@ cd "$(dirname "$0")/.."
 if [[ "${1:-}" == "--preset" ]]; then
   preset=${2:?--preset needs a params file, e.g. pipelines/local-lab/params-datapaths.yaml}
   [[ -f "$preset" ]] || { echo "reproduce.sh: --preset $preset: no such file" >&2; exit 2; }
+  # params.yaml is overwritten only when it holds nothing of its own: the committed
+  # default or a copy of a shipped preset
+  own_edits=yes
+  if git diff --quiet HEAD -- params.yaml 2>/dev/null; then own_edits=; fi
+  for shipped in "$preset" pipelines/*/params*.yaml; do
+    if cmp -s "$shipped" params.yaml; then own_edits=; fi
+  done
+  if [[ -n "$own_edits" ]]; then
+    echo "reproduce.sh: params.yaml has edits of its own (it is neither the committed file nor a copy of a" \
+         "preset) that --preset $preset would overwrite: save it under another name and pass that to --preset," \
+         "or drop the edits with git checkout params.yaml" >&2
+    exit 2
+  fi
   cp "$preset" params.yaml
   echo "reproduce.sh: params.yaml is now a copy of $preset (git checkout params.yaml restores the default)"
   shift 2

@@ -38,3 +38,21 @@ def test_bad_params_exit_2_with_the_key(tmp_path):
                           capture_output=True, text=True)
     assert proc.returncode == 2
     assert "experiment.repetitions" in proc.stderr
+
+
+def test_a_command_outside_a_project_says_which_project_it_uses(tmp_path):
+    proc = subprocess.run(["benchlib", "validate"], cwd=tmp_path, env=venv_env(), capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert f"no project (dvc.yaml) at or above {tmp_path.resolve()}: using the project at {REPO}" in proc.stderr
+    inside = subprocess.run(["benchlib", "validate"], cwd=REPO / "notebooks", env=venv_env(), capture_output=True,
+                            text=True, timeout=300)
+    assert inside.returncode == 0 and "no project" not in inside.stderr, inside.stderr
+
+
+def test_an_ascii_only_terminal_gets_one_line_not_a_traceback():
+    env = {**venv_env(), "PYTHONIOENCODING": "ascii"}
+    proc = subprocess.run(["benchlib", "--params", "/nonexistent/päräms–µs.yaml", "validate"], cwd=REPO, env=env,
+                          capture_output=True, timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr.decode("ascii").splitlines() == ["benchlib: error: /nonexistent/p?r?ms??s.yaml: file not found"]

@@ -440,3 +440,28 @@ def test_lab_clean_removes_what_a_sigkilled_collect_left(project_copy):
     assert clean.returncode == 0, clean.stderr
     assert "temporary director" in clean.stdout and all(item in clean.stderr + clean.stdout for item in left)
     assert not leftovers(collect.pid)
+
+
+def test_preset_never_overwrites_an_edited_params_yaml(project_copy):
+    """--preset replaces params.yaml only when it is the committed file or a copy of a preset."""
+    (project_copy / "scripts/setup.sh").write_text("exit 0\n")  # this checkout's installation, as above
+    for name in (".venv", ".tools"):
+        (project_copy / name).symlink_to(REPO / name)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "add", "params.yaml"], cwd=project_copy, check=True)
+    subprocess.run([*git, "commit", "-qm", "default"], cwd=project_copy, check=True)
+    params = project_copy / "params.yaml"
+    edited = params.read_text().replace("repetitions: ", "repetitions: 12 #", 1)
+    params.write_text(edited)
+    mesh, bigtcp = "pipelines/local-lab/params-mesh.yaml", "pipelines/local-lab/params-bigtcp.yaml"
+    proc = subprocess.run(["bash", "scripts/reproduce.sh", "--preset", mesh, "--dry"], cwd=project_copy,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and params.read_text() == edited
+    assert proc.stderr.startswith("reproduce.sh: params.yaml has edits of its own"), proc.stderr
+    # the committed file, then a preset's copy, are replaced (--dry: dvc only prints the collect stage)
+    subprocess.run(["git", "checkout", "-q", "params.yaml"], cwd=project_copy, check=True)
+    for preset in (mesh, bigtcp):
+        proc = subprocess.run(["bash", "scripts/reproduce.sh", "--preset", preset, "--dry", "collect@local-lab"], cwd=project_copy,
+                              env=venv_env(), capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert params.read_text() == (project_copy / preset).read_text()

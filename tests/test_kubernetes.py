@@ -293,6 +293,12 @@ def test_leftover_namespace_of_a_killed_campaign_is_removed(admin):
         assert not [n for n in admin.list_namespace().items if n.metadata.name == name]
 
 
+def test_keys_tokens_and_kubeconfigs_are_private(cluster):
+    private = [*(cluster / "pki").glob("*.key"), cluster / "pki" / "tokens.csv", *cluster.glob("*.kubeconfig")]
+    assert len(private) >= 10
+    assert {str(p): oct(p.stat().st_mode & 0o777) for p in private} == {str(p): "0o600" for p in private}
+
+
 def test_runner_token_is_confined(admin):
     import kubernetes
     api = kubernetes.config.new_client_from_config(config_file=str(STATE / "runner.kubeconfig"))

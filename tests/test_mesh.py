@@ -231,3 +231,15 @@ def test_the_eks_istio_scenarios_render_their_namespace_label_and_mtls_record(mo
     # the next scenario's patch removes the previous one's label
     assert manifests.namespace_labels_patch({"istio-injection": "enabled"}, {}) == \
         {"metadata": {"labels": {"istio-injection": None}}}
+
+
+def test_private_keys_are_mode_0600_even_over_an_old_readable_file(tmp_path):
+    tls = tmp_path / "tls"
+    tls.mkdir(mode=0o755)
+    (tls / "client.pem").write_text("an old file left readable\n")
+    (tls / "client.pem").chmod(0o644)
+    proxies.make_certificates(tls, ["client", "server"])
+    assert tls.stat().st_mode & 0o777 == 0o700
+    private = sorted(tls.glob("*.key")) + sorted(tls.glob("*.pem"))
+    assert len(private) == 5  # the CA's key, and each identity's key and PEM
+    assert {p.name: p.stat().st_mode & 0o777 for p in private} == {p.name: 0o600 for p in private}

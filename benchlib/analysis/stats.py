@@ -630,7 +630,7 @@ def _compare_pairs(pairs: pl.DataFrame | None, schema: pl.Schema, heads: pl.Data
 
 
 def _fmt(v: float | None) -> str:
-    return "–" if v is None or math.isnan(v) else f"{v:.4g}"
+    return "-" if v is None or math.isnan(v) else f"{v:.4g}"
 
 
 def change_text(r: dict) -> str:

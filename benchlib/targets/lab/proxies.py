@@ -28,6 +28,7 @@ each lab with openssl in the lab's private directory and never recorded.
 """
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 from dataclasses import dataclass
@@ -141,11 +142,19 @@ def capture_rules(proxy: Proxy, http_ports: list[int]) -> str:
     return "\n".join(["*nat", *rules, "COMMIT"]) + "\n"
 
 
+def write_private(path: Path, text: str) -> None:
+    """Write ``text`` to a file that is mode 0600 from its creation (a key is never readable by others)."""
+    path.unlink(missing_ok=True)
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as out:
+        out.write(text)
+
+
 def make_certificates(tls_dir: Path, identities: list[str]) -> None:
     """A CA and one certificate per identity (EC P-256, valid a day), as PEM files in ``tls_dir``.
 
     ``<identity>.pem`` holds the certificate and its key, as HAProxy reads them."""
     tls_dir.mkdir(mode=0o700, exist_ok=True)
+    tls_dir.chmod(0o700)
     ca_key, ca_crt = tls_dir / "ca.key", tls_dir / "ca.crt"
     ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
     run(["openssl", "req", "-x509", *ec, "-keyout", str(ca_key), "-out", str(ca_crt), "-days", "1",
@@ -159,7 +168,7 @@ def make_certificates(tls_dir: Path, identities: list[str]) -> None:
         run(["openssl", "x509", "-req", "-in", str(csr), "-CA", str(ca_crt), "-CAkey", str(ca_key),
              "-CAcreateserial", "-days", "1", "-extfile", str(ext), "-out", str(crt)],
             f"openssl: {name}'s certificate")
-        (tls_dir / f"{name}.pem").write_text(crt.read_text() + key.read_text())
+        write_private(tls_dir / f"{name}.pem", crt.read_text() + key.read_text())
         for p in (csr, ext):
             p.unlink()
 
