@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from . import collectors, config, machine, record, runner, tidy
+from . import collectors, config, machine, record, runner, store, tidy
 from .errors import BenchlibError
 from .targets import Target, lab
 
@@ -97,6 +97,16 @@ def cmd_collect(args) -> int:
         counts = runner.run_environment(params, plan, _target(plan, log), log=log)
     log(f"collect: {args.env}: {counts['ok']} ok, {counts['failed']} failed, "
         f"{counts['already_done']} recorded before, {counts['planned']} planned")
+    return 0
+
+
+def cmd_verify(args) -> int:
+    campaign = args.campaign or _params(args).experiment.campaign
+    verified, problems = store.verify_campaign(config.project_root(), campaign)
+    if problems:
+        raise BenchlibError(f"campaign {campaign}: {len(problems)} problem(s) after {verified} record(s) were "
+                            "checked:\n  " + "\n  ".join(problems))
+    print(f"verify: {verified} records of {campaign} are whole (SHA256SUMS, and DVC's listing where dvc.lock has one)")
     return 0
 
 
@@ -316,6 +326,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--skip-corrupt", action="store_true",
                    help="skip records that fail verification (counted and listed) instead of stopping")
     s.set_defaults(func=cmd_parse)
+
+    s = sub.add_parser("verify", help="check a campaign's raw records after `dvc pull`",
+                       description="Check that every raw record of a campaign is whole: each file against "
+                                   "the record's SHA256SUMS and, for the campaign dvc.lock names, against "
+                                   "DVC's listing of the stage output. Each missing or changed file is named "
+                                   "by its record, also when `dvc pull` refused or could not fetch its object. "
+                                   "Exit 0 when all is whole, 2 with the list of problems.")
+    s.add_argument("campaign", nargs="?", help="campaign id under data/raw/ (default: experiment.campaign)")
+    s.set_defaults(func=cmd_verify)
 
     s = sub.add_parser("report", help="run the analysis notebooks and render the HTML report",
                        description="Execute the notebooks in notebooks/ with papermill, with the analysis "

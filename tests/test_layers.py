@@ -20,7 +20,7 @@ LAYERS = [
     ["benchlib.config"],  # validates test kinds against the collectors, metric names against the schema
     ["benchlib.record"],
     ["benchlib.targets", "benchlib.images"],  # images: the local cluster's, from this host's tools
-    ["benchlib.runner", "benchlib.tidy", "benchlib.analysis"],
+    ["benchlib.runner", "benchlib.tidy", "benchlib.analysis", "benchlib.store"],  # store: records against DVC
     ["benchlib.cli"],
 ]
 # what notebooks may use: the analysis and what it stands on
