@@ -80,7 +80,7 @@ def parse(kind: str, stdouts: list[bytes | str]) -> dict[str, float]:
     found = {}
     for entry in entries:
         p = json_get(entry, "Percentile")
-        if isinstance(p, (int, float)) and not isinstance(p, bool):
+        if isinstance(p, (int, float)) and not isinstance(p, bool) and abs(p) <= 100:  # 1e400 is no float
             found[float(p)] = entry
     for p, metric in PERCENTILES.items():
         if p not in found:
