@@ -10,9 +10,9 @@ import threading
 import pytest
 
 from benchlib import cpu, record, runner, tidy
-from benchlib.collectors import ParseError, netperf
+from benchlib.collectors import ParseError, get, netperf
 from benchlib.config import plan_environment
-from benchlib.targets import Placement, Target
+from benchlib.targets import LocalProcess, Placement, Target
 from tests.conftest import FIXTURES, RR, short_params
 
 RR_OUTPUT = (FIXTURES / "netperf" / "tcp_rr.stdout").read_bytes()
@@ -51,7 +51,6 @@ class StandIn(Target):
         pass
 
     def spawn(self, scenario, side, argv):
-        from benchlib.targets import LocalProcess
         if argv == netperf.VERSION_COMMAND:
             return LocalProcess(["echo", "Netperf version 2.7.0"])
         code = PRINTED[scenario][2]
@@ -105,3 +104,30 @@ def test_bytes_that_are_not_utf8_are_recorded_as_printed_and_judged_by_the_parse
     # a failure's last words keep their bytes, escaped in the reason
     failed = record.load(cdir / "local-lab/veth-routed/rr/r000")
     assert failed.failure_reason == r"netperf stream 0 exited 1: send_data: data send error: \xff\xfe"
+
+
+# Every parser, on what its tool printed (captured): (tool, output, kind, a stray byte where it reads
+# nothing, a byte in a field it needs, what its ParseError names)
+STRAY_BYTES = [
+    ("dns", "udp_1000", "DNS_UDP", (b"Started at: Sat", b"Started at: S\xe4t"),
+     (b"> NOERROR", b"> NOERR\xff"), "query line 8"),
+    ("dns", "udp_1000", "DNS_UDP", (b"Started at: Sat", b"Started at: S\xe4t"),
+     (b"second:   999.9", b"second:   999.9\xff"), "Queries per second"),
+    ("fortio", "keepalive_1000", "HTTP", (b"echo , vm", b"echo , \xff\xfe"),
+     (b'"RunType": "HTTP"', b'"RunType": "HTTP\xff"'), "RunType"),
+    ("iperf3", "tcp_stream", "TCP_STREAM", (b'"3qpjx', b'"\xff3qpjx'),
+     (b'"protocol":\t"TCP"', b'"protocol":\t"TC\xff"'), "protocol"),
+]
+
+
+@pytest.mark.parametrize("tool,name,kind,harmless,needed,names", STRAY_BYTES,
+                         ids=[f"{c[0]}-{c[5]}" for c in STRAY_BYTES])
+def test_each_parser_decides_what_a_byte_that_is_not_utf8_means(tool, name, kind, harmless, needed, names):
+    printed = (FIXTURES / tool / f"{name}.stdout").read_bytes()
+    parse = get(tool).parse
+    assert harmless[0] in printed and needed[0] in printed
+    assert parse(kind, [printed.replace(*harmless, 1)]) == parse(kind, [printed])
+    with pytest.raises(ParseError) as refused:
+        parse(kind, [printed.replace(*needed, 1)])
+    assert names in str(refused.value)
+    str(refused.value).encode()  # the message prints anywhere: the byte shows escaped

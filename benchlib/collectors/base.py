@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -66,6 +67,9 @@ class Collector(Protocol):
         target may fire early (Target.end_server_wait); 0 for tools that report at once."""
 
 
+_NOT_UTF8 = re.compile("[\udc80-\udcff]")  # what `text` makes of bytes that are not UTF-8
+
+
 def text(output: bytes | str) -> str:
     """What a process printed, as a parser reads it. Bytes that are not UTF-8 become lone
     surrogates (U+DC80-U+DCFF): a parser refuses them in a field it needs (`utf8`) and passes
@@ -75,7 +79,7 @@ def text(output: bytes | str) -> str:
 
 def utf8(tool: str, field: str, value: str) -> str:
     """``value`` of a field a parser needs, or a ParseError if the tool printed bytes there that are not UTF-8."""
-    if any("\udc80" <= c <= "\udcff" for c in value):
+    if _NOT_UTF8.search(value):
         raise ParseError(f"{tool} {field}: bytes that are not UTF-8 in {value[:80]!r}")
     return value
 

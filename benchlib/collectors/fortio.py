@@ -12,7 +12,7 @@ fortio there) first on PATH.
 """
 from __future__ import annotations
 
-from .base import Invocation, ParseError, Server, json_document, json_get, finite, json_number, text
+from .base import Invocation, ParseError, Server, finite, json_document, json_get, json_number, text
 
 KINDS = ("HTTP",)
 PORT = 8080
