@@ -6,7 +6,7 @@ A campaign's records live below ``data/raw/<campaign>/``, one directory per run:
         meta.json           keys, test parameters, commands, exit codes, outcome, placement, target,
                             the target's datapath processes (proxies) over the CPU window
         cpu.json            each side's /proc/stat counters at the start and end of the CPU window
-        stdout-<i>.txt      what client process i printed, exactly
+        stdout-<i>.txt      what client process i printed, byte for byte (UTF-8 or not)
         stderr-<i>.txt
         failed-attempt-<n>/ the output of earlier attempts that failed
         SHA256SUMS          the sha256 of every other file
@@ -170,10 +170,11 @@ def remove_partial(cdir: Path) -> int:
 
 @dataclass(frozen=True)
 class Output:
-    """What one client process printed, exactly."""
+    """What one client process printed, exactly: bytes, whether or not they are UTF-8 (the
+    collector's parser decides what it can read)."""
 
-    stdout: str
-    stderr: str
+    stdout: bytes
+    stderr: bytes
 
 
 @dataclass(frozen=True)
@@ -234,7 +235,7 @@ class RunRecord:
         return self.attempts[-1].reason
 
     @property
-    def stdouts(self) -> list[str]:
+    def stdouts(self) -> list[bytes]:
         return [o.stdout for o in self.attempts[-1].outputs]
 
     # -- JSON form --------------------------------------------------------------------
@@ -298,8 +299,8 @@ def process_window(start: dict, end: dict) -> dict:
 def _write_outputs(dirpath: Path, outputs: tuple[Output, ...]) -> None:
     dirpath.mkdir(parents=True, exist_ok=True)
     for i, o in enumerate(outputs):
-        (dirpath / f"stdout-{i}.txt").write_text(o.stdout)
-        (dirpath / f"stderr-{i}.txt").write_text(o.stderr)
+        (dirpath / f"stdout-{i}.txt").write_bytes(o.stdout)
+        (dirpath / f"stderr-{i}.txt").write_bytes(o.stderr)
 
 
 def write_checksums(path: Path) -> None:
@@ -388,7 +389,7 @@ def load(path: Path) -> RunRecord:
         attempts = []
         for k, a in enumerate(meta["attempts"], start=1):
             prefix = "" if k == len(meta["attempts"]) else FAILED_ATTEMPT.format(n=k) + "/"
-            outputs = tuple(Output(files[f"{prefix}stdout-{i}.txt"].decode(), files[f"{prefix}stderr-{i}.txt"].decode())
+            outputs = tuple(Output(files[f"{prefix}stdout-{i}.txt"], files[f"{prefix}stderr-{i}.txt"])
                             for i in range(n))
             if a["outcome"] not in OUTCOMES:
                 raise ValueError(f"attempt {k}: outcome {a['outcome']!r} is not one of {OUTCOMES}")

@@ -20,7 +20,7 @@ from . import collectors, cpu, record
 from .config import Params, Plan, TestSpec, validate_all
 from .errors import ConfigError, ParseError, TargetError
 from .schema import METRICS, PRIMARY_METRICS, SIDES
-from .targets import KILL_WAIT_S, Placement, Result, Target
+from .targets import KILL_WAIT_S, Placement, Result, Target, shown
 
 VERSION_TIMEOUT_S = 10  # a tool's version probe: it answers at once, or the tool is broken
 # After a test's duration, how long to let the client finish before firing the server's report timer
@@ -133,7 +133,7 @@ def _judge(spec: TestSpec, results: tuple[Result, ...]) -> tuple[str, str | None
     if failed:
         i, r = failed[0]
         # netperf reports its errors on stdout, other tools on stderr
-        last_line = ((r.stderr.strip() or r.stdout.strip()).splitlines() or ["(no output)"])[-1]
+        last_line = (shown(r.stderr.strip() or r.stdout.strip()).splitlines() or ["(no output)"])[-1]
         return "failed", f"{spec.tool} stream {i} exited {r.returncode}: {last_line}"
     try:
         collectors.get(spec.tool).parse(spec.kind, [r.stdout for r in results])
@@ -225,14 +225,14 @@ def probe_versions(target: Target, scenario: str, tool_names: list[str]) -> dict
     for tool in tool_names:
         collector = collectors.get(tool)
         r = target.run(scenario, "client", collector.VERSION_COMMAND, VERSION_TIMEOUT_S)
-        versions[tool] = collector.version(r.stdout + r.stderr)
+        versions[tool] = collector.version(shown(r.stdout + r.stderr))
         if r.returncode is None:
             raise TargetError(f"{target.kind}: scenario {scenario}: `{' '.join(collector.VERSION_COMMAND)}` "
                               f"on the client side did not answer within {VERSION_TIMEOUT_S} s; killed it")
         if not versions[tool]:
             raise TargetError(f"{target.kind}: scenario {scenario}: `{' '.join(collector.VERSION_COMMAND)}` "
                               f"on the client side exited {r.returncode} and printed no version: "
-                              f"{(r.stderr or r.stdout).strip()[-500:]}")
+                              f"{shown(r.stderr or r.stdout).strip()[-500:]}")
     return versions
 
 
@@ -256,7 +256,7 @@ def _mmss(s: float) -> str:
     return f"{int(s // 60)}:{int(s % 60):02d}"
 
 
-def _headline(spec: TestSpec, stdouts: list[str]) -> str:
+def _headline(spec: TestSpec, stdouts: list[bytes]) -> str:
     """The run's first primary metric, for the progress line."""
     values = collectors.get(spec.tool).parse(spec.kind, stdouts)
     name = next(m for m in PRIMARY_METRICS if m in values)

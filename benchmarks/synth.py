@@ -83,11 +83,11 @@ def generate(out: Path, runs: int, scenarios: int = 25, seed: int = 0, campaign:
             spec = TESTS[test]
             invocations = netperf.build(spec, "198.18.0.2", CLIENT_CPUS, SERVER_CPUS)
             if rng.random() < 0.01:
-                exit_code, outputs = 255, [record.Output(failed_stdout, "")] * len(invocations)
+                exit_code, outputs = 255, [record.Output(failed_stdout.encode(), b"")] * len(invocations)
                 outcome, reason = "failed", "netperf stream 0 exited 255: " + failed_stdout.splitlines()[-1]
             else:
                 exit_code = 0
-                outputs = [record.Output(_vary(stdout[spec.kind], level[scenario] * rng.lognormvariate(0, 0.08)), "")
+                outputs = [record.Output(_vary(stdout[spec.kind], level[scenario] * rng.lognormvariate(0, 0.08)).encode(), b"")
                            for _ in invocations]
                 outcome, reason = "ok", None
             first, last = _snapshots(rng, t, spec.duration_s - 0.6)

@@ -23,8 +23,8 @@ def save(tool: str, name: str, proc, argv: list[str]) -> None:
     out, err = proc.communicate(timeout=60)
     d = FIXTURES / tool
     d.mkdir(parents=True, exist_ok=True)
-    (d / f"{name}.stdout").write_text(out)
-    (d / f"{name}.stderr").write_text(err)
+    (d / f"{name}.stdout").write_bytes(out)
+    (d / f"{name}.stderr").write_bytes(err)
     (d / f"{name}.json").write_text(json.dumps({"argv": argv, "returncode": proc.returncode}, indent=1) + "\n")
     print(f"{tool}/{name}: rc={proc.returncode} {len(out)} bytes")
 

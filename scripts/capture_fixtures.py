@@ -19,8 +19,8 @@ OUT = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "netperf"
 
 def save(name: str, proc: subprocess.Popen, argv: list[str]) -> None:
     out, err = proc.communicate(timeout=60)
-    (OUT / f"{name}.stdout").write_text(out)
-    (OUT / f"{name}.stderr").write_text(err)
+    (OUT / f"{name}.stdout").write_bytes(out)
+    (OUT / f"{name}.stderr").write_bytes(err)
     (OUT / f"{name}.json").write_text(json.dumps({"argv": argv, "returncode": proc.returncode}, indent=1) + "\n")
     print(f"{name}: rc={proc.returncode} {len(out)} bytes")
 

@@ -2,10 +2,18 @@
 garbage output either parses or raises the package's ParseError; a mangled
 params file loads or raises ConfigError; never anything else.
 
+The captured outputs of every tool are also mutated as structure (JSON values
+of the wrong type, dropped keys; numbers swapped for text, dropped lines).
+
 At least MIN_CASES generated cases per run (every test here counts its own),
-in about a minute on this 2-CPU machine (most of it the params loader)."""
+MIN_MUTATIONS of them mutated real outputs, in about a minute and a half on
+this 2-CPU machine."""
+import copy
 import functools
+import json
+import math
 import os
+import re
 import shutil
 import string
 import tempfile
@@ -203,3 +211,167 @@ def test_params_text_truncated_or_corrupted(cut, junk):
     data = PARAMS_TEXT.encode()
     for variant in (data[:cut], data[:cut] + junk + data[cut:]):
         loads_or_refuses(variant)
+
+
+# -- Structural mutation of real captured outputs -------------------------------------------------
+# The JSON documents iperf3 and fortio printed, parsed, mutated as data (a value's type swapped, a key
+# dropped, an object turned into a list), serialised again and parsed: a result or a ParseError.
+# netperf's and dnsperf's text the same way: numbers swapped for text, lines dropped. At least
+# MIN_MUTATIONS of these per run, counted apart from the other cases.
+MIN_MUTATIONS = 10_000
+MUTATION_FUZZ = settings(max_examples=2500, deadline=None)
+MUTATION_TESTS = ("test_iperf3_json_mutated", "test_fortio_json_mutated", "test_netperf_text_mutated",
+                  "test_dnsperf_text_mutated")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def enough_mutations(request):
+    yield
+    ran = {item.name for item in request.session.items if item.module is request.module}
+    if set(MUTATION_TESTS) <= ran and all(CASES[t] for t in MUTATION_TESTS):
+        mutated = sum(CASES[t] for t in MUTATION_TESTS)
+        print(f"\nfuzz: {mutated} mutated real outputs")
+        assert mutated >= MIN_MUTATIONS, {t: CASES[t] for t in MUTATION_TESTS}
+
+
+NATURAL_KIND = {"tcp_stream": "TCP_STREAM", "tcp_stream_4": "TCP_STREAM", "udp_bitrate": "UDP_STREAM",
+                "udp_unlimited": "UDP_STREAM", "tcp_rr": "TCP_RR", "tcp_crr": "TCP_CRR"}
+JSON_OUTPUTS = {tool: {name: json.loads(text) for name, text in OTHERS[tool].items() if text.strip()}
+                for tool in ("iperf3", "fortio")}
+# what a mutation puts where a value was: every JSON type, and the numbers a parser must not take
+REPLACEMENTS = st.one_of(
+    st.sampled_from([None, True, False, "", "12", "HTTP", "TCP", "\udcff", [], [1.5], {}, {"200": 1},
+                     float("nan"), float("inf"), float("-inf"), -1, -1e-9, 0, 1e308, -1e308, 10**30, 10**400]),
+    st.integers(-2**64, 2**64), st.floats(), st.text(max_size=8))
+
+
+def _json_paths(doc, prefix=()):
+    """The path of every value below the root of a JSON document."""
+    items = doc.items() if isinstance(doc, dict) else enumerate(doc) if isinstance(doc, list) else ()
+    for key, value in items:
+        yield (*prefix, key)
+        yield from _json_paths(value, (*prefix, key))
+
+
+JSON_PATHS = {(tool, name): list(_json_paths(doc)) for tool, docs in JSON_OUTPUTS.items() for name, doc in docs.items()}
+
+
+def _mutate(doc, path, op, value):
+    """``doc`` with the value at ``path`` replaced by ``value``, dropped, or (an object or a list)
+    turned into the other; a path a previous mutation removed is left alone."""
+    parent = doc
+    for key in path[:-1]:
+        try:
+            parent = parent[key]
+        except (KeyError, IndexError, TypeError):
+            return doc
+    key = path[-1]
+    present = key in parent if isinstance(parent, dict) else \
+        isinstance(parent, list) and isinstance(key, int) and key < len(parent)
+    if not present:
+        return doc
+    old = parent[key]
+    if op == "drop":
+        del parent[key]
+    elif op == "flip" and isinstance(old, dict):
+        parent[key] = list(old.values())
+    elif op == "flip" and isinstance(old, list):
+        parent[key] = {str(i): v for i, v in enumerate(old)}
+    else:
+        parent[key] = value
+    return doc
+
+
+def _serialised(doc) -> bytes:
+    """JSON as a tool would print it, NaN and Infinity included, a lone surrogate as the byte that
+    is not UTF-8 it stands for."""
+    return json.dumps(doc, indent=1, ensure_ascii=False).encode("utf-8", "surrogateescape")
+
+
+def refused_or_sane(module, kind, output) -> dict | None:
+    """A result whose every value is finite and non-negative, or None for a ParseError."""
+    result = parses_or_refuses(module.parse, kind, [output])
+    if result is not None:
+        assert all(isinstance(v, float) and math.isfinite(v) and v >= 0 for v in result.values()), result
+    return result
+
+
+def _json_mutated(tool, data):
+    name = data.draw(st.sampled_from(sorted(JSON_OUTPUTS[tool])))
+    module = _collector(tool)
+    kind = NATURAL_KIND.get(name, module.KINDS[0])
+    doc = copy.deepcopy(JSON_OUTPUTS[tool][name])
+    paths = JSON_PATHS[(tool, name)]
+    for _ in range(data.draw(st.integers(1, 3))):
+        path = data.draw(st.sampled_from(paths))
+        doc = _mutate(doc, path, data.draw(st.sampled_from(["replace", "replace", "drop", "flip"])),
+                      data.draw(REPLACEMENTS))
+    refused_or_sane(module, kind, _serialised(doc))
+
+
+@MUTATION_FUZZ
+@given(data=st.data())
+@counted
+def test_iperf3_json_mutated(data):
+    _json_mutated("iperf3", data)
+
+
+@MUTATION_FUZZ
+@given(data=st.data())
+@counted
+def test_fortio_json_mutated(data):
+    _json_mutated("fortio", data)
+
+
+NUMBER = re.compile(rb"\d+(?:\.\d+)?")
+# what a mutation puts where a number was
+NOT_NUMBERS = st.one_of(st.sampled_from([b"", b"abc", b"nan", b"NaN", b"inf", b"-inf", b"-1", b"1e999", b"9" * 400,
+                                         b"0x10", b"1,5", b"\xff", b"1\xfe", b" ", "\uff11\uff12".encode()]),
+                        st.binary(max_size=6))
+TEXT_OUTPUTS = {("netperf", name): (FIXTURES / "netperf" / f"{name}.stdout").read_bytes() for name in CAPTURED}
+TEXT_OUTPUTS.update({("dns", name): (FIXTURES / "dns" / f"{name}.stdout").read_bytes() for name in OTHERS["dns"]})
+
+
+def _numbers(text: bytes, summary: bool) -> list[re.Match]:
+    """The numbers of a text output, in dnsperf's summary or in its per-query lines."""
+    return [m for line in re.finditer(rb"[^\n]*\n?", text) for m in NUMBER.finditer(text, line.start(), line.end())
+            if line.group().startswith(b"> ") != summary]
+
+
+NUMBERS = {(key, summary): _numbers(text, summary) for key, text in TEXT_OUTPUTS.items() for summary in (True, False)}
+
+
+def _text_mutated(tool, data):
+    name = data.draw(st.sampled_from(sorted(n for t, n in TEXT_OUTPUTS if t == tool)))
+    module = _collector(tool)
+    kind = data.draw(st.sampled_from(module.KINDS)) if name not in NATURAL_KIND else NATURAL_KIND[name]
+    text = TEXT_OUTPUTS[(tool, name)]
+    # numbers swapped for text, from the last so the earlier positions hold
+    summary = data.draw(st.booleans())
+    numbers = NUMBERS[((tool, name), summary)] or NUMBERS[((tool, name), not summary)]
+    chosen = data.draw(st.lists(st.sampled_from(numbers), max_size=3, unique_by=lambda m: m.start())) if numbers else []
+    for m in sorted(chosen, key=lambda m: m.start(), reverse=True):
+        text = text[:m.start()] + data.draw(NOT_NUMBERS) + text[m.end():]
+    lines = text.split(b"\n")
+    dropped = set(data.draw(st.lists(st.integers(0, len(lines) - 1), max_size=4)))
+    if data.draw(st.booleans()):  # a run of lines, as a lost pipe buffer would drop
+        start = data.draw(st.integers(0, len(lines) - 1))
+        dropped |= set(range(start, start + data.draw(st.integers(1, 200))))
+    mutated = b"\n".join(line for i, line in enumerate(lines) if i not in dropped)
+    result = refused_or_sane(module, kind, mutated)
+    if result is not None and not chosen and not dropped:
+        assert result == module.parse(kind, [TEXT_OUTPUTS[(tool, name)].decode()])
+
+
+@MUTATION_FUZZ
+@given(data=st.data())
+@counted
+def test_netperf_text_mutated(data):
+    _text_mutated("netperf", data)
+
+
+@MUTATION_FUZZ
+@given(data=st.data())
+@counted
+def test_dnsperf_text_mutated(data):
+    _text_mutated("dns", data)

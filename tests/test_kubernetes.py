@@ -199,7 +199,7 @@ def test_objects_exec_and_cleanup(admin):
         assert 12865 in [p.port for p in svc.spec.ports]
         # stdout, stderr and the exit code come back apart
         proc = target.spawn("service", "client", ["sh", "-c", "echo out; echo err >&2; exit 3"])
-        assert proc.communicate(10) == ("out\n", "err\n") and proc.returncode == 3
+        assert proc.communicate(10) == (b"out\n", b"err\n") and proc.returncode == 3
         # a long command can be killed
         proc = target.spawn("service", "client", ["sleep", "30"])
         with pytest.raises(subprocess.TimeoutExpired):

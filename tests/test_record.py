@@ -54,8 +54,8 @@ def test_a_version_1_record_is_migrated_on_load(v1_record):
     assert (rec.block, rec.run_id, rec.outcome) == (2, "local-lab/host/rr/r002", "ok")
     assert not hasattr(rec, "repetition") and "repetition" not in rec.meta_json()
     assert [a.outcome for a in rec.attempts] == ["failed", "ok"]
-    assert "establish control" in rec.attempts[0].outputs[0].stdout
-    assert rec.stdouts[0].startswith("THROUGHPUT=")
+    assert b"establish control" in rec.attempts[0].outputs[0].stdout
+    assert rec.stdouts[0].startswith(b"THROUGHPUT=")
     assert rec.cpu["server"].cpus == [1] and rec.cpu["client"].end.counters[0][0] == 150
     assert rec.processes == {}  # version 3: a run before proxies existed had none
 

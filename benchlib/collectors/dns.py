@@ -16,9 +16,10 @@ the cluster DNS, which answers the same name.
 """
 from __future__ import annotations
 
+import math
 import re
 
-from .base import Invocation, ParseError, Server
+from .base import Invocation, ParseError, Server, finite, text, utf8
 
 # Over TCP, dnsperf 2.10 against dnsmasq (which closes connections) intermittently
 # dies with "failed to receive packet: Bad file descriptor", so UDP only.
@@ -83,23 +84,26 @@ def _percentile(sorted_values: list[float], p: float) -> float:
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
 
 
-def parse(kind: str, stdouts: list[str]) -> dict[str, float]:
+def parse(kind: str, stdouts: list[bytes | str]) -> dict[str, float]:
     """Latency p50/p99 (us) of the answered queries, queries/s, and errors
     (answers other than NOERROR, and queries lost before the last answer)."""
     if kind not in KINDS:
         raise ParseError(f"dns: unknown test kind {kind!r}")
     if len(stdouts) != 1:
         raise ParseError(f"dns: expected the output of one process, got {len(stdouts)}")
-    out = stdouts[0]
+    out = text(stdouts[0])
     if "Statistics:" not in out:
         raise ParseError("dnsperf printed no statistics (it did not run to the end)")
     latencies, errors, pending_timeouts = [], 0, 0
-    for line in out.splitlines():
+    ascii_only = out.isascii()  # almost always: then no line needs looking at for stray bytes
+    for n, line in enumerate(out.splitlines(), start=1):
+        if not ascii_only and line.startswith("> "):  # a query's line: every field of it counts
+            utf8("dnsperf", f"query line {n}", line)
         if m := _ANSWER.match(line):
             errors += pending_timeouts  # an answer came after them: they were lost, not cut off
             pending_timeouts = 0
             if m.group(1) == "NOERROR":
-                latencies.append(float(m.group(4)))
+                latencies.append(_number(f"latency of query line {n}", m.group(4)))
             else:
                 errors += 1
         elif _TIMEOUT.match(line):
@@ -112,10 +116,22 @@ def parse(kind: str, stdouts: list[str]) -> dict[str, float]:
     if not qps:
         raise ParseError("dnsperf output lacks 'Queries per second'")
     latencies.sort()
-    return {"dns_qps": float(qps.group(1)),
-            "dns_latency_p50": _percentile(latencies, 50) * 1e6,
-            "dns_latency_p99": _percentile(latencies, 99) * 1e6,
-            "dns_errors": float(errors)}
+    return finite("dnsperf", {
+        "dns_qps": _number("Queries per second", utf8("dnsperf", "Queries per second", qps.group(1))),
+        "dns_latency_p50": _percentile(latencies, 50) * 1e6,
+        "dns_latency_p99": _percentile(latencies, 99) * 1e6,
+        "dns_errors": float(errors)})
+
+
+def _number(field: str, value: str) -> float:
+    """A finite non-negative number dnsperf printed (seconds, or queries per second)."""
+    try:
+        number = float(value)
+    except ValueError:
+        raise ParseError(f"dnsperf {field}: {value[:40]!r} is not a number") from None
+    if not math.isfinite(number) or number < 0:  # 400 digits read as inf
+        raise ParseError(f"dnsperf {field}: {value[:40]!r} is not a finite non-negative number")
+    return number
 
 
 def version(stdout: str) -> str:

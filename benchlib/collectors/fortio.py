@@ -12,9 +12,7 @@ fortio there) first on PATH.
 """
 from __future__ import annotations
 
-import json
-
-from .base import Invocation, ParseError, Server, json_number
+from .base import Invocation, ParseError, Server, finite, json_document, json_get, json_number, text
 
 KINDS = ("HTTP",)
 PORT = 8080
@@ -64,38 +62,45 @@ def command(host: str, duration_s: float, qps: int | str, connections: int, conn
     return Invocation(argv, client_cpus[0], server_cpus[0])
 
 
-def parse(kind: str, stdouts: list[str]) -> dict[str, float]:
+def parse(kind: str, stdouts: list[bytes | str]) -> dict[str, float]:
     """Actual QPS, latency percentiles (us) and the count of requests that did not get a 200."""
     if kind not in KINDS:
         raise ParseError(f"fortio: unknown test kind {kind!r}")
     if len(stdouts) != 1:
         raise ParseError(f"fortio: expected the output of one process, got {len(stdouts)}")
-    if not stdouts[0].strip():
+    if not text(stdouts[0]).strip():
         raise ParseError("fortio printed no JSON result (it aborts before writing one when it cannot connect)")
-    try:
-        doc = json.loads(stdouts[0])
-    except json.JSONDecodeError as exc:
-        raise ParseError(f"fortio output is not JSON ({exc})") from None
+    doc = json_document("fortio", stdouts[0])
     if not isinstance(doc, dict) or doc.get("RunType") != "HTTP":
-        raise ParseError("fortio output is not the result of an HTTP load run")
-    out = {"http_qps": json_number("fortio", doc, "ActualQPS")}
+        raise ParseError("fortio output is not the result of an HTTP load run (RunType is not \"HTTP\")")
+    out = {"http_qps": json_number("fortio", doc, "ActualQPS", minimum=0)}
+    entries = json_get(doc, "DurationHistogram", "Percentiles")
+    if not isinstance(entries, list):
+        raise ParseError("fortio JSON lacks the list DurationHistogram.Percentiles")
     found = {}
-    for entry in doc.get("DurationHistogram", {}).get("Percentiles") or []:
-        if isinstance(entry, dict) and isinstance(entry.get("Percentile"), (int, float)):
-            found[float(entry["Percentile"])] = entry.get("Value")
+    for entry in entries:
+        p = json_get(entry, "Percentile")
+        if isinstance(p, (int, float)) and not isinstance(p, bool) and abs(p) <= 100:  # 1e400 is no float
+            found[float(p)] = entry
     for p, metric in PERCENTILES.items():
         if p not in found:
             raise ParseError(f"fortio JSON lacks the p{p:g} latency (DurationHistogram.Percentiles)")
-        out[metric] = json_number("fortio", found, p) * 1e6  # seconds -> us
-    total = json_number("fortio", doc, "DurationHistogram", "Count")
+        try:
+            out[metric] = json_number("fortio", found[p], "Value", minimum=0) * 1e6  # seconds -> us
+        except ParseError as exc:
+            raise ParseError(f"{exc} (the p{p:g} latency in DurationHistogram.Percentiles)") from None
+    total = json_number("fortio", doc, "DurationHistogram", "Count", minimum=0)
     codes = doc.get("RetCodes")
     if not isinstance(codes, dict):
-        raise ParseError("fortio JSON lacks RetCodes")
+        raise ParseError("fortio JSON lacks the object RetCodes")
     if total == 0:
         raise ParseError("fortio completed no request")
     # Socket errors have code -1, HTTP errors their status; both count.
-    out["http_errors"] = total - (json_number("fortio", codes, "200") if "200" in codes else 0.0)
-    return out
+    ok = json_number("fortio", codes, "200", minimum=0) if "200" in codes else 0.0
+    if ok > total:
+        raise ParseError(f"fortio RetCodes.200={ok:g} exceeds DurationHistogram.Count={total:g}")
+    out["http_errors"] = total - ok
+    return finite("fortio", out)
 
 
 def version(stdout: str) -> str:

@@ -11,9 +11,7 @@ sender can, the loss then says how much the path dropped).
 """
 from __future__ import annotations
 
-import json
-
-from .base import Invocation, ParseError, Server, json_number
+from .base import Invocation, ParseError, Server, finite, json_document, json_get, json_number, message
 
 KINDS = ("TCP_STREAM", "UDP_STREAM")
 PORT = 5201
@@ -64,34 +62,31 @@ def command(kind: str, host: str, duration_s: float, streams: int, message_size:
     return Invocation(argv, client_cpu, server_cpu)
 
 
-def parse(kind: str, stdouts: list[str]) -> dict[str, float]:
+def parse(kind: str, stdouts: list[bytes | str]) -> dict[str, float]:
     """Metrics of one run: receiver throughput (Gbit/s), and TCP retransmits or UDP loss and jitter."""
     if kind not in KINDS:
         raise ParseError(f"iperf3: unknown test kind {kind!r}")
     if len(stdouts) != 1:
         raise ParseError(f"iperf3: expected the output of one process, got {len(stdouts)}")
-    try:
-        doc = json.loads(stdouts[0])
-    except json.JSONDecodeError as exc:
-        raise ParseError(f"iperf3 output is not JSON ({exc})") from None
+    doc = json_document("iperf3", stdouts[0])
     if not isinstance(doc, dict):
         raise ParseError("iperf3 output is not a JSON object")
     if "error" in doc:  # with -J, iperf3 reports failures in the document
-        raise ParseError(f"iperf3 error: {doc['error']}")
-    protocol = doc.get("start", {}).get("test_start", {}).get("protocol")
+        raise ParseError(f"iperf3 error: {message(doc['error'])}")
+    protocol = json_get(doc, "start", "test_start", "protocol")
     if protocol != kind.partition("_")[0]:
-        raise ParseError(f"iperf3 ran a {protocol} test, expected {kind}")
-    out = {"throughput": json_number("iperf3", doc, "end", "sum_received", "bits_per_second") / 1e9}
+        raise ParseError(f"iperf3 ran a {message(protocol, 40)} test, expected {kind} (start.test_start.protocol)")
+    out = {"throughput": json_number("iperf3", doc, "end", "sum_received", "bits_per_second", minimum=0) / 1e9}
     if kind == "TCP_STREAM":
-        out["retransmits"] = json_number("iperf3", doc, "end", "sum_sent", "retransmits")
-        return out
+        out["retransmits"] = json_number("iperf3", doc, "end", "sum_sent", "retransmits", minimum=0)
+        return finite("iperf3", out)
     # end.sum is the receiver's (server's) count, sent back to the client at the end.
     loss = json_number("iperf3", doc, "end", "sum", "lost_percent")
     if not 0 <= loss <= 100:
         raise ParseError(f"iperf3 lost_percent={loss} is outside 0-100 % (iperf3 miscounted, see issue #1489)")
     out["udp_loss_pct"] = loss
-    out["udp_jitter"] = json_number("iperf3", doc, "end", "sum", "jitter_ms") * 1000  # us
-    return out
+    out["udp_jitter"] = json_number("iperf3", doc, "end", "sum", "jitter_ms", minimum=0) * 1000  # us
+    return finite("iperf3", out)
 
 
 def version(stdout: str) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from .base import Invocation, ParseError, Server
+from .base import Invocation, ParseError, Server, finite, text, utf8
 
 STREAM_KEYS = ("THROUGHPUT", "THROUGHPUT_UNITS", "ELAPSED_TIME", "LOCAL_SEND_SIZE",
                "LOCAL_TRANSPORT_RETRANS", "LOCAL_CPU_BIND", "REMOTE_CPU_BIND")
@@ -81,9 +81,9 @@ def _seconds(d: float) -> str:
     return str(int(d))
 
 
-def parse_keyval(stdout: str) -> dict[str, str]:
+def parse_keyval(stdout: bytes | str) -> dict[str, str]:
     values = {}
-    for line in stdout.splitlines():
+    for line in text(stdout).splitlines():
         key, sep, value = line.partition("=")
         if sep and key.isupper() and key.replace("_", "").isalnum():
             values[key] = value.strip().strip('"')
@@ -93,6 +93,7 @@ def parse_keyval(stdout: str) -> dict[str, str]:
 def _number(values: dict[str, str], key: str) -> float:
     if key not in values:
         raise ParseError(f"netperf output lacks {key}")
+    utf8("netperf", key, values[key])
     try:
         number = float(values[key])
     except ValueError:
@@ -102,13 +103,15 @@ def _number(values: dict[str, str], key: str) -> float:
     return number
 
 
-def parse_one(kind: str, stdout: str) -> dict[str, float]:
+def parse_one(kind: str, stdout: bytes | str) -> dict[str, float]:
     """Metrics of one netperf process's keyval output."""
     values = parse_keyval(stdout)
     if not values:
         raise ParseError("netperf printed no KEY=value lines")
     throughput = _number(values, "THROUGHPUT")
     units = values.get("THROUGHPUT_UNITS")
+    if units is not None:
+        utf8("netperf", "THROUGHPUT_UNITS", units)
     if kind == "TCP_STREAM":
         if units != "10^6bits/s":
             raise ParseError(f"netperf THROUGHPUT_UNITS={units!r}, expected '10^6bits/s'")
@@ -124,7 +127,7 @@ def parse_one(kind: str, stdout: str) -> dict[str, float]:
     return out
 
 
-def parse(kind: str, stdouts: list[str]) -> dict[str, float]:
+def parse(kind: str, stdouts: list[bytes | str]) -> dict[str, float]:
     """Metrics of a whole run: rates and throughput summed over streams.
 
     Latency percentiles cannot be combined across processes, so they are kept
@@ -138,7 +141,7 @@ def parse(kind: str, stdouts: list[str]) -> dict[str, float]:
     if len(per_stream) == 1:
         return per_stream[0]
     summed = ("throughput", "retransmits", "transaction_rate", "connection_rate")
-    return {k: sum(p[k] for p in per_stream) for k in summed if all(k in p for p in per_stream)}
+    return finite("netperf", {k: sum(p[k] for p in per_stream) for k in summed if all(k in p for p in per_stream)})
 
 
 def version(stdout: str) -> str:

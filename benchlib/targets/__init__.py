@@ -44,8 +44,13 @@ class Result:
 
     argv: list[str]
     returncode: int | None  # None: killed after the timeout
-    stdout: str
-    stderr: str
+    stdout: bytes  # the bytes as printed: whether they are text is the parser's to judge
+    stderr: bytes
+
+
+def shown(output: bytes) -> str:
+    """Output as text for a message or a version probe; bytes that are not UTF-8 show as \\xNN."""
+    return output.decode("utf-8", "backslashreplace")
 
 
 class Process(Protocol):
@@ -55,8 +60,8 @@ class Process(Protocol):
 
     def poll(self) -> int | None: ...
 
-    def communicate(self, timeout: float | None = None) -> tuple[str, str]:
-        """(stdout, stderr); raises subprocess.TimeoutExpired like Popen does."""
+    def communicate(self, timeout: float | None = None) -> tuple[bytes, bytes]:
+        """(stdout, stderr) as printed; raises subprocess.TimeoutExpired like Popen does."""
 
     def kill(self) -> None: ...
 
@@ -212,9 +217,9 @@ class LocalProcess:
     """
 
     def __init__(self, argv: list[str]):
-        self._p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        self._p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                    start_new_session=True)
-        self._output = ("", "")
+        self._output = (b"", b"")
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -228,8 +233,8 @@ class LocalProcess:
     def poll(self) -> int | None:
         return self._p.poll()
 
-    def communicate(self, timeout: float | None = None) -> tuple[str, str]:
-        """(stdout, stderr); raises subprocess.TimeoutExpired like Popen does."""
+    def communicate(self, timeout: float | None = None) -> tuple[bytes, bytes]:
+        """(stdout, stderr) as printed; raises subprocess.TimeoutExpired like Popen does."""
         self._reader.join(timeout)
         if self._reader.is_alive():
             raise subprocess.TimeoutExpired(self._p.args, timeout)

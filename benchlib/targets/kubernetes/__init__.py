@@ -26,7 +26,7 @@ import uuid
 from ... import cpu
 from ...collectors import Server
 from ...config import Environment
-from .. import Placement, Target, TargetError, service_ports, wait_listening
+from .. import Placement, Target, TargetError, service_ports, shown, wait_listening
 from . import services
 from .api import PID_MARKER, Cluster, ExecProcess, k8s, reason
 from .manifests import (LABEL_OWNER, LABEL_SESSION, namespace_labels_patch, namespace_manifest, namespace_name,
@@ -213,9 +213,9 @@ class KubernetesTarget(Target):
 
         def ss(argv: list[str]) -> str:
             r = self.cluster.run(pod, argv)
-            return r.stdout if r.returncode == 0 else ""
+            return shown(r.stdout) if r.returncode == 0 else ""
 
-        wait_listening(server, proc, ss, "kubernetes", f"in pod {pod}", lambda: "".join(proc.communicate()),
+        wait_listening(server, proc, ss, "kubernetes", f"in pod {pod}", lambda: shown(b"".join(proc.communicate())),
                        timeout_s=SERVER_LISTEN_TIMEOUT_S, poll_s=SERVER_POLL_S)
 
     def _stop_servers(self) -> None:

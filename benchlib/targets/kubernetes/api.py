@@ -18,7 +18,7 @@ import subprocess
 import threading
 import time
 
-from .. import Result, TargetError
+from .. import Result, TargetError, shown
 from .manifests import CONTAINER
 
 EXIT_MARKER = "__BENCHLIB_EXIT="
@@ -111,8 +111,8 @@ class Cluster:
         r = self.run(pod, argv)
         if r.returncode != 0:
             raise TargetError(f"kubernetes: `{shlex.join(argv)}` in pod {pod} exited {r.returncode}: "
-                              f"{r.stderr.strip()}")
-        return r.stdout
+                              f"{shown(r.stderr).strip()}")
+        return shown(r.stdout)
 
     # -- pods ----------------------------------------------------------------------
     def start_pod(self, manifest: dict, timeout_s: float):
@@ -179,11 +179,13 @@ class ExecProcess:
     def poll(self) -> int | None:
         return None if self._reader.is_alive() else self.returncode
 
-    def communicate(self, timeout: float | None = None) -> tuple[str, str]:
+    def communicate(self, timeout: float | None = None) -> tuple[bytes, bytes]:
+        """(stdout, stderr) as bytes, like LocalProcess; the exec API has already decoded them as
+        UTF-8, a byte that is not UTF-8 replaced by U+FFFD."""
         self._reader.join(timeout)
         if self._reader.is_alive():
             raise subprocess.TimeoutExpired(self.argv, timeout)
-        return "".join(self._out), "".join(self._err)
+        return "".join(self._out).encode(), "".join(self._err).encode()
 
     def kill(self) -> None:
         self._killed = True
