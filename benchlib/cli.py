@@ -146,6 +146,7 @@ def _from_revision(rev: str, name: str) -> Path:
 
     from dvc.api import DVCFileSystem
     from dvc.exceptions import DvcException
+    from dvc_data.index import DataIndexError
     from scmrepo.exceptions import SCMError
 
     from .analysis.compare import CompareError
@@ -156,15 +157,39 @@ def _from_revision(rev: str, name: str) -> Path:
         src = f"data/raw/{name}"
         if not fs.isdir(src):
             raise CompareError(f"campaign {rev}:{name}: revision {rev} has no {src}")
-        fs.get(src, str(tmp / name), recursive=True)
-    except (DvcException, SCMError) as exc:
+        try:
+            fs.get(src, str(tmp / name), recursive=True)
+        except (DataIndexError, FileNotFoundError):  # a .dir manifest or a file in neither cache nor remote
+            raise CompareError(f"campaign {rev}:{name}: {src} of revision {rev} {_not_fetched()}") from None
+    except (DvcException, SCMError, DataIndexError) as exc:
         raise CompareError(f"campaign {rev}:{name}: {type(exc).__name__}: {' '.join(str(exc).split())}") from None
     return tmp
+
+
+def _not_fetched() -> str:
+    """Where the records of a revision were looked for, and how to fetch them (one line): the remotes
+    of the project's DVC config, as `dvc pull` would use them."""
+    from dvc.repo import Repo
+    try:
+        with Repo(str(config.project_root())) as repo:
+            names, default = sorted(repo.config.get("remote", {})), repo.config.get("core", {}).get("remote")
+    except Exception:  # only the hint depends on it: a config DVC cannot read names no remote
+        names, default = [], None
+    if not names:
+        return ("is not in the DVC cache and no DVC remote is configured: add the remote it was pushed to "
+                "(`dvc remote add -d NAME URL`), then `dvc fetch --all-commits` (or `dvc pull` on that revision)")
+    if default:
+        return (f"is in neither the DVC cache nor the default remote {default!r}: `dvc push` it where it was "
+                "measured, or fetch it from the remote that has it (`dvc fetch -r NAME --all-commits`)")
+    return (f"is not in the DVC cache and no default remote is set (remotes: {', '.join(names)}): "
+            "`dvc fetch -r NAME --all-commits` (or `dvc pull -r NAME` on that revision)")
 
 
 def load_campaign(spec: str):
     """Campaign ``spec`` (an id under data/raw/, or rev:id through DVC) as compare's tidy tables."""
     import re
+
+    import polars as pl
 
     from .analysis.compare import Campaign, CompareError
     rev, _, name = spec.rpartition(":")
@@ -184,9 +209,18 @@ def load_campaign(spec: str):
         raise CompareError(f"campaign {spec}: {problems[0]}{more}")
     try:
         runs, metrics = tidy.build_tables(cdir)
-        return Campaign(spec, runs, metrics, tidy.build_facts(runs))
     except BenchlibError as exc:
         raise CompareError(f"campaign {spec}: {exc}") from None
+    # Records say which campaign measured them: another campaign's records copied here would
+    # compare a campaign with itself (a byte copy of A as B: nothing differs, nothing changed).
+    foreign = runs.filter(pl.col("campaign") != name)
+    if len(foreign):
+        owners = ", ".join(sorted(set(foreign["campaign"])))
+        more = f" and {len(foreign) - 1} more" if len(foreign) > 1 else ""
+        raise CompareError(f"campaign {spec}: {len(foreign)} of {len(runs)} records were measured by campaign "
+                           f"{owners} ({record.META} 'campaign'), not {name}, e.g. {foreign['record'][0]}{more}: "
+                           "copied records are refused; compare the campaign that measured them")
+    return Campaign(spec, runs, metrics, tidy.build_facts(runs))
 
 
 def cmd_compare(args) -> int:

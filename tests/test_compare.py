@@ -1,4 +1,4 @@
-"""`benchlib compare` (issue 16) on two real lab campaigns: the second with a long iptables rule chain in
+"""`benchlib compare` on two real lab campaigns: the second with a long iptables rule chain in
 front of the veth-routed server, the host path unchanged. Short on purpose: 2 scenarios, one 1 s TCP_RR,
 6 blocks (the least with a 95 % CI and a verdict)."""
 from __future__ import annotations
@@ -143,6 +143,19 @@ def copy_campaign(project: Path, src: str, dst: str, edit=None) -> Path:
     return raw / dst
 
 
+def test_a_byte_copy_of_another_campaign_is_refused_naming_its_records(project):
+    raw = project / "data" / "raw"
+    shutil.copytree(raw / "cmp-a", raw / "cmp-a-bytes")  # cp -r: the records still say campaign cmp-a
+    done = benchlib(project, "--params", str(params(project, "cmp-a")), "compare", "cmp-a", "cmp-a-bytes",
+                    "--no-html")
+    assert done.returncode == 2 and not done.stdout and done.stderr.count("\n") == 1, done.stderr
+    first = record.find(raw / "cmp-a-bytes")[0]
+    assert done.stderr.startswith("benchlib: error: campaign cmp-a-bytes: "), done.stderr
+    n = len(record.find(raw / "cmp-a-bytes"))
+    assert f"{n} of {n} records were measured by campaign cmp-a" in done.stderr and n == 12
+    assert f"e.g. {first} and {n - 1} more" in done.stderr and "copied records are refused" in done.stderr
+
+
 def test_metadata_diff_lists_what_changed_and_no_session_identifier(project, monkeypatch):
     monkeypatch.chdir(project)
     a, b = load_campaign("cmp-a"), load_campaign("cmp-b")
@@ -203,7 +216,8 @@ def test_bad_campaigns_are_one_line_errors_naming_them(project):
         assert done.stderr.count("\n") == 1 and not done.stdout
 
 
-def test_a_campaign_from_another_git_revision_comes_through_dvc(project_copy, monkeypatch):
+def test_a_campaign_from_another_git_revision_comes_through_dvc_or_says_how_to_fetch_it(project_copy, monkeypatch,
+                                                                                       tmp_path):
     require_root()
     write_params(project_copy, "rev-a", repetitions=2)
     deadline = time.monotonic() + LOCK_WAIT_S
@@ -227,6 +241,20 @@ def test_a_campaign_from_another_git_revision_comes_through_dvc(project_copy, mo
     done = benchlib(project_copy, "compare", "no-such-rev:rev-a", "HEAD:rev-a", "--no-html")
     assert done.returncode == 2 and done.stderr.startswith("benchlib: error: campaign no-such-rev:rev-a: ")
     assert done.stderr.count("\n") == 1, done.stderr
+
+    # the records gone from the DVC cache too: one line saying so and how to fetch them, exit 2 (never 1)
+    shutil.rmtree(project_copy / ".dvc" / "cache")
+    done = benchlib(project_copy, "compare", "HEAD:rev-a", "HEAD:rev-a", "--no-html")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and not done.stdout, done.stderr
+    assert done.stderr.startswith("benchlib: error: campaign HEAD:rev-a: data/raw/rev-a of revision HEAD is not "
+                                  "in the DVC cache and no DVC remote is configured: "), done.stderr
+    assert "`dvc remote add -d NAME URL`" in done.stderr and "dvc fetch" in done.stderr
+    (tmp_path / "empty-remote").mkdir()
+    subprocess.run(["dvc", "remote", "add", "-d", "store", str(tmp_path / "empty-remote")], cwd=project_copy,
+                   env=venv_env(), check=True, capture_output=True)
+    done = benchlib(project_copy, "compare", "HEAD:rev-a", "HEAD:rev-a", "--no-html")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "is in neither the DVC cache nor the default remote 'store'" in done.stderr, done.stderr
 
 
 def test_thresholds_per_metric_are_validated():
