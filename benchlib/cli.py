@@ -240,12 +240,18 @@ def cmd_compare(args) -> int:
     res = compare.run(a, b, **options)
     print(json.dumps(compare.to_json(res), indent=1) if args.json else compare.text(res))
     if args.junit:
-        _say(f"compare: JUnit -> {compare.write_junit(res, Path(args.junit))}")
+        _say(f"compare: JUnit -> {compare.write_junit(res, Path(args.junit), strict_setup=args.strict_setup)}")
     if not args.no_html:
         root = config.project_root()
         out_dir = Path(args.out_dir) if args.out_dir else root / "reports"
         html = report.build_compare(a, b, out_dir, options)
         _say(f"compare: report -> {html}")
+    if args.strict_setup and len(res.differences):
+        # not exit 1: that says "regression"; the campaigns' setups differ, which --strict-setup refuses
+        fields = ", ".join(dict.fromkeys(res.differences["field"]))
+        raise compare.CompareError(
+            f"{res.a} vs {res.b}: the setup differs (--strict-setup): {fields}"
+            + (f"; also {len(res.regressions)} regression(s)" if len(res.regressions) else ""))
     return EXIT_REGRESSION if len(res.regressions) else 0
 
 
@@ -379,10 +385,13 @@ def build_parser() -> argparse.ArgumentParser:
                     "(significant, but the CI lies inside +/- the threshold), 'inconclusive' (test and CI "
                     "disagree) or '+x % [lo, hi] better/worse'; a geometric mean of the changes per test.\n"
                     "3. reports/compare-A-vs-B.html (papermill runs notebooks/compare.py; opens offline).",
-        epilog="Exit codes: 0 no regression; 1 at least one significant regression beyond the threshold "
-               "(a 'worse' verdict); 2 an error (unknown, empty or unparseable campaign, changed test "
-               "parameters), one line on stderr. The threshold is --threshold, else analysis.threshold_pct "
-               "of params.yaml (a number or {metric: %, default: %}), else analysis.noise_band_pct.")
+        epilog="Exit codes: 0 no regression; 1 at least one regression: a significant 'worse' change beyond "
+               "the threshold (a collapse to 0 included), or a configuration measured in A whose every run "
+               "failed in B; 2 an error, one line on stderr: an unknown, empty, unparseable or copied campaign, "
+               "a REV:ID whose records are in neither the DVC cache nor a remote, changed test parameters, or "
+               "with --strict-setup a setup difference (after the output is written). The threshold is "
+               "--threshold, else analysis.threshold_pct of params.yaml (a number or {metric: %, default: %}), "
+               "else analysis.noise_band_pct.")
     s.add_argument("a", metavar="A", help="the reference campaign (e.g. the one before an upgrade): an id under "
                                           "data/raw/, or REV:ID to take it from git revision REV through DVC "
                                           "(its cache or remote, as `dvc pull` would)")
@@ -394,6 +403,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="correction of the headline family (default: analysis.correction; fdr_bh for large sweeps)")
     s.add_argument("--junit", metavar="FILE", help="write a JUnit XML file: one test case per configuration "
                                                    "and metric, failing on a significant regression")
+    s.add_argument("--strict-setup", action="store_true",
+                   help="treat a setup difference (kernel, tool versions, MTU, CNI config, ...: what step 1 lists) "
+                        "as a failure: one failing JUnit case per differing field (class 'setup') and exit 2 "
+                        "after the output is written. Without it the differences are listed (text, JSON, and "
+                        "JUnit properties setup.<field> of the test suite) but fail nothing")
     s.add_argument("--json", action="store_true", help="print the result as JSON instead of tables")
     s.add_argument("--no-html", action="store_true", help="skip the HTML page (faster, e.g. in CI)")
     s.add_argument("--out-dir", help="where compare-A-vs-B.html goes (default: reports)")

@@ -39,8 +39,8 @@ res = compare.run(compare.load_campaign(campaign_a, tables_a), compare.load_camp
                   alpha=alpha, correction=correction, threshold_pct=threshold_pct, seed=seed, targets=targets)
 display(Markdown(
     f"# {campaign_b} against {campaign_a}\n\n"
-    f"**{len(res.regressions)} significant regression(s) beyond the threshold** out of {len(res.rows)} "
-    f"comparisons (alpha = {alpha}), corrected within families: the primary family is each test's headline "
+    f"**{len(res.regressions)} regression(s)** (significant and beyond the threshold, or every run failed in "
+    f"{campaign_b}) out of {len(res.rows)} comparisons (alpha = {alpha}), corrected within families: the primary family is each test's headline "
     f"metric ({res.rows.filter(family=compare.stats.PRIMARY)['correction'].first() or correction}), every other "
     "metric is in the Benjamini-Hochberg family of its kind (latency, CPU, other; FDR). The change's interval is "
     "at the level its family's correction decided at, so that significant means the interval excludes 0. "
@@ -61,6 +61,9 @@ else:
     display(res.differences.rename({"value_a": campaign_a, "value_b": campaign_b}))
 if len(res.unmatched):
     display(Markdown("Measured in one campaign only, so not compared:"), res.unmatched)
+if len(res.failed):
+    display(Markdown(f"Configurations with failed runs (`_base`: {campaign_a}); one whose every run failed in "
+                     f"{campaign_b} is a regression:"), res.failed.drop("test_params", "streams", "message_size"))
 
 # %% [markdown]
 # ## Primary family: each test's headline metric
