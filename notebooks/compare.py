@@ -37,11 +37,13 @@ figures.use_report_renderer()  # headless kernels need it; the page carries plot
 report.display_tables()
 res = compare.run(compare.load_campaign(campaign_a, tables_a), compare.load_campaign(campaign_b, tables_b),
                   alpha=alpha, correction=correction, threshold_pct=threshold_pct, seed=seed, targets=targets)
+tested = res.rows.filter(pl.col("all_failed").is_null())  # rows of configurations whose every run failed: not tested
 display(Markdown(
     f"# {campaign_b} against {campaign_a}\n\n"
     f"**{len(res.regressions)} regression(s)** (significant and beyond the threshold, or every run failed in "
-    f"{campaign_b}) out of {len(res.rows)} comparisons (alpha = {alpha}), corrected within families: the primary family is each test's headline "
-    f"metric ({res.rows.filter(family=compare.stats.PRIMARY)['correction'].first() or correction}), every other "
+    f"{campaign_b}) out of {len(res.rows)} comparisons (alpha = {alpha}), corrected within families: "
+    "the primary family is each test's headline "
+    f"metric ({tested.filter(family=compare.stats.PRIMARY)['correction'].first() or correction}), every other "
     "metric is in the Benjamini-Hochberg family of its kind (latency, CPU, other; FDR). The change's interval is "
     "at the level its family's correction decided at, so that significant means the interval excludes 0. "
     "Verdicts: `~ within noise` (not significant after correction), `negligible` (significant, but the "
@@ -70,10 +72,13 @@ if len(res.failed):
 
 # %%
 headline = res.rows.filter(family=compare.stats.PRIMARY)
-if len(headline):
-    display(Markdown(f"{len(headline)} comparisons, {headline['correction'][0]} correction over them; "
-                     f"intervals at {100 * headline['ci_level'][0]:.4g} %."))
+tested_headline = tested.filter(family=compare.stats.PRIMARY)
+if len(tested_headline):
+    display(Markdown(f"{len(tested_headline)} comparisons, {tested_headline['correction'][0]} correction over them; "
+                     f"intervals at {100 * tested_headline['ci_level'][0]:.4g} %."))
+if len(tested_headline):
     figures.forest(headline, baseline=campaign_a).show()
+if len(headline):
     display(compare.display_rows(headline).drop("family"))
 
 # %% [markdown]
