@@ -383,7 +383,10 @@ def build_parser() -> argparse.ArgumentParser:
                     "labelled FDR), the change's CI at the level that correction decided at, the minimum "
                     "detectable effect, and a verdict by the metric's direction: '~ within noise', 'negligible' "
                     "(significant, but the CI lies inside +/- the threshold), 'inconclusive' (test and CI "
-                    "disagree) or '+x % [lo, hi] better/worse'; a geometric mean of the changes per test.\n"
+                    "disagree) or '+x % [lo, hi] better/worse' (where a value is <= 0, e.g. a rate fallen to 0, "
+                    "the change of the medians without a CI); a configuration whose every run failed in one "
+                    "campaign reads 'every run failed in A/B (k of n: reasons)', and failed runs are counted "
+                    "per configuration; a geometric mean of the changes per test.\n"
                     "3. reports/compare-A-vs-B.html (papermill runs notebooks/compare.py; opens offline).",
         epilog="Exit codes: 0 no regression; 1 at least one regression: a significant 'worse' change beyond "
                "the threshold (a collapse to 0 included), or a configuration measured in A whose every run "
@@ -402,7 +405,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--correction", choices=["holm", "fdr_bh"],
                    help="correction of the headline family (default: analysis.correction; fdr_bh for large sweeps)")
     s.add_argument("--junit", metavar="FILE", help="write a JUnit XML file: one test case per configuration "
-                                                   "and metric, failing on a significant regression")
+                                                   "and metric, failing on a regression; the setup "
+                                                   "differences as properties of the suite")
     s.add_argument("--strict-setup", action="store_true",
                    help="treat a setup difference (kernel, tool versions, MTU, CNI config, ...: what step 1 lists) "
                         "as a failure: one failing JUnit case per differing field (class 'setup') and exit 2 "
