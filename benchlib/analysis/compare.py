@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
@@ -257,7 +257,7 @@ class Result:
     geomean: pl.DataFrame
     alpha: float
     correction: str
-    failed: pl.DataFrame  # failed_runs(): configurations with failed runs in either campaign
+    failed: pl.DataFrame = field(default_factory=pl.DataFrame)  # failed_runs(): with failed runs in either
 
     @property
     def regressions(self) -> pl.DataFrame:
@@ -325,11 +325,11 @@ def write_junit(res: Result, path: Path, strict_setup: bool = False) -> Path:
                        skipped=str(int((res.rows["p_adj"].is_nan() & ~res.rows["regression"]).sum())))
     props = ET.SubElement(suite, "properties")
     ET.SubElement(props, "property", name="setup.differences", value=str(len(setup)))
-    for field, value in setup:
-        ET.SubElement(props, "property", name=f"setup.{field}", value=value)
-    for field, value in setup if strict_setup else ():
-        case = ET.SubElement(suite, "testcase", classname="setup", name=field)
-        ET.SubElement(case, "failure", message=f"the setup differs (--strict-setup): {field}",
+    for key, value in setup:
+        ET.SubElement(props, "property", name=f"setup.{key}", value=value)
+    for key, value in setup if strict_setup else ():
+        case = ET.SubElement(suite, "testcase", classname="setup", name=key)
+        ET.SubElement(case, "failure", message=f"the setup differs (--strict-setup): {key}",
                       type="setup").text = value
     for r in res.rows.iter_rows(named=True):
         classname, name = _case_name(r)
