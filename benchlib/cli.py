@@ -156,6 +156,7 @@ def _from_revision(rev: str, name: str) -> Path:
 
     from dvc.api import DVCFileSystem
     from dvc.exceptions import DvcException
+    from dvc_data.index import DataIndexError
     from scmrepo.exceptions import SCMError
 
     from .analysis.compare import CompareError
@@ -166,15 +167,39 @@ def _from_revision(rev: str, name: str) -> Path:
         src = f"data/raw/{name}"
         if not fs.isdir(src):
             raise CompareError(f"campaign {rev}:{name}: revision {rev} has no {src}")
-        fs.get(src, str(tmp / name), recursive=True)
-    except (DvcException, SCMError) as exc:
+        try:
+            fs.get(src, str(tmp / name), recursive=True)
+        except (DataIndexError, FileNotFoundError):  # a .dir manifest or a file in neither cache nor remote
+            raise CompareError(f"campaign {rev}:{name}: {src} of revision {rev} {_not_fetched()}") from None
+    except (DvcException, SCMError, DataIndexError) as exc:
         raise CompareError(f"campaign {rev}:{name}: {type(exc).__name__}: {' '.join(str(exc).split())}") from None
     return tmp
+
+
+def _not_fetched() -> str:
+    """Where the records of a revision were looked for, and how to fetch them (one line): the remotes
+    of the project's DVC config, as `dvc pull` would use them."""
+    from dvc.repo import Repo
+    try:
+        with Repo(str(config.project_root())) as repo:
+            names, default = sorted(repo.config.get("remote", {})), repo.config.get("core", {}).get("remote")
+    except Exception:  # only the hint depends on it: a config DVC cannot read names no remote
+        names, default = [], None
+    if not names:
+        return ("is not in the DVC cache and no DVC remote is configured: add the remote it was pushed to "
+                "(`dvc remote add -d NAME URL`), then `dvc fetch --all-commits` (or `dvc pull` on that revision)")
+    if default:
+        return (f"is in neither the DVC cache nor the default remote {default!r}: `dvc push` it where it was "
+                "measured, or fetch it from the remote that has it (`dvc fetch -r NAME --all-commits`)")
+    return (f"is not in the DVC cache and no default remote is set (remotes: {', '.join(names)}): "
+            "`dvc fetch -r NAME --all-commits` (or `dvc pull -r NAME` on that revision)")
 
 
 def load_campaign(spec: str):
     """Campaign ``spec`` (an id under data/raw/, or rev:id through DVC) as compare's tidy tables."""
     import re
+
+    import polars as pl
 
     from .analysis.compare import Campaign, CompareError
     rev, _, name = spec.rpartition(":")
@@ -194,9 +219,18 @@ def load_campaign(spec: str):
         raise CompareError(f"campaign {spec}: {problems[0]}{more}")
     try:
         runs, metrics = tidy.build_tables(cdir)
-        return Campaign(spec, runs, metrics, tidy.build_facts(runs))
     except BenchlibError as exc:
         raise CompareError(f"campaign {spec}: {exc}") from None
+    # Records say which campaign measured them: another campaign's records copied here would
+    # compare a campaign with itself (a byte copy of A as B: nothing differs, nothing changed).
+    foreign = runs.filter(pl.col("campaign") != name)
+    if len(foreign):
+        owners = ", ".join(sorted(set(foreign["campaign"])))
+        more = f" and {len(foreign) - 1} more" if len(foreign) > 1 else ""
+        raise CompareError(f"campaign {spec}: {len(foreign)} of {len(runs)} records were measured by campaign "
+                           f"{owners} ({record.META} 'campaign'), not {name}, e.g. {foreign['record'][0]}{more}: "
+                           "copied records are refused; compare the campaign that measured them")
+    return Campaign(spec, runs, metrics, tidy.build_facts(runs))
 
 
 def cmd_compare(args) -> int:
@@ -216,12 +250,18 @@ def cmd_compare(args) -> int:
     res = compare.run(a, b, **options)
     print(json.dumps(compare.to_json(res), indent=1) if args.json else compare.text(res))
     if args.junit:
-        _say(f"compare: JUnit -> {compare.write_junit(res, Path(args.junit))}")
+        _say(f"compare: JUnit -> {compare.write_junit(res, Path(args.junit), strict_setup=args.strict_setup)}")
     if not args.no_html:
         root = config.project_root()
         out_dir = Path(args.out_dir) if args.out_dir else root / "reports"
         html = report.build_compare(a, b, out_dir, options)
         _say(f"compare: report -> {html}")
+    if args.strict_setup and len(res.differences):
+        # not exit 1: that says "regression"; the campaigns' setups differ, which --strict-setup refuses
+        fields = ", ".join(dict.fromkeys(res.differences["field"]))
+        raise compare.CompareError(
+            f"{res.a} vs {res.b}: the setup differs (--strict-setup): {fields}"
+            + (f"; also {len(res.regressions)} regression(s)" if len(res.regressions) else ""))
     return EXIT_REGRESSION if len(res.regressions) else 0
 
 
@@ -362,12 +402,18 @@ def build_parser() -> argparse.ArgumentParser:
                     "labelled FDR), the change's CI at the level that correction decided at, the minimum "
                     "detectable effect, and a verdict by the metric's direction: '~ within noise', 'negligible' "
                     "(significant, but the CI lies inside +/- the threshold), 'inconclusive' (test and CI "
-                    "disagree) or '+x % [lo, hi] better/worse'; a geometric mean of the changes per test.\n"
+                    "disagree) or '+x % [lo, hi] better/worse' (where a value is <= 0, e.g. a rate fallen to 0, "
+                    "the change of the medians without a CI); a configuration whose every run failed in one "
+                    "campaign reads 'every run failed in A/B (k of n: reasons)', and failed runs are counted "
+                    "per configuration; a geometric mean of the changes per test.\n"
                     "3. reports/compare-A-vs-B.html (papermill runs notebooks/compare.py; opens offline).",
-        epilog="Exit codes: 0 no regression; 1 at least one significant regression beyond the threshold "
-               "(a 'worse' verdict); 2 an error (unknown, empty or unparseable campaign, changed test "
-               "parameters), one line on stderr. The threshold is --threshold, else analysis.threshold_pct "
-               "of params.yaml (a number or {metric: %, default: %}), else analysis.noise_band_pct.")
+        epilog="Exit codes: 0 no regression; 1 at least one regression: a significant 'worse' change beyond "
+               "the threshold (a collapse to 0 included), or a configuration measured in A whose every run "
+               "failed in B; 2 an error, one line on stderr: an unknown, empty, unparseable or copied campaign, "
+               "a REV:ID whose records are in neither the DVC cache nor a remote, changed test parameters, or "
+               "with --strict-setup a setup difference (after the output is written). The threshold is "
+               "--threshold, else analysis.threshold_pct of params.yaml (a number or {metric: %, default: %}), "
+               "else analysis.noise_band_pct.")
     s.add_argument("a", metavar="A", help="the reference campaign (e.g. the one before an upgrade): an id under "
                                           "data/raw/, or REV:ID to take it from git revision REV through DVC "
                                           "(its cache or remote, as `dvc pull` would)")
@@ -378,7 +424,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--correction", choices=["holm", "fdr_bh"],
                    help="correction of the headline family (default: analysis.correction; fdr_bh for large sweeps)")
     s.add_argument("--junit", metavar="FILE", help="write a JUnit XML file: one test case per configuration "
-                                                   "and metric, failing on a significant regression")
+                                                   "and metric, failing on a regression; the setup "
+                                                   "differences as properties of the suite")
+    s.add_argument("--strict-setup", action="store_true",
+                   help="treat a setup difference (kernel, tool versions, MTU, CNI config, ...: what step 1 lists) "
+                        "as a failure: one failing JUnit case per differing field (class 'setup') and exit 2 "
+                        "after the output is written. Without it the differences are listed (text, JSON, and "
+                        "JUnit properties setup.<field> of the test suite) but fail nothing")
     s.add_argument("--json", action="store_true", help="print the result as JSON instead of tables")
     s.add_argument("--no-html", action="store_true", help="skip the HTML page (faster, e.g. in CI)")
     s.add_argument("--out-dir", help="where compare-A-vs-B.html goes (default: reports)")

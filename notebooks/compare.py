@@ -37,11 +37,13 @@ figures.use_report_renderer()  # headless kernels need it; the page carries plot
 report.display_tables()
 res = compare.run(compare.load_campaign(campaign_a, tables_a), compare.load_campaign(campaign_b, tables_b),
                   alpha=alpha, correction=correction, threshold_pct=threshold_pct, seed=seed, targets=targets)
+tested = res.rows.filter(pl.col("all_failed").is_null())  # rows of configurations whose every run failed: not tested
 display(Markdown(
     f"# {campaign_b} against {campaign_a}\n\n"
-    f"**{len(res.regressions)} significant regression(s) beyond the threshold** out of {len(res.rows)} "
-    f"comparisons (alpha = {alpha}), corrected within families: the primary family is each test's headline "
-    f"metric ({res.rows.filter(family=compare.stats.PRIMARY)['correction'].first() or correction}), every other "
+    f"**{len(res.regressions)} regression(s)** (significant and beyond the threshold, or every run failed in "
+    f"{campaign_b}) out of {len(res.rows)} comparisons (alpha = {alpha}), corrected within families: "
+    "the primary family is each test's headline "
+    f"metric ({tested.filter(family=compare.stats.PRIMARY)['correction'].first() or correction}), every other "
     "metric is in the Benjamini-Hochberg family of its kind (latency, CPU, other; FDR). The change's interval is "
     "at the level its family's correction decided at, so that significant means the interval excludes 0. "
     "Verdicts: `~ within noise` (not significant after correction), `negligible` (significant, but the "
@@ -61,16 +63,22 @@ else:
     display(res.differences.rename({"value_a": campaign_a, "value_b": campaign_b}))
 if len(res.unmatched):
     display(Markdown("Measured in one campaign only, so not compared:"), res.unmatched)
+if len(res.failed):
+    display(Markdown(f"Configurations with failed runs (`_base`: {campaign_a}); one whose every run failed in "
+                     f"{campaign_b} is a regression:"), res.failed.drop("test_params", "streams", "message_size"))
 
 # %% [markdown]
 # ## Primary family: each test's headline metric
 
 # %%
 headline = res.rows.filter(family=compare.stats.PRIMARY)
-if len(headline):
-    display(Markdown(f"{len(headline)} comparisons, {headline['correction'][0]} correction over them; "
-                     f"intervals at {100 * headline['ci_level'][0]:.4g} %."))
+tested_headline = tested.filter(family=compare.stats.PRIMARY)
+if len(tested_headline):
+    display(Markdown(f"{len(tested_headline)} comparisons, {tested_headline['correction'][0]} correction over them; "
+                     f"intervals at {100 * tested_headline['ci_level'][0]:.4g} %."))
+if len(tested_headline):
     figures.forest(headline, baseline=campaign_a).show()
+if len(headline):
     display(compare.display_rows(headline).drop("family"))
 
 # %% [markdown]

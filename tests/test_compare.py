@@ -1,4 +1,4 @@
-"""`benchlib compare` (issue 16) on two real lab campaigns: the second with a long iptables rule chain in
+"""`benchlib compare` on two real lab campaigns: the second with a long iptables rule chain in
 front of the veth-routed server, the host path unchanged. Short on purpose: 2 scenarios, one 1 s TCP_RR,
 6 blocks (the least with a 95 % CI and a verdict)."""
 from __future__ import annotations
@@ -131,16 +131,143 @@ def test_a_significant_change_within_the_threshold_is_worse_but_no_regression(pr
     assert within["verdict"].endswith(" worse") and not within["regression"], (between, within)
 
 
-def copy_campaign(project: Path, src: str, dst: str, edit=None) -> Path:
-    """Campaign ``src``'s records as campaign ``dst``, each meta.json passed through ``edit``, checksums redone."""
+def copy_campaign(project: Path, src: str, dst: str, edit=None, outputs=None) -> Path:
+    """Campaign ``src``'s records as campaign ``dst``, each meta.json passed through ``edit`` and each
+    record directory (with its meta) through ``outputs``, checksums redone."""
     raw = project / "data" / "raw"
     shutil.copytree(raw / src, raw / dst)
     for rec in record.find(raw / dst):
         meta = json.loads((rec / record.META).read_text())
         meta["campaign"] = dst
+        if outputs:
+            outputs(rec, meta)
         (rec / record.META).write_text(json.dumps(edit(meta) if edit else meta))
         record.write_checksums(rec)
     return raw / dst
+
+
+def failed(meta: dict, reason: str = "netperf exited 1") -> dict:
+    """A record's outcome as collect writes a run whose last attempt failed."""
+    meta["outcome"], meta["failure_reason"] = "failed", reason
+    meta["attempts"][-1].update(outcome="failed", reason=reason)
+    return meta
+
+
+def compare_json(project: Path, a: str, b: str, *argv: str) -> tuple[subprocess.CompletedProcess, dict]:
+    done = benchlib(project, "--params", str(params(project, "cmp-a")), "compare", a, b, "--no-html", "--json", *argv)
+    return done, (json.loads(done.stdout) if done.stdout else {})
+
+
+def junit_cases(path: Path) -> tuple[ET.Element, dict]:
+    suite = ET.parse(path).getroot()
+    return suite, {(c.get("classname"), c.get("name")): c for c in suite.iter("testcase")}
+
+
+def test_a_configuration_failed_in_every_run_of_b_is_a_regression(project):
+    """cmp-a's records as B with every veth-routed run failed and two host runs failed: the veth-routed
+    configuration is a regression (exit 1, a failing JUnit case), not a row that disappears, and the
+    host rows say how many runs failed. The same campaign as A is no regression."""
+    def some_fail(meta):
+        return failed(meta) if meta["scenario"] == SLOW_SCENARIO or meta["block"] < 2 else meta
+    copy_campaign(project, "cmp-a", "cmp-a-failing", some_fail)
+    junit = project / "failing.xml"
+    done, out = compare_json(project, "cmp-a", "cmp-a-failing", "--junit", str(junit))
+    assert done.returncode == 1, done.stderr
+    lost = [r for r in out["comparisons"] if r["scenario"] == SLOW_SCENARIO]
+    assert len(lost) == 1 and lost[0]["metric"] == "transaction_rate" and lost[0]["regression"], lost
+    assert lost[0]["verdict"] == "every run failed in B (6 of 6: netperf exited 1)" and lost[0]["all_failed"] == "B"
+    assert lost[0]["median_base"] > 0 and lost[0]["n_base"] == 6 and lost[0]["n"] == 0
+    assert out["regressions"] == 1
+    host = [r for r in out["comparisons"] if r["scenario"] == SAME_SCENARIO]
+    assert host and all((r["failed_runs"], r["runs"], r["failed_runs_base"]) == (2, 6, 0) for r in host), host
+    assert {(f["scenario"], f["runs"], f["failed_runs"]) for f in out["failed_runs"]} == {
+        (SAME_SCENARIO, 6, 2), (SLOW_SCENARIO, 6, 6)}
+
+    suite, cases = junit_cases(junit)
+    case = cases[(f"local-lab.{SLOW_SCENARIO}.rr", "transaction_rate")]
+    assert case.find("failure").get("type") == "failed runs" and "6 of 6" in case.find("failure").get("message")
+    assert int(suite.get("failures")) == 1
+    host_case = cases[(f"local-lab.{SAME_SCENARIO}.rr", "transaction_rate")]
+    props = {p.get("name"): p.get("value") for p in host_case.iter("property")}
+    assert props["failed_runs"] == "2" and props["runs"] == "6", props
+    assert host_case.find("failure") is None and "2 of 6 runs failed in B" in ET.tostring(host_case, "unicode")
+
+    text = benchlib(project, "--params", str(params(project, "cmp-a")), "compare", "cmp-a", "cmp-a-failing",
+                    "--no-html")
+    assert text.returncode == 1
+    assert f"local-lab/{SLOW_SCENARIO}/rr transaction_rate [primary]: every run failed in B (6 of 6" in text.stdout
+    assert "Failed runs" in text.stdout and "1 regression(s)" in text.stdout, text.stdout
+
+    # the other way round, A's runs failed: listed, not tested, no regression
+    done, out = compare_json(project, "cmp-a-failing", "cmp-a")
+    assert done.returncode == 0, done.stderr
+    back = [r for r in out["comparisons"] if r["scenario"] == SLOW_SCENARIO]
+    assert len(back) == 1 and back[0]["all_failed"] == "A" and not back[0]["regression"], back
+
+
+def test_a_collapse_to_zero_is_a_regression(project):
+    """cmp-a's records as B with the host path's transactions/s set to 0 in netperf's own output: a
+    higher-is-better metric fallen to 0 is worse by -100 % (not "median ratio undefined", exit 0); the same
+    host runs' median latency at 0 (lower is better) is better, no regression."""
+    def to_zero(rec, meta):
+        if meta["scenario"] == SAME_SCENARIO:
+            out = rec / "stdout-0.txt"
+            out.write_text(re.sub(r"(?m)^(THROUGHPUT|P50_LATENCY)=.*$", r"\1=0", out.read_text()))
+    copy_campaign(project, "cmp-a", "cmp-a-zero", outputs=to_zero)
+    junit = project / "zero.xml"
+    done, out = compare_json(project, "cmp-a", "cmp-a-zero", "--junit", str(junit))
+    assert done.returncode == 1, done.stderr
+    rows = {(r["scenario"], r["metric"]): r for r in out["comparisons"]}
+    rate = rows[(SAME_SCENARIO, "transaction_rate")]
+    assert rate["median"] == 0 and rate["median_base"] > 0 and rate["p_adj"] < 0.05, rate
+    assert rate["regression"] and rate["verdict"].endswith(" worse") and rate["delta_pct"] == -100, rate
+    p50 = rows[(SAME_SCENARIO, "latency_p50")]
+    assert p50["verdict"].endswith(" better") and not p50["regression"], p50
+    assert not rows[(SLOW_SCENARIO, "transaction_rate")]["regression"]
+    assert out["regressions"] == 1, [r["verdict"] for r in out["comparisons"] if r["regression"]]
+    _, cases = junit_cases(junit)
+    assert cases[(f"local-lab.{SAME_SCENARIO}.rr", "transaction_rate")].find("failure") is not None
+
+
+def test_setup_differences_reach_junit_and_strict_setup_fails_on_them(project):
+    def other_machine(meta):
+        meta["target"]["machine"]["cpu_model"] = "another CPU"
+        return meta
+    copy_campaign(project, "cmp-a", "cmp-a-cpu", other_machine)
+    junit = project / "setup.xml"
+    done, out = compare_json(project, "cmp-a", "cmp-a-cpu", "--junit", str(junit))
+    assert done.returncode == 0, done.stderr  # a setup difference alone fails nothing
+    assert out["setup_differs"] and [d["field"] for d in out["differences"]] == ["target.machine.cpu_model"]
+    suite, cases = junit_cases(junit)
+    props = {p.get("name"): p.get("value") for p in suite.find("properties")}
+    assert props["setup.differences"] == "1" and "another CPU" in props["setup.target.machine.cpu_model"], props
+    assert suite.get("failures") == "0" and not any(k[0] == "setup" for k in cases)
+
+    done, out = compare_json(project, "cmp-a", "cmp-a-cpu", "--junit", str(junit), "--strict-setup")
+    assert done.returncode == 2 and out["setup_differs"], done.stderr
+    last = done.stderr.splitlines()[-1]
+    assert last.startswith("benchlib: error: cmp-a vs cmp-a-cpu: the setup differs (--strict-setup): "
+                           "target.machine.cpu_model"), done.stderr
+    suite, cases = junit_cases(junit)
+    assert cases[("setup", "target.machine.cpu_model")].find("failure") is not None
+    assert suite.get("failures") == "1" and int(suite.get("tests")) == len(out["comparisons"]) + 1
+
+    same = benchlib(project, "--params", str(params(project, "cmp-a")), "compare", "cmp-a", "cmp-a", "--no-html",
+                    "--strict-setup")
+    assert same.returncode == 0 and not same.stderr.strip(), same.stderr  # nothing differs: nothing to fail
+
+
+def test_a_byte_copy_of_another_campaign_is_refused_naming_its_records(project):
+    raw = project / "data" / "raw"
+    shutil.copytree(raw / "cmp-a", raw / "cmp-a-bytes")  # cp -r: the records still say campaign cmp-a
+    done = benchlib(project, "--params", str(params(project, "cmp-a")), "compare", "cmp-a", "cmp-a-bytes",
+                    "--no-html")
+    assert done.returncode == 2 and not done.stdout and done.stderr.count("\n") == 1, done.stderr
+    first = record.find(raw / "cmp-a-bytes")[0]
+    assert done.stderr.startswith("benchlib: error: campaign cmp-a-bytes: "), done.stderr
+    n = len(record.find(raw / "cmp-a-bytes"))
+    assert f"{n} of {n} records were measured by campaign cmp-a" in done.stderr and n == 12
+    assert f"e.g. {first} and {n - 1} more" in done.stderr and "copied records are refused" in done.stderr
 
 
 def test_metadata_diff_lists_what_changed_and_no_session_identifier(project, monkeypatch):
@@ -203,7 +330,8 @@ def test_bad_campaigns_are_one_line_errors_naming_them(project):
         assert done.stderr.count("\n") == 1 and not done.stdout
 
 
-def test_a_campaign_from_another_git_revision_comes_through_dvc(project_copy, monkeypatch):
+def test_a_campaign_from_another_git_revision_comes_through_dvc_or_says_how_to_fetch_it(project_copy, monkeypatch,
+                                                                                       tmp_path):
     require_root()
     write_params(project_copy, "rev-a", repetitions=2)
     deadline = time.monotonic() + LOCK_WAIT_S
@@ -227,6 +355,20 @@ def test_a_campaign_from_another_git_revision_comes_through_dvc(project_copy, mo
     done = benchlib(project_copy, "compare", "no-such-rev:rev-a", "HEAD:rev-a", "--no-html")
     assert done.returncode == 2 and done.stderr.startswith("benchlib: error: campaign no-such-rev:rev-a: ")
     assert done.stderr.count("\n") == 1, done.stderr
+
+    # the records gone from the DVC cache too: one line saying so and how to fetch them, exit 2 (never 1)
+    shutil.rmtree(project_copy / ".dvc" / "cache")
+    done = benchlib(project_copy, "compare", "HEAD:rev-a", "HEAD:rev-a", "--no-html")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and not done.stdout, done.stderr
+    assert done.stderr.startswith("benchlib: error: campaign HEAD:rev-a: data/raw/rev-a of revision HEAD is not "
+                                  "in the DVC cache and no DVC remote is configured: "), done.stderr
+    assert "`dvc remote add -d NAME URL`" in done.stderr and "dvc fetch" in done.stderr
+    (tmp_path / "empty-remote").mkdir()
+    subprocess.run(["dvc", "remote", "add", "-d", "store", str(tmp_path / "empty-remote")], cwd=project_copy,
+                   env=venv_env(), check=True, capture_output=True)
+    done = benchlib(project_copy, "compare", "HEAD:rev-a", "HEAD:rev-a", "--no-html")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "is in neither the DVC cache nor the default remote 'store'" in done.stderr, done.stderr
 
 
 def test_thresholds_per_metric_are_validated():

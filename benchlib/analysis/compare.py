@@ -1,4 +1,4 @@
-"""Compare two campaigns (issue 16): what differs in their setup, then how each configuration changed.
+"""Compare two campaigns: what differs in their setup, then how each configuration changed.
 
 Campaign B is compared against campaign A, configuration by configuration
 (environment, scenario, test with its parameters, metric, side), with the
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
@@ -107,30 +107,129 @@ def _values(c: Campaign, targets: Mapping[str, float]) -> pl.DataFrame:
     return normalize.with_cpu_at_target(c.metrics, c.runs, **targets)
 
 
+RUN_KEYS = [c for c in stats.RUN_CONFIG if c != "campaign"]  # a configuration's runs, in either campaign
+NO_RATIO = "no CI: values <= 0"
+
+
+def run_counts(runs: pl.DataFrame) -> pl.DataFrame:
+    """Per configuration (RUN_KEYS): how many runs were recorded, how many failed, and why."""
+    return (runs.group_by(RUN_KEYS)
+            .agg(runs=pl.len().cast(pl.Int64), failed_runs=(pl.col("outcome") != "ok").sum().cast(pl.Int64),
+                 failure_reasons=pl.col("failure_reason").filter(pl.col("outcome") != "ok").drop_nulls()
+                 .unique().sort().str.join("; "))
+            .sort(RUN_KEYS, nulls_last=True))
+
+
+def failed_runs(a: Campaign, b: Campaign) -> pl.DataFrame:
+    """Configurations measured in both campaigns with at least one failed run in either: runs and
+    failed runs in A (``_base``) and in B, with the failure reasons."""
+    ca, cb = run_counts(a.runs), run_counts(b.runs)
+    both = cb.join(ca, on=RUN_KEYS, how="inner", suffix="_base", nulls_equal=True)
+    return (both.filter((pl.col("failed_runs") > 0) | (pl.col("failed_runs_base") > 0))
+            .select("environment", "scenario", "test", "runs_base", "failed_runs_base", "failure_reasons_base",
+                    "runs", "failed_runs", "failure_reasons", "test_params", "streams", "message_size"))
+
+
+def _fix_undefined_ratio(rows: pl.DataFrame) -> pl.DataFrame:
+    """Significant changes whose median ratio's interval is undefined (a value <= 0, e.g. a rate that
+    collapsed to 0) get their direction and change all the same: the change of the medians in % where
+    A's median is positive (a collapse to 0 is -100 %), unbounded where it is not; the direction from the
+    medians, or where they are equal from Mann-Whitney's U (B's values tend above A's when U > n n_base / 2).
+    stats.verdict leaves them "different (...)"; a gate must see a collapse to 0 as worse."""
+    fixed_delta, fixed_verdict, beyond = [], [], []
+    for r in rows.iter_rows(named=True):
+        d, v, out = r["delta_pct"], r["verdict"], None
+        undefined = (not math.isnan(r["p_adj"]) and r["p_adj"] < r["alpha"] and math.isnan(r["delta_pct"])
+                     and math.isfinite(r["median"]) and math.isfinite(r["median_base"]))
+        if undefined:
+            b, a = r["median"], r["median_base"]
+            up = b > a if b != a else r["u"] > r["n"] * r["n_base"] / 2
+            same = b == a and r["u"] == r["n"] * r["n_base"] / 2
+            word = "worse" if up != schema.metric_info(r["metric"]).higher_is_better else "better"
+            if same:
+                pass
+            elif a > 0:
+                d = 100 * (b / a - 1)
+                v = f"{d:+.1f} % (median {a:.4g} -> {b:.4g}; {NO_RATIO}) {word}"
+                out = abs(d) > r["noise_band_pct"]
+            else:
+                v = f"different: median {a:.4g} -> {b:.4g} (change in % unbounded; {NO_RATIO}) {word}"
+                out = b != a
+        fixed_delta.append(d)
+        fixed_verdict.append(v)
+        beyond.append(out)
+    return rows.with_columns(delta_pct=pl.Series(fixed_delta, dtype=pl.Float64),
+                             verdict=pl.Series(fixed_verdict, dtype=pl.String),
+                             _beyond=pl.Series(beyond, dtype=pl.Boolean))
+
+
+def _all_failed(failed: Campaign, other: Campaign, other_summary: pl.DataFrame, other_values: pl.DataFrame,
+                failed_is_b: bool) -> pl.DataFrame:
+    """Rows for configurations measured in both campaigns whose every run failed in ``failed`` while
+    ``other`` has values: one per configuration, on the test's headline metric (the primary family),
+    with the other campaign's median and CI. Not tested (p NaN); a regression where B failed."""
+    counts = run_counts(failed.runs).filter(pl.col("failed_runs") == pl.col("runs"))
+    heads = stats.headlines(other_values, other.runs)
+    rows = (other_summary.drop("failed_runs").join(counts, on=RUN_KEYS, nulls_equal=True)
+            .join(heads, on=["environment", "test", "test_params"], nulls_equal=True)
+            .filter(pl.col("metric") == pl.col("headline")))
+    mine, theirs = ("", "_base") if failed_is_b else ("_base", "")
+    b, a = (failed, other) if failed_is_b else (other, failed)
+    who = "B" if failed_is_b else "A"
+    nan = pl.lit(math.nan, dtype=pl.Float64)
+    reasons = pl.when(pl.col("failure_reasons") != "").then(pl.format(": {}", "failure_reasons")).otherwise(pl.lit(""))
+    return rows.select(
+        *[c for c in stats.CONFIG if c != "campaign"], "unit",
+        campaign=pl.lit(b.runs["campaign"][0]), baseline=pl.lit(a.runs["campaign"][0]), family=pl.lit(stats.PRIMARY),
+        verdict=pl.format(f"every run failed in {who} ({{}} of {{}}{{}})", "failed_runs", "runs", reasons),
+        regression=pl.lit(failed_is_b), all_failed=pl.lit(who), correction=pl.lit("not tested"),
+        excluded=pl.lit(0, pl.Int64),
+        **{f"n{theirs}": pl.col("n"), f"median{theirs}": pl.col("median"), f"ci_low{theirs}": pl.col("ci_low"),
+           f"ci_high{theirs}": pl.col("ci_high"), f"flags{theirs}": pl.col("flags"),
+           f"n{mine}": pl.lit(0, pl.Int64), f"median{mine}": nan, f"ci_low{mine}": nan, f"ci_high{mine}": nan,
+           f"flags{mine}": pl.lit("")},
+        **{c: nan for c in ("u", "p", "p_adj", "ci_level", "delta_pct", "delta_low", "delta_high", "sd_log",
+                            "mde_pct", "noise_band_pct")})
+
+
 def comparisons(a: Campaign, b: Campaign, alpha: float = 0.05, correction: str = "holm",
                 threshold_pct: float | Mapping[str, float] = 2.0, seed: int = 0,
                 targets: Mapping[str, float] | None = None) -> pl.DataFrame:
     """B vs A per configuration and every metric: the columns of stats.compare() (its families: each
     test's headline metric the primary family under ``correction``, every other metric in the
-    Benjamini-Hochberg family of its kind) plus both medians' 95 % CIs and ``regression``
-    (significant, worse, and the change in % itself beyond the threshold)."""
+    Benjamini-Hochberg family of its kind) plus both medians' 95 % CIs, runs and failed runs on both
+    sides (``_base``: A) and ``regression`` (significant, worse, and the change in % itself beyond the
+    threshold; or every run of the configuration failed in B where A measured it).
+
+    A significant change whose ratio has no interval (a value <= 0: a collapse to 0) is worse or better
+    by the medians (_fix_undefined_ratio). A configuration whose every run failed in one campaign has a
+    row on its headline metric saying so (``all_failed``: "A" or "B"), not tested."""
     targets = targets or {}
     va, vb = _values(a, targets), _values(b, targets)
     rows = stats.compare_campaigns(vb, b.runs, va, a.runs, alpha=alpha, correction=correction,
                                    noise_band_pct=threshold_pct, seed=seed)
     keys = [c for c in stats.CONFIG if c != "campaign"]
-    cis = [stats.summarize(v, c.runs, alpha=alpha).select(*keys, *(pl.col(k).alias(f"{k}{suffix}")
-                                                                   for k in ("ci_low", "ci_high", "flags")))
-           for v, c, suffix in ((vb, b, ""), (va, a, "_base"))]
+    sb, sa = stats.summarize(vb, b.runs, alpha=alpha), stats.summarize(va, a.runs, alpha=alpha)
+    cis = [s.select(*keys, *(pl.col(k).alias(f"{k}{suffix}") for k in ("ci_low", "ci_high", "flags")))
+           for s, suffix in ((sb, ""), (sa, "_base"))]
     for ci in cis:
         rows = rows.join(ci, on=keys, how="left", nulls_equal=True)
+    rows = _fix_undefined_ratio(rows.with_columns(alpha=pl.lit(alpha))).drop("alpha")
     # A gate fails on what is worse, significant and beyond the threshold itself (as asv compare does):
     # a significant -2 % whose CI reaches past -5 % reads "worse" but is no regression at 5 %.
-    beyond = pl.col("delta_pct").abs() > pl.col("noise_band_pct")
+    beyond = pl.coalesce("_beyond", pl.col("delta_pct").abs() > pl.col("noise_band_pct"))
+    rows = rows.with_columns(regression=pl.col("verdict").str.ends_with(" worse") & beyond.fill_null(False),
+                             all_failed=pl.lit(None, pl.String)).drop("_beyond")
+    extra = [df for df in (_all_failed(b, a, sa, va, True), _all_failed(a, b, sb, vb, False)) if len(df)]
+    if extra:
+        rows = pl.concat([rows, *extra], how="diagonal_relaxed")
+    ca, cb = run_counts(a.runs), run_counts(b.runs)
+    rows = (rows.join(cb.drop("failure_reasons"), on=RUN_KEYS, how="left", nulls_equal=True)
+            .join(ca.drop("failure_reasons").rename({"runs": "runs_base", "failed_runs": "failed_runs_base"}),
+                  on=RUN_KEYS, how="left", nulls_equal=True))
     order = {f: i for i, f in enumerate(stats.FAMILY_ORDER)}
-    return (rows.with_columns(regression=pl.col("verdict").str.ends_with(" worse") & beyond.fill_null(False))
-            .sort(pl.col("family").replace_strict(order, default=len(order)), "environment", "test", "metric",
-                  "side", "scenario"))
+    return rows.sort(pl.col("family").replace_strict(order, default=len(order)), "environment", "test", "metric",
+                     "side", "scenario")
 
 
 def geomean_summary(rows: pl.DataFrame) -> pl.DataFrame:
@@ -158,6 +257,7 @@ class Result:
     geomean: pl.DataFrame
     alpha: float
     correction: str
+    failed: pl.DataFrame = field(default_factory=pl.DataFrame)  # failed_runs(): with failed runs in either
 
     @property
     def regressions(self) -> pl.DataFrame:
@@ -172,7 +272,8 @@ def run(a: Campaign, b: Campaign, alpha: float = 0.05, correction: str = "holm",
     rows = comparisons(a, b, alpha, correction, threshold_pct, seed, targets)
     if rows.is_empty():
         raise CompareError(f"{a.name} vs {b.name}: no configuration was measured successfully in both")
-    return Result(a.name, b.name, diff, unmatched(a, b), rows, geomean_summary(rows), alpha, correction)
+    return Result(a.name, b.name, diff, unmatched(a, b), rows, geomean_summary(rows), alpha, correction,
+                  failed_runs(a, b))
 
 
 def _num(v):
@@ -186,6 +287,7 @@ def to_json(res: Result) -> dict:
     cols = [c for c in res.rows.columns if c not in ("campaign", "baseline")]
     return {"a": res.a, "b": res.b, "alpha": res.alpha, "correction": stats.CORRECTIONS[res.correction],
             "differences": records(res.differences), "unmatched": records(res.unmatched),
+            "setup_differs": len(res.differences) > 0, "failed_runs": records(res.failed),
             "comparisons": records(res.rows.select(cols)), "geomean": records(res.geomean),
             "regressions": len(res.regressions)}
 
@@ -195,21 +297,60 @@ def _case_name(r: dict) -> tuple[str, str]:
     return f"{r['environment']}.{r['scenario']}.{r['test']}", f"{r['metric']}{side}"
 
 
-def write_junit(res: Result, path: Path) -> Path:
+def failed_text(r: dict) -> str:
+    """How many runs of a comparison's configuration failed, in B and in A; "" if none did."""
+    parts = [f"{r[f'failed_runs{s}']} of {r[f'runs{s}']} runs failed in {who}" for s, who in (("", "B"), ("_base", "A"))
+             if r[f"failed_runs{s}"]]
+    return ", ".join(parts)
+
+
+def setup_lines(res: Result) -> list[tuple[str, str]]:
+    """Each setup difference as (field, "A: value; B: value; where")."""
+    return [(d["field"], f"{res.a}: {d['value_a']}; {res.b}: {d['value_b']}; in {d['where']}")
+            for d in res.differences.iter_rows(named=True)]
+
+
+def write_junit(res: Result, path: Path, strict_setup: bool = False) -> Path:
     """One test case per configuration and metric; a failure is a significant regression beyond
-    the threshold, a skip a comparison that could not be tested (too few runs)."""
-    suite = ET.Element("testsuite", name=f"benchlib compare {res.a} vs {res.b}", tests=str(len(res.rows)),
-                       failures=str(len(res.regressions)),
-                       skipped=str(int(res.rows["p_adj"].is_nan().sum())))
+    the threshold (or every run of the configuration failed in B), a skip a comparison that could not
+    be tested (too few runs). The setup differences are properties of the test suite
+    (``setup.<field>``, and ``setup.differences``, their count); with ``strict_setup`` each is also a
+    failing case (class ``setup``). A case whose configuration had failed runs carries them as
+    properties (``failed_runs``/``runs`` in B, ``failed_runs_base``/``runs_base`` in A) and in its text."""
+    setup = setup_lines(res)
+    setup_failures = len(setup) if strict_setup else 0
+    suite = ET.Element("testsuite", name=f"benchlib compare {res.a} vs {res.b}",
+                       tests=str(len(res.rows) + setup_failures),
+                       failures=str(len(res.regressions) + setup_failures),
+                       skipped=str(int((res.rows["p_adj"].is_nan() & ~res.rows["regression"]).sum())))
+    props = ET.SubElement(suite, "properties")
+    ET.SubElement(props, "property", name="setup.differences", value=str(len(setup)))
+    for key, value in setup:
+        ET.SubElement(props, "property", name=f"setup.{key}", value=value)
+    for key, value in setup if strict_setup else ():
+        case = ET.SubElement(suite, "testcase", classname="setup", name=key)
+        ET.SubElement(case, "failure", message=f"the setup differs (--strict-setup): {key}",
+                      type="setup").text = value
     for r in res.rows.iter_rows(named=True):
         classname, name = _case_name(r)
         case = ET.SubElement(suite, "testcase", classname=classname, name=name)
-        detail = (f"{r['metric']} {r['median_base']:.4g} -> {r['median']:.4g} {r['unit']}; {r['verdict']}; "
-                  f"p_adj {r['p_adj']:.3g} ({r['correction']}); threshold +/- {r['noise_band_pct']:g} %")
+        failed = failed_text(r)
+        if failed:
+            cprops = ET.SubElement(case, "properties")
+            for key in ("failed_runs", "runs", "failed_runs_base", "runs_base"):
+                ET.SubElement(cprops, "property", name=key, value=str(r[key]))
+        if r["all_failed"]:  # nothing to test: the other campaign's median and the failures
+            known = ("median_base", res.a) if r["all_failed"] == "B" else ("median", res.b)
+            detail = f"{r['metric']} {r[known[0]]:.4g} {r['unit']} in {known[1]}; {r['verdict']}"
+        else:
+            detail = (f"{r['metric']} {r['median_base']:.4g} -> {r['median']:.4g} {r['unit']}; {r['verdict']}; "
+                      f"p_adj {r['p_adj']:.3g} ({r['correction']}); threshold +/- {r['noise_band_pct']:g} %"
+                      + (f"; {failed}" if failed else ""))
         if r["regression"]:
-            ET.SubElement(case, "failure", message=r["verdict"], type="regression").text = detail
+            kind = "failed runs" if r["all_failed"] else "regression"
+            ET.SubElement(case, "failure", message=r["verdict"], type=kind).text = detail
         elif math.isnan(r["p_adj"]):
-            ET.SubElement(case, "skipped", message=r["verdict"])
+            ET.SubElement(case, "skipped", message=r["verdict"] + (f"; {failed}" if failed else ""))
         else:
             ET.SubElement(case, "system-out").text = detail
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -251,9 +392,20 @@ def text(res: Result) -> str:
         out += ["What differs: nothing the raw records carry, besides session identifiers", ""]
     if len(res.unmatched):
         out += ["Measured in one campaign only (not compared):", str(res.unmatched), ""]
-    fam = res.rows.group_by("family", "correction", maintain_order=True).len()  # rows come primary first
-    out.append(f"{len(res.rows)} comparisons, alpha {res.alpha:g}: " + "; ".join(
-        f"{f} family {n} ({c})" for f, c, n in fam.iter_rows()))
+    if len(res.failed):
+        out += [f"Failed runs (runs and failed runs in {res.a} (A) and {res.b} (B); a configuration whose every "
+                "run failed in B is a regression):",
+                str(res.failed.select("environment", "scenario", "test", "runs_base", "failed_runs_base", "runs",
+                                      "failed_runs", "failure_reasons_base", "failure_reasons")
+                    .rename({"runs_base": "runs A", "failed_runs_base": "failed A", "runs": "runs B",
+                             "failed_runs": "failed B", "failure_reasons_base": "reasons A",
+                             "failure_reasons": "reasons B"})), ""]
+    tested = res.rows.filter(pl.col("all_failed").is_null())
+    fam = tested.group_by("family", "correction", maintain_order=True).len()  # rows come primary first
+    out.append(f"{len(tested)} comparisons, alpha {res.alpha:g}" + "".join(
+        f"; {f} family {n} ({c})" for f, c, n in fam.iter_rows())
+        + (f"; {len(res.rows) - len(tested)} configuration(s) whose every run failed in one campaign, not tested"
+           if len(tested) < len(res.rows) else ""))
     # verdicts that name a change ("+x % [lo, hi] better/worse", "different ...") are counted together
     changed = pl.col("verdict").str.contains(r"^([+-]\d|different)")
     counts = res.rows.filter(~changed)["verdict"].value_counts().sort("count", descending=True)
@@ -267,8 +419,9 @@ def text(res: Result) -> str:
     headline = res.rows.filter(family=stats.PRIMARY).select("metric").unique()
     out += ["Geometric mean of the changes per test, headline metrics (B/A median ratios over its scenarios):",
             str(res.geomean.join(headline, on="metric").with_columns(pl.col("geomean_change_pct").round(1))), ""]
-    out.append(f"{len(res.regressions)} significant regression(s) beyond the threshold"
+    out.append(f"{len(res.regressions)} regression(s): significant and beyond the threshold, or every run failed in B"
                + "".join(f"\n  {r['environment']}/{r['scenario']}/{r['test']} {r['metric']}"
                          + ("" if r["side"] == "none" else f" ({r['side']})") + f" [{r['family']}]: {r['verdict']}"
+                         + (f" ({f})" if (f := failed_text(r)) and not r["all_failed"] else "")
                          for r in res.regressions.iter_rows(named=True)))
     return "\n".join(out)
