@@ -127,9 +127,20 @@ def cmd_report(args) -> int:
     out_dir = Path(args.out_dir) if args.out_dir else root / "reports"
     # the same values the notebooks default to, so JupyterLab and dvc agree
     parameters = {**analysis.default_parameters(args.params), "out_dir": str(out_dir)}
+    # the tables, read as the notebooks read them: a missing or broken one is named here, not in a traceback
+    analysis.load_tables(parameters["runs_path"], parameters["metrics_path"])
+    # metrics.json is no DVC-cached output (dvc.yaml: cache: false, persist: true): DVC cannot restore it,
+    # so the report writes it beside its place and moves it there once every notebook has run
+    metrics_json = analysis.resolve(out_dir) / "metrics.json"  # the notebooks anchor paths at the project root
+    staged = metrics_json.with_name(f".metrics.json.tmp-{os.getpid()}")
+    parameters["metrics_json"] = str(staged)
     notebooks = [root / "notebooks" / name for name in report.NOTEBOOKS]
     print(f"report: executing {len(notebooks)} notebooks into {out_dir}", file=sys.stderr, flush=True)
-    html = report.build_report(notebooks, out_dir, parameters, title=params.report.title)
+    try:
+        html = report.build_report(notebooks, out_dir, parameters, title=params.report.title)
+        os.replace(staged, metrics_json)
+    finally:
+        staged.unlink(missing_ok=True)
     print(f"report: {html}")
     return 0
 

@@ -398,6 +398,119 @@ def test_a_full_or_read_only_disk_is_one_line_and_resume_works(project_copy, fs)
         subprocess.run(["umount", "-l", str(raw)], capture_output=True, timeout=30)
 
 
+REAL_RAW = REPO / "tests/fixtures/raw/local-cilium-demo-001"  # real records of a local-cilium campaign
+
+
+def _real_campaign(project: Path) -> Path:
+    """``project`` holding the real records of REAL_RAW under data/raw/ and the plan they were measured
+    with in params.yaml (their scenarios, tests and blocks); returns the campaign directory."""
+    import yaml
+    cdir = project / "data/raw" / REAL_RAW.name
+    shutil.copytree(REAL_RAW, cdir)
+    metas = [json.loads(p.read_text()) for p in sorted(cdir.glob("*/*/*/*/meta.json"))]
+    (project / "params.yaml").write_text(yaml.safe_dump({
+        "experiment": {"campaign": REAL_RAW.name, "environments": ["local-cilium"],
+                       "repetitions": 1 + max(m["block"] for m in metas)},
+        "tests": {m["test"]: {k: v for k, v in m["test_params"].items() if v is not None} for m in metas},
+        "environments": {"local-cilium": {"scenarios": sorted({m["scenario"] for m in metas})}},
+        "analysis": {"baseline": "bridge-iptables"}}))
+    return cdir
+
+
+def _fill(directory: Path) -> None:
+    """Take every free byte of the file system holding ``directory``."""
+    with open(directory / "filler", "wb", buffering=0) as f:
+        try:
+            while True:
+                f.write(b"\0" * 4096)
+        except OSError:
+            pass
+
+
+def test_a_full_disk_during_parse_is_one_line_and_keeps_the_old_tables(project_copy):
+    require_root()
+    _real_campaign(project_copy)
+    parse = benchlib(project_copy, "parse")
+    assert parse.returncode == 0 and "parse: 36 runs" in parse.stdout, parse.stderr
+    processed = project_copy / "data/processed"
+    old = {p.name: p.read_bytes() for p in processed.iterdir()}
+    assert set(old) == {"runs.parquet", "metrics.parquet"}
+    _mount("-t", "tmpfs", "-o", "size=1m", "tmpfs", str(processed))
+    try:
+        for name, data in old.items():
+            (processed / name).write_bytes(data)
+        _fill(processed)
+        failed = benchlib(project_copy, "parse")
+        assert failed.returncode == 2 and "Traceback" not in failed.stderr, failed.stderr
+        assert re.fullmatch(rf"benchlib: error: {processed}/\S+: No space left on device\n", failed.stderr), failed.stderr
+        assert {p.name: p.read_bytes() for p in processed.iterdir() if p.name != "filler"} == old
+        (processed / "filler").unlink()
+        again = benchlib(project_copy, "parse")
+        assert again.returncode == 0 and "parse: 36 runs" in again.stdout, again.stderr
+    finally:
+        subprocess.run(["umount", "-l", str(processed)], capture_output=True, timeout=30)
+
+
+TIDY = REPO / "tests/fixtures/tidy/lab-default-003"  # real tables of the campaign params.yaml names
+
+
+def _reported_before(project: Path) -> Path:
+    """``project`` with real tidy tables in data/processed and a previous report's metrics.json;
+    returns the data/processed directory."""
+    processed, reports = project / "data/processed", project / "reports"
+    processed.mkdir(parents=True)
+    reports.mkdir()
+    for name in ("runs.parquet", "metrics.parquet"):
+        shutil.copy2(TIDY / name, processed / name)
+    shutil.copy2(REPO / "reports/metrics.json", reports / "metrics.json")
+    return processed
+
+
+@pytest.mark.parametrize("table, damage, says", [
+    ("runs", "missing", "not found (the runs table; `benchlib parse` writes it)"),
+    ("metrics", "empty", "empty (0 bytes), not the metrics table"),
+    ("metrics", "truncated", "not a readable parquet file, truncated or overwritten? (parquet: File out of spec"),
+    ("runs", "another table", "holds the metrics table, not the runs table")])
+def test_report_names_a_missing_or_broken_table_in_one_line(project_copy, table, damage, says):
+    path = _reported_before(project_copy) / f"{table}.parquet"
+    if damage == "missing":
+        path.unlink()
+    elif damage == "empty":
+        path.write_bytes(b"")
+    elif damage == "truncated":
+        path.write_bytes(path.read_bytes()[:path.stat().st_size // 2])
+    else:
+        shutil.copy2(path.with_name("metrics.parquet"), path)
+    out = benchlib(project_copy, "report", timeout=300)
+    assert out.returncode == 2 and len(out.stderr.splitlines()) == 1, out.stderr
+    assert out.stderr.startswith(f"benchlib: error: {path}: {says}"), out.stderr
+    assert not (project_copy / "reports/notebooks").exists()  # nothing ran
+    assert (project_copy / "reports/metrics.json").read_bytes() == (REPO / "reports/metrics.json").read_bytes()
+
+
+def test_a_failed_report_under_dvc_keeps_the_previous_metrics_json(project_copy):
+    """reports/metrics.json is not in DVC's cache: DVC could not restore it once deleted."""
+    processed = _reported_before(project_copy)
+    (processed / "metrics.parquet").write_bytes(b"")
+    out = subprocess.run(["dvc", "repro", "--single-item", "report"], cwd=project_copy, env=venv_env(),
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode != 0
+    assert f"benchlib: error: {processed / 'metrics.parquet'}: empty (0 bytes)" in out.stdout + out.stderr
+    assert (project_copy / "reports/metrics.json").read_bytes() == (REPO / "reports/metrics.json").read_bytes()
+
+
+def test_a_report_failing_after_the_statistics_keeps_the_previous_metrics_json(project_copy):
+    """02_significance computes metrics.json; 03_figures then fails (a file where reports/figures/ goes)."""
+    _reported_before(project_copy)
+    (project_copy / "reports/figures").write_text("not a directory")
+    out = benchlib(project_copy, "report", timeout=900)
+    assert out.returncode != 0
+    assert "03_figures" in out.stderr, out.stderr[-2000:]
+    assert (project_copy / "reports/notebooks/02_significance.ipynb").exists()  # it ran
+    assert (project_copy / "reports/metrics.json").read_bytes() == (REPO / "reports/metrics.json").read_bytes()
+    assert not list((project_copy / "reports").glob(".metrics.json*"))
+
+
 def test_an_over_long_campaign_id_is_one_line(project_copy):
     path = write_params(project_copy, "x", repetitions=1)
     path.write_text(path.read_text().replace("campaign: x", "campaign: " + "c" * 300))
