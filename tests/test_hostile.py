@@ -504,8 +504,12 @@ def test_a_report_failing_after_the_statistics_keeps_the_previous_metrics_json(p
     _reported_before(project_copy)
     (project_copy / "reports/figures").write_text("not a directory")
     out = benchlib(project_copy, "report", timeout=900)
-    assert out.returncode != 0
-    assert "03_figures" in out.stderr, out.stderr[-2000:]
+    executed = project_copy / "reports/notebooks/03_figures.ipynb"
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-3000:]
+    assert re.search(rf"^benchlib: error: {project_copy}/notebooks/03_figures.py: cell \d+ raised FileExistsError: "
+                     rf".*{project_copy}/reports/figures.* \(the traceback is in {executed}\)$",
+                     out.stderr, re.MULTILINE), out.stderr
+    assert "FileExistsError" in executed.read_text()
     assert (project_copy / "reports/notebooks/02_significance.ipynb").exists()  # it ran
     assert (project_copy / "reports/metrics.json").read_bytes() == (REPO / "reports/metrics.json").read_bytes()
     assert not list((project_copy / "reports").glob(".metrics.json*"))
