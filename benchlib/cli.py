@@ -103,13 +103,23 @@ def cmd_collect(args) -> int:
 def cmd_parse(args) -> int:
     params = _params(args)
     cdir = record.campaign_dir(params.experiment.campaign)
-    records, problems = record.survey(cdir, runner.planned_params(params))
+    planned = runner.planned_params(params)
+    records, problems = record.survey(cdir, planned, runner.planned_definitions(params))
     if problems and not args.skip_corrupt:
         raise record.RecordError(f"{cdir}: {len(problems)} record(s) do not match the plan of "
                                  f"{params.source} (--skip-corrupt lists and skips them):\n  " + "\n  ".join(problems))
     if problems:
         print(f"parse: skipped {len(problems)} record(s) that do not match the plan (--skip-corrupt):\n  "
               + "\n  ".join(problems), file=sys.stderr)
+    missing = [rid for rid in planned if not record.exists(cdir, rid)]
+    if missing:
+        envs = sorted({rid.split("/")[0] for rid in missing})
+        what = (f"{cdir}: {len(missing)} of {len(planned)} planned runs not recorded yet (the first: {missing[0]}): "
+                f"run {' and '.join(f'`benchlib collect --env {e}`' for e in envs)}")
+        if not args.skip_corrupt:
+            raise record.RecordError(f"{what} (--skip-corrupt parses the {len(planned) - len(missing)} recorded)")
+        print(f"parse: {what}; parsing the {len(records)} recorded that match the plan (--skip-corrupt)",
+              file=sys.stderr)
     out = Path(args.out) if args.out else config.project_root() / "data" / "processed"
     parsed = tidy.parse_campaign(cdir, out, skip_corrupt=args.skip_corrupt,
                                  log=lambda m: print(m, file=sys.stderr), records=records)
@@ -325,7 +335,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "re-parse the tool output and write the tidy tables.")
     s.add_argument("--out", help="output directory (default: data/processed)")
     s.add_argument("--skip-corrupt", action="store_true",
-                   help="skip records that fail verification (counted and listed) instead of stopping")
+                   help="skip records that fail verification or do not match the plan (counted and listed), "
+                        "and parse a campaign whose planned runs are not all recorded yet, instead of stopping")
     s.set_defaults(func=cmd_parse)
 
     s = sub.add_parser("report", help="run the analysis notebooks and render the HTML report",

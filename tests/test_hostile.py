@@ -295,6 +295,79 @@ def test_resuming_with_a_changed_test_is_refused(tmp_path, lab_env, change, fiel
     assert len(record.find(tmp_path / "plan")) == 1  # nothing measured, nothing lost
 
 
+def _edit_environment(project: Path, edit) -> Path:
+    """pipelines/local-lab/environment.yaml of ``project`` after ``edit`` (a function of its mapping)."""
+    import yaml
+    path = project / "pipelines/local-lab/environment.yaml"
+    data = yaml.safe_load(path.read_text())
+    edit(data)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def _as_version_3(rec: Path) -> None:
+    """Record ``rec`` as benchlib wrote it before records kept their scenario's definition."""
+    meta = json.loads((rec / "meta.json").read_text())
+    del meta["scenario_definition"]
+    (rec / "meta.json").write_text(json.dumps({**meta, "schema_version": 3}, indent=1))
+    record.write_checksums(rec)
+
+
+def test_an_edited_scenario_is_refused_at_collect_and_at_parse_naming_it_and_what_changed(project_copy):
+    require_root()
+    write_params(project_copy, "edited", repetitions=1)
+    assert benchlib(project_copy, "collect", "--env", "local-lab").returncode == 0
+    rec = project_copy / "data/raw/edited/local-lab/host/rr/r000"
+    assert record.load(rec).scenario_definition["scenario"]["topology"] == "host"
+    original = (project_copy / "pipelines/local-lab/environment.yaml").read_text()
+    for edit, change in [
+            (lambda d: d["scenarios"]["host"].update(firewall="conntrack"), "scenarios.host.firewall: (none) -> 'conntrack'"),
+            (lambda d: d["cpu_placement"].update(TCP_RR="split"), "cpu_placement.TCP_RR: 'shared' -> 'split'")]:
+        env_file = _edit_environment(project_copy, edit)
+        collect = benchlib(project_copy, "collect", "--env", "local-lab")
+        assert collect.returncode == 2 and "Traceback" not in collect.stderr, collect.stderr
+        assert collect.stderr == (
+            f"benchlib: error: {env_file}: scenarios.host: campaign edited recorded it with another definition "
+            f"({rec}): {change}. A changed scenario is a new campaign: set a new experiment.campaign (or restore "
+            "the scenario)\n")
+        parse = benchlib(project_copy, "parse")
+        assert parse.returncode == 2 and "Traceback" not in parse.stderr, parse.stderr
+        assert (f"{rec}: measured with another definition of scenario host than {env_file} gives now: {change}"
+                in parse.stderr), parse.stderr
+        assert not (project_copy / "data/processed/runs.parquet").exists()
+        env_file.write_text(original)
+    assert [p.name for p in (project_copy / "data/raw/edited/local-lab/host/rr").iterdir()] == ["r000"]
+    # prose is no part of what a scenario measures
+    _edit_environment(project_copy, lambda d: d["scenarios"]["host"].update(description="the baseline, reworded"))
+    assert benchlib(project_copy, "collect", "--env", "local-lab").returncode == 0
+    parse = benchlib(project_copy, "parse")
+    assert parse.returncode == 0 and "parse: 1 runs" in parse.stdout, parse.stderr
+    # a record that predates recorded definitions cannot be compared: it is accepted, and collect says so
+    _as_version_3(rec)
+    _edit_environment(project_copy, lambda d: d["scenarios"]["host"].update(mtu=9000))
+    collect = benchlib(project_copy, "collect", "--env", "local-lab")
+    assert collect.returncode == 0, collect.stderr
+    assert ("collect: 1 record(s) of campaign edited predate recorded scenario definitions: their scenarios are "
+            "not compared with the environment as it is now") in collect.stderr
+    assert benchlib(project_copy, "parse").returncode == 0
+
+
+def test_parse_names_how_many_planned_runs_are_not_recorded_yet(project_copy):
+    require_root()
+    write_params(project_copy, "grown", repetitions=1)
+    assert benchlib(project_copy, "collect", "--env", "local-lab").returncode == 0
+    write_params(project_copy, "grown", repetitions=3)  # the plan grew after collect
+    parse = benchlib(project_copy, "parse")
+    cdir = project_copy / "data/raw/grown"
+    assert (parse.returncode, parse.stderr) == (2, (
+        f"benchlib: error: {cdir}: 2 of 3 planned runs not recorded yet (the first: local-lab/host/rr/r001): "
+        "run `benchlib collect --env local-lab` (--skip-corrupt parses the 1 recorded)\n"))
+    assert not (project_copy / "data/processed/runs.parquet").exists()
+    partial = benchlib(project_copy, "parse", "--skip-corrupt")
+    assert partial.returncode == 0 and "parse: 1 runs" in partial.stdout, partial.stderr
+    assert "2 of 3 planned runs not recorded yet" in partial.stderr
+
+
 # -- 4/5. parse checks the records against the plan; collect keeps what it reports ---------------
 
 def test_parse_names_every_record_that_does_not_match_the_plan_and_collect_remeasures_incomplete_ones(project_copy):
