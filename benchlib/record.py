@@ -150,6 +150,8 @@ def _shown(value) -> str:
 def definition_changes(recorded: dict, planned: dict, scenario: str) -> list[str]:
     """``key: recorded -> planned`` for every field of a scenario definition that differs, named as in
     environment.yaml (a file the definition names: ``file <path>``, by its sha256)."""
+    if recorded == planned:
+        return []  # the usual case, and cheap: survey asks once per record
     old, new = _definition_fields(recorded, scenario), _definition_fields(planned, scenario)
     return [f"{key}: {_shown(old.get(key))} -> {_shown(new.get(key))}"
             for key in sorted(old.keys() | new.keys()) if old.get(key) != new.get(key)]
