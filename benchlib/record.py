@@ -165,7 +165,8 @@ def survey(cdir: Path, planned: dict[str, dict] | None,
            definitions: dict[str, dict] | None = None) -> tuple[list[Path], list[str]]:
     """The record directories of a campaign that match its plan, and one line naming the path of
     every one that does not: a file or an incomplete directory where a record should be, a run the
-    plan does not have, a record measured with other test parameters, a copy of another record.
+    plan does not have, a record measured with other test parameters or another definition of its
+    scenario, a copy of another record.
 
     ``planned``: run id -> the test parameters the plan gives it; None for a campaign without a plan
     at hand (`compare`): then only what no plan can excuse is named (files, incomplete records, copies).

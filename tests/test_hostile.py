@@ -321,7 +321,8 @@ def test_an_edited_scenario_is_refused_at_collect_and_at_parse_naming_it_and_wha
     assert record.load(rec).scenario_definition["scenario"]["topology"] == "host"
     original = (project_copy / "pipelines/local-lab/environment.yaml").read_text()
     for edit, change in [
-            (lambda d: d["scenarios"]["host"].update(firewall="conntrack"), "scenarios.host.firewall: (none) -> 'conntrack'"),
+            (lambda d: d["scenarios"]["host"].update(firewall="conntrack"),
+             "scenarios.host.firewall: (none) -> 'conntrack'"),
             (lambda d: d["cpu_placement"].update(TCP_RR="split"), "cpu_placement.TCP_RR: 'shared' -> 'split'")]:
         env_file = _edit_environment(project_copy, edit)
         collect = benchlib(project_copy, "collect", "--env", "local-lab")

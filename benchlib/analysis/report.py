@@ -19,9 +19,8 @@ import polars as pl
 import yaml
 from jinja2 import DictLoader
 from nbconvert import HTMLExporter
-from plotly.offline import get_plotlyjs
-
 from papermill.exceptions import PapermillExecutionError
+from plotly.offline import get_plotlyjs
 
 from ..errors import NotebookError
 from . import project_root, resolve
