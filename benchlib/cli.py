@@ -113,13 +113,23 @@ def cmd_verify(args) -> int:
 def cmd_parse(args) -> int:
     params = _params(args)
     cdir = record.campaign_dir(params.experiment.campaign)
-    records, problems = record.survey(cdir, runner.planned_params(params))
+    planned = runner.planned_params(params)
+    records, problems = record.survey(cdir, planned, runner.planned_definitions(params))
     if problems and not args.skip_corrupt:
         raise record.RecordError(f"{cdir}: {len(problems)} record(s) do not match the plan of "
                                  f"{params.source} (--skip-corrupt lists and skips them):\n  " + "\n  ".join(problems))
     if problems:
         print(f"parse: skipped {len(problems)} record(s) that do not match the plan (--skip-corrupt):\n  "
               + "\n  ".join(problems), file=sys.stderr)
+    missing = [rid for rid in planned if not record.exists(cdir, rid)]
+    if missing:
+        envs = sorted({rid.split("/")[0] for rid in missing})
+        what = (f"{cdir}: {len(missing)} of {len(planned)} planned runs not recorded yet (the first: {missing[0]}): "
+                f"run {' and '.join(f'`benchlib collect --env {e}`' for e in envs)}")
+        if not args.skip_corrupt:
+            raise record.RecordError(f"{what} (--skip-corrupt parses the {len(planned) - len(missing)} recorded)")
+        print(f"parse: {what}; parsing the {len(records)} recorded that match the plan (--skip-corrupt)",
+              file=sys.stderr)
     out = Path(args.out) if args.out else config.project_root() / "data" / "processed"
     parsed = tidy.parse_campaign(cdir, out, skip_corrupt=args.skip_corrupt,
                                  log=lambda m: print(m, file=sys.stderr), records=records)
@@ -137,9 +147,20 @@ def cmd_report(args) -> int:
     out_dir = Path(args.out_dir) if args.out_dir else root / "reports"
     # the same values the notebooks default to, so JupyterLab and dvc agree
     parameters = {**analysis.default_parameters(args.params), "out_dir": str(out_dir)}
+    # the tables, read as the notebooks read them: a missing or broken one is named here, not in a traceback
+    analysis.load_tables(parameters["runs_path"], parameters["metrics_path"])
+    # metrics.json is no DVC-cached output (dvc.yaml: cache: false, persist: true): DVC cannot restore it,
+    # so the report writes it beside its place and moves it there once every notebook has run
+    metrics_json = analysis.resolve(out_dir) / "metrics.json"  # the notebooks anchor paths at the project root
+    staged = metrics_json.with_name(f".metrics.json.tmp-{os.getpid()}")
+    parameters["metrics_json"] = str(staged)
     notebooks = [root / "notebooks" / name for name in report.NOTEBOOKS]
     print(f"report: executing {len(notebooks)} notebooks into {out_dir}", file=sys.stderr, flush=True)
-    html = report.build_report(notebooks, out_dir, parameters, title=params.report.title)
+    try:
+        html = report.build_report(notebooks, out_dir, parameters, title=params.report.title)
+        os.replace(staged, metrics_json)
+    finally:
+        staged.unlink(missing_ok=True)
     print(f"report: {html}")
     return 0
 
@@ -364,7 +385,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "re-parse the tool output and write the tidy tables.")
     s.add_argument("--out", help="output directory (default: data/processed)")
     s.add_argument("--skip-corrupt", action="store_true",
-                   help="skip records that fail verification (counted and listed) instead of stopping")
+                   help="skip records that fail verification or do not match the plan (counted and listed), "
+                        "and parse a campaign whose planned runs are not all recorded yet, instead of stopping")
     s.set_defaults(func=cmd_parse)
 
     s = sub.add_parser("verify", help="check a campaign's raw records after `dvc pull`",

@@ -26,3 +26,8 @@ class RecordError(BenchlibError, ValueError):
 
 class SchemaError(BenchlibError, ValueError):
     """A tidy table does not have the columns, types or values it must have."""
+
+
+class NotebookError(BenchlibError, RuntimeError):
+    """An analysis notebook raised; the message names the notebook, the error and the executed copy
+    that keeps its traceback."""

@@ -21,7 +21,11 @@ migrates older ones; `survey` checks a campaign's directories against its plan.
 
 Versions: 1 the first; 2 dropped ``repetition`` (it always equalled ``block``);
 3 added ``processes``: the CPU ticks and peak RSS of the processes a target runs
-on the datapath itself (the lab's service-mesh proxies), over the CPU window.
+on the datapath itself (the lab's service-mesh proxies), over the CPU window;
+4 added ``scenario_definition`` (`config.scenario_definition`): the scenario as the
+environment defined it when the run was measured. A record of an older version
+has none (null): nothing says what its scenario was, so collect and parse accept
+it without comparing it with the environment as it is now.
 """
 from __future__ import annotations
 
@@ -36,11 +40,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from . import cpu
-from .config import TestSpec, project_root
+from .config import PROSE_KEYS, Environment, Scenario, TestSpec, environment_dir, project_root
 from .errors import RecordError
 from .schema import SIDES
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 CHECKSUMS = "SHA256SUMS"
 META = "meta.json"
 CPU = "cpu.json"
@@ -79,13 +83,25 @@ def set_aside_incomplete(cdir: Path, rids: Iterable[str]) -> list[tuple[Path, Pa
     return moved
 
 
+def recorded_meta(cdir: Path, rid: str) -> dict | None:
+    """A complete record's meta.json, unverified; None if unreadable (load() names it at parse time)."""
+    try:
+        meta = json.loads((cdir / rid / META).read_bytes())
+    except (OSError, ValueError):
+        return None
+    return meta if isinstance(meta, dict) else None
+
+
 def recorded_params(cdir: Path, rid: str) -> dict | None:
     """The test parameters a complete record says it ran with (from meta.json, unverified)."""
-    try:
-        params = json.loads((cdir / rid / META).read_bytes()).get("test_params")
-    except (OSError, ValueError, AttributeError):
-        return None  # unreadable: load() names it at parse time
+    params = (recorded_meta(cdir, rid) or {}).get("test_params")
     return params if isinstance(params, dict) else None
+
+
+def recorded_definition(meta: dict | None) -> dict | None:
+    """The scenario definition a record's meta.json keeps; None for a record that predates them."""
+    definition = (meta or {}).get("scenario_definition")
+    return definition if isinstance(definition, dict) else None
 
 
 def param_changes(recorded: dict, planned: dict) -> list[str]:
@@ -100,13 +116,62 @@ def param_changes(recorded: dict, planned: dict) -> list[str]:
     return changes
 
 
-def survey(cdir: Path, planned: dict[str, dict] | None) -> tuple[list[Path], list[str]]:
+def _flat(prefix: str, value, out: dict) -> None:
+    if isinstance(value, dict):  # an empty mapping holds no field
+        for k, v in value.items():
+            _flat(f"{prefix}.{k}", v, out)
+    else:
+        out[prefix] = value
+
+
+def _definition_fields(definition: dict, scenario: str) -> dict:
+    """A scenario definition as environment.yaml keys (scenarios.<name>.mtu, cpu_placement.TCP_RR,
+    file <path>) -> value, without prose; a field the definition predates counts as its default."""
+    out = {}
+    for part, model, prefix in (("scenario", Scenario, f"scenarios.{scenario}."), ("environment", Environment, "")):
+        given = definition.get(part) or {}
+        for key in model.model_fields.keys() | given.keys():
+            if key in PROSE_KEYS or key in ("name", "scenarios"):
+                continue
+            field = model.model_fields.get(key)
+            default = None if field is None or field.is_required() else field.default
+            _flat(prefix + key, given[key] if key in given else default, out)
+    out.update({f"file {path}": digest for path, digest in (definition.get("files") or {}).items()})
+    return out
+
+
+def _shown(value) -> str:
+    if isinstance(value, str) and value.startswith("sha256:"):
+        return value[:19]
+    text = "(none)" if value is None else repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def definition_changes(recorded: dict, planned: dict, scenario: str) -> list[str]:
+    """``key: recorded -> planned`` for every field of a scenario definition that differs, named as in
+    environment.yaml (a file the definition names: ``file <path>``, by its sha256)."""
+    if recorded == planned:
+        return []  # the usual case, and cheap: survey asks once per record
+    old, new = _definition_fields(recorded, scenario), _definition_fields(planned, scenario)
+    return [f"{key}: {_shown(old.get(key))} -> {_shown(new.get(key))}"
+            for key in sorted(old.keys() | new.keys()) if old.get(key) != new.get(key)]
+
+
+def environment_file(environment: str) -> Path:
+    return environment_dir(environment) / "environment.yaml"
+
+
+def survey(cdir: Path, planned: dict[str, dict] | None,
+           definitions: dict[str, dict] | None = None) -> tuple[list[Path], list[str]]:
     """The record directories of a campaign that match its plan, and one line naming the path of
     every one that does not: a file or an incomplete directory where a record should be, a run the
-    plan does not have, a record measured with other test parameters, a copy of another record.
+    plan does not have, a record measured with other test parameters or another definition of its
+    scenario, a copy of another record.
 
     ``planned``: run id -> the test parameters the plan gives it; None for a campaign without a plan
     at hand (`compare`): then only what no plan can excuse is named (files, incomplete records, copies).
+    ``definitions``: run id -> the definition of its scenario (`config.scenario_definition`) the plan
+    gives it; a record measured under another one is named, a record that predates them is not.
     """
     good, problems, seen = [], [], {}
     for path in sorted(cdir.glob("*/*/*/*")):
@@ -128,10 +193,16 @@ def survey(cdir: Path, planned: dict[str, dict] | None) -> tuple[list[Path], lis
                 problems.append(f"{path}: {META} unreadable ({type(exc).__name__}: {exc})")
                 continue
             changes = [] if planned is None else param_changes(meta.get("test_params") or {}, planned[rid])
+            recorded = recorded_definition(meta)
+            redefined = [] if definitions is None or recorded is None or rid not in definitions else \
+                definition_changes(recorded, definitions[rid], rid.split("/")[1])
             if holds in seen:
                 problems.append(f"{path}: holds run {holds!r}, like {seen[holds]} (a copy?)")
             elif changes:
                 problems.append(f"{path}: measured with other test parameters than the plan's: {'; '.join(changes)}")
+            elif redefined:
+                problems.append(f"{path}: measured with another definition of scenario {rid.split('/')[1]} than "
+                                f"{environment_file(rid.split('/')[0])} gives now: {'; '.join(redefined)}")
             else:
                 seen[holds] = path
                 good.append(path)
@@ -221,6 +292,8 @@ class RunRecord:
     attempts: tuple[Attempt, ...]  # the last one is the run's
     # the target's own datapath processes (service-mesh proxies) over the CPU window, by name
     processes: dict[str, dict] = None
+    # the scenario as the environment defined it (config.scenario_definition); None: not recorded (version < 4)
+    scenario_definition: dict | None = None
 
     @property
     def run_id(self) -> str:
@@ -253,6 +326,7 @@ class RunRecord:
             "placement": self.placement,
             "target": self.target,
             "processes": self.processes or {},
+            "scenario_definition": self.scenario_definition,
         }
 
     def cpu_json(self) -> dict:
@@ -341,6 +415,11 @@ def verify(path: Path) -> dict[str, bytes]:
     return files
 
 
+def _v3_to_v4(meta: dict, path: Path) -> dict:
+    """Version 4 added ``scenario_definition``; an older run's is unknown."""
+    return {**meta, "scenario_definition": None, "schema_version": 4}
+
+
 def _v2_to_v3(meta: dict, path: Path) -> dict:
     """Version 3 added ``processes`` (the target's datapath processes); older runs had none."""
     return {**meta, "processes": {}, "schema_version": 3}
@@ -357,7 +436,7 @@ def _v1_to_v2(meta: dict, path: Path) -> dict:
 
 
 # MIGRATIONS[v] turns a version-v meta.json into version v + 1
-MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3}
+MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
 
 
 def migrate(meta: dict, path: Path) -> dict:
@@ -409,7 +488,7 @@ def load(path: Path) -> RunRecord:
             test_params=meta["test_params"], commands=meta["commands"], exit_codes=meta["exit_codes"],
             started_at=_time(meta["started_at"]), ended_at=_time(meta["ended_at"]),
             placement=meta["placement"], target=meta["target"], clk_tck=cpu_doc["clk_tck"], cpu=sides,
-            attempts=tuple(attempts), processes=meta["processes"])
+            attempts=tuple(attempts), processes=meta["processes"], scenario_definition=meta["scenario_definition"])
     except RecordError:
         raise
     except (KeyError, TypeError, ValueError, AttributeError) as exc:  # JSON and UTF-8 errors are ValueErrors

@@ -13,11 +13,11 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import collectors, cpu, record
-from .config import Params, Plan, TestSpec, validate_all
+from .config import Params, Plan, TestSpec, scenario_definition, validate_all
 from .errors import ConfigError, ParseError, TargetError
 from .schema import METRICS, PRIMARY_METRICS, SIDES
 from .targets import KILL_WAIT_S, Placement, Result, Target, shown
@@ -36,6 +36,8 @@ class RunSpec:
     spec: TestSpec
     block: int  # 0-based; every configuration runs once per block
     order: int  # position in the environment's whole schedule
+    # the scenario as the environment defines it (config.scenario_definition), kept in the record
+    definition: dict | None = field(default=None, compare=False, repr=False)
 
     @property
     def run_id(self) -> str:
@@ -52,6 +54,7 @@ def schedule(plan: Plan, repetitions: int, seed: int, interleave_scenarios: bool
     """
     rng = random.Random(f"{seed}/{plan.environment.name}")
     groups = [plan.scenarios] if interleave_scenarios else [[s] for s in plan.scenarios]
+    definitions = {s: scenario_definition(plan.environment, s) for s in plan.scenarios}
     runs = []
     for scenarios in groups:
         configs = plan.configurations(scenarios)
@@ -59,7 +62,8 @@ def schedule(plan: Plan, repetitions: int, seed: int, interleave_scenarios: bool
             order = configs[:]
             rng.shuffle(order)
             for scenario, test in order:
-                runs.append(RunSpec(plan.environment.name, scenario, test, plan.tests[test], block, len(runs)))
+                runs.append(RunSpec(plan.environment.name, scenario, test, plan.tests[test], block, len(runs),
+                                    definitions[scenario]))
     return runs
 
 
@@ -70,16 +74,40 @@ def planned_params(params: Params) -> dict[str, dict]:
             for r in schedule(plan, e.repetitions, e.seed)}
 
 
-def check_same_plan(params: Params, runs: list[RunSpec], cdir: Path) -> None:
-    """Refuse to resume a campaign whose tests changed: its records would mix two settings."""
+def planned_definitions(params: Params) -> dict[str, dict]:
+    """Run id -> the definition of its scenario, for every run of every environment: the rest of a
+    campaign's identity."""
+    e = params.experiment
+    return {r.run_id: r.definition for plan in validate_all(params) for r in schedule(plan, e.repetitions, e.seed)}
+
+
+def check_same_plan(params: Params, runs: list[RunSpec], cdir: Path) -> int:
+    """Refuse to resume a campaign whose tests or scenarios changed: its records would mix two settings.
+    Returns how many of its records predate recorded scenario definitions (not compared)."""
+    unchecked = 0
     for run in runs:
-        recorded = record.recorded_params(cdir, run.run_id) if record.exists(cdir, run.run_id) else None
-        changes = record.param_changes(recorded, run.spec.model_dump()) if recorded is not None else []
+        meta = record.recorded_meta(cdir, run.run_id) if record.exists(cdir, run.run_id) else None
+        if meta is None:
+            continue
+        recorded = meta.get("test_params")
+        changes = record.param_changes(recorded, run.spec.model_dump()) if isinstance(recorded, dict) else []
         if changes:
             raise ConfigError(
                 f"{params.source}: tests.{run.test}: campaign {params.experiment.campaign} recorded it with other "
                 f"parameters ({cdir / run.run_id}): {'; '.join(changes)}. A changed test is a new campaign: "
                 "set a new experiment.campaign (or restore the test)")
+        definition = record.recorded_definition(meta)
+        if definition is None:
+            unchecked += 1
+            continue
+        changes = record.definition_changes(definition, run.definition, run.scenario)
+        if changes:
+            raise ConfigError(
+                f"{record.environment_file(run.environment)}: scenarios.{run.scenario}: campaign "
+                f"{params.experiment.campaign} recorded it with another definition ({cdir / run.run_id}): "
+                f"{'; '.join(changes)}. A changed scenario is a new campaign: set a new experiment.campaign "
+                "(or restore the scenario)")
+    return unchecked
 
 
 def tools(plan: Plan) -> list[str]:
@@ -195,6 +223,7 @@ def to_record(campaign: str, run: RunSpec, attempts: list[Measurement], target_i
         target=target_info, clk_tck=target_info["clk_tck"],
         cpu={side: record.SideCpu(side_nodes[side], side_cpus[side], *last.cpu[side]) for side in SIDES},
         processes={name: record.process_window(start, end) for name, (start, end) in (last.processes or {}).items()},
+        scenario_definition=run.definition,
         attempts=tuple(record.Attempt(m.outcome, m.reason, record.utc(m.started),
                                       tuple(record.Output(r.stdout, r.stderr) for r in m.results))
                        for m in attempts))
@@ -269,7 +298,10 @@ def run_environment(params: Params, plan: Plan, target: Target, raw_root: Path |
     exp = params.experiment
     cdir = record.campaign_dir(exp.campaign, raw_root)
     runs = schedule(plan, exp.repetitions, exp.seed, target.interleaves_scenarios)
-    check_same_plan(params, runs, cdir)
+    unchecked = check_same_plan(params, runs, cdir)
+    if unchecked:
+        log(f"collect: {unchecked} record(s) of campaign {exp.campaign} predate recorded scenario definitions: "
+            "their scenarios are not compared with the environment as it is now")
     cleaned = record.remove_partial(cdir)
     if cleaned:
         log(f"collect: removed {cleaned} incomplete record(s) of an interrupted run")

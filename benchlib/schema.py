@@ -5,6 +5,9 @@ pivot as they like; figures and tables pivot, nothing else does.
 """
 from __future__ import annotations
 
+import errno
+import os
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -253,13 +256,36 @@ def check_metrics(df: pl.DataFrame) -> None:
                           f"{row['value']} (run {row['run_id']})")
 
 
+FULL_BELOW_BYTES = 1 << 20  # a write failing with less free space than this failed for want of space
+
+
+def _writing(table: Path, target: Path, write) -> None:
+    """``write()``, a polars write of ``target`` on the way to table file ``table``. Polars reports a
+    failure of the disk (full, read-only, gone) as a ComputeError, with its errno in the text or, when
+    the disk filled up while it wrote the footer, lost: either is an OSError naming ``table``, and
+    ``target`` is removed."""
+    try:
+        write()
+    except pl.exceptions.PolarsError as exc:
+        target.unlink(missing_ok=True)
+        code = re.search(r"\(os error (\d+)\)", str(exc))
+        if code:
+            err = int(code.group(1))
+        else:
+            free = os.statvfs(target.parent)
+            if free.f_bavail * free.f_frsize >= FULL_BELOW_BYTES:
+                raise
+            err = errno.ENOSPC
+        raise OSError(err, os.strerror(err), str(table)) from None
+
+
 def write(df: pl.DataFrame, name: str, path: Path) -> None:
     """Write table ``name`` to ``path`` atomically, after checking it against its schema."""
     df = conform(df, name)
     if name == "metrics":
         check_metrics(df)
     tmp = path.with_name(f".{path.name}.tmp")
-    df.write_parquet(tmp)
+    _writing(path, tmp, lambda: df.write_parquet(tmp))
     tmp.replace(path)
 
 
@@ -270,43 +296,73 @@ class TableWriter:
     Polars cannot append to a parquet file: each chunk goes to a part file beside ``path``, and
     `commit` joins the parts in order with polars' streaming engine, which holds only a few
     row groups at a time, then renames the result into place. Leaving the ``with`` block removes
-    the parts; without `commit` (an error), ``path`` is left as it was.
+    the parts; without `commit` (an error), ``path`` is left as it was. Tables that go together are
+    each `prepare`d (joined beside their place) before any is `publish`ed (renamed into place), so
+    that a full disk leaves all of them as they were.
     """
 
     def __init__(self, name: str, path: Path):
         self.name, self.path, self.rows = name, path, 0
         self._parts_dir = Path(tempfile.mkdtemp(prefix=f".{path.name}.parts-", dir=path.parent))
         self._parts: list[Path] = []
+        self._tmp = path.with_name(f".{path.name}.tmp")
 
     def append(self, df: pl.DataFrame) -> None:
         df = conform(df, self.name)
         if self.name == "metrics":
             check_metrics(df)
         part = self._parts_dir / f"{len(self._parts):08d}.parquet"
-        df.write_parquet(part)
+        _writing(self.path, part, lambda: df.write_parquet(part))
         self._parts.append(part)
         self.rows += len(df)
 
-    def commit(self) -> None:
-        tmp = self.path.with_name(f".{self.path.name}.tmp")
+    def prepare(self) -> None:
+        """The whole table, joined from its parts, beside its place."""
         if self._parts:
-            pl.scan_parquet(self._parts).sink_parquet(tmp)
+            _writing(self.path, self._tmp, lambda: pl.scan_parquet(self._parts).sink_parquet(self._tmp))
         else:
-            empty(self.name).write_parquet(tmp)
-        tmp.replace(self.path)
+            _writing(self.path, self._tmp, lambda: empty(self.name).write_parquet(self._tmp))
+
+    def publish(self) -> None:
+        """The prepared table renamed into place."""
+        self._tmp.replace(self.path)
+
+    def commit(self) -> None:
+        self.prepare()
+        self.publish()
 
     def __enter__(self) -> TableWriter:
         return self
 
     def __exit__(self, *exc) -> None:
         shutil.rmtree(self._parts_dir, ignore_errors=True)
+        self._tmp.unlink(missing_ok=True)  # prepared, never published: an error came first
 
 
 def read(path, name: str) -> pl.DataFrame:
-    """Table ``name`` from ``path``, checked as on write (a file from elsewhere is not trusted)."""
-    df = conform(pl.read_parquet(path), name)
-    if name == "metrics":
-        check_metrics(df)
+    """Table ``name`` from ``path``, checked as on write (a file from elsewhere is not trusted).
+    A file that is missing, empty, truncated, not parquet or another table is a SchemaError naming it."""
+    path = Path(path)
+    if path.is_dir():
+        raise SchemaError(f"{path}: a directory, not the {name} table")
+    try:
+        if path.stat().st_size == 0:
+            raise SchemaError(f"{path}: empty (0 bytes), not the {name} table")
+        df = pl.read_parquet(path, glob=False)
+    except FileNotFoundError:
+        raise SchemaError(f"{path}: not found (the {name} table; `benchlib parse` writes it)") from None
+    except pl.exceptions.PolarsError as exc:
+        why = " ".join(str(exc).split())[:200]
+        raise SchemaError(f"{path}: not a readable parquet file, truncated or overwritten? ({why})") from None
+    others = [other for other, sch in _SCHEMAS.items() if other != name and set(df.columns) == set(sch.names())]
+    if others:
+        raise SchemaError(f"{path}: holds the {others[0]} table, not the {name} table")
+    try:
+        df = conform(df, name)
+        if name == "metrics":
+            check_metrics(df)
+    except SchemaError as exc:
+        raise SchemaError(f"{path}: {exc}") from None
     return df
 
 

@@ -250,8 +250,10 @@ def parse_campaign(campaign_dir: Path, out_dir: Path, skip_corrupt: bool = False
             runs_out.append(runs)
             metrics_out.append(metrics)
             failed += int((runs["outcome"] != "ok").sum())
-        runs_out.commit()
-        metrics_out.commit()
+        runs_out.prepare()  # both tables written before either replaces the old one
+        metrics_out.prepare()
+        runs_out.publish()
+        metrics_out.publish()
     return Parsed(runs_out.rows, failed, metrics_out.rows)
 
 

@@ -35,6 +35,7 @@ contrasts = []  # extra [scenario, reference] comparisons
 metrics_path = "data/processed/metrics.parquet"
 runs_path = "data/processed/runs.parquet"
 out_dir = "reports"
+metrics_json = ""  # where metrics.json goes; "": <out_dir>/metrics.json (`benchlib report` moves it there at the end)
 
 # %%
 import json
@@ -135,7 +136,7 @@ else:
 # The comparison is computed here only: 03_figures reads this file.
 comparisons.write_parquet(comparisons_path(out_dir))
 comparisons.drop("u").write_csv(out / "significance.csv")
-_ = (out / "metrics.json").write_text(json.dumps(
+_ = (resolve(metrics_json) if metrics_json else out / "metrics.json").write_text(json.dumps(
     {"baseline": baseline, "alpha": alpha, "correction": correction, "cpu_target_gbps": cpu_target_gbps,
      **stats.to_metrics_dict(summary, comparisons, baseline)}, indent=2, allow_nan=False))
 

@@ -295,6 +295,80 @@ def test_resuming_with_a_changed_test_is_refused(tmp_path, lab_env, change, fiel
     assert len(record.find(tmp_path / "plan")) == 1  # nothing measured, nothing lost
 
 
+def _edit_environment(project: Path, edit) -> Path:
+    """pipelines/local-lab/environment.yaml of ``project`` after ``edit`` (a function of its mapping)."""
+    import yaml
+    path = project / "pipelines/local-lab/environment.yaml"
+    data = yaml.safe_load(path.read_text())
+    edit(data)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def _as_version_3(rec: Path) -> None:
+    """Record ``rec`` as benchlib wrote it before records kept their scenario's definition."""
+    meta = json.loads((rec / "meta.json").read_text())
+    del meta["scenario_definition"]
+    (rec / "meta.json").write_text(json.dumps({**meta, "schema_version": 3}, indent=1))
+    record.write_checksums(rec)
+
+
+def test_an_edited_scenario_is_refused_at_collect_and_at_parse_naming_it_and_what_changed(project_copy):
+    require_root()
+    write_params(project_copy, "edited", repetitions=1)
+    assert benchlib(project_copy, "collect", "--env", "local-lab").returncode == 0
+    rec = project_copy / "data/raw/edited/local-lab/host/rr/r000"
+    assert record.load(rec).scenario_definition["scenario"]["topology"] == "host"
+    original = (project_copy / "pipelines/local-lab/environment.yaml").read_text()
+    for edit, change in [
+            (lambda d: d["scenarios"]["host"].update(firewall="conntrack"),
+             "scenarios.host.firewall: (none) -> 'conntrack'"),
+            (lambda d: d["cpu_placement"].update(TCP_RR="split"), "cpu_placement.TCP_RR: 'shared' -> 'split'")]:
+        env_file = _edit_environment(project_copy, edit)
+        collect = benchlib(project_copy, "collect", "--env", "local-lab")
+        assert collect.returncode == 2 and "Traceback" not in collect.stderr, collect.stderr
+        assert collect.stderr == (
+            f"benchlib: error: {env_file}: scenarios.host: campaign edited recorded it with another definition "
+            f"({rec}): {change}. A changed scenario is a new campaign: set a new experiment.campaign (or restore "
+            "the scenario)\n")
+        parse = benchlib(project_copy, "parse")
+        assert parse.returncode == 2 and "Traceback" not in parse.stderr, parse.stderr
+        assert (f"{rec}: measured with another definition of scenario host than {env_file} gives now: {change}"
+                in parse.stderr), parse.stderr
+        assert not (project_copy / "data/processed/runs.parquet").exists()
+        env_file.write_text(original)
+    assert [p.name for p in (project_copy / "data/raw/edited/local-lab/host/rr").iterdir()] == ["r000"]
+    # prose is no part of what a scenario measures
+    _edit_environment(project_copy, lambda d: d["scenarios"]["host"].update(description="the baseline, reworded"))
+    assert benchlib(project_copy, "collect", "--env", "local-lab").returncode == 0
+    parse = benchlib(project_copy, "parse")
+    assert parse.returncode == 0 and "parse: 1 runs" in parse.stdout, parse.stderr
+    # a record that predates recorded definitions cannot be compared: it is accepted, and collect says so
+    _as_version_3(rec)
+    _edit_environment(project_copy, lambda d: d["scenarios"]["host"].update(mtu=9000))
+    collect = benchlib(project_copy, "collect", "--env", "local-lab")
+    assert collect.returncode == 0, collect.stderr
+    assert ("collect: 1 record(s) of campaign edited predate recorded scenario definitions: their scenarios are "
+            "not compared with the environment as it is now") in collect.stderr
+    assert benchlib(project_copy, "parse").returncode == 0
+
+
+def test_parse_names_how_many_planned_runs_are_not_recorded_yet(project_copy):
+    require_root()
+    write_params(project_copy, "grown", repetitions=1)
+    assert benchlib(project_copy, "collect", "--env", "local-lab").returncode == 0
+    write_params(project_copy, "grown", repetitions=3)  # the plan grew after collect
+    parse = benchlib(project_copy, "parse")
+    cdir = project_copy / "data/raw/grown"
+    assert (parse.returncode, parse.stderr) == (2, (
+        f"benchlib: error: {cdir}: 2 of 3 planned runs not recorded yet (the first: local-lab/host/rr/r001): "
+        "run `benchlib collect --env local-lab` (--skip-corrupt parses the 1 recorded)\n"))
+    assert not (project_copy / "data/processed/runs.parquet").exists()
+    partial = benchlib(project_copy, "parse", "--skip-corrupt")
+    assert partial.returncode == 0 and "parse: 1 runs" in partial.stdout, partial.stderr
+    assert "2 of 3 planned runs not recorded yet" in partial.stderr
+
+
 # -- 4/5. parse checks the records against the plan; collect keeps what it reports ---------------
 
 def test_parse_names_every_record_that_does_not_match_the_plan_and_collect_remeasures_incomplete_ones(project_copy):
@@ -396,6 +470,141 @@ def test_a_full_or_read_only_disk_is_one_line_and_resume_works(project_copy, fs)
         assert not list((raw / "disk").rglob(".*tmp*"))
     finally:
         subprocess.run(["umount", "-l", str(raw)], capture_output=True, timeout=30)
+
+
+REAL_RAW = REPO / "tests/fixtures/raw/local-cilium-demo-001"  # real records of a local-cilium campaign
+
+
+def _real_campaign(project: Path) -> Path:
+    """``project`` holding the real records of REAL_RAW under data/raw/ and the plan they were measured
+    with in params.yaml (their scenarios, tests and blocks); returns the campaign directory."""
+    import yaml
+    cdir = project / "data/raw" / REAL_RAW.name
+    shutil.copytree(REAL_RAW, cdir)
+    metas = [json.loads(p.read_text()) for p in sorted(cdir.glob("*/*/*/*/meta.json"))]
+    (project / "params.yaml").write_text(yaml.safe_dump({
+        "experiment": {"campaign": REAL_RAW.name, "environments": ["local-cilium"],
+                       "repetitions": 1 + max(m["block"] for m in metas)},
+        "tests": {m["test"]: {k: v for k, v in m["test_params"].items() if v is not None} for m in metas},
+        "environments": {"local-cilium": {"scenarios": sorted({m["scenario"] for m in metas})}},
+        "analysis": {"baseline": "bridge-iptables"}}))
+    return cdir
+
+
+def _fill(directory: Path, leave: int = 0) -> None:
+    """Take the free space of the file system holding ``directory`` but ``leave`` bytes."""
+    with open(directory / "filler", "wb", buffering=0) as f:
+        try:
+            while (free := os.statvfs(directory).f_bavail * os.statvfs(directory).f_frsize) > leave:
+                f.write(b"\0" * min(1 << 16, free - leave))
+        except OSError:
+            pass
+
+
+@pytest.mark.parametrize("room", ["none", "for the runs table only"])
+def test_a_full_disk_during_parse_is_one_line_and_keeps_the_old_tables(project_copy, tmp_path, room):
+    require_root()
+    _real_campaign(project_copy)
+    params = project_copy / "params.yaml"
+    plan = params.read_text()
+    params.write_text(plan.replace("repetitions: 3", "repetitions: 2"))  # the old tables: two blocks
+    assert "parse: 24 runs" in benchlib(project_copy, "parse", "--skip-corrupt").stdout
+    params.write_text(plan)
+    new = tmp_path / "new"
+    parse = benchlib(project_copy, "parse", "--out", str(new))
+    assert parse.returncode == 0 and "parse: 36 runs" in parse.stdout, parse.stderr
+    processed = project_copy / "data/processed"
+    old = {p.name: p.read_bytes() for p in processed.iterdir()}
+    assert set(old) == {"runs.parquet", "metrics.parquet"}
+
+    def pages(name: str) -> int:
+        return -(-(new / name).stat().st_size // 4096)
+    # parse writes each table's parts, joins each beside its place, then renames both: room for the
+    # parts and the joined runs table, not the joined metrics table
+    leave = 0 if room == "none" else (2 * pages("runs.parquet") + pages("metrics.parquet")) * 4096
+    _mount("-t", "tmpfs", "-o", "size=1m", "tmpfs", str(processed))
+    try:
+        (processed / "kept").mkdir()  # the old tables also linked from elsewhere (a DVC cache, a
+        for name, data in old.items():  # snapshot): replacing one frees no space
+            (processed / name).write_bytes(data)
+            os.link(processed / name, processed / "kept" / name)
+        _fill(processed, leave)
+        failed = benchlib(project_copy, "parse")
+        table = "runs.parquet" if room == "none" else "metrics.parquet"
+        assert failed.returncode == 2 and "Traceback" not in failed.stderr, failed.stderr
+        assert failed.stderr == f"benchlib: error: {processed / table}: No space left on device\n", failed.stderr
+        assert {p.name: p.read_bytes() for p in processed.iterdir() if p.name not in ("filler", "kept")} == old
+        (processed / "filler").unlink()
+        again = benchlib(project_copy, "parse")
+        assert again.returncode == 0 and "parse: 36 runs" in again.stdout, again.stderr
+        assert {p.name: p.read_bytes() for p in processed.iterdir() if p.name != "kept"} == {
+            p.name: p.read_bytes() for p in new.iterdir()}
+    finally:
+        subprocess.run(["umount", "-l", str(processed)], capture_output=True, timeout=30)
+
+
+TIDY = REPO / "tests/fixtures/tidy/lab-default-003"  # real tables of the campaign params.yaml names
+
+
+def _reported_before(project: Path) -> Path:
+    """``project`` with real tidy tables in data/processed and a previous report's metrics.json;
+    returns the data/processed directory."""
+    processed, reports = project / "data/processed", project / "reports"
+    processed.mkdir(parents=True)
+    reports.mkdir()
+    for name in ("runs.parquet", "metrics.parquet"):
+        shutil.copy2(TIDY / name, processed / name)
+    shutil.copy2(REPO / "reports/metrics.json", reports / "metrics.json")
+    return processed
+
+
+@pytest.mark.parametrize("table, damage, says", [
+    ("runs", "missing", "not found (the runs table; `benchlib parse` writes it)"),
+    ("metrics", "empty", "empty (0 bytes), not the metrics table"),
+    ("metrics", "truncated", "not a readable parquet file, truncated or overwritten? (parquet: File out of spec"),
+    ("runs", "another table", "holds the metrics table, not the runs table")])
+def test_report_names_a_missing_or_broken_table_in_one_line(project_copy, table, damage, says):
+    path = _reported_before(project_copy) / f"{table}.parquet"
+    if damage == "missing":
+        path.unlink()
+    elif damage == "empty":
+        path.write_bytes(b"")
+    elif damage == "truncated":
+        path.write_bytes(path.read_bytes()[:path.stat().st_size // 2])
+    else:
+        shutil.copy2(path.with_name("metrics.parquet"), path)
+    out = benchlib(project_copy, "report", timeout=300)
+    assert out.returncode == 2 and len(out.stderr.splitlines()) == 1, out.stderr
+    assert out.stderr.startswith(f"benchlib: error: {path}: {says}"), out.stderr
+    assert not (project_copy / "reports/notebooks").exists()  # nothing ran
+    assert (project_copy / "reports/metrics.json").read_bytes() == (REPO / "reports/metrics.json").read_bytes()
+
+
+def test_a_failed_report_under_dvc_keeps_the_previous_metrics_json(project_copy):
+    """reports/metrics.json is not in DVC's cache: DVC could not restore it once deleted."""
+    processed = _reported_before(project_copy)
+    (processed / "metrics.parquet").write_bytes(b"")
+    out = subprocess.run(["dvc", "repro", "--single-item", "report"], cwd=project_copy, env=venv_env(),
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode != 0
+    assert f"benchlib: error: {processed / 'metrics.parquet'}: empty (0 bytes)" in out.stdout + out.stderr
+    assert (project_copy / "reports/metrics.json").read_bytes() == (REPO / "reports/metrics.json").read_bytes()
+
+
+def test_a_report_failing_after_the_statistics_keeps_the_previous_metrics_json(project_copy):
+    """02_significance computes metrics.json; 03_figures then fails (a file where reports/figures/ goes)."""
+    _reported_before(project_copy)
+    (project_copy / "reports/figures").write_text("not a directory")
+    out = benchlib(project_copy, "report", timeout=900)
+    executed = project_copy / "reports/notebooks/03_figures.ipynb"
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-3000:]
+    assert re.search(rf"^benchlib: error: {project_copy}/notebooks/03_figures.py: cell \d+ raised FileExistsError: "
+                     rf".*{project_copy}/reports/figures.* \(the traceback is in {executed}\)$",
+                     out.stderr, re.MULTILINE), out.stderr
+    assert "FileExistsError" in executed.read_text()
+    assert (project_copy / "reports/notebooks/02_significance.ipynb").exists()  # it ran
+    assert (project_copy / "reports/metrics.json").read_bytes() == (REPO / "reports/metrics.json").read_bytes()
+    assert not list((project_copy / "reports").glob(".metrics.json*"))
 
 
 def test_an_over_long_campaign_id_is_one_line(project_copy):

@@ -32,7 +32,7 @@ def default_parameters(params_path: str | Path | None = None) -> dict:
     from benchlib.config import load_params
     params = load_params(resolve(params_path or "params.yaml"))
     return {**params.analysis.model_dump(mode="json"), "metrics_path": "data/processed/metrics.parquet",
-            "runs_path": "data/processed/runs.parquet", "out_dir": "reports",
+            "runs_path": "data/processed/runs.parquet", "out_dir": "reports", "metrics_json": "",
             "reference_dir": "data/reference"}
 
 

@@ -19,8 +19,10 @@ import polars as pl
 import yaml
 from jinja2 import DictLoader
 from nbconvert import HTMLExporter
+from papermill.exceptions import PapermillExecutionError
 from plotly.offline import get_plotlyjs
 
+from ..errors import NotebookError
 from . import project_root, resolve
 from .stats import CONFIG, failed_runs
 
@@ -113,8 +115,13 @@ def execute_notebook(source: str | Path, output: str | Path, parameters: dict | 
     """Run a jupytext .py notebook with papermill at the project root; write the executed .ipynb."""
     output = resolve(output)
     output.parent.mkdir(parents=True, exist_ok=True)
-    papermill.execute_notebook(jupytext.read(resolve(source)), str(output), parameters=parameters or {},
-                               kernel_name=kernel_name, cwd=str(project_root()), progress_bar=False)
+    try:
+        papermill.execute_notebook(jupytext.read(resolve(source)), str(output), parameters=parameters or {},
+                                   kernel_name=kernel_name, cwd=str(project_root()), progress_bar=False)
+    except PapermillExecutionError as exc:
+        evalue = " ".join(str(exc.evalue).split())[:300]
+        raise NotebookError(f"{resolve(source)}: cell {exc.exec_count} raised {exc.ename}: {evalue} "
+                            f"(the traceback is in {output})") from None
     return output
 
 
