@@ -9,16 +9,16 @@ SHA256SUMS.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 from . import record
 from .errors import RecordError
 
 
-def dvc_listing(root: Path, campaign: str) -> tuple[dict[str, str], str | None]:
-    """({path under root: md5} of every file DVC tracks under data/raw/<campaign>, as dvc.lock and
-    the outputs' listings say (fetched from the remote if the cache lacks them), problem or None)."""
+def dvc_listing(root: Path, campaign: str) -> tuple[dict[str, tuple[str, bool]], str | None]:
+    """({path under root: (md5, whether its object is in the cache)} of every file DVC tracks under
+    data/raw/<campaign>, as dvc.lock and the outputs' listings say (fetched from the remote if the
+    cache lacks them), problem or None)."""
     from dvc.api import DVCFileSystem  # imported here: dvc is slow to import and most commands need none of it
     top = f"data/raw/{campaign}"
     try:
@@ -26,32 +26,26 @@ def dvc_listing(root: Path, campaign: str) -> tuple[dict[str, str], str | None]:
         if not fs.exists(top):
             return {}, None
         found = fs.find(top, detail=True)
+        cache = fs.repo.cache.local  # dvc's own idea of where its cache is (cache.dir may be configured)
     except Exception as exc:  # noqa: BLE001 (dvc raises many kinds: the remote, the lock, the cache)
         return {}, f"{top}: DVC cannot list what it tracks there: {exc}"
-    return {path: info["md5"] for path, info in found.items() if info.get("md5")}, None  # only tracked files have one
+    return {path: (info["md5"], Path(cache.oid_to_path(info["md5"])).is_file())
+            for path, info in found.items() if info.get("md5")}, None  # only tracked files have one
 
 
-def _in_cache(root: Path) -> Callable[[str], bool]:
-    from dvc.repo import Repo  # dvc's own idea of where its cache is (cache.dir may be configured)
-    with Repo(str(root)) as repo:
-        cache = repo.cache.local
-    return lambda md5: Path(cache.oid_to_path(md5)).is_file()
-
-
-def listing_problems(root: Path, listing: dict[str, str], in_cache: Callable[[str], bool]) -> list[str]:
+def listing_problems(root: Path, listing: dict[str, tuple[str, bool]]) -> list[str]:
     """What of DVC's listing is missing from the workspace, by record and file. DVC checks out
     an output whole, so files whose objects did arrive are counted, not listed."""
     problems, fetched = [], 0
-    for name, md5 in sorted(listing.items()):
+    for name, (md5, cached) in sorted(listing.items()):
         path = root / name
-        where = f"{path.parent.relative_to(root)}: {path.name}"
         if path.is_file():
             continue  # its bytes are the record's SHA256SUMS' to judge (DVC lists a present file's own hash)
-        if in_cache(md5):
+        if cached:
             fetched += 1
         else:
-            problems.append(f"{where}: missing, and its object {md5} is not in the cache (lost or corrupt in "
-                            "the remote, or not pulled yet)")
+            problems.append(f"{path.parent.relative_to(root)}: {path.name}: missing, and its object {md5} is not "
+                            "in the cache (lost or corrupt in the remote, or not pulled yet)")
     if fetched:
         problems.append(f"{fetched} more file(s) are in the cache but not in the workspace: DVC checks out an "
                         "output whole; once the files above are back, `dvc checkout` restores them")
@@ -63,7 +57,7 @@ def verify_campaign(root: Path, campaign: str) -> tuple[int, list[str]]:
     cdir = record.campaign_dir(campaign, root / "data" / "raw")
     problems = []
     listing, problem = dvc_listing(root, campaign)
-    problems += [problem] if problem else listing_problems(root, listing, _in_cache(root))
+    problems += [problem] if problem else listing_problems(root, listing)
     records = record.find(cdir) if cdir.is_dir() else []
     for path in records:
         try:

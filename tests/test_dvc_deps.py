@@ -29,6 +29,17 @@ def _module_names(tree: ast.AST, package: str = "benchlib") -> dict[str, str]:
     return names
 
 
+def _closure(modules: set[str]) -> set[str]:
+    """``modules`` and every benchlib module they import, directly or not."""
+    closure, todo = set(), list(modules)
+    while todo:
+        m = todo.pop()
+        if m not in closure and m in MODULES:
+            closure.add(m)
+            todo += GRAPH[m]
+    return closure
+
+
 def command_modules(command: str) -> set[str]:
     """The benchlib modules `benchlib <command>` runs: its function, the cli functions it calls,
     the modules they name, and those modules' import closure."""
@@ -50,26 +61,14 @@ def command_modules(command: str) -> set[str]:
                 elif node.id in local:
                     used.add(local[node.id])
         used |= set(_module_names(functions[name]).values())
-    closure, todo = set(), list(used)
-    while todo:
-        m = todo.pop()
-        if m not in closure and m in MODULES:
-            closure.add(m)
-            todo += GRAPH[m]
-    return closure - {"benchlib", "benchlib.cli"}
+    return _closure(used) - {"benchlib", "benchlib.cli"}
 
 
 def notebook_modules() -> set[str]:
     used = set()
     for nb in (REPO / "notebooks").glob("*.py"):
         used |= imports("notebooks." + nb.stem, nb)
-    closure, todo = set(), list(used)
-    while todo:
-        m = todo.pop()
-        if m not in closure and m in MODULES:
-            closure.add(m)
-            todo += GRAPH[m]
-    return closure - {"benchlib"}
+    return _closure(used) - {"benchlib"}
 
 
 def stages() -> dict[str, dict]:
