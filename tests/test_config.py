@@ -163,7 +163,7 @@ def test_service_counts_on_kubernetes_expand_into_scenarios(tmp_path, monkeypatc
     assert {n: sc.services for n, sc in env.scenarios.items()} == {"s-4": 4, "s-1000": 1000}
 
 
-# Hostile input (issue 18, item 9): every one of these was once accepted or ended in a traceback.
+# Hostile input: every one of these was once accepted or ended in a traceback.
 
 def test_a_key_given_twice_is_an_error_not_the_last_one_winning(tmp_path):
     path = tmp_path / "params.yaml"

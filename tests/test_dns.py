@@ -119,7 +119,7 @@ def test_a_5000_qps_run_through_the_runner_loses_no_query(tmp_path, lab_env):
     """The runner reads a run's output only at its end. dnsperf -v prints a line per query
     (~500 kB per 2 s run): when nothing drained the pipe, dnsperf blocked on it, stopped
     reading answers for over a second and counted ~99 queries lost in every run, at
-    ~3000 q/s instead of 5000 (issue 18). Now the target drains the pipe as it fills."""
+    ~3000 q/s instead of 5000. Now the target drains the pipe as it fills."""
     require_root()
     from benchlib import record, runner
     from tests.conftest import lab_target, short_params

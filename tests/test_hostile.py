@@ -1,4 +1,4 @@
-"""A hostile but realistic user, on the real lab (issue 18): two measurements at
+"""A hostile but realistic user, on the real lab: two measurements at
 once, a killed pipeline, a changed plan, tampered records, a full or read-only
 disk, a hanging tool. Each test reproduces what once lost data or gave wrong
 numbers without a word."""

@@ -1,5 +1,5 @@
 """The lab's CPU placement per test kind (split or shared) and the end of netserver's TCP_CRR wait,
-on the real lab with real netperf (issue 14)."""
+on the real lab with real netperf."""
 from __future__ import annotations
 
 import json

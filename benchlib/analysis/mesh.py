@@ -1,4 +1,4 @@
-"""Service-mesh proxy hops: latency percentiles and proxy CPU per hop count (issue 15).
+"""Service-mesh proxy hops: latency percentiles and proxy CPU per hop count.
 
 Everything reads the tidy tables: the runs' datapath columns (mesh, proxy_hops,
 mtls, ...) say what each scenario put on the path, the metrics hold the

@@ -1,5 +1,5 @@
 """The default campaign as it now runs (lab-default-003: 160 real runs, 10 blocks, TCP_RR and TCP_CRR with
-client and server on one CPU set) finds the container overhead issue 14 asked for, with intervals that
+client and server on one CPU set) finds the container overhead, with intervals that
 agree with the verdicts and each comparison's detectable effect stated.
 
 tests/fixtures/tidy/lab-default-003/ holds the tables `bash scripts/reproduce.sh` wrote on this machine.
