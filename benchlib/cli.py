@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import subprocess
@@ -137,30 +138,50 @@ def cmd_parse(args) -> int:
     return 0
 
 
-def cmd_report(args) -> int:
+def cmd_analyse(args) -> int:
     from . import analysis
-    from .analysis import report  # heavy imports (papermill, nbconvert) only when reporting
+    from .analysis import analyse
 
     params = _params(args)
-    config.validate_all(params)
-    root = config.project_root()
-    out_dir = Path(args.out_dir) if args.out_dir else root / "reports"
-    # the same values the notebooks default to, so JupyterLab and dvc agree
-    parameters = {**analysis.default_parameters(args.params), "out_dir": str(out_dir)}
-    # the tables, read as the notebooks read them: a missing or broken one is named here, not in a traceback
-    analysis.load_tables(parameters["runs_path"], parameters["metrics_path"])
+    config.validate_all(params)  # the baseline and contrasts name scenarios of the campaign's environments
+    runs_path, metrics_path = "data/processed/runs.parquet", "data/processed/metrics.parquet"
+    runs, metrics = analysis.load_tables(runs_path, metrics_path)  # a missing or broken table is named here
+    measured = sorted(runs["scenario"].unique())
+    if params.analysis.baseline not in measured:
+        raise config.ConfigError(
+            f"{params.source}: analysis.baseline: {params.analysis.baseline!r} has no run in {runs_path} "
+            f"(campaign {params.experiment.campaign}); scenarios there: {', '.join(measured) or 'none'}")
+    out = Path(args.out) if args.out else Path(analyse.ANALYSIS_DIR)
+    _say(f"analyse: {len(runs)} runs, {len(metrics)} metric rows with the analysis section of {params.source}")
+    result = analyse.run(runs, metrics, params.analysis)
+    analyse.write(result, out, runs_path, metrics_path)
     # metrics.json is no DVC-cached output (dvc.yaml: cache: false, persist: true): DVC cannot restore it,
-    # so the report writes it beside its place and moves it there once every notebook has run
-    metrics_json = analysis.resolve(out_dir) / "metrics.json"  # the notebooks anchor paths at the project root
-    staged = metrics_json.with_name(f".metrics.json.tmp-{os.getpid()}")
-    parameters["metrics_json"] = str(staged)
-    notebooks = [root / "notebooks" / name for name in report.NOTEBOOKS]
-    print(f"report: executing {len(notebooks)} notebooks into {out_dir}", file=sys.stderr, flush=True)
+    # so it is written beside its place and moved there whole
+    metrics_json = analysis.resolve(args.metrics_json or "reports/metrics.json")
+    metrics_json.parent.mkdir(parents=True, exist_ok=True)
+    staged = metrics_json.with_name(f".{metrics_json.name}.tmp-{os.getpid()}")
     try:
-        html = report.build_report(notebooks, out_dir, parameters, title=params.report.title)
+        staged.write_text(json.dumps(result.metrics_json(), indent=2, allow_nan=False))
         os.replace(staged, metrics_json)
     finally:
         staged.unlink(missing_ok=True)
+    significant = int((result.comparisons["p_adj"] < params.analysis.alpha).sum())
+    print(f"analyse: {len(result.comparisons)} comparisons ({significant} significant at alpha = "
+          f"{params.analysis.alpha:g}) -> {out}, {metrics_json}")
+    return 0
+
+
+def cmd_report(args) -> int:
+    from .analysis import analyse, report  # heavy imports (papermill, nbconvert) only when reporting
+
+    params = _params(args)
+    root = config.project_root()
+    out_dir = Path(args.out_dir) if args.out_dir else root / "reports"
+    analyse.load(args.analysis)  # a missing or partial analysis is named here, not in a notebook's traceback
+    notebooks = [root / "notebooks" / name for name in report.NOTEBOOKS]
+    print(f"report: executing {len(notebooks)} notebooks into {out_dir}", file=sys.stderr, flush=True)
+    html = report.build_report(notebooks, out_dir, {"analysis_dir": str(args.analysis), "out_dir": str(out_dir)},
+                               title=params.report.title)
     print(f"report: {html}")
     return 0
 
@@ -255,18 +276,14 @@ def load_campaign(spec: str):
 
 
 def cmd_compare(args) -> int:
-    import json
-
-    from .analysis import compare, report
+    from .analysis import analyse, compare, report
 
     analysis = _params(args).analysis
     if args.threshold is not None and not 0 <= args.threshold < 1000:
         raise config.ConfigError(f"--threshold: a percentage in [0, 1000), got {args.threshold:g}")
     options = dict(alpha=analysis.alpha, correction=args.correction or analysis.correction,
                    threshold_pct=analysis.compare_threshold() if args.threshold is None else args.threshold,
-                   seed=analysis.seed,
-                   targets={"target_gbps": analysis.cpu_target_gbps, "per_transactions": analysis.rr_per_transactions,
-                            "per_connections": analysis.crr_per_connections})
+                   seed=analysis.seed, targets=analyse.targets(analysis))
     a, b = load_campaign(args.a), load_campaign(args.b)
     res = compare.run(a, b, **options)
     print(json.dumps(compare.to_json(res), indent=1) if args.json else compare.text(res))
@@ -275,7 +292,7 @@ def cmd_compare(args) -> int:
     if not args.no_html:
         root = config.project_root()
         out_dir = Path(args.out_dir) if args.out_dir else root / "reports"
-        html = report.build_compare(a, b, out_dir, options)
+        html = report.build_compare(res, out_dir)
         _say(f"compare: report -> {html}")
     if args.strict_setup and len(res.differences):
         # not exit 1: that says "regression"; the campaigns' setups differ, which --strict-setup refuses
@@ -398,13 +415,26 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("campaign", nargs="?", help="campaign id under data/raw/ (default: experiment.campaign)")
     s.set_defaults(func=cmd_verify)
 
-    s = sub.add_parser("report", help="run the analysis notebooks and render the HTML report",
-                       description="Execute the notebooks in notebooks/ with papermill, with the analysis "
-                                   "section of params.yaml as parameters: CPU normalization, significance "
-                                   "against the baseline, figures (HTML/SVG/PNG) and the published reference "
-                                   "numbers. Writes reports/notebooks/*.ipynb, reports/figures/, "
-                                   "reports/metrics.json, reports/significance.csv and reports/report.html "
-                                   "(code hidden, opens offline).")
+    s = sub.add_parser("analyse", help="analyse the tidy tables: CPU normalization, summaries, comparisons",
+                       description="Read data/processed/{runs,metrics}.parquet and analyse them with the analysis "
+                                   "section of params.yaml: CPU at the target work rates, per-configuration "
+                                   "medians with CIs and flags, comparisons against the baseline and the "
+                                   "contrasts corrected within families, minimum detectable effects, the mesh "
+                                   "comparisons and the published references beside ours. Writes "
+                                   "data/analysis/*.parquet (with settings.json: the settings used) and "
+                                   "reports/metrics.json. Measures nothing; `benchlib report` presents it.")
+    s.add_argument("--out", help="directory of the analysis tables (default: data/analysis)")
+    s.add_argument("--metrics-json", help="where the headline numbers go (default: reports/metrics.json)")
+    s.set_defaults(func=cmd_analyse)
+
+    s = sub.add_parser("report", help="render the analysis as the HTML report (notebooks, figures)",
+                       description="Execute the notebooks in notebooks/ with papermill on the tables "
+                                   "`benchlib analyse` wrote: setup, method, CPU normalization, significance "
+                                   "against the baseline, figures (HTML/SVG/PNG), the published reference "
+                                   "numbers and the mesh section. Writes reports/notebooks/*.ipynb, "
+                                   "reports/figures/, reports/significance.csv and reports/report.html (code "
+                                   "hidden, opens offline). Computes no statistic of its own.")
+    s.add_argument("--analysis", default="data/analysis", help="the analysis tables (default: data/analysis)")
     s.add_argument("--out-dir", help="output directory (default: reports)")
     s.set_defaults(func=cmd_report)
 

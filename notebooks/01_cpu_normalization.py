@@ -20,27 +20,20 @@
 # `metrics.parquet`) of one campaign; nothing is typed in by hand.
 
 # %% tags=["parameters"]
-# The `analysis` section of params.yaml and the pipeline's paths (relative to
-# the project root): `benchlib report` (papermill) passes the values of the
-# campaign's params.yaml; tests/analysis/test_report.py keeps these defaults
-# equal to the project's params.yaml, so JupyterLab shows what `dvc repro` does.
-alpha = 0.05  # significance level
-cpu_target_gbps = 100.0  # stream tests: CPU % for this throughput
-rr_per_transactions = 10000.0  # TCP_RR: CPU % per this many transactions/s
-crr_per_connections = 10000.0  # TCP_CRR: CPU % per this many connections/s
-http_per_requests = 1000.0  # HTTP (fortio): CPU % per this many requests/s
-metrics_path = "data/processed/metrics.parquet"
-runs_path = "data/processed/runs.parquet"
+# Where `benchlib analyse` wrote the analysis (relative to the project root): its tables, the settings
+# they were made with and the tidy tables they came from. `benchlib report` (papermill) passes it.
+analysis_dir = "data/analysis"
 
 # %%
 import polars as pl
 from IPython.display import Markdown, display
 
-from benchlib.analysis import figures, load_tables, normalize, report, stats
+from benchlib.analysis import analyse, figures, normalize, report
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
 report.display_tables()
-runs, metrics = load_tables(runs_path, metrics_path)
+a = analyse.load(analysis_dir)
+runs, metrics, settings = a.runs, a.metrics, a.settings
 
 # %% [markdown]
 # ## Setup
@@ -66,7 +59,7 @@ if note := report.shared_kernel_note(runs):
 report.method_table(runs)
 
 # %%
-targets = normalize.work_targets(cpu_target_gbps, rr_per_transactions, crr_per_connections, http_per_requests)
+targets = normalize.work_targets(**analyse.targets(settings))
 http = (f", {targets['http_qps']:g} requests/s for HTTP (fortio's achieved rate)"
         if (metrics["metric"] == "http_qps").any() else "")
 display(Markdown(
@@ -78,10 +71,7 @@ display(Markdown(
     "`total` sums both sides' busy cores before dividing by all their CPUs."))
 
 # %%
-cpu = normalize.cpu_at_target(metrics, runs, target_gbps=cpu_target_gbps, per_transactions=rr_per_transactions,
-                              per_connections=crr_per_connections,
-                              per_requests=http_per_requests)
-cpu_summary = stats.summarize(cpu, runs, alpha=alpha)
+cpu_summary = a.summary_all.filter(metric=normalize.CPU_AT_TARGET)
 if cpu_summary.is_empty():
     display(Markdown("No successful run with CPU counters and work done: nothing to normalize."))
 else:

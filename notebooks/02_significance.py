@@ -17,54 +17,26 @@
 # # Significance vs the baseline
 
 # %% tags=["parameters"]
-# The `analysis` section of params.yaml and the pipeline's paths (relative to
-# the project root): `benchlib report` (papermill) passes the values of the
-# campaign's params.yaml; tests/analysis/test_report.py keeps these defaults
-# equal to the project's params.yaml, so JupyterLab shows what `dvc repro` does.
-baseline = "host"  # every scenario is compared with this one
-alpha = 0.05  # significance level
-correction = "holm"  # the primary family: holm, or fdr_bh for large sweeps
-cpu_target_gbps = 100.0  # stream tests: CPU % for this throughput
-rr_per_transactions = 10000.0  # TCP_RR: CPU % per this many transactions/s
-crr_per_connections = 10000.0  # TCP_CRR: CPU % per this many connections/s
-http_per_requests = 1000.0  # HTTP (fortio): CPU % per this many requests/s
-noise_band_pct = 2.0  # significant changes inside +/- this % are negligible
-family_metrics = ["latency_p50", "latency_p99", "cpu_pct_at_target"]  # secondary metrics (FDR per kind)
-seed = 0  # bootstrap and permutation seed
-contrasts = []  # extra [scenario, reference] comparisons
-metrics_path = "data/processed/metrics.parquet"
-runs_path = "data/processed/runs.parquet"
-out_dir = "reports"
-metrics_json = ""  # where metrics.json goes; "": <out_dir>/metrics.json (`benchlib report` moves it there at the end)
+# Where `benchlib analyse` wrote the analysis (relative to the project root): its tables, the settings
+# they were made with and the tidy tables they came from. `benchlib report` (papermill) passes it.
+analysis_dir = "data/analysis"
+out_dir = "reports"  # where figures and exported tables go
 
 # %%
-import json
-
 import polars as pl
 from IPython.display import Markdown, display
 
-from benchlib.analysis import comparisons_path, figures, load_tables, normalize, report, resolve, stats
+from benchlib.analysis import analyse, figures, report, resolve, stats
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
 report.display_tables()
-runs, metrics = load_tables(runs_path, metrics_path)
+a = analyse.load(analysis_dir)
+runs, summary, comparisons, families = a.runs, a.summary, a.comparisons, a.families
+baseline, alpha, correction, contrasts = (a.settings.baseline, a.settings.alpha, a.settings.correction,
+                                          a.settings.contrasts)
+family_metrics = a.settings.family_metrics
 out = resolve(out_dir)
 out.mkdir(parents=True, exist_ok=True)
-
-# %%
-values = normalize.with_cpu_at_target(metrics, runs, target_gbps=cpu_target_gbps,
-                                      per_transactions=rr_per_transactions, per_connections=crr_per_connections,
-                                      per_requests=http_per_requests)
-compared = stats.compared_values(values, runs, family_metrics)
-summary = stats.summarize(compared, runs, alpha=alpha)
-comparisons = stats.compare(compared, runs, baseline=baseline, alpha=alpha, correction=correction,
-                            noise_band_pct=noise_band_pct, seed=seed, contrasts=contrasts)
-families = (comparisons.group_by("family", "correction", maintain_order=True)
-            .agg(comparisons=pl.len(), significant=(pl.col("p_adj") < alpha).sum(),
-                 interval_level_pct=100 * pl.col("ci_level").first(),
-                 metrics=pl.col("metric").unique().sort().str.join(", "))
-            .sort(pl.col("family").replace_strict({f: i for i, f in enumerate(stats.FAMILY_ORDER)},
-                                                  default=len(stats.FAMILY_ORDER))))
 display(Markdown(
     f"Each scenario against **{baseline}**"
     + (f", plus the contrasts {', '.join(f'{a} vs {b}' for a, b in contrasts)}" if contrasts else "")
@@ -133,12 +105,7 @@ else:
         {"median": "{:.4g}", "median_reference": "{:.4g}", "p_adj": "{:.3g}"}))
 
 # %%
-# The comparison is computed here only: 03_figures reads this file.
-comparisons.write_parquet(comparisons_path(out_dir))
-comparisons.drop("u").write_csv(out / "significance.csv")
-_ = (resolve(metrics_json) if metrics_json else out / "metrics.json").write_text(json.dumps(
-    {"baseline": baseline, "alpha": alpha, "correction": correction, "cpu_target_gbps": cpu_target_gbps,
-     **stats.to_metrics_dict(summary, comparisons, baseline)}, indent=2, allow_nan=False))
+comparisons.drop("u").write_csv(out / "significance.csv")  # every comparison, for a spreadsheet
 
 # %% [markdown]
 # ## Caveats

@@ -18,37 +18,25 @@
 # Written to `reports/figures/` as interactive HTML, SVG and PNG.
 
 # %% tags=["parameters"]
-# The `analysis` section of params.yaml and the pipeline's paths (relative to
-# the project root): `benchlib report` (papermill) passes the values of the
-# campaign's params.yaml; tests/analysis/test_report.py keeps these defaults
-# equal to the project's params.yaml, so JupyterLab shows what `dvc repro` does.
-baseline = "host"  # every scenario is compared with this one
-alpha = 0.05  # significance level
-cpu_target_gbps = 100.0  # stream tests: CPU % for this throughput
-rr_per_transactions = 10000.0  # TCP_RR: CPU % per this many transactions/s
-crr_per_connections = 10000.0  # TCP_CRR: CPU % per this many connections/s
-http_per_requests = 1000.0  # HTTP (fortio): CPU % per this many requests/s
-metrics_path = "data/processed/metrics.parquet"
-runs_path = "data/processed/runs.parquet"
-out_dir = "reports"
+# Where `benchlib analyse` wrote the analysis (relative to the project root): its tables, the settings
+# they were made with and the tidy tables they came from. `benchlib report` (papermill) passes it.
+analysis_dir = "data/analysis"
+out_dir = "reports"  # where figures and exported tables go
 
 # %%
 import polars as pl
 from IPython.display import Markdown, display
 
-from benchlib.analysis import comparisons_path, figures, load_tables, normalize, resolve, stats
+from benchlib.analysis import analyse, figures, normalize, resolve, stats
 from benchlib.schema import PRIMARY_METRICS
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
-runs, metrics = load_tables(runs_path, metrics_path)
-comparisons = pl.read_parquet(comparisons_path(out_dir))  # computed once, by 02_significance
+a = analyse.load(analysis_dir)
+runs, metrics, comparisons, summary_all = a.runs, a.metrics, a.comparisons, a.summary_all
+baseline, cpu_target_gbps = a.settings.baseline, a.settings.cpu_target_gbps
 
 # %%
-values = normalize.with_cpu_at_target(metrics, runs, target_gbps=cpu_target_gbps,
-                                      per_transactions=rr_per_transactions, per_connections=crr_per_connections,
-                                      per_requests=http_per_requests)
-summary_all = stats.summarize(values, runs, alpha=alpha)  # figures show metrics outside the family too
-run_values = stats.ok_values(values, runs)
+run_values = stats.ok_values(a.values, runs)
 per_run = normalize.per_run_cpu(metrics, runs)
 
 # %%

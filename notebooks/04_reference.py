@@ -22,30 +22,22 @@
 # no confidence interval and no significance test.
 
 # %% tags=["parameters"]
-# The `analysis` section of params.yaml and the pipeline's paths (relative to
-# the project root): `benchlib report` (papermill) passes the values of the
-# campaign's params.yaml; tests/analysis/test_report.py keeps these defaults
-# equal to the project's params.yaml, so JupyterLab shows what `dvc repro` does.
-alpha = 0.05  # significance level
-correction = "holm"  # holm, or fdr_bh for large sweeps
-noise_band_pct = 2.0  # significant changes inside +/- this % are negligible
-seed = 0  # bootstrap and permutation seed
-metrics_path = "data/processed/metrics.parquet"
-runs_path = "data/processed/runs.parquet"
-out_dir = "reports"
-reference_dir = "data/reference"
+# Where `benchlib analyse` wrote the analysis (relative to the project root): its tables, the settings
+# they were made with and the tidy tables they came from. `benchlib report` (papermill) passes it.
+analysis_dir = "data/analysis"
+out_dir = "reports"  # where figures and exported tables go
 
 # %%
 import polars as pl
 from IPython.display import display
 
-from benchlib.analysis import figures, load_tables, reference, report, resolve
+from benchlib.analysis import analyse, figures, reference, report, resolve
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
 report.display_tables()
-runs, metrics = load_tables(runs_path, metrics_path)
-scenarios = reference.load_eks_scenarios(reference_dir)
-scaling = reference.load_eks_service_scaling(reference_dir)
+a = analyse.load(analysis_dir)
+scenarios = reference.load_eks_scenarios()
+scaling = reference.load_eks_service_scaling()
 
 # %% [markdown]
 # ## Scenario changes vs A (VPC CNI, kube-proxy iptables)
@@ -71,8 +63,7 @@ report.formatted(growth, {"change_pct": "{:+.1f}", "value_from": "{:g}", "value_
 # `ours_ci_level`, so that a significant verdict's interval excludes 0).
 
 # %%
-both = reference.side_by_side(metrics, runs, reference.published_changes(reference_dir), alpha=alpha,
-                              correction=correction, noise_band_pct=noise_band_pct, seed=seed)
+both = a.reference
 resolve(out_dir).mkdir(parents=True, exist_ok=True)
 both.write_csv(resolve(out_dir) / "reference_side_by_side.csv")  # every claim, measured or not
 unmeasured = both.filter(pl.col("ours_verdict") == "not measured")["claim"].to_list()

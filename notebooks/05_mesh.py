@@ -14,22 +14,10 @@
 # ---
 
 # %% tags=["parameters"]
-# The `analysis` section of params.yaml and the pipeline's paths (relative to
-# the project root): `benchlib report` (papermill) passes the values of the
-# campaign's params.yaml; tests/analysis/test_report.py keeps these defaults
-# equal to the project's params.yaml, so JupyterLab shows what `dvc repro` does.
-baseline = "host"  # every scenario is compared with this one
-alpha = 0.05  # significance level
-cpu_target_gbps = 100.0  # stream tests: CPU % for this throughput
-rr_per_transactions = 10000.0  # TCP_RR: CPU % per this many transactions/s
-crr_per_connections = 10000.0  # TCP_CRR: CPU % per this many connections/s
-http_per_requests = 1000.0  # HTTP (fortio): CPU % per this many requests/s
-noise_band_pct = 2.0  # significant changes inside +/- this % are negligible
-seed = 0  # bootstrap and permutation seed
-contrasts = []  # extra [scenario, reference] comparisons
-metrics_path = "data/processed/metrics.parquet"
-runs_path = "data/processed/runs.parquet"
-out_dir = "reports"
+# Where `benchlib analyse` wrote the analysis (relative to the project root): its tables, the settings
+# they were made with and the tidy tables they came from. `benchlib report` (papermill) passes it.
+analysis_dir = "data/analysis"
+out_dir = "reports"  # where figures and exported tables go
 
 # %%
 # Service-mesh proxy hops. Shown only for a campaign with proxies on the path (a mesh scenario):
@@ -37,21 +25,20 @@ out_dir = "reports"
 import polars as pl
 from IPython.display import Markdown, display
 
-from benchlib.analysis import figures, load_tables, mesh, normalize, report, resolve, stats
+from benchlib.analysis import analyse, figures, mesh, normalize, report, resolve, stats
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
 report.display_tables()
-runs, metrics = load_tables(runs_path, metrics_path)
+a = analyse.load(analysis_dir)
+runs, values, compared = a.runs, a.values, a.mesh_comparisons
+baseline, alpha, contrasts = a.settings.baseline, a.settings.alpha, a.settings.contrasts
+http_per_requests, rr_per_transactions = a.settings.http_per_requests, a.settings.rr_per_transactions
 show = mesh.has_mesh(runs)
 
 # %%
 if show:
-    values = normalize.with_cpu_at_target(metrics, runs, target_gbps=cpu_target_gbps,
-                                          per_transactions=rr_per_transactions, per_connections=crr_per_connections,
-                                          per_requests=http_per_requests)
-    summary = stats.summarize(values.filter(pl.col("metric").is_in([*mesh.LADDER_METRICS, *mesh.COST_METRICS,
-                                                                    normalize.PROXY_CPU_AT_TARGET])), runs, alpha=alpha)
-    compared = mesh.comparisons(values, runs, baseline, alpha, noise_band_pct, seed, contrasts)
+    summary = a.summary_all.filter(pl.col("metric").is_in([*mesh.LADDER_METRICS, *mesh.COST_METRICS,
+                                                          normalize.PROXY_CPU_AT_TARGET]))
     display(Markdown(
         "# Service-mesh proxy hops\n"
         f"What each proxy hop and mutual TLS cost, against **{baseline}** (0 hops) and the contrasts "

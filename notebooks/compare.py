@@ -14,18 +14,9 @@
 # ---
 
 # %% tags=["parameters"]
-# `benchlib compare A B` (papermill) passes the campaigns, where it saved their tidy tables (runs,
-# metrics, facts; relative to the project root) and the analysis section of params.yaml. The logic
-# is in benchlib/analysis/compare.py.
-campaign_a = "lab-cmp-a"  # the reference
-campaign_b = "lab-cmp-b"  # compared against it
-tables_a = "reports/compare-lab-cmp-a-vs-lab-cmp-b/a"
-tables_b = "reports/compare-lab-cmp-a-vs-lab-cmp-b/b"
-alpha = 0.05
-correction = "holm"  # primary family (each test's headline metric); every other metric: fdr_bh per kind
-threshold_pct = 2.0  # a number or {metric: %, default: %}
-seed = 0
-targets = {"target_gbps": 100.0, "per_transactions": 10000.0, "per_connections": 10000.0}
+# Where `benchlib compare A B` saved its result (relative to the project root); the comparison
+# itself is computed once, by benchlib/analysis/compare.py.
+result_dir = "reports/compare-lab-cmp-a-vs-lab-cmp-b"
 
 # %%
 import polars as pl
@@ -35,8 +26,8 @@ from benchlib.analysis import compare, figures, report
 
 figures.use_report_renderer()  # headless kernels need it; the page carries plotly.js once
 report.display_tables()
-res = compare.run(compare.load_campaign(campaign_a, tables_a), compare.load_campaign(campaign_b, tables_b),
-                  alpha=alpha, correction=correction, threshold_pct=threshold_pct, seed=seed, targets=targets)
+res = compare.load_result(result_dir)
+campaign_a, campaign_b, alpha, correction = res.a, res.b, res.alpha, res.correction
 tested = res.rows.filter(pl.col("all_failed").is_null())  # rows of configurations whose every run failed: not tested
 display(Markdown(
     f"# {campaign_b} against {campaign_a}\n\n"

@@ -563,7 +563,7 @@ def _reported_before(project: Path) -> Path:
     ("metrics", "empty", "empty (0 bytes), not the metrics table"),
     ("metrics", "truncated", "not a readable parquet file, truncated or overwritten? (parquet: File out of spec"),
     ("runs", "another table", "holds the metrics table, not the runs table")])
-def test_report_names_a_missing_or_broken_table_in_one_line(project_copy, table, damage, says):
+def test_analyse_names_a_missing_or_broken_table_in_one_line(project_copy, table, damage, says):
     path = _reported_before(project_copy) / f"{table}.parquet"
     if damage == "missing":
         path.unlink()
@@ -573,27 +573,40 @@ def test_report_names_a_missing_or_broken_table_in_one_line(project_copy, table,
         path.write_bytes(path.read_bytes()[:path.stat().st_size // 2])
     else:
         shutil.copy2(path.with_name("metrics.parquet"), path)
-    out = benchlib(project_copy, "report", timeout=300)
+    out = benchlib(project_copy, "analyse", timeout=300)
     assert out.returncode == 2 and len(out.stderr.splitlines()) == 1, out.stderr
     assert out.stderr.startswith(f"benchlib: error: {path}: {says}"), out.stderr
-    assert not (project_copy / "reports/notebooks").exists()  # nothing ran
+    assert not (project_copy / "data/analysis").exists()  # nothing ran
     assert (project_copy / "reports/metrics.json").read_bytes() == (REPO / "reports/metrics.json").read_bytes()
 
 
-def test_a_failed_report_under_dvc_keeps_the_previous_metrics_json(project_copy):
+def test_a_failed_analysis_under_dvc_keeps_the_previous_metrics_json(project_copy):
     """reports/metrics.json is not in DVC's cache: DVC could not restore it once deleted."""
     processed = _reported_before(project_copy)
     (processed / "metrics.parquet").write_bytes(b"")
-    out = subprocess.run(["dvc", "repro", "--single-item", "report"], cwd=project_copy, env=venv_env(),
+    out = subprocess.run(["dvc", "repro", "--single-item", "analyse"], cwd=project_copy, env=venv_env(),
                          capture_output=True, text=True, timeout=300)
     assert out.returncode != 0
     assert f"benchlib: error: {processed / 'metrics.parquet'}: empty (0 bytes)" in out.stdout + out.stderr
     assert (project_copy / "reports/metrics.json").read_bytes() == (REPO / "reports/metrics.json").read_bytes()
 
 
-def test_a_report_failing_after_the_statistics_keeps_the_previous_metrics_json(project_copy):
-    """02_significance computes metrics.json; 03_figures then fails (a file where reports/figures/ goes)."""
+def test_a_report_without_an_analysis_is_one_line(project_copy):
     _reported_before(project_copy)
+    out = benchlib(project_copy, "report", timeout=300)
+    assert out.returncode == 2 and len(out.stderr.splitlines()) == 1, out.stderr
+    assert out.stderr.startswith(f"benchlib: error: {project_copy}/data/analysis: no complete analysis"), out.stderr
+    assert "run `benchlib analyse`" in out.stderr
+    assert not (project_copy / "reports/notebooks").exists()  # nothing ran
+
+
+def test_a_failing_report_names_the_cell_and_leaves_the_analysis_alone(project_copy):
+    """The analysis is computed once, by `benchlib analyse`; 03_figures then fails (a file where
+    reports/figures/ goes): one line naming the notebook and cell, metrics.json as analyse wrote it."""
+    _reported_before(project_copy)
+    assert benchlib(project_copy, "analyse", timeout=600).returncode == 0
+    analysed = (project_copy / "reports/metrics.json").read_bytes()
+    assert analysed != (REPO / "reports/metrics.json").read_bytes()  # the fixture's campaign, not main's
     (project_copy / "reports/figures").write_text("not a directory")
     out = benchlib(project_copy, "report", timeout=900)
     executed = project_copy / "reports/notebooks/03_figures.ipynb"
@@ -603,7 +616,7 @@ def test_a_report_failing_after_the_statistics_keeps_the_previous_metrics_json(p
                      out.stderr, re.MULTILINE), out.stderr
     assert "FileExistsError" in executed.read_text()
     assert (project_copy / "reports/notebooks/02_significance.ipynb").exists()  # it ran
-    assert (project_copy / "reports/metrics.json").read_bytes() == (REPO / "reports/metrics.json").read_bytes()
+    assert (project_copy / "reports/metrics.json").read_bytes() == analysed
     assert not list((project_copy / "reports").glob(".metrics.json*"))
 
 

@@ -117,7 +117,7 @@ def test_notebooks_give_the_same_result_from_the_notebooks_folder(repro, tmp_pat
 def test_unchanged_repro_runs_nothing_and_forced_collect_measures_nothing(repro):
     project, _, _ = repro
     out = dvc(project, "repro")
-    for stage in ("collect@local-lab", "parse", "report"):
+    for stage in ("collect@local-lab", "parse", "analyse", "report"):
         assert f"Stage '{stage}' didn't change, skipping" in out
     raw = project / "data/raw/pipeline-test"
     before = {p: p.stat().st_mtime_ns for p in raw.rglob("*") if p.is_file()}
@@ -126,14 +126,14 @@ def test_unchanged_repro_runs_nothing_and_forced_collect_measures_nothing(repro)
     assert {p: p.stat().st_mtime_ns for p in raw.rglob("*") if p.is_file()} == before
 
 
-def test_an_analysis_parameter_reruns_only_the_report(repro):
+def test_an_analysis_parameter_reruns_only_the_analysis_and_the_report(repro):
     project, params, _ = repro
     params["analysis"]["alpha"] = 0.01
     write_params(project, params)
     out = dvc(project, "repro")
     assert "Stage 'collect@local-lab' didn't change, skipping" in out
     assert "Stage 'parse' didn't change, skipping" in out
-    assert "Running stage 'report'" in out
+    assert "Running stage 'analyse'" in out and "Running stage 'report'" in out
     assert json.loads((project / "reports/metrics.json").read_text())["alpha"] == 0.01
 
 

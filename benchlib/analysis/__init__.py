@@ -17,25 +17,6 @@ def resolve(path: str | Path, root: Path | None = None) -> Path:
     return p if p.is_absolute() else (root or project_root()) / p
 
 
-COMPARISONS_FILE = "comparisons.parquet"
-
-
-def comparisons_path(out_dir: str | Path) -> Path:
-    """Where 02_significance saves the comparison against the baseline and 03_figures reads it."""
-    return resolve(out_dir) / COMPARISONS_FILE
-
-
-def default_parameters(params_path: str | Path | None = None) -> dict:
-    """The notebooks' parameters as `benchlib report` passes them: the analysis
-    section of params.yaml (or ``params_path``) plus the pipeline's paths
-    (relative to the project root)."""
-    from benchlib.config import load_params
-    params = load_params(resolve(params_path or "params.yaml"))
-    return {**params.analysis.model_dump(mode="json"), "metrics_path": "data/processed/metrics.parquet",
-            "runs_path": "data/processed/runs.parquet", "out_dir": "reports", "metrics_json": "",
-            "reference_dir": "data/reference"}
-
-
 def load_tables(runs_path: str | Path, metrics_path: str | Path):
     """(runs, metrics) read with their schemas and checked, paths anchored at the project root."""
     from benchlib.schema import check_metrics, read_metrics, read_runs

@@ -11,6 +11,7 @@ notebooks/compare.py both call run().
 """
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -41,20 +42,6 @@ class Campaign:
     runs: pl.DataFrame
     metrics: pl.DataFrame
     facts: pl.DataFrame
-
-    def save(self, directory: Path) -> Path:
-        directory.mkdir(parents=True, exist_ok=True)
-        schema.write(self.runs, "runs", directory / "runs.parquet")
-        schema.write(self.metrics, "metrics", directory / "metrics.parquet")
-        self.facts.write_parquet(directory / "facts.parquet")
-        return directory
-
-
-def load_campaign(name: str, directory: str | Path) -> Campaign:
-    """Campaign ``name`` as Campaign.save wrote it (paths anchored at the project root)."""
-    d = resolve(directory)
-    return Campaign(name, schema.read_runs(d / "runs.parquet"), schema.read_metrics(d / "metrics.parquet"),
-                    pl.read_parquet(d / "facts.parquet"))
 
 
 def _configs(runs: pl.DataFrame) -> pl.DataFrame:
@@ -262,6 +249,25 @@ class Result:
     @property
     def regressions(self) -> pl.DataFrame:
         return self.rows.filter(pl.col("regression"))
+
+    def save(self, directory: Path) -> Path:
+        """The result as <directory>/<table>.parquet and result.json, for notebooks/compare.py."""
+        directory.mkdir(parents=True, exist_ok=True)
+        for name in RESULT_TABLES:
+            getattr(self, name).write_parquet(directory / f"{name}.parquet")
+        (directory / "result.json").write_text(json.dumps(
+            {"a": self.a, "b": self.b, "alpha": self.alpha, "correction": self.correction}))
+        return directory
+
+
+RESULT_TABLES = ("differences", "unmatched", "rows", "geomean", "failed")
+
+
+def load_result(directory: str | Path) -> Result:
+    """The Result that Result.save wrote (paths anchored at the project root)."""
+    d = resolve(directory)
+    return Result(**json.loads((d / "result.json").read_text()),
+                  **{name: pl.read_parquet(d / f"{name}.parquet") for name in RESULT_TABLES})
 
 
 def run(a: Campaign, b: Campaign, alpha: float = 0.05, correction: str = "holm",

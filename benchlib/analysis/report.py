@@ -154,16 +154,16 @@ def build_report(sources: list[str | Path], out_dir: str | Path = "reports",
 COMPARE_NOTEBOOK = "compare.py"
 
 
-def build_compare(a, b, out_dir: str | Path = "reports", parameters: dict | None = None) -> Path:
-    """Save campaigns ``a`` and ``b`` (compare.Campaign) as tables in <out_dir>/compare-A-vs-B/, execute
-    notebooks/compare.py on them into <out_dir>/notebooks/ and render <out_dir>/compare-A-vs-B.html
+def build_compare(res, out_dir: str | Path = "reports") -> Path:
+    """Save the comparison ``res`` (compare.Result) in <out_dir>/compare-A-vs-B/, execute
+    notebooks/compare.py on it into <out_dir>/notebooks/ and render <out_dir>/compare-A-vs-B.html
     (offline, like the report)."""
     # rev:campaign names a revision: keep file names to safe characters
-    out, stem = resolve(out_dir), re.sub(r"[^A-Za-z0-9._-]", "_", f"compare-{a.name}-vs-{b.name}")
-    tables = {f"tables_{k}": str(c.save(out / stem / k)) for k, c in (("a", a), ("b", b))}
+    out, stem = resolve(out_dir), re.sub(r"[^A-Za-z0-9._-]", "_", f"compare-{res.a}-vs-{res.b}")
+    saved = res.save(out / stem)
     executed = execute_notebook(project_root() / "notebooks" / COMPARE_NOTEBOOK, out / "notebooks" / f"{stem}.ipynb",
-                                {**(parameters or {}), "campaign_a": a.name, "campaign_b": b.name, **tables})
-    return render_report([executed], out / f"{stem}.html", title=f"{b.name} against {a.name}")
+                                {"result_dir": str(saved)})
+    return render_report([executed], out / f"{stem}.html", title=f"{res.b} against {res.a}")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -110,16 +110,28 @@ def datapath_samples(n: int = 8, seed: int = 2) -> tuple[dict, dict]:
     return samples, columns
 
 
+def settings(params_path: str = "params.yaml"):
+    """The analysis section of a params file of the project (relative to the project root)."""
+    from benchlib.analysis import resolve
+    from benchlib.config import load_params
+    return load_params(resolve(params_path)).analysis
+
+
+def analysed(runs: pl.DataFrame, metrics: pl.DataFrame, directory, analysis_settings=None):
+    """The tables written as `benchlib parse` and `benchlib analyse` write them, under ``directory``:
+    returns (analysis directory, the analysis)."""
+    from benchlib import tidy
+    from benchlib.analysis import analyse
+    tidy.write_tables(runs, metrics, directory)
+    result = analyse.run(runs, metrics, analysis_settings or settings())
+    out = analyse.write(result, directory / "analysis", directory / "runs.parquet", directory / "metrics.parquet")
+    return out, result
+
+
 def report_comparisons(fixture: str) -> tuple[dict, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    """(parameters, runs, values, comparisons) of a real campaign's tables in ``fixture``, compared as
-    notebook 02 compares them with the project's default analysis parameters."""
-    from benchlib.analysis import default_parameters, load_tables, normalize, stats
-    p = default_parameters()
+    """(parameters, runs, values, comparisons) of a real campaign's tables in ``fixture``, analysed as
+    `benchlib analyse` analyses them with the project's analysis settings."""
+    from benchlib.analysis import analyse, load_tables
     runs, metrics = load_tables(f"{fixture}/runs.parquet", f"{fixture}/metrics.parquet")
-    values = normalize.with_cpu_at_target(metrics, runs, target_gbps=p["cpu_target_gbps"],
-                                          per_transactions=p["rr_per_transactions"],
-                                          per_connections=p["crr_per_connections"])
-    compared = stats.compared_values(values, runs, p["family_metrics"])
-    comparisons = stats.compare(compared, runs, baseline=p["baseline"], alpha=p["alpha"], correction=p["correction"],
-                                noise_band_pct=p["noise_band_pct"], seed=p["seed"])
-    return p, runs, values, comparisons
+    result = analyse.run(runs, metrics, settings())
+    return result.settings.model_dump(), runs, result.values, result.comparisons

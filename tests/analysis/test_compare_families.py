@@ -34,3 +34,25 @@ def test_compare_uses_the_report_families():
     text = compare.text(compare.Result("a", "b", pl.DataFrame(), pl.DataFrame(), rows,
                                        compare.geomean_summary(rows), 0.05, "holm"))
     assert "primary family 16 (Holm)" in text and "latency family" in text
+
+
+def test_compare_normalizes_cpu_with_the_analysis_settings_of_the_report():
+    """HTTP CPU per request rate included: compare and the report's analysis give the same medians."""
+    from benchlib.analysis import analyse, load_tables
+
+    from analysis_tables import settings
+    fixture = "tests/fixtures/tidy/lab-mesh-short-001"  # a real campaign with fortio and proxies
+    runs, metrics = load_tables(f"{fixture}/runs.parquet", f"{fixture}/metrics.parquet")
+    real = compare.Campaign("mesh", runs, metrics, pl.DataFrame(schema={"field": pl.String}))
+    cpu = pl.col("metric") == "cpu_pct_at_target"
+    http = pl.col("test").str.starts_with("http")
+    medians = {}
+    for per_requests in (1000.0, 250.0):
+        s = settings("pipelines/local-lab/params-mesh.yaml").model_copy(update={"http_per_requests": per_requests})
+        rows = compare.comparisons(real, real, targets=analyse.targets(s)).filter(cpu, http)
+        summary = analyse.run(runs, metrics, s).summary_all.filter(cpu, http)
+        both = rows.join(summary, on=["scenario", "test", "side"], suffix="_report")
+        assert len(both) == len(rows) > 0
+        assert (both["median"] - both["median_report"]).abs().max() < 1e-9
+        medians[per_requests] = rows.sort("scenario", "test", "side")["median"].to_numpy()
+    assert abs(medians[250.0] / medians[1000.0] - 0.25).max() < 1e-9

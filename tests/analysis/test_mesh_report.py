@@ -3,15 +3,14 @@ tables `benchlib parse` wrote for a short run of the mesh preset's scenarios on 
 fortio at 1000 req/s with keep-alive and Connection: close, netperf TCP_RR), the machine shared and loaded."""
 from __future__ import annotations
 
-import json
 
 import numpy as np
 import polars as pl
 import pytest
 from statsmodels.stats.multitest import multipletests
 
-from benchlib import tidy
-from benchlib.analysis import default_parameters, load_tables, mesh, normalize, report, stats
+from benchlib.analysis import load_tables, mesh, normalize, report, stats
+from analysis_tables import analysed, settings
 
 FIXTURE = "tests/fixtures/tidy/lab-mesh-short-001"
 PRESET = "pipelines/local-lab/params-mesh.yaml"
@@ -19,7 +18,7 @@ PRESET = "pipelines/local-lab/params-mesh.yaml"
 
 @pytest.fixture(scope="module")
 def campaign():
-    p = default_parameters(PRESET)
+    p = settings(PRESET).model_dump()
     runs, metrics = load_tables(f"{FIXTURE}/runs.parquet", f"{FIXTURE}/metrics.parquet")
     values = normalize.with_cpu_at_target(metrics, runs, per_transactions=p["rr_per_transactions"],
                                           per_requests=p["http_per_requests"])
@@ -121,18 +120,17 @@ def test_figures_show_every_scenario(campaign):
 @pytest.mark.slow
 def test_the_report_has_the_mesh_section(tmp_path):
     runs, metrics = load_tables(f"{FIXTURE}/runs.parquet", f"{FIXTURE}/metrics.parquet")
-    tidy.write_tables(runs, metrics, tmp_path)
+    analysis_dir, result = analysed(runs, metrics, tmp_path, settings(PRESET))
     out = tmp_path / "reports"
-    params = {**default_parameters(PRESET), "metrics_path": str(tmp_path / "metrics.parquet"),
-              "runs_path": str(tmp_path / "runs.parquet"), "out_dir": str(out)}
-    html = report.build_report([f"notebooks/{n}" for n in report.NOTEBOOKS], out, params).read_text()
+    html = report.build_report([f"notebooks/{n}" for n in report.NOTEBOOKS], out,
+                               {"analysis_dir": str(analysis_dir), "out_dir": str(out)}).read_text()
     assert '"ename"' not in "".join(p.read_text() for p in (out / "notebooks").glob("*.ipynb"))
     for heading in ("Service-mesh proxy hops", "Latency percentiles per hop count", "Cost per hop"):
         assert f'id="{heading.replace(" ", "-")}"' in html
     assert "FDR (Benjamini-Hochberg)" in html
     for name in ("mesh_ladder_http_1000", "mesh_ladder_tcp_rr", "mesh_proxy_cpu_http_1000"):
         assert (out / "figures" / f"{name}.svg").stat().st_size > 1000
-    assert json.loads((out / "metrics.json").read_text())["baseline"] == "veth-routed"
+    assert result.metrics_json()["baseline"] == "veth-routed"
 
 
 def test_sized_paths_only_where_a_scenario_set_sizes(campaign):

@@ -1,14 +1,13 @@
 """Report: notebooks run headless on tidy tables and render one offline HTML page."""
 from __future__ import annotations
 
-import json
 import re
 
 import polars as pl
 import pytest
 
-from benchlib import tidy
 from benchlib.analysis import project_root, report, resolve, stats
+from analysis_tables import analysed, settings
 
 PLOTLYJS_BANNER = "* plotly.js v"
 REMOTE_SCRIPT = re.compile(r"<script[^>]*\ssrc=[\"']?(https?:)?//", re.I)
@@ -44,12 +43,11 @@ def test_caveats_list_flags_and_failures(lab_tables):
 @pytest.mark.slow
 def test_notebooks_execute_and_render_offline_report(lab_tables, tmp_path):
     runs, metrics = lab_tables
-    tidy.write_tables(runs, metrics, tmp_path)
+    analysis_dir, result = analysed(runs, metrics, tmp_path, settings().model_copy(update={
+        "noise_band_pct": {"default": 2.0, "latency_p99": 5.0}, "contrasts": [("vxlan", "bridge")]}))
     out = tmp_path / "reports"
-    params = {"metrics_path": str(tmp_path / "metrics.parquet"), "runs_path": str(tmp_path / "runs.parquet"),
-              "out_dir": str(out), "noise_band_pct": {"default": 2.0, "latency_p99": 5.0},
-              "contrasts": [["vxlan", "bridge"]]}
-    html_path = report.build_report([f"notebooks/{n}" for n in report.NOTEBOOKS], out, params)
+    html_path = report.build_report([f"notebooks/{n}" for n in report.NOTEBOOKS], out,
+                                    {"analysis_dir": str(analysis_dir), "out_dir": str(out)})
 
     html = html_path.read_text()
     assert html.count(PLOTLYJS_BANNER) == 1  # plotly.js exactly once for all figures
@@ -61,7 +59,7 @@ def test_notebooks_execute_and_render_offline_report(lab_tables, tmp_path):
     assert "Service-mesh" not in html  # no proxy on any path: no mesh section
     assert '"ename"' not in "".join(p.read_text() for p in (out / "notebooks").glob("*.ipynb"))
 
-    m = json.loads((out / "metrics.json").read_text())
+    m = result.metrics_json()
     assert m["comparisons"]["c1/local-lab/vxlan/tcp_stream_1/throughput/none"]["verdict"].endswith("worse")
     assert m["comparisons"]["c1/local-lab/vxlan vs bridge/tcp_stream_1/throughput/none"]["baseline"] == "bridge"
     assert (out / "significance.csv").stat().st_size > 0
@@ -70,33 +68,21 @@ def test_notebooks_execute_and_render_offline_report(lab_tables, tmp_path):
             assert (out / "figures" / f"{name}.{ext}").stat().st_size > 1000
 
 
-def test_default_parameters_survive_papermill_unchanged():
-    # papermill writes parameters as Python literals: tuples would arrive as strings
-    import papermill.translators as translators
-    from benchlib.analysis import default_parameters
-    params = default_parameters("pipelines/local-lab/params-datapaths.yaml")
-    assert params["contrasts"][0] == ["notrack", "conntrack"]
-    namespace = {}
-    exec(translators.PythonTranslator.codify(params), namespace)
-    assert {k: namespace[k] for k in params} == params
-
-
 @pytest.mark.parametrize("notebook", report.NOTEBOOKS)
-def test_parameters_cell_names_each_parameter_with_the_params_yaml_default(notebook):
+def test_notebooks_take_only_where_the_data_is(notebook):
+    """The analysis settings reach the notebooks through the analysis tables, never as parameters: the
+    parameters cell names where the analysis is (and where outputs go), with `benchlib report`'s defaults."""
     import jupytext
-    from benchlib.analysis import default_parameters
+    from benchlib.cli import build_parser
     nb = jupytext.read(project_root() / "notebooks" / notebook)
     cell, = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
     namespace = {}
     exec(cell.source, namespace)  # plain assignments: nothing to import, nothing hidden
     declared = {k: v for k, v in namespace.items() if not k.startswith("__")}
-    defaults = default_parameters()
-    assert declared and set(declared) <= set(defaults), set(declared) - set(defaults)
-    assert declared == {k: defaults[k] for k in declared}
-    # every parameter the rest of the notebook uses is declared in the cell
-    body = "\n".join(c.source for c in nb.cells if c is not cell and c.cell_type == "code")
-    used = {k for k in defaults if re.search(rf"\b{k}\b", body)}
-    assert used == set(declared), (used ^ set(declared))
+    assert set(declared) <= {"analysis_dir", "out_dir"} and "analysis_dir" in declared, declared
+    report_args = build_parser().parse_args(["report"])
+    assert declared["analysis_dir"] == report_args.analysis
+    assert declared.get("out_dir", "reports") == "reports"
 
 
 @pytest.mark.slow
@@ -116,13 +102,13 @@ def test_report_renders_without_a_traceback_on_degenerate_campaigns(case, tmp_pa
                                     failed={("bridge", "tcp_rr"): 2})
         runs = runs.with_columns(outcome=pl.when(pl.col("scenario") == "bridge").then(pl.lit("failed"))
                                  .otherwise("outcome"))
-    tidy.write_tables(runs, metrics.join(runs.filter(outcome="ok").select("run_id"), on="run_id"), tmp_path)
+    analysis_dir, result = analysed(runs, metrics.join(runs.filter(outcome="ok").select("run_id"), on="run_id"),
+                                    tmp_path)
     out = tmp_path / "reports"
-    params = {"metrics_path": str(tmp_path / "metrics.parquet"), "runs_path": str(tmp_path / "runs.parquet"),
-              "out_dir": str(out)}
-    html = report.build_report([f"notebooks/{n}" for n in report.NOTEBOOKS], out, params).read_text()
+    html = report.build_report([f"notebooks/{n}" for n in report.NOTEBOOKS], out,
+                               {"analysis_dir": str(analysis_dir), "out_dir": str(out)}).read_text()
     assert '"ename"' not in "".join(p.read_text() for p in (out / "notebooks").glob("*.ipynb"))
-    m = json.loads((out / "metrics.json").read_text())
+    m = result.metrics_json()
     if case == "every run failed":
         assert m["comparisons"] == {} and "no run of this campaign succeeded" in html
     else:
