@@ -21,7 +21,7 @@ def answered(out):
 
 
 def test_build_fixed_rate_and_unpaced():
-    spec = config.TestSpec(tool="dns", kind="DNS_UDP", duration_s=2, qps=5000)
+    spec = dns.Spec(tool="dns", kind="DNS_UDP", duration_s=2, qps=5000)
     [inv] = dns.build(spec, "198.19.2.10", [0], [1])
     assert inv.argv[:2] == ["sh", "-c"]
     script = inv.argv[2]
