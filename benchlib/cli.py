@@ -12,6 +12,7 @@ import yaml
 
 from . import collectors, config, machine, record, runner, store, tidy
 from .errors import BenchlibError
+from .plan import Plan, plan_environment, validate_all
 from .targets import Target, lab
 
 PER_RUN_OVERHEAD_S = 0.2  # spawn, CPU sampling and record writing, measured on the lab
@@ -50,7 +51,7 @@ def _params(args) -> config.Params:
     return config.load_params(args.params)
 
 
-def _target(plan: config.Plan, log=print) -> Target:
+def _target(plan: Plan, log=print) -> Target:
     """The plan's target, told which servers and client commands its tools need."""
     tools = runner.tools(plan)
     env, kw = plan.environment, {"servers": collectors.servers(tools),
@@ -68,7 +69,7 @@ def _target(plan: config.Plan, log=print) -> Target:
 
 def cmd_validate(args) -> int:
     params = _params(args)
-    plans = config.validate_all(params)
+    plans = validate_all(params)
     for plan in plans:
         target = _target(plan)
         runs = runner.schedule(plan, params.experiment.repetitions, params.experiment.seed,
@@ -90,7 +91,7 @@ def cmd_validate(args) -> int:
 
 def cmd_collect(args) -> int:
     params = _params(args)
-    plan = config.plan_environment(params, args.env)
+    plan = plan_environment(params, args.env)
     _stop_on_signals()
     log = _say
     with machine.exclusive(f"benchlib collect --env {args.env}, campaign {params.experiment.campaign}"):
@@ -142,7 +143,7 @@ def cmd_report(args) -> int:
     from .analysis import report  # heavy imports (papermill, nbconvert) only when reporting
 
     params = _params(args)
-    config.validate_all(params)
+    validate_all(params)
     root = config.project_root()
     out_dir = Path(args.out_dir) if args.out_dir else root / "reports"
     # the same values the notebooks default to, so JupyterLab and dvc agree

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from . import collectors, cpu, record
 from .collectors import TestSpec
-from .config import Params, Plan, scenario_definition, validate_all
+from .config import Params, scenario_definition
+from .plan import Plan, validate_all
 from .errors import ConfigError, ParseError, TargetError
 from .schema import METRICS, PRIMARY_METRICS, SIDES
 from .targets import KILL_WAIT_S, Placement, Result, Target, shown

@@ -141,7 +141,7 @@ CAMPAIGN_TESTS = {
 def test_short_campaign_of_the_new_tools_reaches_the_tidy_tables(tmp_path, lab_env):
     require_root()
     from benchlib import record, runner, schema, tidy
-    from benchlib.config import plan_environment
+    from benchlib.plan import plan_environment
     from tests.conftest import short_params
     params = short_params("newtools", ["host", "veth-routed"], CAMPAIGN_TESTS, repetitions=2)
     plan = plan_environment(params, "local-lab")
