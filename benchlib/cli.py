@@ -13,6 +13,7 @@ import yaml
 
 from . import collectors, config, machine, record, runner, store, tidy
 from .errors import BenchlibError
+from .plan import Plan, plan_environment, validate_all
 from .targets import Target, lab
 
 PER_RUN_OVERHEAD_S = 0.2  # spawn, CPU sampling and record writing, measured on the lab
@@ -51,7 +52,7 @@ def _params(args) -> config.Params:
     return config.load_params(args.params)
 
 
-def _target(plan: config.Plan, log=print) -> Target:
+def _target(plan: Plan, log=print) -> Target:
     """The plan's target, told which servers and client commands its tools need."""
     tools = runner.tools(plan)
     env, kw = plan.environment, {"servers": collectors.servers(tools),
@@ -69,7 +70,7 @@ def _target(plan: config.Plan, log=print) -> Target:
 
 def cmd_validate(args) -> int:
     params = _params(args)
-    plans = config.validate_all(params)
+    plans = validate_all(params)
     for plan in plans:
         target = _target(plan)
         runs = runner.schedule(plan, params.experiment.repetitions, params.experiment.seed,
@@ -91,7 +92,7 @@ def cmd_validate(args) -> int:
 
 def cmd_collect(args) -> int:
     params = _params(args)
-    plan = config.plan_environment(params, args.env)
+    plan = plan_environment(params, args.env)
     _stop_on_signals()
     log = _say
     with machine.exclusive(f"benchlib collect --env {args.env}, campaign {params.experiment.campaign}"):
@@ -143,7 +144,7 @@ def cmd_analyse(args) -> int:
     from .analysis import analyse
 
     params = _params(args)
-    config.validate_all(params)  # the baseline and contrasts name scenarios of the campaign's environments
+    validate_all(params)  # the baseline and contrasts name scenarios of the campaign's environments
     runs_path, metrics_path = "data/processed/runs.parquet", "data/processed/metrics.parquet"
     runs, metrics = analysis.load_tables(runs_path, metrics_path)  # a missing or broken table is named here
     measured = sorted(runs["scenario"].unique())

@@ -11,12 +11,13 @@ import os
 import re
 import typing
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Literal
 
 import yaml
-from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo,
-                      field_validator, model_validator)
+from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 
+from .collectors import TOOLS, TestSpec, get
+from .collectors.base import Strict
 from .errors import ConfigError  # noqa: F401 (callers catch config.ConfigError)
 
 
@@ -41,88 +42,7 @@ NAME_RE = r"^[a-z0-9][a-z0-9_.-]*$"
 NAME_MAX = 100  # names become directory names (a file name has at most 255 bytes)
 
 
-def _takes_bool(annotation) -> bool:
-    return annotation is bool or any(_takes_bool(a) for a in typing.get_args(annotation))
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _no_bool_for_numbers(cls, value, info: ValidationInfo):
-        # pydantic would read `repetitions: true` as 1: a boolean is a number only where one is meant
-        if isinstance(value, bool) and not _takes_bool(cls.model_fields[info.field_name].annotation):
-            raise ValueError(f"{value!r} is a boolean; expected {_describe(cls.model_fields[info.field_name].annotation)}")
-        return value
-
-
-def _describe(annotation) -> str:
-    return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
-
-
-TOOLS = ("netperf", "iperf3", "fortio", "dns")
-
-
-class TestSpec(_Strict):
-    """One test: a tool invocation with its parameters."""
-
-    tool: Literal[TOOLS]
-    kind: str = Field(description="test kind; the tool's collector lists the allowed ones (KINDS)")
-    duration_s: float = Field(gt=0, le=3600, description="length of one run")
-    streams: int = Field(1, ge=1, le=256, description=(
-        "parallel instances, results summed (iperf3 -P streams, fortio connections, dnsperf clients)"))
-    message_size: int | None = Field(None, gt=0, validate_default=True, description=(
-        "netperf: TCP_STREAM send size, or RR/CRR request and response size; iperf3: -l buffer size (bytes)"))
-    timeout_s: float | None = Field(None, gt=0, description="kill the run after this; default duration + 30 s")
-    bitrate: str | None = Field(None, validate_default=True, description=(
-        "iperf3 UDP_STREAM: target bitrate per stream (e.g. 1G, 500M) or 'unlimited'"))
-    qps: Annotated[int, Field(gt=0)] | Literal["max"] | None = Field(None, validate_default=True, description=(
-        "fortio and dns: offered requests (queries) per second, or 'max' for no pacing"))
-    connection_close: bool = Field(False, validate_default=True, description=(
-        "fortio: a new connection per request (Connection: close) instead of keep-alive"))
-
-    @field_validator("kind")
-    @classmethod
-    def _kind_of_tool(cls, kind: str, info: ValidationInfo) -> str:
-        from .collectors import get
-        tool = info.data.get("tool")
-        if tool is not None and kind not in get(tool).KINDS:
-            raise ValueError(f"{kind!r} is not a kind {tool} runs; allowed: {list(get(tool).KINDS)}")
-        return kind
-
-    @field_validator("message_size", "bitrate", "qps", "connection_close")
-    @classmethod
-    def _used_by_the_tool(cls, value, info: ValidationInfo):
-        tool, kind = info.data.get("tool"), info.data.get("kind")
-        if tool is None or kind is None:
-            return value  # already reported on tool or kind
-        used = {"message_size": tool in ("netperf", "iperf3"),
-                "bitrate": (tool, kind) == ("iperf3", "UDP_STREAM"),
-                "qps": tool in ("fortio", "dns"),
-                "connection_close": tool == "fortio"}[info.field_name]
-        if not used and value not in (None, False):
-            raise ValueError(f"not used by {tool} {kind}; remove it")
-        if used and value is None and info.field_name in ("bitrate", "qps"):
-            example = "a bitrate such as 1G, or 'unlimited'" if info.field_name == "bitrate" else "a number or 'max'"
-            raise ValueError(f"{tool} {kind} needs {info.field_name}: {example}")
-        bitrate_re = r"unlimited|\d+(\.\d+)?[KMG]?"
-        if info.field_name == "bitrate" and value is not None and not re.fullmatch(bitrate_re, value):
-            raise ValueError(f"{value!r} is not a bitrate: a number with an optional K, M or G suffix, or 'unlimited'")
-        return value
-
-    @model_validator(mode="after")
-    def _whole_seconds(self) -> "TestSpec":
-        if self.tool in ("netperf", "iperf3") and self.duration_s != int(self.duration_s):
-            raise ValueError(f"duration_s: {self.tool} runs whole seconds, got {self.duration_s}")
-        return self
-
-    @property
-    def run_timeout_s(self) -> float:
-        return self.timeout_s if self.timeout_s is not None else self.duration_s + 30
-
-
-class Experiment(_Strict):
+class Experiment(Strict):
     campaign: str = Field(pattern=NAME_RE, max_length=NAME_MAX,
                           description="names the raw data; change it to measure anew")
     environments: list[str] = Field(min_length=1)
@@ -132,14 +52,14 @@ class Experiment(_Strict):
     retries: int = Field(1, ge=0, le=10, description="extra attempts for a failed run")
 
 
-class MatrixEntry(_Strict):
+class MatrixEntry(Strict):
     """Every one of these tests in every one of these scenarios."""
 
     scenarios: list[str] = Field(min_length=1)
     tests: list[str] = Field(min_length=1)
 
 
-class EnvironmentOverride(_Strict):
+class EnvironmentOverride(Strict):
     """Per-environment choice of scenarios and tests, in params.yaml."""
 
     scenarios: list[str] | None = None
@@ -170,7 +90,7 @@ class EnvironmentOverride(_Strict):
         return [(f"matrix[{i}].tests", t) for i, entry in enumerate(self.matrix) for t in entry.tests]
 
 
-class Analysis(_Strict):
+class Analysis(Strict):
     """Parameters of the analysis notebooks (passed to papermill as they are)."""
 
     baseline: str = Field("host", description="scenario every other scenario is compared with")
@@ -224,13 +144,13 @@ class Analysis(_Strict):
         return self.noise_band_pct if self.threshold_pct is None else self.threshold_pct
 
 
-class Report(_Strict):
+class Report(Strict):
     title: str = "Container network benchmark"
 
 
-class Params(_Strict):
+class Params(Strict):
     experiment: Experiment
-    tests: dict[str, TestSpec] = Field(min_length=1)
+    tests: dict[str, TestSpec] = Field(min_length=1, description="name -> test; its tool's collector defines its fields")
     environments: dict[str, EnvironmentOverride] = {}
     analysis: Analysis = Analysis()
     report: Report = Report()
@@ -264,7 +184,7 @@ class Params(_Strict):
         return self
 
 
-class HelmRelease(_Strict):
+class HelmRelease(Strict):
     """A `helm upgrade --install` that switches a cluster's CNI to a scenario."""
 
     release: str
@@ -276,7 +196,7 @@ class HelmRelease(_Strict):
     extra_args: list[str] = Field([], description="appended as written; the shell expands them, e.g. $(...)")
 
 
-class Scenario(_Strict):
+class Scenario(Strict):
     description: str
     # kubernetes: where the client and server pods go
     placement: Literal["pod-to-pod", "same-node", "host-network", "service"] | None = None
@@ -340,7 +260,7 @@ def _expand_service_counts(scenarios: dict) -> dict:
     return out
 
 
-class CpuPlacement(_Strict):
+class CpuPlacement(Strict):
     client: list[int] = Field(min_length=1)
     server: list[int] = Field(min_length=1)
 
@@ -351,7 +271,7 @@ class CpuPlacement(_Strict):
         return self
 
 
-class KubernetesSettings(_Strict):
+class KubernetesSettings(Strict):
     """target: kubernetes: which cluster, which image, which nodes."""
 
     kubeconfig: str | None = Field(None, description="default: $KUBECONFIG, else ~/.kube/config")
@@ -377,7 +297,7 @@ class KubernetesSettings(_Strict):
         return self
 
 
-class SshHost(_Strict):
+class SshHost(Strict):
     host: str = Field(description="where ssh connects (name or address)")
     user: str = "root"
     port: int = Field(22, ge=1, le=65535)
@@ -385,7 +305,7 @@ class SshHost(_Strict):
     address: str | None = Field(None, description="server only: the address benchmark traffic goes to; default host")
 
 
-class SshSettings(_Strict):
+class SshSettings(Strict):
     """target: ssh: two bare-metal hosts, node to node, over OpenSSH."""
 
     client: SshHost
@@ -395,7 +315,7 @@ class SshSettings(_Strict):
     known_hosts: str | None = Field(None, description="known_hosts file (StrictHostKeyChecking stays on)")
 
 
-class Environment(_Strict):
+class Environment(Strict):
     name: str
     description: str
     target: Literal["lab", "kubernetes", "ssh"]
@@ -424,7 +344,7 @@ class Environment(_Strict):
             if missing:
                 raise ValueError(f"scenarios {missing}: target kubernetes needs placement "
                                  "(pod-to-pod, same-node, host-network or service)")
-        self._check_cpu_placement()
+        self.check_cpu_placement()
         for n, sc in self.scenarios.items():
             if sc.service_proxy and self.target != "lab":
                 raise ValueError(f"scenarios.{n}.service_proxy: lab only (a cluster's own kube-proxy or CNI "
@@ -451,8 +371,8 @@ class Environment(_Strict):
         return self
 
 
-    def _check_cpu_placement(self) -> None:
-        from .collectors import get
+    def check_cpu_placement(self) -> None:
+        """Raises ValueError naming the key if cpu_placement is not one this environment can honour."""
         if self.cpu_placement and self.target != "lab":
             raise ValueError(f"cpu_placement: lab only (a target {self.target} places client and server on "
                              "their own nodes); remove it")
@@ -465,10 +385,32 @@ class Environment(_Strict):
 def _format(exc: ValidationError, source: str) -> str:
     lines = [f"{source}: invalid"]
     for err in exc.errors():
-        key = ".".join(str(p) for p in err["loc"])
+        loc = [str(p) for p in err["loc"]]
         msg = err["msg"].removeprefix("Value error, ")
+        if loc[:1] == ["tests"] and len(loc) >= 2:
+            loc, msg = _test_error(loc, msg, err)
+        key = ".".join(loc)
         lines.append(f"  {key}: {msg}" if key else f"  {msg}")
     return "\n".join(lines)
+
+
+def _test_error(loc: list[str], msg: str, err: dict) -> tuple[list[str], str]:
+    """The key and message of an error in tests.<name>, in the words of params.yaml: pydantic puts
+    the tool whose model was picked into the location (tests.x.netperf.kind), and names the
+    picking function, not the key `tool`."""
+    allowed = f"allowed: {list(TOOLS)}"
+    if err["type"] == "union_tag_invalid":
+        return loc + ["tool"], f"{err['input']['tool']!r} is not a tool; {allowed}"
+    if err["type"] == "union_tag_not_found":
+        if isinstance(err["input"], dict):
+            return loc + ["tool"], f"Field required; {allowed}"
+        return loc, f"expected a mapping with a tool, got {err['input']!r}"
+    if len(loc) > 2 and loc[2] in TOOLS:
+        tool = loc.pop(2)
+        if err["type"] == "extra_forbidden":
+            settings = [f for f in get(tool).Spec.model_fields if f != "tool"]
+            msg = f"not used by {tool}; remove it ({tool} takes {', '.join(settings)})"
+    return loc, msg
 
 
 class _DuplicateKey(yaml.YAMLError):
@@ -567,65 +509,3 @@ def _named_files(folder: Path, spec: dict) -> dict[str, str]:
         except (OSError, ValueError):
             continue  # not a file name after all
     return files
-
-
-class Plan(BaseModel):
-    """What one environment will run: resolved scenarios and tests."""
-
-    environment: Environment
-    scenarios: list[str]
-    tests: dict[str, TestSpec]
-    pairs: set[tuple[str, str]] | None = None  # (scenario, test) to run; None: every scenario x every test
-
-    def configurations(self, scenarios: list[str] | None = None) -> list[tuple[str, str]]:
-        """(scenario, test) pairs to run, scenario by scenario in plan order."""
-        return [(s, t) for s in (scenarios or self.scenarios) for t in self.tests
-                if self.pairs is None or (s, t) in self.pairs]
-
-
-def plan_environment(params: Params, env_name: str) -> Plan:
-    """Resolve an environment's scenarios and tests, failing with the offending key."""
-    if env_name not in params.experiment.environments:
-        raise ConfigError(
-            f"{params.source}: experiment.environments: {env_name!r} is not listed; "
-            f"listed: {params.experiment.environments}")
-    env = load_environment(env_name)
-    override = params.environments.get(env_name, EnvironmentOverride())
-    if override.matrix is not None:
-        named = [(f"matrix[{i}].scenarios", e.scenarios) for i, e in enumerate(override.matrix)]
-        scenarios = list(dict.fromkeys(s for e in override.matrix for s in e.scenarios))
-        test_names = list(dict.fromkeys(t for e in override.matrix for t in e.tests))
-        pairs = {(s, t) for e in override.matrix for s in e.scenarios for t in e.tests}
-    else:
-        scenarios = override.scenarios if override.scenarios is not None else list(env.scenarios)
-        named = [("scenarios", scenarios)]
-        test_names = override.tests if override.tests is not None else list(params.tests)
-        pairs = None
-    for key, names in named:
-        unknown = [s for s in names if s not in env.scenarios]
-        if unknown:
-            raise ConfigError(
-                f"{params.source}: environments.{env_name}.{key}: unknown scenario(s) {unknown}; "
-                f"allowed: {sorted(env.scenarios)}")
-    if override.cpu_placement is not None:
-        env = env.model_copy(update={"cpu_placement": override.cpu_placement})
-        try:
-            env._check_cpu_placement()
-        except ValueError as exc:
-            raise ConfigError(f"{params.source}: environments.{env_name}.{exc}") from None
-    return Plan(environment=env, scenarios=scenarios,
-                tests={t: params.tests[t] for t in test_names}, pairs=pairs)
-
-
-def validate_all(params: Params) -> list[Plan]:
-    plans = [plan_environment(params, env) for env in params.experiment.environments]
-    scenarios = sorted({s for p in plans for s in p.scenarios})
-    if params.analysis.baseline not in scenarios:
-        raise ConfigError(f"{params.source}: analysis.baseline: {params.analysis.baseline!r} is not a scenario of any "
-                          f"environment; scenarios: {scenarios}")
-    for i, pair in enumerate(params.analysis.contrasts):
-        unknown = [s for s in pair if s not in scenarios]
-        if unknown:
-            raise ConfigError(f"{params.source}: analysis.contrasts[{i}]: {unknown} not a scenario of any environment; "
-                              f"scenarios: {scenarios}")
-    return plans

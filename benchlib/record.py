@@ -40,7 +40,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from . import cpu
-from .config import PROSE_KEYS, Environment, Scenario, TestSpec, environment_dir, project_root
+from .collectors import RECORDED_PARAMS
+from .config import PROSE_KEYS, Environment, Scenario, environment_dir, project_root
 from .errors import RecordError
 from .schema import SIDES
 
@@ -109,7 +110,7 @@ def param_changes(recorded: dict, planned: dict) -> list[str]:
     predates counts as its default."""
     changes = []
     for key in sorted(set(recorded) | set(planned)):
-        default = TestSpec.model_fields[key].default if key in TestSpec.model_fields else None
+        default = RECORDED_PARAMS.get(key)
         old, new = recorded.get(key, default), planned.get(key, default)
         if old != new:
             changes.append(f"{key}: {old!r} -> {new!r}")

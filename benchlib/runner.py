@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import collectors, cpu, record
-from .config import Params, Plan, TestSpec, scenario_definition, validate_all
+from .collectors import TestSpec
+from .config import Params, scenario_definition
+from .plan import Plan, validate_all
 from .errors import ConfigError, ParseError, TargetError
 from .schema import METRICS, PRIMARY_METRICS, SIDES
 from .targets import KILL_WAIT_S, Placement, Result, Target, shown
@@ -70,7 +72,7 @@ def schedule(plan: Plan, repetitions: int, seed: int, interleave_scenarios: bool
 def planned_params(params: Params) -> dict[str, dict]:
     """Run id -> its test parameters, for every run of every environment: a campaign's identity."""
     e = params.experiment
-    return {r.run_id: r.spec.model_dump() for plan in validate_all(params)
+    return {r.run_id: r.spec.test_params() for plan in validate_all(params)
             for r in schedule(plan, e.repetitions, e.seed)}
 
 
@@ -90,7 +92,7 @@ def check_same_plan(params: Params, runs: list[RunSpec], cdir: Path) -> int:
         if meta is None:
             continue
         recorded = meta.get("test_params")
-        changes = record.param_changes(recorded, run.spec.model_dump()) if isinstance(recorded, dict) else []
+        changes = record.param_changes(recorded, run.spec.test_params()) if isinstance(recorded, dict) else []
         if changes:
             raise ConfigError(
                 f"{params.source}: tests.{run.test}: campaign {params.experiment.campaign} recorded it with other "
@@ -214,7 +216,7 @@ def to_record(campaign: str, run: RunSpec, attempts: list[Measurement], target_i
     return record.RunRecord(
         campaign=campaign, environment=run.environment, scenario=run.scenario, test=run.test,
         block=run.block, order=run.order, tool=run.spec.tool, kind=run.spec.kind,
-        test_params=run.spec.model_dump(),
+        test_params=run.spec.test_params(),
         commands=[r.argv for r in last.results], exit_codes=[r.returncode for r in last.results],
         started_at=record.utc(last.started), ended_at=record.utc(last.ended),
         placement={"server_address": pl.server_address, "client_node": pl.client_node,

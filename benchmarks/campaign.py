@@ -26,7 +26,8 @@ from datetime import datetime
 from pathlib import Path
 
 from benchlib import collectors, runner
-from benchlib.config import load_environment, load_params, plan_environment, project_root
+from benchlib.config import load_environment, load_params, project_root
+from benchlib.plan import plan_environment
 from benchlib.targets.lab import LabTarget
 
 from common import figure

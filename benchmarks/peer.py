@@ -28,7 +28,7 @@ from pathlib import Path
 
 from benchlib import record, runner
 from benchlib.collectors import netperf
-from benchlib.config import TestSpec, load_environment
+from benchlib.config import load_environment
 from benchlib.targets.lab import LabTarget
 
 from common import figure, median
@@ -36,7 +36,7 @@ from common import figure, median
 FLENT = Path(sys.executable).parent / "flent"
 
 
-def ours(lab: LabTarget, spec: TestSpec, raw: Path, rep: int) -> tuple[float, float]:
+def ours(lab: LabTarget, spec: netperf.Spec, raw: Path, rep: int) -> tuple[float, float]:
     """(throughput Gbit/s, wall s) of one benchlib run, its raw record written as collect writes it."""
     run = runner.RunSpec("local-lab", "host", "tcp_stream_1", spec, rep, rep)
     t0 = time.monotonic()
@@ -69,7 +69,7 @@ def main() -> None:
     p.add_argument("--reps", type=int, default=6)
     p.add_argument("--duration", type=int, default=2)
     args = p.parse_args()
-    spec = TestSpec(tool="netperf", kind="TCP_STREAM", duration_s=args.duration, streams=1, message_size=65536)
+    spec = netperf.Spec(tool="netperf", kind="TCP_STREAM", duration_s=args.duration, streams=1, message_size=65536)
     results = {"benchlib": [], "flent": []}
     with tempfile.TemporaryDirectory(prefix="bench-peer-") as tmp, \
             runner.serving(LabTarget(load_environment("local-lab"), ["host"], servers=[netperf.SERVER],

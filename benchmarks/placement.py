@@ -24,7 +24,8 @@ import statistics
 import time
 
 from benchlib import collectors, runner
-from benchlib.config import TestSpec, load_environment
+from benchlib.collectors import netperf
+from benchlib.config import load_environment
 from benchlib.targets.lab import LabTarget
 
 from common import figure
@@ -33,8 +34,8 @@ KINDS = ("TCP_STREAM", "TCP_RR", "TCP_CRR")
 HEADLINE = {"TCP_STREAM": "throughput", "TCP_RR": "transaction_rate", "TCP_CRR": "connection_rate"}
 
 
-def spec(kind: str, seconds: int) -> TestSpec:
-    return TestSpec(tool="netperf", kind=kind, duration_s=seconds, message_size=65536 if kind == "TCP_STREAM" else 1)
+def spec(kind: str, seconds: int) -> netperf.Spec:
+    return netperf.Spec(tool="netperf", kind=kind, duration_s=seconds, message_size=65536 if kind == "TCP_STREAM" else 1)
 
 
 def cv_pct(values: list[float]) -> float:

@@ -20,14 +20,13 @@ from pathlib import Path
 
 from benchlib import cpu, record
 from benchlib.collectors import netperf
-from benchlib.config import TestSpec
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "netperf"
 TESTS = {
-    "tcp_stream_1": TestSpec(tool="netperf", kind="TCP_STREAM", duration_s=2, streams=1, message_size=65536),
-    "tcp_stream_n": TestSpec(tool="netperf", kind="TCP_STREAM", duration_s=2, streams=4, message_size=65536),
-    "tcp_rr": TestSpec(tool="netperf", kind="TCP_RR", duration_s=2, message_size=1),
-    "tcp_crr": TestSpec(tool="netperf", kind="TCP_CRR", duration_s=2, message_size=1),
+    "tcp_stream_1": netperf.Spec(tool="netperf", kind="TCP_STREAM", duration_s=2, streams=1, message_size=65536),
+    "tcp_stream_n": netperf.Spec(tool="netperf", kind="TCP_STREAM", duration_s=2, streams=4, message_size=65536),
+    "tcp_rr": netperf.Spec(tool="netperf", kind="TCP_RR", duration_s=2, message_size=1),
+    "tcp_crr": netperf.Spec(tool="netperf", kind="TCP_CRR", duration_s=2, message_size=1),
 }
 FIXTURE_OF = {"TCP_STREAM": "tcp_stream", "TCP_RR": "tcp_rr", "TCP_CRR": "tcp_crr"}
 # the values that vary from run to run; the rest of netperf's output stays as printed
@@ -93,7 +92,7 @@ def generate(out: Path, runs: int, scenarios: int = 25, seed: int = 0, campaign:
             first, last = _snapshots(rng, t, spec.duration_s - 0.6)
             record.RunRecord(
                 campaign=campaign, environment="local-lab", scenario=scenario, test=test, block=block, order=order,
-                tool=spec.tool, kind=spec.kind, test_params=spec.model_dump(),
+                tool=spec.tool, kind=spec.kind, test_params=spec.test_params(),
                 commands=[inv.argv for inv in invocations], exit_codes=[exit_code] * len(invocations),
                 started_at=record.utc(t), ended_at=record.utc(t + netperf.expected_wall_s(spec)),
                 placement={"server_address": "198.18.0.2", "client_node": "n1", "server_node": "n2",

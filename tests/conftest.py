@@ -121,7 +121,7 @@ def short_campaign(tmp_path_factory, lab_env):
     """A real two-block campaign (host and bridge, a stream and an RR test) in a temporary raw root."""
     require_root()
     from benchlib import record
-    from benchlib.config import plan_environment
+    from benchlib.plan import plan_environment
     raw = tmp_path_factory.mktemp("raw")
     params = short_params("short", ["host", "bridge"], SHORT_TESTS)
     plan = plan_environment(params, "local-lab")

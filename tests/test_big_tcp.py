@@ -10,7 +10,6 @@ import time
 import pytest
 
 from benchlib.collectors import iperf3
-from benchlib import config
 from benchlib.targets import lab
 from benchlib.targets.lab import list_namespaces
 from tests.conftest import require_root, serving_lab
@@ -36,7 +35,7 @@ def wire_tx(node: str) -> tuple[int, int]:
 
 
 def stream(target, scenario: str, streams: int) -> float:
-    spec = config.TestSpec(tool="iperf3", kind="TCP_STREAM", duration_s=1, streams=streams)
+    spec = iperf3.Spec(tool="iperf3", kind="TCP_STREAM", duration_s=1, streams=streams)
     pl = target.placement(scenario)
     (inv,) = iperf3.build(spec, pl.server_address, pl.client_cpus, pl.server_cpus)
     out, err = target.spawn(scenario, "client", inv.argv).communicate(timeout=60)

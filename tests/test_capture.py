@@ -11,7 +11,7 @@ import pytest
 
 from benchlib import cpu, record, runner, tidy
 from benchlib.collectors import ParseError, get, netperf
-from benchlib.config import plan_environment
+from benchlib.plan import plan_environment
 from benchlib.targets import LocalProcess, Placement, Target
 from tests.conftest import FIXTURES, RR, short_params
 

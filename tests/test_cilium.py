@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from benchlib import runner, tidy
-from benchlib.config import Environment, Plan, load_environment
+from benchlib.config import Environment, load_environment
+from benchlib.plan import Plan
 from benchlib.targets.kubernetes import KubernetesTarget
 from tests.conftest import REPO, require_root, short_params
 from tests.local_cluster import (CLUSTER, NETPERF, STATE, cluster_script, execd_commands, in_node, leftovers,

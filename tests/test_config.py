@@ -2,7 +2,8 @@
 import pytest
 import yaml
 
-from benchlib.config import ConfigError, load_environment, load_params, plan_environment, validate_all
+from benchlib.config import ConfigError, load_environment, load_params
+from benchlib.plan import plan_environment, validate_all
 from tests.conftest import REPO, project_with_environment
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from benchlib import machine, record, runner, schema, tidy
 from benchlib.analysis import normalize
-from benchlib.config import plan_environment
+from benchlib.plan import plan_environment
 from benchlib.targets.lab import proxies
 from tests.conftest import lab_target, require_root, short_params
 

@@ -21,7 +21,7 @@ def answered(out):
 
 
 def test_build_fixed_rate_and_unpaced():
-    spec = config.TestSpec(tool="dns", kind="DNS_UDP", duration_s=2, qps=5000)
+    spec = dns.Spec(tool="dns", kind="DNS_UDP", duration_s=2, qps=5000)
     [inv] = dns.build(spec, "198.19.2.10", [0], [1])
     assert inv.argv[:2] == ["sh", "-c"]
     script = inv.argv[2]
@@ -122,10 +122,11 @@ def test_a_5000_qps_run_through_the_runner_loses_no_query(tmp_path, lab_env):
     ~3000 q/s instead of 5000. Now the target drains the pipe as it fills."""
     require_root()
     from benchlib import record, runner
+    from benchlib.plan import plan_environment
     from tests.conftest import lab_target, short_params
     test = {"tool": "dns", "kind": "DNS_UDP", "duration_s": 2, "qps": 5000}
     params = short_params("dns5000", ["host"], {"dns": test}, repetitions=2, retries=0)
-    plan = config.plan_environment(params, "local-lab")
+    plan = plan_environment(params, "local-lab")
     runner.run_environment(params, plan, lab_target(lab_env, ["host"], ["dns"]), raw_root=tmp_path,
                            log=lambda m: None)
     records = [record.load(p) for p in record.find(tmp_path / "dns5000")]

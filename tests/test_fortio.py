@@ -3,7 +3,6 @@ import json
 
 import pytest
 
-from benchlib import config
 from benchlib.collectors import ParseError, fortio
 from tests.conftest import FIXTURES, require_root, serving_lab
 
@@ -20,7 +19,7 @@ def load_args(argv):
 
 
 def test_build_fixed_qps_keepalive_and_close():
-    spec = config.TestSpec(tool="fortio", kind="HTTP", duration_s=2, qps=5000, streams=4)
+    spec = fortio.Spec(tool="fortio", kind="HTTP", duration_s=2, qps=5000, streams=4)
     [inv] = fortio.build(spec, "198.19.2.10", [0], [1])
     assert inv.argv[:3] == ["taskset", "-c", "0"] and inv.argv[3].endswith("fortio")
     args = load_args(inv.argv)
@@ -29,7 +28,7 @@ def test_build_fixed_qps_keepalive_and_close():
     assert args[args.index("-p") + 1] == "50,90,99,99.9"
     assert args[args.index("-r") + 1] == "1e-05"  # 10 us histogram buckets, not fortio's 1 ms
     assert args[-1] == "http://198.19.2.10:8080/echo" and "-keepalive=false" not in args
-    close = config.TestSpec(tool="fortio", kind="HTTP", duration_s=2, qps="max", connection_close=True)
+    close = fortio.Spec(tool="fortio", kind="HTTP", duration_s=2, qps="max", connection_close=True)
     args = load_args(fortio.build(close, "h", [0], [1])[0].argv)
     assert "-keepalive=false" in args and args[args.index("-qps") + 1] == "0"  # fortio: 0 = no pacing
 

@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from benchlib import machine, record, runner
-from benchlib.config import ConfigError, plan_environment
+from benchlib.config import ConfigError
+from benchlib.plan import plan_environment
 from benchlib.errors import TargetError
 from benchlib.targets.lab import list_namespaces
 from tests.conftest import REPO, RR, SHORT_TESTS, lab_target, require_root, short_params, venv_env, write_params

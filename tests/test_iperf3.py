@@ -16,7 +16,7 @@ def captured(name):
 
 
 def test_build_tcp_omits_warmup_and_pins_both_ends():
-    spec = config.TestSpec(tool="iperf3", kind="TCP_STREAM", duration_s=3, streams=4)
+    spec = iperf3.Spec(tool="iperf3", kind="TCP_STREAM", duration_s=3, streams=4)
     [inv] = iperf3.build(spec, "198.18.0.2", [0, 2], [1, 3])
     argv = inv.argv
     assert argv[:3] == ["iperf3", "-c", "198.18.0.2"] and "-J" in argv
@@ -141,7 +141,7 @@ CAMPAIGN_TESTS = {
 def test_short_campaign_of_the_new_tools_reaches_the_tidy_tables(tmp_path, lab_env):
     require_root()
     from benchlib import record, runner, schema, tidy
-    from benchlib.config import plan_environment
+    from benchlib.plan import plan_environment
     from tests.conftest import short_params
     params = short_params("newtools", ["host", "veth-routed"], CAMPAIGN_TESTS, repetitions=2)
     plan = plan_environment(params, "local-lab")
@@ -206,7 +206,8 @@ def params_with(tmp_path, test: dict):
     ({"tool": "dns", "kind": "DNS_UDP", "duration_s": 2, "qps": 10, "connection_close": True},
      "tests.new.connection_close: not used by dns"),
     ({"tool": "dns", "kind": "UDP", "duration_s": 2, "qps": 10}, "allowed: ['DNS_UDP']"),
-    ({"tool": "netperf", "kind": "TCP_RR", "duration_s": 2, "qps": 10}, "tests.new.qps: not used by netperf TCP_RR"),
+    ({"tool": "netperf", "kind": "TCP_RR", "duration_s": 2, "qps": 10},
+     "tests.new.qps: not used by netperf; remove it (netperf takes kind, duration_s, streams, timeout_s, message_size)"),
     ({"tool": "wrk", "kind": "HTTP", "duration_s": 2}, "tests.new.tool"),
 ])
 def test_params_for_the_new_tools_name_the_bad_key(tmp_path, test, expected):

@@ -23,8 +23,8 @@ import time
 import pytest
 
 from benchlib import cli, collectors, machine, record, runner, tidy
-from benchlib.config import (ConfigError, Environment, Plan, _expand_service_counts, load_environment, load_params,
-                             validate_all)
+from benchlib.config import ConfigError, Environment, _expand_service_counts, load_environment, load_params
+from benchlib.plan import Plan, validate_all
 from benchlib.targets import TargetError
 from benchlib.targets.kubernetes import LABEL_SESSION, LABEL_OWNER, KubernetesTarget, render
 from tests.conftest import REPO, project_copy, project_with_environment, require_root, short_params, venv_env  # noqa: F401

@@ -17,7 +17,8 @@ LAYERS = [
     ["benchlib.errors"],
     ["benchlib.schema", "benchlib.collectors", "benchlib.cpu"],  # pure: builders, parsers, vocabulary
     ["benchlib.machine"],  # the machine-wide collect lock, dying with the parent
-    ["benchlib.config"],  # validates test kinds against the collectors, metric names against the schema
+    ["benchlib.config"],  # the settings: tests are the collectors' models, metric names the schema's
+    ["benchlib.plan"],  # what each environment runs, from params and the environment definitions
     ["benchlib.record"],
     ["benchlib.targets", "benchlib.images"],  # images: the local cluster's, from this host's tools
     ["benchlib.runner", "benchlib.tidy", "benchlib.analysis", "benchlib.store"],  # store: records against DVC

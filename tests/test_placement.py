@@ -12,7 +12,7 @@ import pytest
 from benchlib import record, runner, tidy
 from benchlib.analysis import normalize
 from benchlib.collectors import netperf
-from benchlib.config import plan_environment
+from benchlib.plan import plan_environment
 from benchlib.targets.lab import LabTarget
 from tests.conftest import lab_target, require_root, short_params
 

@@ -5,7 +5,7 @@ import shutil
 import pytest
 
 from benchlib import record, tidy
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, REPO
 
 # A version-1 record as the runner wrote it before `repetition` was dropped:
 # real netperf TCP_RR output, two attempts (the first failed).
@@ -128,3 +128,37 @@ def test_find_lists_complete_records_in_path_order_as_a_glob_would(v1_record):
     globbed = sorted(p.parent for p in cdir.glob(f"*/*/*/*/{record.META}"))
     assert record.find(cdir) == globbed and len(globbed) == 5
     assert record.find(cdir / "nothing") == []
+
+
+# Every key of test_params in the order records have always had it: each tool's model holds only the
+# fields it uses, and Spec.test_params fills in the others.
+RECORDED_KEYS = ["tool", "kind", "duration_s", "streams", "message_size", "timeout_s", "bitrate", "qps",
+                 "connection_close"]
+PARAMS_FILES = ["params.yaml", *sorted(p.relative_to(REPO).as_posix() for p in (REPO / "pipelines").glob("*/params*.yaml"))]
+
+
+@pytest.mark.parametrize("path", PARAMS_FILES)
+def test_every_shipped_test_records_its_params_as_records_always_had_them(path):
+    from benchlib.config import load_params
+    tests = load_params(REPO / path).tests
+    unused = {"message_size": None, "timeout_s": None, "bitrate": None, "qps": None, "connection_close": False}
+    for name, spec in tests.items():
+        params = spec.test_params()
+        assert list(params) == RECORDED_KEYS, name
+        assert isinstance(params["duration_s"], float), name  # 2.0 in JSON, never 2
+        for key, value in unused.items():
+            if key not in type(spec).model_fields:
+                assert params[key] == value, (name, key)
+
+
+def test_test_params_are_byte_identical_to_the_captured_records():
+    from benchlib.config import load_params
+    metas = sorted((FIXTURES / "raw").glob("*/*/*/*/r*/meta.json"))
+    assert len(metas) >= 30
+    tests = {}
+    for meta_path in metas:
+        meta = json.loads(meta_path.read_bytes())
+        env = meta["environment"]
+        tests.setdefault(env, load_params(REPO / "pipelines" / env / "params.yaml").tests)
+        recorded = json.dumps(meta["test_params"])
+        assert json.dumps(tests[env][meta["test"]].test_params()) == recorded, meta_path

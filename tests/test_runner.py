@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from benchlib import record, runner, tidy
-from benchlib.config import plan_environment
+from benchlib.plan import plan_environment
 from benchlib.targets.lab import LabTarget, list_namespaces
 from tests.conftest import SHORT_TESTS, lab_target, short_params, venv_env
 

@@ -10,7 +10,8 @@ import time
 import pytest
 
 from benchlib import collectors, runner
-from benchlib.config import Environment, Plan
+from benchlib.config import Environment
+from benchlib.plan import Plan
 from benchlib.targets import TargetError
 from benchlib.targets.lab import LabTarget, in_ns
 from benchlib.targets.ssh import SshTarget, render

@@ -16,6 +16,7 @@ import polars as pl
 
 from benchlib import config, schema
 from benchlib.errors import BenchlibError
+from benchlib.plan import Plan
 
 from . import normalize, stats
 
@@ -49,7 +50,7 @@ def load_pilot(directory: Path, parse_raw: Callable[[Path], tuple[pl.DataFrame, 
     return parse_raw(directory)
 
 
-def planned_comparisons(params: config.Params, plans: list[config.Plan]) -> list[tuple[str, str, str, str]]:
+def planned_comparisons(params: config.Params, plans: list[Plan]) -> list[tuple[str, str, str, str]]:
     """(environment, test, scenario, reference) of every planned comparison: each scenario vs the
     baseline and the contrasts, wherever both configurations are planned."""
     out = []
@@ -91,7 +92,7 @@ def _spread_problem(sd_log: float) -> str | None:
     return None
 
 
-def planned_power(params: config.Params, plans: list[config.Plan], root: Path, pilot: str | Path | None = None,
+def planned_power(params: config.Params, plans: list[Plan], root: Path, pilot: str | Path | None = None,
                   parse_raw: Callable[[Path], tuple[pl.DataFrame, pl.DataFrame]] | None = None) -> list[str]:
     """The lines `benchlib validate` prints about power: one header, one line per test (a raw pilot
     is parsed by ``parse_raw``)."""

@@ -1,4 +1,4 @@
-"""Collectors: one module per tool, each a pure command builder and a pure parser.
+"""Collectors: one module per tool, each the model of its tests, a pure command builder and a pure parser.
 
 Every collector module satisfies `Collector` (checked by the tests). Collectors
 depend on nothing but benchlib.errors: targets and the runner use them, never
@@ -7,17 +7,33 @@ the other way round.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Annotated, Union
+
+from pydantic import Discriminator, Tag
 
 from ..errors import ParseError  # noqa: F401 (collectors raise it; callers catch collectors.ParseError)
-from .base import Collector, Invocation, Server, json_number  # noqa: F401 (the collectors' shared types)
+from .base import RECORDED_PARAMS, Collector, Invocation, Server, json_number  # noqa: F401 (the collectors' shared types)
+from . import dns, fortio, iperf3, netperf  # after .base: each imports it
+
+MODULES = {"netperf": netperf, "iperf3": iperf3, "fortio": fortio, "dns": dns}
+TOOLS = tuple(MODULES)
+
+
+def _tool(value) -> str | None:
+    return value.get("tool") if isinstance(value, dict) else getattr(value, "tool", None)
+
+
+# A test as params.yaml gives it: its `tool` picks the collector's model. A function picks it, not
+# Field(discriminator="tool"), which pydantic refuses on a field with a before-validator (the
+# boolean guard every settings model has).
+TestSpec = Annotated[Union[tuple(Annotated[m.Spec, Tag(t)] for t, m in MODULES.items())], Discriminator(_tool)]
+
 
 def get(tool: str) -> Collector:
     """The collector module for ``tool``."""
-    from . import dns, fortio, iperf3, netperf  # here: each imports .base, which needs this package first
-    modules = {"netperf": netperf, "iperf3": iperf3, "fortio": fortio, "dns": dns}
-    if tool not in modules:
-        raise KeyError(f"no collector for tool {tool!r}; known: {sorted(modules)}")
-    return modules[tool]
+    if tool not in MODULES:
+        raise KeyError(f"no collector for tool {tool!r}; known: {sorted(MODULES)}")
+    return MODULES[tool]
 
 
 def servers(tools: Sequence[str]) -> list[Server]:

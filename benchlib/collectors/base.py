@@ -1,13 +1,120 @@
-"""What every collector shares: the Collector protocol, invocations, servers, reading output."""
+"""What every collector shares: the test spec base models, the Collector protocol, invocations,
+servers, reading output."""
 from __future__ import annotations
 
 import json
 import math
 import re
+import types
+import typing
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Annotated, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from ..errors import ParseError
+
+
+def _takes_bool(annotation) -> bool:
+    return annotation is bool or any(_takes_bool(a) for a in typing.get_args(annotation))
+
+
+def _describe(annotation) -> str:
+    """A type as a message names it: `int or 'max'`, not `Union`."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _describe(args[0])
+    if origin is typing.Literal:
+        return " or ".join(map(repr, args))
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_describe(a) for a in args if a is not type(None))
+    return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
+
+
+class Strict(BaseModel):
+    """A settings model: unknown keys refused, values frozen, no boolean taken for a number."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_numbers(cls, value, info: ValidationInfo):
+        # pydantic would read `repetitions: true` as 1: a boolean is a number only where one is meant
+        if isinstance(value, bool) and not _takes_bool(cls.model_fields[info.field_name].annotation):
+            raise ValueError(f"{value!r} is a boolean; expected {_describe(cls.model_fields[info.field_name].annotation)}")
+        return value
+
+
+# Every test parameter a raw record keeps (test_params), in its order, with the value it has for a tool
+# that does not use it: records kept every field of one model common to all tools, and a campaign's
+# records must read the same whichever code wrote them.
+RECORDED_PARAMS = {"tool": None, "kind": None, "duration_s": None, "streams": 1, "message_size": None,
+                   "timeout_s": None, "bitrate": None, "qps": None, "connection_close": False}
+
+
+class Spec(Strict):
+    """One test: a tool invocation with its parameters. Each collector subclasses it with its
+    ``tool`` (the Literal that picks the model) and ``kind`` Literals and the fields it uses."""
+
+    tool: str
+    kind: str = Field(description="test kind; the tool's collector lists the allowed ones (KINDS)")
+    duration_s: float = Field(gt=0, le=3600, description="length of one run")
+    streams: int = Field(1, ge=1, le=256, description=(
+        "parallel instances, results summed (iperf3 -P streams, fortio connections, dnsperf clients)"))
+    timeout_s: float | None = Field(None, gt=0, description="kill the run after this; default duration + 30 s")
+
+    @classmethod
+    def tool_name(cls) -> str:
+        return typing.get_args(cls.model_fields["tool"].annotation)[0]
+
+    @classmethod
+    def kinds(cls) -> tuple[str, ...]:
+        return typing.get_args(cls.model_fields["kind"].annotation)
+
+    @field_validator("kind", mode="before")
+    @classmethod
+    def _kind_of_tool(cls, kind):
+        # before the Literal's own check, whose message would not say which tool
+        if kind not in cls.kinds():
+            raise ValueError(f"{kind!r} is not a kind {cls.tool_name()} runs; allowed: {list(cls.kinds())}")
+        return kind
+
+    @property
+    def run_timeout_s(self) -> float:
+        return self.timeout_s if self.timeout_s is not None else self.duration_s + 30
+
+    def test_params(self) -> dict:
+        """The parameters a raw record keeps: RECORDED_PARAMS in their order, then any other field."""
+        own = self.model_dump()
+        recorded = {key: own.pop(key, default) for key, default in RECORDED_PARAMS.items()}
+        return {**recorded, **own}
+
+
+class WholeSecondsSpec(Spec):
+    """A test of a tool whose duration option takes whole seconds (it would truncate a fraction)."""
+
+    @field_validator("duration_s")
+    @classmethod
+    def _whole_seconds(cls, duration_s: float) -> float:
+        if duration_s != int(duration_s):
+            raise ValueError(f"{cls.tool_name()} runs whole seconds, got {duration_s}")
+        return duration_s
+
+
+class PacedSpec(Spec):
+    """A test of a tool that offers requests at a set rate."""
+
+    qps: Annotated[int, Field(gt=0)] | Literal["max"] = Field(None, validate_default=True, description=(
+        "offered requests (queries) per second, or 'max' for no pacing"))
+
+    @field_validator("qps", mode="before")
+    @classmethod
+    def _qps_given(cls, qps, info: ValidationInfo):
+        # required, with a message that says what to write
+        if qps is None:
+            raise ValueError(f"{cls.tool_name()} {info.data.get('kind', '')} needs qps: a number or 'max'")
+        return qps
+
 
 @dataclass(frozen=True)
 class Invocation:
@@ -42,6 +149,7 @@ class Server:
 class Collector(Protocol):
     """What the runner and the tidy step need from a tool's module."""
 
+    Spec: type[Spec]  # its tests' model
     KINDS: tuple[str, ...]  # the test kinds it runs
     SERVER: Server | None  # started on the server side of each scenario before its first run
     VERSION_COMMAND: list[str]  # run on the client side once per campaign session
@@ -49,20 +157,20 @@ class Collector(Protocol):
     def version(self, output: str) -> str:
         """The version in what VERSION_COMMAND printed (stdout then stderr)."""
 
-    def build(self, spec, host: str, client_cpus: list[int], server_cpus: list[int]) -> list[Invocation]:
-        """The client command lines of one run of a TestSpec against ``host``."""
+    def build(self, spec: Spec, host: str, client_cpus: list[int], server_cpus: list[int]) -> list[Invocation]:
+        """The client command lines of one run of a test against ``host``."""
 
     def parse(self, kind: str, stdouts: list[bytes | str]) -> dict[str, float]:
         """Metrics of one run from what its client processes printed (bytes as recorded, or text);
         ParseError if impossible."""
 
-    def warmup_s(self, spec) -> float:
+    def warmup_s(self, spec: Spec) -> float:
         """Seconds the tool runs before its measured interval (the CPU window starts after)."""
 
-    def expected_wall_s(self, spec) -> float:
+    def expected_wall_s(self, spec: Spec) -> float:
         """How long a run takes, for estimates."""
 
-    def server_wait_s(self, spec) -> float:
+    def server_wait_s(self, spec: Spec) -> float:
         """Seconds the server idles after the test before it reports, on a timer of its own that a
         target may fire early (Target.end_server_wait); 0 for tools that report at once."""
 

@@ -18,12 +18,15 @@ from __future__ import annotations
 
 import math
 import re
+import typing
+from typing import Literal
 
-from .base import Invocation, ParseError, Server, finite, text, utf8
+from .base import Invocation, PacedSpec, ParseError, Server, finite, text, utf8
 
 # Over TCP, dnsperf 2.10 against dnsmasq (which closes connections) intermittently
 # dies with "failed to receive packet: Bad file descriptor", so UDP only.
-KINDS = ("DNS_UDP",)
+Kind = Literal["DNS_UDP"]
+KINDS = typing.get_args(Kind)
 PORT = 53
 NAME = "kubernetes.default.svc.cluster.local"
 ANSWER = "198.18.0.2"  # a lab address; nothing connects to it
@@ -38,20 +41,27 @@ _TIMEOUT = re.compile(r"^> T (\S+) (\S+)$")
 _QPS = re.compile(r"^\s*Queries per second:\s+(\S+)$", re.M)
 
 
-def warmup_s(spec) -> float:
+class Spec(PacedSpec):
+    """A dnsperf test."""
+
+    tool: Literal["dns"]
+    kind: Kind
+
+
+def warmup_s(spec: Spec) -> float:
     """Seconds the tool runs before its measured interval starts."""
     return 0.0
 
 
-def expected_wall_s(spec) -> float:
+def expected_wall_s(spec: Spec) -> float:
     return spec.duration_s
 
 
-def server_wait_s(spec) -> float:
+def server_wait_s(spec: Spec) -> float:
     return 0.0
 
 
-def build(spec, host: str, client_cpus: list[int], server_cpus: list[int]) -> list[Invocation]:
+def build(spec: Spec, host: str, client_cpus: list[int], server_cpus: list[int]) -> list[Invocation]:
     """The command line of one run: one dnsperf process with ``streams`` client sockets."""
     return [command(spec.kind, host, spec.duration_s, spec.qps, spec.streams, client_cpus, server_cpus)]
 

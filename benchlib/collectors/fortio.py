@@ -12,9 +12,15 @@ fortio there) first on PATH.
 """
 from __future__ import annotations
 
-from .base import Invocation, ParseError, Server, finite, json_document, json_get, json_number, text
+import typing
+from typing import Literal
 
-KINDS = ("HTTP",)
+from pydantic import Field
+
+from .base import Invocation, PacedSpec, ParseError, Server, finite, json_document, json_get, json_number, text
+
+Kind = Literal["HTTP"]
+KINDS = typing.get_args(Kind)
 PORT = 8080
 BINARY = "fortio"
 # Only the HTTP echo server: the gRPC, redirect, TCP/UDP echo servers and the UI stay off.
@@ -31,21 +37,30 @@ PERCENTILES = {50.0: "http_latency_p50", 90.0: "http_latency_p90", 99.0: "http_l
                99.9: "http_latency_p999"}
 
 
-def warmup_s(spec) -> float:
+class Spec(PacedSpec):
+    """A fortio HTTP load test."""
+
+    tool: Literal["fortio"]
+    kind: Kind
+    connection_close: bool = Field(False, description=(
+        "a new connection per request (Connection: close) instead of keep-alive"))
+
+
+def warmup_s(spec: Spec) -> float:
     """Seconds the tool runs before its measured interval starts."""
     return 0.0
 
 
-def expected_wall_s(spec) -> float:
+def expected_wall_s(spec: Spec) -> float:
     return spec.duration_s
 
 
-def server_wait_s(spec) -> float:
+def server_wait_s(spec: Spec) -> float:
     return 0.0
 
 
-def build(spec, host: str, client_cpus: list[int], server_cpus: list[int]) -> list[Invocation]:
-    """The command line of one run of a TestSpec: one fortio process with ``streams`` connections."""
+def build(spec: Spec, host: str, client_cpus: list[int], server_cpus: list[int]) -> list[Invocation]:
+    """The command line of one run of a test: one fortio process with ``streams`` connections."""
     return [command(host, spec.duration_s, spec.qps, spec.streams, spec.connection_close, client_cpus, server_cpus)]
 
 

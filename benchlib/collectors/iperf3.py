@@ -11,31 +11,64 @@ sender can, the loss then says how much the path dropped).
 """
 from __future__ import annotations
 
-from .base import Invocation, ParseError, Server, finite, json_document, json_get, json_number, message
+import re
+import typing
+from typing import Literal
 
-KINDS = ("TCP_STREAM", "UDP_STREAM")
+from pydantic import Field, ValidationInfo, field_validator
+
+from .base import (Invocation, ParseError, Server, WholeSecondsSpec, finite, json_document, json_get, json_number,
+                   message)
+
+Kind = Literal["TCP_STREAM", "UDP_STREAM"]
+KINDS = typing.get_args(Kind)
 PORT = 5201
 # One iperf3 server runs one test at a time; the runner never runs two at once.
 SERVER = Server("iperf3", ["iperf3", "-s", "-p", str(PORT)], PORT)
 VERSION_COMMAND = ["iperf3", "--version"]
 OMIT_S = 1
+BITRATE_RE = r"unlimited|\d+(\.\d+)?[KMG]?"
 
 
-def warmup_s(spec) -> float:
+class Spec(WholeSecondsSpec):
+    """An iperf3 test (-t takes whole seconds)."""
+
+    tool: Literal["iperf3"]
+    kind: Kind
+    message_size: int | None = Field(None, gt=0, description="-l buffer size (bytes); default iperf3's")
+    bitrate: str | None = Field(None, validate_default=True, description=(
+        "UDP_STREAM: target bitrate per stream (e.g. 1G, 500M) or 'unlimited'"))
+
+    @field_validator("bitrate")
+    @classmethod
+    def _bitrate_for_udp(cls, bitrate: str | None, info: ValidationInfo) -> str | None:
+        kind = info.data.get("kind")
+        if kind is None:
+            return bitrate  # already reported on kind
+        if kind != "UDP_STREAM" and bitrate is not None:
+            raise ValueError(f"not used by iperf3 {kind}; remove it")
+        if kind == "UDP_STREAM" and bitrate is None:
+            raise ValueError(f"iperf3 {kind} needs bitrate: a bitrate such as 1G, or 'unlimited'")
+        if bitrate is not None and not re.fullmatch(BITRATE_RE, bitrate):
+            raise ValueError(f"{bitrate!r} is not a bitrate: a number with an optional K, M or G suffix, or 'unlimited'")
+        return bitrate
+
+
+def warmup_s(spec: Spec) -> float:
     """Seconds the tool runs before its measured interval starts (the omitted TCP warm-up)."""
     return OMIT_S if spec.kind == "TCP_STREAM" else 0.0
 
 
-def expected_wall_s(spec) -> float:
+def expected_wall_s(spec: Spec) -> float:
     return spec.duration_s + (OMIT_S if spec.kind == "TCP_STREAM" else 0)
 
 
-def server_wait_s(spec) -> float:
+def server_wait_s(spec: Spec) -> float:
     return 0.0
 
 
-def build(spec, host: str, client_cpus: list[int], server_cpus: list[int]) -> list[Invocation]:
-    """The command line of one run of a TestSpec (parallel streams are one process, ``-P``)."""
+def build(spec: Spec, host: str, client_cpus: list[int], server_cpus: list[int]) -> list[Invocation]:
+    """The command line of one run of a test (parallel streams are one process, ``-P``)."""
     return [command(spec.kind, host, spec.duration_s, spec.streams, spec.message_size, spec.bitrate,
                     client_cpus[0], server_cpus[0])]
 

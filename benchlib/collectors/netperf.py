@@ -6,8 +6,12 @@ given with ``-k``; that is the only output format parsed here.
 from __future__ import annotations
 
 import math
+import typing
+from typing import Literal
 
-from .base import Invocation, ParseError, Server, finite, text, utf8
+from pydantic import Field
+
+from .base import Invocation, ParseError, Server, WholeSecondsSpec, finite, text, utf8
 
 STREAM_KEYS = ("THROUGHPUT", "THROUGHPUT_UNITS", "ELAPSED_TIME", "LOCAL_SEND_SIZE",
                "LOCAL_TRANSPORT_RETRANS", "LOCAL_CPU_BIND", "REMOTE_CPU_BIND")
@@ -18,7 +22,8 @@ LATENCY_METRICS = {"MIN_LATENCY": "latency_min", "P50_LATENCY": "latency_p50",
                    "P90_LATENCY": "latency_p90", "P99_LATENCY": "latency_p99",
                    "MEAN_LATENCY": "latency_mean"}
 RATE_METRIC = {"TCP_RR": "transaction_rate", "TCP_CRR": "connection_rate"}
-KINDS = ("TCP_STREAM", "TCP_RR", "TCP_CRR")
+Kind = Literal["TCP_STREAM", "TCP_RR", "TCP_CRR"]
+KINDS = typing.get_args(Kind)
 PORT = 12865
 # Stream i's data connection goes to DATA_PORT + i (netperf's test option -P),
 # so a firewall or a service in front of the server can name every port it uses.
@@ -35,21 +40,30 @@ VERSION_COMMAND = ["netperf", "-V"]
 CRR_PAD_S = 4.0
 
 
-def warmup_s(spec) -> float:
+class Spec(WholeSecondsSpec):
+    """A netperf test (-l takes whole seconds)."""
+
+    tool: Literal["netperf"]
+    kind: Kind
+    message_size: int | None = Field(None, gt=0, description=(
+        "TCP_STREAM send size, or RR/CRR request and response size (bytes); default netperf's"))
+
+
+def warmup_s(spec: Spec) -> float:
     """Seconds the tool runs before its measured interval starts."""
     return 0.0
 
 
-def expected_wall_s(spec) -> float:
+def expected_wall_s(spec: Spec) -> float:
     return spec.duration_s + server_wait_s(spec)
 
 
-def server_wait_s(spec) -> float:
+def server_wait_s(spec: Spec) -> float:
     return CRR_PAD_S if spec.kind == "TCP_CRR" else 0.0
 
 
-def build(spec, host: str, client_cpus: list[int], server_cpus: list[int]) -> list[Invocation]:
-    """The command lines of one run of a TestSpec."""
+def build(spec: Spec, host: str, client_cpus: list[int], server_cpus: list[int]) -> list[Invocation]:
+    """The command lines of one run of a test."""
     return commands(spec.kind, host, spec.duration_s, spec.streams, spec.message_size, client_cpus, server_cpus)
 
 

@@ -9,6 +9,7 @@ import numpy as np
 import polars as pl
 
 from benchlib import config
+from benchlib.plan import validate_all
 from benchlib.analysis import planning, project_root, stats
 from tests.conftest import venv_env
 
@@ -17,7 +18,7 @@ FIXTURE = "tests/fixtures/tidy/lab-default-002"
 
 def test_planned_power_from_a_pilot():
     params = config.load_params(project_root() / "params.yaml")
-    plans = config.validate_all(params)
+    plans = validate_all(params)
     assert len(planning.planned_comparisons(params, plans)) == 12  # 4 tests x 3 scenarios vs host
     lines = planning.planned_power(params, plans, project_root(), project_root() / FIXTURE)
     assert lines[0].startswith("planned power (pilot: tables in") and "12 primary comparisons, Holm" in lines[0]
@@ -32,7 +33,7 @@ def test_planned_power_from_a_pilot():
 
 def test_planned_power_numbers_are_the_stats_functions():
     params = config.load_params(project_root() / "params.yaml")
-    plans = config.validate_all(params)
+    plans = validate_all(params)
     lines = planning.planned_power(params, plans, project_root(), project_root() / FIXTURE)
     runs, metrics = planning.load_pilot(project_root() / FIXTURE)
     samples = planning._samples(runs, metrics, params.analysis)
@@ -47,7 +48,7 @@ def test_planned_power_numbers_are_the_stats_functions():
 
 def test_no_previous_campaign_is_one_line(tmp_path):
     params = config.load_params(project_root() / "params.yaml")
-    lines = planning.planned_power(params, config.validate_all(params), tmp_path)
+    lines = planning.planned_power(params, validate_all(params), tmp_path)
     assert lines == ["planned power: no previous campaign (data/processed, data/raw or --pilot) to take the spread "
                      "from"]
 
@@ -55,7 +56,7 @@ def test_no_previous_campaign_is_one_line(tmp_path):
 def test_too_few_repetitions_say_how_many_could(tmp_path):
     params = config.load_params(project_root() / "params.yaml")
     few = params.model_copy(update={"experiment": params.experiment.model_copy(update={"repetitions": 5})})
-    lines = planning.planned_power(few, config.validate_all(few), project_root(), project_root() / FIXTURE)
+    lines = planning.planned_power(few, validate_all(few), project_root(), project_root() / FIXTURE)
     assert "n = 5 cannot reach alpha 0.0042 at all" in lines[1] and "needs n >= 6" in lines[1]
     assert "n/a" in lines[2]
 
