@@ -76,8 +76,7 @@ CHANGE, INTERVAL = "change", "interval"
 
 # columns annotate() adds to the comparisons
 COLUMNS = ["resolution", "resolution_base", "step", "steps", "delta_low_res", "delta_high_res", "unresolved",
-           "below_resolution",
-           "finer_metric", "change"]
+           "below_resolution", "finer_metric", "change"]
 
 
 def netperf_percentile_step(value_us: pl.Expr) -> pl.Expr:

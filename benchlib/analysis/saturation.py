@@ -16,7 +16,7 @@ import polars as pl
 
 from benchlib.analysis import stats
 from benchlib.analysis.normalize import CPU_AT_TARGET
-from benchlib.schema import SIDES, TOTAL_SIDE, WORK_METRICS
+from benchlib.schema import SIDES, TOTAL_SIDE
 
 CPU_METRIC = "cpu_busy_pct"
 CPU_SIDE_NAMES = (*SIDES, TOTAL_SIDE)
