@@ -634,9 +634,13 @@ def _fmt(v: float | None) -> str:
 
 
 def change_text(r: dict) -> str:
-    """A comparison's change in % with its interval and the interval's level."""
+    """A comparison's change in % with its interval and the interval's level (in steps of the
+    instrument where resolution.annotate marked it below_resolution)."""
     if r["delta_pct"] is None or math.isnan(r["delta_pct"]):
         return ""
+    if r.get("below_resolution"):
+        from benchlib.analysis import resolution
+        return resolution.change_text(r)
     return f"{r['delta_pct']:+.1f} [{r['delta_low']:+.1f}, {r['delta_high']:+.1f}] @ {100 * r['ci_level']:.4g} %"
 
 
@@ -647,13 +651,18 @@ def mde_text(r: dict) -> str:
     return "" if r["mde_pct"] is None or math.isnan(r["mde_pct"]) else f"{r['mde_pct']:.1f}"
 
 
+# columns resolution.annotate and saturation.annotate add to comparisons that headline carries when present
+ANNOTATIONS = ("below_resolution", "unresolved", "step", "steps", "delta_low_res", "delta_high_res", "note")
+
+
 def headline(summary: pl.DataFrame, comparisons: pl.DataFrame, baseline: str = "host") -> pl.DataFrame:
     """benchstat-like table: per family, test, metric and side, each scenario's median [95 % CI] and,
     against the baseline, the change in % with its CI at the family's decision level (the level
-    shown), p_adj, the verdict and the minimum detectable effect (MDE, % of the baseline median)."""
+    shown), p_adj, the verdict and the minimum detectable effect (MDE, % of the baseline median); and
+    the note of saturation.annotate where the comparisons carry one."""
     vs_base = comparisons.filter(pl.col("baseline") == baseline).select(
         *CONFIG, "family", "correction", "delta_pct", "delta_low", "delta_high", "ci_level", "p_adj", "verdict",
-        "mde_pct", "n_attainable")
+        "mde_pct", "n_attainable", *[c for c in ANNOTATIONS if c in comparisons.columns])
     df = summary.join(vs_base, on=CONFIG, how="left", nulls_equal=True)
     ci = [f"{_fmt(r['median'])} [{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]" if r["n"] >= MIN_N
           else f"{_fmt(r['median'])} ({INSUFFICIENT})" for r in df.iter_rows(named=True)]
@@ -674,7 +683,8 @@ def headline(summary: pl.DataFrame, comparisons: pl.DataFrame, baseline: str = "
             .sort(["_family_order", "environment", "test", "metric", "side", "_base_first", "scenario"],
                   maintain_order=True)
             .select("family", "correction", "environment", "test", "metric", "side", "unit", "scenario", "n",
-                    "median [95 % CI]", "change % [CI @ level]", "p_adj", "verdict", "MDE %", "flags"))
+                    "median [95 % CI]", "change % [CI @ level]", "p_adj", "verdict", "MDE %", "flags",
+                    *(["note"] if "note" in df.columns else [])))
 
 
 def _json_number(v):
