@@ -26,7 +26,7 @@ out_dir = "reports"  # where figures and exported tables go
 import polars as pl
 from IPython.display import Markdown, display
 
-from benchlib.analysis import analyse, figures, report, resolve, stats
+from benchlib.analysis import analyse, figures, report, resolve, saturation, stats
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
 report.display_tables()
@@ -82,6 +82,17 @@ if len(unattainable):
 # verdict and the minimum detectable effect (MDE %).
 
 # %%
+bound = comparisons.filter(pl.col("cpu_bound"))
+unresolved = comparisons.filter(pl.col("below_resolution"))
+display(Markdown(
+    f"**At a CPU limit: {len(bound)} of {len(comparisons)} comparisons.** The `{stats.CPU_LIMIT}` column names "
+    f"the sides whose median run kept at least {saturation.CPU_BOUND_PCT:g} % of their CPUs busy, in the "
+    "scenario or its baseline (with the higher median busy %). There a rate or a latency measures that CPU as "
+    "much as the path: the comparison to read is the CPU per work (`cpu_pct_at_target`) of that side.\n\n"
+    f"**Below the instrument's resolution: {len(unresolved)} of {len(comparisons)} comparisons.** A latency "
+    "percentile is known to one step of the tool's histogram (netperf: 1 us below 100 us, 10 us below 1 ms; "
+    "fortio: the width of its bucket at that value); where the change or its interval is finer than one step, "
+    "the change is given in steps and the interval widened by one step, instead of exact-looking digits."))
 table = stats.headline(summary, comparisons, baseline=baseline)
 report.formatted(table, {"p_adj": "{:.3g}"})
 

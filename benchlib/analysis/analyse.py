@@ -20,7 +20,7 @@ from benchlib import schema
 from benchlib.config import Analysis as Settings
 from benchlib.errors import BenchlibError
 
-from . import mesh, normalize, reference, resolve, stats
+from . import mesh, normalize, reference, resolution, resolve, saturation, stats
 
 ANALYSIS_DIR = "data/analysis"
 SETTINGS_FILE = "settings.json"  # the settings analysed with, and which tidy tables
@@ -56,7 +56,8 @@ class Result:
     values: pl.DataFrame  # every metric per run, plus CPU at the target work rates
     summary: pl.DataFrame  # per configuration of a compared metric: median, CI, flags
     summary_all: pl.DataFrame  # the same for every metric (figures show metrics outside the families)
-    comparisons: pl.DataFrame  # against the baseline and the contrasts, corrected within families
+    comparisons: pl.DataFrame  # against the baseline and the contrasts, corrected within families, with the
+    # instrument's resolution (resolution.annotate) and the CPU limit of either side (saturation.annotate)
     families: pl.DataFrame
     mesh_comparisons: pl.DataFrame  # proxy-hop percentiles and proxy CPU (empty without a mesh scenario)
     reference: pl.DataFrame  # published claims beside ours
@@ -72,21 +73,31 @@ class Result:
 TABLES = [f.name for f in fields(Result) if f.name not in ("settings", "runs", "metrics")]
 
 
+def compare(compared: pl.DataFrame, runs: pl.DataFrame, settings: Settings) -> pl.DataFrame:
+    """The compared values (stats.compared_values) against the baseline and the contrasts, corrected
+    within families, as ``settings`` say."""
+    s = settings
+    return stats.compare(compared, runs, baseline=s.baseline, alpha=s.alpha, correction=s.correction,
+                         noise_band_pct=s.noise_band_pct, seed=s.seed, contrasts=s.contrasts)
+
+
 def run(runs: pl.DataFrame, metrics: pl.DataFrame, settings: Settings,
         reference_dir: str | Path = reference.REFERENCE_DIR) -> Result:
     """Analyse one campaign's tidy tables with ``settings`` (the analysis section of params.yaml)."""
     s = settings
     values = normalize.with_cpu_at_target(metrics, runs, **targets(s))
     compared = stats.compared_values(values, runs, s.family_metrics)
-    comparisons = stats.compare(compared, runs, baseline=s.baseline, alpha=s.alpha, correction=s.correction,
-                                noise_band_pct=s.noise_band_pct, seed=s.seed, contrasts=s.contrasts)
-    mesh_comparisons = (mesh.comparisons(values, runs, s.baseline, s.alpha, s.noise_band_pct, s.seed, s.contrasts)
+    # what the instrument cannot resolve, and where a side ran at its CPU limit, stated on each comparison
+    comparisons = saturation.annotate(resolution.annotate(compare(compared, runs, s)), runs, values)
+    mesh_comparisons = (resolution.annotate(mesh.comparisons(values, runs, s.baseline, s.alpha, s.noise_band_pct,
+                                                             s.seed, s.contrasts))
                         if mesh.has_mesh(runs) else comparisons.clear())
     published = reference.side_by_side(metrics, runs, reference.published_changes(reference_dir), alpha=s.alpha,
                                        correction=s.correction, noise_band_pct=s.noise_band_pct, seed=s.seed)
     return Result(settings=s, runs=runs, metrics=metrics, values=values,
-                  summary=stats.summarize(compared, runs, alpha=s.alpha),
-                  summary_all=stats.summarize(values, runs, alpha=s.alpha), comparisons=comparisons,
+                  summary=resolution.annotate_summary(stats.summarize(compared, runs, alpha=s.alpha)),
+                  summary_all=resolution.annotate_summary(stats.summarize(values, runs, alpha=s.alpha)),
+                  comparisons=comparisons,
                   families=families(comparisons, s.alpha), mesh_comparisons=mesh_comparisons, reference=published)
 
 

@@ -204,7 +204,8 @@ def forest(comparisons: pl.DataFrame, baseline: str | None = None) -> go.Figure:
     interval then excludes 0), open ones are not; an "inconclusive" row (test and interval disagree)
     is a diamond. Comparisons without an effect estimate (too few runs, values <= 0) are listed in
     the subtitle count, not drawn. Contrasts (rows against another reference than `baseline`) are
-    labelled "scenario vs reference".
+    labelled "scenario vs reference". A comparison made where a side ran at its CPU limit
+    (saturation.annotate's cpu_bound, where present) ends its label in "CPU limit".
     """
     baseline = baseline or comparisons["baseline"][0]
     c = comparisons.filter(pl.col("delta_pct").is_not_nan() & pl.col("delta_pct").is_not_null())
@@ -218,7 +219,10 @@ def forest(comparisons: pl.DataFrame, baseline: str | None = None) -> go.Figure:
             pl.col("test"), pl.lit(" · "), pl.col("metric"),
             pl.when(pl.col("side") == "none").then(pl.lit("")).otherwise(pl.format(" ({})", "side")),
             pl.lit(" · "), pl.col("scenario"),
-            pl.when(pl.col("baseline") == baseline).then(pl.lit("")).otherwise(pl.format(" vs {}", "baseline"))))
+            pl.when(pl.col("baseline") == baseline).then(pl.lit("")).otherwise(pl.format(" vs {}", "baseline")),
+            # saturation.annotate's mark: the rate or latency measures a CPU at its limit as much as the path
+            (pl.when(pl.col("cpu_bound")).then(pl.lit(" · CPU limit")).otherwise(pl.lit(""))
+             if "cpu_bound" in c.columns else pl.lit(""))))
     order = scenario_order(c["scenario"], baseline)
     colors = path_colors(order)
     fig = go.Figure(go.Bar(

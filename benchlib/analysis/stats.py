@@ -652,14 +652,17 @@ def mde_text(r: dict) -> str:
 
 
 # columns resolution.annotate and saturation.annotate add to comparisons that headline carries when present
-ANNOTATIONS = ("below_resolution", "unresolved", "step", "steps", "delta_low_res", "delta_high_res", "note")
+ANNOTATIONS = ("below_resolution", "unresolved", "step", "steps", "delta_low_res", "delta_high_res", "cpu_bound",
+               "cpu_bound_side", "cpu_bound_pct", "cpu_bound_pct_base")
+CPU_LIMIT = "CPU limit"  # headline's column: the sides at their CPU limit (saturation.annotate explains)
 
 
 def headline(summary: pl.DataFrame, comparisons: pl.DataFrame, baseline: str = "host") -> pl.DataFrame:
     """benchstat-like table: per family, test, metric and side, each scenario's median [95 % CI] and,
     against the baseline, the change in % with its CI at the family's decision level (the level
-    shown), p_adj, the verdict and the minimum detectable effect (MDE, % of the baseline median); and
-    the note of saturation.annotate where the comparisons carry one."""
+    shown), p_adj, the verdict and the minimum detectable effect (MDE, % of the baseline median); and,
+    where the comparisons carry saturation.annotate's columns, the sides at their CPU limit with the
+    highest median busy % (e.g. "client (100 %)")."""
     vs_base = comparisons.filter(pl.col("baseline") == baseline).select(
         *CONFIG, "family", "correction", "delta_pct", "delta_low", "delta_high", "ci_level", "p_adj", "verdict",
         "mde_pct", "n_attainable", *[c for c in ANNOTATIONS if c in comparisons.columns])
@@ -684,7 +687,10 @@ def headline(summary: pl.DataFrame, comparisons: pl.DataFrame, baseline: str = "
                   maintain_order=True)
             .select("family", "correction", "environment", "test", "metric", "side", "unit", "scenario", "n",
                     "median [95 % CI]", "change % [CI @ level]", "p_adj", "verdict", "MDE %", "flags",
-                    *(["note"] if "note" in df.columns else [])))
+                    *([pl.when(pl.col("cpu_bound")).then(pl.format(
+                        "{} ({} %)", "cpu_bound_side",
+                        pl.max_horizontal("cpu_bound_pct", "cpu_bound_pct_base").round(0).cast(pl.Int64)))
+                       .alias(CPU_LIMIT)] if "cpu_bound" in df.columns else [])))
 
 
 def _json_number(v):

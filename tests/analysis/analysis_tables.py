@@ -129,9 +129,11 @@ def analysed(runs: pl.DataFrame, metrics: pl.DataFrame, directory, analysis_sett
 
 
 def report_comparisons(fixture: str) -> tuple[dict, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    """(parameters, runs, values, comparisons) of a real campaign's tables in ``fixture``, analysed as
-    `benchlib analyse` analyses them with the project's analysis settings."""
-    from benchlib.analysis import analyse, load_tables
+    """(parameters, runs, values, comparisons) of a real campaign's tables in ``fixture``, compared as
+    `benchlib analyse` compares them with the project's analysis settings, before resolution.annotate
+    and saturation.annotate."""
+    from benchlib.analysis import analyse, load_tables, normalize, stats
+    s = settings()
     runs, metrics = load_tables(f"{fixture}/runs.parquet", f"{fixture}/metrics.parquet")
-    result = analyse.run(runs, metrics, settings())
-    return result.settings.model_dump(), runs, result.values, result.comparisons
+    values = normalize.with_cpu_at_target(metrics, runs, **analyse.targets(s))
+    return s.model_dump(), runs, values, analyse.compare(stats.compared_values(values, runs, s.family_metrics), runs, s)

@@ -101,5 +101,5 @@ def test_both_annotations_together_in_the_headline(default_campaign):
     summary = stats.summarize(default_campaign["values"], default_campaign["runs"])
     table = stats.headline(summary, a)
     r = table.filter(scenario="bridge", test="tcp_stream_n", metric="throughput").row(0, named=True)
-    assert r["note"].startswith("client at the CPU limit")
-    assert table.filter(scenario="host")["note"].is_null().all()  # the baseline's own rows compare nothing
+    assert r[stats.CPU_LIMIT] == "client (100 %)"
+    assert table.filter(scenario="host")[stats.CPU_LIMIT].is_null().all()  # the baseline's own rows compare nothing
