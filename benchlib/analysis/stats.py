@@ -690,7 +690,7 @@ def headline(summary: pl.DataFrame, comparisons: pl.DataFrame, baseline: str = "
                     *([pl.when(pl.col("cpu_bound")).then(pl.format(
                         "{} ({} %)", "cpu_bound_side",
                         pl.max_horizontal("cpu_bound_pct", "cpu_bound_pct_base").round(0).cast(pl.Int64)))
-                       .alias(CPU_LIMIT)] if "cpu_bound" in df.columns else [])))
+                       .otherwise(pl.lit("")).alias(CPU_LIMIT)] if "cpu_bound" in df.columns else [])))
 
 
 def _json_number(v):
