@@ -145,30 +145,45 @@ def _samples(metrics: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
     """One row per configuration of the successful runs' metric rows (ok_values): unit, its finite
     values in run order (list column x), and how many non-finite values were left out of it (excluded).
 
-    One pass per (metric, side): each joins that part of ``metrics`` (only the columns needed) with
-    its runs and groups it, so memory holds one part and never the whole table joined, sorted and
-    copied (a million-run campaign's 11M rows are about 30 parts of 1M at most).
+    Each metric row is looked up among the successful runs once, on the run_id column alone (its
+    run's start time, and its test_params as a small integer code); then one pass per (metric, side)
+    groups that part of the table. Memory holds the lookup and one part, never the whole table
+    joined with its runs, sorted and copied (a million-run campaign: 11M rows, parts of 2M at most).
     """
-    ok = runs.lazy().filter(pl.col("outcome") == "ok").select("run_id", "started_at", "test_params")
+    ok = runs.lazy().filter(pl.col("outcome") == "ok").select("run_id", "started_at", "test_params").collect()
+    if ok["run_id"].is_duplicated().any():
+        ok_values(metrics, runs)  # raises polars' own error: a run_id names one run
+    params = ok.select("test_params").unique(maintain_order=True).with_row_index("_params")
+    ok = ok.join(params, on="test_params", how="left", nulls_equal=True).drop("test_params")
+    run = (metrics.lazy().select("run_id").join(ok.lazy(), on="run_id", how="left", maintain_order="left")
+           .select("started_at", "_params").collect())
+    keys = [c if c != "test_params" else "_params" for c in CONFIG]
+    # column by column: a frame's columns can be chunked differently (normalize's concat), and
+    # selecting them together as a frame would first copy them all into matching chunks
+    table = [metrics[c] for c in CONFIG if c != "test_params"] + [metrics["value"], metrics["unit"]]
     finite = pl.col("value").is_finite().fill_null(False)
     in_order = dict(by="started_at", maintain_order=True)  # run order, as a stable sort of the rows gives
-    needed = metrics.lazy().select(*(c for c in CONFIG if c != "test_params"), "run_id", "value", "unit")
 
-    def cells(part: pl.LazyFrame) -> pl.DataFrame:
-        return (part.join(ok, on="run_id", how="inner", validate="m:1")
-                .group_by(CONFIG)
+    def cells(rows: pl.Series) -> pl.DataFrame:
+        # both halves gathered alike (each comes out contiguous), then side by side: filtering the
+        # table by a mask chunked otherwise would copy all of it first
+        idx = rows.arg_true()
+        return (pl.DataFrame([c.gather(idx) for c in table]).hstack(run[idx]).lazy()
+                .group_by(keys)
                 .agg(unit=pl.col("unit").sort_by(**in_order).first(),
                      x=pl.col("value").sort_by(**in_order).filter(finite.sort_by(**in_order)),
                      excluded=(~finite).sum())
                 .collect())
 
+    ran = run["_params"].is_not_null()  # the successful runs' rows
     parts = metrics.lazy().select("metric", "side").unique().collect(engine="streaming")
     if len(parts) <= 1:
-        out = cells(needed)
+        out = cells(ran)
     else:
-        out = pl.concat([cells(needed.filter(pl.col("metric").eq_missing(m) & pl.col("side").eq_missing(sd)))
+        out = pl.concat([cells(ran & metrics["metric"].eq_missing(m) & metrics["side"].eq_missing(sd))
                          for m, sd in parts.iter_rows()])
-    return out.sort(CONFIG, nulls_last=True)
+    return (out.join(params, on="_params", how="left").select(*CONFIG, "unit", "x", "excluded")
+            .sort(CONFIG, nulls_last=True))
 
 
 def _flags(row: dict, alpha: float, cv_limit_pct: float) -> str:
