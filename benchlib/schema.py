@@ -238,18 +238,26 @@ def check_metrics(df: pl.DataFrame) -> None:
     unknown = sorted(set(df["metric"].unique()) - set(METRICS))
     if unknown:
         raise SchemaError(f"metrics: unknown metric names {unknown}")
-    checked = df.join(_ALLOWED, on=["metric", "side"], how="left")
-    bad_side = checked.filter(pl.col("expected_unit").is_null())
+    # checked on the distinct (metric, side, unit) combinations, not row by row (a million-run table
+    # joined whole would be copied); the first offending row in table order is the one named
+    combos = (df.lazy().select("metric", "side", "unit").unique().collect(engine="streaming")
+              .join(_ALLOWED, on=["metric", "side"], how="left"))
+
+    def first(bad: pl.DataFrame) -> dict:
+        return df.join(bad.select("metric", "side", "unit"), on=["metric", "side", "unit"], how="semi",
+                       nulls_equal=True, maintain_order="left").row(0, named=True)
+
+    bad_side = combos.filter(pl.col("expected_unit").is_null())
     if len(bad_side):
-        row = bad_side.row(0, named=True)
+        row = first(bad_side)
         raise SchemaError(f"metrics: metric {row['metric']} has side {row['side']!r} (run {row['run_id']}), "
                           f"allowed: {list(METRICS[row['metric']].sides)}")
-    wrong_unit = checked.filter(pl.col("unit") != pl.col("expected_unit"))
+    wrong_unit = combos.filter(pl.col("unit") != pl.col("expected_unit"))
     if len(wrong_unit):
-        row = wrong_unit.row(0, named=True)
+        row = first(wrong_unit)
         raise SchemaError(f"metrics: metric {row['metric']} has unit {row['unit']!r}, "
                           f"expected {METRICS[row['metric']].unit!r}")
-    not_finite = df.filter(~pl.col("value").is_finite() | pl.col("value").is_null())
+    not_finite = df.lazy().filter(~pl.col("value").is_finite() | pl.col("value").is_null()).collect()
     if len(not_finite):
         row = not_finite.row(0, named=True)
         raise SchemaError(f"metrics: {len(not_finite)} value(s) not finite, first: {row['metric']} = "

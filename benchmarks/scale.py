@@ -12,6 +12,10 @@ so that whether parse memory stays flat as campaigns grow can be read off.
 Finally weighs reports/report.html.
 
     uv run python benchmarks/scale.py [--runs 10000 100000 1000000] [--raw /tmp/bench_synth]
+
+``--tables DIR --copies K`` measures the analysis alone on the tables a parse wrote to DIR, repeated
+K times as one campaign (blocks and run ids shifted, start times shifted by the campaign's span):
+the analysis of a K-times larger campaign without generating and parsing its records.
 """
 from __future__ import annotations
 
@@ -65,6 +69,46 @@ def measure_analysis(out: Path) -> dict:
                   noise_band_pct=p["noise_band_pct"], seed=p["seed"])
     timings["analysis: compare"] = time.monotonic() - t
     return {"runs": len(runs), "metric_rows": len(metrics), "timings": timings}
+
+
+def replicate(tables: Path, copies: int, out: Path) -> int:
+    """The runs and metrics tables in ``tables`` repeated ``copies`` times into out/, as one campaign of
+    ``copies`` times the runs: copy k's blocks are shifted by k x (blocks per configuration), its run
+    ids follow, its start and end times are shifted by k x the campaign's span. Returns the runs."""
+    import polars as pl
+    from benchlib import schema
+    runs, metrics = schema.read_runs(tables / "runs.parquet"), schema.read_metrics(tables / "metrics.parquet")
+    blocks = int(runs["block"].max()) + 1
+    span = runs["ended_at"].max() - runs["started_at"].min()
+
+    def shifted(df: pl.DataFrame, k: int) -> pl.DataFrame:
+        block = pl.col("block") + k * blocks
+        return df.with_columns(block=block, run_id=pl.concat_str(  # record.run_id's format
+            "environment", "scenario", "test", pl.lit("r") + block.cast(pl.String).str.zfill(3), separator="/"))
+
+    out.mkdir(parents=True, exist_ok=True)
+    order = int(runs["order"].max()) + 1
+    schema.write(pl.concat([shifted(runs, k).with_columns(order=pl.col("order") + k * order,
+                                                          started_at=pl.col("started_at") + k * span,
+                                                          ended_at=pl.col("ended_at") + k * span)
+                            for k in range(copies)]), "runs", out / "runs.parquet")
+    schema.write(pl.concat([shifted(metrics, k) for k in range(copies)]), "metrics", out / "metrics.parquet")
+    return copies * len(runs)
+
+
+def run_tables(tables: Path, copies: int) -> None:
+    """The analysis alone (a child process) on the tables in ``tables`` repeated ``copies`` times."""
+    with tempfile.TemporaryDirectory(prefix="bench-scale-") as out:
+        runs = replicate(tables, copies, Path(out)) if copies > 1 else None
+        analysed, wall = _child("--analyse", out if copies > 1 else str(tables))
+        print(f"scale: {analysed['runs']} runs, {analysed['metric_rows']} metric rows "
+              f"({copies} x the tables in {tables}), analysis only")
+        for phase, seconds in analysed["timings"].items():
+            figure(f"  {phase}", seconds, "s")
+        figure("analysis", sum(analysed["timings"].values()), "s")
+        figure("peak RSS, analysis process", analysed["peak_rss_kib"] / 2**20, "GiB", "< 2 GiB")
+        figure("child's wall (incl. interpreter start-up)", wall, "s")
+        assert runs is None or runs == analysed["runs"]
 
 
 def _log(timings: dict) -> None:
@@ -127,6 +171,8 @@ def main() -> None:
     p.add_argument("--analyse", type=Path, help=argparse.SUPPRESS)  # child mode: tables dir to analyse
     p.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     p.add_argument("--no-analysis", action="store_true", help="parse only")
+    p.add_argument("--tables", type=Path, help="analysis only, of the runs/metrics tables in this directory")
+    p.add_argument("--copies", type=int, default=1, help="with --tables: analyse them repeated this many times")
     args = p.parse_args()
     if args.parse or args.analyse:
         result = measure_parse(args.parse, args.out) if args.parse else measure_analysis(args.analyse)
@@ -134,6 +180,9 @@ def main() -> None:
         result["peak_rss_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         result["worker_peak_rss_kib"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
         print(json.dumps(result))
+        return
+    if args.tables:
+        run_tables(args.tables, args.copies)
         return
     for runs in args.runs:
         run_size(runs, args.scenarios, args.raw, args.no_analysis)

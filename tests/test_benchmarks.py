@@ -46,3 +46,34 @@ def test_scale_prints_each_phase_measured_in_a_child_process(tmp_path, capsys):
     rss = dict((name, float(v)) for name, v in re.findall(r"^(peak RSS, [a-z ]+?) +(\S+) GiB", out, re.M))
     assert set(rss) == {"peak RSS, parse process", "peak RSS, largest parse worker", "peak RSS, analysis process"}
     assert rss["peak RSS, parse process"] > 0.01 and rss["peak RSS, analysis process"] > 0.01  # GiB: read, not 0
+
+
+def test_scale_replicates_tables_as_one_larger_campaign(tmp_path):
+    from benchlib import schema
+    from benchlib.analysis import stats
+    cdir = synth.generate(tmp_path / "raw", runs=200, scenarios=2, seed=5)
+    tidy.parse_campaign(cdir, tmp_path / "one")
+    assert scale.replicate(tmp_path / "one", 3, tmp_path / "three") == 600
+    runs, metrics = tidy_tables(tmp_path / "three")
+    one = schema.read_runs(tmp_path / "one/runs.parquet")
+    assert runs["run_id"].n_unique() == 600 and metrics["run_id"].n_unique() <= 600
+    assert set(metrics["run_id"]) <= set(runs["run_id"])
+    assert runs["block"].n_unique() == 3 * one["block"].n_unique()
+    assert (runs["run_id"] == runs.select(pl_run_id())["run_id"]).all()  # record.run_id's format
+    # n triples per configuration; the medians of the repeated values stay the campaign's
+    runs1, metrics1 = tidy_tables(tmp_path / "one")
+    s1 = stats.summarize(metrics1, runs1)
+    s3 = stats.summarize(metrics, runs)
+    assert (s3["n"] == 3 * s1["n"]).all() and (s3["median"] == s1["median"]).all()
+
+
+def pl_run_id():
+    import polars as pl
+    return pl.struct("environment", "scenario", "test", "block").map_elements(
+        lambda r: record.run_id(r["environment"], r["scenario"], r["test"], r["block"]),
+        return_dtype=pl.String).alias("run_id")
+
+
+def tidy_tables(out):
+    from benchlib import schema
+    return schema.read_runs(out / "runs.parquet"), schema.read_metrics(out / "metrics.parquet")

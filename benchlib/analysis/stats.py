@@ -141,13 +141,48 @@ def _buckets(*lists: pl.Series) -> Iterator[tuple[np.ndarray, list[np.ndarray]]]
         yield idx, [_stack(s, idx, int(n)) for s, n in zip(lists, key)]
 
 
-def _samples(values: pl.DataFrame) -> pl.DataFrame:
-    """One row per configuration: unit, its finite values in run order (list column x), and
-    how many non-finite values were left out of it (excluded)."""
+def _samples(metrics: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
+    """One row per configuration of the successful runs' metric rows (ok_values): unit, its finite
+    values in run order (list column x), and how many non-finite values were left out of it (excluded).
+
+    Each metric row is looked up among the successful runs once, on the run_id column alone (its
+    run's start time, and its test_params as a small integer code); then one pass per (metric, side)
+    groups that part of the table. Memory holds the lookup and one part, never the whole table
+    joined with its runs, sorted and copied (a million-run campaign: 11M rows, parts of 2M at most).
+    """
+    ok = runs.lazy().filter(pl.col("outcome") == "ok").select("run_id", "started_at", "test_params").collect()
+    if ok["run_id"].is_duplicated().any():
+        ok_values(metrics, runs)  # raises polars' own error: a run_id names one run
+    params = ok.select("test_params").unique(maintain_order=True).with_row_index("_params")
+    ok = ok.join(params, on="test_params", how="left", nulls_equal=True).drop("test_params")
+    run = (metrics.lazy().select("run_id").join(ok.lazy(), on="run_id", how="left", maintain_order="left")
+           .select("started_at", "_params").collect())
+    keys = [c if c != "test_params" else "_params" for c in CONFIG]
+    # column by column: a frame's columns can be chunked differently (normalize's concat), and
+    # selecting them together as a frame would first copy them all into matching chunks
+    table = [metrics[c] for c in CONFIG if c != "test_params"] + [metrics["value"], metrics["unit"]]
     finite = pl.col("value").is_finite().fill_null(False)
-    return (values.sort("started_at")  # group_by keeps row order within a group: x is in run order
-            .group_by(CONFIG)
-            .agg(unit=pl.col("unit").first(), x=pl.col("value").filter(finite), excluded=(~finite).sum())
+    in_order = dict(by="started_at", maintain_order=True)  # run order, as a stable sort of the rows gives
+
+    def cells(rows: pl.Series) -> pl.DataFrame:
+        # both halves gathered alike (each comes out contiguous), then side by side: filtering the
+        # table by a mask chunked otherwise would copy all of it first
+        idx = rows.arg_true()
+        return (pl.DataFrame([c.gather(idx) for c in table]).hstack(run[idx]).lazy()
+                .group_by(keys)
+                .agg(unit=pl.col("unit").sort_by(**in_order).first(),
+                     x=pl.col("value").sort_by(**in_order).filter(finite.sort_by(**in_order)),
+                     excluded=(~finite).sum())
+                .collect())
+
+    ran = run["_params"].is_not_null()  # the successful runs' rows
+    parts = metrics.lazy().select("metric", "side").unique().collect(engine="streaming")
+    if len(parts) <= 1:
+        out = cells(ran)
+    else:
+        out = pl.concat([cells(ran & metrics["metric"].eq_missing(m) & metrics["side"].eq_missing(sd))
+                         for m, sd in parts.iter_rows()])
+    return (out.join(params, on="_params", how="left").select(*CONFIG, "unit", "x", "excluded")
             .sort(CONFIG, nulls_last=True))
 
 
@@ -174,7 +209,7 @@ def summarize(metrics: pl.DataFrame, runs: pl.DataFrame, alpha: float = 0.05,
               cv_limit_pct: float = 5.0) -> pl.DataFrame:
     """One row per configuration: n, median and its 95 % CI, IQR, CV, drift, failed runs,
     non-finite values excluded, flags."""
-    cells = _samples(ok_values(metrics, runs))
+    cells = _samples(metrics, runs)
     out = {c: np.full(len(cells), math.nan) for c in ("median", "ci_low", "ci_high", "iqr", "cv_pct",
                                                        "drift_rho", "drift_p")}
     for idx, (x,) in _buckets(cells["x"]):
@@ -232,9 +267,20 @@ def mann_whitney(x: np.ndarray, y: np.ndarray, seed: int = 0, n_resamples: int =
     return float(u[0]), float(p[0]), str(method[0])
 
 
+@lru_cache(maxsize=None)
 def smallest_p(n1: int, n2: int) -> float:
     """The smallest two-sided Mann-Whitney p that n1 vs n2 runs can give (complete separation)."""
     return float(stats.mannwhitneyu(np.arange(n1), np.arange(n1, n1 + n2), method="exact").pvalue)
+
+
+def _never_reaches(n1: int, n2: int, level: float) -> bool:
+    """smallest_p(n1, n2) >= level. That p is 2 / C(n1 + n2, n1); where its logarithm lies below
+    log(level) by more than 1 the answer is known without scipy's exact distribution, whose cost
+    grows with n1 x n2 (n ~ 1000: 3 ms per pair, against microseconds here)."""
+    log_p = math.log(2) - (math.lgamma(n1 + n2 + 1) - math.lgamma(n1 + 1) - math.lgamma(n2 + 1))
+    if level > 0 and log_p < math.log(level) - 1:
+        return False
+    return smallest_p(n1, n2) >= level
 
 
 def _log_median_ratio(x, y, axis=-1):
@@ -348,8 +394,11 @@ def headlines(values: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
     (benchlib.schema.headline_metric: by the test's kind, its latency median when paced)."""
     keys = ["environment", "test", "test_params"]
     tests = runs.group_by(keys).agg(kind=pl.col("kind").first(), paced=pl.col("offered_qps").is_not_null().any())
-    present = (values.join(runs.select("run_id", "test_params"), on="run_id", how="inner")
-               .group_by(keys).agg(pl.col("metric").unique()))
+    # the metrics present per test: distinct (run, metric) pairs streamed, never the joined table whole
+    present = (values.lazy().select("environment", "test", "run_id", "metric")
+               .join(runs.lazy().select("run_id", "test_params"), on="run_id", how="inner")
+               .group_by(keys).agg(pl.col("metric").unique())
+               .collect(engine="streaming"))
     rows = tests.join(present, on=keys, nulls_equal=True)
     return rows.select(*keys, headline=pl.Series(
         [headline_metric(r["kind"], r["paced"], set(r["metric"])) for r in rows.iter_rows(named=True)],
@@ -359,10 +408,17 @@ def headlines(values: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
 def compared_values(values: pl.DataFrame, runs: pl.DataFrame, metrics: Sequence[str]) -> pl.DataFrame:
     """The rows of ``values`` a report compares: each test's headline metric (the primary family)
     and ``metrics`` (analysis.family_metrics: the secondary ones shown)."""
-    tagged = (values.join(runs.select("run_id", "test_params"), on="run_id", how="left")
-              .join(headlines(values, runs), on=["environment", "test", "test_params"], how="left", nulls_equal=True))
-    return tagged.filter(pl.col("metric").is_in(list(metrics)) | (pl.col("metric") == pl.col("headline"))).select(
-        values.columns)
+    keys = ["environment", "test", "test_params"]
+    # each run's headline, then one streamed pass over the rows (in their order) that keeps the compared ones
+    run_heads = (runs.lazy().select("run_id", *keys)
+                 .join(headlines(values, runs).lazy(), on=keys, how="inner", nulls_equal=True)
+                 .select("run_id", "environment", "test", "headline"))
+    return (values.lazy()
+            .join(run_heads, on=["run_id", "environment", "test"], how="left", nulls_equal=True,
+                  maintain_order="left")
+            .filter(pl.col("metric").is_in(list(metrics)) | (pl.col("metric") == pl.col("headline")))
+            .select(values.columns)
+            .collect(engine="streaming"))
 
 
 def pooled_log_sd(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -401,14 +457,22 @@ def mde_pct(n: int, n_base: int, sd_log: float, alpha: float, power: float = POW
     log values (tests/analysis/test_stats.py) gives a power within a few points of the one planned:
     at n = 8 the discreteness of the exact test costs a little.
     """
-    if min(n, n_base) < MIN_N or not 0 < sd_log < math.inf or smallest_p(n, n_base) >= alpha:
+    if min(n, n_base) < MIN_N or not 0 < sd_log < math.inf or _never_reaches(n, n_base, alpha):
         return math.nan
+    with np.errstate(over="ignore"):
+        return 100 * float(np.expm1(_mde_effect_size(n, n_base, alpha, power) * sd_log))
+
+
+@lru_cache(maxsize=None)
+def _mde_effect_size(n: int, n_base: int, alpha: float, power: float) -> float:
+    """The standardized effect of mde_pct: it depends on n, n_base, alpha and power only, not on the
+    spread, so comparisons at the same sizes and level share one root finding (statsmodels' solver
+    took three quarters of compare at 100k runs)."""
     with warnings.catch_warnings():  # no convergence is a NaN effect size: "n/a", said by the caller
         warnings.simplefilter("ignore")
         d = TTestIndPower().solve_power(effect_size=None, nobs1=n * ARE_MANN_WHITNEY, alpha=alpha, power=power,
                                         ratio=n_base / n, alternative="two-sided")
-    with np.errstate(over="ignore"):
-        return 100 * float(np.expm1(float(d) * sd_log))
+    return float(d)
 
 
 def _power(d: float, n: int, alpha: float) -> float:
@@ -534,7 +598,7 @@ def compare(metrics: pl.DataFrame, runs: pl.DataFrame, baseline: str = "host", a
     measured = set(runs["scenario"])
     if baseline not in measured:
         raise ValueError(f"baseline scenario {baseline!r} is not in the campaign; scenarios: {sorted(measured)}")
-    cells = _samples(ok_values(metrics, runs))
+    cells = _samples(metrics, runs)
     present = set(cells["scenario"])
     against = [(s, baseline) for s in sorted(present - {baseline})] if baseline in present else []
     against += [(s, ref) for s, ref in contrasts if {s, ref} <= present and (s, ref) not in against]
@@ -553,7 +617,7 @@ def compare_campaigns(metrics: pl.DataFrame, runs: pl.DataFrame, metrics_base: p
     """
     if correction not in CORRECTIONS:
         raise ValueError(f"correction must be one of {sorted(CORRECTIONS)}, got {correction!r}")
-    cells, base = _samples(ok_values(metrics, runs)), _samples(ok_values(metrics_base, runs_base))
+    cells, base = _samples(metrics, runs), _samples(metrics_base, runs_base)
     keys = [c for c in CONFIG if c != "campaign"]
     pairs = (cells.join(base.drop("unit"), on=keys, suffix="_base", nulls_equal=True)
              .with_columns(baseline=pl.col("campaign_base")).drop("campaign_base"))
@@ -605,7 +669,8 @@ def _compare_pairs(pairs: pl.DataFrame | None, schema: pl.Schema, heads: pl.Data
     n_runs, n_base = pairs["x"].list.len().to_numpy(), pairs["x_base"].list.len().to_numpy()
     mde = [mde_pct(int(a), int(b), sd, lvl) for a, b, sd, lvl in zip(n_runs, n_base, num["sd_log"],
                                                                        num["alpha_family"])]
-    attainable = [n_attainable(float(lvl)) if not math.isnan(lvl) and smallest_p(int(a), int(b)) >= lvl else None
+    attainable = [n_attainable(float(lvl)) if not math.isnan(lvl) and _never_reaches(int(a), int(b), lvl)
+                  else None
                   for a, b, lvl in zip(n_runs, n_base, num["alpha_family"])]
     df = pairs.with_columns(
         n=pl.Series(n_runs, dtype=pl.Int64), n_base=pl.Series(n_base, dtype=pl.Int64),
