@@ -47,27 +47,30 @@ def measure_parse(cdir: Path, out: Path) -> dict:
 
 
 def measure_analysis(out: Path) -> dict:
-    """The notebooks' analysis of the tables in out, timed phase by phase (each logged as it ends)."""
+    """`benchlib analyse`'s computation on the tables in out, with the project's analysis settings,
+    timed phase by phase (each logged as it ends)."""
     from benchlib import analysis
-    from benchlib.analysis import normalize, stats
+    from benchlib.analysis import analyse, normalize, resolution, saturation, stats
+    from benchlib.config import load_params
     timings = {}
     t = time.monotonic()
-    p = analysis.default_parameters(project_root() / "params.yaml")
+    s = load_params(project_root() / "params.yaml").analysis
     runs, metrics = analysis.load_tables(out / "runs.parquet", out / "metrics.parquet")
-    values = normalize.with_cpu_at_target(metrics, runs, target_gbps=p["cpu_target_gbps"],
-                                          per_transactions=p["rr_per_transactions"],
-                                          per_connections=p["crr_per_connections"])
+    values = normalize.with_cpu_at_target(metrics, runs, **analyse.targets(s))
     timings["analysis: load + normalize"] = time.monotonic() - t
     _log(timings)
     t = time.monotonic()
-    family = stats.compared_values(values, runs, p["family_metrics"])  # primary + secondary, as the report
-    stats.summarize(values, runs, alpha=p["alpha"])
+    family = stats.compared_values(values, runs, s.family_metrics)  # primary + secondary, as the report
+    stats.summarize(values, runs, alpha=s.alpha)
     timings["analysis: summarize"] = time.monotonic() - t
     _log(timings)
     t = time.monotonic()
-    stats.compare(family, runs, baseline=p["baseline"], alpha=p["alpha"], correction=p["correction"],
-                  noise_band_pct=p["noise_band_pct"], seed=p["seed"])
+    compared = analyse.compare(family, runs, s)
     timings["analysis: compare"] = time.monotonic() - t
+    _log(timings)
+    t = time.monotonic()
+    saturation.annotate(resolution.annotate(compared), runs, values)
+    timings["analysis: resolution + CPU limit"] = time.monotonic() - t
     return {"runs": len(runs), "metric_rows": len(metrics), "timings": timings}
 
 

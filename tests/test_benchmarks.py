@@ -36,7 +36,8 @@ def test_scale_measures_parse_and_analysis(tmp_path):
     assert list(parsed["timings"]) == ["parse: read records + write parquet"]
     analysed = scale.measure_analysis(tmp_path / "out")
     assert (analysed["runs"], analysed["metric_rows"]) == (parsed["runs"], parsed["metric_rows"])
-    assert list(analysed["timings"]) == ["analysis: load + normalize", "analysis: summarize", "analysis: compare"]
+    assert list(analysed["timings"]) == ["analysis: load + normalize", "analysis: summarize", "analysis: compare",
+                                        "analysis: resolution + CPU limit"]
 
 
 def test_scale_prints_each_phase_measured_in_a_child_process(tmp_path, capsys):
