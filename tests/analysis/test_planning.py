@@ -10,7 +10,7 @@ import polars as pl
 
 from benchlib import config
 from benchlib.plan import validate_all
-from benchlib.analysis import planning, project_root, stats
+from benchlib.analysis import planning, power, project_root, stats
 from tests.conftest import venv_env
 
 FIXTURE = "tests/fixtures/tidy/lab-default-002"
@@ -75,8 +75,8 @@ def test_n_for_effect_is_the_smallest_n_or_none_for_any_spread():
                 assert sd > 10  # only absurd spreads exceed n_max
                 continue
             floor = max(stats.MIN_N, stats.n_attainable(level))
-            assert n >= floor and stats._power(math.log1p(effect / 100) / sd, n, level) >= stats.POWER
-            assert n == floor or stats._power(math.log1p(effect / 100) / sd, n - 1, level) < stats.POWER
+            assert n >= floor and power._power(math.log1p(effect / 100) / sd, n, level) >= stats.POWER
+            assert n == floor or power._power(math.log1p(effect / 100) / sd, n - 1, level) < stats.POWER
     assert stats.n_for_effect(2.0, 0.001, level) == 6  # the spread that used to raise
 
 

@@ -1,0 +1,191 @@
+"""Per-configuration estimators: each configuration's values in run order, its median with a
+distribution-free CI, spread, drift and the checks that flag it (docs/design.md "Statistics").
+
+A configuration's values are gathered into a list (in run order) by one group_by per part; the
+statistics then run on 2-D arrays, one per sample size, with scipy's ``axis=`` where it has one.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Iterator
+from functools import lru_cache
+
+import numpy as np
+import polars as pl
+from scipy import stats
+
+
+# A configuration: everything that identifies one sample of runs of one metric.
+# test_params (every recorded parameter of the test) keeps runs of different
+# settings apart even where a test name was reused for them.
+RUN_CONFIG = ["campaign", "environment", "scenario", "test", "test_params", "streams", "message_size"]
+CONFIG = [*RUN_CONFIG, "metric", "side"]
+
+# Below 6 runs no two-sided 95 % distribution-free CI of the median exists
+# (0.5**5 * 2 > 0.05), so neither a CI nor a verdict is given.
+MIN_N = 6
+INSUFFICIENT = "insufficient n"
+
+
+def ok_values(metrics: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
+    """Metric rows of successful runs only, with each run's start time (for run order) and test_params."""
+    ok = runs.filter(pl.col("outcome") == "ok").select("run_id", "started_at", "test_params")
+    return metrics.join(ok, on="run_id", how="inner", validate="m:1")
+
+
+def failed_runs(runs: pl.DataFrame) -> pl.DataFrame:
+    """Runs whose outcome is not 'ok', counted per configuration (with their reasons)."""
+    return (runs.filter(pl.col("outcome") != "ok")
+            .group_by(RUN_CONFIG)
+            .agg(failed_runs=pl.len(),
+                 reasons=pl.col("failure_reason").drop_nulls().unique().sort().str.join("; "))
+            .sort(RUN_CONFIG, nulls_last=True))
+
+
+@lru_cache(maxsize=None)
+def _median_ci_ranks(n: int, confidence: float = 0.95) -> tuple[int, int] | None:
+    """0-based ranks of the order statistics bounding the median's CI for n values; None below MIN_N.
+
+    They depend on n only, so scipy's quantile_test is asked once per n, on
+    the ranks themselves (its interval is made of order statistics).
+    """
+    if n < MIN_N:
+        return None
+    ci = stats.quantile_test(np.arange(n), q=0, p=0.5).confidence_interval(confidence)
+    return int(ci.low), int(ci.high)
+
+
+def median_ci(x: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
+    """Distribution-free CI of the median (order statistics, binomial); NaN below MIN_N runs."""
+    ranks = _median_ci_ranks(len(x), confidence)
+    if ranks is None:
+        return math.nan, math.nan
+    s = np.sort(x)
+    return float(s[ranks[0]]), float(s[ranks[1]])
+
+
+def _drift(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Spearman rho and p of each row (values in run order) vs run order; NaN for n < 3 or constant rows.
+
+    Spearman's rho is Pearson's r of the ranks: pearsonr takes ``axis=``, spearmanr does not.
+    """
+    k, n = x.shape
+    if n < 3:
+        return np.full(k, math.nan), np.full(k, math.nan)
+    with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
+        # constant samples have no rank correlation; NaN says so
+        warnings.simplefilter("ignore", stats.ConstantInputWarning)
+        res = stats.pearsonr(np.broadcast_to(np.arange(n, dtype=float), x.shape), stats.rankdata(x, axis=1), axis=1)
+    return np.asarray(res.statistic, float), np.asarray(res.pvalue, float)
+
+
+def drift(x_in_run_order: np.ndarray) -> tuple[float, float]:
+    """Spearman rho and p-value of value vs run order; NaN when undefined (n < 3 or constant)."""
+    rho, p = _drift(np.asarray(x_in_run_order, float)[None, :])
+    return float(rho[0]), float(p[0])
+
+
+def _stack(lists: pl.Series, idx: np.ndarray, n: int) -> np.ndarray:
+    """Rows ``idx`` of a list column whose lists all hold n values, as a (len(idx), n) array."""
+    return lists.gather(idx).explode().to_numpy().astype(float).reshape(len(idx), n)
+
+
+def buckets(*lists: pl.Series) -> Iterator[tuple[np.ndarray, list[np.ndarray]]]:
+    """(row indices, one 2-D array per list column) for each distinct combination of list lengths."""
+    lengths = np.stack([s.list.len().to_numpy() for s in lists], axis=1)
+    for key in np.unique(lengths, axis=0):
+        idx = np.flatnonzero((lengths == key).all(axis=1))
+        yield idx, [_stack(s, idx, int(n)) for s, n in zip(lists, key)]
+
+
+def samples(metrics: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
+    """One row per configuration of the successful runs' metric rows (ok_values): unit, its finite
+    values in run order (list column x), and how many non-finite values were left out of it (excluded).
+
+    Each metric row is looked up among the successful runs once, on the run_id column alone (its
+    run's start time, and its test_params as a small integer code); then one pass per (metric, side)
+    groups that part of the table. Memory holds the lookup and one part, never the whole table
+    joined with its runs, sorted and copied (a million-run campaign: 11M rows, parts of 2M at most).
+    """
+    ok = runs.lazy().filter(pl.col("outcome") == "ok").select("run_id", "started_at", "test_params").collect()
+    if ok["run_id"].is_duplicated().any():
+        ok_values(metrics, runs)  # raises polars' own error: a run_id names one run
+    params = ok.select("test_params").unique(maintain_order=True).with_row_index("_params")
+    ok = ok.join(params, on="test_params", how="left", nulls_equal=True).drop("test_params")
+    run = (metrics.lazy().select("run_id").join(ok.lazy(), on="run_id", how="left", maintain_order="left")
+           .select("started_at", "_params").collect())
+    keys = [c if c != "test_params" else "_params" for c in CONFIG]
+    # column by column: a frame's columns can be chunked differently (normalize's concat), and
+    # selecting them together as a frame would first copy them all into matching chunks
+    table = [metrics[c] for c in CONFIG if c != "test_params"] + [metrics["value"], metrics["unit"]]
+    finite = pl.col("value").is_finite().fill_null(False)
+    in_order = dict(by="started_at", maintain_order=True)  # run order, as a stable sort of the rows gives
+
+    def cells(rows: pl.Series) -> pl.DataFrame:
+        # both halves gathered alike (each comes out contiguous), then side by side: filtering the
+        # table by a mask chunked otherwise would copy all of it first
+        idx = rows.arg_true()
+        return (pl.DataFrame([c.gather(idx) for c in table]).hstack(run[idx]).lazy()
+                .group_by(keys)
+                .agg(unit=pl.col("unit").sort_by(**in_order).first(),
+                     x=pl.col("value").sort_by(**in_order).filter(finite.sort_by(**in_order)),
+                     excluded=(~finite).sum())
+                .collect())
+
+    ran = run["_params"].is_not_null()  # the successful runs' rows
+    parts = metrics.lazy().select("metric", "side").unique().collect(engine="streaming")
+    if len(parts) <= 1:
+        out = cells(ran)
+    else:
+        out = pl.concat([cells(ran & metrics["metric"].eq_missing(m) & metrics["side"].eq_missing(sd))
+                         for m, sd in parts.iter_rows()])
+    return (out.join(params, on="_params", how="left").select(*CONFIG, "unit", "x", "excluded")
+            .sort(CONFIG, nulls_last=True))
+
+
+def _flags(row: dict, alpha: float, cv_limit_pct: float) -> str:
+    out = []
+    if row["n"] < MIN_N:
+        out.append(f"{INSUFFICIENT} ({row['n']} < {MIN_N})")
+    if row["cv_pct"] > cv_limit_pct:
+        out.append(f"CV {row['cv_pct']:.1f} % > {cv_limit_pct:g} %")
+    if row["drift_p"] < alpha:
+        out.append(f"drift (Spearman rho {row['drift_rho']:+.2f}, p {row['drift_p']:.3f})")
+    if row["failed_runs"]:
+        out.append(f"{row['failed_runs']} failed run(s)")
+    if row["excluded"]:
+        out.append(f"{row['excluded']} non-finite value(s) excluded")
+    return "; ".join(out)
+
+
+SUMMARY_COLUMNS = [*CONFIG, "unit", "n", "median", "ci_low", "ci_high", "iqr", "cv_pct", "drift_rho", "drift_p",
+                   "excluded", "failed_runs", "flags"]
+
+
+def summarize(metrics: pl.DataFrame, runs: pl.DataFrame, alpha: float = 0.05,
+              cv_limit_pct: float = 5.0) -> pl.DataFrame:
+    """One row per configuration: n, median and its 95 % CI, IQR, CV, drift, failed runs,
+    non-finite values excluded, flags."""
+    cells = samples(metrics, runs)
+    out = {c: np.full(len(cells), math.nan) for c in ("median", "ci_low", "ci_high", "iqr", "cv_pct",
+                                                       "drift_rho", "drift_p")}
+    for idx, (x,) in buckets(cells["x"]):
+        n = x.shape[1]
+        if n == 0:  # every value non-finite: nothing to summarize, the flag says why
+            continue
+        out["median"][idx] = np.median(x, axis=1)
+        if (ranks := _median_ci_ranks(n)) is not None:
+            s = np.sort(x, axis=1)
+            out["ci_low"][idx], out["ci_high"][idx] = s[:, ranks[0]], s[:, ranks[1]]
+        out["iqr"][idx] = stats.iqr(x, axis=1)
+        if n >= 2:
+            with np.errstate(invalid="ignore", divide="ignore"):  # all-zero samples: CV undefined
+                out["cv_pct"][idx] = 100 * stats.variation(x, axis=1, ddof=1)
+        out["drift_rho"][idx], out["drift_p"][idx] = _drift(x)
+    df = (cells.with_columns(n=pl.col("x").list.len().cast(pl.Int64), **{c: pl.Series(v) for c, v in out.items()})
+          .join(failed_runs(runs).select(*RUN_CONFIG, "failed_runs"), on=RUN_CONFIG, how="left", nulls_equal=True)
+          .with_columns(pl.col("failed_runs").fill_null(0).cast(pl.Int64), pl.col("excluded").cast(pl.Int64)))
+    df = df.with_columns(flags=pl.Series([_flags(r, alpha, cv_limit_pct) for r in df.iter_rows(named=True)],
+                                         dtype=pl.String))
+    return df.select(SUMMARY_COLUMNS)
