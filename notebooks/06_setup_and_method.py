@@ -28,7 +28,7 @@ analysis_dir = "data/analysis"
 import polars as pl
 from IPython.display import Markdown, display
 
-from benchlib.analysis import analyse, figures, normalize, report
+from benchlib.analysis import analyse, figures, normalize, report, tables
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
 report.display_tables()
@@ -40,7 +40,7 @@ runs, metrics, settings = a.runs, a.metrics, a.settings
 # Kernel, tools and CPU placement as recorded with every run.
 
 # %%
-display(report.setup_table(runs))
+tables.show(tables.publication_table(report.setup_table(runs)))
 if note := report.shared_kernel_note(runs):
     display(Markdown(note))
 
@@ -56,7 +56,7 @@ if note := report.shared_kernel_note(runs):
 # with a 95 % CI (bootstrap up to 50 runs per side, Maritz-Jarrett above).
 
 # %%
-report.method_table(runs)
+tables.show(tables.publication_table(report.method_table(runs)))
 
 # %%
 targets = normalize.work_targets(**analyse.targets(settings))
@@ -75,8 +75,10 @@ cpu_summary = a.summary_all.filter(metric=normalize.CPU_AT_TARGET)
 if cpu_summary.is_empty():
     display(Markdown("No successful run with CPU counters and work done: nothing to normalize."))
 else:
-    display(cpu_summary.pivot(on="side", index=["environment", "test", "unit", "scenario"], values="median",
-                              sort_columns=True).with_columns(pl.selectors.float().round(2)))
+    tables.show(tables.publication_table(
+        cpu_summary.pivot(on="side", index=["environment", "test", "unit", "scenario"], values="median",
+                          sort_columns=True),
+        formats={c: "{:.2f}" for c in ("client", "server", "total")}, group="test"))
 
 # %% [markdown]
 # Median CPU % per side at the target work rate (lower is cheaper). Per-run
