@@ -16,9 +16,10 @@
 # %% [markdown]
 # # Summary
 #
-# Contents: Summary · Significance vs the baseline (headline table, contrasts, caveats) · Figures ·
-# Reference · Setup, method and CPU normalization. Everything is computed from the campaign's tables;
-# nothing is typed in by hand.
+# Contents: [Significance vs the baseline](#Significance-vs-the-baseline)
+# ([headline table](#Headline-table), [caveats](#Caveats)) · [Figures](#Figures) ·
+# [Setup](#Setup), [method](#Method) and [CPU normalization](#CPU-normalization).
+# Everything below is computed from the campaign's tables; nothing is typed in by hand.
 
 # %% tags=["parameters"]
 # Where `benchlib analyse` wrote the analysis (relative to the project root): its tables, the settings

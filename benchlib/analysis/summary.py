@@ -68,32 +68,30 @@ def cpu_caveat(r: dict) -> str:
     return f"CPU limit ({r.get('cpu_bound_side') or 'a side'}{busy})"
 
 
-def finding_sentence(r: dict, family_size: int | None = None) -> str:
+def finding_sentence(r: dict, family_size: int | None = None, cpu_note: bool = True) -> str:
     """One comparison as a sentence: what against what, the change with its interval (the verdict's
-    text, so resolution wording comes with it), the correction it is significant after, and its caveats.
+    text, so resolution wording comes with it), the correction it is significant after, and where
+    ``cpu_note``, the side at its CPU limit.
 
-    "bridge vs host, tcp_rr transaction rate: -33.7 % [-35.4, -32.2] worse; significant after Holm over 12
-    comparisons (interval at 98.33 %); CPU limit (total, 100 % busy)."
+    "bridge vs host, tcp_rr transaction rate: -33.7 % [-35.4, -32.2] worse, significant after Holm over 12;
+    CPU limit (total, 100 % busy)."
     """
     kind = kind_of(r["verdict"])
-    over = f" over {family_size} comparisons" if family_size else ""
-    level = f" (interval at {_pct(100 * r['ci_level'])})" if r.get("ci_level") is not None else ""
+    over = f" over {family_size}" if family_size else ""
     if kind == FINDING:
-        text = f"{_what(r)}: {r['verdict']}; significant after {r['correction']}{over}{level}"
+        text = f"{_what(r)}: **{r['verdict']}**, significant after {r['correction']}{over}"
     elif kind == NEGLIGIBLE:
-        text = (f"{_what(r)}: {stats.change_text(r).split(' @')[0]} %, significant after {r['correction']}{over} "
+        text = (f"{_what(r)}: {stats.change_text(r).split(' @')[0]}, significant after {r['correction']}{over} "
                 "but inside the noise band (negligible)")
     elif kind == NOISE:
         mde = stats.mde_text(r)
         text = f"{_what(r)}: no change beyond the noise" + (
             f" (it could detect {mde} %)" if mde and not mde.startswith("not") else "")
-    elif kind == INCONCLUSIVE:
-        text = f"{_what(r)}: {r['verdict']}"
-    elif r["verdict"] and r["verdict"].startswith("not tested"):
+    elif kind == INCONCLUSIVE or (r["verdict"] or "").startswith("not tested"):
         text = f"{_what(r)}: {r['verdict']}"
     else:
         text = f"{_what(r)}: not tested, {r['n']} vs {r['n_base']} successful runs (at least {stats.MIN_N} needed)"
-    caveat = cpu_caveat(r)
+    caveat = cpu_caveat(r) if cpu_note else ""
     return text + (f"; {caveat}" if caveat else "") + "."
 
 
@@ -169,7 +167,9 @@ def findings_markdown(comparisons: pl.DataFrame, families: pl.DataFrame, family:
     m = int(size.get(family, len(rows)))
     listed = rows.filter(pl.col("kind").is_in([FINDING, NEGLIGIBLE, INCONCLUSIVE]))
     shown = listed.head(limit) if limit else listed
-    lines = [f"- {finding_sentence(r, m)}" for r in shown.iter_rows(named=True)]
+    # a CPU limit on every line is said once, in the caveats, instead of on each
+    every_bound = "cpu_bound" in rows.columns and bool(rows["cpu_bound"].fill_null(False).all())
+    lines = [f"- {finding_sentence(r, m, cpu_note=not every_bound)}" for r in shown.iter_rows(named=True)]
     if len(shown) < len(listed):
         lines.append(f"- ... and {len(listed) - len(shown)} more in the results below.")
     noise = rows.filter(kind=NOISE)
@@ -220,9 +220,16 @@ def summary_markdown(runs: pl.DataFrame, comparisons: pl.DataFrame, families: pl
         parts.append(why)
     primary = findings_markdown(comparisons, families, stats.PRIMARY, limit)
     if primary:
-        n_sig = int(ordered_findings(comparisons)["kind"].eq(FINDING).sum())
-        parts.append(f"**Findings** (each test's headline metric, {stats.CORRECTIONS.get(correction, correction)}"
-                     f"-corrected; {n_sig} significant), largest change first:\n\n{primary}")
+        rows = ordered_findings(comparisons)
+        n_sig = int(rows["kind"].eq(FINDING).sum())
+        levels = sorted({f"{100 * v:.4g} %" for v in rows["ci_level"].drop_nulls().drop_nans()})
+        corr = stats.CORRECTIONS.get(correction, correction)
+        head = (f"**Findings**: the headline metric of each test, {n_sig} of {len(rows)} comparisons significant "
+                f"after {corr} correction, largest change first (change in % of the baseline median [interval"
+                + (f" at {', '.join(levels)}" if levels else "") + "])" if n_sig else
+                f"**Findings**: none of the {len(rows)} comparisons of each test's headline metric is significant "
+                f"after {corr} correction")
+        parts.append(f"{head}:\n\n{primary}")
     secondary = comparisons.filter(pl.col("family") != stats.PRIMARY)
     if len(secondary):
         k = int(ordered_findings(secondary, None)["kind"].eq(FINDING).sum())

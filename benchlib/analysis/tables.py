@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import re
 
 import polars as pl
 from great_tables import GT, loc, style
@@ -37,6 +38,24 @@ def label(column: str) -> str:
     return text[:1].upper() + text[1:]
 
 
+def number(v: float) -> str:
+    """A measured value for reading: 4 significant digits, thousands grouped, no exponent below 1e9."""
+    if v != v or abs(v) >= 1e9 or (v != 0 and abs(v) < 1e-3):
+        return f"{v:.3g}"
+    if abs(v) >= 1000:
+        return f"{v:,.0f}"
+    return f"{v:.4g}"
+
+
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[+-]\d+)?")
+
+
+def numbers_in(text: str) -> str:
+    """``text`` with each number in it written by number(): "1.7e+04 [1.663e+04, 1.734e+04]" ->
+    "17,000 [16,630, 17,340]"."""
+    return _NUMBER.sub(lambda m: number(float(m.group())), text)
+
+
 def _cell(v, spec: str | None) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return ""
@@ -45,7 +64,7 @@ def _cell(v, spec: str | None) -> str:
     if isinstance(v, bool):
         return "yes" if v else "no"
     if isinstance(v, float):
-        return f"{v:.4g}"
+        return number(v)
     if isinstance(v, dt.datetime):
         return v.strftime("%Y-%m-%d %H:%M") + (" UTC" if v.tzinfo else "")
     return str(v)
@@ -103,6 +122,7 @@ def headline_table(summary: pl.DataFrame, comparisons: pl.DataFrame, baseline: s
     t = stats.headline(summary, comparisons, baseline=baseline)
     t = t.with_columns(
         family=pl.format("{} ({})", "family", "correction"),
+        **{"median [95 % CI]": pl.col("median [95 % CI]").map_elements(numbers_in, return_dtype=pl.String)},
         metric=pl.Series([f"{metric_label(m, s)} ({u})" if u else metric_label(m, s)
                           for m, s, u in zip(t["metric"], t["side"], t["unit"])], dtype=pl.String))
     drop = ["correction", "side", "unit"] + (["environment"] if t["environment"].n_unique() <= 1 else [])
