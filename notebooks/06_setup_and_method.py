@@ -81,5 +81,6 @@ else:
         formats={c: "{:.2f}" for c in ("client", "server", "total")}, group="test"))
 
 # %% [markdown]
-# Median CPU % per side at the target work rate (lower is cheaper). Per-run
-# values, their CIs and significance follow in the next sections.
+# Median CPU % per side at the target work rate (lower is cheaper). Their CIs
+# and significance are in the headline table above (CPU family), the per-run
+# values in the figures.

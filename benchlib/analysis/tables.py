@@ -80,11 +80,18 @@ def as_text(df: pl.DataFrame, formats: dict[str, str] | None = None) -> pl.DataF
 
 def publication_table(df: pl.DataFrame, labels: dict[str, str] | None = None, formats: dict[str, str] | None = None,
                       group: str | None = None, verdict: str | None = None, title: str | None = None,
-                      note: str | None = None) -> GT:
+                      note: str | None = None, hide: tuple[str, ...] = ("test_params",)) -> GT:
     """``df`` as a great_tables table: headers from ``labels`` (else label()), cells by as_text,
     rows grouped by the ``group`` column, the ``verdict`` column coloured (better green, worse red,
-    within noise or not tested grey, the baseline bold)."""
-    text = as_text(df, formats)
+    within noise or not tested grey, the baseline bold). The ``hide`` columns are left out (the
+    test's parameters as JSON are for machines), and so are campaign and environment where the
+    table has one of each (the summary names them)."""
+    single = [c for c in ("campaign", "environment") if c in df.columns and c != group and df[c].n_unique() <= 1
+              and len(df) > 1]
+    df = df.drop([c for c in (*hide, *single) if c in df.columns])
+    text = as_text(df, formats).with_columns(  # booleans that reached here as text ("true"): yes/no
+        pl.col(c).replace({"true": "yes", "false": "no"}) for c in df.columns if df[c].dtype == pl.String
+        and set(df[c].drop_nulls().unique()) <= {"true", "false", "true, false"} and df[c].drop_nulls().len())
     gt = GT(text, groupname_col=group).sub_missing(missing_text="")
     gt = gt.cols_label(**{c: (labels or {}).get(c, label(c)) for c in df.columns if c != group})
     numeric = [c for c, t in df.schema.items() if t.is_numeric() and c != group]

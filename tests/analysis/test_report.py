@@ -53,6 +53,7 @@ def test_notebooks_execute_and_render_offline_report(lab_tables, tmp_path):
     assert html.count(PLOTLYJS_BANNER) == 1  # plotly.js exactly once for all figures
     assert html.count('class="plotly-graph-div"') >= 15
     assert not REMOTE_SCRIPT.search(html)  # opens offline
+    assert "@import" not in html and "fonts.googleapis" not in html  # tables in system fonts, none fetched
     assert "figures.use_report_renderer" not in html  # code hidden
     headings = ("Summary", "Significance vs the baseline", "Headline table", "Caveats", "Figures", "Setup", "Method",
                 "CPU normalization")

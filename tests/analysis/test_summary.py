@@ -119,3 +119,11 @@ def test_publication_cells_are_text_without_nulls_or_quotes():
     assert text.rows() == [("1.23", "yes", "a", "1"), ("", "no", "", "2"), ("", "", "c", "")]
     assert tables.numbers_in("1.7e+04 [1.663e+04, 1.734e+04]") == "17,000 [16,630, 17,340]"
     assert tables.label("median_duration_s") == "Median run length (s)" and tables.label("scenario") == "Scenario"
+
+
+def test_publication_tables_leave_out_what_is_for_machines(real):
+    flagged = real.summary.filter(pl.col("flags") != "").select(*stats.CONFIG, "n", "cv_pct", "flags")
+    html = tables.html(tables.publication_table(flagged))
+    assert "Test params" not in html and "bitrate" not in html  # the test's parameters as JSON
+    assert "lab-default-003" not in html and "local-lab" not in html  # one campaign, one environment
+    assert ">CV %<" in html and ">Flags<" in html
