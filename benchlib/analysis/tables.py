@@ -78,7 +78,7 @@ def as_text(df: pl.DataFrame, formats: dict[str, str] | None = None) -> pl.DataF
                          for c in df.columns])
 
 
-def publication_table(df: pl.DataFrame, labels: dict[str, str] | None = None, formats: dict[str, str] | None = None,
+def publication_table(df: pl.DataFrame, formats: dict[str, str] | None = None, labels: dict[str, str] | None = None,
                       group: str | None = None, verdict: str | None = None, title: str | None = None,
                       note: str | None = None, hide: tuple[str, ...] = ("test_params",)) -> GT:
     """``df`` as a great_tables table: headers from ``labels`` (else label()), cells by as_text,
