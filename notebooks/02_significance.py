@@ -45,19 +45,8 @@ display(Markdown(
     "connection rate, UDP loss, request rate; the median latency of a paced test), "
     f"{stats.CORRECTIONS[correction]}-corrected; the **secondary** metrics (`family_metrics`: "
     f"{', '.join(f'`{m}`' for m in family_metrics) or 'none'}) form one family per kind (latency, CPU, other), "
-    "Benjamini-Hochberg (FDR: a share of the secondary findings may be false).\n\n"
-    "The change in % is the median ratio - 1; its interval is at the **level the family's correction decided "
-    "at**: a p-value is significant after correction exactly when it is below 1 - level (Holm: alpha / (m - R) "
-    "for R of m rejected; FDR: R alpha / m), so a verdict and the interval shown beside it agree. Verdicts: "
-    "`~ within noise` (not significant, the interval includes 0), `negligible` (significant, the interval "
-    "inside the noise band), the change with its interval and better/worse otherwise, and `inconclusive` where "
-    "the test (Mann-Whitney, on ranks) and the interval (bootstrap of the medians) disagree: neither is taken "
-    "as a finding.\n\n"
-    f"MDE: the smallest change (in % of the baseline median) each comparison detects with "
-    f"{100 * stats.POWER:.0f} % power at its n, its spread (pooled normal-scaled median absolute deviation of "
-    "the log values) and its family's level; "
-    "a change below it reads `~ within noise` without meaning \"no difference\". Where no sample of this size "
-    "can reach the level (exact Mann-Whitney's smallest p is 2 / C(2n, n)), it says how many runs could."))
+    "Benjamini-Hochberg (FDR: a share of the secondary findings may be false). How the intervals, verdicts "
+    "and the MDE are read: see [Method](#Method)."))
 tables.show(tables.publication_table(families, formats={"interval_level_pct": "{:.4g} %"}))
 if comparisons.is_empty():
     ok_scenarios = set(runs.filter(pl.col("outcome") == "ok")["scenario"])

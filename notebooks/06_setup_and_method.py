@@ -28,7 +28,7 @@ analysis_dir = "data/analysis"
 import polars as pl
 from IPython.display import Markdown, display
 
-from benchlib.analysis import analyse, figures, normalize, report, tables
+from benchlib.analysis import analyse, figures, normalize, report, stats, tables
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
 report.display_tables()
@@ -57,6 +57,22 @@ if note := report.shared_kernel_note(runs):
 
 # %%
 tables.show(tables.publication_table(report.method_table(runs)))
+
+# %%
+display(Markdown(
+    "### Intervals, verdicts and MDE\n"
+    "The change in % is the median ratio - 1; its interval is at the **level the family's correction decided "
+    "at**: a p-value is significant after correction exactly when it is below 1 - level (Holm: alpha / (m - R) "
+    "for R of m rejected; FDR: R alpha / m), so a verdict and the interval shown beside it agree. Verdicts: "
+    "`~ within noise` (not significant, the interval includes 0), `negligible` (significant, the interval "
+    "inside the noise band), the change with its interval and better/worse otherwise, and `inconclusive` where "
+    "the test (Mann-Whitney, on ranks) and the interval (bootstrap of the medians) disagree: neither is taken "
+    "as a finding.\n\n"
+    f"MDE: the smallest change (in % of the baseline median) each comparison detects with "
+    f"{100 * stats.POWER:.0f} % power at its n, its spread (pooled normal-scaled median absolute deviation of "
+    "the log values) and its family's level; "
+    "a change below it reads `~ within noise` without meaning \"no difference\". Where no sample of this size "
+    "can reach the level (exact Mann-Whitney's smallest p is 2 / C(2n, n)), it says how many runs could."))
 
 # %%
 targets = normalize.work_targets(**analyse.targets(settings))
