@@ -190,13 +190,17 @@ def caveats_markdown(comparisons: pl.DataFrame) -> str:
     if m == 0:
         return ""
     if "cpu_bound" in comparisons.columns and (k := int(comparisons["cpu_bound"].fill_null(False).sum())):
-        sides = sorted(set(", ".join(comparisons.filter(pl.col("cpu_bound"))["cpu_bound_side"].drop_nulls()).split(", ")))
-        out.append(f"**CPU limit:** in {k} of {m} comparisons a side ({_join(sides)}) kept its CPUs busy: "
+        named = comparisons.filter(pl.col("cpu_bound"))["cpu_bound_side"].drop_nulls()
+        sides = sorted({s for cell in named for s in cell.split(", ") if s})
+        out.append(f"**CPU limit:** in {k} of {m} comparisons a side" + (f" ({_join(sides)})" if sides else "")
+                   + " kept its CPUs busy: "
                    "there a rate or a latency measures that CPU as much as the network path; "
                    "compare the CPU per work (cpu_pct_at_target) of that side.")
-    if "below_resolution" in comparisons.columns and (k := int(comparisons["below_resolution"].fill_null(False).sum())):
+    below = comparisons["below_resolution"].fill_null(False) if "below_resolution" in comparisons.columns else None
+    if below is not None and (k := int(below.sum())):
         out.append(f"**Below the instrument's resolution:** {k} of {m} comparisons are latency changes finer "
-                   "than one step of the tool's histogram: they are given in steps (± 1 step) instead of exact digits.")
+                   "than one step of the tool's histogram: they are given in steps (± 1 step) instead of exact "
+                   "digits.")
     if (k := int(comparisons["n_attainable"].is_not_null().sum())):
         need = int(comparisons["n_attainable"].max())
         out.append(f"**Too few runs:** {k} of {m} comparisons cannot reach significance at their n whatever "

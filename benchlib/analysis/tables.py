@@ -98,8 +98,9 @@ def publication_table(df: pl.DataFrame, formats: dict[str, str] | None = None, l
     gt = gt.cols_align("left").cols_align("right", columns=numeric) if numeric else gt.cols_align("left")
     if verdict and verdict in df.columns:
         v = pl.col(verdict)
-        gt = (gt.tab_style(style.text(color=BETTER, weight="bold"), loc.body(columns=verdict, rows=v.str.contains(r"\bbetter\b")))
-              .tab_style(style.text(color=WORSE, weight="bold"), loc.body(columns=verdict, rows=v.str.contains(r"\bworse\b")))
+        better, worse = v.str.contains(r"\bbetter\b"), v.str.contains(r"\bworse\b")
+        gt = (gt.tab_style(style.text(color=BETTER, weight="bold"), loc.body(columns=verdict, rows=better))
+              .tab_style(style.text(color=WORSE, weight="bold"), loc.body(columns=verdict, rows=worse))
               .tab_style(style.text(color=MUTED), loc.body(columns=verdict, rows=v.str.starts_with("~")
                                                             | v.str.starts_with(stats.INSUFFICIENT)
                                                             | v.str.starts_with(stats.NEGLIGIBLE)))
