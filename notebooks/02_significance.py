@@ -26,7 +26,7 @@ out_dir = "reports"  # where figures and exported tables go
 import polars as pl
 from IPython.display import Markdown, display
 
-from benchlib.analysis import analyse, figures, report, resolve, saturation, stats
+from benchlib.analysis import analyse, figures, report, resolve, saturation, stats, tables
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
 report.display_tables()
@@ -45,20 +45,9 @@ display(Markdown(
     "connection rate, UDP loss, request rate; the median latency of a paced test), "
     f"{stats.CORRECTIONS[correction]}-corrected; the **secondary** metrics (`family_metrics`: "
     f"{', '.join(f'`{m}`' for m in family_metrics) or 'none'}) form one family per kind (latency, CPU, other), "
-    "Benjamini-Hochberg (FDR: a share of the secondary findings may be false).\n\n"
-    "The change in % is the median ratio - 1; its interval is at the **level the family's correction decided "
-    "at**: a p-value is significant after correction exactly when it is below 1 - level (Holm: alpha / (m - R) "
-    "for R of m rejected; FDR: R alpha / m), so a verdict and the interval shown beside it agree. Verdicts: "
-    "`~ within noise` (not significant, the interval includes 0), `negligible` (significant, the interval "
-    "inside the noise band), the change with its interval and better/worse otherwise, and `inconclusive` where "
-    "the test (Mann-Whitney, on ranks) and the interval (bootstrap of the medians) disagree: neither is taken "
-    "as a finding.\n\n"
-    f"MDE: the smallest change (in % of the baseline median) each comparison detects with "
-    f"{100 * stats.POWER:.0f} % power at its n, its spread (pooled normal-scaled median absolute deviation of "
-    "the log values) and its family's level; "
-    "a change below it reads `~ within noise` without meaning \"no difference\". Where no sample of this size "
-    "can reach the level (exact Mann-Whitney's smallest p is 2 / C(2n, n)), it says how many runs could."))
-display(report.formatted(families, {"interval_level_pct": "{:.4g} %"}))
+    "Benjamini-Hochberg (FDR: a share of the secondary findings may be false). How the intervals, verdicts "
+    "and the MDE are read: see [Method](#Method)."))
+tables.show(tables.publication_table(families, formats={"interval_level_pct": "{:.4g} %"}))
 if comparisons.is_empty():
     ok_scenarios = set(runs.filter(pl.col("outcome") == "ok")["scenario"])
     display(Markdown(
@@ -93,8 +82,7 @@ display(Markdown(
     "percentile is known to one step of the tool's histogram (netperf: 1 us below 100 us, 10 us below 1 ms; "
     "fortio: the width of its bucket at that value); where the change or its interval is finer than one step, "
     "the change is given in steps and the interval widened by one step, instead of exact-looking digits."))
-table = stats.headline(summary, comparisons, baseline=baseline)
-report.formatted(table, {"p_adj": "{:.3g}"})
+tables.show(tables.headline_table(summary, comparisons, baseline))
 
 # %% [markdown]
 # ## Contrasts
@@ -106,14 +94,14 @@ contrast_rows = comparisons.filter(pl.col("baseline") != baseline)
 if contrast_rows.is_empty():
     display(Markdown("No contrasts configured, or their scenarios were not measured."))
 else:
-    display(report.formatted(
+    tables.show(tables.publication_table(
         contrast_rows.with_columns(
             pl.Series("change % [CI @ level]", [stats.change_text(r) for r in contrast_rows.iter_rows(named=True)]),
             pl.Series("MDE %", [stats.mde_text(r) for r in contrast_rows.iter_rows(named=True)]))
         .select("family", "test", "metric", "side", "unit", "scenario", "baseline", "n", "n_base", "median",
                 "median_base", "change % [CI @ level]", "p_adj", "verdict", "MDE %")
         .rename({"baseline": "reference", "median_base": "median_reference"}),
-        {"median": "{:.4g}", "median_reference": "{:.4g}", "p_adj": "{:.3g}"}))
+        formats={"p_adj": "{:.2g}"}, group="family", verdict="verdict"))
 
 # %%
 comparisons.drop("u").write_csv(out / "significance.csv")  # every comparison, for a spreadsheet
@@ -129,6 +117,7 @@ comparisons.drop("u").write_csv(out / "significance.csv")  # every comparison, f
 flagged, failed = report.caveats(summary, runs)
 display(Markdown(f"{len(flagged)} flagged configuration(s), {failed['failed_runs'].sum()} failed run(s)."))
 if len(flagged):
-    display(report.formatted(flagged, {"cv_pct": "{:.3g}", "drift_rho": "{:+.3f}", "drift_p": "{:.3g}"}))
+    tables.show(tables.publication_table(flagged, formats={"cv_pct": "{:.3g}", "drift_rho": "{:+.3f}",
+                                                            "drift_p": "{:.2g}"}))
 if len(failed):
-    display(failed)
+    tables.show(tables.publication_table(failed))

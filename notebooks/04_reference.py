@@ -31,7 +31,7 @@ out_dir = "reports"  # where figures and exported tables go
 import polars as pl
 from IPython.display import display
 
-from benchlib.analysis import analyse, figures, reference, report, resolve
+from benchlib.analysis import analyse, figures, reference, report, resolve, tables
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
 report.display_tables()
@@ -44,14 +44,14 @@ scaling = reference.load_eks_service_scaling()
 
 # %%
 changes = reference.eks_relative_changes(scenarios)
-report.formatted(changes, {"change_pct": "{:+.1f}", "baseline_value": "{:g}", "value": "{:g}"})
+tables.show(tables.publication_table(changes, formats={"change_pct": "{:+.1f}", "baseline_value": "{:g}", "value": "{:g}"}))
 
 # %% [markdown]
 # ## Service scaling: 4 -> 104 -> 1000 ClusterIP services
 
 # %%
 growth = reference.eks_service_scaling_growth(scaling)
-report.formatted(growth, {"change_pct": "{:+.1f}", "value_from": "{:g}", "value_to": "{:g}"})
+tables.show(tables.publication_table(growth, formats={"change_pct": "{:+.1f}", "value_from": "{:g}", "value_to": "{:g}"}))
 
 # %% [markdown]
 # ## Ours next to theirs
@@ -70,7 +70,7 @@ unmeasured = both.filter(pl.col("ours_verdict") == "not measured")["claim"].to_l
 both = both.filter(pl.col("ours_verdict") != "not measured")
 if unmeasured:
     print(f"{len(unmeasured)} claim(s) need scenarios this campaign did not run:", "; ".join(unmeasured))
-display(report.formatted(both, {**{c: "{:.2f}" for c in ("ours_p", "ours_delta_pct", "ours_low", "ours_high",
+tables.show(tables.publication_table(both, {**{c: "{:.2f}" for c in ("ours_p", "ours_delta_pct", "ours_low", "ours_high",
                                                         "theirs_change_pct", "ours_p_adj")},
                                 "ours_ci_level": "{:.4g}"}))
 fig = figures.reference_changes(both)

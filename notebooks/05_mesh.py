@@ -25,7 +25,7 @@ out_dir = "reports"  # where figures and exported tables go
 import polars as pl
 from IPython.display import Markdown, display
 
-from benchlib.analysis import analyse, figures, mesh, normalize, report, resolve, stats
+from benchlib.analysis import analyse, figures, mesh, normalize, report, resolve, stats, tables
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
 report.display_tables()
@@ -44,7 +44,7 @@ if show:
         f"What each proxy hop and mutual TLS cost, against **{baseline}** (0 hops) and the contrasts "
         f"{', '.join(f'{a} vs {b}' for a, b in contrasts) or '(none declared)'}. The scenarios and what "
         "their runs recorded on the path:"))
-    display(mesh.paths(runs))
+    tables.show(tables.publication_table(mesh.paths(runs)))
 
 # %%
 if show:
@@ -55,7 +55,7 @@ if show:
         f"A paced HTTP run that achieved less than {mesh.LOAD_SHORTFALL:g} x its offered rate measured the "
         "latency of a lighter load than planned: its configuration is flagged "
         f"({len(short)} of {len(load)})."))
-    display(report.formatted(load, {"achieved_median": "{:.1f}", "achieved_min": "{:.1f}"}))
+    tables.show(tables.publication_table(load, {"achieved_median": "{:.1f}", "achieved_min": "{:.1f}"}))
 
 # %%
 if show:
@@ -66,7 +66,7 @@ if show:
         "Each run's percentile (fortio's HTTP request latency, netperf's TCP_RR round trip); per scenario "
         "the median over runs with its distribution-free 95 % CI and, for p99, the range over runs (min-max, "
         "as the Istio vs Cilium study reports it)."))
-    display(report.formatted(
+    tables.show(tables.publication_table(
         ladder.with_columns(pl.format("{} [{}, {}]", *(pl.col(c).round(0) for c in ("median", "ci_low", "ci_high")))
                             .alias("median [95 % CI]"),
                             pl.when(pl.col("range_min").is_not_null())
@@ -85,7 +85,7 @@ if show:
         f"alpha = {alpha}; the change's interval (delta_low, delta_high) is at the level the FDR procedure decided "
         f"at, {100 * (compared['ci_level'].max() if len(compared) else float('nan')):.4g} %, so that significant "
         "means it excludes 0."))
-    display(report.formatted(
+    tables.show(tables.publication_table(
         compared.select("test", "metric", "side", "unit", "scenario", "baseline", "n", "n_base", "median",
                         "median_base", "delta_pct", "delta_low", "delta_high", "p_adj", "verdict")
         .with_columns(family=pl.lit(f"mesh (secondary), {stats.CORRECTIONS[mesh.FDR]}")),
@@ -102,14 +102,14 @@ if show:
         "scenario adds over its reference: `added` = median - reference's median, `added_per_hop` = that over the "
         "difference in hop counts (blank where the hops are equal: mTLS vs plaintext, node proxies vs "
         "sidecars). The verdict is the FDR comparison's."))
-    display(report.formatted(cost, {"median": "{:.4g}", "median_reference": "{:.4g}", "added": "{:+.4g}",
+    tables.show(tables.publication_table(cost, {"median": "{:.4g}", "median_reference": "{:.4g}", "added": "{:+.4g}",
                                     "added_per_hop": "{:+.4g}", "delta_pct": "{:+.1f}", "p_adj": "{:.3g}"}))
 
 # %%
 if mesh.has_sized_datapath(runs):  # BIG TCP scenarios: which size each one's runs had on every link
-    display(Markdown("## IP family and GSO/GRO sizes\nAs each scenario's runs recorded them (null: the kernel's "
+    display(Markdown("## IP family and GSO/GRO sizes\nAs each scenario's runs recorded them (blank: the kernel's "
                      "default, 64 KiB)."))
-    display(mesh.sized_paths(runs))
+    tables.show(tables.publication_table(mesh.sized_paths(runs)))
 
 # %%
 if show:

@@ -26,7 +26,9 @@ from ..errors import NotebookError
 from . import project_root, resolve
 from .stats import CONFIG, failed_runs
 
-NOTEBOOKS = ("01_cpu_normalization.py", "02_significance.py", "03_figures.py", "04_reference.py", "05_mesh.py")
+# report order: the answer first, then the results, then how they were measured
+NOTEBOOKS = ("00_summary.py", "02_significance.py", "03_figures.py", "04_reference.py", "05_mesh.py",
+             "06_setup_and_method.py")
 
 # The lab template, with plotly.js inlined once in the head and none of the
 # CDN scripts (require.js, MathJax, mermaid) the report does not need.

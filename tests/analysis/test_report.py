@@ -53,9 +53,17 @@ def test_notebooks_execute_and_render_offline_report(lab_tables, tmp_path):
     assert html.count(PLOTLYJS_BANNER) == 1  # plotly.js exactly once for all figures
     assert html.count('class="plotly-graph-div"') >= 15
     assert not REMOTE_SCRIPT.search(html)  # opens offline
+    assert "@import" not in html and "fonts.googleapis" not in html  # tables in system fonts, none fetched
     assert "figures.use_report_renderer" not in html  # code hidden
-    for heading in ("Setup", "Method", "CPU normalization", "Headline table", "Caveats", "Figures"):
-        assert f'id="{heading.replace(" ", "-")}"' in html
+    headings = ("Summary", "Significance vs the baseline", "Headline table", "Caveats", "Figures", "Setup", "Method",
+                "CPU normalization")
+    at = [html.index(f'id="{heading.replace(" ", "-")}"') for heading in headings]
+    assert at == sorted(at)  # the answer first, the results next, how they were measured last
+    assert 'class="gt_table"' in html  # publication tables
+    summary_part = html[at[0]:at[1]]
+    assert "**" not in summary_part  # markdown rendered
+    assert "vxlan vs host, tcp_stream_1 throughput: <strong>" in summary_part and "worse" in summary_part
+    assert "dvc repro" in summary_part and 'class="plotly-graph-div"' in summary_part  # headline figure
     assert "Service-mesh" not in html  # no proxy on any path: no mesh section
     assert '"ename"' not in "".join(p.read_text() for p in (out / "notebooks").glob("*.ipynb"))
 
@@ -109,9 +117,12 @@ def test_report_renders_without_a_traceback_on_degenerate_campaigns(case, tmp_pa
                                {"analysis_dir": str(analysis_dir), "out_dir": str(out)}).read_text()
     assert '"ename"' not in "".join(p.read_text() for p in (out / "notebooks").glob("*.ipynb"))
     m = result.metrics_json()
+    summary_part = html[:html.index('id="Significance-vs-the-baseline"')]
     if case == "every run failed":
         assert m["comparisons"] == {} and "no run of this campaign succeeded" in html
+        assert "No finding:</strong> no run of this campaign succeeded" in summary_part
     else:
         row = m["comparisons"]["c1/local-lab/vxlan/tcp_rr/transaction_rate/none"]
         assert row["verdict"] == "insufficient n" and row["p"] is None
         assert "insufficient n (2 &lt; 6)" in html or "insufficient n (2 < 6)" in html
+        assert "No finding:</strong> too few runs" in summary_part

@@ -28,7 +28,7 @@ analysis_dir = "data/analysis"
 import polars as pl
 from IPython.display import Markdown, display
 
-from benchlib.analysis import analyse, figures, normalize, report
+from benchlib.analysis import analyse, figures, normalize, report, stats, tables
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
 report.display_tables()
@@ -40,7 +40,7 @@ runs, metrics, settings = a.runs, a.metrics, a.settings
 # Kernel, tools and CPU placement as recorded with every run.
 
 # %%
-display(report.setup_table(runs))
+tables.show(tables.publication_table(report.setup_table(runs)))
 if note := report.shared_kernel_note(runs):
     display(Markdown(note))
 
@@ -56,7 +56,23 @@ if note := report.shared_kernel_note(runs):
 # with a 95 % CI (bootstrap up to 50 runs per side, Maritz-Jarrett above).
 
 # %%
-report.method_table(runs)
+tables.show(tables.publication_table(report.method_table(runs)))
+
+# %%
+display(Markdown(
+    "### Intervals, verdicts and MDE\n"
+    "The change in % is the median ratio - 1; its interval is at the **level the family's correction decided "
+    "at**: a p-value is significant after correction exactly when it is below 1 - level (Holm: alpha / (m - R) "
+    "for R of m rejected; FDR: R alpha / m), so a verdict and the interval shown beside it agree. Verdicts: "
+    "`~ within noise` (not significant, the interval includes 0), `negligible` (significant, the interval "
+    "inside the noise band), the change with its interval and better/worse otherwise, and `inconclusive` where "
+    "the test (Mann-Whitney, on ranks) and the interval (bootstrap of the medians) disagree: neither is taken "
+    "as a finding.\n\n"
+    f"MDE: the smallest change (in % of the baseline median) each comparison detects with "
+    f"{100 * stats.POWER:.0f} % power at its n, its spread (pooled normal-scaled median absolute deviation of "
+    "the log values) and its family's level; "
+    "a change below it reads `~ within noise` without meaning \"no difference\". Where no sample of this size "
+    "can reach the level (exact Mann-Whitney's smallest p is 2 / C(2n, n)), it says how many runs could."))
 
 # %%
 targets = normalize.work_targets(**analyse.targets(settings))
@@ -75,9 +91,12 @@ cpu_summary = a.summary_all.filter(metric=normalize.CPU_AT_TARGET)
 if cpu_summary.is_empty():
     display(Markdown("No successful run with CPU counters and work done: nothing to normalize."))
 else:
-    display(cpu_summary.pivot(on="side", index=["environment", "test", "unit", "scenario"], values="median",
-                              sort_columns=True).with_columns(pl.selectors.float().round(2)))
+    tables.show(tables.publication_table(
+        cpu_summary.pivot(on="side", index=["environment", "test", "unit", "scenario"], values="median",
+                          sort_columns=True),
+        formats={c: "{:.2f}" for c in ("client", "server", "total")}, group="test"))
 
 # %% [markdown]
-# Median CPU % per side at the target work rate (lower is cheaper). Per-run
-# values, their CIs and significance follow in the next sections.
+# Median CPU % per side at the target work rate (lower is cheaper). Their CIs
+# and significance are in the headline table above (CPU family), the per-run
+# values in the figures.

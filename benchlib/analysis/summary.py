@@ -1,0 +1,244 @@
+"""The report's opening section in words: what was compared, where, with how many runs, and the
+findings as sentences with their numbers and intervals, largest change first.
+
+Pure functions of the analysis tables (runs, comparisons, families) and settings: the summary
+notebook only displays what they return, and a degenerate campaign (nothing succeeded, one
+scenario, too few runs, a baseline without a successful run) gets sentences that say so.
+"""
+from __future__ import annotations
+
+import math
+
+import polars as pl
+
+from . import stats
+
+# Short names of metrics for sentences and table headers (the schema's descriptions are longer).
+METRIC_LABELS = {
+    "throughput": "throughput", "transaction_rate": "transaction rate", "connection_rate": "connection rate",
+    "udp_loss_pct": "UDP loss", "udp_jitter": "UDP jitter", "retransmits": "retransmits",
+    "http_qps": "HTTP request rate", "dns_qps": "DNS query rate",
+    "latency_min": "minimum latency", "latency_mean": "mean latency", "latency_p50": "median latency",
+    "latency_p90": "p90 latency", "latency_p99": "p99 latency",
+    "http_latency_p50": "median HTTP latency", "http_latency_p90": "p90 HTTP latency",
+    "http_latency_p99": "p99 HTTP latency", "http_latency_p999": "p99.9 HTTP latency",
+    "dns_latency_p50": "median DNS latency", "dns_latency_p99": "p99 DNS latency",
+    "cpu_pct_at_target": "CPU per work", "proxy_cpu_pct_at_target": "proxy CPU per work",
+    "cpu_busy_pct": "CPU busy", "cpu_busy_cores": "busy cores",
+}
+
+FINDING, NOISE, NEGLIGIBLE, INCONCLUSIVE, UNTESTED = "finding", "noise", "negligible", "inconclusive", "untested"
+
+
+def metric_label(metric: str, side: str | None = "none") -> str:
+    """A metric's short name, with its side where it has one: "CPU per work (client)"."""
+    label = METRIC_LABELS.get(metric, metric.replace("_", " "))
+    return label if side in (None, "", "none") else f"{label} ({side})"
+
+
+def kind_of(verdict: str | None) -> str:
+    """What a comparison's verdict says: a FINDING (a change beyond the noise band), NOISE,
+    NEGLIGIBLE, INCONCLUSIVE or UNTESTED (too few runs, or no finite value)."""
+    v = verdict or ""
+    if v == stats.WITHIN_NOISE:
+        return NOISE
+    if v == stats.NEGLIGIBLE:
+        return NEGLIGIBLE
+    if v.startswith(stats.UNCLEAR):
+        return INCONCLUSIVE
+    if not v or v.startswith(stats.INSUFFICIENT) or v.startswith("not tested"):
+        return UNTESTED
+    return FINDING
+
+
+def _pct(v: float | None) -> str:
+    return "" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.4g} %"
+
+
+def _what(r: dict) -> str:
+    return f"{r['scenario']} vs {r['baseline']}, {r['test']} {metric_label(r['metric'], r['side'])}"
+
+
+def cpu_caveat(r: dict) -> str:
+    """"" or, for a comparison made where a side ran at its CPU limit, a short clause saying which."""
+    if not r.get("cpu_bound"):
+        return ""
+    pcts = [p for p in (r.get("cpu_bound_pct"), r.get("cpu_bound_pct_base")) if p is not None and not math.isnan(p)]
+    busy = f", {max(pcts):.0f} % busy" if pcts else ""
+    return f"CPU limit ({r.get('cpu_bound_side') or 'a side'}{busy})"
+
+
+def finding_sentence(r: dict, family_size: int | None = None, cpu_note: bool = True) -> str:
+    """One comparison as a sentence: what against what, the change with its interval (the verdict's
+    text, so resolution wording comes with it), the correction it is significant after, and where
+    ``cpu_note``, the side at its CPU limit.
+
+    "bridge vs host, tcp_rr transaction rate: -33.7 % [-35.4, -32.2] worse, significant after Holm over 12;
+    CPU limit (total, 100 % busy)."
+    """
+    kind = kind_of(r["verdict"])
+    over = f" over {family_size}" if family_size else ""
+    if kind == FINDING:
+        text = f"{_what(r)}: **{r['verdict']}**, significant after {r['correction']}{over}"
+    elif kind == NEGLIGIBLE:
+        text = (f"{_what(r)}: {stats.change_text(r).split(' @')[0]}, significant after {r['correction']}{over} "
+                "but inside the noise band (negligible)")
+    elif kind == NOISE:
+        mde = stats.mde_text(r)
+        text = f"{_what(r)}: no change beyond the noise" + (
+            f" (it could detect {mde} %)" if mde and not mde.startswith("not") else "")
+    elif kind == INCONCLUSIVE or (r["verdict"] or "").startswith("not tested"):
+        text = f"{_what(r)}: {r['verdict']}"
+    else:
+        text = f"{_what(r)}: not tested, {r['n']} vs {r['n_base']} successful runs (at least {stats.MIN_N} needed)"
+    caveat = cpu_caveat(r) if cpu_note else ""
+    return text + (f"; {caveat}" if caveat else "") + "."
+
+
+def ordered_findings(comparisons: pl.DataFrame, family: str | None = stats.PRIMARY) -> pl.DataFrame:
+    """The comparisons of ``family`` (all where None) with a `kind` column, findings first and
+    within each kind the largest change first."""
+    c = comparisons if family is None else comparisons.filter(pl.col("family") == family)
+    order = {k: i for i, k in enumerate((FINDING, NEGLIGIBLE, INCONCLUSIVE, NOISE, UNTESTED))}
+    kinds = [kind_of(v) for v in c["verdict"]]
+    return (c.with_columns(kind=pl.Series(kinds, dtype=pl.String),
+                           _k=pl.Series([order[k] for k in kinds], dtype=pl.Int64),
+                           _size=pl.col("delta_pct").fill_nan(None).abs().fill_null(-1.0))
+            .sort(["_k", "_size"], descending=[False, True], maintain_order=True).drop("_k", "_size"))
+
+
+def _join(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + ", ".join(items[-1:])
+
+
+def campaign_text(runs: pl.DataFrame, comparisons: pl.DataFrame, baseline: str) -> str:
+    """Who was compared with which baseline, where, with how many runs per configuration, in which campaign."""
+    campaigns = sorted(runs["campaign"].unique().to_list())
+    envs = sorted(runs["environment"].unique().to_list())
+    scenarios = stats_order(runs["scenario"].unique().to_list(), baseline)
+    tests = sorted(runs["test"].unique().to_list())
+    ok = runs.filter(pl.col("outcome") == "ok")
+    per_config = ok.group_by("environment", "scenario", "test").len()["len"] if len(ok) else pl.Series([0])
+    lo, hi = int(per_config.min()), int(per_config.max())
+    n = f"{lo}" if lo == hi else f"{lo} to {hi}"
+    others = [s for s in scenarios if s != baseline]
+    what = (f"**{_join(others)}** against the baseline **{baseline}**" if others
+            else f"only the scenario **{_join(scenarios)}**")
+    return (f"Campaign **{_join(campaigns)}** in {_join(envs)}: {what}, on {len(tests)} test(s) "
+            f"({_join(tests)}); {n} successful run(s) per configuration, {len(runs) - len(ok)} failed of {len(runs)}.")
+
+
+def stats_order(scenarios: list[str], baseline: str) -> list[str]:
+    """The baseline first, then the others by name."""
+    return sorted(scenarios, key=lambda s: (s != baseline, s))
+
+
+def degenerate_text(runs: pl.DataFrame, comparisons: pl.DataFrame, baseline: str) -> str:
+    """"" for a campaign with comparisons to read, else why there is nothing (or little) to conclude."""
+    ok = runs.filter(pl.col("outcome") == "ok")
+    if ok.is_empty():
+        return "**No finding:** no run of this campaign succeeded; the failures are listed under Caveats."
+    scenarios = set(runs["scenario"].unique())
+    if scenarios == {baseline} or len(scenarios) == 1:
+        return (f"**No finding:** only one scenario ({_join(sorted(scenarios))}) was measured: "
+                "there is nothing to compare it with.")
+    if baseline not in set(ok["scenario"]):
+        return (f"**No finding:** the baseline **{baseline}** has no successful run"
+                + (" (it was not measured)" if baseline not in scenarios else "")
+                + ", so no scenario was compared with it.")
+    if comparisons.is_empty():
+        return "**No finding:** no comparison was made."
+    untested = comparisons.filter(pl.Series([kind_of(v) == UNTESTED for v in comparisons["verdict"]], dtype=pl.Boolean))
+    if len(untested) == len(comparisons):
+        n = int(pl.concat([untested["n"], untested["n_base"]]).min())
+        return (f"**No finding:** too few runs: no comparison could be tested (as few as {n} successful "
+                f"run(s) per configuration, at least {stats.MIN_N} needed).")
+    return ""
+
+
+def findings_markdown(comparisons: pl.DataFrame, families: pl.DataFrame, family: str = stats.PRIMARY,
+                      limit: int | None = None) -> str:
+    """The findings of one family as a bullet list, largest change first; within-noise and untested
+    comparisons summed up in a closing sentence each."""
+    rows = ordered_findings(comparisons, family)
+    if rows.is_empty():
+        return ""
+    size = dict(zip(families["family"], families["comparisons"])) if "comparisons" in families.columns else {}
+    m = int(size.get(family, len(rows)))
+    listed = rows.filter(pl.col("kind").is_in([FINDING, NEGLIGIBLE, INCONCLUSIVE]))
+    shown = listed.head(limit) if limit else listed
+    # a CPU limit on every line is said once, in the caveats, instead of on each
+    every_bound = "cpu_bound" in rows.columns and bool(rows["cpu_bound"].fill_null(False).all())
+    lines = [f"- {finding_sentence(r, m, cpu_note=not every_bound)}" for r in shown.iter_rows(named=True)]
+    if len(shown) < len(listed):
+        lines.append(f"- ... and {len(listed) - len(shown)} more in the results below.")
+    noise = rows.filter(kind=NOISE)
+    if len(noise):
+        lines.append(f"- No change beyond the noise in {len(noise)} of {len(rows)}: "
+                     + "; ".join(_what(r) for r in noise.iter_rows(named=True)) + ".")
+    untested = rows.filter(kind=UNTESTED)
+    if len(untested):
+        lines.append(f"- Not tested ({len(untested)} of {len(rows)}, fewer than {stats.MIN_N} successful runs "
+                     "or no finite value): " + "; ".join(_what(r) for r in untested.iter_rows(named=True)) + ".")
+    return "\n".join(lines)
+
+
+def caveats_markdown(comparisons: pl.DataFrame) -> str:
+    """The campaign-wide caveats the comparisons carry: sides at a CPU limit, changes below the
+    instrument's resolution, comparisons whose n cannot reach significance."""
+    out, m = [], len(comparisons)
+    if m == 0:
+        return ""
+    if "cpu_bound" in comparisons.columns and (k := int(comparisons["cpu_bound"].fill_null(False).sum())):
+        named = comparisons.filter(pl.col("cpu_bound"))["cpu_bound_side"].drop_nulls()
+        sides = sorted({s for cell in named for s in cell.split(", ") if s})
+        out.append(f"**CPU limit:** in {k} of {m} comparisons a side" + (f" ({_join(sides)})" if sides else "")
+                   + " kept its CPUs busy: "
+                   "there a rate or a latency measures that CPU as much as the network path; "
+                   "compare the CPU per work (cpu_pct_at_target) of that side.")
+    below = comparisons["below_resolution"].fill_null(False) if "below_resolution" in comparisons.columns else None
+    if below is not None and (k := int(below.sum())):
+        out.append(f"**Below the instrument's resolution:** {k} of {m} comparisons are latency changes finer "
+                   "than one step of the tool's histogram: they are given in steps (± 1 step) instead of exact "
+                   "digits.")
+    if (k := int(comparisons["n_attainable"].is_not_null().sum())):
+        need = int(comparisons["n_attainable"].max())
+        out.append(f"**Too few runs:** {k} of {m} comparisons cannot reach significance at their n whatever "
+                   f"the data; {need} runs per configuration could.")
+    return "\n\n".join(out)
+
+
+def rerun_text(campaign: str | list[str]) -> str:
+    """How to reproduce this report."""
+    names = [campaign] if isinstance(campaign, str) else list(campaign)
+    return (f"To rerun: set `experiment.campaign: {_join(names)}` in `params.yaml` and run `dvc repro` "
+            "(or `dvc repro analyse report` to redo only the analysis and this report from the stored data).")
+
+
+def summary_markdown(runs: pl.DataFrame, comparisons: pl.DataFrame, families: pl.DataFrame, baseline: str,
+                     correction: str = "holm", limit: int | None = 12) -> str:
+    """The whole opening section: the campaign, then the primary findings (or why there are none),
+    then the campaign-wide caveats."""
+    parts = [campaign_text(runs, comparisons, baseline)]
+    if why := degenerate_text(runs, comparisons, baseline):
+        parts.append(why)
+    primary = findings_markdown(comparisons, families, stats.PRIMARY, limit)
+    if primary:
+        rows = ordered_findings(comparisons)
+        n_sig = int(rows["kind"].eq(FINDING).sum())
+        levels = sorted({f"{100 * v:.4g} %" for v in rows["ci_level"].drop_nulls().drop_nans()})
+        corr = stats.CORRECTIONS.get(correction, correction)
+        head = (f"**Findings**: the headline metric of each test, {n_sig} of {len(rows)} comparisons significant "
+                f"after {corr} correction, largest change first (change in % of the baseline median [interval"
+                + (f" at {', '.join(levels)}" if levels else "") + "])" if n_sig else
+                f"**Findings**: none of the {len(rows)} comparisons of each test's headline metric is significant "
+                f"after {corr} correction")
+        parts.append(f"{head}:\n\n{primary}")
+    secondary = comparisons.filter(pl.col("family") != stats.PRIMARY)
+    if len(secondary):
+        k = int(ordered_findings(secondary, None)["kind"].eq(FINDING).sum())
+        parts.append(f"The secondary metrics (latency, CPU per work) show {k} significant change(s) of "
+                     f"{len(secondary)}, FDR-corrected: see the headline table.")
+    if cav := caveats_markdown(comparisons):
+        parts.append(cav)
+    return "\n\n".join(parts)

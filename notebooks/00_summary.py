@@ -1,0 +1,46 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Summary
+#
+# Contents: [Significance vs the baseline](#Significance-vs-the-baseline)
+# ([headline table](#Headline-table), [caveats](#Caveats)) · [Figures](#Figures) ·
+# [Setup](#Setup), [method](#Method) and [CPU normalization](#CPU-normalization).
+# Everything below is computed from the campaign's tables; nothing is typed in by hand.
+
+# %% tags=["parameters"]
+# Where `benchlib analyse` wrote the analysis (relative to the project root): its tables, the settings
+# they were made with and the tidy tables they came from. `benchlib report` (papermill) passes it.
+analysis_dir = "data/analysis"
+
+# %%
+import polars as pl
+from IPython.display import Markdown, display
+
+from benchlib.analysis import analyse, figures, stats, summary
+
+figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
+a = analyse.load(analysis_dir)
+s = a.settings
+display(Markdown(summary.summary_markdown(a.runs, a.comparisons, a.families, s.baseline, s.correction)))
+
+# %%
+primary = a.comparisons.filter(pl.col("family") == stats.PRIMARY, pl.col("delta_pct").is_not_nan())
+if len(primary):
+    figures.forest(primary, s.baseline).show()
+
+# %%
+display(Markdown(summary.rerun_text(sorted(a.runs["campaign"].unique().to_list()))))

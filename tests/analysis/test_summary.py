@@ -1,0 +1,129 @@
+"""The report's opening section: sentences built from the analysis of real and degenerate campaigns."""
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from benchlib.analysis import load_tables, resolve, stats, summary, tables
+from analysis_tables import analysed, make_tables
+
+FIXTURE = "tests/fixtures/tidy/lab-default-003"
+
+
+@pytest.fixture(scope="module")
+def real(tmp_path_factory):
+    runs, metrics = load_tables(resolve(f"{FIXTURE}/runs.parquet"), resolve(f"{FIXTURE}/metrics.parquet"))
+    return analysed(runs, metrics, tmp_path_factory.mktemp("real"))[1]
+
+
+def text_of(result) -> str:
+    s = result.settings
+    return summary.summary_markdown(result.runs, result.comparisons, result.families, s.baseline, s.correction)
+
+
+def test_the_campaign_says_what_was_compared_where_and_with_how_many_runs(real):
+    text = summary.campaign_text(real.runs, real.comparisons, "host")
+    assert text.startswith("Campaign **lab-default-003** in local-lab: **bridge, veth-routed and vxlan** against "
+                           "the baseline **host**, on 4 test(s)")
+    assert "10 successful run(s) per configuration, 0 failed of 160" in text
+
+
+def test_findings_are_sentences_with_their_numbers_largest_change_first(real):
+    rows = summary.ordered_findings(real.comparisons)
+    found = rows.filter(kind=summary.FINDING)
+    assert len(found) == 9 and len(rows) == 12
+    sizes = found["delta_pct"].abs().to_list()
+    assert sizes == sorted(sizes, reverse=True)
+    assert found.row(0, named=True)["scenario"] == "vxlan" and found.row(0, named=True)["test"] == "tcp_crr"
+    r = rows.filter(scenario="bridge", test="tcp_rr").row(0, named=True)
+    assert summary.finding_sentence(r, 12) == ("bridge vs host, tcp_rr transaction rate: **-33.7 % [-35.4, -32.2] "
+                                              "worse**, significant after Holm over 12; CPU limit (total, 100 % busy).")
+    noise = rows.filter(scenario="veth-routed", test="tcp_stream_1").row(0, named=True)
+    assert summary.finding_sentence(noise, 12, cpu_note=False).startswith(
+        "veth-routed vs host, tcp_stream_1 throughput: no change beyond the noise (it could detect ")
+
+
+def test_the_summary_states_the_caveats_the_comparisons_carry(real):
+    text = text_of(real)
+    assert "**Findings**: the headline metric of each test, 9 of 12 comparisons significant after Holm" in text
+    first = text.index("vxlan vs host, tcp_crr connection rate: **-50.7 %")
+    assert first < text.index("bridge vs host, tcp_rr transaction rate") < text.index("No change beyond the noise in 3")
+    # every comparison of the lab ran a side at its CPU limit: said once, not on every line
+    assert "**CPU limit:** in 48 of 48 comparisons" in text and "; CPU limit (" not in text
+    assert "**Below the instrument's resolution:** 9 of 48" in text
+    assert "No finding" not in text
+
+
+def test_a_below_resolution_finding_keeps_the_verdicts_resolution_wording(real):
+    lat = summary.ordered_findings(real.comparisons, None).filter(pl.col("below_resolution")).row(0, named=True)
+    assert "step of" in summary.finding_sentence(lat)
+
+
+def test_the_rerun_line_names_the_campaign_and_the_command():
+    text = summary.rerun_text("lab-default-003")
+    assert "`experiment.campaign: lab-default-003`" in text and "`dvc repro`" in text
+
+
+def degenerate(case: str, tmp_path):
+    cpu = {("cpu_busy_cores", "client"): [0.9, 0.8], ("cpu_busy_cores", "server"): [0.7, 0.6]}
+    failed = None
+    if case == "every run failed":
+        samples = {("host", "tcp_stream_1"): {("throughput", "none"): [40.0]},
+                   ("vxlan", "tcp_stream_1"): {("throughput", "none"): [30.0]}}
+        failed = {("host", "tcp_stream_1"): 2, ("vxlan", "tcp_stream_1"): 2}
+    elif case == "tiny n":
+        samples = {("host", "tcp_rr"): {("transaction_rate", "none"): [9e3, 9.1e3], **cpu},
+                   ("vxlan", "tcp_rr"): {("transaction_rate", "none"): [8e3, 8.1e3], **cpu}}
+    elif case == "one scenario":
+        samples = {("host", "tcp_rr"): {("transaction_rate", "none"): [9e3 + i for i in range(8)]}}
+    else:  # the baseline never succeeded
+        samples = {("host", "tcp_rr"): {("transaction_rate", "none"): [1.0]},
+                   ("vxlan", "tcp_rr"): {("transaction_rate", "none"): [8e3 + i for i in range(8)]}}
+        failed = {("host", "tcp_rr"): 2}
+    runs, metrics = make_tables(samples, failed=failed)
+    if case == "every run failed":
+        runs = runs.with_columns(outcome=pl.lit("failed"), failure_reason=pl.lit("netperf exited 1"))
+    elif case == "no baseline":
+        runs = runs.with_columns(outcome=pl.when(pl.col("scenario") == "host").then(pl.lit("failed"))
+                                 .otherwise("outcome"))
+    return analysed(runs, metrics.join(runs.filter(outcome="ok").select("run_id"), on="run_id"), tmp_path)[1]
+
+
+@pytest.mark.parametrize("case, says", [
+    ("every run failed", "**No finding:** no run of this campaign succeeded"),
+    ("tiny n", "**No finding:** too few runs: no comparison could be tested (as few as 2 successful run(s) per "
+               "configuration, at least 6 needed)"),
+    ("one scenario", "**No finding:** only one scenario (host) was measured"),
+    ("no baseline", "**No finding:** the baseline **host** has no successful run"),
+])
+def test_a_degenerate_campaign_gets_a_summary_that_says_so(case, says, tmp_path):
+    text = text_of(degenerate(case, tmp_path))
+    assert says in text, text
+    if case == "tiny n":
+        assert "none of the 1 comparisons" in text and "- Not tested (1 of 1" in text
+
+
+def test_the_headline_table_is_a_publication_table(real):
+    html = tables.html(tables.headline_table(real.summary, real.comparisons, "host"))
+    assert "primary (Holm)" in html and "latency (FDR (Benjamini-Hochberg))" in html  # families as row groups
+    assert "transaction rate (trans/s)" in html and "Median [95 % CI]" in html
+    assert "e+0" not in html.split("</style>")[-1]  # medians without exponents
+    assert "null" not in html and "<script" not in html and "fonts.googleapis" not in html
+    assert tables.WORSE in html  # verdicts coloured
+
+
+def test_publication_cells_are_text_without_nulls_or_quotes():
+    df = pl.DataFrame({"cv_pct": [1.23456, None, float("nan")], "ok": [True, False, None],
+                       "name": ["a", None, "c"], "n": [1, 2, None]})
+    text = tables.as_text(df, {"cv_pct": "{:.2f}"})
+    assert text.rows() == [("1.23", "yes", "a", "1"), ("", "no", "", "2"), ("", "", "c", "")]
+    assert tables.numbers_in("1.7e+04 [1.663e+04, 1.734e+04]") == "17,000 [16,630, 17,340]"
+    assert tables.label("median_duration_s") == "Median run length (s)" and tables.label("scenario") == "Scenario"
+
+
+def test_publication_tables_leave_out_what_is_for_machines(real):
+    flagged = real.summary.filter(pl.col("flags") != "").select(*stats.CONFIG, "n", "cv_pct", "flags")
+    html = tables.html(tables.publication_table(flagged))
+    assert "Test params" not in html and "bitrate" not in html  # the test's parameters as JSON
+    assert "lab-default-003" not in html and "local-lab" not in html  # one campaign, one environment
+    assert ">CV %<" in html and ">Flags<" in html
