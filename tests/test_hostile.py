@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from benchlib import machine, record, runner
+from benchlib import collectors, machine, record, runner
 from benchlib.config import ConfigError
 from benchlib.plan import plan_environment
 from benchlib.errors import TargetError
@@ -486,7 +486,10 @@ def _real_campaign(project: Path) -> Path:
     (project / "params.yaml").write_text(yaml.safe_dump({
         "experiment": {"campaign": REAL_RAW.name, "environments": ["local-cilium"],
                        "repetitions": 1 + max(m["block"] for m in metas)},
-        "tests": {m["test"]: {k: v for k, v in m["test_params"].items() if v is not None} for m in metas},
+        # a record's test_params carry every tool's keys; the params file names those of its tool
+        "tests": {m["test"]: {k: v for k, v in m["test_params"].items()
+                              if v is not None and k in collectors.MODULES[m["test_params"]["tool"]].Spec.model_fields}
+                  for m in metas},
         "environments": {"local-cilium": {"scenarios": sorted({m["scenario"] for m in metas})}},
         "analysis": {"baseline": "bridge-iptables"}}))
     return cdir
