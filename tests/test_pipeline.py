@@ -73,7 +73,10 @@ def test_report_labels_every_scenario_against_the_baseline(repro):
     ci = pl.col("delta_low", "delta_high")
     assert sig.select((ci.is_not_null() & ci.is_not_nan()).all()).row(0) == (True, True)
     # "inconclusive" is a real outcome at n = 6: Mann-Whitney and the interval can disagree on noisy runs.
-    labels = r"^(~ within noise|negligible|inconclusive: .+|[+-]\d+\.\d % \[.*\] (better|worse))$"
+    # a latency below the instrument's resolution reads in whole % and steps (resolution.annotate)
+    labels = (r"^(~ within noise|negligible|inconclusive: .+|[+-]\d+\.\d % \[.*\] (better|worse)"
+              r"|[+-]\d+ % \[.*\] (better|worse) \(± 1 step of .+\)|(better|worse) by .+ \(below resolution\)"
+              r"|not resolved: 1 step of .+)$")
     assert sig["verdict"].str.contains(labels).all(), sig.filter(~pl.col("verdict").str.contains(labels))
     metrics_json = json.loads((project / "reports/metrics.json").read_text())
     assert len(metrics_json["comparisons"]) == len(sig)
