@@ -1,0 +1,173 @@
+"""CPU profile stacks: `perf script` output -> folded stacks, and each stack's category.
+
+Folded stacks are the flamegraph tools' common format, one line per distinct
+stack: ``cpu0;netperf;entry_SYSCALL_64;...;tcp_v4_rcv 12``, frames from the
+root to the sampled leaf, then the number of samples. The first two frames
+are the CPU the sample was taken on and the task's name, so a profile can be
+split by side (by CPU) and by process. Kernel frames are bare symbols;
+user-space frames carry their object: ``__send [libc.so.6]``, or ``[netperf]``
+where the binary has no symbols.
+
+A stack's category is what a network engineer would call the work its
+sampled leaf was doing: the leaf's own frame when it names a network layer,
+else the nearest caller that does (so a memcpy inside tcp_sendmsg is TCP/IP).
+"""
+from __future__ import annotations
+
+import gzip
+import re
+from collections import Counter
+from collections.abc import Iterable
+
+# what `perf script -F` must print for fold(): the sample line, then one line per frame
+PERF_SCRIPT_FIELDS = "comm,pid,tid,cpu,event,ip,sym,dso"
+UNKNOWN = "[unknown]"
+
+# comm  pid/tid  [cpu]  event:
+_SAMPLE = re.compile(r"^(?P<comm>.+?)\s+\d+/\d+\s+\[(?P<cpu>\d+)\]\s+\S+:\s*$")
+# address symbol+offset (object)
+_FRAME = re.compile(r"^\s+[0-9a-f]+\s+(?P<sym>.*?)\s+\((?P<dso>[^()]*)\)\s*$")
+
+
+def _frame_name(sym: str, dso: str) -> str:
+    sym = re.sub(r"\+0x[0-9a-f]+$", "", sym).replace(";", ":") or UNKNOWN
+    if dso.startswith("[") or dso.startswith("bpf_prog"):  # the kernel, a module, a BPF program
+        return sym
+    obj = dso.rsplit("/", 1)[-1] or UNKNOWN
+    return f"[{obj}]" if sym == UNKNOWN else f"{sym} [{obj}]"
+
+
+def fold(script: str | Iterable[str]) -> Counter:
+    """Folded stack -> samples, from the text `perf script -F PERF_SCRIPT_FIELDS` printed."""
+    lines = script.splitlines() if isinstance(script, str) else script
+    folded: Counter = Counter()
+    head: str | None = None
+    frames: list[str] = []
+    for line in lines:
+        line = line.rstrip("\n")
+        if not line.strip():
+            if head is not None:
+                folded[";".join([head, *reversed(frames)])] += 1
+            head, frames = None, []
+            continue
+        if head is None:
+            m = _SAMPLE.match(line)
+            if m:
+                head = f"cpu{m['cpu']};{m['comm'].replace(';', ':')}"
+            continue
+        m = _FRAME.match(line)
+        if m:
+            frames.append(_frame_name(m["sym"], m["dso"]))
+    if head is not None:
+        folded[";".join([head, *reversed(frames)])] += 1
+    return folded
+
+
+def folded_bytes(folded: Counter) -> bytes:
+    """The folded stacks as a gzip file's bytes (the profile a raw record keeps)."""
+    text = "".join(f"{stack} {n}\n" for stack, n in sorted(folded.items()))
+    return gzip.compress(text.encode(), mtime=0)
+
+
+def read_folded(data: bytes) -> Counter:
+    """folded_bytes() back into stack -> samples."""
+    folded: Counter = Counter()
+    for line in gzip.decompress(data).decode().splitlines():
+        stack, _, n = line.rpartition(" ")
+        if stack:
+            folded[stack] += int(n)
+    return folded
+
+
+def split(stack: str) -> tuple[int, str, list[str]]:
+    """(cpu, task name, frames root -> leaf) of a folded stack."""
+    cpu, comm, *frames = stack.split(";")
+    return int(cpu.removeprefix("cpu")), comm, frames
+
+
+def is_user(frame: str) -> bool:
+    return frame.endswith("]") and frame != UNKNOWN
+
+
+def kernel_symbols(folded: Counter) -> bool:
+    """Whether any kernel frame has a symbol: none means kptr_restrict (or a perf without access to
+    /proc/kallsyms) hid them, and a flamegraph of it would show only [unknown]."""
+    return any(not is_user(f) and f != UNKNOWN for stack in folded for f in split(stack)[2])
+
+
+# Categories in the order the report stacks them. Each frame rule is a regex on a kernel symbol;
+# user-space frames are "application", or "proxy" in a proxy's task.
+CATEGORIES = ("application", "proxy", "syscall/socket", "TCP/IP", "netfilter/conntrack", "eBPF",
+              "devices", "softirq/backlog", "scheduler", "idle", "other")
+_RULES: tuple[tuple[str, re.Pattern], ...] = tuple((name, re.compile(pattern)) for name, pattern in (
+    ("idle", r"^(do_idle|cpu_idle|default_idle|cpuidle|native_safe_halt|arch_cpu_idle|acpi_idle|intel_idle|"
+             r"poll_idle|cpu_startup_entry|pv_native_safe_halt)"),
+    ("eBPF", r"^(bpf_prog_|__bpf_prog_run|bpf_dispatcher|bpf_trampoline|bpf_lwt|tcf_bpf|cls_bpf|"
+             r"bpf_redirect|skb_do_redirect|bpf_skb_|bpf_sk_|bpf_map_|htab_map_|array_map_)"),
+    ("netfilter/conntrack", r"^(nf_|__nf_|nft_|nft_do_chain|ipt_|ip6t_|iptable_|ip6table_|xt_|ipv4_conntrack|"
+                            r"ipv6_conntrack|ipv4_confirm|ipv6_confirm|hash_conntrack|init_conntrack|"
+                            r"ip_vs_|masquerade|nat_)"),
+    ("devices", r"^(veth_|br_|vxlan_|geneve_|udp_tunnel|tun_|ipvlan_|macvlan_|loopback_|netkit_|"
+                r"dev_hard_start_xmit|__dev_queue_xmit|dev_queue_xmit|sch_direct_xmit|__qdisc_run|"
+                r"pfifo_fast|fq_codel|tcf_|sch_handle_|skb_gso_|__skb_gso|validate_xmit|dev_forward_skb|"
+                r"__dev_forward_skb|gro_cells|iptunnel_)"),
+    ("softirq/backlog", r"^(process_backlog|net_rx_action|__napi_poll|napi_|handle_softirqs|__do_softirq|"
+                        r"do_softirq|__local_bh_enable|local_bh_enable|irq_exit|__irq_exit|netif_rx|__netif_rx|"
+                        r"enqueue_to_backlog|__netif_receive_skb|netif_receive_skb|gro_|dev_gro_|"
+                        r"napi_gro_|run_ksoftirqd|ksoftirqd)"),
+    ("TCP/IP", r"^(tcp_|__tcp_|tcp4_|tcp6_|inet_|__inet_|inet6_|ip_|__ip_|ip6_|__ip6_|ipv6_|udp_|__udp|"
+               r"udpv6_|icmp|raw_|dst_|fib_|fib6_|neigh_|__neigh|rt_|rt6_|sk_stream|tcp$)"),
+    ("syscall/socket", r"^(sock_|__sock_|sk_|__sk_|sys_|__sys_|__x64_sys_|__ia32_sys_|do_syscall|"
+                       r"entry_SYSCALL|syscall_|ksys_|do_sys_|__do_sys_|sockfd_|sock$|security_socket|"
+                       r"__skb_datagram|skb_copy_datagram|move_addr_to|import_|__sys_)"),
+    ("scheduler", r"^(schedule|__schedule|preempt_schedule|finish_task_switch|try_to_wake_up|ttwu_|"
+                  r"wake_up|__wake_up|pick_next|enqueue_task|dequeue_task|update_curr|update_load|"
+                  r"select_task_rq|psi_|sched_|context_switch|__switch_to|switch_mm|do_nanosleep|"
+                  r"hrtimer_nanosleep|futex_|ep_poll|do_epoll|do_select|do_sys_poll|core_sys_select)"),
+))
+_PROXIES = ("envoy", "haproxy", "wrk:worker", "ztunnel")
+
+
+def frame_category(frame: str) -> str | None:
+    """The category a kernel frame names, or None for a helper (memcpy, locks, allocation) that
+    belongs to whoever called it."""
+    for name, rule in _RULES:
+        if rule.match(frame):
+            return name
+    return None
+
+
+def classify(comm: str, frames: list[str]) -> str:
+    """The category of a sample: its leaf's, or the nearest caller's that has one."""
+    for frame in reversed(frames):
+        if is_user(frame):
+            return "proxy" if comm.startswith(_PROXIES) else "application"
+        category = frame_category(frame)
+        if category:
+            return category
+    if comm.startswith("swapper"):
+        return "idle"
+    return "other"
+
+
+def attribution(cpus: dict[str, list[int]]) -> str:
+    """How a profile's samples are split by side: "cpu" where the sides' CPU sets are disjoint (each
+    sample belongs to the side whose CPU took it), else "shared" (one profile of both sides)."""
+    sets = [set(c) for c in cpus.values()]
+    return "cpu" if all(a.isdisjoint(b) for i, a in enumerate(sets) for b in sets[i + 1:]) else "shared"
+
+
+def rows(folded: Counter, cpus: dict[str, list[int]], shared_side: str = "total") -> list[dict]:
+    """A profile as tidy rows (side, comm, stack, category, samples), merged over CPUs. ``cpus``: each
+    side's CPU set. Where the sets are disjoint a sample counts for the side whose CPU took it, and a
+    sample on no side's CPU is dropped; where they overlap every sample counts for ``shared_side``."""
+    by_cpu = attribution(cpus) == "cpu"
+    side_of = {cpu: side for side, cs in cpus.items() for cpu in cs}
+    merged: Counter = Counter()
+    for stack, n in folded.items():
+        cpu, comm, frames = split(stack)
+        side = side_of.get(cpu) if by_cpu else shared_side
+        if side is not None:
+            merged[(side, comm, ";".join(frames))] += n
+    return [{"side": side, "comm": comm, "stack": stack, "category": classify(comm, stack.split(";") if stack else []),
+             "samples": n} for (side, comm, stack), n in sorted(merged.items())]
