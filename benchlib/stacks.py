@@ -53,7 +53,7 @@ def fold(script: str | Iterable[str]) -> Counter:
         if head is None:
             m = _SAMPLE.match(line)
             if m:
-                head = f"cpu{m['cpu']};{m['comm'].replace(';', ':')}"
+                head = f"cpu{int(m['cpu'])};{m['comm'].replace(';', ':')}"
             continue
         m = _FRAME.match(line)
         if m:
