@@ -232,6 +232,8 @@ class Scenario(Strict):
     # lab: service-mesh proxies on the pod path (targets/lab/proxies.py): a server sidecar, sidecars on
     # both pods (plaintext or mutual TLS between them), or one proxy per node with mutual TLS (ambient)
     mesh: Literal["server-sidecar", "sidecars", "sidecars-mtls", "node-proxies-mtls"] | None = None
+    # lab: which proxy runs the mesh: HAProxy, or Envoy as Istio configures it (node proxies: HBONE)
+    proxy: Literal["haproxy", "envoy"] = "haproxy"
     # lab: the benchmark traffic's address family (6: nodes and pods also get addresses in 2001:2::/48)
     ip_family: Literal[4, 6] = 4
     big_tcp: int | None = Field(None, ge=65536, le=524280, description=(

