@@ -25,7 +25,7 @@ out_dir = "reports"  # where figures and exported tables go
 import polars as pl
 from IPython.display import Markdown, display
 
-from benchlib.analysis import analyse, figures, mesh, normalize, report, resolve, stats, tables
+from benchlib.analysis import analyse, figures, mesh, normalize, reference, report, resolve, stats, tables
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
 report.display_tables()
@@ -104,6 +104,21 @@ if show:
         "sidecars). The verdict is the FDR comparison's."))
     tables.show(tables.publication_table(cost, {"median": "{:.4g}", "median_reference": "{:.4g}", "added": "{:+.4g}",
                                     "added_per_hop": "{:+.4g}", "delta_pct": "{:+.1f}", "p_adj": "{:.3g}"}))
+
+# %%
+if show:
+    istio = reference.load_istio_proxy_cpu()
+    beside = mesh.beside_istio(summary, runs, istio, http_per_requests)
+    if not beside.is_empty():
+        display(Markdown(
+            "## Proxy CPU beside Istio's published figures\n"
+            "Our proxies' CPU per proxy at 1000 HTTP requests/s (the total proxy CPU over the scenario's "
+            "proxies; median over runs, 95 % CI) beside Istio 1.24's own figures for the proxy each shape "
+            "stands for (data/reference/README.md: about-values from Istio's load test, 1 KB payload, no "
+            "intervals). Istio's sidecar runs stats and metadata-exchange filters that stock Envoy and HAProxy "
+            "lack, so ours are a floor for it; a lab node proxy is Envoy or HAProxy, not ztunnel."))
+        tables.show(tables.publication_table(beside, {"vcpu_per_proxy": "{:.3f}", "ci_low": "{:.3f}",
+                                                      "ci_high": "{:.3f}", "istio_vcpu": "{:.2f}"}))
 
 # %%
 if mesh.has_sized_datapath(runs):  # BIG TCP scenarios: which size each one's runs had on every link

@@ -146,6 +146,29 @@ def cost_per_hop(summary: pl.DataFrame, compared: pl.DataFrame, runs: pl.DataFra
         "added", "added_per_hop", "delta_pct", "p_adj", "correction", "verdict")
 
 
+# which of Istio's published proxies each lab mesh shape stands for (reference.load_istio_proxy_cpu)
+ISTIO_COUNTERPART = {"server-sidecar": "sidecar", "sidecars": "sidecar", "sidecars-mtls": "sidecar",
+                     "node-proxies-mtls": "ztunnel"}
+
+
+def beside_istio(summary: pl.DataFrame, runs: pl.DataFrame, istio: pl.DataFrame, per_requests: float) -> pl.DataFrame:
+    """Our proxies' CPU per proxy per 1000 requests/s in vCPU (median over runs and its 95 % CI, from the
+    total proxy CPU at ``per_requests`` req/s over the scenario's proxy count) beside what Istio publishes
+    for the proxy each mesh shape stands for. HTTP tests only: Istio's figure is for HTTP requests."""
+    scale = 1000 / per_requests / 100  # % of a core per `per_requests` req/s -> vCPU per 1000 req/s
+    ours = (summary.filter(metric=PROXY_CPU_AT_TARGET, side="total")
+            .join(runs.filter(pl.col("kind") == "HTTP").select("test").unique(), on="test")
+            .join(paths(runs), on="scenario")
+            .filter(pl.col("proxy_hops") > 0)
+            .with_columns(proxy=pl.col("mesh").replace_strict(ISTIO_COUNTERPART, default=None),
+                          **{c: pl.col(c) * scale / pl.col("proxy_hops") for c in ("median", "ci_low", "ci_high")}))
+    return (ours.join(istio.select("proxy", istio_label="label", istio_vcpu="vcpu_per_1000_rps"), on="proxy",
+                      how="left")
+            .sort("test", "proxy_hops", "mtls", "scenario")
+            .select("test", "scenario", "proxy_kind", "proxy_version", "proxy_hops", "n",
+                    pl.col("median").alias("vcpu_per_proxy"), "ci_low", "ci_high", "istio_label", "istio_vcpu"))
+
+
 def ladder_figure(ladder_rows: pl.DataFrame, test: str) -> go.Figure:
     """The percentile ladder of one test: latency (log) against percentile, a line per scenario
     labelled with its hop count, hop counts in order; whiskers: 95 % CI."""

@@ -20,6 +20,7 @@ REFERENCE_DIR = Path("data/reference")
 EKS_SCENARIOS = "eks_m6i_2026_scenarios.csv"
 EKS_SERVICE_SCALING = "eks_m6i_2026_service_scaling.csv"
 CILIUM_2021_DIRECTIONS = "cilium_2021_directions.csv"
+ISTIO_PROXY_CPU = "istio_1_24_proxy_cpu.csv"
 
 # Direction of "better" for the study's own metric names (ours live in schema.METRICS).
 EKS_HIGHER_IS_BETTER = {
@@ -88,6 +89,11 @@ LIKE_FOR_LIKE.append(
 def load_eks_scenarios(directory: str | Path = REFERENCE_DIR) -> pl.DataFrame:
     """The 2026 EKS m6i study, scenarios A-E: one row per scenario and metric."""
     return pl.read_csv(resolve(directory) / EKS_SCENARIOS)
+
+
+def load_istio_proxy_cpu(directory: str | Path = REFERENCE_DIR) -> pl.DataFrame:
+    """Istio 1.24's published CPU per 1000 requests/s of a sidecar, a waypoint and a ztunnel."""
+    return pl.read_csv(resolve(directory) / ISTIO_PROXY_CPU)
 
 
 def load_eks_service_scaling(directory: str | Path = REFERENCE_DIR) -> pl.DataFrame:

@@ -140,3 +140,20 @@ def test_sized_paths_only_where_a_scenario_set_sizes(campaign):
                             big_tcp=pl.col("scenario") == "proxy-server")
     assert mesh.has_sized_datapath(big)
     assert mesh.sized_paths(big).filter(big_tcp=True)["scenario"].to_list() == ["proxy-server"]
+
+
+def test_proxy_cpu_per_proxy_stands_beside_istios_published_figure(campaign):
+    from benchlib.analysis import reference
+    s, p, runs = campaign["summary"], campaign["p"], campaign["runs"]
+    istio = reference.load_istio_proxy_cpu()
+    assert dict(istio.select("proxy", "vcpu_per_1000_rps").iter_rows()) == {"sidecar": 0.20, "waypoint": 0.25,
+                                                                           "ztunnel": 0.06}
+    beside = mesh.beside_istio(s, runs, istio, p["http_per_requests"])
+    assert set(beside["test"]) == {"http_1000", "http_1000_close"}  # HTTP only, the kind Istio published
+    for r in beside.iter_rows(named=True):
+        total = s.filter(test=r["test"], scenario=r["scenario"], metric=normalize.PROXY_CPU_AT_TARGET,
+                         side="total")["median"].item()
+        # % of a core per http_per_requests req/s, over the scenario's proxies -> vCPU per proxy per 1000 req/s
+        assert r["vcpu_per_proxy"] == pytest.approx(total / 100 * 1000 / p["http_per_requests"] / r["proxy_hops"])
+        assert r["ci_low"] <= r["vcpu_per_proxy"] <= r["ci_high"]
+        assert r["istio_vcpu"] == (0.06 if r["scenario"] == "node-proxy-mtls" else 0.20)
