@@ -22,7 +22,7 @@ result_dir = "reports/compare-lab-cmp-a-vs-lab-cmp-b"
 import polars as pl
 from IPython.display import Markdown, display
 
-from benchlib.analysis import compare, figures, report
+from benchlib.analysis import compare, figures, report, tables
 
 figures.use_report_renderer()  # headless kernels need it; the page carries plotly.js once
 report.display_tables()
@@ -51,12 +51,14 @@ display(Markdown(
 if res.differences.is_empty():
     display(Markdown("Nothing the records carry differs."))
 else:
-    display(res.differences.rename({"value_a": campaign_a, "value_b": campaign_b}))
+    tables.show(tables.publication_table(res.differences.rename({"value_a": campaign_a, "value_b": campaign_b})))
 if len(res.unmatched):
-    display(Markdown("Measured in one campaign only, so not compared:"), res.unmatched)
+    display(Markdown("Measured in one campaign only, so not compared:"))
+    tables.show(tables.publication_table(res.unmatched))
 if len(res.failed):
     display(Markdown(f"Configurations with failed runs (`_base`: {campaign_a}); one whose every run failed in "
-                     f"{campaign_b} is a regression:"), res.failed.drop("test_params", "streams", "message_size"))
+                     f"{campaign_b} is a regression:"))
+    tables.show(tables.publication_table(res.failed.drop("streams", "message_size")))
 
 # %% [markdown]
 # ## Primary family: each test's headline metric
@@ -70,20 +72,24 @@ if len(tested_headline):
 if len(tested_headline):
     figures.forest(headline, baseline=campaign_a).show()
 if len(headline):
-    display(compare.display_rows(headline).drop("family"))
+    tables.show(tables.publication_table(compare.display_rows(headline).drop("family"), {"p_adj": "{:.3g}"},
+                                         verdict="verdict"))
 
 # %% [markdown]
 # ## Geometric mean of the changes per test
 # The B/A median ratios of a test's scenarios, averaged geometrically (descriptive: no CI).
 
 # %%
-display(report.formatted(res.geomean, {"geomean_change_pct": "{:+.1f} %"}))
+tables.show(tables.publication_table(res.geomean, {"geomean_change_pct": "{:+.1f} %"}))
 
 # %% [markdown]
 # ## Secondary metrics (FDR, one family per kind)
 
 # %%
 secondary = res.rows.filter(pl.col("family") != compare.stats.PRIMARY)
-display(compare.display_rows(secondary).filter(~pl.col("verdict").is_in([compare.stats.WITHIN_NOISE]))
-        if len(secondary) else Markdown("None."))
+shown = compare.display_rows(secondary).filter(~pl.col("verdict").is_in([compare.stats.WITHIN_NOISE]))
+if len(shown):
+    tables.show(tables.publication_table(shown, {"p_adj": "{:.3g}"}, group="family", verdict="verdict"))
+else:
+    display(Markdown("None."))
 display(Markdown(f"{len(secondary)} comparisons in all; the ones not listed are `~ within noise`."))

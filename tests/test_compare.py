@@ -109,6 +109,8 @@ def test_a_slower_path_is_a_regression_the_gate_fails_on(project):
 
     html = (project / "reports" / "compare-cmp-a-vs-cmp-b.html").read_text()
     assert "plotly-graph-div" in html and "placement.filter_rules" in html
+    assert 'class="gt_table' in html and "<th" in html  # publication tables (great_tables), not dataframe dumps
+    assert "shape: (" not in html
     assert '<script src="http' not in html  # offline: plotly.js inlined, no CDN
     assert '"ename"' not in (project / "reports" / "notebooks" / "compare-cmp-a-vs-cmp-b.ipynb").read_text()
 

@@ -104,14 +104,6 @@ def display_tables() -> None:
     pl.Config.set_tbl_hide_dataframe_shape(True)
 
 
-def formatted(df: pl.DataFrame, formats: dict[str, str]) -> pl.DataFrame:
-    """``df`` with the named numeric columns as text by a format spec ("{:+.1f}"); null or NaN -> ''."""
-    def fmt(spec: str, v) -> str:
-        return "" if v is None or v != v else spec.format(v)  # v != v: NaN
-    return df.with_columns(pl.Series(c, [fmt(spec, v) for v in df[c]], dtype=pl.String)
-                           for c, spec in formats.items())
-
-
 def execute_notebook(source: str | Path, output: str | Path, parameters: dict | None = None,
                      kernel_name: str = "python3") -> Path:
     """Run a jupytext .py notebook with papermill at the project root; write the executed .ipynb."""
