@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 
 from benchlib import record, runner
-from benchlib.collectors import fortio, netperf
+from benchlib.collectors import fortio
 from benchlib.errors import TargetError
 from benchlib.plan import plan_environment
 from benchlib.targets.lab import envoy, proxies
 from benchlib.targets.lab.addresses import POD_IP
 from tests.conftest import lab_target, require_root, serving_lab, short_params
+from tests.test_mesh import rr_run, run_client
 
 ENVOY = ["envoy-server", "envoy-both", "envoy-both-mtls", "envoy-hbone"]
 # per scenario: each proxy on the path, and the listeners fortio's HTTP and netperf's TCP pass
@@ -36,22 +37,10 @@ def envoy_lab(lab_env):
         yield target
 
 
-def run_client(target, scenario: str, argv: list[str]) -> str:
-    out, err = target.spawn(scenario, "client", argv).communicate(timeout=60)
-    assert out.strip(), err
-    return out
-
-
 def fortio_run(target, scenario: str, connections: int = 2) -> dict:
     pl = target.placement(scenario)
     inv = fortio.command(pl.server_address, 1, 200, connections, False, pl.client_cpus, pl.server_cpus)
     return fortio.parse("HTTP", [run_client(target, scenario, inv.argv)])
-
-
-def rr_run(target, scenario: str) -> dict:
-    pl = target.placement(scenario)
-    inv = netperf.commands("TCP_RR", pl.server_address, 1, 1, 1, pl.client_cpus, pl.server_cpus)[0]
-    return netperf.parse("TCP_RR", [run_client(target, scenario, inv.argv)])
 
 
 def stats(target, scenario: str) -> dict[str, dict[str, int]]:

@@ -26,6 +26,8 @@ LABELS = {
     "nodes_share_kernel": "Nodes share a kernel", "cpus_per_side": "CPUs per side",
     "first_run": "First run", "last_run": "Last run", "failed_runs": "Failed runs",
     "failure_reasons": "Failure reasons", "message_size": "Message size (bytes)",
+    "vcpu_per_proxy": "vCPU per proxy per 1000 req/s", "istio_label": "Istio's proxy",
+    "istio_vcpu": "Istio: vCPU per 1000 req/s",
 }
 BETTER, WORSE, MUTED = "#1a7f37", "#b42318", "#6b7280"
 
