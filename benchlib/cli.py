@@ -374,7 +374,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="A new measurement needs a new experiment.campaign in params.yaml: raw records "
                "of a campaign are never overwritten, and an interrupted campaign resumes.")
     p.add_argument("--params", help="the campaign definition (default: params.yaml of the project "
-                                     "around the working directory)")
+                                     "around the working directory); before or after the command")
+    p.add_argument("--version", action=_VersionAction, help="print the package version and git revision, then exit")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     s = sub.add_parser("validate", help="check params.yaml and the environments; print the run plan",
@@ -512,7 +513,47 @@ def build_parser() -> argparse.ArgumentParser:
                                        "Creates nothing but throwaway namespaces to test them.")
     s.add_argument("--env", default="local-lab", help="environment to probe (default: %(default)s)")
     s.set_defaults(func=cmd_lab_probe)
+    _accept_global_options(sub)
     return p
+
+
+def _accept_global_options(sub: argparse._SubParsersAction) -> None:
+    """Let every command take --params after its name too (`benchlib validate --params F`). SUPPRESS:
+    a command that is not given it keeps the value given before the command."""
+    for parser in set(sub.choices.values()):
+        parser.add_argument("--params", default=argparse.SUPPRESS, help="the campaign definition (as before the command)")
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                _accept_global_options(action)
+
+
+def version_text() -> str:
+    """'benchlib 0.1.0 (git 1a2b3c4)', '-dirty' when the checkout has uncommitted changes to tracked files."""
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        text = f"benchlib {version('benchlib')}"
+    except PackageNotFoundError:
+        text = "benchlib (not installed)"
+    root = Path(__file__).resolve().parent.parent
+    try:
+        rev = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, timeout=10)
+        dirty = subprocess.run(["git", "-C", str(root), "diff", "--quiet", "HEAD", "--"], capture_output=True,
+                               timeout=10).returncode != 0
+    except (OSError, subprocess.TimeoutExpired):
+        return f"{text} (no git revision: git is not available)"
+    if rev.returncode != 0:
+        return f"{text} (no git revision: {root} is not a git checkout)"
+    return f"{text} (git {rev.stdout.strip()}{'-dirty' if dirty else ''})"
+
+
+class _VersionAction(argparse.Action):
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version_text())
+        parser.exit()
 
 
 def _tools_on_path() -> None:

@@ -56,3 +56,21 @@ def test_an_ascii_only_terminal_gets_one_line_not_a_traceback():
                           capture_output=True, timeout=60)
     assert proc.returncode == 2
     assert proc.stderr.decode("ascii").splitlines() == ["benchlib: error: /nonexistent/p?r?ms??s.yaml: file not found"]
+
+
+def test_version_names_the_package_and_the_git_revision():
+    proc = subprocess.run(["benchlib", "--version"], cwd=REPO, env=venv_env(), capture_output=True, text=True)
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    assert proc.returncode == 0, proc.stderr
+    assert re.fullmatch(rf"benchlib \d+\.\d+\.\d+ \(git {head}(-dirty)?\)\n", proc.stdout), proc.stdout
+
+
+@pytest.mark.parametrize("preset", ["pipelines/local-lab/params-mesh-envoy.yaml"])
+def test_params_works_before_or_after_the_command(preset):
+    runs = [subprocess.run(["benchlib", *argv], cwd=REPO, env=venv_env(), capture_output=True, text=True)
+            for argv in (["--params", preset, "validate"], ["validate", "--params", preset])]
+    assert [r.returncode for r in runs] == [0, 0], [r.stderr for r in runs]
+    assert runs[0].stdout == runs[1].stdout and "envoy-hbone" in runs[0].stdout
+    missing = subprocess.run(["benchlib", "validate", "--params", "no-such.yaml"], cwd=REPO, env=venv_env(),
+                             capture_output=True, text=True)
+    assert missing.returncode == 2 and "no-such.yaml" in missing.stderr
