@@ -18,6 +18,7 @@ import papermill
 import polars as pl
 import yaml
 from jinja2 import DictLoader
+from jupyter_client.manager import AsyncKernelManager
 from nbconvert import HTMLExporter
 from papermill.exceptions import PapermillExecutionError
 from plotly.offline import get_plotlyjs
@@ -104,14 +105,31 @@ def display_tables() -> None:
     pl.Config.set_tbl_hide_dataframe_shape(True)
 
 
+class LocalKernelManager(AsyncKernelManager):
+    """The notebooks' kernel, reached over unix sockets: it runs on this machine only, and over TCP
+    ipykernel warns on every start that its traffic is unencrypted."""
+
+    transport = "ipc"
+
+
+def declared_parameters(nb) -> set[str]:
+    """The names a notebook's ``parameters`` cell assigns."""
+    cell = next((c for c in nb.cells if "parameters" in c.get("metadata", {}).get("tags", [])), None)
+    return set(re.findall(r"^(\w+)\s*(?::[^=\n]+)?=", cell.source, re.M)) if cell else set()
+
+
 def execute_notebook(source: str | Path, output: str | Path, parameters: dict | None = None,
                      kernel_name: str = "python3") -> Path:
     """Run a jupytext .py notebook with papermill at the project root; write the executed .ipynb."""
     output = resolve(output)
     output.parent.mkdir(parents=True, exist_ok=True)
+    nb = jupytext.read(resolve(source))
+    declared = declared_parameters(nb)  # each notebook gets only what it declares: papermill warns on the rest
     try:
-        papermill.execute_notebook(jupytext.read(resolve(source)), str(output), parameters=parameters or {},
-                                   kernel_name=kernel_name, cwd=str(project_root()), progress_bar=False)
+        papermill.execute_notebook(nb, str(output), parameters={k: v for k, v in (parameters or {}).items()
+                                                                if k in declared},
+                                   kernel_name=kernel_name, cwd=str(project_root()), progress_bar=False,
+                                   kernel_manager_class=LocalKernelManager)
     except PapermillExecutionError as exc:
         evalue = " ".join(str(exc.evalue).split())[:300]
         raise NotebookError(f"{resolve(source)}: cell {exc.exec_count} raised {exc.ename}: {evalue} "
