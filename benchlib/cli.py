@@ -366,6 +366,15 @@ def cmd_lab_probe(args) -> int:
     return 1 if problems else 0
 
 
+def cmd_summary(args) -> int:
+    from .analysis import analyse, resolve, summary
+    a = analyse.load(resolve(args.analysis))
+    report = resolve(args.report)
+    where = str(report) if report.exists() else f"{report} (not rendered yet: benchlib report)"
+    print(summary.terminal_text(a.runs, a.comparisons, a.settings.baseline, where, args.top))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="benchlib",
@@ -428,6 +437,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", help="directory of the analysis tables (default: data/analysis)")
     s.add_argument("--metrics-json", help="where the headline numbers go (default: reports/metrics.json)")
     s.set_defaults(func=cmd_analyse)
+
+    s = sub.add_parser("summary", help="print what the campaign found and where the report is",
+                       description="Print the analysed campaign in a few lines: its runs, the largest significant "
+                                   "primary findings with their intervals, and the report's path. "
+                                   "scripts/reproduce.sh ends with it.")
+    s.add_argument("--analysis", default="data/analysis", help="what `benchlib analyse` wrote (default: %(default)s)")
+    s.add_argument("--report", default="reports/report.html", help="the report's path (default: %(default)s)")
+    s.add_argument("--top", type=int, default=5, help="how many findings to list (default: %(default)s)")
+    s.set_defaults(func=cmd_summary)
 
     s = sub.add_parser("report", help="render the analysis as the HTML report (notebooks, figures)",
                        description="Execute the notebooks in notebooks/ with papermill on the tables "

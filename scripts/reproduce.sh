@@ -60,3 +60,5 @@ fi
 setpriv --pdeathsig TERM -- dvc repro "$@" &
 dvc_pid=$!
 wait "$dvc_pid"
+# The whole pipeline ran (or was up to date): say what it found and where the report is.
+[[ $# -gt 0 ]] || benchlib summary

@@ -74,3 +74,23 @@ def test_params_works_before_or_after_the_command(preset):
     missing = subprocess.run(["benchlib", "validate", "--params", "no-such.yaml"], cwd=REPO, env=venv_env(),
                              capture_output=True, text=True)
     assert missing.returncode == 2 and "no-such.yaml" in missing.stderr
+
+
+def test_summary_names_the_findings_and_the_report_or_says_what_is_missing(tmp_path):
+    import sys
+    sys.path.insert(0, str(REPO / "tests" / "analysis"))
+    from analysis_tables import analysed
+    from benchlib.analysis import load_tables
+    fixture = REPO / "tests" / "fixtures" / "tidy" / "lab-default-002"
+    analysis, _ = analysed(*load_tables(fixture / "runs.parquet", fixture / "metrics.parquet"), tmp_path)
+    proc = subprocess.run(["benchlib", "summary", "--analysis", str(analysis), "--report", str(tmp_path / "r.html")],
+                          cwd=REPO, env=venv_env(), capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("Campaign lab-default-002 in local-lab:") and "**" not in proc.stdout
+    assert re.match(r"\d+ of \d+ primary comparisons are significant", lines[1])
+    assert any(re.match(r"  - \S+ vs host, .*: [+-]\d", line) for line in lines[2:])
+    assert lines[-1] == f"Report: {tmp_path / 'r.html'} (not rendered yet: benchlib report)"
+    missing = subprocess.run(["benchlib", "summary", "--analysis", str(tmp_path / "none")], cwd=REPO,
+                             env=venv_env(), capture_output=True, text=True)
+    assert missing.returncode == 2 and "benchlib analyse" in missing.stderr

@@ -242,3 +242,19 @@ def summary_markdown(runs: pl.DataFrame, comparisons: pl.DataFrame, families: pl
     if cav := caveats_markdown(comparisons):
         parts.append(cav)
     return "\n\n".join(parts)
+
+
+def terminal_text(runs: pl.DataFrame, comparisons: pl.DataFrame, baseline: str, report: str, top: int = 5) -> str:
+    """What the main command prints last: the campaign in one line, the largest primary findings,
+    how many comparisons were tested, and where the report is. Plain text (no Markdown)."""
+    findings = ordered_findings(comparisons)
+    significant = findings.filter(pl.col("kind") == FINDING)
+    lines = [campaign_text(runs, comparisons, baseline).replace("**", ""),
+             f"{len(significant)} of {len(findings)} primary comparisons are significant"
+             + (":" if len(significant) else ".")]
+    lines += [f"  - {finding_sentence(r, cpu_note=False).replace('**', '')}"
+              for r in significant.head(top).iter_rows(named=True)]
+    if len(significant) > top:
+        lines.append(f"  ... and {len(significant) - top} more in the report")
+    lines.append(f"Report: {report}")
+    return "\n".join(lines)
