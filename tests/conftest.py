@@ -18,11 +18,40 @@ REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
+# Set by CI (and scripts/test.sh without --fast): a test that cannot run here fails instead of skipping,
+# so nothing silently stops being tested.
+REQUIRE_ALL = os.environ.get("BENCHLIB_TEST_REQUIRE_ALL") == "1"
+
+
+def cannot_run(reason: str) -> None:
+    """Skip a test that this machine or user cannot run, saying why; fail under BENCHLIB_TEST_REQUIRE_ALL."""
+    if REQUIRE_ALL:
+        pytest.fail(f"{reason} (BENCHLIB_TEST_REQUIRE_ALL=1: every test must run)")
+    pytest.skip(reason)
+
+
 def require_root() -> None:
-    # The suite measures real kernel datapaths; without root there is nothing
-    # honest to test, so say so instead of skipping.
+    # The lab measures real kernel datapaths: without root (network namespaces) there is nothing honest
+    # to test.
     if os.geteuid() != 0:
-        pytest.fail("the test suite needs root (network namespaces); run scripts/test.sh as root")
+        cannot_run("needs root (network namespaces, the lab); run scripts/test.sh as root")
+
+
+# Test tiers, from the fixtures a test uses: cluster (the local Kubernetes cluster), lab (root and the
+# network-namespace lab, or a whole campaign), else unit (root-free, seconds). `scripts/test.sh --fast`
+# runs the unit tier.
+CLUSTER_FIXTURES = {"cluster", "admin", "cilium"}
+LAB_FIXTURES = {"lab", "lab_env", "mesh_lab", "envoy_lab", "service_lab", "short_campaign", "project_copy"}
+SLOW_FIXTURES = {"short_campaign", "project_copy"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        names = set(item.fixturenames)
+        tier = "cluster" if names & CLUSTER_FIXTURES else "lab" if names & LAB_FIXTURES else "unit"
+        item.add_marker(tier)
+        if names & SLOW_FIXTURES:
+            item.add_marker("slow")
 
 
 @pytest.fixture(scope="session")

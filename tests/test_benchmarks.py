@@ -7,6 +7,8 @@ import re
 import sys
 from pathlib import Path
 
+import pytest
+
 from benchlib import record, tidy
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
@@ -40,6 +42,7 @@ def test_scale_measures_parse_and_analysis(tmp_path):
                                         "analysis: resolution + CPU limit"]
 
 
+@pytest.mark.slow  # runs the scale benchmark's phases in child processes
 def test_scale_prints_each_phase_measured_in_a_child_process(tmp_path, capsys):
     scale.run_size(200, 2, tmp_path, no_analysis=False)
     out = capsys.readouterr().out

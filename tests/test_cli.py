@@ -76,6 +76,7 @@ def test_params_works_before_or_after_the_command(preset):
     assert missing.returncode == 2 and "no-such.yaml" in missing.stderr
 
 
+@pytest.mark.slow  # analyses a whole campaign's tables
 def test_summary_names_the_findings_and_the_report_or_says_what_is_missing(tmp_path):
     import sys
     sys.path.insert(0, str(REPO / "tests" / "analysis"))

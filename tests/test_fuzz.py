@@ -30,6 +30,8 @@ from benchlib.collectors import ParseError, netperf
 from benchlib.config import ConfigError, Params, load_params
 from tests.conftest import FIXTURES, REPO
 
+pytestmark = pytest.mark.slow  # hypothesis runs hundreds of examples per test
+
 MIN_CASES = 10_000
 CASES: Counter = Counter()  # test name -> examples run
 

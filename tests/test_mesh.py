@@ -186,6 +186,7 @@ def test_a_campaign_records_the_proxies_cpu_and_peak_rss(lab_env, tmp_path):
 
 @pytest.mark.parametrize("mesh", proxies.MESHES)
 def test_haproxy_accepts_each_generated_configuration(tmp_path, mesh):
+    require_root()  # the configuration drops to the proxy's uid, which haproxy -c checks
     nodes, pods = {1: "n1", 2: "n2"}, {1: "p1", 2: "p2"}
     plan = proxies.proxies(mesh, nodes, pods, [fortio.PORT])
     tls = tmp_path / "tls"
