@@ -192,3 +192,13 @@ def validate_all(mesh: str, tmp_path: Path) -> None:
     bad.write_text('{"static_resources": {"listeners": [{"name": 1}]}}')
     with pytest.raises(TargetError, match="refused the bootstrap of broken"):
         envoy.validate(proxies.Proxy("broken", "client", "p1", (), "broken"), bad)
+
+
+def test_each_run_records_the_bytes_its_proxies_carried(envoy_lab):
+    for scenario in ("envoy-both-mtls", "envoy-hbone"):
+        before = envoy_lab.datapath_usage(scenario, reset_peak=True)
+        rr_run(envoy_lab, scenario)
+        after = envoy_lab.datapath_usage(scenario, reset_peak=False)
+        for name in before:
+            # netperf's one-byte transactions, each way, thousands of them, through every proxy
+            assert after[name]["bytes"] - before[name]["bytes"] > 1000, (scenario, name)

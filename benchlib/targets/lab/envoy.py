@@ -275,6 +275,12 @@ def admin(sock_path: Path, path: str) -> str:
         conn.close()
 
 
+def bytes_carried(sock_path: Path) -> int:
+    """Bytes the proxy's clusters have received and sent so far: what it carried on the data path."""
+    return sum(v for k, v in counters(sock_path).items()
+               if k.startswith("cluster.") and k.endswith(("upstream_cx_rx_bytes_total", "upstream_cx_tx_bytes_total")))
+
+
 def counters(sock_path: Path) -> dict[str, int]:
     """Every counter and gauge the proxy keeps (``name: value`` lines of /stats), by name."""
     out = {}
