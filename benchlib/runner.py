@@ -172,6 +172,13 @@ def _judge(spec: TestSpec, results: tuple[Result, ...]) -> tuple[str, str | None
     return "ok", None
 
 
+def idle_proxies(first: dict[str, dict], last: dict[str, dict]) -> list[str]:
+    """The datapath processes (mesh proxies) whose own byte counters did not move between two readings:
+    a run whose traffic bypassed one of its proxies measured another path than its scenario's."""
+    return sorted(name for name, start in first.items()
+                  if "bytes" in start and last.get(name, {}).get("bytes", start["bytes"]) <= start["bytes"])
+
+
 def measure(target: Target, run: RunSpec, trim_s: float) -> Measurement:
     """One attempt: start the tool on the client, sample CPU over the steady-state window."""
     spec = run.spec
@@ -202,6 +209,10 @@ def measure(target: Target, run: RunSpec, trim_s: float) -> Measurement:
                 p.kill()
                 p.communicate(timeout=KILL_WAIT_S)
     outcome, reason = _judge(spec, results)
+    bypassed = idle_proxies(first_usage, last_usage)
+    if outcome == "ok" and bypassed:
+        outcome, reason = "failed", (f"proxy {', '.join(bypassed)} carried no bytes over the CPU window: "
+                                     "the traffic did not go through the mesh")
     return Measurement(placement, results, started, time.time(),
                        {side: (first[side], last[side]) for side in SIDES}, outcome, reason,
                        {name: (first_usage[name], last_usage[name]) for name in first_usage})

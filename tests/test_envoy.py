@@ -202,3 +202,11 @@ def test_each_run_records_the_bytes_its_proxies_carried(envoy_lab):
         for name in before:
             # netperf's one-byte transactions, each way, thousands of them, through every proxy
             assert after[name]["bytes"] - before[name]["bytes"] > 1000, (scenario, name)
+
+
+def test_a_run_whose_traffic_bypassed_a_proxy_is_named_by_the_runner():
+    first = {"client-sidecar": {"bytes": 100, "cpu_ticks": 1}, "server-sidecar": {"bytes": 100, "cpu_ticks": 1}}
+    last = {"client-sidecar": {"bytes": 5000, "cpu_ticks": 9}, "server-sidecar": {"bytes": 100, "cpu_ticks": 2}}
+    assert runner.idle_proxies(first, last) == ["server-sidecar"]
+    assert runner.idle_proxies(first, {**last, "server-sidecar": {"bytes": 101}}) == []
+    assert runner.idle_proxies({"cluster-sidecar": {"cpu_ticks": 1}}, {"cluster-sidecar": {"cpu_ticks": 1}}) == []
