@@ -69,12 +69,27 @@ METHOD_SCHEMA = {"environment": pl.String, "perf_version": pl.String, "kernel": 
                  "failed": pl.UInt32, "samples": pl.Int64, "kernel_symbols": pl.Boolean}
 
 
+def empty(table: str) -> pl.DataFrame:
+    """An empty profile table of the analysis, with its columns."""
+    return pl.DataFrame(schema=EMPTY[table])
+
+
 def empty_profiles() -> pl.DataFrame:
     return pl.DataFrame(schema=PROFILES_SCHEMA)
 
 
 def empty_profile_runs() -> pl.DataFrame:
     return pl.DataFrame(schema=PROFILE_RUNS_SCHEMA)
+
+
+def read_tables(profiles_path, profile_runs_path) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(profiles, profile_runs) from their parquet files; a missing file (profiling off, a campaign from
+    before profiles) is an empty table."""
+    from pathlib import Path
+
+    def read(path, schema):
+        return _conform(pl.read_parquet(path), schema) if Path(path).exists() else pl.DataFrame(schema=schema)
+    return read(profiles_path, PROFILES_SCHEMA), read(profile_runs_path, PROFILE_RUNS_SCHEMA)
 
 
 def unit_of(metric: str) -> tuple[str, float, str]:
