@@ -28,7 +28,7 @@ out_dir = "reports"  # where figures and exported tables go
 import polars as pl
 from IPython.display import Markdown, display
 
-from benchlib.analysis import analyse, figures, flamegraphs, profiles, resolve, summary
+from benchlib.analysis import analyse, figures, flamegraphs, profiles, resolve, stats, summary
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
 a = analyse.load(analysis_dir)
@@ -40,9 +40,10 @@ display(Markdown(profiles.method_text(a.profile_method)))
 # the sentences under the comparisons they explain, findings first; the others (no headline comparison,
 # no kernel symbols) after them
 explained = summary.explained_markdown(a.comparisons, a.profile_explanations)
-shown = set(explained.split("\n"))
-rest = [s for s in a.profile_explanations["sentence"] if f"  - CPU profile: {s}" not in shown]
-if explained or rest:
+keys = ["environment", "test", "scenario", "baseline"]
+primary = a.comparisons.filter(pl.col("family") == stats.PRIMARY).select(keys).unique()
+rest = a.profile_explanations.join(primary, on=keys, how="anti")["sentence"]
+if explained or len(rest):
     display(Markdown("## What the profiles say\n" + "\n".join(filter(None, [explained, *(f"- {s}" for s in rest)]))))
 
 # %%

@@ -129,30 +129,31 @@ def test_a_finding_carries_its_profile_sentence():
     assert summary.profile_notes({**row, "scenario": "bridge"}, expl) == []
 
 
-def _campaign(tmp_path, with_profiles: bool):
+def _campaign(tmp_path, with_profiles: str):
     """A campaign's analysis with a clear tcp_rr change, written as `benchlib analyse` writes it."""
     from benchlib import tidy
     samples = {(s, "tcp_rr"): {("transaction_rate", "none"): [rate * (1 + 0.002 * i) for i in range(8)]}
                for s, rate in RATES.items()}
     runs, metrics = make_tables(samples)
     tidy.write_tables(runs, metrics, tmp_path)
-    stacks_, profile_runs = profile_tables() if with_profiles else (None, None)
+    stacks_, profile_runs = (profile_tables(kernel_symbols=with_profiles == "profiles") if with_profiles != "none"
+                             else (None, None))
     result = analyse.run(runs, metrics, settings().model_copy(update={"baseline": "host", "contrasts": []}),
                          profile_stacks=stacks_, profile_runs=profile_runs)
     return analyse.write(result, tmp_path / "analysis", tmp_path / "runs.parquet", tmp_path / "metrics.parquet")
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("with_profiles", [True, False], ids=["profiles", "none"])
+@pytest.mark.parametrize("with_profiles", ["profiles", "none", "no-symbols"])
 def test_the_report_section_shows_the_profiles(tmp_path, with_profiles):
     analysis_dir = _campaign(tmp_path, with_profiles)
     loaded = analyse.load(analysis_dir)
-    assert len(loaded.profile_explanations) == (1 if with_profiles else 0)
+    assert len(loaded.profile_explanations) == {"profiles": 1, "none": 0, "no-symbols": 2}[with_profiles]
     out = tmp_path / "reports"
     html = report.build_report(["notebooks/00_summary.py", "notebooks/05_cpu_profiles.py"], out,
                                {"analysis_dir": str(analysis_dir), "out_dir": str(out)}).read_text()
     assert 'id="CPU-profiles"' in html
-    if with_profiles:
+    if with_profiles == "profiles":
         assert "Profiled runs are separate from the measured runs" in html and "499 Hz" in html
         # the sentence under its finding, in the summary and in the section
         assert html.count("CPU profile: veth-routed vs host (tcp_rr, per transaction, both sides)") == 2
@@ -160,6 +161,10 @@ def test_the_report_section_shows_the_profiles(tmp_path, with_profiles):
         for name in ("categories", "flamegraph", "differential"):
             assert (out / "figures" / f"cpu_profile_tcp_rr_{name}.html").exists()
         assert len(html) < 6_000_000  # plotly.js once (~4.7 MB) and small trees
-    else:
+    elif with_profiles == "none":
         assert "No CPU profiles: experiment.profile_runs is 0" in html
         assert "CPU profile:" not in html
+    else:  # a sentence for each scenario, under its finding where it has one, and no flamegraph of [unknown]
+        assert "CPU profile: veth-routed (tcp_rr): no kernel symbols: kernel.kptr_restrict hid them" in html
+        assert "host (tcp_rr): no kernel symbols" in html
+        assert not list((out / "figures").glob("cpu_profile_*"))
