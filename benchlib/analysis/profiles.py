@@ -235,6 +235,12 @@ def _num(v: float, unit: str) -> str:
     return f"{v:+.0f}" if a >= 10 else f"{v:+.1f}" if a >= 0.95 else f"{v:+.2f}"
 
 
+def _val(v: float, unit: str) -> str:
+    if unit.startswith("cores"):
+        return f"{v:.2g}"
+    return f"{v:.1f}" if abs(v) >= 0.95 else f"{v:.2f}"
+
+
 def _short(unit: str) -> str:
     return "cores/(Gbit/s)" if unit.startswith("cores") else "µs"
 
@@ -293,7 +299,7 @@ def _sentence(p: dict, baseline: str, cats: pl.DataFrame, diffs: pl.DataFrame, t
     pct = f" ({100 * delta / p['cpu_base']:+.0f} %)" if p["cpu_base"] else ""
     per = unit.split(" ", 1)[1]  # "per transaction", "per Gbit/s"
     text = (f"{p['scenario']} vs {baseline} ({p['test']}, {per}, {_side_text(p['side'])}): "
-            f"{_num(delta, unit)} {short} CPU{pct}, {p['cpu']:.3g} vs {p['cpu_base']:.3g} {short}")
+            f"{_num(delta, unit)} {short} CPU{pct}, {_val(p['cpu'], unit)} vs {_val(p['cpu_base'], unit)} {short}")
     if named:
         text += ": " + ", ".join(named)
     if frames_text:

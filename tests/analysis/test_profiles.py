@@ -168,3 +168,12 @@ def test_the_report_section_shows_the_profiles(tmp_path, with_profiles):
         assert "CPU profile: veth-routed (tcp_rr): no kernel symbols: kernel.kptr_restrict hid them" in html
         assert "host (tcp_rr): no kernel symbols" in html
         assert not list((out / "figures").glob("cpu_profile_*"))
+
+
+def test_an_analysis_from_before_profiles_loads_with_empty_profile_tables(tmp_path):
+    analysis_dir = _campaign(tmp_path, "none")
+    for name in profiles.EMPTY:
+        (analysis_dir / f"{name}.parquet").unlink()
+    loaded = analyse.load(analysis_dir)
+    assert all(getattr(loaded, name).is_empty() for name in profiles.EMPTY)
+    assert loaded.profile_frames.columns == list(profiles.FRAMES_SCHEMA)
