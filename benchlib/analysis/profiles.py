@@ -156,24 +156,28 @@ def _trees(profiles: pl.DataFrame, profile_runs: pl.DataFrame) -> pl.DataFrame:
         return pl.DataFrame(schema={**FRAMES_SCHEMA, "busy": pl.Int64})
     b = (b.group_by(*KEYS, "side", "comm", "stack").agg(pl.col("cpu_s").sum(), pl.col("samples").sum())
          .with_columns(busy=pl.col("samples").sum().over(*KEYS, "side"),
-                       parts=pl.concat_list(pl.col("side"), pl.col("comm"),
-                                            pl.col("stack").str.split(";").list.eval(pl.element().filter(pl.element() != ""))))
-         .with_row_index("_row"))
-    paths = (b.with_columns(depth=pl.int_ranges(0, pl.col("parts").list.len())).explode("depth")
-             .with_columns(id=pl.col("parts").list.head(pl.col("depth") + 1).list.join(";"),
-                           name=pl.col("parts").list.get(pl.col("depth")))
-             .group_by(*KEYS, "side", "id").agg(pl.col("name").first(), pl.col("depth").first(), pl.col("busy").first(),
-                                                pl.col("cpu_s").sum(), pl.col("samples").sum())
+                       full=pl.concat_str("side", "comm", "stack", separator=";").str.strip_chars_end(";")))
+    # one integer per configuration and side, and each prefix as a slice of the whole path: exploding lists
+    # of frames (or the key strings) once per prefix would copy them, a slice of one string does not
+    groups = b.select(*KEYS, "side", "busy").unique(maintain_order=True).with_row_index("_g")
+    b = (b.join(groups.select(*KEYS, "side", "_g"), on=[*KEYS, "side"]).with_row_index("_row")
+         .select("_g", "_row", "full", "cpu_s", "samples", parts=pl.col("full").str.split(";")))
+    paths = (b.with_columns(name=pl.col("parts"), depth=pl.int_ranges(0, pl.col("parts").list.len()),
+                            end=pl.col("parts").list.eval((pl.element().str.len_bytes() + 1).cum_sum() - 1))
+             .drop("parts").explode("name", "depth", "end")
+             .with_columns(id=pl.col("full").str.slice(0, pl.col("end")))
+             .group_by("_g", "id").agg(pl.col("name").first(), pl.col("depth").first(),
+                                       pl.col("cpu_s").sum(), pl.col("samples").sum())
              .with_columns(level=pl.lit("path"),
                            parent=pl.when(pl.col("depth") > 0).then(pl.col("id").str.replace(r";[^;]*$", ""))
                            .otherwise(pl.lit(""))))
-    frames = (b.with_columns(name=pl.col("parts").list.slice(2)).explode("name").drop_nulls("name")
-              .unique(["_row", "name"])
-              .group_by(*KEYS, "side", "name").agg(pl.col("busy").first(), pl.col("cpu_s").sum(), pl.col("samples").sum())
+    frames = (b.select("_g", "_row", "cpu_s", "samples", name=pl.col("parts").list.slice(2)).explode("name")
+              .drop_nulls("name").unique(["_row", "name"])
+              .group_by("_g", "name").agg(pl.col("cpu_s").sum(), pl.col("samples").sum())
               .with_columns(level=pl.lit("frame"), id=pl.col("name"), parent=pl.lit(None, pl.String),
                             depth=pl.lit(None, pl.Int64)))
-    cols = [*KEYS, "side", "level", "id", "parent", "name", "depth", "samples", "cpu_s", "busy"]
-    out = pl.concat([paths.select(cols), frames.select(cols)])
+    cols = ["_g", "level", "id", "parent", "name", "depth", "samples", "cpu_s"]
+    out = pl.concat([paths.select(cols), frames.select(cols)]).join(groups, on="_g").drop("_g")
     names = out["name"].unique()
     cat = dict(zip(names, (_frame_category(n) for n in names)))
     return _per_unit(out.with_columns(category=pl.col("name").replace_strict(cat, return_dtype=pl.String)), configs)
