@@ -141,7 +141,7 @@ def cmd_parse(args) -> int:
 
 def cmd_analyse(args) -> int:
     from . import analysis
-    from .analysis import analyse
+    from .analysis import analyse, profiles
 
     params = _params(args)
     validate_all(params)  # the baseline and contrasts name scenarios of the campaign's environments
@@ -154,7 +154,10 @@ def cmd_analyse(args) -> int:
             f"(campaign {params.experiment.campaign}); scenarios there: {', '.join(measured) or 'none'}")
     out = Path(args.out) if args.out else Path(analyse.ANALYSIS_DIR)
     _say(f"analyse: {len(runs)} runs, {len(metrics)} metric rows with the analysis section of {params.source}")
-    result = analyse.run(runs, metrics, params.analysis)
+    # written by parse when the campaign has profiled runs; absent files are empty tables
+    profile_stacks, profile_runs = profiles.read_tables(analysis.resolve("data/processed/profiles.parquet"),
+                                                        analysis.resolve("data/processed/profile_runs.parquet"))
+    result = analyse.run(runs, metrics, params.analysis, profile_stacks=profile_stacks, profile_runs=profile_runs)
     analyse.write(result, out, runs_path, metrics_path)
     # metrics.json is no DVC-cached output (dvc.yaml: cache: false, persist: true): DVC cannot restore it,
     # so it is written beside its place and moved there whole

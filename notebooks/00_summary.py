@@ -17,7 +17,7 @@
 # # Summary
 #
 # Contents: [Significance vs the baseline](#Significance-vs-the-baseline)
-# ([headline table](#Headline-table), [caveats](#Caveats)) · [Figures](#Figures) ·
+# ([headline table](#Headline-table), [caveats](#Caveats)) · [Figures](#Figures) · [CPU profiles](#CPU-profiles) ·
 # [Setup](#Setup), [method](#Method) and [CPU normalization](#CPU-normalization).
 # Everything below is computed from the campaign's tables; nothing is typed in by hand.
 
@@ -35,7 +35,8 @@ from benchlib.analysis import analyse, figures, stats, summary
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
 a = analyse.load(analysis_dir)
 s = a.settings
-display(Markdown(summary.summary_markdown(a.runs, a.comparisons, a.families, s.baseline, s.correction)))
+display(Markdown(summary.summary_markdown(a.runs, a.comparisons, a.families, s.baseline, s.correction,
+                                         explanations=a.profile_explanations)))
 
 # %%
 primary = a.comparisons.filter(pl.col("family") == stats.PRIMARY, pl.col("delta_pct").is_not_nan())

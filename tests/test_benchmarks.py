@@ -81,3 +81,12 @@ def pl_run_id():
 def tidy_tables(out):
     from benchlib import schema
     return schema.read_runs(out / "runs.parquet"), schema.read_metrics(out / "metrics.parquet")
+
+
+def test_cpu_profiles_benchmark_parses_and_analyses(capsys):
+    import cpu_profiles
+    cpu_profiles.main(["--profiles", "20"])
+    out = capsys.readouterr().out
+    assert "profiles: 20 profiles (4 configurations x 5 runs)" in out
+    for line in ("parse: fold + rows + classification", "analysis: profiles.analyse", "profile_explanations: 2 rows"):
+        assert line in out

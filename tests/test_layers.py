@@ -15,7 +15,7 @@ PACKAGE = REPO / "benchlib"
 # lowest first; a package's name stands for all its modules
 LAYERS = [
     ["benchlib.errors"],
-    ["benchlib.schema", "benchlib.collectors", "benchlib.cpu"],  # pure: builders, parsers, vocabulary
+    ["benchlib.schema", "benchlib.collectors", "benchlib.cpu", "benchlib.stacks"],  # pure: builders, parsers, vocabulary
     ["benchlib.machine"],  # the machine-wide collect lock, dying with the parent
     ["benchlib.config"],  # the settings: tests are the collectors' models, metric names the schema's
     ["benchlib.plan"],  # what each environment runs, from params and the environment definitions

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import polars as pl
@@ -20,7 +20,7 @@ from benchlib import schema
 from benchlib.config import Analysis as Settings
 from benchlib.errors import BenchlibError
 
-from . import mesh, normalize, reference, resolution, resolve, saturation, stats
+from . import mesh, normalize, profiles, reference, resolution, resolve, saturation, stats
 
 ANALYSIS_DIR = "data/analysis"
 SETTINGS_FILE = "settings.json"  # the settings analysed with, and which tidy tables
@@ -61,6 +61,12 @@ class Result:
     families: pl.DataFrame
     mesh_comparisons: pl.DataFrame  # proxy-hop percentiles and proxy CPU (empty without a mesh scenario)
     reference: pl.DataFrame  # published claims beside ours
+    # CPU profiles of the profiled runs (profiles.py); empty without them
+    profile_method: pl.DataFrame = field(default_factory=lambda: profiles.empty("profile_method"))
+    profile_categories: pl.DataFrame = field(default_factory=lambda: profiles.empty("profile_categories"))
+    profile_frames: pl.DataFrame = field(default_factory=lambda: profiles.empty("profile_frames"))
+    profile_differences: pl.DataFrame = field(default_factory=lambda: profiles.empty("profile_differences"))
+    profile_explanations: pl.DataFrame = field(default_factory=lambda: profiles.empty("profile_explanations"))
 
     def metrics_json(self) -> dict:
         """reports/metrics.json: the settings that decide verdicts, then the headline numbers."""
@@ -82,8 +88,10 @@ def compare(compared: pl.DataFrame, runs: pl.DataFrame, settings: Settings) -> p
 
 
 def run(runs: pl.DataFrame, metrics: pl.DataFrame, settings: Settings,
-        reference_dir: str | Path = reference.REFERENCE_DIR) -> Result:
-    """Analyse one campaign's tidy tables with ``settings`` (the analysis section of params.yaml)."""
+        reference_dir: str | Path = reference.REFERENCE_DIR, profile_stacks: pl.DataFrame | None = None,
+        profile_runs: pl.DataFrame | None = None) -> Result:
+    """Analyse one campaign's tidy tables with ``settings`` (the analysis section of params.yaml); with
+    the profiled runs' tables (profiles.parquet, profile_runs.parquet), their CPU profiles too."""
     s = settings
     values = normalize.with_cpu_at_target(metrics, runs, **targets(s))
     compared = stats.compared_values(values, runs, s.family_metrics)
@@ -98,7 +106,8 @@ def run(runs: pl.DataFrame, metrics: pl.DataFrame, settings: Settings,
                   summary=resolution.annotate_summary(stats.summarize(compared, runs, alpha=s.alpha)),
                   summary_all=resolution.annotate_summary(stats.summarize(values, runs, alpha=s.alpha)),
                   comparisons=comparisons,
-                  families=families(comparisons, s.alpha), mesh_comparisons=mesh_comparisons, reference=published)
+                  families=families(comparisons, s.alpha), mesh_comparisons=mesh_comparisons, reference=published,
+                  **profiles.analyse(profile_stacks, profile_runs, s.baseline))
 
 
 def write(result: Result, directory: str | Path, runs_path: str | Path, metrics_path: str | Path) -> Path:
@@ -127,7 +136,9 @@ def load(directory: str | Path = ANALYSIS_DIR) -> Result:
     try:
         saved = json.loads((d / SETTINGS_FILE).read_text())
         settings = Settings.model_validate(saved["settings"])
-        tables = {name: pl.read_parquet(d / f"{name}.parquet") for name in TABLES}
+        # an analysis from before profiles has no profile tables: empty ones
+        tables = {name: pl.read_parquet(d / f"{name}.parquet") if name not in profiles.EMPTY
+                  or (d / f"{name}.parquet").exists() else profiles.empty(name) for name in TABLES}
     except (OSError, ValueError, KeyError, pl.exceptions.PolarsError) as exc:
         raise AnalysisError(f"{d}: no complete analysis ({type(exc).__name__}: {' '.join(str(exc).split())[:200]}); "
                             "run `benchlib analyse` (or `dvc repro`)") from None

@@ -28,8 +28,8 @@ from . import project_root, resolve
 from .stats import CONFIG, failed_runs
 
 # report order: the answer first, then the results, then how they were measured
-NOTEBOOKS = ("00_summary.py", "02_significance.py", "03_figures.py", "04_reference.py", "05_mesh.py",
-             "06_setup_and_method.py")
+NOTEBOOKS = ("00_summary.py", "02_significance.py", "03_figures.py", "04_reference.py", "05_cpu_profiles.py",
+             "06_mesh.py", "07_setup_and_method.py")
 
 # The lab template, with plotly.js inlined once in the head and none of the
 # CDN scripts (require.js, MathJax, mermaid) the report does not need.

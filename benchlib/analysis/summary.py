@@ -156,10 +156,31 @@ def degenerate_text(runs: pl.DataFrame, comparisons: pl.DataFrame, baseline: str
     return ""
 
 
+def profile_notes(r: dict, explanations: pl.DataFrame | None) -> list[str]:
+    """The CPU-profile sentences (profiles.explanations) of a comparison's scenario, test and baseline."""
+    if explanations is None or explanations.is_empty():
+        return []
+    e = explanations.filter(environment=r["environment"], test=r["test"], scenario=r["scenario"],
+                            baseline=r["baseline"])
+    return list(e["sentence"])
+
+
+def explained_markdown(comparisons: pl.DataFrame, explanations: pl.DataFrame, family: str = stats.PRIMARY) -> str:
+    """Each comparison of ``family`` that has a CPU-profile sentence, as a bullet with its sentences under
+    it: findings first, largest change first; "" where none has one."""
+    lines = []
+    for r in ordered_findings(comparisons, family).iter_rows(named=True):
+        if notes := profile_notes(r, explanations):
+            lines.append(f"- {finding_sentence(r)}")
+            lines += [f"  - CPU profile: {n}" for n in notes]
+    return "\n".join(lines)
+
+
 def findings_markdown(comparisons: pl.DataFrame, families: pl.DataFrame, family: str = stats.PRIMARY,
-                      limit: int | None = None) -> str:
+                      limit: int | None = None, explanations: pl.DataFrame | None = None) -> str:
     """The findings of one family as a bullet list, largest change first; within-noise and untested
-    comparisons summed up in a closing sentence each."""
+    comparisons summed up in a closing sentence each. With ``explanations`` (profiles.explanations) a
+    finding's CPU-profile sentences follow it."""
     rows = ordered_findings(comparisons, family)
     if rows.is_empty():
         return ""
@@ -169,7 +190,11 @@ def findings_markdown(comparisons: pl.DataFrame, families: pl.DataFrame, family:
     shown = listed.head(limit) if limit else listed
     # a CPU limit on every line is said once, in the caveats, instead of on each
     every_bound = "cpu_bound" in rows.columns and bool(rows["cpu_bound"].fill_null(False).all())
-    lines = [f"- {finding_sentence(r, m, cpu_note=not every_bound)}" for r in shown.iter_rows(named=True)]
+    lines = []
+    for r in shown.iter_rows(named=True):
+        lines.append(f"- {finding_sentence(r, m, cpu_note=not every_bound)}")
+        if r["kind"] == FINDING:
+            lines += [f"  - CPU profile: {n}" for n in profile_notes(r, explanations)]
     if len(shown) < len(listed):
         lines.append(f"- ... and {len(listed) - len(shown)} more in the results below.")
     noise = rows.filter(kind=NOISE)
@@ -216,13 +241,14 @@ def rerun_text(campaign: str | list[str]) -> str:
 
 
 def summary_markdown(runs: pl.DataFrame, comparisons: pl.DataFrame, families: pl.DataFrame, baseline: str,
-                     correction: str = "holm", limit: int | None = 12) -> str:
-    """The whole opening section: the campaign, then the primary findings (or why there are none),
-    then the campaign-wide caveats."""
+                     correction: str = "holm", limit: int | None = 12,
+                     explanations: pl.DataFrame | None = None) -> str:
+    """The whole opening section: the campaign, then the primary findings (or why there are none), each
+    with its CPU-profile sentences where ``explanations`` has them, then the campaign-wide caveats."""
     parts = [campaign_text(runs, comparisons, baseline)]
     if why := degenerate_text(runs, comparisons, baseline):
         parts.append(why)
-    primary = findings_markdown(comparisons, families, stats.PRIMARY, limit)
+    primary = findings_markdown(comparisons, families, stats.PRIMARY, limit, explanations)
     if primary:
         rows = ordered_findings(comparisons)
         n_sig = int(rows["kind"].eq(FINDING).sum())

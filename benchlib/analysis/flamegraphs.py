@@ -1,0 +1,146 @@
+"""Plotly figures of the CPU profiles (profiles.py's tables): flamegraphs as icicles, differential
+flamegraphs coloured by the change per unit of work against the baseline, and busy CPU per unit by category.
+
+One figure per environment and test; a dropdown chooses the scenario, so the page carries each tree once.
+The trees are those of profile_frames, already pruned of nodes under profiles.PRUNE_SHARE.
+"""
+from __future__ import annotations
+
+import polars as pl
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from benchlib.stacks import CATEGORIES
+
+from .figures import TEMPLATE, scenario_order
+
+SHARED_NOTE = "client and server shared their CPUs: one profile of both"
+SIDES = ("client", "server", "total")
+# one colour per category, the network layers in saturated hues, the rest muted
+CATEGORY_COLORS = dict(zip(CATEGORIES, (
+    "#999999", "#CC79A7", "#56B4E9", "#0072B2", "#D55E00", "#E69F00", "#009E73", "#F0E442", "#BBBBBB",
+    "#EEEEEE", "#666666")))
+
+
+def _sides(d: pl.DataFrame) -> list[str]:
+    present = set(d["side"])
+    return [s for s in SIDES if s in present]
+
+
+def _one_environment(d: pl.DataFrame, what: str, test: str, environment: str | None) -> pl.DataFrame:
+    d = d.filter(test=test) if environment is None else d.filter(test=test, environment=environment)
+    if d.is_empty():
+        raise ValueError(f"{what}: no profile rows for test {test!r}")
+    if d["environment"].n_unique() > 1:
+        raise ValueError(f"{what}: several environments for test {test!r}; name one")
+    return d
+
+
+def _side_note(sides: list[str]) -> str:
+    return SHARED_NOTE if sides == ["total"] else "left: client, right: server"
+
+
+def _dropdown(fig: go.Figure, labels: list[str], per_label: int) -> None:
+    """A dropdown showing the ``per_label`` traces of one label at a time (traces in label order)."""
+    n = len(labels) * per_label
+    fig.update_layout(updatemenus=[dict(
+        type="dropdown", x=1.0, xanchor="right", y=1.12, yanchor="bottom", showactive=True,
+        buttons=[dict(label=label, method="update",
+                      args=[{"visible": [i // per_label == k for i in range(n)]}])
+                 for k, label in enumerate(labels)])])
+
+
+def _domain(i: int, n: int) -> dict:
+    gap = 0.02
+    w = (1 - gap * (n - 1)) / n
+    return dict(x=[i * (w + gap), i * (w + gap) + w], y=[0, 1])
+
+
+def _short_ids(t: pl.DataFrame) -> tuple[list[str], list[str]]:
+    """(ids, parents) as short numbers: the paths themselves would be most of the page's weight."""
+    index = {path: str(i) for i, path in enumerate(t["id"])}
+    return list(index.values()), [index.get(p, "") for p in t["parent"]]
+
+
+def flamegraph(frames: pl.DataFrame, test: str, baseline: str = "host", environment: str | None = None) -> go.Figure:
+    """The busy CPU of each scenario of ``test`` as an icicle (root: the side, then the task, then frames
+    from the outermost caller), client and server side by side; a dropdown picks the scenario."""
+    d = _one_environment(frames.filter(level="path"), "flamegraph", test, environment)
+    order = scenario_order(d["scenario"], baseline)
+    sides = _sides(d)
+    fig = go.Figure()
+    for k, scenario in enumerate(order):
+        for i, side in enumerate(sides):
+            t = d.filter(scenario=scenario, side=side)
+            ids, parents = _short_ids(t)
+            fig.add_trace(go.Icicle(
+                ids=ids, labels=t["name"], parents=parents, values=t["samples"], branchvalues="total",
+                name=f"{scenario} {side}", domain=_domain(i, len(sides)), visible=k == 0, maxdepth=12,
+                marker=dict(colors=[CATEGORY_COLORS.get(c, "#DDDDDD") for c in t["category"].fill_null("")]),
+                customdata=t.select("cpu_per_unit", "share_pct", "category"), tiling=dict(orientation="v"),
+                hovertemplate="%{label}<br>%{value} samples, %{customdata[1]:.1f} % of busy<br>"
+                              "%{customdata[0]:.3g} " + t["unit"][0] + "<br>%{customdata[2]}<extra></extra>"))
+    unit = d["unit"][0]
+    fig.update_layout(template=TEMPLATE, height=620, margin=dict(t=110),
+                      title=f"CPU flamegraph: {test}<br><sup>busy CPU, {unit} in the hover; {_side_note(sides)}; "
+                            "colour: the frame's category; click a frame to zoom</sup>")
+    _dropdown(fig, order, len(sides))
+    return fig
+
+
+def differential(differences: pl.DataFrame, test: str, environment: str | None = None) -> go.Figure:
+    """Each scenario's flamegraph of ``test`` coloured by the change of each node's CPU per unit of work
+    against the baseline (blue: less, red: more, white: the same); a dropdown picks the scenario."""
+    d = _one_environment(differences.filter(pl.col("level") == "path", pl.col("samples") > 0),
+                         "differential", test, environment)
+    baseline = d["baseline"][0]
+    order = [s for s in scenario_order(d["scenario"], baseline) if s != baseline]
+    sides = _sides(d)
+    unit = d["unit"][0]
+    span = float(d["delta"].abs().max() or 1.0)
+    fig = go.Figure()
+    for k, scenario in enumerate(order):
+        for i, side in enumerate(sides):
+            t = d.filter(scenario=scenario, side=side)
+            ids, parents = _short_ids(t)
+            fig.add_trace(go.Icicle(
+                ids=ids, labels=t["name"], parents=parents, values=t["samples"], branchvalues="total",
+                name=f"{scenario} {side}", domain=_domain(i, len(sides)), visible=k == 0, maxdepth=12,
+                marker=dict(colors=t["delta"], colorscale="RdBu_r", cmid=0, cmin=-span, cmax=span,
+                            showscale=i == len(sides) - 1, colorbar=dict(title=f"Δ {unit}")),
+                customdata=t.select("cpu_per_unit", "cpu_per_unit_base", "delta"), tiling=dict(orientation="v"),
+                hovertemplate="%{label}<br>" + scenario + ": %{customdata[0]:.3g}<br>" + baseline
+                              + ": %{customdata[1]:.3g}<br>Δ %{customdata[2]:+.3g} " + unit + "<extra></extra>"))
+    fig.update_layout(template=TEMPLATE, height=620, margin=dict(t=110),
+                      title=f"Differential flamegraph vs {baseline}: {test}<br><sup>size: the scenario's busy "
+                            f"samples; colour: change in {unit} (red: more CPU); {_side_note(sides)}</sup>")
+    _dropdown(fig, order, len(sides))
+    return fig
+
+
+def category_bars(categories: pl.DataFrame, test: str, baseline: str = "host",
+                  environment: str | None = None) -> go.Figure:
+    """Busy CPU per unit of work of each scenario of ``test``, stacked by category; client and server
+    facets where each side had CPUs of its own."""
+    d = _one_environment(categories, "category_bars", test, environment)
+    order = scenario_order(d["scenario"], baseline)
+    sides = _sides(d)
+    unit = d["unit"][0]
+    fig = make_subplots(rows=1, cols=len(sides), shared_yaxes=True, horizontal_spacing=0.04,
+                        subplot_titles=[s if s != "total" else SHARED_NOTE for s in sides])
+    present = set(d["category"])
+    for category in (c for c in CATEGORIES if c in present):
+        for i, side in enumerate(sides):
+            t = pl.DataFrame({"scenario": order}).join(d.filter(side=side, category=category), on="scenario",
+                                                       how="left", maintain_order="left")
+            fig.add_trace(go.Bar(x=t["scenario"], y=t["cpu_per_unit"], name=category, legendgroup=category,
+                                 showlegend=i == 0, marker_color=CATEGORY_COLORS[category],
+                                 customdata=t.select("share_pct"),
+                                 hovertemplate="%{x}: " + category + " %{y:.3g} " + unit
+                                               + " (%{customdata[0]:.0f} % of busy)<extra></extra>"),
+                          row=1, col=i + 1)
+    fig.update_layout(template=TEMPLATE, barmode="stack", legend_title_text="category",
+                      title=f"Busy CPU per unit of work by category: {test}<br><sup>{unit}; pooled profiled runs, "
+                            "idle left out</sup>")
+    fig.update_yaxes(title_text=unit, row=1, col=1)
+    return fig

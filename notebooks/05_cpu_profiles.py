@@ -1,0 +1,65 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # CPU profiles
+# Where the busy CPU of each path goes per unit of work (kernel included, idle left out), by category and
+# by frame, and what each scenario adds over the baseline. Tables from `benchlib.analysis.profiles`.
+
+# %% tags=["parameters"]
+# Where `benchlib analyse` wrote the analysis (relative to the project root): its tables, the settings
+# they were made with and the tidy tables they came from. `benchlib report` (papermill) passes it.
+analysis_dir = "data/analysis"
+out_dir = "reports"  # where figures and exported tables go
+
+# %%
+import polars as pl
+from IPython.display import Markdown, display
+
+from benchlib.analysis import analyse, figures, flamegraphs, profiles, resolve, stats, summary
+
+figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
+a = analyse.load(analysis_dir)
+baseline = a.settings.baseline
+cats, frames, diffs = a.profile_categories, a.profile_frames, a.profile_differences
+display(Markdown(profiles.method_text(a.profile_method)))
+
+# %%
+# the sentences under the comparisons they explain, findings first; the others (no headline comparison,
+# no kernel symbols) after them
+explained = summary.explained_markdown(a.comparisons, a.profile_explanations)
+keys = ["environment", "test", "scenario", "baseline"]
+primary = a.comparisons.filter(pl.col("family") == stats.PRIMARY).select(keys).unique()
+rest = a.profile_explanations.join(primary, on=keys, how="anti")["sentence"]
+if explained or len(rest):
+    display(Markdown("## What the profiles say\n" + "\n".join(filter(None, [explained, *(f"- {s}" for s in rest)]))))
+
+# %%
+figs = {}
+for (environment, test), _ in cats.group_by("environment", "test", maintain_order=True):
+    name = f"{environment}_{test}" if cats["environment"].n_unique() > 1 else test
+    figs[f"cpu_profile_{name}_categories"] = flamegraphs.category_bars(cats, test, baseline, environment)
+    figs[f"cpu_profile_{name}_flamegraph"] = flamegraphs.flamegraph(frames, test, baseline, environment)
+    if len(diffs.filter(environment=environment, test=test)):
+        figs[f"cpu_profile_{name}_differential"] = flamegraphs.differential(diffs, test, environment)
+if figs:
+    display(Markdown("## Busy CPU per unit of work, flamegraphs and differential flamegraphs\n"
+                     "Pick the scenario in each figure's menu; frames under "
+                     f"{100 * profiles.PRUNE_SHARE:g} % of a side's busy CPU are left out."))
+    figures.write_figures(figs, resolve(out_dir) / "figures")
+
+# %%
+for fig in figs.values():
+    fig.show()

@@ -1,0 +1,179 @@
+"""CPU profiles in the analysis and the report, on the captured `perf script` output of a netperf TCP_RR in
+the lab (tests/fixtures/perf via profile_tables: host and veth-routed, client and server on CPU 0)."""
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from analysis_tables import make_tables, settings
+from benchlib.analysis import analyse, flamegraphs, profiles, report, summary
+from profile_tables import HZ, RATES, WINDOW_S, folded, profile_tables
+
+
+@pytest.fixture(scope="module")
+def tables():
+    p, r = profile_tables()
+    return profiles.analyse(p, r, "host")
+
+
+def test_each_sides_category_shares_sum_to_100(tables):
+    cats = tables["profile_categories"]
+    assert set(cats["category"]) - {"idle"} and "idle" not in set(cats["category"])
+    sums = cats.group_by("environment", "scenario", "test", "side").agg(pl.col("share_pct").sum())
+    assert len(sums) == 2 and sums["share_pct"].to_list() == pytest.approx([100.0, 100.0])
+    assert set(cats["unit"]) == {"µs per transaction"}
+
+
+def test_cpu_per_transaction_is_busy_cpu_seconds_over_the_transactions():
+    p, r = profile_tables({"host": "host"})
+    cats = profiles.categories(p, r)
+    busy = sum(n for stack, n in folded("host").items() if not stack.startswith("cpu0;swapper"))
+    expected = busy / HZ / (RATES["host"] * WINDOW_S) * 1e6
+    assert cats["cpu_per_unit"].sum() == pytest.approx(expected, rel=0.02)  # a few non-swapper idle samples
+    assert 5 < cats["cpu_per_unit"].sum() < 20
+
+
+def test_runs_of_one_configuration_are_pooled():
+    p, r = profile_tables({"host": "host"})
+    twice = pl.concat([p, p.with_columns(run_id=pl.lit("second"))])
+    runs = pl.concat([r, r.with_columns(run_id=pl.lit("second"), block=pl.lit(1, pl.Int64))])
+    one, two = profiles.categories(p, r), profiles.categories(twice, runs)
+    assert two["cpu_per_unit"].to_list() == pytest.approx(one["cpu_per_unit"].to_list())
+    assert two["samples"].sum() == 2 * one["samples"].sum() and set(two["n_runs"]) == {2}
+
+
+def test_veth_routed_gains_backlog_processing_and_veth_transmit_over_host(tables):
+    d = tables["profile_differences"].filter(level="frame", scenario="veth-routed")
+    delta = dict(zip(d["name"], d["delta"]))
+    assert delta["process_backlog"] > 1.0 and delta["veth_xmit"] > 0.1
+    total = tables["profile_categories"].group_by("scenario").agg(pl.col("cpu_per_unit").sum())
+    t = dict(total.iter_rows())
+    assert t["veth-routed"] > t["host"]  # fewer transactions on a longer path: more CPU each
+    (sentence,) = tables["profile_explanations"]["sentence"]
+    assert sentence.startswith("veth-routed vs host (tcp_rr, per transaction, both sides): +")
+    assert "process_backlog" in sentence and "veth_xmit" in sentence and "softirq/backlog" in sentence
+    assert "1 vs 1 profiled run" in sentence and "busy samples" in sentence
+    assert "entry_SYSCALL" not in sentence and "do_softirq" not in sentence  # dispatchers are not named
+
+
+def test_paths_are_a_pruned_tree_with_every_parent(tables):
+    f = tables["profile_frames"].filter(level="path")
+    for (scenario,), g in f.group_by("scenario"):
+        ids = set(g["id"])
+        assert all(p in ids for p in g["parent"] if p)
+        roots = g.filter(pl.col("parent") == "")
+        assert roots["id"].to_list() == ["total"]
+        assert g["samples"].min() >= profiles.PRUNE_SHARE * roots["samples"][0]
+        # a parent holds at least its children (plotly's branchvalues "total")
+        kids = g.group_by("parent").agg(pl.col("samples").sum().alias("kids"))
+        joined = g.join(kids, left_on="id", right_on="parent")
+        assert (joined["samples"] >= joined["kids"]).all()
+
+
+def test_empty_inputs_give_empty_tables_and_the_no_profiles_message():
+    out = profiles.analyse(None, pl.DataFrame(schema=profiles.PROFILE_RUNS_SCHEMA), "host")
+    assert all(t.is_empty() for t in out.values())
+    assert {name: dict(t.schema) for name, t in out.items()} == {
+        name: dict(pl.DataFrame(schema=s).schema) for name, s in profiles.EMPTY.items()}
+    assert profiles.method_text(out["profile_method"]).startswith("No CPU profiles: experiment.profile_runs is 0")
+
+
+def test_a_profile_without_kernel_symbols_gets_a_sentence_not_a_flamegraph():
+    p, r = profile_tables(kernel_symbols=False)
+    out = profiles.analyse(p, r, "host")
+    assert out["profile_frames"].is_empty() and out["profile_categories"].is_empty()
+    sentences = out["profile_explanations"]["sentence"].to_list()
+    assert len(sentences) == 2 and all("no kernel symbols: kernel.kptr_restrict hid them" in s for s in sentences)
+    assert "no kernel symbols" in profiles.method_text(out["profile_method"])
+
+
+def test_throughput_is_per_gbit_per_second():
+    p, r = profile_tables({"host": "host"})
+    out = profiles.categories(p, r.with_columns(metric=pl.lit("throughput"), value=pl.lit(20.0)))
+    assert set(out["unit"]) == {"cores per Gbit/s"}
+    busy_cores = out["samples"].sum() / HZ / WINDOW_S
+    assert out["cpu_per_unit"].sum() == pytest.approx(busy_cores / 20.0)
+
+
+def _by_side(p: pl.DataFrame, r: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The one shared profile as if client and server had CPUs of their own (the same stacks each)."""
+    return (pl.concat([p.with_columns(side=pl.lit(s)) for s in ("client", "server")]),
+            r.with_columns(attribution=pl.lit("cpu")))
+
+
+def test_flamegraph_has_a_trace_per_scenario_and_side_and_a_dropdown_per_scenario():
+    p, r = profile_tables({"host": "host", "veth-routed": "veth-routed", "bridge": "veth-routed"})
+    for (pp, rr), sides in (((p, r), 1), (_by_side(p, r), 2)):
+        t = profiles.analyse(pp, rr, "host")
+        fig = flamegraphs.flamegraph(t["profile_frames"], "tcp_rr", baseline="host")
+        assert len(fig.data) == 3 * sides and all(tr.type == "icicle" for tr in fig.data)
+        assert [tr.name.split()[0] for tr in fig.data[::sides]] == ["host", "bridge", "veth-routed"]
+        buttons = fig.layout.updatemenus[0].buttons
+        assert [b.label for b in buttons] == ["host", "bridge", "veth-routed"]
+        for k, b in enumerate(buttons):
+            assert b.args[0]["visible"] == [i // sides == k for i in range(3 * sides)]
+        assert [tr.visible for tr in fig.data] == buttons[0].args[0]["visible"]
+        assert fig.data[0].branchvalues == "total"
+        assert (flamegraphs.SHARED_NOTE in fig.layout.title.text) == (sides == 1)
+        diff = flamegraphs.differential(t["profile_differences"], "tcp_rr")
+        assert len(diff.data) == 2 * sides and diff.data[0].marker.cmid == 0
+        bars = flamegraphs.category_bars(t["profile_categories"], "tcp_rr", baseline="host")
+        assert {tr.xaxis for tr in bars.data} == ({"x"} if sides == 1 else {"x", "x2"})
+
+
+def test_a_finding_carries_its_profile_sentence():
+    p, r = profile_tables()
+    expl = profiles.analyse(p, r, "host")["profile_explanations"]
+    row = {"environment": "local-lab", "test": "tcp_rr", "scenario": "veth-routed", "baseline": "host"}
+    assert summary.profile_notes(row, expl) == expl["sentence"].to_list()
+    assert summary.profile_notes({**row, "scenario": "bridge"}, expl) == []
+
+
+def _campaign(tmp_path, with_profiles: str):
+    """A campaign's analysis with a clear tcp_rr change, written as `benchlib analyse` writes it."""
+    from benchlib import tidy
+    samples = {(s, "tcp_rr"): {("transaction_rate", "none"): [rate * (1 + 0.002 * i) for i in range(8)]}
+               for s, rate in RATES.items()}
+    runs, metrics = make_tables(samples)
+    tidy.write_tables(runs, metrics, tmp_path)
+    stacks_, profile_runs = (profile_tables(kernel_symbols=with_profiles == "profiles") if with_profiles != "none"
+                             else (None, None))
+    result = analyse.run(runs, metrics, settings().model_copy(update={"baseline": "host", "contrasts": []}),
+                         profile_stacks=stacks_, profile_runs=profile_runs)
+    return analyse.write(result, tmp_path / "analysis", tmp_path / "runs.parquet", tmp_path / "metrics.parquet")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("with_profiles", ["profiles", "none", "no-symbols"])
+def test_the_report_section_shows_the_profiles(tmp_path, with_profiles):
+    analysis_dir = _campaign(tmp_path, with_profiles)
+    loaded = analyse.load(analysis_dir)
+    assert len(loaded.profile_explanations) == {"profiles": 1, "none": 0, "no-symbols": 2}[with_profiles]
+    out = tmp_path / "reports"
+    html = report.build_report(["notebooks/00_summary.py", "notebooks/05_cpu_profiles.py"], out,
+                               {"analysis_dir": str(analysis_dir), "out_dir": str(out)}).read_text()
+    assert 'id="CPU-profiles"' in html
+    if with_profiles == "profiles":
+        assert "Profiled runs are separate from the measured runs" in html and "499 Hz" in html
+        # the sentence under its finding, in the summary and in the section
+        assert html.count("CPU profile: veth-routed vs host (tcp_rr, per transaction, both sides)") == 2
+        assert html.count('class="plotly-graph-div"') >= 4  # forest, bars, flamegraph, differential
+        for name in ("categories", "flamegraph", "differential"):
+            assert (out / "figures" / f"cpu_profile_tcp_rr_{name}.html").exists()
+        assert len(html) < 6_000_000  # plotly.js once (~4.7 MB) and small trees
+    elif with_profiles == "none":
+        assert "No CPU profiles: experiment.profile_runs is 0" in html
+        assert "CPU profile:" not in html
+    else:  # a sentence for each scenario, under its finding where it has one, and no flamegraph of [unknown]
+        assert "CPU profile: veth-routed (tcp_rr): no kernel symbols: kernel.kptr_restrict hid them" in html
+        assert "host (tcp_rr): no kernel symbols" in html
+        assert not list((out / "figures").glob("cpu_profile_*"))
+
+
+def test_an_analysis_from_before_profiles_loads_with_empty_profile_tables(tmp_path):
+    analysis_dir = _campaign(tmp_path, "none")
+    for name in profiles.EMPTY:
+        (analysis_dir / f"{name}.parquet").unlink()
+    loaded = analyse.load(analysis_dir)
+    assert all(getattr(loaded, name).is_empty() for name in profiles.EMPTY)
+    assert loaded.profile_frames.columns == list(profiles.FRAMES_SCHEMA)
