@@ -74,7 +74,7 @@ def cmd_validate(args) -> int:
     for plan in plans:
         target = _target(plan)
         runs = runner.schedule(plan, params.experiment.repetitions, params.experiment.seed,
-                               target.interleaves_scenarios)
+                               target.interleaves_scenarios, params.experiment.profile_runs)
         seconds = sum(runner.expected_run_s(target, r.spec) + PER_RUN_OVERHEAD_S for r in runs)
         cdir = record.campaign_dir(params.experiment.campaign)
         done = sum(record.exists(cdir, r.run_id) for r in runs)

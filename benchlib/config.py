@@ -50,6 +50,18 @@ class Experiment(Strict):
     seed: int = 0
     cpu_trim_s: float = Field(0.5, ge=0, description="CPU window starts this long after the tool, ends this long before")
     retries: int = Field(1, ge=0, le=10, description="extra attempts for a failed run")
+    profile_runs: int = Field(0, ge=0, le=1000, description=(
+        "profiled runs per configuration (a CPU profile with perf, never among the measured runs); 0: none"))
+    profile_hz: int = Field(499, ge=1, le=10000, description=(
+        "perf's sampling frequency per CPU; not a multiple of the timer tick, so samples do not lock onto it"))
+
+    @field_validator("profile_runs")
+    @classmethod
+    def _profile_runs(cls, value: int, info) -> int:
+        repetitions = info.data.get("repetitions")
+        if repetitions is not None and value > repetitions:
+            raise ValueError(f"{value} is more than repetitions ({repetitions}): profiled run k goes into block k")
+        return value
 
 
 class MatrixEntry(Strict):

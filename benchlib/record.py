@@ -2,13 +2,15 @@
 
 A campaign's records live below ``data/raw/<campaign>/``, one directory per run::
 
-    <environment>/<scenario>/<test>/r<block:03d>/
+    <environment>/<scenario>/<test>/r<block:03d>/   a measured run
+    <environment>/<scenario>/<test>/p<block:03d>/   a profiled run (never among the measured ones)
         meta.json           keys, test parameters, commands, exit codes, outcome, placement, target,
                             the target's datapath processes (proxies) over the CPU window
         cpu.json            each side's /proc/stat counters at the start and end of the CPU window
         stdout-<i>.txt      what client process i printed, byte for byte (UTF-8 or not)
         stderr-<i>.txt
         failed-attempt-<n>/ the output of earlier attempts that failed
+        profile.folded.gz   a profiled run's CPU profile: perf's stacks, folded (benchlib.stacks)
         SHA256SUMS          the sha256 of every other file
 
 A record is built under a temporary name and renamed into place once complete,
@@ -25,7 +27,11 @@ on the datapath itself (the lab's service-mesh proxies), over the CPU window;
 4 added ``scenario_definition`` (`config.scenario_definition`): the scenario as the
 environment defined it when the run was measured. A record of an older version
 has none (null): nothing says what its scenario was, so collect and parse accept
-it without comparing it with the environment as it is now.
+it without comparing it with the environment as it is now; 5 added ``profiled``
+(the run was a profiled one, its id ``p<block>``) and ``profile`` (how its
+profile.folded.gz was recorded: perf version, event, frequency, kernel, CPUs,
+attribution, window, samples, whether kernel symbols were visible); an older
+record is a measured run without a profile.
 """
 from __future__ import annotations
 
@@ -45,10 +51,11 @@ from .config import PROSE_KEYS, Environment, Scenario, environment_dir, project_
 from .errors import RecordError
 from .schema import SIDES
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 CHECKSUMS = "SHA256SUMS"
 META = "meta.json"
 CPU = "cpu.json"
+PROFILE = "profile.folded.gz"
 FAILED_ATTEMPT = "failed-attempt-{n}"
 OUTCOMES = ("ok", "failed")
 
@@ -57,9 +64,10 @@ def campaign_dir(campaign: str, raw_root: Path | None = None) -> Path:
     return (raw_root or project_root() / "data" / "raw") / campaign
 
 
-def run_id(environment: str, scenario: str, test: str, block: int) -> str:
-    """Unique within the campaign, and the record's path below the campaign directory."""
-    return f"{environment}/{scenario}/{test}/r{block:03d}"
+def run_id(environment: str, scenario: str, test: str, block: int, profiled: bool = False) -> str:
+    """Unique within the campaign, and the record's path below the campaign directory. A profiled
+    run (p) is apart from the measured runs (r) of its block: perf's own load is in its numbers."""
+    return f"{environment}/{scenario}/{test}/{'p' if profiled else 'r'}{block:03d}"
 
 
 def exists(cdir: Path, rid: str) -> bool:
@@ -295,10 +303,14 @@ class RunRecord:
     processes: dict[str, dict] = None
     # the scenario as the environment defined it (config.scenario_definition); None: not recorded (version < 4)
     scenario_definition: dict | None = None
+    profiled: bool = False
+    # how the profile was recorded (perf version, event, CPUs, samples, ...); None: not profiled, or perf failed
+    profile: dict | None = None
+    profile_folded: bytes | None = None  # profile.folded.gz's bytes (stacks.folded_bytes)
 
     @property
     def run_id(self) -> str:
-        return run_id(self.environment, self.scenario, self.test, self.block)
+        return run_id(self.environment, self.scenario, self.test, self.block, self.profiled)
 
     @property
     def outcome(self) -> str:
@@ -328,6 +340,8 @@ class RunRecord:
             "target": self.target,
             "processes": self.processes or {},
             "scenario_definition": self.scenario_definition,
+            "profiled": self.profiled,
+            "profile": self.profile,
         }
 
     def cpu_json(self) -> dict:
@@ -351,6 +365,8 @@ class RunRecord:
             for n, earlier in enumerate(self.attempts[:-1], start=1):
                 _write_outputs(tmp / FAILED_ATTEMPT.format(n=n), earlier.outputs)
             (tmp / CPU).write_text(json.dumps(self.cpu_json(), indent=1))
+            if self.profile_folded is not None:
+                (tmp / PROFILE).write_bytes(self.profile_folded)
             (tmp / META).write_text(json.dumps(self.meta_json(), indent=1))
             write_checksums(tmp)
         except OSError as exc:  # a full disk names no file: name the record
@@ -424,6 +440,11 @@ def _read_bytes(path: str) -> bytes:
         return f.read()
 
 
+def _v4_to_v5(meta: dict, path: Path) -> dict:
+    """Version 5 added profiled runs; an older run is a measured one, without a profile."""
+    return {**meta, "profiled": False, "profile": None, "schema_version": 5}
+
+
 def _v3_to_v4(meta: dict, path: Path) -> dict:
     """Version 4 added ``scenario_definition``; an older run's is unknown."""
     return {**meta, "scenario_definition": None, "schema_version": 4}
@@ -445,7 +466,7 @@ def _v1_to_v2(meta: dict, path: Path) -> dict:
 
 
 # MIGRATIONS[v] turns a version-v meta.json into version v + 1
-MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
+MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5}
 
 
 def migrate(meta: dict, path: Path) -> dict:
@@ -497,7 +518,12 @@ def load(path: Path) -> RunRecord:
             test_params=meta["test_params"], commands=meta["commands"], exit_codes=meta["exit_codes"],
             started_at=_time(meta["started_at"]), ended_at=_time(meta["ended_at"]),
             placement=meta["placement"], target=meta["target"], clk_tck=cpu_doc["clk_tck"], cpu=sides,
-            attempts=tuple(attempts), processes=meta["processes"], scenario_definition=meta["scenario_definition"])
+            attempts=tuple(attempts), processes=meta["processes"], scenario_definition=meta["scenario_definition"],
+            profiled=meta["profiled"], profile=meta["profile"], profile_folded=files.get(PROFILE))
+        if type(rec.profiled) is not bool:
+            raise ValueError(f"profiled is {rec.profiled!r}, not true or false")
+        if rec.profile is not None and rec.profile_folded is None:
+            raise ValueError(f"profile recorded but {PROFILE} missing")
     except RecordError:
         raise
     except (KeyError, TypeError, ValueError, AttributeError) as exc:  # JSON and UTF-8 errors are ValueErrors

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import collectors, cpu, record
+from . import collectors, cpu, profiling, record
 from .collectors import TestSpec
 from .config import Params, scenario_definition
 from .plan import Plan, validate_all
@@ -40,14 +40,20 @@ class RunSpec:
     order: int  # position in the environment's whole schedule
     # the scenario as the environment defines it (config.scenario_definition), kept in the record
     definition: dict | None = field(default=None, compare=False, repr=False)
+    profiled: bool = False  # a CPU profile is recorded; never one of the measured runs
 
     @property
     def run_id(self) -> str:
-        return record.run_id(self.environment, self.scenario, self.test, self.block)
+        return record.run_id(self.environment, self.scenario, self.test, self.block, self.profiled)
 
 
-def schedule(plan: Plan, repetitions: int, seed: int, interleave_scenarios: bool = True) -> list[RunSpec]:
+def schedule(plan: Plan, repetitions: int, seed: int, interleave_scenarios: bool = True,
+             profile_runs: int = 0) -> list[RunSpec]:
     """All runs of an environment in blocks: each block runs every configuration once, in a seeded order.
+
+    Profiled run k of each configuration goes into block k (k < ``profile_runs``), shuffled among
+    that block's measured runs, so that it sees the machine as they do while perf's load stays
+    out of their numbers.
 
     Where scenarios can stand side by side (the lab), a block spans all of
     them. Where switching scenario costs minutes (a CNI change on a cluster),
@@ -61,11 +67,13 @@ def schedule(plan: Plan, repetitions: int, seed: int, interleave_scenarios: bool
     for scenarios in groups:
         configs = plan.configurations(scenarios)
         for block in range(repetitions):
-            order = configs[:]
+            order = [(s, t, False) for s, t in configs]
+            if block < profile_runs:
+                order += [(s, t, True) for s, t in configs]
             rng.shuffle(order)
-            for scenario, test in order:
+            for scenario, test, profiled in order:
                 runs.append(RunSpec(plan.environment.name, scenario, test, plan.tests[test], block, len(runs),
-                                    definitions[scenario]))
+                                    definitions[scenario], profiled))
     return runs
 
 
@@ -73,14 +81,15 @@ def planned_params(params: Params) -> dict[str, dict]:
     """Run id -> its test parameters, for every run of every environment: a campaign's identity."""
     e = params.experiment
     return {r.run_id: r.spec.test_params() for plan in validate_all(params)
-            for r in schedule(plan, e.repetitions, e.seed)}
+            for r in schedule(plan, e.repetitions, e.seed, profile_runs=e.profile_runs)}
 
 
 def planned_definitions(params: Params) -> dict[str, dict]:
     """Run id -> the definition of its scenario, for every run of every environment: the rest of a
     campaign's identity."""
     e = params.experiment
-    return {r.run_id: r.definition for plan in validate_all(params) for r in schedule(plan, e.repetitions, e.seed)}
+    return {r.run_id: r.definition for plan in validate_all(params)
+            for r in schedule(plan, e.repetitions, e.seed, profile_runs=e.profile_runs)}
 
 
 def check_same_plan(params: Params, runs: list[RunSpec], cdir: Path) -> int:
@@ -130,6 +139,7 @@ class Measurement:
     reason: str | None
     # the target's own datapath processes (proxies) by name: at the start and end of the window
     processes: dict[str, tuple[dict, dict]] = None
+    profile: profiling.Profile | None = None  # a profiled run's, when perf succeeded
 
 
 def expected_run_s(target: Target, spec: TestSpec) -> float:
@@ -179,16 +189,24 @@ def idle_proxies(first: dict[str, dict], last: dict[str, dict]) -> list[str]:
                   if "bytes" in start and last.get(name, {}).get("bytes", start["bytes"]) <= start["bytes"])
 
 
-def measure(target: Target, run: RunSpec, trim_s: float) -> Measurement:
-    """One attempt: start the tool on the client, sample CPU over the steady-state window."""
+def measure(target: Target, run: RunSpec, trim_s: float, profile: tuple[int, str] | None = None) -> Measurement:
+    """One attempt: start the tool on the client, sample CPU over the steady-state window.
+
+    ``profile``: (frequency, perf version) for a profiled run: perf records the CPU window."""
     spec = run.spec
     collector = collectors.get(spec.tool)
     placement = target.placement_for(run.scenario, spec.kind)
     invocations = collector.build(spec, placement.server_address, placement.client_cpus, placement.server_cpus)
+    recorder = profiling.Recorder({"client": placement.client_cpus, "server": placement.server_cpus},
+                                  *profile) if profile else None
+    perf_error = None
     started = time.time()
-    deadline = time.monotonic() + spec.run_timeout_s
+    deadline = time.monotonic() + spec.run_timeout_s + (profiling.START_S if recorder else 0.0)
     procs = []
     try:
+        if recorder:
+            recorder.start()
+            time.sleep(profiling.START_S)
         spawned = time.monotonic()
         procs = [target.spawn(run.scenario, "client", inv.argv) for inv in invocations]
         time.sleep(collector.warmup_s(spec) + trim_s)
@@ -196,6 +214,11 @@ def measure(target: Target, run: RunSpec, trim_s: float) -> Measurement:
         first_usage = target.datapath_usage(run.scenario, reset_peak=True)
         time.sleep(max(0.0, spec.duration_s - 2 * trim_s))
         last = {side: target.cpu_snapshot(run.scenario, side) for side in SIDES}
+        if recorder:
+            try:
+                recorder.stop()
+            except profiling.PerfError as exc:
+                perf_error = exc
         last_usage = target.datapath_usage(run.scenario, reset_peak=False)
         if collector.server_wait_s(spec) and target.ends_server_wait:
             # The server would idle on its own timer before it reports; once the client's test time
@@ -203,6 +226,10 @@ def measure(target: Target, run: RunSpec, trim_s: float) -> Measurement:
             time.sleep(max(0.0, spawned + spec.duration_s + SERVER_WAIT_MARGIN_S - time.monotonic()))
             target.end_server_wait(run.scenario, collector.SERVER)
         results = _wait_all(procs, [inv.argv for inv in invocations], deadline)
+    except BaseException:
+        if recorder:
+            recorder.close()  # perf must not outlive the run (an interrupt, a target error)
+        raise
     finally:
         for p in procs:
             if p.poll() is None:
@@ -213,9 +240,20 @@ def measure(target: Target, run: RunSpec, trim_s: float) -> Measurement:
     if outcome == "ok" and bypassed:
         outcome, reason = "failed", (f"proxy {', '.join(bypassed)} carried no bytes over the CPU window: "
                                      "the traffic did not go through the mesh")
+    folded = None
+    if recorder:
+        try:  # folded once the tool is done, so that perf script's own CPU is outside every window
+            if perf_error is None:
+                folded = recorder.profile(min(first[s].mono for s in SIDES), max(last[s].mono for s in SIDES))
+        except profiling.PerfError as exc:
+            perf_error = exc
+        finally:
+            recorder.close()
+        if perf_error is not None and outcome == "ok":
+            outcome, reason = "failed", f"perf: {perf_error}"
     return Measurement(placement, results, started, time.time(),
                        {side: (first[side], last[side]) for side in SIDES}, outcome, reason,
-                       {name: (first_usage[name], last_usage[name]) for name in first_usage})
+                       {name: (first_usage[name], last_usage[name]) for name in first_usage}, folded)
 
 
 def to_record(campaign: str, run: RunSpec, attempts: list[Measurement], target_info: dict) -> record.RunRecord:
@@ -237,6 +275,8 @@ def to_record(campaign: str, run: RunSpec, attempts: list[Measurement], target_i
         cpu={side: record.SideCpu(side_nodes[side], side_cpus[side], *last.cpu[side]) for side in SIDES},
         processes={name: record.process_window(start, end) for name, (start, end) in (last.processes or {}).items()},
         scenario_definition=run.definition,
+        profiled=run.profiled, profile=last.profile.meta if last.profile else None,
+        profile_folded=last.profile.folded if last.profile else None,
         attempts=tuple(record.Attempt(m.outcome, m.reason, record.utc(m.started),
                                       tuple(record.Output(r.stdout, r.stderr) for r in m.results))
                        for m in attempts))
@@ -289,8 +329,9 @@ class Progress:
         self.measured += 1
         elapsed = time.monotonic() - self.t0
         eta = elapsed / self.measured * (self.total - self.done)
+        test = f"{run.test} (profiled)" if run.profiled else run.test
         print(f"[{self.done:>{len(str(self.total))}}/{self.total}] block {run.block + 1} "
-              f"{run.scenario:<14} {run.test:<14} {outcome:<6} {summary:<22} "
+              f"{run.scenario:<14} {test:<14} {outcome:<6} {summary:<22} "
               f"elapsed {_mmss(elapsed)} ETA {_mmss(eta)}", file=self.stream, flush=True)
 
 
@@ -310,7 +351,7 @@ def run_environment(params: Params, plan: Plan, target: Target, raw_root: Path |
     """Run (or resume) every run of one environment. Returns counts."""
     exp = params.experiment
     cdir = record.campaign_dir(exp.campaign, raw_root)
-    runs = schedule(plan, exp.repetitions, exp.seed, target.interleaves_scenarios)
+    runs = schedule(plan, exp.repetitions, exp.seed, target.interleaves_scenarios, exp.profile_runs)
     unchecked = check_same_plan(params, runs, cdir)
     if unchecked:
         log(f"collect: {unchecked} record(s) of campaign {exp.campaign} predate recorded scenario definitions: "
@@ -321,6 +362,9 @@ def run_environment(params: Params, plan: Plan, target: Target, raw_root: Path |
     for path, aside in record.set_aside_incomplete(cdir, [r.run_id for r in runs]):
         log(f"collect: {path} was not a whole record: moved to {aside.name}, measuring the run again")
     todo = [r for r in runs if not record.exists(cdir, r.run_id)]
+    perf = None
+    if any(r.profiled for r in todo):  # before any run: a campaign must not find out halfway
+        perf = (exp.profile_hz, profiling.check_plan(target.kind, target.profiles))
     counts = {"planned": len(runs), "already_done": len(runs) - len(todo), "ok": 0, "failed": 0}
     if not todo:
         log(f"collect: {plan.environment.name}: all {len(runs)} runs of campaign {exp.campaign} are recorded")
@@ -339,12 +383,16 @@ def run_environment(params: Params, plan: Plan, target: Target, raw_root: Path |
             if run.scenario not in activated:
                 target.activate(run.scenario)
                 start_servers(target, run.scenario, names)
+                unavailable = target.profile_unavailable(run.scenario) if perf else None
+                if unavailable:
+                    raise TargetError(f"cannot record profiled runs: experiment.profile_runs: target {target.kind}, "
+                                      f"scenario {run.scenario}: {unavailable}; {profiling.OFF}")
                 if not activated:
                     info = {**info, "versions": {**info["versions"], **probe_versions(target, run.scenario, names)}}
                 activated.append(run.scenario)
             attempts = []
             for _ in range(1 + exp.retries):
-                attempts.append(measure(target, run, exp.cpu_trim_s))
+                attempts.append(measure(target, run, exp.cpu_trim_s, perf if run.profiled else None))
                 if attempts[-1].outcome == "ok":
                     break
             last = attempts[-1]

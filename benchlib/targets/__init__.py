@@ -97,6 +97,9 @@ class Target(ABC):
     kind = ""
     interleaves_scenarios = True  # whether runs of different scenarios may alternate
     ends_server_wait = False  # whether end_server_wait works (a signal into the server's processes)
+    # whether perf on this machine can profile its runs (profiling.check_plan); `profile_unavailable`
+    # then says, per scenario once activated, whether it can indeed
+    profiles = False
 
     def __init__(self, env, scenarios: list[str], servers: Sequence[Server] = (), commands: Sequence[str] = (),
                  log=print):
@@ -172,6 +175,10 @@ class Target(ABC):
         name: ``side``, ``cpus``, ``version``, ``cpu_ticks`` (user + system so far) and ``peak_rss_kib``
         (since the last reading with ``reset_peak``). None by default."""
         return {}
+
+    def profile_unavailable(self, scenario: str) -> str | None:
+        """Why perf on this machine cannot profile the active scenario's runs; None: it can."""
+        return None if self.profiles else f"target {self.kind} runs its commands on other machines"
 
     @abstractmethod
     def describe(self) -> dict:

@@ -22,6 +22,7 @@ import os
 import socket
 import time
 import uuid
+from pathlib import Path
 
 from ... import cpu
 from ...collectors import Server
@@ -44,6 +45,7 @@ SERVER_LISTEN_TIMEOUT_S, SERVER_POLL_S = 15, 0.2
 
 class KubernetesTarget(Target):
     kind = "kubernetes"
+    profiles = True  # where the nodes run on this machine's kernel (a local cluster): profile_unavailable
     # switching a CNI costs minutes: scenarios run one after another
     interleaves_scenarios = False
 
@@ -177,6 +179,13 @@ class KubernetesTarget(Target):
         self.placements[scenario] = Placement(
             scenario=scenario, server_address=service_ip or server.status.pod_ip, client_node=client_node,
             server_node=server_node, client_cpus=client_cpus, server_cpus=server_cpus, details=details)
+
+    def profile_unavailable(self, scenario: str) -> str | None:
+        """perf here sees a node's work only where the node runs on this machine's kernel (same boot ID)."""
+        here = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        nodes = self.placements[scenario].details["nodes"]
+        elsewhere = sorted(name for name, facts in nodes.items() if facts.get("boot_id") != here)
+        return f"node(s) {', '.join(elsewhere)} run on another machine's kernel" if elsewhere else None
 
     def _label_namespace(self, labels: dict[str, str]) -> None:
         """Give the namespace this scenario's labels (and drop the previous one's) before its pods exist."""

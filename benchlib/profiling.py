@@ -1,0 +1,214 @@
+"""CPU profiles of profiled runs: `perf record` over the CPU window, folded into stacks.
+
+perf runs on this machine, system-wide on the CPUs of both sides of the run,
+at ``experiment.profile_hz``. It takes about 0.25 s to start sampling, so it
+starts before the tool (START_S) with CLOCK_MONOTONIC timestamps, stops right
+after the CPU window, and `perf script --time` keeps exactly the samples of the
+CPU window (the same window as cpu.json). Only the folded stacks are kept (benchlib.stacks):
+perf.data is deleted. A perf that fails fails the profiled run alone.
+
+Whether perf can profile at all is checked before any run (`plan_problems`,
+a pure function of the machine's values, and `check_plan`, which reads them).
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import stacks
+from .errors import TargetError
+
+VERSION_TIMEOUT_S = 10
+START_S = 0.4  # perf record's first sample came 0.25 s after its start on a busy 2-CPU VM
+STOP_TIMEOUT_S = 30  # perf record writes its buffers out after SIGINT: seconds at most
+SCRIPT_TIMEOUT_S = 120  # perf script resolves symbols of a few thousand samples; far less than this
+KPTR_RESTRICT = Path("/proc/sys/kernel/kptr_restrict")
+PERF_EVENT_PARANOID = Path("/proc/sys/kernel/perf_event_paranoid")
+OFF = "or set experiment.profile_runs: 0"
+
+
+class PerfError(Exception):
+    """perf failed during a profiled run: the run fails with this reason, the campaign goes on."""
+
+
+def plan_problems(target: str, target_profiles: bool, perf_version: str | None, kptr_restrict: int | None,
+                  perf_event_paranoid: int | None, root: bool) -> list[str]:
+    """One line per reason profiled runs cannot be recorded (empty: they can): the values of this
+    machine in, messages naming the setting and its fix out."""
+    if not target_profiles:
+        return [f"experiment.profile_runs: target {target} cannot profile (perf runs on this machine, "
+                f"its runs run on others): {OFF}"]
+    problems = []
+    if not perf_version:
+        problems.append("experiment.profile_runs: `perf` is not on PATH or does not answer `perf --version`: "
+                        f"install it (apt-get install linux-perf) {OFF}")
+    if kptr_restrict is not None and (kptr_restrict >= 2 or (kptr_restrict != 0 and not root)):
+        problems.append(f"{KPTR_RESTRICT} is {kptr_restrict}: kernel symbols are hidden from perf and profiles "
+                        f"would show only [unknown]: run `sysctl -w kernel.kptr_restrict=0` {OFF}")
+    if perf_event_paranoid is not None and perf_event_paranoid > -1 and not root:
+        problems.append(f"{PERF_EVENT_PARANOID} is {perf_event_paranoid}: a user other than root cannot profile "
+                        f"every CPU (perf record -a): run `sysctl -w kernel.perf_event_paranoid=-1` or run as root "
+                        f"{OFF}")
+    return problems
+
+
+def perf_version() -> str | None:
+    """`perf --version`'s answer ("perf version 6.1.192"), None if perf is missing or broken."""
+    perf = shutil.which("perf")
+    if perf is None:
+        return None
+    try:
+        r = subprocess.run([perf, "--version"], capture_output=True, text=True, timeout=VERSION_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return r.stdout.strip() if r.returncode == 0 and r.stdout.strip() else None
+
+
+def _read_int(path: Path) -> int | None:
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def check_plan(target: str, target_profiles: bool) -> str:
+    """perf's version, or TargetError with one line per problem (`plan_problems`) on this machine."""
+    version = perf_version() if target_profiles else None
+    problems = plan_problems(target, target_profiles, version, _read_int(KPTR_RESTRICT),
+                             _read_int(PERF_EVENT_PARANOID), os.geteuid() == 0)
+    if problems:
+        raise TargetError("cannot record profiled runs:\n  " + "\n  ".join(problems))
+    return version
+
+
+@dataclass(frozen=True)
+class Profile:
+    folded: bytes  # stacks.folded_bytes
+    meta: dict  # as a record's meta.json keeps it under "profile"
+
+
+class Recorder:
+    """`perf record` on ``cpus`` from `start` until `stop`; `profile` folds what it recorded."""
+
+    def __init__(self, cpus: dict[str, list[int]], hz: int, version: str):
+        self.cpus, self.hz, self.version = cpus, hz, version
+        self.dir = Path(tempfile.mkdtemp(prefix="benchlib-perf-"))
+        self.data = self.dir / "perf.data"
+        union = sorted({c for cs in cpus.values() for c in cs})
+        self.argv = ["perf", "record", "-a", "-g", "-k", "CLOCK_MONOTONIC", "-F", str(hz), "-C", ",".join(map(str, union)),
+                     "-o", str(self.data)]
+        self.proc: subprocess.Popen | None = None
+        self.start_error = "not started"
+        self.stderr = self.dir / "record.stderr"
+
+    def start(self) -> None:
+        with open(self.stderr, "wb") as err:
+            try:
+                self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                             stderr=err)
+            except OSError as exc:  # perf removed since the plan check: this run fails, not the campaign
+                self.start_error = f"cannot start `perf record`: {exc.strerror}"
+
+    def stop(self) -> None:
+        """SIGINT ends perf record as Ctrl-C does (it writes perf.data out); killed if it overruns."""
+        if self.proc is None:
+            raise PerfError(self.start_error)
+        if self.proc.poll() is not None:
+            raise PerfError(f"record exited {self.proc.returncode} before the window ended: {self._last_line()}")
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            self.proc.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise PerfError(f"record still running {STOP_TIMEOUT_S} s after SIGINT; killed it: "
+                            f"{self._last_line()}") from None
+        if self.proc.returncode not in (0, -signal.SIGINT) or not self.data.is_file():
+            raise PerfError(f"record exited {self.proc.returncode}: {self._last_line()}")
+
+    def profile(self, start: float, end: float) -> Profile:
+        """perf script's stacks between ``start`` and ``end`` (time.monotonic()), folded, and what
+        the record says of them."""
+        window_s = end - start
+        argv = ["perf", "script", "-F", stacks.PERF_SCRIPT_FIELDS, "--time", f"{start:.6f},{end:.6f}",
+                "-i", str(self.data)]
+        err_path = self.dir / "script.stderr"
+        with open(err_path, "wb") as err:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err, text=True,
+                                    errors="replace")
+            events: set[str] = set()
+            timer = _Deadline(proc, SCRIPT_TIMEOUT_S)
+            try:
+                folded = stacks.fold(_events(proc.stdout, events))
+            finally:
+                proc.stdout.close()
+                timer.cancel()
+                proc.wait()
+        if timer.fired:
+            raise PerfError(f"script still running after {SCRIPT_TIMEOUT_S} s; killed it")
+        if proc.returncode != 0:
+            raise PerfError(f"script exited {proc.returncode}: {_last_line(err_path)}")
+        samples = sum(folded.values())
+        if not samples:
+            raise PerfError(f"recorded no samples: {self._last_line()}")
+        return Profile(stacks.folded_bytes(folded), {
+            "perf_version": self.version, "event": ",".join(sorted(events)), "frequency_hz": self.hz,
+            "kernel": os.uname().release, "cpus": self.cpus, "attribution": stacks.attribution(self.cpus),
+            "window_s": round(window_s, 6), "samples": samples, "kernel_symbols": stacks.kernel_symbols(folded),
+            "command": self.argv})
+
+    def close(self) -> None:
+        """Kill perf if it still runs, and delete perf.data."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _last_line(self) -> str:
+        return _last_line(self.stderr)
+
+
+def _last_line(path: Path) -> str:
+    try:
+        lines = [ln.strip() for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        lines = []
+    return lines[-1][:300] if lines else "(no output)"
+
+
+_EVENT = re.compile(r"\s\[\d+\]\s+(\S+?):\s*$")
+
+
+def _events(lines: Iterable[str], seen: set[str]) -> Iterator[str]:
+    """``lines`` unchanged, noting in ``seen`` the event names of their sample lines."""
+    for line in lines:
+        if line[:1] not in (" ", "\t", "\n", ""):
+            m = _EVENT.search(line)
+            if m:
+                seen.add(m[1].split(":")[0])  # cpu-clock:ppp: the event, then its modifiers
+        yield line
+
+
+class _Deadline:
+    """Kill ``proc`` after ``seconds`` unless cancelled first."""
+
+    def __init__(self, proc: subprocess.Popen, seconds: float):
+        import threading
+        self.fired = False
+
+        def fire() -> None:
+            self.fired = True
+            proc.kill()
+        self._timer = threading.Timer(seconds, fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def cancel(self) -> None:
+        self._timer.cancel()
