@@ -135,7 +135,8 @@ def cmd_parse(args) -> int:
     out = Path(args.out) if args.out else config.project_root() / "data" / "processed"
     parsed = tidy.parse_campaign(cdir, out, skip_corrupt=args.skip_corrupt,
                                  log=lambda m: print(m, file=sys.stderr), records=records)
-    print(f"parse: {parsed.runs} runs ({parsed.failed} failed), {parsed.metric_rows} metric rows -> {out}")
+    print(f"parse: {parsed.runs} runs ({parsed.failed} failed), {parsed.metric_rows} metric rows, "
+          f"{parsed.profiled} profiled runs ({parsed.profile_rows} stack rows) -> {out}")
     return 0
 
 

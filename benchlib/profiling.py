@@ -3,8 +3,9 @@
 perf runs on this machine, system-wide on the CPUs of both sides of the run,
 at ``experiment.profile_hz``. It takes about 0.25 s to start sampling, so it
 starts before the tool (START_S) with CLOCK_MONOTONIC timestamps, stops right
-after the CPU window, and `perf script --time` keeps exactly the samples of the
-CPU window (the same window as cpu.json). Only the folded stacks are kept (benchlib.stacks):
+after the CPU window, and only the samples of the CPU window are kept (the same window
+as cpu.json), by their time. Not with `perf script --time`: it then misses
+the tasks forked before the window (netserver's test process), named ":<pid>". Only the folded stacks are kept (benchlib.stacks):
 perf.data is deleted. A perf that fails fails the profiled run alone.
 
 Whether perf can profile at all is checked before any run (`plan_problems`,
@@ -137,8 +138,7 @@ class Recorder:
         """perf script's stacks between ``start`` and ``end`` (time.monotonic()), folded, and what
         the record says of them."""
         window_s = end - start
-        argv = ["perf", "script", "-F", stacks.PERF_SCRIPT_FIELDS, "--time", f"{start:.6f},{end:.6f}",
-                "-i", str(self.data)]
+        argv = ["perf", "script", "-F", stacks.PERF_SCRIPT_FIELDS + ",time", "-i", str(self.data)]
         err_path = self.dir / "script.stderr"
         with open(err_path, "wb") as err:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err, text=True,
@@ -146,7 +146,7 @@ class Recorder:
             events: set[str] = set()
             timer = _Deadline(proc, SCRIPT_TIMEOUT_S)
             try:
-                folded = stacks.fold(_events(proc.stdout, events))
+                folded = stacks.fold(_window(proc.stdout, start, end, events))
             finally:
                 proc.stdout.close()
                 timer.cancel()
@@ -183,17 +183,25 @@ def _last_line(path: Path) -> str:
     return lines[-1][:300] if lines else "(no output)"
 
 
-_EVENT = re.compile(r"\s\[\d+\]\s+(\S+?):\s*$")
+# a sample line with its time: "netperf 1234/1234 [000] 24882.707932: cpu-clock:ppp: "
+_TIMED = re.compile(r"^(?P<head>.*?\s\[\d+\])\s+(?P<time>\d+\.\d+):\s+(?P<event>\S+?):?\s*$")
 
 
-def _events(lines: Iterable[str], seen: set[str]) -> Iterator[str]:
-    """``lines`` unchanged, noting in ``seen`` the event names of their sample lines."""
+def _window(lines: Iterable[str], start: float, end: float, events: set[str]) -> Iterator[str]:
+    """The samples of `perf script -F ...,time` taken between ``start`` and ``end``, without their
+    time (as stacks.fold reads them); notes in ``events`` the events they were taken on."""
+    keep = True
     for line in lines:
         if line[:1] not in (" ", "\t", "\n", ""):
-            m = _EVENT.search(line)
+            m = _TIMED.match(line.rstrip("\n"))
             if m:
-                seen.add(m[1].split(":")[0])  # cpu-clock:ppp: the event, then its modifiers
-        yield line
+                keep = start <= float(m["time"]) <= end
+                if keep:
+                    events.add(m["event"].split(":")[0])  # cpu-clock:ppp: the event, then its modifiers
+                    yield f"{m['head']} {m['event']}:\n"
+                continue
+        if keep or not line.strip():
+            yield line
 
 
 class _Deadline:

@@ -196,7 +196,46 @@ METRICS_SCHEMA = pl.Schema({
     "side": pl.String,
 })
 
-_SCHEMAS = {"runs": RUNS_SCHEMA, "metrics": METRICS_SCHEMA}
+# Profiled runs (never in runs or metrics): one row per profiled run, and its CPU profile as one row
+# per side, task and stack (benchlib.stacks.rows). A stack's frames run root -> leaf, ";"-separated.
+PROFILE_RUNS_SCHEMA = pl.Schema({
+    "run_id": pl.String,
+    "campaign": pl.String,
+    "environment": pl.String,
+    "scenario": pl.String,
+    "test": pl.String,
+    "kind": pl.String,
+    "block": pl.Int64,
+    "attribution": pl.String,  # "cpu": samples split by side by CPU; "shared": both sides in side total
+    "frequency_hz": pl.Int64,
+    "window_s": pl.Float64,
+    "samples": pl.Int64,
+    "kernel_symbols": pl.Boolean,  # false: kptr_restrict hid them, the kernel frames are [unknown]
+    "perf_version": pl.String,
+    "kernel": pl.String,
+    "metric": pl.String,  # the profiled run's own headline metric (schema.headline_metric), to normalize by
+    "value": pl.Float64,
+    "unit": pl.String,
+    "outcome": pl.String,
+    "failure_reason": pl.String,
+})
+
+PROFILES_SCHEMA = pl.Schema({
+    "run_id": pl.String,
+    "campaign": pl.String,
+    "environment": pl.String,
+    "scenario": pl.String,
+    "test": pl.String,
+    "kind": pl.String,
+    "side": pl.String,  # client, server, or total where the sides share CPUs
+    "comm": pl.String,
+    "stack": pl.String,
+    "category": pl.String,  # benchlib.stacks.CATEGORIES
+    "samples": pl.Int64,
+})
+
+_SCHEMAS = {"runs": RUNS_SCHEMA, "metrics": METRICS_SCHEMA, "profile_runs": PROFILE_RUNS_SCHEMA,
+            "profiles": PROFILES_SCHEMA}
 
 # Runs columns added after tables were first written, with the value that was true of every run then
 # (no mesh, IPv4, no BIG TCP, split CPUs): an older runs table (or a test's) reads with these filled in.

@@ -1,5 +1,8 @@
 """Raw records -> the tidy tables (runs.parquet, metrics.parquet), as polars frames.
 
+Profiled runs go to their own tables (profile_runs.parquet, profiles.parquet), never to runs or
+metrics: perf's own load is in their numbers, so no statistic may see them.
+
 The raw record is the truth: metrics are re-derived here from the tool output
 exactly as printed, so a parser fix applies to old campaigns too.
 """
@@ -12,14 +15,14 @@ import re
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import closing, nullcontext
+from contextlib import ExitStack, closing, nullcontext
 from dataclasses import dataclass
 from itertools import chain, islice
 from pathlib import Path
 
 import polars as pl
 
-from . import collectors, cpu, record, schema
+from . import collectors, cpu, record, schema, stacks
 from .errors import ParseError, RecordError
 
 PARALLEL_MIN_RECORDS = 2000  # below this, starting worker processes costs more than it saves
@@ -73,7 +76,10 @@ def load_record(path: Path) -> tuple[dict, list[dict]]:
     A value that is not a finite number (a parser or a tool gone wrong) is an
     error naming the record, never a NaN that the statistics would meet later.
     """
-    rec = record.load(path)
+    return _measured(record.load(path), path)
+
+
+def _measured(rec: record.RunRecord, path: Path) -> tuple[dict, list[dict]]:
     try:
         params = rec.test_params
         placement = rec.placement
@@ -118,24 +124,80 @@ def load_record(path: Path) -> tuple[dict, list[dict]]:
     return run, rows
 
 
-def _load_chunk(paths: list[str]) -> tuple[pl.DataFrame, pl.DataFrame, list[RecordError]]:
-    """(runs, metrics, errors) of consecutive records; a worker returns frames, not millions of dicts."""
-    runs, errors = [], []
+_PROFILE_KEYS = ("run_id", "campaign", "environment", "scenario", "test", "kind")
+
+
+def load_profiled(rec: record.RunRecord, path: Path) -> tuple[dict, list[dict]]:
+    """A profiled run's profile_runs row and its profile rows (side, comm, stack, category, samples).
+
+    Where the sides share CPUs, every sample counts for side total (stacks.rows); a run whose perf
+    failed has a row with its reason and no profile rows."""
+    try:
+        prof = rec.profile or {}
+        run = {"run_id": rec.run_id, "campaign": rec.campaign, "environment": rec.environment,
+               "scenario": rec.scenario, "test": rec.test, "kind": rec.kind, "block": rec.block,
+               **{k: prof.get(k) for k in ("attribution", "frequency_hz", "window_s", "samples", "kernel_symbols",
+                                           "perf_version", "kernel")},
+               "metric": None, "value": None, "unit": None,
+               "outcome": rec.outcome, "failure_reason": rec.failure_reason}
+        if rec.outcome == "ok":
+            values = collectors.get(rec.tool).parse(rec.kind, rec.stdouts)
+            name = schema.headline_metric(rec.kind, isinstance(rec.test_params.get("qps"), int), values)
+            if name is not None:
+                run.update(metric=name, value=float(values[name]), unit=schema.METRICS[name].unit)
+        if rec.profile_folded is None:
+            return run, []
+        folded = stacks.read_folded(rec.profile_folded)
+        rows = stacks.rows(folded, {side: [int(c) for c in cpus] for side, cpus in prof["cpus"].items()},
+                           shared_side=schema.TOTAL_SIDE)
+    except ParseError as exc:
+        raise RecordError(f"{path}: {exc}") from None
+    except (KeyError, TypeError, ValueError, OSError, EOFError) as exc:  # gzip errors are OSErrors
+        raise RecordError(f"{path}: malformed record ({type(exc).__name__}: {exc})") from None
+    return run, rows
+
+
+@dataclass
+class _Chunk:
+    runs: pl.DataFrame
+    metrics: pl.DataFrame
+    profile_runs: pl.DataFrame
+    profiles: pl.DataFrame
+    errors: list[RecordError]
+
+
+def _columns(rows: list[dict], keys: dict, into: dict[str, list]) -> None:
+    for row in rows:
+        for k, v in keys.items():
+            into[k].append(v)
+        for k, v in row.items():
+            into[k].append(v)
+
+
+def _load_chunk(paths: list[str]) -> _Chunk:
+    """The tables' rows of consecutive records; a worker returns frames, not millions of dicts."""
+    runs, profile_runs, errors = [], [], []
     metrics = {c: [] for c in schema.METRICS_SCHEMA}
+    profiles = {c: [] for c in schema.PROFILES_SCHEMA}
     for path in map(Path, paths):
         try:
-            run, rows = load_record(path)
+            rec = record.load(path)
+            if rec.profiled:
+                prun, rows = load_profiled(rec, path)
+                profile_runs.append(prun)
+                _columns(rows, {k: prun[k] for k in _PROFILE_KEYS}, profiles)
+                continue
+            run, rows = _measured(rec, path)
         except RecordError as exc:
             errors.append(exc)
             continue
         runs.append(run)
-        for row in rows:
-            for k in _KEYS:
-                metrics[k].append(run[k])
-            for k, v in row.items():
-                metrics[k].append(v)
-    return (pl.DataFrame(runs, schema=schema.RUNS_SCHEMA) if runs else schema.empty("runs"),
-            pl.DataFrame(metrics, schema=schema.METRICS_SCHEMA), errors)
+        _columns(rows, {k: run[k] for k in _KEYS}, metrics)
+    return _Chunk(pl.DataFrame(runs, schema=schema.RUNS_SCHEMA) if runs else schema.empty("runs"),
+                  pl.DataFrame(metrics, schema=schema.METRICS_SCHEMA),
+                  pl.DataFrame(profile_runs, schema=schema.PROFILE_RUNS_SCHEMA) if profile_runs
+                  else schema.empty("profile_runs"),
+                  pl.DataFrame(profiles, schema=schema.PROFILES_SCHEMA), errors)
 
 
 _RUN_ORDER_SCHEMA = pl.Schema({"record": pl.String, "environment": pl.String, "order": pl.Int64})
@@ -177,9 +239,8 @@ def _map(pool: ProcessPoolExecutor | None, fn, tasks: Iterator) -> Iterator:
         yield ahead.popleft().result()
 
 
-def _chunks(campaign_dir: Path, records: Iterable[Path] | None) -> Iterator[tuple[pl.DataFrame, pl.DataFrame,
-                                                                                  list[RecordError]]]:
-    """(runs, metrics, errors) chunk by chunk, in run order (environment, then order).
+def _chunks(campaign_dir: Path, records: Iterable[Path] | None) -> Iterator[_Chunk]:
+    """The tables chunk by chunk, in run order (environment, then order).
 
     Records are put in run order first, from their meta.json (the pass costs about a tenth of
     the parse), so both tables come out in that order without sorting a table in memory.
@@ -199,18 +260,18 @@ def _chunks(campaign_dir: Path, records: Iterable[Path] | None) -> Iterator[tupl
 
 
 def _checked_chunks(campaign_dir: Path, skip_corrupt: bool, log, records: Iterable[Path] | None
-                    ) -> Iterator[tuple[pl.DataFrame, pl.DataFrame]]:
-    """(runs, metrics) chunk by chunk; a corrupt record stops it (naming the record) unless skipped."""
+                    ) -> Iterator[_Chunk]:
+    """The tables chunk by chunk; a corrupt record stops it (naming the record) unless skipped."""
     if not campaign_dir.is_dir():
         raise RecordError(f"{campaign_dir}: no raw data for this campaign (run `dvc repro` or `benchlib collect`)")
     skipped, n_runs = [], 0
     with closing(_chunks(campaign_dir, records)) as chunks:  # on an error: stop the workers now
-        for runs, metrics, errors in chunks:
-            if errors and not skip_corrupt:
-                raise errors[0]
-            skipped += errors
-            n_runs += len(runs)
-            yield runs, metrics
+        for chunk in chunks:
+            if chunk.errors and not skip_corrupt:
+                raise chunk.errors[0]
+            skipped += chunk.errors
+            n_runs += len(chunk.runs) + len(chunk.profile_runs)
+            yield chunk
     if skipped:
         log(f"parse: skipped {len(skipped)} corrupt record(s) (--skip-corrupt):\n  "
             + "\n  ".join(map(str, skipped)))
@@ -226,9 +287,16 @@ def build_tables(campaign_dir: Path, skip_corrupt: bool = False, log=print,
     A campaign too large for memory goes through `parse_campaign`, which writes the same tables.
     """
     chunks = list(_checked_chunks(campaign_dir, skip_corrupt, log, records))
-    runs, metrics = pl.concat(r for r, _ in chunks), pl.concat(m for _, m in chunks)
+    runs, metrics = pl.concat(c.runs for c in chunks), pl.concat(c.metrics for c in chunks)
     schema.check_metrics(metrics)
     return runs, metrics
+
+
+def build_profile_tables(campaign_dir: Path, skip_corrupt: bool = False, log=print,
+                         records: Iterable[Path] | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(profile_runs, profiles) of a campaign in memory, in run order; empty where nothing was profiled."""
+    chunks = list(_checked_chunks(campaign_dir, skip_corrupt, log, records))
+    return pl.concat(c.profile_runs for c in chunks), pl.concat(c.profiles for c in chunks)
 
 
 @dataclass(frozen=True)
@@ -236,25 +304,31 @@ class Parsed:
     runs: int
     failed: int
     metric_rows: int
+    profiled: int = 0
+    profile_rows: int = 0
+
+
+TABLES = ("runs", "metrics", "profile_runs", "profiles")  # what parse_campaign writes, <name>.parquet
 
 
 def parse_campaign(campaign_dir: Path, out_dir: Path, skip_corrupt: bool = False, log=print,
                    records: Iterable[Path] | None = None) -> Parsed:
-    """The tables of `build_tables`, written to out_dir/{runs,metrics}.parquet chunk by chunk as
-    the records are parsed, so memory stays about flat however many runs the campaign has."""
+    """The tables of `build_tables` and `build_profile_tables`, written to out_dir/<table>.parquet
+    (TABLES) chunk by chunk as the records are parsed, so memory stays about flat however many runs
+    the campaign has."""
     out_dir.mkdir(parents=True, exist_ok=True)
     failed = 0
-    with (schema.TableWriter("runs", out_dir / "runs.parquet") as runs_out,
-          schema.TableWriter("metrics", out_dir / "metrics.parquet") as metrics_out):
-        for runs, metrics in _checked_chunks(campaign_dir, skip_corrupt, log, records):
-            runs_out.append(runs)
-            metrics_out.append(metrics)
-            failed += int((runs["outcome"] != "ok").sum())
-        runs_out.prepare()  # both tables written before either replaces the old one
-        metrics_out.prepare()
-        runs_out.publish()
-        metrics_out.publish()
-    return Parsed(runs_out.rows, failed, metrics_out.rows)
+    with ExitStack() as stack:
+        out = {name: stack.enter_context(schema.TableWriter(name, out_dir / f"{name}.parquet")) for name in TABLES}
+        for chunk in _checked_chunks(campaign_dir, skip_corrupt, log, records):
+            for name, writer in out.items():
+                writer.append(getattr(chunk, name))
+            failed += int((chunk.runs["outcome"] != "ok").sum())
+        for writer in out.values():  # every table written before any replaces the old one
+            writer.prepare()
+        for writer in out.values():
+            writer.publish()
+    return Parsed(out["runs"].rows, failed, out["metrics"].rows, out["profile_runs"].rows, out["profiles"].rows)
 
 
 def write_tables(runs: pl.DataFrame, metrics: pl.DataFrame, out_dir: Path) -> None:
