@@ -163,12 +163,13 @@ def test_streamed_parse_writes_the_tables_built_in_memory(real_campaign, tmp_pat
     assert set(runs["tool"]) == {"netperf", "fortio"} and metrics["run_id"].n_unique() == 36
     # each run's metric rows follow each other, runs in the runs table's order
     assert metrics["run_id"].unique(maintain_order=True).to_list() == runs["run_id"].to_list()
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["metrics.parquet", "runs.parquet"]  # no parts left
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(f"{t}.parquet" for t in tidy.TABLES)  # no parts left
 
 
 def test_the_parquet_files_have_the_checked_schema(real_campaign, tmp_path):
     tidy.parse_campaign(real_campaign, tmp_path)
-    for name, expected in (("runs", schema.RUNS_SCHEMA), ("metrics", schema.METRICS_SCHEMA)):
+    for name, expected in (("runs", schema.RUNS_SCHEMA), ("metrics", schema.METRICS_SCHEMA),
+                           ("profile_runs", schema.PROFILE_RUNS_SCHEMA), ("profiles", schema.PROFILES_SCHEMA)):
         assert list(pl.read_parquet_schema(tmp_path / f"{name}.parquet").items()) == list(expected.items())
 
 
