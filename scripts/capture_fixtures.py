@@ -1,20 +1,27 @@
-"""Capture real netperf output into tests/fixtures/netperf/ for the parser tests.
+"""Capture real netperf output into tests/fixtures/netperf/ for the parser tests, and real
+`perf script` output of TCP_RR into tests/fixtures/perf/ for benchlib.stacks' tests.
 
 Run as root from the project root: `uv run python scripts/capture_fixtures.py`.
 Builds the lab's host scenario, runs the commands benchlib builds (plus the
 error cases a user meets), and saves stdout, stderr and the exit code exactly
-as the tool printed them.
+as the tool printed them. Then, in host and veth-routed, records a 2 s TCP_RR
+with perf as a profiled run does and saves what `perf script` printed, gzipped.
 """
+import gzip
 import json
 import subprocess
+import sys
+import time
 from pathlib import Path
 
-from benchlib import runner
+from benchlib import profiling, runner, stacks
 from benchlib.collectors import netperf
 from benchlib.config import load_environment
 from benchlib.targets.lab import LabTarget
 
 OUT = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "netperf"
+PERF_OUT = OUT.parent / "perf"
+PERF_SCENARIOS = ["host", "veth-routed"]
 
 
 def save(name: str, proc: subprocess.Popen, argv: list[str]) -> None:
@@ -49,5 +56,33 @@ def main() -> None:
         save("classic_output", lab.spawn("host", "client", argv), argv)
 
 
+
+def capture_perf(out: Path = PERF_OUT) -> None:
+    """tcp_rr-<scenario>.script.gz: `perf script -F stacks.PERF_SCRIPT_FIELDS` of a TCP_RR's CPUs."""
+    out.mkdir(parents=True, exist_ok=True)
+    version = profiling.check_plan("lab", True)
+    env = load_environment("local-lab")
+    with runner.serving(LabTarget(env, PERF_SCENARIOS, servers=[netperf.SERVER])) as lab:
+        for scenario in PERF_SCENARIOS:
+            pl = lab.placement_for(scenario, "TCP_RR")
+            inv = netperf.commands("TCP_RR", pl.server_address, 2, 1, 1, pl.client_cpus, pl.server_cpus)[0]
+            recorder = profiling.Recorder({"client": pl.client_cpus, "server": pl.server_cpus}, 499, version)
+            try:
+                recorder.start()
+                time.sleep(profiling.START_S)
+                proc = lab.spawn(scenario, "client", inv.argv)
+                proc.communicate(timeout=60)
+                recorder.stop()
+                script = subprocess.run(["perf", "script", "-F", stacks.PERF_SCRIPT_FIELDS, "-i", str(recorder.data)],
+                                        capture_output=True, check=True, timeout=profiling.SCRIPT_TIMEOUT_S).stdout
+            finally:
+                recorder.close()
+            path = out / f"tcp_rr-{scenario}.script.gz"
+            path.write_bytes(gzip.compress(script, mtime=0))
+            print(f"{path}: {len(script)} bytes, {sum(stacks.fold(script.decode(errors='replace')).values())} samples")
+
+
 if __name__ == "__main__":
-    main()
+    if "--perf-only" not in sys.argv[1:]:
+        main()
+    capture_perf(Path(sys.argv[sys.argv.index("--perf-out") + 1]) if "--perf-out" in sys.argv else PERF_OUT)
