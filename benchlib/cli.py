@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from . import collectors, config, machine, record, runner, store, tidy
+from . import collectors, config, machine, profiling, record, runner, store, tidy
 from .errors import BenchlibError
 from .plan import Plan, plan_environment, validate_all
 from .targets import Target, lab
@@ -75,13 +75,16 @@ def cmd_validate(args) -> int:
         target = _target(plan)
         runs = runner.schedule(plan, params.experiment.repetitions, params.experiment.seed,
                                target.interleaves_scenarios, params.experiment.profile_runs)
-        seconds = sum(runner.expected_run_s(target, r.spec) + PER_RUN_OVERHEAD_S for r in runs)
+        seconds = sum(runner.expected_run_s(target, r.spec) + PER_RUN_OVERHEAD_S
+                      + (profiling.START_S if r.profiled else 0.0) for r in runs)
+        if params.experiment.profile_runs:
+            profiling.check_plan(target.kind, target.profiles)
         cdir = record.campaign_dir(params.experiment.campaign)
         done = sum(record.exists(cdir, r.run_id) for r in runs)
         print(f"{plan.environment.name}: {len(plan.scenarios)} scenarios {plan.scenarios}, "
               f"{len(plan.tests)} tests {list(plan.tests)}: {len(plan.configurations())} configurations "
               f"x {params.experiment.repetitions} blocks "
-              f"= {len(runs)} runs, about {seconds / 60:.1f} min; {done} already recorded "
+              f"= {len(runs)} runs ({sum(r.profiled for r in runs)} profiled), about {seconds / 60:.1f} min; {done} already recorded "
               f"in {cdir}")
     from .analysis import planning  # scipy and statsmodels only here
     for line in planning.planned_power(params, plans, config.project_root(), args.pilot, tidy.build_tables):

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from benchlib import collectors, machine, record, runner
+from benchlib import collectors, machine, record, runner, tidy
 from benchlib.config import ConfigError
 from benchlib.plan import plan_environment
 from benchlib.errors import TargetError
@@ -519,13 +519,14 @@ def test_a_full_disk_during_parse_is_one_line_and_keeps_the_old_tables(project_c
     assert parse.returncode == 0 and "parse: 36 runs" in parse.stdout, parse.stderr
     processed = project_copy / "data/processed"
     old = {p.name: p.read_bytes() for p in processed.iterdir()}
-    assert set(old) == {"runs.parquet", "metrics.parquet"}
+    assert set(old) == {f"{t}.parquet" for t in tidy.TABLES}
 
     def pages(name: str) -> int:
         return -(-(new / name).stat().st_size // 4096)
-    # parse writes each table's parts, joins each beside its place, then renames both: room for the
-    # parts and the joined runs table, not the joined metrics table
-    leave = 0 if room == "none" else (2 * pages("runs.parquet") + pages("metrics.parquet")) * 4096
+    # parse writes each table's parts, joins each beside its place, then renames them all: room for
+    # the parts (the profile tables' too, empty here) and the joined runs table, not the joined metrics table
+    leave = 0 if room == "none" else (2 * pages("runs.parquet") + pages("metrics.parquet")
+                                      + pages("profile_runs.parquet") + pages("profiles.parquet")) * 4096
     _mount("-t", "tmpfs", "-o", "size=1m", "tmpfs", str(processed))
     try:
         (processed / "kept").mkdir()  # the old tables also linked from elsewhere (a DVC cache, a
