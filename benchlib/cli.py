@@ -76,7 +76,7 @@ def cmd_validate(args) -> int:
         runs = runner.schedule(plan, params.experiment.repetitions, params.experiment.seed,
                                target.interleaves_scenarios, params.experiment.profile_runs)
         seconds = sum(runner.expected_run_s(target, r.spec) + PER_RUN_OVERHEAD_S
-                      + (profiling.START_S if r.profiled else 0.0) for r in runs)
+                      + (profiling.EXTRA_S if r.profiled else 0.0) for r in runs)
         if params.experiment.profile_runs:
             profiling.check_plan(target.kind, target.profiles)
         cdir = record.campaign_dir(params.experiment.campaign)

@@ -1,7 +1,10 @@
 """CPU profiles of profiled runs: `perf record` over the CPU window, folded into stacks.
 
-perf runs on this machine, system-wide on the CPUs of both sides of the run,
-at ``experiment.profile_hz``. It takes about 0.25 s to start sampling, so it
+perf runs on this machine, system-wide, at ``experiment.profile_hz``, and
+only the samples taken on the CPUs of both sides of the run are kept. Not
+`perf record -C`: perf then also misses the fork and exec of a task on another
+CPU, which it then names ":<pid>" (netserver's test process, forked on the
+server's CPU and moved to the shared one). It takes about 0.25 s to start sampling, so it
 starts before the tool (START_S) with CLOCK_MONOTONIC timestamps, stops right
 after the CPU window, and only the samples of the CPU window are kept (the same window
 as cpu.json), by their time. Not with `perf script --time`: it then misses
@@ -28,6 +31,7 @@ from .errors import TargetError
 
 VERSION_TIMEOUT_S = 10
 START_S = 0.4  # perf record's first sample came 0.25 s after its start on a busy 2-CPU VM
+EXTRA_S = 1.3  # a profiled run's time beyond a measured one's, for estimates (BENCHMARKS.md section 8)
 STOP_TIMEOUT_S = 30  # perf record writes its buffers out after SIGINT: seconds at most
 SCRIPT_TIMEOUT_S = 120  # perf script resolves symbols of a few thousand samples; far less than this
 KPTR_RESTRICT = Path("/proc/sys/kernel/kptr_restrict")
@@ -102,9 +106,8 @@ class Recorder:
         self.cpus, self.hz, self.version = cpus, hz, version
         self.dir = Path(tempfile.mkdtemp(prefix="benchlib-perf-"))
         self.data = self.dir / "perf.data"
-        union = sorted({c for cs in cpus.values() for c in cs})
-        self.argv = ["perf", "record", "-a", "-g", "-k", "CLOCK_MONOTONIC", "-F", str(hz), "-C", ",".join(map(str, union)),
-                     "-o", str(self.data)]
+        self.union = frozenset(c for cs in cpus.values() for c in cs)
+        self.argv = ["perf", "record", "-a", "-g", "-k", "CLOCK_MONOTONIC", "-F", str(hz), "-o", str(self.data)]
         self.proc: subprocess.Popen | None = None
         self.start_error = "not started"
         self.stderr = self.dir / "record.stderr"
@@ -146,7 +149,7 @@ class Recorder:
             events: set[str] = set()
             timer = _Deadline(proc, SCRIPT_TIMEOUT_S)
             try:
-                folded = stacks.fold(_window(proc.stdout, start, end, events))
+                folded = stacks.fold(_window(proc.stdout, start, end, self.union, events))
             finally:
                 proc.stdout.close()
                 timer.cancel()
@@ -184,18 +187,19 @@ def _last_line(path: Path) -> str:
 
 
 # a sample line with its time: "netperf 1234/1234 [000] 24882.707932: cpu-clock:ppp: "
-_TIMED = re.compile(r"^(?P<head>.*?\s\[\d+\])\s+(?P<time>\d+\.\d+):\s+(?P<event>\S+?):?\s*$")
+_TIMED = re.compile(r"^(?P<head>.*?\s\[(?P<cpu>\d+)\])\s+(?P<time>\d+\.\d+):\s+(?P<event>\S+?):?\s*$")
 
 
-def _window(lines: Iterable[str], start: float, end: float, events: set[str]) -> Iterator[str]:
-    """The samples of `perf script -F ...,time` taken between ``start`` and ``end``, without their
-    time (as stacks.fold reads them); notes in ``events`` the events they were taken on."""
+def _window(lines: Iterable[str], start: float, end: float, cpus: frozenset[int],
+            events: set[str]) -> Iterator[str]:
+    """The samples of `perf script -F ...,time` taken on ``cpus`` between ``start`` and ``end``,
+    without their time (as stacks.fold reads them); notes in ``events`` the events they were taken on."""
     keep = True
     for line in lines:
         if line[:1] not in (" ", "\t", "\n", ""):
             m = _TIMED.match(line.rstrip("\n"))
             if m:
-                keep = start <= float(m["time"]) <= end
+                keep = start <= float(m["time"]) <= end and int(m["cpu"]) in cpus
                 if keep:
                     events.add(m["event"].split(":")[0])  # cpu-clock:ppp: the event, then its modifiers
                     yield f"{m['head']} {m['event']}:\n"

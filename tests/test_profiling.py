@@ -168,6 +168,8 @@ def test_a_profiled_campaign_has_one_profiled_run_per_configuration(profiled_cam
         assert stacks.kernel_symbols(folded) and rec.profile["kernel_symbols"] is True
         assert rec.profile["samples"] == sum(folded.values()) > 0
         assert rec.profile["frequency_hz"] == 499 and rec.profile["command"][:3] == ["perf", "record", "-a"]
+        # perf saw every task's name (netserver's test process too), none is ":<pid>"
+        assert not [s for s in folded if stacks.split(s)[1].startswith(":")]
         assert set(rec.profile["cpus"]) == {"client", "server"}
         # the samples of the CPU window alone: about hz x window x CPUs
         n_cpus = len({c for cs in rec.profile["cpus"].values() for c in cs})
@@ -240,3 +242,29 @@ def test_a_perf_that_fails_fails_only_its_profiled_run(tmp_path, lab_env, monkey
     rec = record.load(tmp_path / "broken" / "local-lab/host/rr/p000")
     assert rec.outcome == "failed" and rec.failure_reason.startswith("perf: ")
     assert "record exited" in rec.failure_reason and rec.profile is None and rec.profile_folded is None
+
+
+def test_the_window_keeps_the_samples_of_its_time_and_cpus_without_their_time():
+    script = ("netperf 10/10 [000] 100.500000: cpu-clock:ppp: \n\tffff tcp_sendmsg ([kernel.kallsyms])\n\n"
+              "netperf 10/10 [000] 99.000000: cpu-clock:ppp: \n\tffff tcp_recvmsg ([kernel.kallsyms])\n\n"
+              "chromium 20/20 [001] 100.600000: cpu-clock:ppp: \n\tffff schedule ([kernel.kallsyms])\n\n")
+    events: set[str] = set()
+    kept = list(profiling._window(script.splitlines(keepends=True), 100.0, 101.0, frozenset({0}), events))
+    assert stacks.fold(kept) == {"cpu0;netperf;tcp_sendmsg": 1}
+    assert events == {"cpu-clock"}
+
+
+def test_a_cluster_profiles_only_where_its_nodes_run_on_this_kernel():
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from benchlib.targets.kubernetes import KubernetesTarget
+    here = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+
+    def target(boot_ids: dict) -> SimpleNamespace:
+        nodes = {name: {"boot_id": b} for name, b in boot_ids.items()}
+        return SimpleNamespace(placements={"s": SimpleNamespace(details={"nodes": nodes})})
+    assert KubernetesTarget.profile_unavailable(target({"n1": here, "n2": here}), "s") is None
+    assert KubernetesTarget.profile_unavailable(target({"n1": here, "ip-10-0-1-2": "other"}), "s") == \
+        "node(s) ip-10-0-1-2 run on another machine's kernel"
+    assert KubernetesTarget.profiles and LabTarget.profiles
