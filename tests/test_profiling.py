@@ -268,3 +268,17 @@ def test_a_cluster_profiles_only_where_its_nodes_run_on_this_kernel():
     assert KubernetesTarget.profile_unavailable(target({"n1": here, "ip-10-0-1-2": "other"}), "s") == \
         "node(s) ip-10-0-1-2 run on another machine's kernel"
     assert KubernetesTarget.profiles and LabTarget.profiles
+
+
+def test_validate_without_perf_on_path_is_one_error_and_exit_2(tmp_path):
+    import subprocess
+    from tests.conftest import REPO
+    path = tmp_path / "params.yaml"
+    path.write_text(json.dumps({"experiment": {"campaign": "c", "environments": ["local-lab"], "repetitions": 2,
+                                               "profile_runs": 1},
+                                "tests": {"rr": {**SHORT_TESTS["rr"], "duration_s": 2}}}))
+    env = {"PATH": str(REPO / ".venv" / "bin"), "HOME": str(tmp_path)}
+    r = subprocess.run([str(REPO / ".venv/bin/benchlib"), "--params", str(path), "validate"], cwd=REPO, env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert "experiment.profile_runs: `perf` is not on PATH" in r.stderr
