@@ -548,7 +548,7 @@ def test_a_full_disk_during_parse_is_one_line_and_keeps_the_old_tables(project_c
         subprocess.run(["umount", "-l", str(processed)], capture_output=True, timeout=30)
 
 
-TIDY = REPO / "tests/fixtures/tidy/lab-default-003"  # real tables of the campaign params.yaml names
+TIDY = REPO / "tests/fixtures/tidy/lab-default-003"  # real tables of the default campaign before profiled runs
 
 
 def _reported_before(project: Path) -> Path:

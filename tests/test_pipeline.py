@@ -61,6 +61,11 @@ def test_repro_produces_tidy_tables_for_every_configuration(repro):
         assert (s, "tcp_crr", "connection_rate", "none") in have
     assert set(metrics["campaign"]) == {"pipeline-test"}
     assert metrics["run_id"].is_in(runs["run_id"].implode()).all() and runs["run_id"].is_unique().all()
+    # the default campaign's profiled runs: one per configuration, in their own tables only
+    profiled = schema.read(project / "data/processed/profile_runs.parquet", "profile_runs")
+    assert sorted(profiled.select("scenario", "test").iter_rows()) == sorted(per_config)
+    assert set(profiled["outcome"]) == {"ok"} and profiled["kernel_symbols"].all()
+    assert not runs["run_id"].str.contains("/p").any()
 
 
 def test_report_labels_every_scenario_against_the_baseline(repro):
