@@ -84,7 +84,7 @@ def cmd_validate(args) -> int:
         print(f"{plan.environment.name}: {len(plan.scenarios)} scenarios {plan.scenarios}, "
               f"{len(plan.tests)} tests {list(plan.tests)}: {len(plan.configurations())} configurations "
               f"x {params.experiment.repetitions} blocks "
-              f"= {len(runs)} runs ({sum(r.profiled for r in runs)} profiled), about {seconds / 60:.1f} min; {done} already recorded "
+              f"= {sum(not r.profiled for r in runs)} runs + {sum(r.profiled for r in runs)} profiled, about {seconds / 60:.1f} min; {done} already recorded "
               f"in {cdir}")
     from .analysis import planning  # scipy and statsmodels only here
     for line in planning.planned_power(params, plans, config.project_root(), args.pilot, tidy.build_tables):

@@ -28,6 +28,7 @@ def test_validate_prints_the_plan():
     assert proc.returncode == 0, proc.stderr
     blocks = config.load_params(REPO / "params.yaml").experiment.repetitions
     assert "local-lab: 4 scenarios" in proc.stdout and f"16 configurations x {blocks} blocks = {16 * blocks} runs" in proc.stdout
+    assert f"= {16 * blocks} runs + 16 profiled" in proc.stdout  # profile_runs: 1
 
 
 def test_bad_params_exit_2_with_the_key(tmp_path):
