@@ -1,15 +1,14 @@
 """CPU profiles of profiled runs: `perf record` over the CPU window, folded into stacks.
 
-perf runs on this machine, system-wide, at ``experiment.profile_hz``, and
-only the samples taken on the CPUs of both sides of the run are kept. Not
-`perf record -C`: perf then also misses the fork and exec of a task on another
-CPU, which it then names ":<pid>" (netserver's test process, forked on the
-server's CPU and moved to the shared one). It takes about 0.25 s to start sampling, so it
-starts before the tool (START_S) with CLOCK_MONOTONIC timestamps, stops right
-after the CPU window, and only the samples of the CPU window are kept (the same window
-as cpu.json), by their time. Not with `perf script --time`: it then misses
-the tasks forked before the window (netserver's test process), named ":<pid>". Only the folded stacks are kept (benchlib.stacks):
-perf.data is deleted. A perf that fails fails the profiled run alone.
+perf runs on this machine, system-wide, at ``experiment.profile_hz``; the fold
+keeps the samples taken on the CPUs of both sides of the run within the CPU
+window (the same window as cpu.json), by their CLOCK_MONOTONIC time. perf takes
+about 0.25 s to start sampling, so it starts before the tool (START_S) and stops
+right after the window. Not `perf record -C` nor `perf script --time`: with
+either, perf misses the fork of a task outside them (netserver's test process,
+forked on the server's CPU before the window) and names it ":<pid>". Only the
+folded stacks are kept (benchlib.stacks); perf.data is deleted. A perf that
+fails fails its profiled run alone.
 
 Whether perf can profile at all is checked before any run (`plan_problems`,
 a pure function of the machine's values, and `check_plan`, which reads them).
