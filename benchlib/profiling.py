@@ -30,7 +30,7 @@ from .errors import TargetError
 
 VERSION_TIMEOUT_S = 10
 START_S = 0.4  # perf record's first sample came 0.25 s after its start on a busy 2-CPU VM
-EXTRA_S = 1.3  # a profiled run's time beyond a measured one's, for estimates (BENCHMARKS.md section 8)
+EXTRA_S = 1.3  # a profiled run's time beyond a measured one's, for estimates (BENCHMARKS.md section 9)
 STOP_TIMEOUT_S = 30  # perf record writes its buffers out after SIGINT: seconds at most
 SCRIPT_TIMEOUT_S = 120  # perf script resolves symbols of a few thousand samples; far less than this
 KPTR_RESTRICT = Path("/proc/sys/kernel/kptr_restrict")
