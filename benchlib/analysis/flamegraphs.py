@@ -131,8 +131,11 @@ def category_bars(categories: pl.DataFrame, test: str, baseline: str = "host",
     present = set(d["category"])
     for category in (c for c in CATEGORIES if c in present):
         for i, side in enumerate(sides):
-            t = pl.DataFrame({"scenario": order}).join(d.filter(side=side, category=category), on="scenario",
-                                                       how="left", maintain_order="left")
+            # a scenario without this category stacks a 0: a null would restart plotly's stack at 0 and
+            # hide the categories under it
+            t = (pl.DataFrame({"scenario": order}).join(d.filter(side=side, category=category), on="scenario",
+                                                        how="left", maintain_order="left")
+                 .with_columns(pl.col("cpu_per_unit", "share_pct").fill_null(0.0)))
             fig.add_trace(go.Bar(x=t["scenario"], y=t["cpu_per_unit"], name=category, legendgroup=category,
                                  showlegend=i == 0, marker_color=CATEGORY_COLORS[category],
                                  customdata=t.select("share_pct"),

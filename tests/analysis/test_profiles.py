@@ -119,6 +119,20 @@ def test_flamegraph_has_a_trace_per_scenario_and_side_and_a_dropdown_per_scenari
         assert len(diff.data) == 2 * sides and diff.data[0].marker.cmid == 0
         bars = flamegraphs.category_bars(t["profile_categories"], "tcp_rr", baseline="host")
         assert {tr.xaxis for tr in bars.data} == ({"x"} if sides == 1 else {"x", "x2"})
+        # each bar stacks to its scenario's whole busy CPU per unit, also where a scenario lacks a
+        # category (a null there would restart plotly's stack and hide what is under it)
+        cats = t["profile_categories"].filter(test="tcp_rr").filter(
+            ~((pl.col("scenario") == "host") & (pl.col("category") == "devices")))
+        bars = flamegraphs.category_bars(cats, "tcp_rr", baseline="host")
+        assert all(v is not None for tr in bars.data for v in tr.y)
+        for tr_side in ({"x"} if sides == 1 else {"x", "x2"}):
+            heights = {}
+            for tr in (tr for tr in bars.data if tr.xaxis == tr_side):
+                for x, y in zip(tr.x, tr.y):
+                    heights[x] = heights.get(x, 0.0) + y
+            side = "total" if sides == 1 else ("client" if tr_side == "x" else "server")
+            whole = dict(cats.filter(side=side).group_by("scenario").agg(pl.col("cpu_per_unit").sum()).iter_rows())
+            assert heights == pytest.approx(whole)
 
 
 def test_a_finding_carries_its_profile_sentence():
