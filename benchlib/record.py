@@ -382,8 +382,8 @@ class RunRecord:
 def process_window(start: dict, end: dict) -> dict:
     """A datapath process over the CPU window, as recorded: its side, CPUs and version, its CPU
     ticks (user + system, /proc/<pid>/stat) at the window's start and end, and its peak RSS within
-    the window (reset at the start), and the bytes it had carried at the start and end (its own
-    counters; absent in records from before they were kept)."""
+    the window (reset at the start), and, for a proxy whose counters are live (Envoy), the bytes it had
+    carried at the start and end (absent otherwise and in records from before they were kept)."""
     return {"side": end["side"], "cpus": end["cpus"], "version": end["version"],
             "cpu_ticks": [start["cpu_ticks"], end["cpu_ticks"]], "peak_rss_kib": end["peak_rss_kib"],
             **({"bytes": [start["bytes"], end["bytes"]]} if "bytes" in end else {})}

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from benchlib import collectors, machine, record, runner, tidy
+from benchlib import collectors, machine, record, runner, schema, tidy
 from benchlib.config import ConfigError
 from benchlib.plan import plan_environment
 from benchlib.errors import TargetError
@@ -559,6 +559,8 @@ def _reported_before(project: Path) -> Path:
     reports.mkdir()
     for name in ("runs.parquet", "metrics.parquet"):
         shutil.copy2(TIDY / name, processed / name)
+    for name in ("profile_runs", "profiles"):  # as `benchlib parse` writes them for a campaign without profiles
+        schema.write(schema.empty(name), name, processed / f"{name}.parquet")
     shutil.copy2(REPO / "reports/metrics.json", reports / "metrics.json")
     return processed
 
