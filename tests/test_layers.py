@@ -20,7 +20,7 @@ LAYERS = [
     ["benchlib.config"],  # the settings: tests are the collectors' models, metric names the schema's
     ["benchlib.plan"],  # what each environment runs, from params and the environment definitions
     ["benchlib.record"],
-    ["benchlib.targets", "benchlib.images"],  # images: the local cluster's, from this host's tools
+    ["benchlib.targets", "benchlib.images", "benchlib.profiling"],  # profiling: perf on this machine
     ["benchlib.runner", "benchlib.tidy", "benchlib.analysis", "benchlib.store"],  # store: records against DVC
     ["benchlib.cli"],
 ]
