@@ -84,7 +84,7 @@ class EnvironmentOverride(Strict):
         "when its scenarios with proxies (always split) are compared with scenarios without"))
 
     @model_validator(mode="after")
-    def _matrix_alone(self) -> "EnvironmentOverride":
+    def _matrix_alone(self) -> EnvironmentOverride:
         if self.matrix is not None and (self.scenarios is not None or self.tests is not None):
             raise ValueError("give either matrix or scenarios/tests, not both")
         lists = [("scenarios", self.scenarios), ("tests", self.tests)] + [
@@ -182,7 +182,7 @@ class Params(Strict):
         return tests
 
     @model_validator(mode="after")
-    def _references(self) -> "Params":
+    def _references(self) -> Params:
         trim = self.experiment.cpu_trim_s
         for name, test in self.tests.items():
             if 2 * trim >= test.duration_s:
@@ -253,7 +253,7 @@ class Scenario(Strict):
         "before BIG TCP"))
 
     @model_validator(mode="after")
-    def _service_counts(self) -> "Scenario":
+    def _service_counts(self) -> Scenario:
         counts = self.services if isinstance(self.services, list) else [self.services]
         counts = [n for n in counts if n is not None]
         if any(n < 1 for n in counts):
@@ -279,7 +279,7 @@ class CpuPlacement(Strict):
     server: list[int] = Field(min_length=1)
 
     @model_validator(mode="after")
-    def _disjoint(self) -> "CpuPlacement":
+    def _disjoint(self) -> CpuPlacement:
         if set(self.client) & set(self.server):
             raise ValueError(f"client CPUs {self.client} and server CPUs {self.server} overlap")
         return self
@@ -303,7 +303,7 @@ class KubernetesSettings(Strict):
         None, description="{namespace, selector} of the CNI agent pods, for CPU/memory from the metrics API")
 
     @model_validator(mode="after")
-    def _nodes_together(self) -> "KubernetesSettings":
+    def _nodes_together(self) -> KubernetesSettings:
         if (self.client_node is None) != (self.server_node is None):
             raise ValueError("client_node and server_node go together")
         if self.cni_agent is not None and set(self.cni_agent) != {"namespace", "selector"}:
@@ -344,7 +344,7 @@ class Environment(Strict):
     scenarios: dict[str, Scenario] = Field(min_length=1)
 
     @model_validator(mode="after")
-    def _target_settings(self) -> "Environment":
+    def _target_settings(self) -> Environment:
         for section in ("kubernetes", "ssh"):
             if (getattr(self, section) is not None) != (self.target == section):
                 raise ValueError(f"{section}: this section is required for, and only for, target: {section}")

@@ -46,7 +46,7 @@ class Snapshot:
                 "counters": {str(c): v for c, v in sorted(self.counters.items())}}
 
     @classmethod
-    def from_json(cls, data: dict) -> "Snapshot":
+    def from_json(cls, data: dict) -> Snapshot:
         return cls(data["wall"], data["mono"], {int(c): v for c, v in data["counters"].items()})
 
 

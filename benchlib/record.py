@@ -42,7 +42,7 @@ import shutil
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from . import cpu
@@ -537,4 +537,4 @@ def load(path: Path) -> RunRecord:
 
 def utc(ts: float) -> datetime:
     """An epoch time (time.time()) as the record stores it."""
-    return datetime.fromtimestamp(ts, timezone.utc)
+    return datetime.fromtimestamp(ts, UTC)

@@ -19,8 +19,8 @@ from pathlib import Path
 from . import collectors, cpu, profiling, record
 from .collectors import TestSpec
 from .config import Params, scenario_definition
-from .plan import Plan, validate_all
 from .errors import ConfigError, ParseError, TargetError
+from .plan import Plan, validate_all
 from .schema import METRICS, PRIMARY_METRICS, SIDES
 from .targets import KILL_WAIT_S, Placement, Result, Target, shown
 
@@ -153,7 +153,7 @@ def expected_run_s(target: Target, spec: TestSpec) -> float:
 
 def _wait_all(procs: list, argvs: list[list[str]], deadline: float) -> tuple[Result, ...]:
     results = []
-    for p, argv in zip(procs, argvs):
+    for p, argv in zip(procs, argvs, strict=True):
         try:
             out, err = p.communicate(timeout=max(0.0, deadline - time.monotonic()))
             results.append(Result(argv, p.returncode, out, err))

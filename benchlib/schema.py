@@ -17,7 +17,6 @@ import polars as pl
 
 from .errors import SchemaError
 
-
 # The two sides of every run. A metric row has one of these, or "none" for
 # what belongs to the run as a whole (throughput, latency).
 SIDES = ("client", "server")

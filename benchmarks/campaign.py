@@ -25,12 +25,12 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+from common import figure
+
 from benchlib import collectors, runner
 from benchlib.config import load_environment, load_params, project_root
 from benchlib.plan import plan_environment
 from benchlib.targets.lab import LabTarget
-
-from common import figure
 
 
 class TimedTarget:

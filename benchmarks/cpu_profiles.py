@@ -16,12 +16,11 @@ import resource
 import time
 
 import polars as pl
+from common import figure
 
 from benchlib import stacks
 from benchlib.analysis import profiles
 from benchlib.config import project_root
-
-from common import figure
 
 FIXTURES = project_root() / "tests" / "fixtures" / "perf"
 RATES = {"host": 66_600.0, "veth-routed": 53_400.0}

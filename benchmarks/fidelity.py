@@ -15,12 +15,12 @@ from __future__ import annotations
 import argparse
 import subprocess
 
+from common import LOOPBACK_PORT, figure, loopback_netserver, median, run_netperf
+
 from benchlib import runner
 from benchlib.collectors import netperf
 from benchlib.config import load_environment
 from benchlib.targets.lab import LabTarget
-
-from common import LOOPBACK_PORT, figure, loopback_netserver, median, run_netperf
 
 TESTS = {"TCP_STREAM": ("throughput", 65536, "Gbit/s"), "TCP_RR": ("transaction_rate", 1, "/s")}
 
@@ -52,7 +52,7 @@ def main() -> None:
                         values[(kind, side)].append(m[metric])
     print(f"fidelity: {args.reps} interleaved reps x {args.duration} s, client CPUs {pl.client_cpus}, "
           f"server CPUs {pl.server_cpus}")
-    for kind, (metric, _, unit) in TESTS.items():
+    for kind, (_, _, unit) in TESTS.items():
         medians = {}
         for side in where:
             runs = values[(kind, side)]

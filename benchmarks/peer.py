@@ -26,12 +26,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from common import figure, median
+
 from benchlib import record, runner
 from benchlib.collectors import netperf
 from benchlib.config import load_environment
 from benchlib.targets.lab import LabTarget
-
-from common import figure, median
 
 FLENT = Path(sys.executable).parent / "flent"
 

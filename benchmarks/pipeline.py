@@ -21,9 +21,9 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.conftest
-from tests.conftest import project_copy, venv_env  # noqa: E402
-
 from common import figure, median  # noqa: E402
+
+from tests.conftest import project_copy, venv_env  # noqa: E402
 
 
 def dvc_repro(project: Path) -> tuple[float, list[str]]:

@@ -23,12 +23,12 @@ import random
 import statistics
 import time
 
+from common import figure
+
 from benchlib import collectors, runner
 from benchlib.collectors import netperf
 from benchlib.config import load_environment
 from benchlib.targets.lab import LabTarget
-
-from common import figure
 
 KINDS = ("TCP_STREAM", "TCP_RR", "TCP_CRR")
 HEADLINE = {"TCP_STREAM": "throughput", "TCP_RR": "transaction_rate", "TCP_CRR": "connection_rate"}

@@ -29,12 +29,11 @@ import tempfile
 import time
 from pathlib import Path
 
+import synth
+from common import figure
 
 from benchlib import tidy
 from benchlib.config import project_root
-
-from common import figure
-import synth
 
 
 def measure_parse(cdir: Path, out: Path) -> dict:
@@ -79,6 +78,7 @@ def replicate(tables: Path, copies: int, out: Path) -> int:
     ``copies`` times the runs: copy k's blocks are shifted by k x (blocks per configuration), its run
     ids follow, its start and end times are shifted by k x the campaign's span. Returns the runs."""
     import polars as pl
+
     from benchlib import schema
     runs, metrics = schema.read_runs(tables / "runs.parquet"), schema.read_metrics(tables / "metrics.parquet")
     blocks = int(runs["block"].max()) + 1

@@ -53,7 +53,7 @@ def _snapshots(rng: random.Random, t0: float, duration: float) -> tuple[cpu.Snap
         busy = rng.uniform(0.3, 1.0) * duration * TARGET_INFO["clk_tck"]
         user, system, softirq = int(busy * 0.3), int(busy * 0.4), int(busy * 0.3)
         idle = int(duration * TARGET_INFO["clk_tck"] - busy)
-        end[c] = [v + d for v, d in zip(counters, (user, 0, system, idle, 0, 0, softirq, 0, 0, 0))]
+        end[c] = [v + d for v, d in zip(counters, (user, 0, system, idle, 0, 0, softirq, 0, 0, 0), strict=True)]
     return cpu.Snapshot(t0, t0, start), cpu.Snapshot(t0 + duration, t0 + duration, end)
 
 

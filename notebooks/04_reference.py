@@ -29,7 +29,6 @@ out_dir = "reports"  # where figures and exported tables go
 
 # %%
 import polars as pl
-from IPython.display import display
 
 from benchlib.analysis import analyse, figures, reference, report, resolve, tables
 

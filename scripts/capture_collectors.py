@@ -30,7 +30,9 @@ def save(tool: str, name: str, proc, argv: list[str]) -> None:
 
 
 def capture_iperf3(lab, host, c, s) -> None:
-    run = lambda name, argv: save("iperf3", name, lab.spawn("host", "client", argv), argv)
+    def run(name, argv):
+        save("iperf3", name, lab.spawn("host", "client", argv), argv)
+
     run("tcp_stream", iperf3.command("TCP_STREAM", host, 1, 1, None, None, c, s).argv)
     run("tcp_stream_4", iperf3.command("TCP_STREAM", host, 1, 4, None, None, c, s).argv)
     run("udp_bitrate", iperf3.command("UDP_STREAM", host, 1, 1, 1400, "500M", c, s).argv)
@@ -45,7 +47,9 @@ def capture_iperf3(lab, host, c, s) -> None:
 
 
 def capture_fortio(lab, host, c, s) -> None:
-    run = lambda name, argv: save("fortio", name, lab.spawn("host", "client", argv), argv)
+    def run(name, argv):
+        save("fortio", name, lab.spawn("host", "client", argv), argv)
+
     run("keepalive_1000", fortio.command(host, 1, 1000, 1, False, [c], [s]).argv)
     run("close_1000", fortio.command(host, 1, 1000, 1, True, [c], [s]).argv)
     run("keepalive_max", fortio.command(host, 1, "max", 2, False, [c], [s]).argv)
@@ -57,7 +61,9 @@ def capture_fortio(lab, host, c, s) -> None:
 
 
 def capture_dns(lab, host, c, s) -> None:
-    run = lambda name, argv: save("dns", name, lab.spawn("host", "client", argv), argv)
+    def run(name, argv):
+        save("dns", name, lab.spawn("host", "client", argv), argv)
+
     run("udp_1000", dns.command("DNS_UDP", host, 1, 1000, 1, [c], [s]).argv)
     # A name the server does not know: dnsmasq without upstream refuses it.
     argv = dns.command("DNS_UDP", host, 1, 200, 1, [c], [s]).argv

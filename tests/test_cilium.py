@@ -22,8 +22,18 @@ from benchlib.config import Environment, load_environment
 from benchlib.plan import Plan
 from benchlib.targets.kubernetes import KubernetesTarget
 from tests.conftest import REPO, require_root, short_params
-from tests.local_cluster import (CLUSTER, NETPERF, STATE, cluster_script, execd_commands, in_node, leftovers,
-                                 run_tool, serving_cluster, sysctls)
+from tests.local_cluster import (
+    CLUSTER,
+    NETPERF,
+    STATE,
+    cluster_script,
+    execd_commands,
+    in_node,
+    leftovers,
+    run_tool,
+    serving_cluster,
+    sysctls,
+)
 
 LAUNCHER = REPO / "scripts/cilium-agent-ns.sh"
 CILIUM_SYNCED = f"bash {REPO}/pipelines/local-cilium/cilium-synced.sh"

@@ -5,7 +5,6 @@ import statistics
 
 import pytest
 
-from benchlib import config
 from benchlib.collectors import ParseError, dns
 from tests.conftest import FIXTURES, require_root, serving_lab
 

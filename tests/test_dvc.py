@@ -48,7 +48,7 @@ def test_raw_records_round_trip_through_a_dvc_remote(project_copy, tmp_path):
     run(project_copy, "dvc", "pull", "collect@local-lab")
     assert files_digest(raw) == before_files
     after_tables = tidy.build_tables(raw)
-    assert all(a.equals(b) for a, b in zip(before_tables, after_tables))
+    assert all(a.equals(b) for a, b in zip(before_tables, after_tables, strict=True))
     # and dvc sees the pulled records as the stage's own: nothing to rerun
     assert "collect@local-lab" not in run(project_copy, "dvc", "status", "collect@local-lab")
 

@@ -8,10 +8,9 @@ import sys
 
 import pytest
 
-from benchlib.targets.lab import bpf
 from benchlib.collectors import netperf
 from benchlib.targets import TargetError
-from benchlib.targets.lab import LabTarget, list_namespaces
+from benchlib.targets.lab import LabTarget, bpf, list_namespaces
 from tests.conftest import lab_namespaces, require_root, serving_lab
 
 SCENARIOS = ["veth-routed", "ebpf-host-routing"]

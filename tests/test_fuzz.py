@@ -22,8 +22,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from benchlib import cpu
 from benchlib.collectors import ParseError, netperf

@@ -22,10 +22,11 @@ import pytest
 
 from benchlib import collectors, machine, record, runner, schema, tidy
 from benchlib.config import ConfigError
-from benchlib.plan import plan_environment
 from benchlib.errors import TargetError
+from benchlib.plan import plan_environment
 from benchlib.targets.lab import list_namespaces
-from tests.conftest import REPO, RR, SHORT_TESTS, lab_target, require_root, short_params, venv_env, write_params
+from tests.conftest import REPO, RR, lab_target, require_root, short_params, venv_env, write_params
+
 
 def benchlib(project: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run(["benchlib", *args], cwd=project, env=venv_env(), capture_output=True, text=True,

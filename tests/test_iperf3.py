@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from benchlib.collectors import ParseError, iperf3
 from benchlib import config
+from benchlib.collectors import ParseError, iperf3
 from tests.conftest import FIXTURES, lab_target, require_root, serving_lab
 
 CAPTURED = FIXTURES / "iperf3"
@@ -181,6 +181,7 @@ def test_short_campaign_of_the_new_tools_reaches_the_tidy_tables(tmp_path, lab_e
 
 def params_with(tmp_path, test: dict):
     import yaml
+
     from tests.conftest import REPO
     data = yaml.safe_load((REPO / "params.yaml").read_text())
     data["tests"]["new"] = test

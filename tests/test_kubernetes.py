@@ -26,10 +26,23 @@ from benchlib import cli, collectors, machine, record, runner, tidy
 from benchlib.config import ConfigError, Environment, _expand_service_counts, load_environment, load_params
 from benchlib.plan import Plan, validate_all
 from benchlib.targets import TargetError
-from benchlib.targets.kubernetes import LABEL_SESSION, LABEL_OWNER, KubernetesTarget, render
-from tests.conftest import REPO, project_copy, project_with_environment, require_root, short_params, venv_env  # noqa: F401
-from tests.local_cluster import (CLUSTER, NETPERF, SERVICE_CIDR, STATE, cluster_script, execd_commands, in_node, k8s_env,
-                                 leftovers, run_tool, serving_cluster, sysctls, wire_packets)
+from benchlib.targets.kubernetes import LABEL_OWNER, LABEL_SESSION, KubernetesTarget, render
+from tests.conftest import REPO, project_with_environment, require_root, short_params, venv_env
+from tests.local_cluster import (
+    CLUSTER,
+    NETPERF,
+    SERVICE_CIDR,
+    STATE,
+    cluster_script,
+    execd_commands,
+    in_node,
+    k8s_env,
+    leftovers,
+    run_tool,
+    serving_cluster,
+    sysctls,
+    wire_packets,
+)
 
 RR = {"rr": {"tool": "netperf", "kind": "TCP_RR", "duration_s": 1, "message_size": 1}}
 RR_CRR = {**RR, "crr": {"tool": "netperf", "kind": "TCP_CRR", "duration_s": 1, "message_size": 1}}

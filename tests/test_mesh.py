@@ -11,8 +11,8 @@ import pytest
 from benchlib import record, runner
 from benchlib.collectors import fortio, netperf
 from benchlib.config import load_environment
-from benchlib.plan import plan_environment
 from benchlib.errors import ConfigError
+from benchlib.plan import plan_environment
 from benchlib.targets.lab import proxies
 from benchlib.targets.lab.addresses import POD_IP
 from tests.conftest import lab_target, require_root, serving_lab, short_params

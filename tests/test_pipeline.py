@@ -112,8 +112,8 @@ def test_report_html_opens_offline_with_every_figure_drawn(repro):
 def test_notebooks_give_the_same_result_from_the_notebooks_folder(repro, tmp_path):
     """JupyterLab runs kernels in notebooks/, papermill at the root: paths must work from both."""
     project, _, _ = repro
-    import papermill
     import jupytext
+    import papermill
     nb = jupytext.read(project / "notebooks/02_significance.py")
     papermill.execute_notebook(nb, str(tmp_path / "out.ipynb"), parameters={"out_dir": str(tmp_path)},
                                cwd=str(project / "notebooks"), progress_bar=False, kernel_name="python3")

@@ -1,7 +1,6 @@
 """Profiled runs: the setting, the schedule, the plan checks, and perf on the real lab."""
 import gzip
 import json
-from dataclasses import replace
 
 import polars as pl
 import pytest
@@ -272,6 +271,7 @@ def test_a_cluster_profiles_only_where_its_nodes_run_on_this_kernel():
 
 def test_validate_without_perf_on_path_is_one_error_and_exit_2(tmp_path):
     import subprocess
+
     from tests.conftest import REPO
     path = tmp_path / "params.yaml"
     path.write_text(json.dumps({"experiment": {"campaign": "c", "environments": ["local-lab"], "repetitions": 2,

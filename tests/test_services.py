@@ -5,8 +5,7 @@ import pytest
 
 from benchlib.collectors import netperf
 from benchlib.config import ConfigError, load_environment
-from benchlib.targets.lab import kubeproxy
-from benchlib.targets.lab import LabTarget
+from benchlib.targets.lab import LabTarget, kubeproxy
 from tests.conftest import project_with_environment, require_root, serving_lab
 
 SCENARIOS = ["kube-proxy-iptables-4", "kube-proxy-iptables-1000", "kube-proxy-nftables-4",

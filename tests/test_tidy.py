@@ -29,7 +29,7 @@ def test_tables_have_one_row_per_run_and_the_expected_metrics(short_campaign, tm
     # every run carries its test's parameters; the two tests differ in them
     params = {t: {json.loads(p)["kind"] for p in g["test_params"]} for (t,), g in runs.group_by("test")}
     assert params == {"stream": {"TCP_STREAM"}, "rr": {"TCP_RR"}}
-    got = {t: set(zip(g["metric"], g["side"])) for (t,), g in metrics.group_by("test")}
+    got = {t: set(zip(g["metric"], g["side"], strict=True)) for (t,), g in metrics.group_by("test")}
     cpu = {(m, s) for m in ("cpu_busy_cores", "cpu_busy_pct") for s in ("client", "server")}
     assert got["stream"] == {("throughput", "none"), ("retransmits", "none")} | cpu
     # the lab runs TCP_RR with client and server on one CPU set (environment.yaml cpu_placement): its CPU once

@@ -69,7 +69,7 @@ def differences(a: Campaign, b: Campaign) -> pl.DataFrame:
     params = diff.filter(pl.col("field").str.starts_with("test_params."))
     if len(params):
         lines = [f"{cfg}: " + "; ".join(f"{f.removeprefix('test_params.')} {va} in {a.name}, {vb} in {b.name}"
-                                         for f, va, vb in zip(g["field"], g["value_a"], g["value_b"]))
+                                         for f, va, vb in zip(g["field"], g["value_a"], g["value_b"], strict=True))
                  for (cfg,), g in params.with_columns(cfg=pl.concat_str(CONFIG_KEYS, separator="/"))
                  .group_by("cfg", maintain_order=True)]
         raise CompareError(f"{a.name} vs {b.name}: refused, the same configuration was measured with different "

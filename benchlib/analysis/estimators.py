@@ -9,12 +9,11 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Iterator
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 import polars as pl
 from scipy import stats
-
 
 # A configuration: everything that identifies one sample of runs of one metric.
 # test_params (every recorded parameter of the test) keeps runs of different
@@ -43,7 +42,7 @@ def failed_runs(runs: pl.DataFrame) -> pl.DataFrame:
             .sort(RUN_CONFIG, nulls_last=True))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _median_ci_ranks(n: int, confidence: float = 0.95) -> tuple[int, int] | None:
     """0-based ranks of the order statistics bounding the median's CI for n values; None below MIN_N.
 
@@ -96,7 +95,7 @@ def buckets(*lists: pl.Series) -> Iterator[tuple[np.ndarray, list[np.ndarray]]]:
     lengths = np.stack([s.list.len().to_numpy() for s in lists], axis=1)
     for key in np.unique(lengths, axis=0):
         idx = np.flatnonzero((lengths == key).all(axis=1))
-        yield idx, [_stack(s, idx, int(n)) for s, n in zip(lists, key)]
+        yield idx, [_stack(s, idx, int(n)) for s, n in zip(lists, key, strict=True)]
 
 
 def samples(metrics: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:

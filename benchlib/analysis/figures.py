@@ -11,11 +11,11 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
-import polars as pl
 import plotly.graph_objects as go
 import plotly.io as pio
-from plotly.subplots import make_subplots
+import polars as pl
 from plotly.io.base_renderers import MimetypeRenderer, PlotlyRenderer
+from plotly.subplots import make_subplots
 
 from benchlib.schema import metric_info, percentiles
 
@@ -111,7 +111,7 @@ def verdict_labels(comparisons: pl.DataFrame | None, test: str, metric: str, sid
     if comparisons is None or comparisons.is_empty():
         return {}
     c = comparisons.filter(test=test, metric=metric, side=side, baseline=baseline)
-    return dict(zip(c["scenario"], c["verdict"]))
+    return dict(zip(c["scenario"], c["verdict"], strict=True))
 
 
 def in_order(d: pl.DataFrame, col: str, order: list) -> pl.DataFrame:
@@ -214,7 +214,7 @@ def forest(comparisons: pl.DataFrame, baseline: str | None = None) -> go.Figure:
     c = c.sort(pl.col("family").replace_strict(order_of, default=len(order_of)), maintain_order=True)
     c = c.with_columns(
         label=pl.concat_str(
-            pl.Series([f"[{f} · {100 * lvl:.4g} %] " for f, lvl in zip(c["family"], c["ci_level"])],
+            pl.Series([f"[{f} · {100 * lvl:.4g} %] " for f, lvl in zip(c["family"], c["ci_level"], strict=True)],
                       dtype=pl.String),
             pl.col("test"), pl.lit(" · "), pl.col("metric"),
             pl.when(pl.col("side") == "none").then(pl.lit("")).otherwise(pl.format(" ({})", "side")),
@@ -370,7 +370,7 @@ def service_scaling(summary: pl.DataFrame, runs: pl.DataFrame, test: str, metric
     d = d.join(counts, on="scenario")
     if d.is_empty():
         raise ValueError(f"service_scaling: no {test} runs with a service count")
-    d = d.with_columns(datapath=pl.Series([s.removesuffix(f"-{n}") for s, n in zip(d["scenario"], d["services"])]))
+    d = d.with_columns(datapath=pl.Series([s.removesuffix(f"-{n}") for s, n in zip(d["scenario"], d["services"], strict=True)]))
     labels = verdict_labels(comparisons, test, metric, baseline=baseline)
     colors = path_colors(sorted(d["datapath"].unique()))
     unit = d["unit"][0]

@@ -6,8 +6,8 @@ The trees are those of profile_frames, already pruned of nodes under profiles.PR
 """
 from __future__ import annotations
 
-import polars as pl
 import plotly.graph_objects as go
+import polars as pl
 from plotly.subplots import make_subplots
 
 from benchlib.stacks import CATEGORIES
@@ -19,7 +19,7 @@ SIDES = ("client", "server", "total")
 # one colour per category, the network layers in saturated hues, the rest muted
 CATEGORY_COLORS = dict(zip(CATEGORIES, (
     "#999999", "#CC79A7", "#56B4E9", "#0072B2", "#D55E00", "#E69F00", "#009E73", "#F0E442", "#BBBBBB",
-    "#EEEEEE", "#666666")))
+    "#EEEEEE", "#666666"), strict=True))
 
 
 def _sides(d: pl.DataFrame) -> list[str]:

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import math
 import warnings
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 from scipy import stats
 from statsmodels.stats.power import NormalIndPower, TTestIndPower
-
 
 from .estimators import MIN_N
 
@@ -20,7 +19,7 @@ POWER = 0.8
 ARE_MANN_WHITNEY = 3 / math.pi
 
 
-@lru_cache(maxsize=None)
+@cache
 def smallest_p(n1: int, n2: int) -> float:
     """The smallest two-sided Mann-Whitney p that n1 vs n2 runs can give (complete separation)."""
     return float(stats.mannwhitneyu(np.arange(n1), np.arange(n1, n1 + n2), method="exact").pvalue)
@@ -53,7 +52,7 @@ def pooled_log_sd(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.sqrt(var)
 
 
-@lru_cache(maxsize=None)
+@cache
 def n_attainable(alpha: float, n_max: int = 1000) -> int:
     """The fewest runs per side (both sides alike) whose completely separated samples give p < alpha."""
     return next(n for n in range(1, n_max) if smallest_p(n, n) < alpha)
@@ -78,7 +77,7 @@ def mde_pct(n: int, n_base: int, sd_log: float, alpha: float, power: float = POW
         return 100 * float(np.expm1(_mde_effect_size(n, n_base, alpha, power) * sd_log))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _mde_effect_size(n: int, n_base: int, alpha: float, power: float) -> float:
     """The standardized effect of mde_pct: it depends on n, n_base, alpha and power only, not on the
     spread, so comparisons at the same sizes and level share one root finding (statsmodels' solver

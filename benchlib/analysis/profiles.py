@@ -179,7 +179,7 @@ def _trees(profiles: pl.DataFrame, profile_runs: pl.DataFrame) -> pl.DataFrame:
     cols = ["_g", "level", "id", "parent", "name", "depth", "samples", "cpu_s"]
     out = pl.concat([paths.select(cols), frames.select(cols)]).join(groups, on="_g").drop("_g")
     names = out["name"].unique()
-    cat = dict(zip(names, (_frame_category(n) for n in names)))
+    cat = dict(zip(names, (_frame_category(n) for n in names), strict=True))
     return _per_unit(out.with_columns(category=pl.col("name").replace_strict(cat, return_dtype=pl.String)), configs)
 
 

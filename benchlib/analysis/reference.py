@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from . import resolve
 from benchlib.schema import metric_info
 
+from . import resolve
 from .stats import CORRECTIONS, adjust, compare, decision_level, verdict
 
 REFERENCE_DIR = Path("data/reference")
@@ -197,7 +197,7 @@ def side_by_side(metrics: pl.DataFrame, runs: pl.DataFrame, changes: pl.DataFram
         "not measured" if r["ours_n"] is None
         else verdict(q, r["ours_delta_pct"], r["ours_low"], r["ours_high"], alpha, r["noise_band_pct"],
                      r["higher_is_better"])
-        for r, q in zip(df.iter_rows(named=True), p_adj)
+        for r, q in zip(df.iter_rows(named=True), p_adj, strict=True)
     ]
     return (df.with_columns(ours_p_adj=pl.Series(p_adj), ours_verdict=pl.Series(verdicts, dtype=pl.String),
                             correction=pl.lit(CORRECTIONS[correction]), ours_ci_level=pl.lit(1 - level))

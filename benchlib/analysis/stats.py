@@ -25,12 +25,42 @@ from scipy.stats import mstats
 
 from benchlib.schema import metric_info
 
-from .estimators import (CONFIG, INSUFFICIENT, MIN_N, RUN_CONFIG, SUMMARY_COLUMNS, buckets, drift, failed_runs,
-                         median_ci, ok_values, samples, summarize)
-from .families import (CORRECTIONS, CPU, FAMILY_ORDER, LATENCY, OTHER, PRIMARY, SECONDARY_CORRECTION, adjust,
-                       compared_values, decision_level, family_of, headlines)
-from .power import (ARE_MANN_WHITNEY, POWER, mde_pct, n_attainable, n_for_effect, never_reaches, pooled_log_sd,
-                    smallest_p)
+# `X as X`: names of the split-off modules that this module re-exports, so that `stats.X` reads the same everywhere
+from .estimators import (
+    CONFIG,
+    INSUFFICIENT,
+    MIN_N,
+    RUN_CONFIG as RUN_CONFIG,
+    buckets,
+    failed_runs as failed_runs,
+    median_ci as median_ci,
+    ok_values as ok_values,
+    samples,
+    summarize as summarize,
+)
+from .families import (
+    CORRECTIONS,
+    CPU as CPU,
+    FAMILY_ORDER,
+    LATENCY as LATENCY,
+    OTHER as OTHER,
+    PRIMARY,
+    SECONDARY_CORRECTION,
+    adjust,
+    compared_values as compared_values,
+    decision_level,
+    family_of,
+    headlines,
+)
+from .power import (
+    POWER as POWER,
+    mde_pct,
+    n_attainable,
+    n_for_effect as n_for_effect,
+    never_reaches,
+    pooled_log_sd,
+    smallest_p as smallest_p,
+)
 
 # Two configurations are compared when they differ only in the scenario.
 PEERS = [c for c in CONFIG if c != "scenario"]
@@ -282,7 +312,7 @@ def _compare_pairs(pairs: pl.DataFrame | None, schema: pl.Schema, heads: pl.Data
     # each comparison's family, then the correction within it and the level it decided at
     if family is None:
         pairs = pairs.join(heads, on=["environment", "test", "test_params"], how="left", nulls_equal=True)
-        families = [family_of(mt, h) for mt, h in zip(pairs["metric"], pairs["headline"])]
+        families = [family_of(mt, h) for mt, h in zip(pairs["metric"], pairs["headline"], strict=True)]
     else:
         families = [family] * k
     families = np.array(families, dtype=object)
@@ -300,10 +330,10 @@ def _compare_pairs(pairs: pl.DataFrame | None, schema: pl.Schema, heads: pl.Data
                 x, y, seed, n_resamples, 1 - num["alpha_family"][idx])
     n_runs, n_base = pairs["x"].list.len().to_numpy(), pairs["x_base"].list.len().to_numpy()
     mde = [mde_pct(int(a), int(b), sd, lvl) for a, b, sd, lvl in zip(n_runs, n_base, num["sd_log"],
-                                                                       num["alpha_family"])]
+                                                                       num["alpha_family"], strict=True)]
     attainable = [n_attainable(float(lvl)) if not math.isnan(lvl) and never_reaches(int(a), int(b), lvl)
                   else None
-                  for a, b, lvl in zip(n_runs, n_base, num["alpha_family"])]
+                  for a, b, lvl in zip(n_runs, n_base, num["alpha_family"], strict=True)]
     df = pairs.with_columns(
         n=pl.Series(n_runs, dtype=pl.Int64), n_base=pl.Series(n_base, dtype=pl.Int64),
         excluded=(pl.col("excluded") + pl.col("excluded_base")).cast(pl.Int64),

@@ -184,7 +184,7 @@ def findings_markdown(comparisons: pl.DataFrame, families: pl.DataFrame, family:
     rows = ordered_findings(comparisons, family)
     if rows.is_empty():
         return ""
-    size = dict(zip(families["family"], families["comparisons"])) if "comparisons" in families.columns else {}
+    size = dict(zip(families["family"], families["comparisons"], strict=True)) if "comparisons" in families.columns else {}
     m = int(size.get(family, len(rows)))
     listed = rows.filter(pl.col("kind").is_in([FINDING, NEGLIGIBLE, INCONCLUSIVE]))
     shown = listed.head(limit) if limit else listed

@@ -134,7 +134,7 @@ def headline_table(summary: pl.DataFrame, comparisons: pl.DataFrame, baseline: s
         family=pl.format("{} ({})", "family", "correction"),
         **{"median [95 % CI]": pl.col("median [95 % CI]").map_elements(numbers_in, return_dtype=pl.String)},
         metric=pl.Series([f"{metric_label(m, s)} ({u})" if u else metric_label(m, s)
-                          for m, s, u in zip(t["metric"], t["side"], t["unit"])], dtype=pl.String))
+                          for m, s, u in zip(t["metric"], t["side"], t["unit"], strict=True)], dtype=pl.String))
     drop = ["correction", "side", "unit"] + (["environment"] if t["environment"].n_unique() <= 1 else [])
     t = t.drop(drop)
     return publication_table(

@@ -12,8 +12,8 @@ from typing import Annotated, Union
 from pydantic import Discriminator, Tag
 
 from ..errors import ParseError  # noqa: F401 (collectors raise it; callers catch collectors.ParseError)
+from . import dns, fortio, iperf3, netperf
 from .base import RECORDED_PARAMS, Collector, Invocation, Server, json_number  # noqa: F401 (the collectors' shared types)
-from . import dns, fortio, iperf3, netperf  # after .base: each imports it
 
 MODULES = {"netperf": netperf, "iperf3": iperf3, "fortio": fortio, "dns": dns}
 TOOLS = tuple(MODULES)
@@ -26,7 +26,8 @@ def _tool(value) -> str | None:
 # A test as params.yaml gives it: its `tool` picks the collector's model. A function picks it, not
 # Field(discriminator="tool"), which pydantic refuses on a field with a before-validator (the
 # boolean guard every settings model has).
-TestSpec = Annotated[Union[tuple(Annotated[m.Spec, Tag(t)] for t, m in MODULES.items())], Discriminator(_tool)]
+# Union[...] of a tuple built at run time: `X | Y` cannot spread a tuple
+TestSpec = Annotated[Union[tuple(Annotated[m.Spec, Tag(t)] for t, m in MODULES.items())], Discriminator(_tool)]  # noqa: UP007
 
 
 def get(tool: str) -> Collector:

@@ -17,8 +17,17 @@ from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from .base import (Invocation, ParseError, Server, WholeSecondsSpec, finite, json_document, json_get, json_number,
-                   message)
+from .base import (
+    Invocation,
+    ParseError,
+    Server,
+    WholeSecondsSpec,
+    finite,
+    json_document,
+    json_get,
+    json_number,
+    message,
+)
 
 Kind = Literal["TCP_STREAM", "UDP_STREAM"]
 KINDS = typing.get_args(Kind)

@@ -119,7 +119,7 @@ class Target(ABC):
     def __exit__(self, *exc) -> None:
         self.teardown()
 
-    def prepare(self) -> None:
+    def prepare(self) -> None:  # noqa: B027 (an optional hook: most targets have nothing to prepare)
         pass
 
     @abstractmethod

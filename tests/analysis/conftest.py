@@ -1,5 +1,4 @@
 import pytest
-
 from analysis_tables import lab_like_samples, make_tables
 
 

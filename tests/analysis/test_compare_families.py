@@ -2,10 +2,9 @@
 from __future__ import annotations
 
 import polars as pl
+from analysis_tables import lab_like_samples, make_tables
 
 from benchlib.analysis import compare, stats
-
-from analysis_tables import lab_like_samples, make_tables
 
 
 def campaign(name: str, seed: int) -> compare.Campaign:
@@ -38,9 +37,9 @@ def test_compare_uses_the_report_families():
 
 def test_compare_normalizes_cpu_with_the_analysis_settings_of_the_report():
     """HTTP CPU per request rate included: compare and the report's analysis give the same medians."""
-    from benchlib.analysis import analyse, load_tables
-
     from analysis_tables import settings
+
+    from benchlib.analysis import analyse, load_tables
     fixture = "tests/fixtures/tidy/lab-mesh-short-001"  # a real campaign with fortio and proxies
     runs, metrics = load_tables(f"{fixture}/runs.parquet", f"{fixture}/metrics.parquet")
     real = compare.Campaign("mesh", runs, metrics, pl.DataFrame(schema={"field": pl.String}))

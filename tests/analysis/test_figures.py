@@ -5,8 +5,8 @@ import re
 import struct
 import xml.etree.ElementTree as ET
 
-import polars as pl
 import plotly.io as pio
+import polars as pl
 import pytest
 
 from benchlib.analysis import figures, normalize, stats

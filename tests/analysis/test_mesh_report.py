@@ -3,14 +3,13 @@ tables `benchlib parse` wrote for a short run of the mesh preset's scenarios on 
 fortio at 1000 req/s with keep-alive and Connection: close, netperf TCP_RR), the machine shared and loaded."""
 from __future__ import annotations
 
-
 import numpy as np
 import polars as pl
 import pytest
+from analysis_tables import analysed, settings
 from statsmodels.stats.multitest import multipletests
 
 from benchlib.analysis import load_tables, mesh, normalize, report, stats
-from analysis_tables import analysed, settings
 
 FIXTURE = "tests/fixtures/tidy/lab-mesh-short-001"
 PRESET = "pipelines/local-lab/params-mesh.yaml"

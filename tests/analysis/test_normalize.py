@@ -3,11 +3,10 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
+from analysis_tables import make_tables
 
 from benchlib.analysis import normalize
 from benchlib.schema import METRICS_SCHEMA
-
-from analysis_tables import make_tables
 
 
 def one_run(work_metric, work, client_cores, server_cores, cpus=(2, 2)):
@@ -17,7 +16,7 @@ def one_run(work_metric, work, client_cores, server_cores, cpus=(2, 2)):
 
 
 def by_side(df):
-    return dict(zip(df["side"], df["value"]))
+    return dict(zip(df["side"], df["value"], strict=True))
 
 
 def test_stream_cpu_at_100_gbps():

@@ -9,8 +9,8 @@ import numpy as np
 import polars as pl
 
 from benchlib import config
-from benchlib.plan import validate_all
 from benchlib.analysis import planning, power, project_root, stats
+from benchlib.plan import validate_all
 from tests.conftest import venv_env
 
 FIXTURE = "tests/fixtures/tidy/lab-default-002"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
-
 from analysis_tables import make_tables, settings
-from benchlib.analysis import analyse, flamegraphs, profiles, report, summary
 from profile_tables import HZ, RATES, WINDOW_S, folded, profile_tables
+
+from benchlib.analysis import analyse, flamegraphs, profiles, report, summary
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +44,7 @@ def test_runs_of_one_configuration_are_pooled():
 
 def test_veth_routed_gains_backlog_processing_and_veth_transmit_over_host(tables):
     d = tables["profile_differences"].filter(level="frame", scenario="veth-routed")
-    delta = dict(zip(d["name"], d["delta"]))
+    delta = dict(zip(d["name"], d["delta"], strict=True))
     assert delta["process_backlog"] > 1.0 and delta["veth_xmit"] > 0.1
     total = tables["profile_categories"].group_by("scenario").agg(pl.col("cpu_per_unit").sum())
     t = dict(total.iter_rows())
@@ -58,7 +58,7 @@ def test_veth_routed_gains_backlog_processing_and_veth_transmit_over_host(tables
 
 def test_paths_are_a_pruned_tree_with_every_parent(tables):
     f = tables["profile_frames"].filter(level="path")
-    for (scenario,), g in f.group_by("scenario"):
+    for _, g in f.group_by("scenario"):
         ids = set(g["id"])
         assert all(p in ids for p in g["parent"] if p)
         roots = g.filter(pl.col("parent") == "")
@@ -128,7 +128,7 @@ def test_flamegraph_has_a_trace_per_scenario_and_side_and_a_dropdown_per_scenari
         for tr_side in ({"x"} if sides == 1 else {"x", "x2"}):
             heights = {}
             for tr in (tr for tr in bars.data if tr.xaxis == tr_side):
-                for x, y in zip(tr.x, tr.y):
+                for x, y in zip(tr.x, tr.y, strict=True):
                     heights[x] = heights.get(x, 0.0) + y
             side = "total" if sides == 1 else ("client" if tr_side == "x" else "server")
             whole = dict(cats.filter(side=side).group_by("scenario").agg(pl.col("cpu_per_unit").sum()).iter_rows())

@@ -5,10 +5,9 @@ import math
 
 import numpy as np
 import pytest
+from analysis_tables import make_tables
 
 from benchlib.analysis import project_root, reference
-
-from analysis_tables import make_tables
 
 
 @pytest.fixture(scope="module")

@@ -5,9 +5,9 @@ import re
 
 import polars as pl
 import pytest
+from analysis_tables import analysed, settings
 
 from benchlib.analysis import project_root, report, resolve, stats
-from analysis_tables import analysed, settings
 
 PLOTLYJS_BANNER = "* plotly.js v"
 REMOTE_SCRIPT = re.compile(r"<script[^>]*\ssrc=[\"']?(https?:)?//", re.I)
@@ -81,6 +81,7 @@ def test_notebooks_take_only_where_the_data_is(notebook):
     """The analysis settings reach the notebooks through the analysis tables, never as parameters: the
     parameters cell names where the analysis is (and where outputs go), with `benchlib report`'s defaults."""
     import jupytext
+
     from benchlib.cli import build_parser
     nb = jupytext.read(project_root() / "notebooks" / notebook)
     cell, = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]

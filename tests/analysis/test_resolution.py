@@ -7,8 +7,8 @@ import re
 import numpy as np
 import polars as pl
 import pytest
-
 from analysis_tables import report_comparisons
+
 from benchlib.analysis import load_tables, resolution, stats
 
 DEFAULT = "tests/fixtures/tidy/lab-default-003"

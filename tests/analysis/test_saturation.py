@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
-
 from analysis_tables import make_tables, report_comparisons
+
 from benchlib.analysis import load_tables, resolution, saturation, stats
 
 DEFAULT = "tests/fixtures/tidy/lab-default-003"

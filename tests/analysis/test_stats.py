@@ -4,18 +4,16 @@ from __future__ import annotations
 import itertools
 import json
 import math
-
 from types import SimpleNamespace
 
 import numpy as np
 import polars as pl
 import pytest
+from analysis_tables import make_tables
 from scipy import stats as scipy_stats
 from scipy.stats import rankdata
 
 from benchlib.analysis import stats
-
-from analysis_tables import make_tables
 
 
 def binomial_median_ci(x, confidence=0.95):
@@ -34,7 +32,10 @@ def enumerated_mwu_p(x, y):
     """Two-sided permutation p of U by enumerating every split of the pooled midranks."""
     ranks = rankdata(np.concatenate([x, y]))
     n1 = len(x)
-    u = lambda idx: ranks[list(idx)].sum() - n1 * (n1 + 1) / 2
+
+    def u(idx):
+        return ranks[list(idx)].sum() - n1 * (n1 + 1) / 2
+
     observed = u(range(n1))
     dist = np.array([u(c) for c in itertools.combinations(range(len(ranks)), n1)])
     return min(1.0, 2 * min((dist >= observed).mean(), (dist <= observed).mean()))

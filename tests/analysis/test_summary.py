@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
+from analysis_tables import analysed, make_tables
 
 from benchlib.analysis import load_tables, resolve, stats, summary, tables
-from analysis_tables import analysed, make_tables
 
 FIXTURE = "tests/fixtures/tidy/lab-default-003"
 

@@ -30,8 +30,16 @@ from ...config import Environment
 from .. import Placement, Target, TargetError, service_ports, shown, wait_listening
 from . import services
 from .api import PID_MARKER, Cluster, ExecProcess, k8s, reason
-from .manifests import (LABEL_OWNER, LABEL_SESSION, namespace_labels_patch, namespace_manifest, namespace_name,
-                        pod_manifest, pod_name, render)
+from .manifests import (
+    LABEL_OWNER,
+    LABEL_SESSION,
+    namespace_labels_patch,
+    namespace_manifest,
+    namespace_name,
+    pod_manifest,
+    pod_name,
+    render,
+)
 from .sampling import NodeCpu, agent_usage
 from .scenarios import Switch, node_facts
 

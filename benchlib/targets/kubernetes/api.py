@@ -94,7 +94,7 @@ class Cluster:
                           command=command, container=CONTAINER, stderr=True, stdin=False, stdout=True,
                           tty=False, _preload_content=False)
 
-    def spawn(self, pod: str, argv: list[str]) -> "ExecProcess":
+    def spawn(self, pod: str, argv: list[str]) -> ExecProcess:
         return ExecProcess(self, pod, argv)
 
     def run(self, pod: str, argv: list[str], timeout: float = EXEC_TIMEOUT_S) -> Result:
@@ -103,7 +103,7 @@ class Cluster:
             out, err = proc.communicate(timeout)
         except subprocess.TimeoutExpired:
             proc.kill()
-            raise TargetError(f"kubernetes: `{shlex.join(argv)}` in pod {pod} did not finish in {timeout} s")
+            raise TargetError(f"kubernetes: `{shlex.join(argv)}` in pod {pod} did not finish in {timeout} s") from None
         return Result(argv, proc.returncode, out, err)
 
     def check(self, pod: str, argv: list[str]) -> str:

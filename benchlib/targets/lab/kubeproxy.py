@@ -101,7 +101,7 @@ def nftables_ruleset(svcs: list[Service], pod_cidr: str) -> str:
         for port in svc.ports:
             svc_chain = _chain("service", svc.name, str(port))
             eps = [_chain("endpoint", svc.name, str(port), ep) for ep in svc.endpoints]
-            for ep, ep_chain in zip(svc.endpoints, eps):
+            for ep, ep_chain in zip(svc.endpoints, eps, strict=True):
                 lines.append(f"  chain {ep_chain} {{ ip saddr {ep} jump mark-for-masquerade; "
                              f"meta l4proto tcp dnat to {ep}:{port}; }}")
             picks = ", ".join(f"{k} : goto {c}" for k, c in enumerate(eps))

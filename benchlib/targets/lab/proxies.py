@@ -220,7 +220,7 @@ def counters(sock_path: Path) -> dict[str, dict[str, int]]:
     names = header.lstrip("# ").split(",")
     out = {}
     for row in rows:
-        rec = dict(zip(names, row.split(",")))
+        rec = dict(zip(names, row.split(","), strict=False))
         if rec["svname"] == "FRONTEND":
             out[rec["pxname"]] = {k: int(rec[k] or 0) for k in ("stot", "bin", "bout")}
     return out

@@ -14,8 +14,22 @@ from dataclasses import dataclass
 from benchlib.errors import TargetError
 
 from . import bpf, encryption, rtnl
-from .addresses import (NODE_IP, NODE_IP6, NODE_PREFIX, NODE_PREFIX6, NODES, OTHER, POD_GW, POD_GW6, POD_IP,
-                        POD_IP6, bridge_ip, pod_subnet, pod_subnet6, vxlan_ip)
+from .addresses import (
+    NODE_IP,
+    NODE_IP6,
+    NODE_PREFIX,
+    NODE_PREFIX6,
+    NODES,
+    OTHER,
+    POD_GW,
+    POD_GW6,
+    POD_IP,
+    POD_IP6,
+    bridge_ip,
+    pod_subnet,
+    pod_subnet6,
+    vxlan_ip,
+)
 from .netns import in_ns, ip, json_field
 
 VXLAN_ID, VXLAN_PORT = 42, 4789
