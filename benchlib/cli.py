@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import signal
@@ -289,11 +290,10 @@ def cmd_compare(args) -> int:
     analysis = _params(args).analysis
     if args.threshold is not None and not 0 <= args.threshold < 1000:
         raise config.ConfigError(f"--threshold: a percentage in [0, 1000), got {args.threshold:g}")
-    options = dict(alpha=analysis.alpha, correction=args.correction or analysis.correction,
-                   threshold_pct=analysis.compare_threshold() if args.threshold is None else args.threshold,
-                   seed=analysis.seed, targets=analyse.targets(analysis))
     a, b = load_campaign(args.a), load_campaign(args.b)
-    res = compare.run(a, b, **options)
+    res = compare.run(a, b, alpha=analysis.alpha, correction=args.correction or analysis.correction,
+                      threshold_pct=analysis.compare_threshold() if args.threshold is None else args.threshold,
+                      seed=analysis.seed, targets=analyse.targets(analysis))
     print(json.dumps(compare.to_json(res), indent=1) if args.json else compare.text(res))
     if args.junit:
         _say(f"compare: JUnit -> {compare.write_junit(res, Path(args.junit), strict_setup=args.strict_setup)}")
@@ -593,7 +593,7 @@ def _ascii_safe_output() -> None:
     """A terminal that cannot show a character (an ASCII-only locale, PYTHONIOENCODING=ascii) gets
     '?' for it: a file name or a tool's output must never turn a message into a traceback."""
     for stream in (sys.stdout, sys.stderr):
-        if hasattr(stream, "reconfigure"):
+        if isinstance(stream, io.TextIOWrapper):
             stream.reconfigure(errors="replace")
 
 

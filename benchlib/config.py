@@ -15,6 +15,7 @@ from typing import Literal
 
 import yaml
 from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic_core import ErrorDetails
 
 from .collectors import TOOLS, TestSpec, get
 from .collectors.base import Strict
@@ -48,11 +49,11 @@ class Experiment(Strict):
     environments: list[str] = Field(min_length=1)
     repetitions: int = Field(ge=1, le=1000, description="blocks: every configuration runs once per block")
     seed: int = 0
-    cpu_trim_s: float = Field(0.5, ge=0, description="CPU window starts this long after the tool, ends this long before")
-    retries: int = Field(1, ge=0, le=10, description="extra attempts for a failed run")
-    profile_runs: int = Field(0, ge=0, le=1000, description=(
+    cpu_trim_s: float = Field(default=0.5, ge=0, description="CPU window starts this long after the tool, ends this long before")
+    retries: int = Field(default=1, ge=0, le=10, description="extra attempts for a failed run")
+    profile_runs: int = Field(default=0, ge=0, le=1000, description=(
         "profiled runs per configuration (a CPU profile with perf, never among the measured runs); 0: none"))
-    profile_hz: int = Field(499, ge=1, le=10000, description=(
+    profile_hz: int = Field(default=499, ge=1, le=10000, description=(
         "perf's sampling frequency per CPU; not a multiple of the timer tick, so samples do not lock onto it"))
 
     @field_validator("profile_runs")
@@ -76,10 +77,10 @@ class EnvironmentOverride(Strict):
 
     scenarios: list[str] | None = None
     tests: list[str] | None = None
-    matrix: list[MatrixEntry] | None = Field(None, min_length=1, description=(
+    matrix: list[MatrixEntry] | None = Field(default=None, min_length=1, description=(
         "instead of scenarios x tests: a union of smaller products, so that e.g. UDP tests run "
         "in two scenarios while TCP_CRR runs in all"))
-    cpu_placement: dict[str, Literal["split", "shared"]] | None = Field(None, description=(
+    cpu_placement: dict[str, Literal["split", "shared"]] | None = Field(default=None, description=(
         "lab: replaces the environment's cpu_placement for this campaign ({} = every kind split), e.g. "
         "when its scenarios with proxies (always split) are compared with scenarios without"))
 
@@ -105,25 +106,25 @@ class EnvironmentOverride(Strict):
 class Analysis(Strict):
     """Parameters of the analysis notebooks (passed to papermill as they are)."""
 
-    baseline: str = Field("host", description="scenario every other scenario is compared with")
-    alpha: float = Field(0.05, gt=0, lt=1)
-    correction: Literal["holm", "fdr_bh"] = Field("holm", description="holm for a report, fdr_bh (FDR) for sweeps")
-    cpu_target_gbps: float = Field(100.0, gt=0, description="stream tests: CPU % needed for this throughput")
-    rr_per_transactions: float = Field(10_000, gt=0, description="TCP_RR: CPU % per this many transactions/s")
-    crr_per_connections: float = Field(10_000, gt=0, description="TCP_CRR: CPU % per this many connections/s")
-    http_per_requests: float = Field(1_000, gt=0, description="HTTP (fortio): CPU % per this many requests/s")
+    baseline: str = Field(default="host", description="scenario every other scenario is compared with")
+    alpha: float = Field(default=0.05, gt=0, lt=1)
+    correction: Literal["holm", "fdr_bh"] = Field(default="holm", description="holm for a report, fdr_bh (FDR) for sweeps")
+    cpu_target_gbps: float = Field(default=100.0, gt=0, description="stream tests: CPU % needed for this throughput")
+    rr_per_transactions: float = Field(default=10_000, gt=0, description="TCP_RR: CPU % per this many transactions/s")
+    crr_per_connections: float = Field(default=10_000, gt=0, description="TCP_CRR: CPU % per this many connections/s")
+    http_per_requests: float = Field(default=1_000, gt=0, description="HTTP (fortio): CPU % per this many requests/s")
     noise_band_pct: float | dict[str, float] = Field(
-        2.0, description="changes inside +/- this % are 'negligible'; a number or {metric: %, default: %}")
+        default=2.0, description="changes inside +/- this % are 'negligible'; a number or {metric: %, default: %}")
     family_metrics: list[str] = Field(
-        ["latency_p50", "latency_p99", "cpu_pct_at_target"], description=(
+        default=["latency_p50", "latency_p99", "cpu_pct_at_target"], description=(
             "secondary metrics compared besides each test's headline metric (the primary family, always "
             "compared, under `correction`); each in the Benjamini-Hochberg family of its kind (latency, CPU, "
             "other), labelled FDR"))
-    seed: int = Field(0, description="bootstrap seed")
-    threshold_pct: float | dict[str, float] | None = Field(None, description=(
+    seed: int = Field(default=0, description="bootstrap seed")
+    threshold_pct: float | dict[str, float] | None = Field(default=None, description=(
         "benchlib compare: a significant change whose CI lies inside +/- this % reads 'negligible' and fails "
         "no gate; a number or {metric: %, default: %}; unset: noise_band_pct"))
-    contrasts: list[tuple[str, str]] = Field([], description=(
+    contrasts: list[tuple[str, str]] = Field(default=[], description=(
         "extra comparisons [scenario, reference], e.g. [notrack, conntrack]: of the headline metric in the "
         "primary family, of the others in their secondary families"))
 
@@ -203,9 +204,9 @@ class HelmRelease(Strict):
     chart: str = Field(description="chart reference, e.g. cilium/cilium or oci://...")
     version: str
     namespace: str = "kube-system"
-    repo: str | None = Field(None, description="chart repository URL (helm --repo)")
+    repo: str | None = Field(default=None, description="chart repository URL (helm --repo)")
     values: str = Field(description="values file, relative to the environment folder")
-    extra_args: list[str] = Field([], description="appended as written; the shell expands them, e.g. $(...)")
+    extra_args: list[str] = Field(default=[], description="appended as written; the shell expands them, e.g. $(...)")
 
 
 class Scenario(Strict):
@@ -214,31 +215,31 @@ class Scenario(Strict):
     placement: Literal["pod-to-pod", "same-node", "host-network", "service"] | None = None
     # kubernetes: how the cluster reaches this scenario, how to tell it is ready, what to record
     helm: HelmRelease | None = None
-    apply: list[str] = Field([], description="shell commands run in the environment folder, before helm")
-    ready: list[str] = Field([], description="commands that must all succeed before measuring; retried")
-    ready_timeout_s: float = Field(900, gt=0)
-    programmed: list[str] = Field([], description=(
+    apply: list[str] = Field(default=[], description="shell commands run in the environment folder, before helm")
+    ready: list[str] = Field(default=[], description="commands that must all succeed before measuring; retried")
+    ready_timeout_s: float = Field(default=900, gt=0)
+    programmed: list[str] = Field(default=[], description=(
         "commands retried, once the scenario's pods and Services exist, until each succeeds: the datapath "
         "has programmed them (e.g. kube-proxy has synced); bounded by ready_timeout_s"))
-    record: dict[str, str] = Field({}, description="name -> shell command whose output every run records; a name "
+    record: dict[str, str] = Field(default={}, description="name -> shell command whose output every run records; a name "
                                    "ending in _status, _metrics or _entries is an observation, which "
                                    "`benchlib compare` does not list as a setup difference")
-    namespace_labels: dict[str, str] = Field({}, description=(
+    namespace_labels: dict[str, str] = Field(default={}, description=(
         "kubernetes: labels the campaign namespace carries while this scenario runs, set before its pods "
         "are created (a mesh's injection label: istio-injection: enabled, istio.io/dataplane-mode: ambient)"))
-    settings: dict[str, str | int | float | bool] = Field({}, description="key settings, recorded as given")
+    settings: dict[str, str | int | float | bool] = Field(default={}, description="key settings, recorded as given")
     topology: Literal["host", "veth-routed", "bridge", "vxlan", "ebpf-host-routing", "wireguard", "ipsec",
                       "netkit"] | None = None
     maps_to: str = ""
-    mtu: int = Field(1500, ge=576, le=65535)
+    mtu: int = Field(default=1500, ge=576, le=65535)
     # lab: ClusterIP services rendered as kube-proxy would, on the client's node
     service_proxy: Literal["iptables", "nftables"] | None = None
     # lab: with service_proxy; kubernetes: with placement service (the benchmark Service plus fillers)
     services: int | list[int] | None = Field(
-        None, description="number of services; a list expands into one scenario per number, named <name>-<n>")
+        default=None, description="number of services; a list expands into one scenario per number, named <name>-<n>")
     # lab: a stateful node firewall (connection tracking), or the same with the benchmark traffic untracked
     firewall: Literal["conntrack", "notrack"] | None = None
-    filter_rules: int | None = Field(None, ge=1, le=100_000, description=(
+    filter_rules: int | None = Field(default=None, ge=1, le=100_000, description=(
         "lab: this many iptables filter rules that match nothing on the server's node, in INPUT and FORWARD: "
         "a long rule chain in front of the server (a deliberately slower path)"))
     # lab: service-mesh proxies on the pod path (targets/lab/proxies.py): a server sidecar, sidecars on
@@ -248,7 +249,7 @@ class Scenario(Strict):
     proxy: Literal["haproxy", "envoy"] = "haproxy"
     # lab: the benchmark traffic's address family (6: nodes and pods also get addresses in 2001:2::/48)
     ip_family: Literal[4, 6] = 4
-    big_tcp: int | None = Field(None, ge=65536, le=524280, description=(
+    big_tcp: int | None = Field(default=None, ge=65536, le=524280, description=(
         "lab: GSO and GRO max size (bytes) for ip_family on every veth and the wire; 65536 is the limit "
         "before BIG TCP"))
 
@@ -288,19 +289,19 @@ class CpuPlacement(Strict):
 class KubernetesSettings(Strict):
     """target: kubernetes: which cluster, which image, which nodes."""
 
-    kubeconfig: str | None = Field(None, description="default: $KUBECONFIG, else ~/.kube/config")
-    context: str | None = Field(None, description="kubeconfig context; default: the current one")
+    kubeconfig: str | None = Field(default=None, description="default: $KUBECONFIG, else ~/.kube/config")
+    context: str | None = Field(default=None, description="kubeconfig context; default: the current one")
     image: str = Field(description="benchmark image (pipelines/images/Containerfile)")
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field(
-        "IfNotPresent", description="Never for images imported by hand (no registry)")
-    namespace_prefix: str = Field("benchlib", pattern=r"^[a-z0-9]([a-z0-9-]{0,40}[a-z0-9])?$")
-    client_node: str | None = Field(None, description="node name for the client; with server_node")
+        default="IfNotPresent", description="Never for images imported by hand (no registry)")
+    namespace_prefix: str = Field(default="benchlib", pattern=r"^[a-z0-9]([a-z0-9-]{0,40}[a-z0-9])?$")
+    client_node: str | None = Field(default=None, description="node name for the client; with server_node")
     server_node: str | None = None
-    node_selector: dict[str, str] = Field({}, description="labels both pods' nodes must carry")
-    pod_ready_timeout_s: float = Field(180, gt=0, description=(
+    node_selector: dict[str, str] = Field(default={}, description="labels both pods' nodes must carry")
+    pod_ready_timeout_s: float = Field(default=180, gt=0, description=(
         "wait this long for pods to be ready, and for the EndpointSlices of a scenario's Services"))
     cni_agent: dict[str, str] | None = Field(
-        None, description="{namespace, selector} of the CNI agent pods, for CPU/memory from the metrics API")
+        default=None, description="{namespace, selector} of the CNI agent pods, for CPU/memory from the metrics API")
 
     @model_validator(mode="after")
     def _nodes_together(self) -> KubernetesSettings:
@@ -314,9 +315,9 @@ class KubernetesSettings(Strict):
 class SshHost(Strict):
     host: str = Field(description="where ssh connects (name or address)")
     user: str = "root"
-    port: int = Field(22, ge=1, le=65535)
+    port: int = Field(default=22, ge=1, le=65535)
     identity_file: str | None = None
-    address: str | None = Field(None, description="server only: the address benchmark traffic goes to; default host")
+    address: str | None = Field(default=None, description="server only: the address benchmark traffic goes to; default host")
 
 
 class SshSettings(Strict):
@@ -324,9 +325,9 @@ class SshSettings(Strict):
 
     client: SshHost
     server: SshHost
-    options: list[str] = Field([], description="extra `ssh -o` options, e.g. ConnectTimeout=10")
-    command: list[str] = Field(["ssh"], min_length=1, description="the ssh client, possibly behind a wrapper")
-    known_hosts: str | None = Field(None, description="known_hosts file (StrictHostKeyChecking stays on)")
+    options: list[str] = Field(default=[], description="extra `ssh -o` options, e.g. ConnectTimeout=10")
+    command: list[str] = Field(default=["ssh"], min_length=1, description="the ssh client, possibly behind a wrapper")
+    known_hosts: str | None = Field(default=None, description="known_hosts file (StrictHostKeyChecking stays on)")
 
 
 class Environment(Strict):
@@ -334,7 +335,7 @@ class Environment(Strict):
     description: str
     target: Literal["lab", "kubernetes", "ssh"]
     cpus: CpuPlacement | None = None
-    cpu_placement: dict[str, Literal["split", "shared"]] = Field({}, description=(
+    cpu_placement: dict[str, Literal["split", "shared"]] = Field(default={}, description=(
         "lab: per test kind (TCP_RR, TCP_CRR, ...), split (client and server on different CPUs, the "
         "default: per-side CPU as on two machines) or shared (both on the client's CPUs: less noise, and "
         "the CPU measured is the whole path's; scenarios with mesh proxies always run split); README 'CPU "
@@ -408,7 +409,7 @@ def _format(exc: ValidationError, source: str) -> str:
     return "\n".join(lines)
 
 
-def _test_error(loc: list[str], msg: str, err: dict) -> tuple[list[str], str]:
+def _test_error(loc: list[str], msg: str, err: ErrorDetails) -> tuple[list[str], str]:
     """The key and message of an error in tests.<name>, in the words of params.yaml: pydantic puts
     the tool whose model was picked into the location (tests.x.netperf.kind), and names the
     picking function, not the key `tool`."""

@@ -197,7 +197,7 @@ def build(out_dir: Path, tool_dirs: list[Path] | None = None) -> dict[str, Path]
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1 or argv[0] in ("-h", "--help"):
-        print(__doc__.strip(), file=sys.stderr)
+        print((__doc__ or "").strip(), file=sys.stderr)
         return 2
     try:
         for name, path in build(Path(argv[0])).items():

@@ -89,6 +89,7 @@ def check_plan(target: str, target_profiles: bool) -> str:
                              _read_int(PERF_EVENT_PARANOID), os.geteuid() == 0)
     if problems:
         raise TargetError("cannot record profiled runs:\n  " + "\n  ".join(problems))
+    assert version is not None  # plan_problems names a missing perf
     return version
 
 
@@ -145,6 +146,7 @@ class Recorder:
         with open(err_path, "wb") as err:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err, text=True,
                                     errors="replace")
+            assert proc.stdout is not None  # piped
             events: set[str] = set()
             timer = _Deadline(proc, SCRIPT_TIMEOUT_S)
             try:

@@ -300,7 +300,7 @@ class RunRecord:
     cpu: dict[str, SideCpu]  # by side
     attempts: tuple[Attempt, ...]  # the last one is the run's
     # the target's own datapath processes (service-mesh proxies) over the CPU window, by name
-    processes: dict[str, dict] = None
+    processes: dict[str, dict] | None = None
     # the scenario as the environment defined it (config.scenario_definition); None: not recorded (version < 4)
     scenario_definition: dict | None = None
     profiled: bool = False

@@ -89,7 +89,7 @@ def planned_definitions(params: Params) -> dict[str, dict]:
     campaign's identity."""
     e = params.experiment
     return {r.run_id: r.definition for plan in validate_all(params)
-            for r in schedule(plan, e.repetitions, e.seed, profile_runs=e.profile_runs)}
+            for r in schedule(plan, e.repetitions, e.seed, profile_runs=e.profile_runs) if r.definition is not None}
 
 
 def check_same_plan(params: Params, runs: list[RunSpec], cdir: Path) -> int:
@@ -108,7 +108,7 @@ def check_same_plan(params: Params, runs: list[RunSpec], cdir: Path) -> int:
                 f"parameters ({cdir / run.run_id}): {'; '.join(changes)}. A changed test is a new campaign: "
                 "set a new experiment.campaign (or restore the test)")
         definition = record.recorded_definition(meta)
-        if definition is None:
+        if definition is None or run.definition is None:
             unchecked += 1
             continue
         changes = record.definition_changes(definition, run.definition, run.scenario)
@@ -138,7 +138,7 @@ class Measurement:
     outcome: str
     reason: str | None
     # the target's own datapath processes (proxies) by name: at the start and end of the window
-    processes: dict[str, tuple[dict, dict]] = None
+    processes: dict[str, tuple[dict, dict]] | None = None
     profile: profiling.Profile | None = None  # a profiled run's, when perf succeeded
 
 
@@ -220,7 +220,7 @@ def measure(target: Target, run: RunSpec, trim_s: float, profile: tuple[int, str
             except profiling.PerfError as exc:
                 perf_error = exc
         last_usage = target.datapath_usage(run.scenario, reset_peak=False)
-        if collector.server_wait_s(spec) and target.ends_server_wait:
+        if collector.server_wait_s(spec) and target.ends_server_wait and collector.SERVER is not None:
             # The server would idle on its own timer before it reports; once the client's test time
             # is surely over (its timer starts after a few ms of set-up), fire that timer.
             time.sleep(max(0.0, spawned + spec.duration_s + SERVER_WAIT_MARGIN_S - time.monotonic()))

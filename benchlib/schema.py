@@ -107,7 +107,7 @@ PACED_HEADLINE = {"http_qps": "http_latency_p50", "dns_qps": "dns_latency_p50"}
 def headline_metric(kind: str | None, paced: bool, present) -> str | None:
     """The headline metric of a test of ``kind`` among the metric names ``present``: the kind's own (its
     latency median when paced), else the first primary metric present; None if there is none."""
-    metric = HEADLINE_BY_KIND.get(kind)
+    metric = HEADLINE_BY_KIND.get(kind or "")
     if paced and metric in PACED_HEADLINE:
         metric = PACED_HEADLINE[metric]
     if metric in present:

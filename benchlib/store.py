@@ -25,7 +25,7 @@ def dvc_listing(root: Path, campaign: str) -> tuple[dict[str, tuple[str, bool]],
         fs = DVCFileSystem(str(root))
         if not fs.exists(top):
             return {}, None
-        found = fs.find(top, detail=True)
+        found: dict[str, dict] = fs.find(top, detail=True)  # pyright: ignore[reportAssignmentType] (fsspec's find gives a dict with detail=True; typed as a list)
         cache = fs.repo.cache.local  # dvc's own idea of where its cache is (cache.dir may be configured)
     except Exception as exc:  # noqa: BLE001 (dvc raises many kinds: the remote, the lock, the cache)
         return {}, f"{top}: DVC cannot list what it tracks there: {exc}"

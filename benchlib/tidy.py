@@ -13,7 +13,7 @@ import math
 import os
 import re
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import ExitStack, closing, nullcontext
 from dataclasses import dataclass
@@ -105,14 +105,13 @@ def _measured(rec: record.RunRecord, path: Path) -> tuple[dict, list[dict]]:
         }
         if rec.outcome != "ok":
             return run, []
-        values = collectors.get(rec.tool).parse(rec.kind, rec.stdouts)
+        values = {(name, schema.NO_SIDE): v for name, v in collectors.get(rec.tool).parse(rec.kind, rec.stdouts).items()}
         for side, c in cpu_sides(rec):
             usage = cpu.side_usage(c.start, c.end, c.cpus, rec.clk_tck)
             values.update({(name, side): v for name, v in usage.items()})
         values.update(proxy_usage(rec))
         rows = []
-        for key, value in values.items():
-            metric, side = key if isinstance(key, tuple) else (key, schema.NO_SIDE)
+        for (metric, side), value in values.items():
             value = float(value)
             if not math.isfinite(value):
                 raise ParseError(f"{metric} ({side}) is {value}, not a finite number (run {rec.run_id})")
@@ -239,7 +238,7 @@ def _map(pool: ProcessPoolExecutor | None, fn, tasks: Iterator) -> Iterator:
         yield ahead.popleft().result()
 
 
-def _chunks(campaign_dir: Path, records: Iterable[Path] | None) -> Iterator[_Chunk]:
+def _chunks(campaign_dir: Path, records: Iterable[Path] | None) -> Generator[_Chunk, None, None]:
     """The tables chunk by chunk, in run order (environment, then order).
 
     Records are put in run order first, from their meta.json (the pass costs about a tenth of

@@ -3,7 +3,7 @@
 # system tools (netperf from Debian non-free, iperf3, iproute2, iptables,
 # nftables, chromium for static figure export, clang + libbpf-dev for the
 # lab's tc BPF programs, containerd/runc/CNI plugins for the local cluster),
-# uv, the locked Python
+# shellcheck (scripts/lint.sh), uv, the locked Python
 # environment, and fortio. Idempotent: a second run only checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +21,7 @@ apt_packages=(netperf iperf3 iproute2 iptables nftables procps chromium
               wireguard-tools                 # `wg` for the lab's wireguard scenario (the kernel module is separate)
               haproxy                         # the lab's mesh scenarios: sidecar and node proxies (L4/L7, mTLS, a stats socket)
               tcpdump                         # tests: packets above 64 KiB on a veth (BIG TCP), VXLAN on the wire (Cilium)
+              shellcheck                      # scripts/lint.sh: the shell scripts' checks
               # the local Kubernetes cluster (scripts/k8s-local-cluster.sh): runtime, CNI plugins,
               # the API forward, image contents (busybox, a static pause built by gcc), conntrack for tests
               containerd runc containernetworking-plugins socat curl openssl busybox-static gcc libc6-dev conntrack

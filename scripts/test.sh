@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The test suite: install everything, then run pytest on the real lab
-# (root, network namespaces, real netperf). Extra arguments go to pytest.
+# The test suite: install everything, run the lint, format and type checks (scripts/lint.sh), then
+# pytest on the real lab (root, network namespaces, real netperf). Extra arguments go to pytest.
 # `--fast`: only the root-free unit tier (no lab, no cluster, no whole campaigns), in a couple of
 # minutes, without root and without the system set-up (it needs uv, and the tools of a previous set-up
 # for the tests that run them).
@@ -16,6 +16,7 @@ fi
 export BENCHLIB_TEST_REQUIRE_ALL=1
 bash scripts/setup.sh
 export PATH="$PWD/.tools/bin:$PATH"
+bash scripts/lint.sh
 # the Kubernetes target's tests run a real local cluster, with the bridge CNI
 # and with Cilium (both built once per machine and cached under ~/.cache/benchlib)
 bash scripts/k8s-local-cluster.sh build

@@ -16,6 +16,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from xml.etree import ElementTree as ET
 
 import polars as pl
@@ -266,8 +267,8 @@ RESULT_TABLES = ("differences", "unmatched", "rows", "geomean", "failed")
 def load_result(directory: str | Path) -> Result:
     """The Result that Result.save wrote (paths anchored at the project root)."""
     d = resolve(directory)
-    return Result(**json.loads((d / "result.json").read_text()),
-                  **{name: pl.read_parquet(d / f"{name}.parquet") for name in RESULT_TABLES})
+    tables: dict[str, Any] = {name: pl.read_parquet(d / f"{name}.parquet") for name in RESULT_TABLES}
+    return Result(**json.loads((d / "result.json").read_text()), **tables)
 
 
 def run(a: Campaign, b: Campaign, alpha: float = 0.05, correction: str = "holm",

@@ -10,6 +10,7 @@ import math
 import warnings
 from collections.abc import Iterator
 from functools import cache
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -76,7 +77,7 @@ def _drift(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         # constant samples have no rank correlation; NaN says so
         warnings.simplefilter("ignore", stats.ConstantInputWarning)
         res = stats.pearsonr(np.broadcast_to(np.arange(n, dtype=float), x.shape), stats.rankdata(x, axis=1), axis=1)
-    return np.asarray(res.statistic, float), np.asarray(res.pvalue, float)
+    return np.asarray(res.statistic, float), np.asarray(res.pvalue, float)  # pyright: ignore[reportAttributeAccessIssue] (scipy's result classes are not typed)
 
 
 def drift(x_in_run_order: np.ndarray) -> tuple[float, float]:
@@ -119,7 +120,7 @@ def samples(metrics: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
     # selecting them together as a frame would first copy them all into matching chunks
     table = [metrics[c] for c in CONFIG if c != "test_params"] + [metrics["value"], metrics["unit"]]
     finite = pl.col("value").is_finite().fill_null(False)
-    in_order = dict(by="started_at", maintain_order=True)  # run order, as a stable sort of the rows gives
+    in_order: dict[str, Any] = dict(by="started_at", maintain_order=True)  # run order, as a stable sort gives
 
     def cells(rows: pl.Series) -> pl.DataFrame:
         # both halves gathered alike (each comes out contiguous), then side by side: filtering the

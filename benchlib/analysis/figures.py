@@ -30,7 +30,7 @@ STATIC_WIDTH = 900
 
 def _template() -> go.layout.Template:
     t = go.layout.Template(pio.templates["plotly_white"])
-    t.layout.update(
+    t.layout.update(  # pyright: ignore[reportAttributeAccessIssue, reportOptionalMemberAccess] (plotly's generated properties are not typed)
         font=dict(family="Helvetica, Arial, sans-serif", size=14, color="#222"),
         title=dict(x=0.0, xanchor="left", font=dict(size=18)),
         colorway=PALETTE,
@@ -207,7 +207,7 @@ def forest(comparisons: pl.DataFrame, baseline: str | None = None) -> go.Figure:
     labelled "scenario vs reference". A comparison made where a side ran at its CPU limit
     (saturation.annotate's cpu_bound, where present) ends its label in "CPU limit".
     """
-    baseline = baseline or comparisons["baseline"][0]
+    baseline = baseline or str(comparisons["baseline"][0])
     c = comparisons.filter(pl.col("delta_pct").is_not_nan() & pl.col("delta_pct").is_not_null())
     skipped = len(comparisons) - len(c)
     order_of = {f: i for i, f in enumerate(FAMILY_ORDER)}
@@ -282,7 +282,7 @@ def throughput_vs_cpu(per_run: pl.DataFrame, test: str, side: str = "total", bas
     order = scenario_order(d["scenario"], baseline)
     colors = path_colors(order)
     fig = go.Figure()
-    xmax, ymax = d[side].max() * 1.1, d["work"].max() * 1.15
+    xmax, ymax = d[side].max() * 1.1, d["work"].max() * 1.15  # pyright: ignore[reportOperatorIssue] (polars types Series.max as any literal or None)
     for level in _iso_levels((d[side] * target_gbps / d["work"]).to_numpy()):
         # label each line where it leaves the plot area (right edge or top)
         x_end = min(xmax, ymax * level / target_gbps)
@@ -488,7 +488,7 @@ def write_figures(figures: Mapping[str, go.Figure], out_dir: str | Path, png_sca
         fig.write_html(html, include_plotlyjs="directory", include_mathjax=False, full_html=True,
                        default_width="100%")
         written.append(html)
-        height = fig.layout.height or pio.templates[TEMPLATE].layout.height
+        height = fig.layout.height or pio.templates[TEMPLATE].layout.height  # pyright: ignore[reportAttributeAccessIssue, reportOptionalMemberAccess] (plotly's generated properties are not typed)
         for ext, scale in (("svg", 1.0), ("png", png_scale)):
             figs.append(fig)
             files.append(out / f"{name}.{ext}")

@@ -17,7 +17,7 @@ from .figures import TEMPLATE, scenario_order
 SHARED_NOTE = "client and server shared their CPUs: one profile of both"
 SIDES = ("client", "server", "total")
 # one colour per category, the network layers in saturated hues, the rest muted
-CATEGORY_COLORS = dict(zip(CATEGORIES, (
+CATEGORY_COLORS: dict[str, str] = dict(zip(CATEGORIES, (
     "#999999", "#CC79A7", "#56B4E9", "#0072B2", "#D55E00", "#E69F00", "#009E73", "#F0E442", "#BBBBBB",
     "#EEEEEE", "#666666"), strict=True))
 
@@ -97,7 +97,7 @@ def differential(differences: pl.DataFrame, test: str, environment: str | None =
     order = [s for s in scenario_order(d["scenario"], baseline) if s != baseline]
     sides = _sides(d)
     unit = d["unit"][0]
-    span = float(d["delta"].abs().max() or 1.0)
+    span = float(d["delta"].abs().max() or 1.0)  # pyright: ignore[reportArgumentType] (polars types Series.min/max as any literal or None)
     fig = go.Figure()
     for k, scenario in enumerate(order):
         for i, side in enumerate(sides):

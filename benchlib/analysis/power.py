@@ -47,7 +47,7 @@ def pooled_log_sd(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore", divide="ignore"):  # log of 0 or less: NaN, and so is the spread
         lx = np.where(x > 0, np.log(np.where(x > 0, x, 1)), math.nan)
         ly = np.where(y > 0, np.log(np.where(y > 0, y, 1)), math.nan)
-        sx, sy = (stats.median_abs_deviation(v, axis=1, scale="normal") for v in (lx, ly))
+        sx, sy = (stats.median_abs_deviation(v, axis=1, scale="normal") for v in (lx, ly))  # pyright: ignore[reportArgumentType] (scipy documents scale="normal"; its annotation says float)
         var = ((n - 1) * sx**2 + (m - 1) * sy**2) / (n + m - 2)
     return np.sqrt(var)
 
@@ -96,8 +96,8 @@ def _power(d: float, n: int, alpha: float) -> float:
     nobs = n * ARE_MANN_WHITNEY
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        p = TTestIndPower().power(d, nobs, alpha, ratio=1.0)
-    return float(p) if math.isfinite(p) else float(NormalIndPower().power(d, nobs, alpha, ratio=1.0))
+        p = TTestIndPower().power(d, nobs, alpha, ratio=1)
+    return float(p) if math.isfinite(p) else float(NormalIndPower().power(d, nobs, alpha, ratio=1))
 
 
 def n_for_effect(effect_pct: float, sd_log: float, alpha: float, power: float = POWER,

@@ -6,6 +6,7 @@ here are plain ratios without CIs; ours keep their statistics.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -153,7 +154,7 @@ def published_changes(directory: str | Path = REFERENCE_DIR) -> pl.DataFrame:
 
 def side_by_side(metrics: pl.DataFrame, runs: pl.DataFrame, changes: pl.DataFrame,
                  pairs: list[dict] = LIKE_FOR_LIKE, alpha: float = 0.05, correction: str = "holm",
-                 noise_band_pct=2.0, seed: int = 0) -> pl.DataFrame:
+                 noise_band_pct: float | Mapping[str, float] = 2.0, seed: int = 0) -> pl.DataFrame:
     """Our relative change (with CI and verdict) next to the study's, for each like-for-like claim.
 
     The claims form their own family for the correction; our intervals are at the level it decided

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 import jupytext
@@ -137,7 +138,7 @@ def execute_notebook(source: str | Path, output: str | Path, parameters: dict | 
     return output
 
 
-def render_report(executed: list[str | Path], output: str | Path,
+def render_report(executed: Sequence[str | Path], output: str | Path,
                   title: str = "CNI network benchmark report") -> Path:
     """Concatenate executed notebooks into one HTML page: code hidden, plotly.js inlined once, no CDN."""
     cells = []
@@ -154,7 +155,7 @@ def render_report(executed: list[str | Path], output: str | Path,
     return output
 
 
-def build_report(sources: list[str | Path], out_dir: str | Path = "reports",
+def build_report(sources: Sequence[str | Path], out_dir: str | Path = "reports",
                  parameters: dict | None = None, title: str = "CNI network benchmark report") -> Path:
     """Execute each notebook into <out_dir>/notebooks/ and render <out_dir>/report.html."""
     out = resolve(out_dir)
@@ -179,7 +180,7 @@ def build_compare(res, out_dir: str | Path = "reports") -> Path:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchlib.analysis.report", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchlib.analysis.report", description=(__doc__ or "").split("\n")[0])
     parser.add_argument("notebooks", nargs="*", default=[f"notebooks/{n}" for n in NOTEBOOKS],
                         help="jupytext .py notebooks, in report order")
     parser.add_argument("--out-dir", default="reports")

@@ -102,7 +102,7 @@ def _mwu_rows(x: np.ndarray, y: np.ndarray, seed: int, n_resamples: int) -> tupl
             u[rows], p[rows] = res.statistic, res.pvalue
     for i in np.flatnonzero(method == "permutation"):
         res = stats.mannwhitneyu(x[i], y[i], alternative="two-sided",
-                                 method=stats.PermutationMethod(n_resamples=n_resamples, rng=seed))
+                                 method=stats.PermutationMethod(n_resamples=n_resamples, rng=seed))  # pyright: ignore[reportArgumentType] (scipy documents a PermutationMethod; its annotation says str)
         u[i], p[i] = res.statistic, res.pvalue
     return u, p, method
 
@@ -227,7 +227,7 @@ _COMPARISON_DTYPES = {
 }
 
 
-def _pairs(cells: pl.DataFrame, against: list[tuple[str, str]]) -> pl.DataFrame:
+def _pairs(cells: pl.DataFrame, against: list[tuple[str, str]]) -> pl.DataFrame | None:
     """Each configuration of scenario s beside its peer of the reference (x_base), for every (s, ref)."""
     pairs = [
         cells.filter(pl.col("scenario") == s)

@@ -119,7 +119,7 @@ def campaign_text(runs: pl.DataFrame, comparisons: pl.DataFrame, baseline: str) 
     tests = sorted(runs["test"].unique().to_list())
     ok = runs.filter(pl.col("outcome") == "ok")
     per_config = ok.group_by("environment", "scenario", "test").len()["len"] if len(ok) else pl.Series([0])
-    lo, hi = int(per_config.min()), int(per_config.max())
+    lo, hi = int(per_config.min()), int(per_config.max())  # pyright: ignore[reportArgumentType] (polars types Series.min/max as any literal or None)
     n = f"{lo}" if lo == hi else f"{lo} to {hi}"
     others = [s for s in scenarios if s != baseline]
     what = (f"**{_join(others)}** against the baseline **{baseline}**" if others
@@ -150,7 +150,7 @@ def degenerate_text(runs: pl.DataFrame, comparisons: pl.DataFrame, baseline: str
         return "**No finding:** no comparison was made."
     untested = comparisons.filter(pl.Series([kind_of(v) == UNTESTED for v in comparisons["verdict"]], dtype=pl.Boolean))
     if len(untested) == len(comparisons):
-        n = int(pl.concat([untested["n"], untested["n_base"]]).min())
+        n = int(pl.concat([untested["n"], untested["n_base"]]).min())  # pyright: ignore[reportArgumentType] (polars types Series.min/max as any literal or None)
         return (f"**No finding:** too few runs: no comparison could be tested (as few as {n} successful "
                 f"run(s) per configuration, at least {stats.MIN_N} needed).")
     return ""
@@ -227,7 +227,7 @@ def caveats_markdown(comparisons: pl.DataFrame) -> str:
                    "than one step of the tool's histogram: they are given in steps (± 1 step) instead of exact "
                    "digits.")
     if (k := int(comparisons["n_attainable"].is_not_null().sum())):
-        need = int(comparisons["n_attainable"].max())
+        need = int(comparisons["n_attainable"].max())  # pyright: ignore[reportArgumentType] (polars types Series.min/max as any literal or None)
         out.append(f"**Too few runs:** {k} of {m} comparisons cannot reach significance at their n whatever "
                    f"the data; {need} runs per configuration could.")
     return "\n\n".join(out)

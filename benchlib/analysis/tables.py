@@ -95,7 +95,7 @@ def publication_table(df: pl.DataFrame, formats: dict[str, str] | None = None, l
         pl.col(c).replace({"true": "yes", "false": "no"}) for c in df.columns if df[c].dtype == pl.String
         and set(df[c].drop_nulls().unique()) <= {"true", "false", "true, false"} and df[c].drop_nulls().len())
     gt = GT(text, groupname_col=group).sub_missing(missing_text="")
-    gt = gt.cols_label(**{c: (labels or {}).get(c, label(c)) for c in df.columns if c != group})
+    gt = gt.cols_label(cases={c: (labels or {}).get(c, label(c)) for c in df.columns if c != group})
     numeric = [c for c, t in df.schema.items() if t.is_numeric() and c != group]
     gt = gt.cols_align("left").cols_align("right", columns=numeric) if numeric else gt.cols_align("left")
     if verdict and verdict in df.columns:

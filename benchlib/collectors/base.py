@@ -7,8 +7,9 @@ import math
 import re
 import types
 import typing
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Annotated, Literal, Protocol, runtime_checkable
+from typing import Annotated, Literal, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
@@ -40,8 +41,9 @@ class Strict(BaseModel):
     @classmethod
     def _no_bool_for_numbers(cls, value, info: ValidationInfo):
         # pydantic would read `repetitions: true` as 1: a boolean is a number only where one is meant
-        if isinstance(value, bool) and not _takes_bool(cls.model_fields[info.field_name].annotation):
-            raise ValueError(f"{value!r} is a boolean; expected {_describe(cls.model_fields[info.field_name].annotation)}")
+        field = cls.model_fields.get(info.field_name or "")
+        if isinstance(value, bool) and field is not None and not _takes_bool(field.annotation):
+            raise ValueError(f"{value!r} is a boolean; expected {_describe(field.annotation)}")
         return value
 
 
@@ -145,34 +147,53 @@ class Server:
         return [(self.port, self.protocol), *((p, "tcp") for p in self.data_ports)]
 
 
-@runtime_checkable
-class Collector(Protocol):
-    """What the runner and the tidy step need from a tool's module."""
+# the model of one collector's tests
+SpecT = TypeVar("SpecT", bound=Spec)
 
-    Spec: type[Spec]  # its tests' model
+
+@runtime_checkable
+class Collector(Protocol[SpecT]):
+    """What the runner and the tidy step need from a tool's module, whose tests' model is SpecT."""
+
+    @property
+    def Spec(self) -> type[SpecT]:
+        """Its tests' model."""
+        ...
+
     KINDS: tuple[str, ...]  # the test kinds it runs
-    SERVER: Server | None  # started on the server side of each scenario before its first run
+
+    @property
+    def SERVER(self) -> Server | None:
+        """Started on the server side of each scenario before its first run."""
+        ...
+
     VERSION_COMMAND: list[str]  # run on the client side once per campaign session
 
-    def version(self, output: str) -> str:
+    def version(self, output: str, /) -> str:
         """The version in what VERSION_COMMAND printed (stdout then stderr)."""
+        ...
 
-    def build(self, spec: Spec, host: str, client_cpus: list[int], server_cpus: list[int]) -> list[Invocation]:
+    def build(self, spec: SpecT, host: str, client_cpus: list[int], server_cpus: list[int]) -> list[Invocation]:
         """The client command lines of one run of a test against ``host``."""
+        ...
 
-    def parse(self, kind: str, stdouts: list[bytes | str]) -> dict[str, float]:
+    def parse(self, kind: str, stdouts: Sequence[bytes | str]) -> dict[str, float]:
         """Metrics of one run from what its client processes printed (bytes as recorded, or text);
         ParseError if impossible."""
+        ...
 
-    def warmup_s(self, spec: Spec) -> float:
+    def warmup_s(self, spec: SpecT) -> float:
         """Seconds the tool runs before its measured interval (the CPU window starts after)."""
+        ...
 
-    def expected_wall_s(self, spec: Spec) -> float:
+    def expected_wall_s(self, spec: SpecT) -> float:
         """How long a run takes, for estimates."""
+        ...
 
-    def server_wait_s(self, spec: Spec) -> float:
+    def server_wait_s(self, spec: SpecT) -> float:
         """Seconds the server idles after the test before it reports, on a timer of its own that a
         target may fire early (Target.end_server_wait); 0 for tools that report at once."""
+        ...
 
 
 _NOT_UTF8 = re.compile("[\udc80-\udcff]")  # what `text` makes of bytes that are not UTF-8

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import re
 import typing
+from collections.abc import Sequence
 from typing import Literal
 
 from .base import Invocation, PacedSpec, ParseError, Server, finite, text, utf8
@@ -94,7 +95,7 @@ def _percentile(sorted_values: list[float], p: float) -> float:
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
 
 
-def parse(kind: str, stdouts: list[bytes | str]) -> dict[str, float]:
+def parse(kind: str, stdouts: Sequence[bytes | str]) -> dict[str, float]:
     """Latency p50/p99 (us) of the answered queries, queries/s, and errors
     (answers other than NOERROR, and queries lost before the last answer)."""
     if kind not in KINDS:

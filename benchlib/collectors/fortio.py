@@ -13,6 +13,7 @@ fortio there) first on PATH.
 from __future__ import annotations
 
 import typing
+from collections.abc import Sequence
 from typing import Literal
 
 from pydantic import Field
@@ -77,7 +78,7 @@ def command(host: str, duration_s: float, qps: int | str, connections: int, conn
     return Invocation(argv, client_cpus[0], server_cpus[0])
 
 
-def parse(kind: str, stdouts: list[bytes | str]) -> dict[str, float]:
+def parse(kind: str, stdouts: Sequence[bytes | str]) -> dict[str, float]:
     """Actual QPS, latency percentiles (us) and the count of requests that did not get a 200."""
     if kind not in KINDS:
         raise ParseError(f"fortio: unknown test kind {kind!r}")

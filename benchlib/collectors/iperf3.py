@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import typing
+from collections.abc import Sequence
 from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator
@@ -104,7 +105,7 @@ def command(kind: str, host: str, duration_s: float, streams: int, message_size:
     return Invocation(argv, client_cpu, server_cpu)
 
 
-def parse(kind: str, stdouts: list[bytes | str]) -> dict[str, float]:
+def parse(kind: str, stdouts: Sequence[bytes | str]) -> dict[str, float]:
     """Metrics of one run: receiver throughput (Gbit/s), and TCP retransmits or UDP loss and jitter."""
     if kind not in KINDS:
         raise ParseError(f"iperf3: unknown test kind {kind!r}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import typing
+from collections.abc import Sequence
 from typing import Literal
 
 from pydantic import Field
@@ -141,7 +142,7 @@ def parse_one(kind: str, stdout: bytes | str) -> dict[str, float]:
     return out
 
 
-def parse(kind: str, stdouts: list[bytes | str]) -> dict[str, float]:
+def parse(kind: str, stdouts: Sequence[bytes | str]) -> dict[str, float]:
     """Metrics of a whole run: rates and throughput summed over streams.
 
     Latency percentiles cannot be combined across processes, so they are kept

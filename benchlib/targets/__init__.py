@@ -62,6 +62,7 @@ class Process(Protocol):
 
     def communicate(self, timeout: float | None = None) -> tuple[bytes, bytes]:
         """(stdout, stderr) as printed; raises subprocess.TimeoutExpired like Popen does."""
+        ...
 
     def kill(self) -> None: ...
 
@@ -243,7 +244,7 @@ class LocalProcess:
     def communicate(self, timeout: float | None = None) -> tuple[bytes, bytes]:
         """(stdout, stderr) as printed; raises subprocess.TimeoutExpired like Popen does."""
         self._reader.join(timeout)
-        if self._reader.is_alive():
+        if timeout is not None and self._reader.is_alive():  # (without a timeout, join waits for the end)
             raise subprocess.TimeoutExpired(self._p.args, timeout)
         return self._output
 

@@ -12,6 +12,7 @@ import os
 import select
 import shlex
 import subprocess
+from collections.abc import Sequence
 
 from .. import cpu
 from ..collectors import Server
@@ -30,6 +31,8 @@ SERVER_POLL_S = 0.2  # every check is an ssh round trip: poll less often than th
 def ssh_argv(env: Environment, side: str, remote: list[str]) -> list[str]:
     """The local command line that runs ``remote`` on one side's host."""
     s = env.ssh
+    if s is None:
+        raise TargetError(f"environment {env.name}: target ssh needs an ssh: section")
     h: SshHost = getattr(s, side)
     argv = [*s.command, "-p", str(h.port), "-l", h.user, "-o", "BatchMode=yes",
             "-o", "StrictHostKeyChecking=yes", "-o", "ConnectTimeout=10"]
@@ -45,7 +48,7 @@ def ssh_argv(env: Environment, side: str, remote: list[str]) -> list[str]:
 
 def render(env: Environment, scenarios: list[str], servers: list[Server]) -> list[tuple[str, object]]:
     """What the target runs on entry, as (title, command)."""
-    out = [(f"{side}: check", shlex.join(ssh_argv(env, side, ["true"]))) for side in SIDES]
+    out: list[tuple[str, object]] = [(f"{side}: check", shlex.join(ssh_argv(env, side, ["true"]))) for side in SIDES]
     for server in servers:
         out.append((f"server: start {server.name}",
                     shlex.join(ssh_argv(env, "server", ["sh", "-c", 'echo $$; exec "$@"', "sh", *server.argv]))))
@@ -57,8 +60,8 @@ class SshTarget(Target):
     # one pair of hosts serves every scenario: nothing to switch between runs
     interleaves_scenarios = True
 
-    def __init__(self, env: Environment, scenarios: list[str], servers: list[Server] = (),
-                 commands: list[str] = (), log=print):
+    def __init__(self, env: Environment, scenarios: list[str], servers: Sequence[Server] = (),
+                 commands: Sequence[str] = (), log=print):
         if env.ssh is None:
             raise TargetError(f"environment {env.name}: target ssh needs an ssh: section")
         super().__init__(env, scenarios, servers, commands, log)
@@ -114,6 +117,7 @@ class SshTarget(Target):
         remote = ["sh", "-c", 'echo $$; exec "$@"', "sh", "taskset", "-c", ",".join(map(str, cpus)), *server.argv]
         proc = subprocess.Popen(ssh_argv(self.env, "server", remote), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, start_new_session=True)
+        assert proc.stdout is not None and proc.stderr is not None  # both piped
         # bounded: a login that never runs our command (a forced command, a shell
         # startup file waiting for input) would otherwise hang the campaign here
         if select.select([proc.stdout], [], [], SERVER_START_TIMEOUT_S)[0]:

@@ -22,6 +22,7 @@ import os
 import socket
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 
 from ... import cpu
@@ -29,7 +30,7 @@ from ...collectors import Server
 from ...config import Environment
 from .. import Placement, Target, TargetError, service_ports, shown, wait_listening
 from . import services
-from .api import PID_MARKER, Cluster, ExecProcess, k8s, reason
+from .api import PID_MARKER, Cluster, ExecProcess, k8s, placed, reason
 from .manifests import (
     LABEL_OWNER,
     LABEL_SESSION,
@@ -57,8 +58,8 @@ class KubernetesTarget(Target):
     # switching a CNI costs minutes: scenarios run one after another
     interleaves_scenarios = False
 
-    def __init__(self, env: Environment, scenarios: list[str], servers: list[Server] = (),
-                 commands: list[str] = (), log=print):
+    def __init__(self, env: Environment, scenarios: list[str], servers: Sequence[Server] = (),
+                 commands: Sequence[str] = (), log=print):
         if env.kubernetes is None:
             raise TargetError(f"environment {env.name}: target kubernetes needs a kubernetes: section")
         super().__init__(env, scenarios, servers, commands, log)
@@ -66,17 +67,29 @@ class KubernetesTarget(Target):
         self.session = f"{env.name[:20]}-{uuid.uuid4().hex[:8]}".lower()
         self.owner = f"{socket.gethostname()}.{os.getpid()}"
         self.namespace = namespace_name(env, self.session)
-        self.cluster: Cluster | None = None
-        self.node_cpu: NodeCpu | None = None
+        self._cluster: Cluster | None = None
+        self._node_cpu: NodeCpu | None = None
         self.switch = Switch(env, log)
         self._active: str | None = None  # the scenario whose pods and Services exist
         self._namespace_labels: dict[str, str] = {}  # the active scenario's namespace_labels
         self._servers: list[ExecProcess] = []
 
+    @property
+    def cluster(self) -> Cluster:
+        if self._cluster is None:
+            raise TargetError("kubernetes: the cluster is used before prepare()")
+        return self._cluster
+
+    @property
+    def node_cpu(self) -> NodeCpu:
+        if self._node_cpu is None:
+            raise TargetError("kubernetes: the CPU sampling pods are used before prepare()")
+        return self._node_cpu
+
     # -- life cycle ----------------------------------------------------------------
     def prepare(self) -> None:
-        self.cluster = Cluster(self.settings.kubeconfig, self.settings.context, self.namespace)
-        self.node_cpu = NodeCpu(self.cluster)
+        self._cluster = Cluster(self.settings.kubeconfig, self.settings.context, self.namespace)
+        self._node_cpu = NodeCpu(self._cluster)
         self.clean_leftovers()
 
     def setup(self) -> None:
@@ -85,7 +98,7 @@ class KubernetesTarget(Target):
 
     def teardown(self) -> None:
         self._stop_servers()
-        if self.cluster is None:
+        if self._cluster is None:
             return
         if self._active is not None and self.env.scenarios[self._active].placement == "service":
             try:  # in parallel: faster than the namespace controller for many Services
@@ -101,7 +114,7 @@ class KubernetesTarget(Target):
         removed = []
         for ns in self.cluster.core.list_namespace(label_selector=LABEL_OWNER).items:
             owner_host, _, pid = ns.metadata.labels.get(LABEL_OWNER, "").rpartition(".")
-            if owner_host == host and pid.isdigit() and not _alive(int(pid)):
+            if owner_host == host and pid.isdigit() and not _alive(int(pid)) and ns.metadata.name:
                 self.log(f"kubernetes: removing namespace {ns.metadata.name} left by a killed campaign")
                 self._delete_namespace(ns.metadata.name)
                 removed.append(ns.metadata.name)
@@ -110,14 +123,14 @@ class KubernetesTarget(Target):
     def _create_namespace(self) -> None:
         k, core = k8s(), self.cluster.core
         try:
-            core.create_namespace(namespace_manifest(self.env, self.session, self.owner))
+            core.create_namespace(namespace_manifest(self.env, self.session, self.owner))  # pyright: ignore[reportArgumentType] (the client sends a manifest dict as it is; the annotation names only its model)
         except k.client.ApiException as exc:
             raise TargetError(f"kubernetes: cannot create namespace {self.namespace}: {reason(exc)}") from None
         # the runner's own permissions inside its namespace (pipelines/kubernetes/rbac.yaml)
         user = k.client.AuthenticationV1Api(self.cluster.client).create_self_subject_review(
             {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}).status.user_info.username
         try:
-            self.cluster.rbac.create_namespaced_role_binding(self.namespace, {
+            self.cluster.rbac.create_namespaced_role_binding(self.namespace, {  # pyright: ignore[reportArgumentType] (the client sends a manifest dict as it is; the annotation names only its model)
                 "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
                 "metadata": {"name": "benchlib-runner"},
                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": WORKLOAD_ROLE},
@@ -161,31 +174,32 @@ class KubernetesTarget(Target):
         timeout = self.settings.pod_ready_timeout_s
         server = self.cluster.start_pod(pod_manifest(self.env, scenario, "server", self.session, self.servers),
                                         timeout)
+        server_pod, server_node, server_ip = placed(server)
         client = self.cluster.start_pod(pod_manifest(
             self.env, scenario, "client", self.session, self.servers,
-            server.spec.node_name if sc.placement == "same-node" else None), timeout)
+            server_node if sc.placement == "same-node" else None), timeout)
+        client_pod, client_node, client_ip = placed(client)
         self._active = scenario  # from here on, _remove_scenario_objects cleans up after a failure
         service_ip, extra = None, {}
         if sc.placement == "service":
             service_ip, extra = services.create(self.cluster, scenario, self.session, service_ports(self.servers),
-                                                sc.services or 1, server.status.pod_ip, timeout, self.log)
+                                                sc.services or 1, server_ip, timeout, self.log)
         if sc.programmed:
             start = time.monotonic()
             self.switch.retry_until_ok(scenario, sc.programmed, "not programmed")
             extra["programmed_s"] = round(time.monotonic() - start, 3)
-        client_node, server_node = client.spec.node_name, server.spec.node_name
         for node in (client_node, server_node):
             self.node_cpu.require(node)
         client_cpus, server_cpus = self._side_cpus(client_node, server_node)
         details = {"placement": sc.placement, "namespace": self.namespace, "session": self.session,
-                   "client_pod": client.metadata.name, "server_pod": server.metadata.name,
-                   "client_pod_ip": client.status.pod_ip, "server_pod_ip": server.status.pod_ip,
+                   "client_pod": client_pod, "server_pod": server_pod,
+                   "client_pod_ip": client_ip, "server_pod_ip": server_ip,
                    "host_network": sc.placement == "host-network", "service_ip": service_ip,
                    **extra, "scenario_settings": dict(sc.settings), "scenario_record": self.switch.record(scenario),
                    "cni_agent_usage": agent_usage(self.cluster, self.settings.cni_agent),
                    **node_facts(self.cluster, client_node, server_node)}
         self.placements[scenario] = Placement(
-            scenario=scenario, server_address=service_ip or server.status.pod_ip, client_node=client_node,
+            scenario=scenario, server_address=service_ip or server_ip, client_node=client_node,
             server_node=server_node, client_cpus=client_cpus, server_cpus=server_cpus, details=details)
 
     def profile_unavailable(self, scenario: str) -> str | None:

@@ -54,10 +54,18 @@ def reason(exc: Exception) -> str:
     body = getattr(exc, "body", None)
     if body:
         try:
-            return f"{exc.status} {json.loads(body).get('message', body)}"
+            return f"{getattr(exc, 'status', '')} {json.loads(body).get('message', body)}"
         except ValueError:
             return f"{getattr(exc, 'status', '')} {body}"
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+def placed(pod) -> tuple[str, str, str]:
+    """(name, node, IP) of a ready pod: the API sets all three once a pod runs."""
+    name, node, ip = pod.metadata.name, pod.spec.node_name, pod.status.pod_ip
+    if not (name and node and ip):
+        raise TargetError(f"kubernetes: pod {name} is ready but the API gives no node or IP for it")
+    return name, node, ip
 
 
 def is_ready(pod) -> bool:
@@ -120,7 +128,7 @@ class Cluster:
         k = k8s()
         name = manifest["metadata"]["name"]
         try:
-            self.core.create_namespaced_pod(self.namespace, manifest)
+            self.core.create_namespaced_pod(self.namespace, manifest)  # pyright: ignore[reportArgumentType] (the client sends a manifest dict as it is; the annotation names only its model)
         except k.client.ApiException as exc:
             raise TargetError(f"kubernetes: cannot create pod {name}: {reason(exc)}") from None
         deadline = time.monotonic() + timeout_s
@@ -183,7 +191,7 @@ class ExecProcess:
         """(stdout, stderr) as bytes, like LocalProcess; the exec API has already decoded them as
         UTF-8, a byte that is not UTF-8 replaced by U+FFFD."""
         self._reader.join(timeout)
-        if self._reader.is_alive():
+        if timeout is not None and self._reader.is_alive():  # (without a timeout, join waits for the end)
             raise subprocess.TimeoutExpired(self.argv, timeout)
         return "".join(self._out).encode(), "".join(self._err).encode()
 

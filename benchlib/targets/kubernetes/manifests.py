@@ -11,8 +11,8 @@ import re
 import shlex
 
 from ...collectors import Server
-from ...config import Environment, environment_dir
-from .. import service_ports
+from ...config import Environment, KubernetesSettings, environment_dir
+from .. import TargetError, service_ports
 
 LABEL_SESSION = "benchlib.io/session"
 LABEL_OWNER = "benchlib.io/owner"
@@ -34,8 +34,15 @@ def pod_name(scenario: str, role: str) -> str:
     return f"{object_name(scenario)}-{role}"
 
 
+def kubernetes_settings(env: Environment) -> KubernetesSettings:
+    """The environment's kubernetes: section, which a kubernetes target's environment has."""
+    if env.kubernetes is None:
+        raise TargetError(f"environment {env.name}: target kubernetes needs a kubernetes: section")
+    return env.kubernetes
+
+
 def namespace_name(env: Environment, session: str) -> str:
-    return f"{env.kubernetes.namespace_prefix}-{session}"
+    return f"{kubernetes_settings(env).namespace_prefix}-{session}"
 
 
 def scenario_commands(env: Environment, scenario: str) -> list[str]:
@@ -56,7 +63,7 @@ def pod_manifest(env: Environment, scenario: str, role: str, session: str, serve
                  server_node: str | None = None) -> dict:
     """The client or server pod of a scenario. The client of a same-node
     scenario follows the server (``server_node`` once known, else pod affinity)."""
-    k = env.kubernetes
+    k = kubernetes_settings(env)
     sc = env.scenarios[scenario]
     labels = {LABEL_SESSION: session, LABEL_ROLE: role, LABEL_SCENARIO: object_name(scenario)}
     ports = [{"containerPort": s.port, "protocol": s.protocol.upper()} for s in servers] if role == "server" else []
@@ -110,12 +117,13 @@ def cpu_daemonset(env: Environment, session: str) -> dict:
     """hostPID pods on every node; /proc/stat inside them is the node's. On the host network, so
     that they outlive a CNI switch between scenarios (and never depend on the network measured)."""
     labels = {LABEL_SESSION: session, LABEL_ROLE: "cpu"}
+    k = kubernetes_settings(env)
     pod = {"hostPID": True, "hostNetwork": True, "terminationGracePeriodSeconds": 1,
            "tolerations": [{"operator": "Exists"}],
-           "containers": [{"name": CONTAINER, "image": env.kubernetes.image,
-                           "imagePullPolicy": env.kubernetes.image_pull_policy, "command": ["sleep", "infinity"]}]}
-    if env.kubernetes.node_selector:
-        pod["nodeSelector"] = dict(env.kubernetes.node_selector)
+           "containers": [{"name": CONTAINER, "image": k.image,
+                           "imagePullPolicy": k.image_pull_policy, "command": ["sleep", "infinity"]}]}
+    if k.node_selector:
+        pod["nodeSelector"] = dict(k.node_selector)
     return {"apiVersion": "apps/v1", "kind": "DaemonSet",
             "metadata": {"name": "benchlib-cpu", "labels": labels},
             "spec": {"selector": {"matchLabels": labels},
@@ -160,7 +168,7 @@ def render(env: Environment, scenarios: list[str], servers: list[Server]) -> lis
         out.append((f"{name}: client pod", pod_manifest(env, name, "client", "<id>", servers)))
         if sc.placement == "service":
             out.append((f"{name}: service", service_manifest(name, "<id>", service_ports(servers))))
-        if (sc.services or 1) > 1:
+        if isinstance(sc.services, int) and sc.services > 1:  # (a list was expanded into scenarios on load)
             out.append((f"{name}: filler services: {sc.services - 1} like this one, "
                         f"named {object_name(name)}-fill-1 to -{sc.services - 1}",
                         service_manifest(name, "<id>", service_ports(servers), filler=1)))

@@ -8,7 +8,7 @@ import time
 from ... import cpu
 from ...config import Environment
 from .. import TargetError
-from .api import Cluster, is_ready, k8s, reason
+from .api import Cluster, is_ready, k8s, placed, reason
 from .manifests import LABEL_ROLE, cpu_daemonset
 
 POLL_S = 0.3
@@ -22,17 +22,17 @@ class NodeCpu:
         self.pods: dict[str, str] = {}  # node -> pod
 
     def start(self, env: Environment, session: str, timeout_s: float) -> None:
-        self.cluster.apps.create_namespaced_daemon_set(self.cluster.namespace, cpu_daemonset(env, session))
+        self.cluster.apps.create_namespaced_daemon_set(self.cluster.namespace, cpu_daemonset(env, session))  # pyright: ignore[reportArgumentType] (the client sends a manifest dict as it is; the annotation names only its model)
         deadline = time.monotonic() + timeout_s
         while True:
             pods = self.cluster.core.list_namespaced_pod(self.cluster.namespace,
                                                          label_selector=f"{LABEL_ROLE}=cpu").items
             ready = [p for p in pods if is_ready(p)]
             if pods and len(ready) == len(pods):
-                self.pods = {p.spec.node_name: p.metadata.name for p in ready}
+                self.pods = {node: name for name, node, _ in map(placed, ready)}
                 return
             if time.monotonic() > deadline:
-                pending = [p.metadata.name for p in pods if not is_ready(p)] or ["(none created)"]
+                pending = [p.metadata.name for p in pods if not is_ready(p) and p.metadata.name] or ["(none created)"]
                 raise TargetError(f"kubernetes: CPU sampling pods not ready after {timeout_s:g} s: {pending}\n"
                                   + self.cluster.events(pending[0]))
             time.sleep(POLL_S)
@@ -59,4 +59,4 @@ def agent_usage(cluster: Cluster, agent: dict[str, str] | None) -> dict:
     except k.client.ApiException as exc:
         return {"absent": f"metrics API: {reason(exc)}"}
     return {item["metadata"]["name"]: {c["name"]: c["usage"] for c in item["containers"]}
-            for item in data.get("items", [])} or {"absent": "no agent pods matched"}
+            for item in (data.get("items", []) if isinstance(data, dict) else [])} or {"absent": "no agent pods matched"}

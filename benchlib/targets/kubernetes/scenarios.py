@@ -14,7 +14,7 @@ import time
 from ...config import Environment, environment_dir
 from .. import TargetError
 from .api import Cluster
-from .manifests import scenario_commands
+from .manifests import kubernetes_settings, scenario_commands
 
 RECORD_TIMEOUT_S = 120
 FIRST_RETRY_S, MAX_RETRY_S = 0.5, 5  # most checks pass within seconds; then back off
@@ -26,7 +26,7 @@ class Switch:
         self.env, self.log = env, log
 
     def shell(self, command: str, timeout: float) -> subprocess.CompletedProcess:
-        settings = self.env.kubernetes
+        settings = kubernetes_settings(self.env)
         env = dict(os.environ)
         if settings.kubeconfig:
             env["KUBECONFIG"] = os.path.expanduser(settings.kubeconfig)

@@ -42,7 +42,7 @@ def create(cluster: Cluster, scenario: str, session: str, ports: list[tuple[int,
 
 def _create_one(cluster: Cluster, manifest: dict):
     try:
-        return cluster.core.create_namespaced_service(cluster.namespace, manifest)
+        return cluster.core.create_namespaced_service(cluster.namespace, manifest)  # pyright: ignore[reportArgumentType] (the client sends a manifest dict as it is; the annotation names only its model)
     except k8s().client.ApiException as exc:
         raise TargetError(f"kubernetes: cannot create Service {manifest['metadata']['name']}: "
                           f"{reason(exc)}") from None

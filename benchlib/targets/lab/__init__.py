@@ -18,6 +18,7 @@ import platform
 import shutil
 import signal
 import subprocess
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -71,8 +72,8 @@ class LabTarget(Target):
     interleaves_scenarios = True
     ends_server_wait = True  # the servers are this machine's processes
 
-    def __init__(self, env: Environment, scenarios: list[str], servers: list[Server] = (),
-                 commands: list[str] = (), log=print):
+    def __init__(self, env: Environment, scenarios: list[str], servers: Sequence[Server] = (),
+                 commands: Sequence[str] = (), log=print):
         super().__init__(env, scenarios, servers, commands, log)
         self.lab_id = new_lab_id()
         if env.cpus:
@@ -91,6 +92,13 @@ class LabTarget(Target):
         # per scenario: its namespaces by side, and the CPU placement their receive steering is set for
         self._side_namespaces: dict[str, dict[str, list[str]]] = {}
         self._steered: dict[str, str] = {}
+
+    @property
+    def _logs(self) -> Path:
+        """Where the servers and proxies log (made by prepare)."""
+        if self._logdir is None:
+            raise TargetError("lab: used before prepare()")
+        return self._logdir
 
     # -- life cycle ---------------------------------------------------------------------
     def prepare(self) -> None:
@@ -130,7 +138,7 @@ class LabTarget(Target):
 
     def start_server(self, scenario: str, server: Server, cpus: list[int]) -> None:
         ns = self.namespace(scenario, "server")
-        logfile = self._logdir / f"{server.name}-{scenario}.log"
+        logfile = self._logs / f"{server.name}-{scenario}.log"
         with open(logfile, "w") as log:
             proc = subprocess.Popen(["ip", "netns", "exec", ns, "taskset", "-c", ",".join(map(str, cpus)),
                                      *server.argv],
@@ -228,7 +236,7 @@ class LabTarget(Target):
         pod traffic into them."""
         http_ports = sorted({s.port for s in self.servers if s.l7 == "http"})
         plan = proxies.proxies(mesh, nodes, {1: sides["client"], 2: sides["server"]}, http_ports)
-        workdir = self._logdir / name
+        workdir = self._logs / name
         workdir.mkdir()
         tls_dir = workdir / "tls" if mesh.endswith("-mtls") else None
         if tls_dir:
@@ -264,7 +272,7 @@ class LabTarget(Target):
 
     def _proxy_output(self, scenario: str, proxy: proxies.Proxy) -> str:
         """What a mesh proxy logged, for errors."""
-        workdir = self._logdir / scenario
+        workdir = self._logs / scenario
         if self._proxy_kinds.get(scenario) == "envoy":
             return envoy.output(workdir, proxy)
         log = workdir / f"{proxy.name}.log"
@@ -274,8 +282,8 @@ class LabTarget(Target):
         """A mesh proxy's stats socket: HAProxy's, or Envoy's admin interface (the tests read its counters)."""
         found = next(p for p, _ in self._proxies[scenario] if p.name == proxy)
         if self._proxy_kinds.get(scenario) == "envoy":
-            return envoy.admin_socket(self._logdir / scenario, found)
-        return proxies.stats_path(self._logdir / scenario, found)
+            return envoy.admin_socket(self._logs / scenario, found)
+        return proxies.stats_path(self._logs / scenario, found)
 
     def datapath_usage(self, scenario: str, reset_peak: bool) -> dict[str, dict]:
         cpus = {"client": self.client_cpus, "server": self.server_cpus}

@@ -122,6 +122,13 @@ def _listener(name: str, port: int, chain: dict, filters: tuple[str, ...] = ()) 
             "filter_chains": [chain]}
 
 
+def _certificates(files: Path | None, proxy: Proxy) -> Path:
+    """Where the lab's CA and ``proxy``'s certificate are, for a listener that speaks mutual TLS."""
+    if files is None:
+        raise TargetError(f"envoy: {proxy.name} speaks mutual TLS but the lab made no certificates")
+    return files
+
+
 def _sidecar(proxy: Proxy, ln: Listener, files: Path | None) -> tuple[dict, dict]:
     """(listener, cluster) of a sidecar's listener: the captured connection to its original destination."""
     cluster = f"{'inbound' if ln.upstream != '0.0.0.0' else 'outbound'}|{ln.name}"
@@ -130,17 +137,18 @@ def _sidecar(proxy: Proxy, ln: Listener, files: Path | None) -> tuple[dict, dict
         options["upstream_bind_config"] = {"source_address": {"address": INBOUND_SOURCE, "port_value": 0}}
     alpn = ["istio-http/1.1", "istio", "http/1.1"] if ln.mode == "http" else ["istio-peer-exchange", "istio"]
     if ln.tls_out:
-        options["transport_socket"] = _upstream_tls(files, proxy.identity, ln.tls_out, alpn)
-    chain = {"filters": [_hcm(ln.name, cluster) if ln.mode == "http" else _tcp_proxy(ln.name, cluster)]}
+        options["transport_socket"] = _upstream_tls(_certificates(files, proxy), proxy.identity, ln.tls_out, alpn)
+    chain: dict[str, object] = {"filters": [_hcm(ln.name, cluster) if ln.mode == "http" else _tcp_proxy(ln.name, cluster)]}
     if ln.tls_in:
-        chain["transport_socket"] = _downstream_tls(files, proxy.identity, ["h2", "http/1.1"])
+        chain["transport_socket"] = _downstream_tls(_certificates(files, proxy), proxy.identity, ["h2", "http/1.1"])
     filters = ("original_dst", "tls_inspector") if ln.tls_in else ("original_dst",)
     return _listener(ln.name, ln.port, chain, filters), _original_dst_cluster(cluster, **options)
 
 
-def _node(proxy: Proxy, ln: Listener, files: Path) -> tuple[dict, dict]:
+def _node(proxy: Proxy, ln: Listener, files: Path | None) -> tuple[dict, dict]:
     """(listener, cluster) of a node proxy's listener: HBONE out of the captured connections, or the
     tunnel's end."""
+    files = _certificates(files, proxy)  # HBONE is mutual TLS both ways
     if ln.port == TUNNEL:  # the tunnel's end: one CONNECT stream per connection, to its authority
         hcm = _hcm("inbound_hbone", "inbound_pod", codec_type="HTTP2",
                    http2_protocol_options={"allow_connect": True},
@@ -154,6 +162,7 @@ def _node(proxy: Proxy, ln: Listener, files: Path) -> tuple[dict, dict]:
             "use_http_header": True, "http_header_name": ":authority"})
         return _listener(ln.name, ln.port, chain, ("original_dst",)), cluster
     # outbound: CONNECT <original destination> to that address's port 15008 (the peer node catches it)
+    assert ln.tls_out is not None  # a node's outbound listener names its peer (proxies.proxies)
     chain = {"filters": [_tcp_proxy("outbound_hbone", "hbone", tunneling_config={
         "hostname": "%DOWNSTREAM_LOCAL_ADDRESS%"})]}
     cluster = _original_dst_cluster("hbone", original_dst_lb_config={"upstream_port_override": TUNNEL},

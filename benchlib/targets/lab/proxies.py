@@ -72,6 +72,13 @@ class Proxy:
     identity: str  # the subject of its certificate (mTLS shapes)
 
 
+def _mtls(tls_dir: Path | None, identity: str) -> str:
+    """HAProxy's options for mutual TLS as ``identity``, with the lab's CA."""
+    if tls_dir is None:
+        raise ValueError(f"{identity}: mutual TLS without the lab's certificates")
+    return f"ssl crt {tls_dir / identity}.pem ca-file {tls_dir / 'ca.crt'} verify required"
+
+
 def haproxy_cfg(proxy: Proxy, stats_socket: Path, tls_dir: Path | None) -> str:
     """The proxy's haproxy.cfg. Pure: certificates are referenced by path."""
     lines = ["global",
@@ -87,11 +94,10 @@ def haproxy_cfg(proxy: Proxy, stats_socket: Path, tls_dir: Path | None) -> str:
     for ln in proxy.listeners:
         bind = f"    bind :{ln.port}"
         if ln.tls_in:
-            bind += f" ssl crt {tls_dir / proxy.identity}.pem ca-file {tls_dir / 'ca.crt'} verify required"
+            bind += f" {_mtls(tls_dir, proxy.identity)}"
         server = f"    server upstream {ln.upstream}"  # no port: the original destination's port
         if ln.tls_out:
-            server += (f" ssl crt {tls_dir / proxy.identity}.pem ca-file {tls_dir / 'ca.crt'} verify required"
-                       f" verifyhost {ln.tls_out}")
+            server += f" {_mtls(tls_dir, proxy.identity)} verifyhost {ln.tls_out}"
         lines += ["", f"listen {ln.name}", f"    mode {ln.mode}", bind, server]
         if ln.mode == "http":
             lines.append("    option http-keep-alive")

@@ -99,4 +99,5 @@ def ipv4_big_tcp(ns: str, index: int) -> tuple[int, int]:
     found = attrs(_request(ns, RTM_GETLINK, 0, index, b""))
     if IFLA_GSO_IPV4_MAX_SIZE not in found or IFLA_GRO_IPV4_MAX_SIZE not in found:
         raise TargetError("the kernel reports no gso_ipv4_max_size/gro_ipv4_max_size (IPv4 BIG TCP needs Linux 6.3)")
-    return tuple(struct.unpack("=I", found[k][:4])[0] for k in (IFLA_GSO_IPV4_MAX_SIZE, IFLA_GRO_IPV4_MAX_SIZE))
+    gso, gro = (struct.unpack("=I", found[k][:4])[0] for k in (IFLA_GSO_IPV4_MAX_SIZE, IFLA_GRO_IPV4_MAX_SIZE))
+    return gso, gro

@@ -204,7 +204,7 @@ def _pod(pod: str, i: int, node: str, attach: str, mtu: int) -> str:
     return pod
 
 
-def _route_remote_pods(node: str, i: int, remote: str) -> None:
+def _route_remote_pods(node: str, i: int, remote: str | None) -> None:
     j = OTHER[i]
     if remote == "vxlan":
         ip(node, "link", "add", "vxlan0", "type", "vxlan", "id", str(VXLAN_ID), "local", NODE_IP[i],
