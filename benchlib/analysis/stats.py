@@ -101,8 +101,8 @@ def _mwu_rows(x: np.ndarray, y: np.ndarray, seed: int, n_resamples: int) -> tupl
             res = stats.mannwhitneyu(x[rows], y[rows], alternative="two-sided", method=how, axis=1)
             u[rows], p[rows] = res.statistic, res.pvalue
     for i in np.flatnonzero(method == "permutation"):
-        res = stats.mannwhitneyu(x[i], y[i], alternative="two-sided",
-                                 method=stats.PermutationMethod(n_resamples=n_resamples, rng=seed))  # pyright: ignore[reportArgumentType] (scipy documents a PermutationMethod; its annotation says str)
+        permutation = stats.PermutationMethod(n_resamples=n_resamples, rng=seed)
+        res = stats.mannwhitneyu(x[i], y[i], alternative="two-sided", method=permutation)  # pyright: ignore[reportArgumentType] (scipy documents a PermutationMethod; its annotation says str)
         u[i], p[i] = res.statistic, res.pvalue
     return u, p, method
 
