@@ -25,8 +25,8 @@ check() {  # check NAME COMMAND...: run it, show its output only when it finds s
 # every shell script of the project, committed or not
 mapfile -t shell_scripts < <(find scripts benchmarks pipelines -name '*.sh' -type f | sort)
 
-check ruff ruff check --quiet .
-check format ruff format --check --quiet .
+check ruff ruff check --output-format concise .
+check format ruff format --check --output-format concise .
 check pyright pyright
 if command -v shellcheck >/dev/null 2>&1; then
   check shellcheck shellcheck "${shell_scripts[@]}"
