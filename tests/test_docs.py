@@ -89,6 +89,15 @@ def _fields(model: type[BaseModel], seen=None) -> set[tuple[type[BaseModel], str
     return out
 
 
+def test_every_key_of_params_and_environment_has_a_description():
+    """The reference's "meaning" column comes from these descriptions: a key without one is a blank
+    row. The tools' test models live with their collectors and are left to them."""
+    fields = _fields(config.Params) | _fields(config.Environment)
+    missing = sorted(f"{model.__name__}.{name}" for model, name in fields
+                     if model.__module__ == config.__name__ and not model.model_fields[name].description)
+    assert not missing, f"benchlib/config.py: fields without Field(description=...): {missing}"
+
+
 def test_params_reference_lists_every_key_with_its_description(site):
     page, text = _page(site, "reference/params"), _text(site, "reference/params")
     fields = _fields(config.Params) | {f for m in collectors.MODULES.values() for f in _fields(m.Spec)}
