@@ -46,9 +46,13 @@ NAME_MAX = 100  # names become directory names (a file name has at most 255 byte
 class Experiment(Strict):
     campaign: str = Field(pattern=NAME_RE, max_length=NAME_MAX,
                           description="names the raw data; change it to measure anew")
-    environments: list[str] = Field(min_length=1)
+    environments: list[str] = Field(min_length=1, description=(
+        "the environments this campaign runs in: folder names under pipelines/, each holding an "
+        "environment.yaml, e.g. [local-lab]"))
     repetitions: int = Field(ge=1, le=1000, description="blocks: every configuration runs once per block")
-    seed: int = 0
+    seed: int = Field(default=0, description=(
+        "seed of the run order: each block runs every configuration once, in an order drawn from this seed and "
+        "the environment's name; any integer, the same seed gives the same order"))
     cpu_trim_s: float = Field(default=0.5, ge=0, description="CPU window starts this long after the tool, ends this long before")
     retries: int = Field(default=1, ge=0, le=10, description="extra attempts for a failed run")
     profile_runs: int = Field(default=0, ge=0, le=1000, description=(
@@ -68,15 +72,18 @@ class Experiment(Strict):
 class MatrixEntry(Strict):
     """Every one of these tests in every one of these scenarios."""
 
-    scenarios: list[str] = Field(min_length=1)
-    tests: list[str] = Field(min_length=1)
+    scenarios: list[str] = Field(min_length=1, description="scenarios of the environment, by name")
+    tests: list[str] = Field(min_length=1, description="tests of params.yaml's `tests`, by name")
 
 
 class EnvironmentOverride(Strict):
     """Per-environment choice of scenarios and tests, in params.yaml."""
 
-    scenarios: list[str] | None = None
-    tests: list[str] | None = None
+    scenarios: list[str] | None = Field(default=None, description=(
+        "scenarios of the environment to run, by name (a cluster runs them one after another, in this order); "
+        "unset: every scenario, in the file's order"))
+    tests: list[str] | None = Field(default=None, description=(
+        "tests of params.yaml's `tests` to run here, by name; unset: every test"))
     matrix: list[MatrixEntry] | None = Field(default=None, min_length=1, description=(
         "instead of scenarios x tests: a union of smaller products, so that e.g. UDP tests run "
         "in two scenarios while TCP_CRR runs in all"))
@@ -107,7 +114,9 @@ class Analysis(Strict):
     """Parameters of the analysis notebooks (passed to papermill as they are)."""
 
     baseline: str = Field(default="host", description="scenario every other scenario is compared with")
-    alpha: float = Field(default=0.05, gt=0, lt=1)
+    alpha: float = Field(default=0.05, gt=0, lt=1, description=(
+        "significance level of each family of comparisons, after its correction; 0.05 is usual, 0.01 for "
+        "fewer false positives at the cost of missing small changes"))
     correction: Literal["holm", "fdr_bh"] = Field(default="holm", description="holm for a report, fdr_bh (FDR) for sweeps")
     cpu_target_gbps: float = Field(default=100.0, gt=0, description="stream tests: CPU % needed for this throughput")
     rr_per_transactions: float = Field(default=10_000, gt=0, description="TCP_RR: CPU % per this many transactions/s")
@@ -158,15 +167,18 @@ class Analysis(Strict):
 
 
 class Report(Strict):
-    title: str = "Container network benchmark"
+    title: str = Field(default="Container network benchmark", description="the report's title")
 
 
 class Params(Strict):
-    experiment: Experiment
+    experiment: Experiment = Field(description=(
+        "the campaign: its name, environments, repetitions and run order"))
     tests: dict[str, TestSpec] = Field(min_length=1, description="name -> test; its tool's collector defines its fields")
-    environments: dict[str, EnvironmentOverride] = {}
-    analysis: Analysis = Analysis()
-    report: Report = Report()
+    environments: dict[str, EnvironmentOverride] = Field(default={}, description=(
+        "environment name (from experiment.environments) -> which of its scenarios and tests run; an "
+        "environment not listed runs every scenario with every test"))
+    analysis: Analysis = Field(default=Analysis(), description="how the analysis compares scenarios")
+    report: Report = Field(default=Report(), description="how the report presents them")
     _source: str = PrivateAttr("params.yaml")
 
     @property
@@ -200,24 +212,29 @@ class Params(Strict):
 class HelmRelease(Strict):
     """A `helm upgrade --install` that switches a cluster's CNI to a scenario."""
 
-    release: str
+    release: str = Field(description="helm release name, e.g. cilium")
     chart: str = Field(description="chart reference, e.g. cilium/cilium or oci://...")
-    version: str
-    namespace: str = "kube-system"
+    version: str = Field(description="chart version, pinned (helm --version), e.g. 1.16.5")
+    namespace: str = Field(default="kube-system", description="namespace the release goes into (helm --namespace)")
     repo: str | None = Field(default=None, description="chart repository URL (helm --repo)")
     values: str = Field(description="values file, relative to the environment folder")
     extra_args: list[str] = Field(default=[], description="appended as written; the shell expands them, e.g. $(...)")
 
 
 class Scenario(Strict):
-    description: str
-    # kubernetes: where the client and server pods go
-    placement: Literal["pod-to-pod", "same-node", "host-network", "service"] | None = None
-    # kubernetes: how the cluster reaches this scenario, how to tell it is ready, what to record
-    helm: HelmRelease | None = None
+    description: str = Field(description=(
+        "what the scenario is, in one line, for readers (editing it changes no measurement)"))
+    placement: Literal["pod-to-pod", "same-node", "host-network", "service"] | None = Field(default=None, description=(
+        "kubernetes (required there): where the client and server pods go: pod-to-pod (on two nodes), "
+        "same-node, host-network (on two nodes, in their network namespace) or service (the client reaches "
+        "the server through a ClusterIP Service)"))
+    helm: HelmRelease | None = Field(default=None, description=(
+        "kubernetes: the helm release that switches the cluster to this scenario, installed after `apply`"))
     apply: list[str] = Field(default=[], description="shell commands run in the environment folder, before helm")
     ready: list[str] = Field(default=[], description="commands that must all succeed before measuring; retried")
-    ready_timeout_s: float = Field(default=900, gt=0)
+    ready_timeout_s: float = Field(default=900, gt=0, description=(
+        "kubernetes: seconds each apply or helm command may run, and that the `ready` and `programmed` checks "
+        "are retried for before the scenario fails; raise it for slow rollouts"))
     programmed: list[str] = Field(default=[], description=(
         "commands retried, once the scenario's pods and Services exist, until each succeeds: the datapath "
         "has programmed them (e.g. kube-proxy has synced); bounded by ready_timeout_s"))
@@ -229,26 +246,41 @@ class Scenario(Strict):
         "are created (a mesh's injection label: istio-injection: enabled, istio.io/dataplane-mode: ambient)"))
     settings: dict[str, str | int | float | bool] = Field(default={}, description="key settings, recorded as given")
     topology: Literal["host", "veth-routed", "bridge", "vxlan", "ebpf-host-routing", "wireguard", "ipsec",
-                      "netkit"] | None = None
-    maps_to: str = ""
-    mtu: int = Field(default=1500, ge=576, le=65535)
-    # lab: ClusterIP services rendered as kube-proxy would, on the client's node
-    service_proxy: Literal["iptables", "nftables"] | None = None
-    # lab: with service_proxy; kubernetes: with placement service (the benchmark Service plus fillers)
-    services: int | list[int] | None = Field(
-        default=None, description="number of services; a list expands into one scenario per number, named <name>-<n>")
-    # lab: a stateful node firewall (connection tracking), or the same with the benchmark traffic untracked
-    firewall: Literal["conntrack", "notrack"] | None = None
+                      "netkit"] | None = Field(default=None, description=(
+        "lab: the datapath built: host (client and server on the nodes themselves), veth-routed (routed pods, "
+        "as Calico), bridge (pods on a Linux bridge), vxlan (an overlay between the nodes), ebpf-host-routing "
+        "(tc BPF moves pod traffic past the node's stack, as Cilium), wireguard or ipsec (pod traffic "
+        "encrypted between the nodes, as Cilium's transparent encryption), netkit (netkit pairs instead of "
+        "veth, Linux 6.7+); unset: the scenario's name"))
+    maps_to: str = Field(default="", description=(
+        "the real-world setup this scenario stands for, e.g. \"Cilium eBPF host-routing\", for readers "
+        "(editing it changes no measurement)"))
+    mtu: int = Field(default=1500, ge=576, le=65535, description=(
+        "lab: MTU in bytes of the pods' veth pairs (and of a WireGuard tunnel), e.g. 1450 as under an "
+        "overlay or 9000 for jumbo frames; other targets only record it"))
+    service_proxy: Literal["iptables", "nftables"] | None = Field(default=None, description=(
+        "lab: ClusterIP Services rendered on the client's node as kube-proxy renders them in this mode; "
+        "with `services`"))
+    services: int | list[int] | None = Field(default=None, description=(
+        "number of Services (the benchmark Service plus unused fillers); lab: with service_proxy; kubernetes: "
+        "with placement service; a list expands into one scenario per number, named <name>-<n>"))
+    firewall: Literal["conntrack", "notrack"] | None = Field(default=None, description=(
+        "lab: a stateful iptables firewall on both nodes: conntrack (every packet through connection "
+        "tracking) or notrack (the same, with the TCP benchmark traffic untracked by -j NOTRACK)"))
     filter_rules: int | None = Field(default=None, ge=1, le=100_000, description=(
         "lab: this many iptables filter rules that match nothing on the server's node, in INPUT and FORWARD: "
         "a long rule chain in front of the server (a deliberately slower path)"))
-    # lab: service-mesh proxies on the pod path (targets/lab/proxies.py): a server sidecar, sidecars on
-    # both pods (plaintext or mutual TLS between them), or one proxy per node with mutual TLS (ambient)
-    mesh: Literal["server-sidecar", "sidecars", "sidecars-mtls", "node-proxies-mtls"] | None = None
-    # lab: which proxy runs the mesh: HAProxy, or Envoy as Istio configures it (node proxies: HBONE)
-    proxy: Literal["haproxy", "envoy"] = "haproxy"
-    # lab: the benchmark traffic's address family (6: nodes and pods also get addresses in 2001:2::/48)
-    ip_family: Literal[4, 6] = 4
+    mesh: Literal["server-sidecar", "sidecars", "sidecars-mtls", "node-proxies-mtls"] | None = Field(
+        default=None, description=(
+            "lab: service-mesh proxies on the pod path: server-sidecar (a sidecar on the server's pod), "
+            "sidecars (on both pods, plaintext between them), sidecars-mtls (the same with mutual TLS) or "
+            "node-proxies-mtls (one proxy per node, mutual TLS between them, as Istio's ambient mode)"))
+    proxy: Literal["haproxy", "envoy"] = Field(default="haproxy", description=(
+        "lab: the proxy that runs the mesh: haproxy, or envoy configured as Istio configures it (node "
+        "proxies: HBONE)"))
+    ip_family: Literal[4, 6] = Field(default=4, description=(
+        "lab: the benchmark traffic's IP version: 4, or 6 (nodes and pods also get addresses in 2001:2::/48; "
+        "topologies host and veth-routed only)"))
     big_tcp: int | None = Field(default=None, ge=65536, le=524280, description=(
         "lab: GSO and GRO max size (bytes) for ip_family on every veth and the wire; 65536 is the limit "
         "before BIG TCP"))
@@ -276,8 +308,8 @@ def _expand_service_counts(scenarios: dict) -> dict:
 
 
 class CpuPlacement(Strict):
-    client: list[int] = Field(min_length=1)
-    server: list[int] = Field(min_length=1)
+    client: list[int] = Field(min_length=1, description="CPU numbers the client is pinned to, e.g. [0, 1]")
+    server: list[int] = Field(min_length=1, description="CPU numbers the server is pinned to, none of the client's")
 
     @model_validator(mode="after")
     def _disjoint(self) -> CpuPlacement:
@@ -294,9 +326,10 @@ class KubernetesSettings(Strict):
     image: str = Field(description="benchmark image (pipelines/images/Containerfile)")
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field(
         default="IfNotPresent", description="Never for images imported by hand (no registry)")
-    namespace_prefix: str = Field(default="benchlib", pattern=r"^[a-z0-9]([a-z0-9-]{0,40}[a-z0-9])?$")
+    namespace_prefix: str = Field(default="benchlib", pattern=r"^[a-z0-9]([a-z0-9-]{0,40}[a-z0-9])?$", description=(
+        "each collect creates its pods in a namespace named <prefix>-<environment>-<random suffix>"))
     client_node: str | None = Field(default=None, description="node name for the client; with server_node")
-    server_node: str | None = None
+    server_node: str | None = Field(default=None, description="node name for the server; with client_node")
     node_selector: dict[str, str] = Field(default={}, description="labels both pods' nodes must carry")
     pod_ready_timeout_s: float = Field(default=180, gt=0, description=(
         "wait this long for pods to be ready, and for the EndpointSlices of a scenario's Services"))
@@ -314,35 +347,42 @@ class KubernetesSettings(Strict):
 
 class SshHost(Strict):
     host: str = Field(description="where ssh connects (name or address)")
-    user: str = "root"
-    port: int = Field(default=22, ge=1, le=65535)
-    identity_file: str | None = None
+    user: str = Field(default="root", description="login name on the host (ssh -l)")
+    port: int = Field(default=22, ge=1, le=65535, description="the host's ssh port (ssh -p)")
+    identity_file: str | None = Field(default=None, description=(
+        "private key file (ssh -i, IdentitiesOnly; ~ expands); default: ssh's own keys and agent"))
     address: str | None = Field(default=None, description="server only: the address benchmark traffic goes to; default host")
 
 
 class SshSettings(Strict):
     """target: ssh: two bare-metal hosts, node to node, over OpenSSH."""
 
-    client: SshHost
-    server: SshHost
+    client: SshHost = Field(description="the host that runs the benchmark clients")
+    server: SshHost = Field(description="the host that runs the benchmark servers")
     options: list[str] = Field(default=[], description="extra `ssh -o` options, e.g. ConnectTimeout=10")
     command: list[str] = Field(default=["ssh"], min_length=1, description="the ssh client, possibly behind a wrapper")
     known_hosts: str | None = Field(default=None, description="known_hosts file (StrictHostKeyChecking stays on)")
 
 
 class Environment(Strict):
-    name: str
-    description: str
-    target: Literal["lab", "kubernetes", "ssh"]
-    cpus: CpuPlacement | None = None
+    name: str = Field(description="the environment's folder name under pipelines/ (not a key of the file)")
+    description: str = Field(description="what this environment is, in one line, for readers")
+    target: Literal["lab", "kubernetes", "ssh"] = Field(description=(
+        "where the runs happen: lab (network namespaces on this machine; needs root), kubernetes (a cluster, "
+        "through its API) or ssh (two hosts, over OpenSSH)"))
+    cpus: CpuPlacement | None = Field(default=None, description=(
+        "the CPUs client and server are pinned to; unset: lab splits the CPUs benchlib may use in halves "
+        "(client first), kubernetes and ssh use every CPU of each side's node"))
     cpu_placement: dict[str, Literal["split", "shared"]] = Field(default={}, description=(
         "lab: per test kind (TCP_RR, TCP_CRR, ...), split (client and server on different CPUs, the "
         "default: per-side CPU as on two machines) or shared (both on the client's CPUs: less noise, and "
-        "the CPU measured is the whole path's; scenarios with mesh proxies always run split); README 'CPU "
-        "placement'"))
-    kubernetes: KubernetesSettings | None = None
-    ssh: SshSettings | None = None
-    scenarios: dict[str, Scenario] = Field(min_length=1)
+        "the CPU measured is the whole path's; scenarios with mesh proxies always run split); see "
+        "docs/concepts/cpu.md"))
+    kubernetes: KubernetesSettings | None = Field(default=None, description="target kubernetes (required there): the cluster")
+    ssh: SshSettings | None = Field(default=None, description="target ssh (required there): the two hosts")
+    scenarios: dict[str, Scenario] = Field(min_length=1, description=(
+        "scenario name -> scenario: the configurations this environment can measure (a cluster runs them one "
+        "after another, in this order)"))
 
     @model_validator(mode="after")
     def _target_settings(self) -> Environment:

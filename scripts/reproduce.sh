@@ -32,7 +32,7 @@ bash scripts/setup.sh
 # setup.sh synced .venv from uv.lock: use it directly, so that dvc is this script's own child
 export PATH="$PWD/.venv/bin:$PWD/.tools/bin:$PATH"
 benchlib validate
-# Stopping this script stops the measurement (README: "Interrupting a campaign").
+# Stopping this script stops the measurement (docs/how-to/interrupt-resume.md).
 # SIGTERM, SIGHUP and SIGINT are passed on to dvc; if the script dies without a
 # word (SIGKILL), the kernel sends dvc SIGTERM (setpriv --pdeathsig). A dying
 # dvc takes its `benchlib collect` along the same way, which tears down.

@@ -22,7 +22,7 @@ from tests.conftest import REPO, RR, require_root, venv_env, write_params
 from tests.test_dvc import committed
 
 SLOW_SCENARIO, SAME_SCENARIO = "veth-routed", "host"
-RULES = 2000  # per chain; -46 % TCP_RR transactions/s on veth-routed here (README "Comparing two campaigns")
+RULES = 2000  # per chain; -46 % TCP_RR transactions/s on veth-routed here (docs/how-to/compare.md)
 # The gate's threshold: CI's machine drifts between campaigns (a significant -6 % on the unchanged host path
 # failed a run at 5 %), the slower path loses ~46 %.
 THRESHOLD_PCT = 15.0
@@ -65,7 +65,7 @@ def project(tmp_path_factory) -> Path:
 
     The campaigns are measured in alternating rounds of two blocks (A, B, A, B, A, B): other jobs load
     this machine unevenly, and two campaigns measured one after the other compare two loads as well
-    as two paths (README "Comparing two campaigns").
+    as two paths (docs/how-to/compare.md).
     """
     require_root()
     root = tmp_path_factory.mktemp("compare-project")

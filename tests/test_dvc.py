@@ -109,7 +109,7 @@ def test_a_corrupt_or_lost_object_in_the_remote_is_named_by_its_record(project_c
     # trusted (DVC's default): the corrupt object comes back as a changed file, without an error
     out = pulled_and_verified(pull_fails=False)
     assert f"{first}/stdout-0.txt: checksum mismatch" in out
-    # verified (the README's recipe): DVC refuses it; so is an object lost from the remote
+    # verified (docs/how-to/dvc.md's recipe): DVC refuses it; so is an object lost from the remote
     run(project_copy, "dvc", "remote", "modify", "store", "verify", "true")
     remote_object(second / "cpu.json").unlink()
     out = pulled_and_verified(pull_fails=True)

@@ -118,7 +118,7 @@ def _log_median_ratio(x, y, axis=-1):
 
 
 def delta_ci_method(n: int, n_base: int) -> str:
-    """Which CI of the change applies to n vs n_base runs (README: "Statistics")."""
+    """Which CI of the change applies to n vs n_base runs (docs/concepts/statistics.md)."""
     return "bootstrap" if min(n, n_base) <= BOOTSTRAP_MAX_N else "maritz-jarrett"
 
 

@@ -162,7 +162,7 @@ class LabTarget(Target):
 
     def end_server_wait(self, scenario: str, server: Server) -> None:
         """SIGALRM, the signal of the timer they wait on, to the server's test processes (its children):
-        netserver's TCP_CRR child leaves accept() and reports (README "Duty cycle")."""
+        netserver's TCP_CRR child leaves accept() and reports (docs/concepts/cpu.md, "TCP_CRR ends with its test")."""
         pid = self._server_pids[(scenario, server.name)]
         for child in child_pids(pid):
             try:
