@@ -200,4 +200,4 @@ def test_readme_is_short_keeps_the_two_commands_and_links_into_the_site():
                     "uv run mkdocs serve"):
         assert command in readme
     links = re.findall(r"\]\((docs/[^)#]+)", readme)
-    assert links and all((ROOT / link).is_file() for link in links), [l for l in links if not (ROOT / l).is_file()]
+    assert links and all((ROOT / link).is_file() for link in links), [link for link in links if not (ROOT / link).is_file()]
