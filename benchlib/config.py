@@ -243,7 +243,8 @@ class Scenario(Strict):
         "a long rule chain in front of the server (a deliberately slower path)"))
     # lab: service-mesh proxies on the pod path (targets/lab/proxies.py): a server sidecar, sidecars on
     # both pods (plaintext or mutual TLS between them), or one proxy per node with mutual TLS (ambient)
-    mesh: Literal["server-sidecar", "sidecars", "sidecars-mtls", "node-proxies-mtls"] | None = None
+    # or those node proxies with an L7 waypoint between them (Envoy only)
+    mesh: Literal["server-sidecar", "sidecars", "sidecars-mtls", "node-proxies-mtls", "node-proxies-waypoint"] | None = None
     # lab: which proxy runs the mesh: HAProxy, or Envoy as Istio configures it (node proxies: HBONE)
     proxy: Literal["haproxy", "envoy"] = "haproxy"
     # lab: the benchmark traffic's address family (6: nodes and pods also get addresses in 2001:2::/48)
@@ -373,6 +374,9 @@ class Environment(Strict):
             if sc.ip_family == 6 and (sc.mesh or sc.service_proxy or sc.firewall):
                 raise ValueError(f"scenarios.{n}: ip_family 6 has no mesh, service_proxy or firewall "
                                  "(their rules are IPv4)")
+            if sc.mesh == "node-proxies-waypoint" and sc.proxy != "envoy":
+                raise ValueError(f"scenarios.{n}.mesh: node-proxies-waypoint needs proxy: envoy (its tunnels are "
+                                 "HBONE, which HAProxy does not speak)")
             if sc.mesh and (sc.topology or n) == "host":
                 raise ValueError(f"scenarios.{n}.mesh: needs pods (a topology other than host)")
             if self.target == "lab" and (sc.services is None) != (sc.service_proxy is None):

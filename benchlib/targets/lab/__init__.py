@@ -230,13 +230,15 @@ class LabTarget(Target):
         plan = proxies.proxies(mesh, nodes, {1: sides["client"], 2: sides["server"]}, http_ports)
         workdir = self._logdir / name
         workdir.mkdir()
-        tls_dir = workdir / "tls" if mesh.endswith("-mtls") else None
+        tls_dir = workdir / "tls" if mesh in proxies.MTLS_MESHES else None
         if tls_dir:
             proxies.make_certificates(tls_dir, [p.identity for p in plan])
-        if mesh == "node-proxies-mtls":
+        if mesh in proxies.NODE_MESHES:
             # REDIRECT needs an address on the incoming device: the pods' gateway address, on the node's side
             for node in nodes.values():
                 ip(node, "addr", "add", f"{POD_GW}/32", "dev", "veth0")
+        if mesh == "node-proxies-waypoint":  # the waypoint's own address, on the server's node
+            ip(nodes[2], "addr", "add", f"{proxies.WAYPOINT_IP}/32", "dev", "lo")
         backend = envoy if kind == "envoy" else proxies
         if kind not in self._proxy_versions:
             self._proxy_versions[kind] = backend.version()

@@ -20,7 +20,12 @@ Four shapes (`Scenario.mesh`):
 - ``sidecars-mtls``: the same with mutual TLS between the two proxies;
 - ``node-proxies-mtls``: no sidecars; each node's proxy catches its pods'
   traffic to the other node's pods and carries it over mutual TLS to the
-  other node's proxy (Istio ambient's ztunnel, L4 only).
+  other node's proxy (Istio ambient's ztunnel, L4 only);
+- ``node-proxies-waypoint``: the node proxies of ``node-proxies-mtls``, but
+  the client node's proxy tunnels to a waypoint (Istio ambient's L7 proxy,
+  on the server's node at an address of its own), which ends the tunnel,
+  parses HTTP, and tunnels again to the server's node proxy (Envoy only:
+  the tunnels are HBONE).
 
 Sidecars parse HTTP on the ports a server declares as HTTP (`Server.l7`), as
 Envoy does; everything else is forwarded as TCP. Certificates are made for
@@ -37,12 +42,16 @@ from pathlib import Path
 from .addresses import OTHER, pod_subnet
 from .netns import apply, run
 
-MESHES = ("server-sidecar", "sidecars", "sidecars-mtls", "node-proxies-mtls")
+MESHES = ("server-sidecar", "sidecars", "sidecars-mtls", "node-proxies-mtls", "node-proxies-waypoint")
+MTLS_MESHES = ("sidecars-mtls", "node-proxies-mtls", "node-proxies-waypoint")
+NODE_MESHES = ("node-proxies-mtls", "node-proxies-waypoint")
 BINARY = "haproxy"
 PROXY_UID = 1337  # Istio's proxy uid: the client pod's capture rule spares this uid's own connections
 OUTBOUND_TCP, OUTBOUND_HTTP = 15001, 15002  # Istio captures outbound on 15001
 INBOUND_TCP, INBOUND_HTTP = 15006, 15007  # ... and inbound on 15006
 TUNNEL = 15008  # ztunnel's node-to-node (HBONE) port
+# The waypoint's address: in the server node's pod subnet, as a waypoint pod on that node would have
+WAYPOINT_IP = "198.19.2.200"
 TIMEOUT = "10m"  # a netperf control connection idles for a whole run
 
 
@@ -70,6 +79,7 @@ class Proxy:
     namespace: str
     listeners: tuple[Listener, ...]
     identity: str  # the subject of its certificate (mTLS shapes)
+    http_ports: tuple[int, ...] = ()  # a waypoint parses HTTP on these destination ports
 
 
 def haproxy_cfg(proxy: Proxy, stats_socket: Path, tls_dir: Path | None) -> str:
@@ -101,12 +111,23 @@ def haproxy_cfg(proxy: Proxy, stats_socket: Path, tls_dir: Path | None) -> str:
 def proxies(mesh: str, nodes: dict[int, str], pods: dict[int, str], http_ports: list[int]) -> list[Proxy]:
     """The proxies of a mesh shape (pure)."""
     mtls = mesh == "sidecars-mtls"
-    if mesh == "node-proxies-mtls":
+    if mesh in NODE_MESHES:
         # each node proxy does both directions for its own pods, as ztunnel does
-        return [Proxy(f"node{i}", "client" if i == 1 else "server", nodes[i],
-                      (Listener("outbound", OUTBOUND_TCP, "tcp", "0.0.0.0", tls_out=f"node{3 - i}"),
-                       Listener("inbound", TUNNEL, "tcp", "0.0.0.0", tls_in=True)), f"node{i}")
-                for i in nodes]
+        node_proxies = [Proxy(f"node{i}", "client" if i == 1 else "server", nodes[i],
+                              (Listener("outbound", OUTBOUND_TCP, "tcp", "0.0.0.0", tls_out=f"node{3 - i}"),
+                               Listener("inbound", TUNNEL, "tcp", "0.0.0.0", tls_in=True)), f"node{i}")
+                        for i in nodes]
+        if mesh == "node-proxies-mtls":
+            return node_proxies
+        # the client's node tunnels to the waypoint, which tunnels on to the server's node; the waypoint
+        # starts before the server's node proxy, which listens on the same port in the same namespace
+        client_node = Proxy("node1", "client", nodes[1],
+                            (Listener("outbound", OUTBOUND_TCP, "tcp", WAYPOINT_IP, tls_out="waypoint"),
+                             node_proxies[0].listeners[1]), "node1")
+        waypoint = Proxy("waypoint", "server", nodes[2],
+                         (Listener("inbound", TUNNEL, "http", WAYPOINT_IP, tls_in=True, tls_out="node2"),),
+                         "waypoint", tuple(http_ports))
+        return [client_node, waypoint, node_proxies[1]]
     server = Proxy("server-sidecar", "server", pods[2],
                    (Listener("inbound_tcp", INBOUND_TCP, "tcp", "127.0.0.1", tls_in=mtls),
                     *([Listener("inbound_http", INBOUND_HTTP, "http", "127.0.0.1", tls_in=mtls)]
@@ -130,6 +151,14 @@ def capture_rules(proxy: Proxy, http_ports: list[int]) -> str:
     elif proxy.name == "server-sidecar":  # what arrives from outside the pod
         chain, match = "PREROUTING", "-p tcp -i eth0"
         tcp_port, http_port = INBOUND_TCP, INBOUND_HTTP
+    elif proxy.name == "waypoint":
+        # what arrives for the waypoint is its own, not the node's to capture (inserted before the node's
+        # rules); its tunnels to the node's pods are caught by the node's proxy, as they would be had
+        # the waypoint run in a pod
+        return "\n".join(["*nat",
+                          f"-I PREROUTING 1 -p tcp -d {WAYPOINT_IP} -j RETURN",
+                          f"-A OUTPUT -p tcp -d {pod_subnet(2)} --dport {TUNNEL} -j REDIRECT --to-ports {TUNNEL}",
+                          "COMMIT"]) + "\n"
     else:  # a node: its pods' traffic to other nodes' pods, and pod traffic arriving from the wire
         i = int(proxy.name.removeprefix("node"))
         return "\n".join(["*nat",
