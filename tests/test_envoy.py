@@ -3,6 +3,8 @@ configured as Istio configures its proxies. Each hop must count the traffic in i
 TLS must refuse a client without a certificate of the lab's CA, HBONE must carry one CONNECT stream
 per connection, and nothing of a proxy may outlive its lab."""
 import json
+import os
+import signal
 import subprocess
 import tempfile
 from pathlib import Path
@@ -16,7 +18,7 @@ from benchlib.plan import plan_environment
 from benchlib.targets.lab import envoy, proxies
 from benchlib.targets.lab.addresses import POD_IP
 from tests.conftest import lab_target, require_root, serving_lab, short_params
-from tests.test_mesh import rr_run, run_client
+from tests.test_mesh import campaign_with_a_proxy_killed, rr_run, run_client
 
 ENVOY = ["envoy-server", "envoy-both", "envoy-both-mtls", "envoy-hbone", "envoy-waypoint"]
 # per scenario: each proxy on the path, and the listeners fortio's HTTP and netperf's TCP pass
@@ -239,3 +241,19 @@ def test_a_run_whose_traffic_bypassed_a_proxy_is_named_by_the_runner():
     assert runner.idle_proxies(first, last) == ["server-sidecar"]
     assert runner.idle_proxies(first, {**last, "server-sidecar": {"bytes": 101}}) == []
     assert runner.idle_proxies({"cluster-sidecar": {"cpu_ticks": 1}}, {"cluster-sidecar": {"cpu_ticks": 1}}) == []
+
+
+@pytest.mark.parametrize("scenario,proxy", [("envoy-server", "server-sidecar"), ("envoy-waypoint", "waypoint")])
+def test_a_proxy_killed_mid_run_fails_that_run_only_and_is_started_again(lab_env, tmp_path, scenario, proxy):
+    require_root()
+    counts, (failed, after), pid = campaign_with_a_proxy_killed(lab_env, tmp_path, scenario, proxy)
+    assert (counts["failed"], counts["ok"]) == (1, 1), counts
+    reason = failed.attempts[-1].reason
+    assert failed.attempts[-1].outcome == "failed"
+    assert f"proxy {proxy} exited -9" in reason and f"(restarted: {proxy})" in reason, reason
+    assert failed.exit_codes and failed.commands  # what the client did is recorded with the failure
+    # the next run went through the proxy started again: its counters moved
+    assert after.attempts[-1].outcome == "ok"
+    assert after.processes[proxy]["cpu_ticks"][1] >= after.processes[proxy]["cpu_ticks"][0]
+    assert after.processes[proxy]["bytes"][1] > after.processes[proxy]["bytes"][0]
+    assert not os.path.exists(f"/proc/{pid}")

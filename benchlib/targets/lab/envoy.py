@@ -1,4 +1,4 @@
-"""Envoy as the lab's mesh proxy, in the shapes of Istio's data plane.
+"""Envoy as the lab's mesh proxy (a `proxies.Backend`), in the shapes of Istio's data plane.
 
 The same mesh shapes as HAProxy (`proxies.proxies`: the listeners, their
 ports and the capture rules are shared), each listener rendered as Istio
@@ -219,7 +219,7 @@ def _waypoint(proxy: Proxy, files: Path) -> tuple[list[dict], list[dict]]:
     stream to the destination's port 15008 (its node's proxy catches it)."""
     (ln,) = proxy.listeners
     terminate = {"name": "connect_terminate",
-                 "address": {"socket_address": {"address": ln.upstream, "port_value": ln.port}},
+                 "address": {"socket_address": {"address": ln.address, "port_value": ln.port}},
                  "filter_chains": [{"filters": [_tunnel_end("connect_terminate", "main_internal",
                                                             [_DESTINATION_FROM_AUTHORITY])],
                                     "transport_socket": _downstream_tls(files, proxy.identity, ["h2"])}]}
@@ -262,7 +262,8 @@ def proxy_dir(workdir: Path, proxy: Proxy) -> Path:
     return workdir / f"{proxy.name}-envoy"
 
 
-def admin_socket(workdir: Path, proxy: Proxy) -> Path:
+def stats_socket(workdir: Path, proxy: Proxy) -> Path:
+    """Its admin interface, a unix socket in its directory."""
     return proxy_dir(workdir, proxy) / "admin.sock"
 
 
@@ -279,7 +280,7 @@ def prepare(proxy: Proxy, workdir: Path, tls_dir: Path | None) -> Path:
     """The proxy's directory, owned by the proxy's uid: its bootstrap, its certificate and key (mode
     600) and the CA's certificate. Returns the bootstrap's path."""
     d = proxy_dir(workdir, proxy)
-    d.mkdir(mode=0o700)
+    d.mkdir(mode=0o700, exist_ok=True)  # exists when a proxy that died is started again
     _owned(d, 0o700)
     for parent in (workdir, workdir.parent):  # the proxy's uid must reach its directory, not list others
         parent.chmod(parent.stat().st_mode | 0o111)
@@ -289,8 +290,9 @@ def prepare(proxy: Proxy, workdir: Path, tls_dir: Path | None) -> Path:
         for name in (f"{proxy.identity}.crt", f"{proxy.identity}.key", "ca.crt"):
             shutil.copyfile(tls_dir / name, d / name)
             _owned(d / name, 0o600)
+    stats_socket(workdir, proxy).unlink(missing_ok=True)  # a dead proxy's socket would stop its successor's
     cfg = d / "envoy.json"
-    cfg.write_text(json.dumps(bootstrap(proxy, admin_socket(workdir, proxy), files), indent=1))
+    cfg.write_text(json.dumps(bootstrap(proxy, stats_socket(workdir, proxy), files), indent=1))
     _owned(cfg, 0o600)
     return cfg
 

@@ -1,15 +1,10 @@
-"""Service-mesh proxies in the lab: HAProxy as sidecars and as node proxies.
+"""Service-mesh shapes in the lab: which proxies stand where, what they listen
+on and connect to, the capture rules that bring a pod's traffic to them, and
+the certificates of their mutual TLS. Two backends run them: HAProxy
+(`haproxy`) and Envoy as Istio configures it (`envoy`), each satisfying
+`Backend`.
 
-HAProxy (Debian's package) rather than nginx or stunnel: one binary does L7
-HTTP and L4 TCP, terminates and originates mutual TLS, connects to a
-connection's original destination (SO_ORIGINAL_DST after an iptables
-REDIRECT, as Envoy and ztunnel do) and answers on a stats socket with its
-own per-listener connection and byte counters, which the tests use to prove
-each hop is on the path. stunnel is L4 only and lacks per-listener counters;
-nginx needs a separate stream module for TCP and has no original-destination
-support.
-
-Four shapes (`Scenario.mesh`):
+Five shapes (`Scenario.mesh`):
 
 - ``server-sidecar``: the server pod's inbound TCP is redirected to a proxy
   in that pod, which connects to the server on 127.0.0.1 (one hop);
@@ -34,10 +29,10 @@ each lab with openssl in the lab's private directory and never recorded.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from .addresses import OTHER, pod_subnet
 from .netns import apply, run
@@ -45,14 +40,12 @@ from .netns import apply, run
 MESHES = ("server-sidecar", "sidecars", "sidecars-mtls", "node-proxies-mtls", "node-proxies-waypoint")
 MTLS_MESHES = ("sidecars-mtls", "node-proxies-mtls", "node-proxies-waypoint")
 NODE_MESHES = ("node-proxies-mtls", "node-proxies-waypoint")
-BINARY = "haproxy"
 PROXY_UID = 1337  # Istio's proxy uid: the client pod's capture rule spares this uid's own connections
 OUTBOUND_TCP, OUTBOUND_HTTP = 15001, 15002  # Istio captures outbound on 15001
 INBOUND_TCP, INBOUND_HTTP = 15006, 15007  # ... and inbound on 15006
 TUNNEL = 15008  # ztunnel's node-to-node (HBONE) port
 # The waypoint's address: in the server node's pod subnet, as a waypoint pod on that node would have
 WAYPOINT_IP = "198.19.2.200"
-TIMEOUT = "10m"  # a netperf control connection idles for a whole run
 
 
 @dataclass(frozen=True)
@@ -68,6 +61,7 @@ class Listener:
     upstream: str
     tls_in: bool = False  # terminate mutual TLS (the peer must show a certificate of the lab's CA)
     tls_out: str | None = None  # originate mutual TLS; the identity the peer's certificate must carry
+    address: str = "0.0.0.0"  # where it listens: every address of its namespace, or one of its own
 
 
 @dataclass(frozen=True)
@@ -82,30 +76,22 @@ class Proxy:
     http_ports: tuple[int, ...] = ()  # a waypoint parses HTTP on these destination ports
 
 
-def haproxy_cfg(proxy: Proxy, stats_socket: Path, tls_dir: Path | None) -> str:
-    """The proxy's haproxy.cfg. Pure: certificates are referenced by path."""
-    lines = ["global",
-             f"    uid {PROXY_UID}",
-             f"    gid {PROXY_UID}",
-             f"    stats socket {stats_socket} mode 600 level admin",
-             # HAProxy wants two descriptors per connection: its default exceeds this machine's limit
-             "    maxconn 4096",
-             "defaults",
-             "    timeout connect 5s",
-             f"    timeout client {TIMEOUT}",
-             f"    timeout server {TIMEOUT}"]
-    for ln in proxy.listeners:
-        bind = f"    bind :{ln.port}"
-        if ln.tls_in:
-            bind += f" ssl crt {tls_dir / proxy.identity}.pem ca-file {tls_dir / 'ca.crt'} verify required"
-        server = f"    server upstream {ln.upstream}"  # no port: the original destination's port
-        if ln.tls_out:
-            server += (f" ssl crt {tls_dir / proxy.identity}.pem ca-file {tls_dir / 'ca.crt'} verify required"
-                       f" verifyhost {ln.tls_out}")
-        lines += ["", f"listen {ln.name}", f"    mode {ln.mode}", bind, server]
-        if ln.mode == "http":
-            lines.append("    option http-keep-alive")
-    return "\n".join(lines) + "\n"
+class Backend(Protocol):
+    """What the lab needs of a proxy: both backend modules (`haproxy`, `envoy`) provide these."""
+
+    def version(self) -> str: ...
+
+    def start(self, proxy: Proxy, cpus: list[int], workdir: Path, tls_dir: Path | None) -> subprocess.Popen:
+        """Start the proxy in its namespace, pinned to ``cpus`` (the caller waits for its listeners)."""
+
+    def stats_socket(self, workdir: Path, proxy: Proxy) -> Path:
+        """Where the proxy answers for its counters."""
+
+    def output(self, workdir: Path, proxy: Proxy) -> str:
+        """What the proxy logged, for errors."""
+
+    def bytes_carried(self, sock_path: Path) -> int | None:
+        """Bytes carried so far by the proxy's live counters; None where it has none."""
 
 
 def proxies(mesh: str, nodes: dict[int, str], pods: dict[int, str], http_ports: list[int]) -> list[Proxy]:
@@ -125,7 +111,8 @@ def proxies(mesh: str, nodes: dict[int, str], pods: dict[int, str], http_ports: 
                             (Listener("outbound", OUTBOUND_TCP, "tcp", WAYPOINT_IP, tls_out="waypoint"),
                              node_proxies[0].listeners[1]), "node1")
         waypoint = Proxy("waypoint", "server", nodes[2],
-                         (Listener("inbound", TUNNEL, "http", WAYPOINT_IP, tls_in=True, tls_out="node2"),),
+                         (Listener("inbound", TUNNEL, "http", "0.0.0.0", tls_in=True, tls_out="node2",
+                                   address=WAYPOINT_IP),),
                          "waypoint", tuple(http_ports))
         return [client_node, waypoint, node_proxies[1]]
     server = Proxy("server-sidecar", "server", pods[2],
@@ -206,58 +193,6 @@ def make_certificates(tls_dir: Path, identities: list[str]) -> None:
         write_private(tls_dir / f"{name}.pem", crt.read_text() + key.read_text())
         for p in (csr, ext):
             p.unlink()
-
-
-def version() -> str:
-    """'2.6.12-1+deb12u4' from `haproxy -v`."""
-    first = run([BINARY, "-v"], "haproxy -v").splitlines()[0]  # "HAProxy version 2.6.12-1+deb12u4 2026/10/17 - ..."
-    return first.split()[2]
-
-
-def start(proxy: Proxy, cpus: list[int], workdir: Path, tls_dir: Path | None) -> subprocess.Popen:
-    """Start the proxy in its namespace, pinned to ``cpus`` (the caller waits for its listeners)."""
-    cfg = workdir / f"{proxy.name}.cfg"
-    cfg.write_text(haproxy_cfg(proxy, stats_path(workdir, proxy), tls_dir))
-    log = workdir / f"{proxy.name}.log"
-    with open(log, "w") as out:
-        # ip netns exec and taskset exec the next program: the Popen's pid is haproxy's
-        return subprocess.Popen(["ip", "netns", "exec", proxy.namespace, "taskset", "-c", ",".join(map(str, cpus)),
-                                 BINARY, "-db", "-f", str(cfg)], stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-
-
-def stats_path(workdir: Path, proxy: Proxy) -> Path:
-    return workdir / f"{proxy.name}.sock"
-
-
-def query(sock_path: Path, command: str) -> str:
-    """One command on a proxy's stats socket (``show stat``, ``show info``)."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(5)
-        s.connect(str(sock_path))
-        s.sendall(command.encode() + b"\n")
-        chunks = []
-        while chunk := s.recv(65536):
-            chunks.append(chunk)
-    return b"".join(chunks).decode()
-
-
-def counters(sock_path: Path) -> dict[str, dict[str, int]]:
-    """Per listener: sessions so far (stot) and bytes in and out, from the proxy's own `show stat`."""
-    text = query(sock_path, "show stat")
-    header, *rows = [line for line in text.splitlines() if line.strip()]
-    names = header.lstrip("# ").split(",")
-    out = {}
-    for row in rows:
-        rec = dict(zip(names, row.split(",")))
-        if rec["svname"] == "FRONTEND":
-            out[rec["pxname"]] = {k: int(rec[k] or 0) for k in ("stot", "bin", "bout")}
-    return out
-
-
-def info(sock_path: Path) -> dict[str, str]:
-    """`show info` as a dict (CumConns, CumSslConns, ...)."""
-    return dict(line.split(": ", 1) for line in query(sock_path, "show info").splitlines() if ": " in line)
 
 
 def usage(pid: int, reset_peak: bool) -> dict[str, int]:
