@@ -52,8 +52,10 @@ WAYPOINT_IP = "198.19.2.200"
 class Listener:
     """One frontend: where it listens, what it parses, and where it connects.
 
-    ``upstream`` "0.0.0.0" is the connection's original destination; any other
-    address keeps only the original port. TLS fields name PEM files."""
+    ``upstream`` "0.0.0.0" is the connection's original destination (behind a
+    tunnel's end: the CONNECT authority); any other address keeps only the
+    original port, or, for an HBONE tunnel, is the peer whose port 15008 it
+    opens (the waypoint)."""
 
     name: str
     port: int
