@@ -270,11 +270,13 @@ class Scenario(Strict):
     filter_rules: int | None = Field(default=None, ge=1, le=100_000, description=(
         "lab: this many iptables filter rules that match nothing on the server's node, in INPUT and FORWARD: "
         "a long rule chain in front of the server (a deliberately slower path)"))
-    mesh: Literal["server-sidecar", "sidecars", "sidecars-mtls", "node-proxies-mtls"] | None = Field(
+    mesh: Literal["server-sidecar", "sidecars", "sidecars-mtls", "node-proxies-mtls",
+                  "node-proxies-waypoint"] | None = Field(
         default=None, description=(
             "lab: service-mesh proxies on the pod path: server-sidecar (a sidecar on the server's pod), "
             "sidecars (on both pods, plaintext between them), sidecars-mtls (the same with mutual TLS) or "
-            "node-proxies-mtls (one proxy per node, mutual TLS between them, as Istio's ambient mode)"))
+            "node-proxies-mtls (one proxy per node, mutual TLS between them, as Istio's ambient mode) or "
+            "node-proxies-waypoint (those node proxies with an L7 waypoint proxy between them; Envoy only)"))
     proxy: Literal["haproxy", "envoy"] = Field(default="haproxy", description=(
         "lab: the proxy that runs the mesh: haproxy, or envoy configured as Istio configures it (node "
         "proxies: HBONE)"))
@@ -414,6 +416,9 @@ class Environment(Strict):
             if sc.ip_family == 6 and (sc.mesh or sc.service_proxy or sc.firewall):
                 raise ValueError(f"scenarios.{n}: ip_family 6 has no mesh, service_proxy or firewall "
                                  "(their rules are IPv4)")
+            if sc.mesh == "node-proxies-waypoint" and sc.proxy != "envoy":
+                raise ValueError(f"scenarios.{n}.mesh: node-proxies-waypoint needs proxy: envoy (its tunnels are "
+                                 "HBONE, which HAProxy does not speak)")
             if sc.mesh and (sc.topology or n) == "host":
                 raise ValueError(f"scenarios.{n}.mesh: needs pods (a topology other than host)")
             if self.target == "lab" and (sc.services is None) != (sc.service_proxy is None):

@@ -20,6 +20,11 @@ class TargetError(BenchlibError, RuntimeError):
     """The target cannot be used (missing privilege, tool or kernel feature, failed set-up)."""
 
 
+class DatapathError(TargetError):
+    """A process the target runs on a run's datapath (a mesh proxy) died: that run fails, the campaign
+    goes on once the target has started it again (`Target.recover`)."""
+
+
 class RecordError(BenchlibError, ValueError):
     """A raw record is corrupt, truncated, inconsistent or of an unknown version; the message names it."""
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from . import collectors, cpu, profiling, record
 from .collectors import TestSpec
 from .config import Params, scenario_definition
-from .errors import ConfigError, ParseError, TargetError
+from .errors import ConfigError, DatapathError, ParseError, TargetError
 from .plan import Plan, validate_all
 from .schema import METRICS, PRIMARY_METRICS, SIDES
 from .targets import KILL_WAIT_S, Placement, Result, Target, shown
@@ -203,6 +203,7 @@ def measure(target: Target, run: RunSpec, trim_s: float, profile: tuple[int, str
     started = time.time()
     deadline = time.monotonic() + spec.run_timeout_s + (profiling.START_S if recorder else 0.0)
     procs = []
+    first = None
     try:
         if recorder:
             recorder.start()
@@ -226,6 +227,10 @@ def measure(target: Target, run: RunSpec, trim_s: float, profile: tuple[int, str
             time.sleep(max(0.0, spawned + spec.duration_s + SERVER_WAIT_MARGIN_S - time.monotonic()))
             target.end_server_wait(run.scenario, collector.SERVER)
         results = _wait_all(procs, [inv.argv for inv in invocations], deadline)
+    except DatapathError as exc:
+        if recorder:
+            recorder.close()
+        return _datapath_died(target, run, placement, procs, [inv.argv for inv in invocations], started, first, exc)
     except BaseException:
         if recorder:
             recorder.close()  # perf must not outlive the run (an interrupt, a target error)
@@ -254,6 +259,21 @@ def measure(target: Target, run: RunSpec, trim_s: float, profile: tuple[int, str
     return Measurement(placement, results, started, time.time(),
                        {side: (first[side], last[side]) for side in SIDES}, outcome, reason,
                        {name: (first_usage[name], last_usage[name]) for name in first_usage}, folded)
+
+
+def _datapath_died(target: Target, run: RunSpec, placement: Placement, procs: list, argvs: list[list[str]],
+                   started: float, first: dict | None, exc: DatapathError) -> Measurement:
+    """The failed attempt of a run during which a process on its path (a mesh proxy) died: what the
+    clients printed up to then is kept, and the target starts the process again for the next attempt."""
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+    results = _wait_all(procs, argvs, time.monotonic() + KILL_WAIT_S)
+    last = {side: target.cpu_snapshot(run.scenario, side) for side in SIDES}
+    restarted = target.recover(run.scenario)
+    reason = f"{exc}" + (f" (restarted: {', '.join(restarted)})" if restarted else "")
+    return Measurement(placement, results, started, time.time(),
+                       {side: ((first or last)[side], last[side]) for side in SIDES}, "failed", reason, {}, None)
 
 
 def to_record(campaign: str, run: RunSpec, attempts: list[Measurement], target_info: dict) -> record.RunRecord:

@@ -10,7 +10,7 @@ import pytest
 from benchlib import machine, record, runner, schema, tidy
 from benchlib.analysis import normalize
 from benchlib.plan import plan_environment
-from benchlib.targets.lab import proxies
+from benchlib.targets.lab import haproxy
 from tests.conftest import lab_target, require_root, short_params
 
 MESH = {"veth-routed": ("none", 0, False), "proxy-server": ("server-sidecar", 1, False),
@@ -62,7 +62,7 @@ def test_runs_say_which_proxies_and_tls_were_on_the_path(mesh_tables, tmp_path):
         r = got[scenario]
         assert (r["mesh"], r["proxy_hops"], r["mtls"]) == (mesh, hops, mtls)
         assert r["proxy_kind"] == ("haproxy" if hops else None)
-        assert r["proxy_version"] == (proxies.version() if hops else None)
+        assert r["proxy_version"] == (haproxy.version() if hops else None)
         assert (r["ip_family"], r["big_tcp"], r["gso_gro_max_size"]) == (4, False, None)
 
 

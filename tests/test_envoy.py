@@ -3,6 +3,7 @@ configured as Istio configures its proxies. Each hop must count the traffic in i
 TLS must refuse a client without a certificate of the lab's CA, HBONE must carry one CONNECT stream
 per connection, and nothing of a proxy may outlive its lab."""
 import json
+import os
 import subprocess
 import tempfile
 from pathlib import Path
@@ -16,9 +17,9 @@ from benchlib.plan import plan_environment
 from benchlib.targets.lab import envoy, proxies
 from benchlib.targets.lab.addresses import POD_IP
 from tests.conftest import lab_target, require_root, serving_lab, short_params
-from tests.test_mesh import rr_run, run_client
+from tests.test_mesh import campaign_with_a_proxy_killed, rr_run, run_client
 
-ENVOY = ["envoy-server", "envoy-both", "envoy-both-mtls", "envoy-hbone"]
+ENVOY = ["envoy-server", "envoy-both", "envoy-both-mtls", "envoy-hbone", "envoy-waypoint"]
 # per scenario: each proxy on the path, and the listeners fortio's HTTP and netperf's TCP pass
 HOPS = {
     "envoy-server": {"server-sidecar": ("inbound_http", "inbound_tcp")},
@@ -89,6 +90,35 @@ def test_hbone_carries_one_connect_stream_per_connection_over_one_tls_connection
     # ...multiplexed over fewer HTTP/2 (mutual TLS) connections between the node proxies: Envoy opens
     # another only while the first is still connecting
     assert grew(before, after, "node1", "cluster.hbone.upstream_cx_total") < tunnelled
+
+
+def test_the_waypoint_parses_every_request_between_two_hbone_tunnels(envoy_lab):
+    scenario = "envoy-waypoint"
+    before = stats(envoy_lab, scenario)
+    usage_before = envoy_lab.datapath_usage(scenario, reset_peak=True)
+    http = fortio_run(envoy_lab, scenario, connections=2)
+    after_http = stats(envoy_lab, scenario)
+    rr = rr_run(envoy_lab, scenario)
+    after = stats(envoy_lab, scenario)
+    usage_after = envoy_lab.datapath_usage(scenario, reset_peak=False)
+    assert http["http_errors"] == 0 and http["http_qps"] >= 100 and rr["transaction_rate"] > 100
+    tunnelled = grew(before, after, "node1", "tcp.outbound_hbone.downstream_cx_total")
+    assert tunnelled >= 2 + 2  # fortio's connections, netperf's control and data connections
+    # the client's node tunnels every connection to the waypoint, which ends each tunnel...
+    assert grew(before, after, "node1", "cluster.hbone.upstream_rq_total") == tunnelled
+    assert grew(before, after, "waypoint", "http.connect_terminate.downstream_rq_total") == tunnelled
+    # ...parses each HTTP request (L7) on the HTTP port and forwards netperf's TCP...
+    assert grew(before, after_http, "waypoint", "http.waypoint_http_8080.downstream_rq_total") >= 0.9 * http["http_qps"]
+    assert grew(after_http, after, "waypoint", "tcp.waypoint_tcp.downstream_cx_total") >= 2
+    # ...and opens a tunnel of its own, with its own mutual TLS, to the server's node, which ends it
+    assert grew(before, after, "waypoint", "tcp.connect_originate.downstream_cx_total") == tunnelled
+    assert grew(before, after, "waypoint", "cluster.hbone.upstream_rq_total") == tunnelled
+    assert sum(v for k, v in after["waypoint"].items() if k.startswith("cluster.hbone.ssl.handshake")) > 0
+    assert grew(before, after, "node2", "http.inbound_hbone.downstream_rq_total") == tunnelled
+    assert grew(before, after, "node2", "cluster.inbound_pod.upstream_cx_total") == tunnelled
+    # the runner's judge: bytes moved through every proxy on the path
+    assert runner.idle_proxies(usage_before, usage_after) == []
+    assert set(usage_after) == {"node1", "waypoint", "node2"}
 
 
 def openssl_client(node: str, *args: str) -> subprocess.CompletedProcess:
@@ -179,14 +209,14 @@ def test_every_generated_bootstrap_passes_envoys_own_validation(mesh):
 
 def validate_all(mesh: str, tmp_path: Path) -> None:
     plan = proxies.proxies(mesh, {1: "n1", 2: "n2"}, {1: "p1", 2: "p2"}, [fortio.PORT])
-    tls = tmp_path / "tls" if mesh.endswith("-mtls") else None
+    tls = tmp_path / "tls" if mesh in proxies.MTLS_MESHES else None
     if tls:
         proxies.make_certificates(tls, [p.identity for p in plan])
     for p in plan:
         cfg = envoy.prepare(p, tmp_path, tls)
         envoy.validate(p, cfg)
         text = cfg.read_text()
-        assert ("DownstreamTlsContext" in text or "UpstreamTlsContext" in text) == mesh.endswith("-mtls")
+        assert ("DownstreamTlsContext" in text or "UpstreamTlsContext" in text) == (mesh in proxies.MTLS_MESHES)
     # a broken bootstrap is refused before any run, naming the file
     bad = envoy.prepare(proxies.Proxy("broken", "client", "p1", (), "broken"), tmp_path, None)
     bad.write_text('{"static_resources": {"listeners": [{"name": 1}]}}')
@@ -210,3 +240,19 @@ def test_a_run_whose_traffic_bypassed_a_proxy_is_named_by_the_runner():
     assert runner.idle_proxies(first, last) == ["server-sidecar"]
     assert runner.idle_proxies(first, {**last, "server-sidecar": {"bytes": 101}}) == []
     assert runner.idle_proxies({"cluster-sidecar": {"cpu_ticks": 1}}, {"cluster-sidecar": {"cpu_ticks": 1}}) == []
+
+
+@pytest.mark.parametrize("scenario,proxy", [("envoy-server", "server-sidecar"), ("envoy-waypoint", "waypoint")])
+def test_a_proxy_killed_mid_run_fails_that_run_only_and_is_started_again(lab_env, tmp_path, scenario, proxy):
+    require_root()
+    counts, (failed, after), pid = campaign_with_a_proxy_killed(lab_env, tmp_path, scenario, proxy)
+    assert (counts["failed"], counts["ok"]) == (1, 1), counts
+    reason = failed.attempts[-1].reason
+    assert failed.attempts[-1].outcome == "failed"
+    assert f"proxy {proxy} exited -9" in reason and f"(restarted: {proxy})" in reason, reason
+    assert failed.exit_codes and failed.commands  # what the client did is recorded with the failure
+    # the next run went through the proxy started again: its counters moved
+    assert after.attempts[-1].outcome == "ok"
+    assert after.processes[proxy]["cpu_ticks"][1] >= after.processes[proxy]["cpu_ticks"][0]
+    assert after.processes[proxy]["bytes"][1] > after.processes[proxy]["bytes"][0]
+    assert not os.path.exists(f"/proc/{pid}")

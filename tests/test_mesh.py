@@ -3,6 +3,8 @@ in the real lab. Each hop must show the traffic in its own counters, the mTLS
 legs must carry TLS (and refuse a client without a certificate of the lab's
 CA), and every run records the proxies' CPU and peak RSS."""
 import json
+import os
+import signal
 import subprocess
 import time
 
@@ -13,7 +15,7 @@ from benchlib.collectors import fortio, netperf
 from benchlib.config import load_environment
 from benchlib.errors import ConfigError
 from benchlib.plan import plan_environment
-from benchlib.targets.lab import proxies
+from benchlib.targets.lab import haproxy, proxies
 from benchlib.targets.lab.addresses import POD_IP
 from tests.conftest import lab_target, require_root, serving_lab, short_params
 
@@ -56,7 +58,7 @@ def rr_run(target, scenario: str) -> dict:
 
 
 def counters(target, scenario: str) -> dict:
-    return {p: proxies.counters(target.stats_socket(scenario, p)) for p in HOPS[scenario]}
+    return {p: haproxy.counters(target.stats_socket(scenario, p)) for p in HOPS[scenario]}
 
 
 @pytest.mark.parametrize("scenario", MESH)
@@ -98,12 +100,12 @@ def capture_wire(node: str, seconds_of: callable) -> bytes:
 @pytest.mark.parametrize("scenario", ["proxy-both", *MTLS])
 def test_the_wire_carries_tls_exactly_where_mtls_is_on(mesh_lab, scenario):
     node1 = mesh_lab.placement(scenario).details["nodes"][1]
-    infos = {p: proxies.info(mesh_lab.stats_socket(scenario, p)) for p in HOPS[scenario]}
+    infos = {p: haproxy.info(mesh_lab.stats_socket(scenario, p)) for p in HOPS[scenario]}
     # fortio's requests, and netperf's new connections (HAProxy may reuse idle HTTP connections to
     # its upstream, never a TCP-mode one: netperf's make new TLS sessions for sure)
     wire = capture_wire(node1, lambda: (fortio_run(mesh_lab, scenario, 100, close=False),
                                         rr_run(mesh_lab, scenario)))
-    after = {p: proxies.info(mesh_lab.stats_socket(scenario, p)) for p in HOPS[scenario]}
+    after = {p: haproxy.info(mesh_lab.stats_socket(scenario, p)) for p in HOPS[scenario]}
     if scenario in MTLS:
         assert b"GET /echo" not in wire  # no request in clear text between the nodes
         assert b"\x17\x03\x03" in wire  # TLS application-data records
@@ -184,7 +186,7 @@ def test_a_campaign_records_the_proxies_cpu_and_peak_rss(lab_env, tmp_path):
     assert recs["proxy-both-mtls"].placement["mesh"]["kind"] == "sidecars-mtls"
 
 
-@pytest.mark.parametrize("mesh", proxies.MESHES)
+@pytest.mark.parametrize("mesh", haproxy.MESHES)
 def test_haproxy_accepts_each_generated_configuration(tmp_path, mesh):
     require_root()  # the configuration drops to the proxy's uid, which haproxy -c checks
     nodes, pods = {1: "n1", 2: "n2"}, {1: "p1", 2: "p2"}
@@ -193,10 +195,10 @@ def test_haproxy_accepts_each_generated_configuration(tmp_path, mesh):
     proxies.make_certificates(tls, [p.identity for p in plan])
     for p in plan:
         cfg = tmp_path / f"{p.name}.cfg"
-        cfg.write_text(proxies.haproxy_cfg(p, tmp_path / f"{p.name}.sock", tls))
+        cfg.write_text(haproxy.haproxy_cfg(p, tmp_path / f"{p.name}.sock", tls))
         proc = subprocess.run(["haproxy", "-c", "-f", str(cfg)], capture_output=True, text=True)
         assert proc.returncode == 0, proc.stdout + proc.stderr
-        assert ("verify required" in cfg.read_text()) == mesh.endswith("-mtls")
+        assert ("verify required" in cfg.read_text()) == (mesh in proxies.MTLS_MESHES)
 
 
 def test_a_mesh_needs_pods(tmp_path, monkeypatch):
@@ -205,6 +207,15 @@ def test_a_mesh_needs_pods(tmp_path, monkeypatch):
                              "  a: {topology: host, mesh: sidecars, description: x}\n")
     with pytest.raises(ConfigError, match="mesh: needs pods"):
         load_environment("m")
+
+
+def test_a_waypoint_needs_envoy(tmp_path, monkeypatch):
+    from tests.conftest import project_with_environment
+    project_with_environment(tmp_path, monkeypatch, "m", "description: x\ntarget: lab\nscenarios:\n"
+                             "  a: {topology: veth-routed, mesh: node-proxies-waypoint, description: x}\n")
+    with pytest.raises(ConfigError, match=r"scenarios.a.mesh: node-proxies-waypoint needs proxy: envoy"):
+        load_environment("m")
+    assert set(haproxy.MESHES) < set(proxies.MESHES)
 
 
 def test_the_eks_istio_scenarios_render_their_namespace_label_and_mtls_record(monkeypatch):
@@ -245,3 +256,39 @@ def test_private_keys_are_mode_0600_even_over_an_old_readable_file(tmp_path):
     private = sorted(tls.glob("*.key")) + sorted(tls.glob("*.pem"))
     assert len(private) == 5  # the CA's key, and each identity's key and PEM
     assert {p.name: p.stat().st_mode & 0o777 for p in private} == {p.name: 0o600 for p in private}
+
+
+def campaign_with_a_proxy_killed(lab_env, tmp_path, scenario: str, proxy: str):
+    """A real two-run campaign of ``scenario`` whose ``proxy`` is killed (SIGKILL) once the first run's
+    CPU window has begun: (counts, records in run order, the killed pid)."""
+    tests = {"rr": {"tool": "netperf", "kind": "TCP_RR", "duration_s": 2, "message_size": 1}}
+    params = short_params("proxy-killed", [scenario], tests, repetitions=2, retries=0)
+    plan = plan_environment(params, "local-lab")
+    target = lab_target(lab_env, plan.scenarios, ["netperf"])
+    read_usage, killed = target.datapath_usage, []
+
+    def usage_then_kill(sc: str, reset_peak: bool) -> dict:
+        out = read_usage(sc, reset_peak)
+        if reset_peak and not killed:
+            proc = next(proc for p, proc in target._proxies[sc] if p.name == proxy)
+            os.kill(proc.pid, signal.SIGKILL)
+            killed.append(proc.pid)
+        return out
+
+    target.datapath_usage = usage_then_kill
+    counts = runner.run_environment(params, plan, target, raw_root=tmp_path, log=lambda m: None)
+    recs = sorted((record.load(p) for p in record.find(record.campaign_dir("proxy-killed", tmp_path))),
+                  key=lambda r: r.order)
+    return counts, recs, killed[0]
+
+
+
+def test_a_haproxy_killed_mid_run_fails_that_run_only_and_is_started_again(lab_env, tmp_path):
+    require_root()
+    counts, (failed, after), pid = campaign_with_a_proxy_killed(lab_env, tmp_path, "proxy-server", "server-sidecar")
+    assert (counts["failed"], counts["ok"]) == (1, 1), counts
+    reason = failed.attempts[-1].reason
+    assert "proxy server-sidecar exited -9" in reason and "(restarted: server-sidecar)" in reason, reason
+    assert after.attempts[-1].outcome == "ok"
+    assert after.processes["server-sidecar"]["cpu_ticks"][1] > after.processes["server-sidecar"]["cpu_ticks"][0]
+    assert not os.path.exists(f"/proc/{pid}")

@@ -174,8 +174,13 @@ class Target(ABC):
     def datapath_usage(self, scenario: str, reset_peak: bool) -> dict[str, dict]:
         """The processes the target itself runs on the scenario's datapath (service-mesh proxies), by
         name: ``side``, ``cpus``, ``version``, ``cpu_ticks`` (user + system so far) and ``peak_rss_kib``
-        (since the last reading with ``reset_peak``). None by default."""
+        (since the last reading with ``reset_peak``). None by default. Raises DatapathError when one of
+        them died."""
         return {}
+
+    def recover(self, scenario: str) -> list[str]:
+        """Start again the datapath processes of the scenario that died; returns their names."""
+        return []
 
     def profile_unavailable(self, scenario: str) -> str | None:
         """Why perf on this machine cannot profile the active scenario's runs; None: it can."""

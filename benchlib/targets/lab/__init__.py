@@ -25,10 +25,10 @@ from pathlib import Path
 from benchlib import cpu
 from benchlib.collectors import Server
 from benchlib.config import Environment
-from benchlib.errors import TargetError
+from benchlib.errors import DatapathError, TargetError
 
 from .. import LocalProcess, Placement, Target, service_ports, wait_listening
-from . import envoy, netfilter, proxies, topologies
+from . import envoy, haproxy, netfilter, proxies, topologies
 from .addresses import POD_GW, POD_IP
 from .locking import clean_leftovers, lab_id_of, new_lab_id, release, temp_dir, try_lock
 from .netns import COMMAND_TIMEOUT_S, in_ns, ip, list_namespaces, remove_namespace, stop
@@ -59,6 +59,9 @@ def child_pids(pid: int) -> list[int]:
         return []  # the process is gone
 
 
+BACKENDS: dict[str, proxies.Backend] = {"haproxy": haproxy, "envoy": envoy}  # by Scenario.proxy
+
+
 def _mask(cpus: list[int]) -> str:
     return format(sum(1 << c for c in cpus), "x")
 
@@ -87,7 +90,8 @@ class LabTarget(Target):
         self._logdir: Path | None = None
         # per scenario: its mesh proxies and their processes
         self._proxies: dict[str, list[tuple[proxies.Proxy, subprocess.Popen]]] = {}
-        self._proxy_kinds: dict[str, str] = {}  # per scenario with a mesh: haproxy or envoy
+        self._backends: dict[str, proxies.Backend] = {}  # per scenario with a mesh: its proxy's
+        self._tls_dirs: dict[str, Path | None] = {}  # per scenario with a mesh: its certificates, if any
         self._proxy_versions: dict[str, str] = {}  # by proxy kind (haproxy, envoy)
         # per scenario: its namespaces by side, and the CPU placement their receive steering is set for
         self._side_namespaces: dict[str, dict[str, list[str]]] = {}
@@ -238,30 +242,23 @@ class LabTarget(Target):
         plan = proxies.proxies(mesh, nodes, {1: sides["client"], 2: sides["server"]}, http_ports)
         workdir = self._logs / name
         workdir.mkdir()
-        tls_dir = workdir / "tls" if mesh.endswith("-mtls") else None
+        tls_dir = workdir / "tls" if mesh in proxies.MTLS_MESHES else None
         if tls_dir:
             proxies.make_certificates(tls_dir, [p.identity for p in plan])
-        if mesh == "node-proxies-mtls":
+        if mesh in proxies.NODE_MESHES:
             # REDIRECT needs an address on the incoming device: the pods' gateway address, on the node's side
             for node in nodes.values():
                 ip(node, "addr", "add", f"{POD_GW}/32", "dev", "veth0")
-        backend = envoy if kind == "envoy" else proxies
+        if mesh == "node-proxies-waypoint":  # the waypoint's own address, on the server's node
+            ip(nodes[2], "addr", "add", f"{proxies.WAYPOINT_IP}/32", "dev", "lo")
+        backend = self._backends[name] = BACKENDS[kind]
+        self._tls_dirs[name] = tls_dir
         if kind not in self._proxy_versions:
             self._proxy_versions[kind] = backend.version()
-        cpus = {"client": self.client_cpus, "server": self.server_cpus}
-        started = []
+        self._proxies[name] = []
         for proxy in plan:
-            proc = backend.start(proxy, cpus[proxy.side], workdir, tls_dir)
-            self._servers.append(proc)  # stopped at teardown with the tools' servers
-            for ln in proxy.listeners:
-                wait_listening(Server(f"{kind} {proxy.name}", [], ln.port), proc,
-                               lambda argv, ns=proxy.namespace: in_ns(ns, *argv), "lab", f"in {proxy.namespace}",
-                               lambda p=proxy: self._proxy_output(name, p),
-                               timeout_s=SERVER_LISTEN_TIMEOUT_S, poll_s=SERVER_POLL_S)
+            self._proxies[name].append((proxy, self._start_proxy(name, proxy)))
             proxies.install_capture(proxy, http_ports)
-            started.append((proxy, proc))
-        self._proxies[name] = started
-        self._proxy_kinds[name] = kind
         return {"kind": mesh, "proxy": kind, "proxy_version": self._proxy_versions[kind], "http_ports": http_ports,
                 "proxies": {p.name: {"side": p.side, "namespace": p.namespace,
                                      "listeners": [{"name": ln.name, "port": ln.port, "mode": ln.mode,
@@ -270,37 +267,56 @@ class LabTarget(Target):
                 **({"mtls": {"certificates": "EC P-256, one CA per lab; generated per lab, never recorded",
                              "verify": "required both ways"}} if tls_dir else {})}
 
-    def _proxy_output(self, scenario: str, proxy: proxies.Proxy) -> str:
-        """What a mesh proxy logged, for errors."""
-        workdir = self._logs / scenario
-        if self._proxy_kinds.get(scenario) == "envoy":
-            return envoy.output(workdir, proxy)
-        log = workdir / f"{proxy.name}.log"
-        return log.read_text(errors="replace") if log.exists() else ""
+    def _start_proxy(self, scenario: str, proxy: proxies.Proxy) -> subprocess.Popen:
+        """Start one of the scenario's proxies on its side's CPUs and wait for its listeners."""
+        backend, workdir = self._backends[scenario], self._logs / scenario
+        cpus = {"client": self.client_cpus, "server": self.server_cpus}
+        proc = backend.start(proxy, cpus[proxy.side], workdir, self._tls_dirs[scenario])
+        self._servers.append(proc)  # stopped at teardown with the tools' servers
+        for ln in proxy.listeners:
+            # on its own address, a listener must be told from another proxy's on the same port
+            where = "" if ln.address == "0.0.0.0" else f" and src {ln.address}"
+            wait_listening(Server(f"{self.env.scenarios[scenario].proxy} {proxy.name}", [], ln.port), proc,
+                           lambda argv, ns=proxy.namespace, where=where: in_ns(ns, *argv[:-1], argv[-1] + where),
+                           "lab", f"in {proxy.namespace}",
+                           lambda: backend.output(workdir, proxy),
+                           timeout_s=SERVER_LISTEN_TIMEOUT_S, poll_s=SERVER_POLL_S)
+        return proc
 
     def stats_socket(self, scenario: str, proxy: str) -> Path:
         """A mesh proxy's stats socket: HAProxy's, or Envoy's admin interface (the tests read its counters)."""
         found = next(p for p, _ in self._proxies[scenario] if p.name == proxy)
-        if self._proxy_kinds.get(scenario) == "envoy":
-            return envoy.admin_socket(self._logs / scenario, found)
-        return proxies.stats_path(self._logs / scenario, found)
+        return self._backends[scenario].stats_socket(self._logs / scenario, found)
 
     def datapath_usage(self, scenario: str, reset_peak: bool) -> dict[str, dict]:
+        """Raises DatapathError, with the proxy's last words, when one of the scenario's proxies died."""
         cpus = {"client": self.client_cpus, "server": self.server_cpus}
         out = {}
         for proxy, proc in self._proxies.get(scenario, []):
+            backend = self._backends[scenario]  # every scenario with proxies has its backend
             if proc.poll() is not None:
-                tail = self._proxy_output(scenario, proxy).strip()[-400:]
-                raise TargetError(f"lab: scenario {scenario}: proxy {proxy.name} exited {proc.returncode}: {tail}")
+                tail = backend.output(self._logs / scenario, proxy).strip()[-400:]
+                raise DatapathError(f"lab: scenario {scenario}: proxy {proxy.name} exited {proc.returncode}: "
+                                    f"{tail or '(it logged nothing)'}")
             out[proxy.name] = {"side": proxy.side, "cpus": cpus[proxy.side],
-                               "version": self._proxy_versions[self._proxy_kinds[scenario]],
+                               "version": self._proxy_versions[self.env.scenarios[scenario].proxy],
                                **proxies.usage(proc.pid, reset_peak)}
-            if self._proxy_kinds[scenario] == "envoy":
-                # the bytes it has carried so far, by its own live counters: a run during which they did not
-                # move did not go through it. (HAProxy counts a TCP connection's bytes only when it ends,
-                # and netperf's connections outlive the CPU window.)
-                out[proxy.name]["bytes"] = envoy.bytes_carried(self.stats_socket(scenario, proxy.name))
+            # the bytes it has carried so far, by its own live counters, where it keeps them: a run during
+            # which they did not move did not go through it
+            carried = backend.bytes_carried(self.stats_socket(scenario, proxy.name))
+            if carried is not None:
+                out[proxy.name]["bytes"] = carried
         return out
+
+    def recover(self, scenario: str) -> list[str]:
+        """Start again every proxy of the scenario that died (its capture rules stay in place), so the
+        runs after a failed one find their path whole. Returns the names of those restarted."""
+        restarted = []
+        for i, (proxy, proc) in enumerate(self._proxies.get(scenario, [])):
+            if proc.poll() is not None:
+                self._proxies[scenario][i] = (proxy, self._start_proxy(scenario, proxy))
+                restarted.append(proxy.name)
+        return restarted
 
     def _steer_receive(self, scenario: str, mode: str) -> None:
         # veth delivers a packet on the sending CPU. RPS moves receive

@@ -1,4 +1,4 @@
-"""Envoy as the lab's mesh proxy, in the shapes of Istio's data plane.
+"""Envoy as the lab's mesh proxy (a `proxies.Backend`), in the shapes of Istio's data plane.
 
 The same mesh shapes as HAProxy (`proxies.proxies`: the listeners, their
 ports and the capture rules are shared), each listener rendered as Istio
@@ -9,7 +9,10 @@ application from 127.0.0.6 (Istio's inbound passthrough source), mutual TLS
 with SPIFFE identities (`proxies.spiffe_id`). Node proxies speak HBONE, the
 tunnel of Istio's ambient mode: each captured connection becomes one HTTP/2
 CONNECT stream over mutual TLS to the destination's port 15008, where the
-peer node's proxy ends the tunnel and connects to the CONNECT authority.
+peer node's proxy ends the tunnel and connects to the CONNECT authority. A
+waypoint (`_waypoint`) ends such a tunnel, runs the destination's HTTP through
+the HTTP connection manager (L7) and opens a tunnel of its own to the
+destination's node proxy, through internal listeners as Istio's waypoints do.
 
 Static bootstraps stand in for what istiod would push over xDS; stock Envoy
 lacks Istio's stats and metadata-exchange filters, so its cost per request is
@@ -26,6 +29,7 @@ import re
 import shutil
 import socket
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 from ...errors import TargetError
@@ -150,34 +154,114 @@ def _node(proxy: Proxy, ln: Listener, files: Path | None) -> tuple[dict, dict]:
     tunnel's end."""
     files = _certificates(files, proxy)  # HBONE is mutual TLS both ways
     if ln.port == TUNNEL:  # the tunnel's end: one CONNECT stream per connection, to its authority
-        hcm = _hcm("inbound_hbone", "inbound_pod", codec_type="HTTP2",
-                   http2_protocol_options={"allow_connect": True},
-                   upgrade_configs=[{"upgrade_type": "CONNECT"}])
-        hcm["typed_config"]["route_config"]["virtual_hosts"][0]["routes"] = [
-            {"match": {"connect_matcher": {}},
-             "route": {"cluster": "inbound_pod", "upgrade_configs": [{"upgrade_type": "CONNECT",
-                                                                      "connect_config": {}}]}}]
-        chain = {"filters": [hcm], "transport_socket": _downstream_tls(files, proxy.identity, ["h2"])}
+        chain = {"filters": [_tunnel_end("inbound_hbone", "inbound_pod")],
+                 "transport_socket": _downstream_tls(files, proxy.identity, ["h2"])}
         cluster = _original_dst_cluster("inbound_pod", original_dst_lb_config={
             "use_http_header": True, "http_header_name": ":authority"})
         return _listener(ln.name, ln.port, chain, ("original_dst",)), cluster
-    # outbound: CONNECT <original destination> to that address's port 15008 (the peer node catches it)
+    # outbound: CONNECT <original destination> to that address's port 15008 (the peer node catches it),
+    # or to the waypoint's, which the listener names
     assert ln.tls_out is not None  # a node's outbound listener names its peer (proxies.proxies)
     chain = {"filters": [_tcp_proxy("outbound_hbone", "hbone", tunneling_config={
         "hostname": "%DOWNSTREAM_LOCAL_ADDRESS%"})]}
-    cluster = _original_dst_cluster("hbone", original_dst_lb_config={"upstream_port_override": TUNNEL},
-                                    typed_extension_protocol_options=_H2_CONNECT,
-                                    transport_socket=_upstream_tls(files, proxy.identity, ln.tls_out, ["h2"]))
+    tunnel = {"typed_extension_protocol_options": _H2_CONNECT,
+              "transport_socket": _upstream_tls(_certificates(files, proxy), proxy.identity, ln.tls_out, ["h2"])}
+    if ln.upstream == "0.0.0.0":
+        cluster = _original_dst_cluster("hbone", original_dst_lb_config={"upstream_port_override": TUNNEL}, **tunnel)
+    else:
+        cluster = _static_cluster("hbone", {"socket_address": {"address": ln.upstream, "port_value": TUNNEL}},
+                                  **tunnel)
     return _listener(ln.name, ln.port, chain, ("original_dst",)), cluster
+
+
+def _static_cluster(name: str, address: dict, **options) -> dict:
+    return {"name": name, "type": "STATIC", "connect_timeout": "5s",
+            "load_assignment": {"cluster_name": name, "endpoints": [{"lb_endpoints": [
+                {"endpoint": {"address": address}}]}]},
+            **options}
+
+
+def _internal_cluster(listener: str) -> dict:
+    """A cluster whose one endpoint is the internal listener ``listener`` (a user-space connection)."""
+    return _static_cluster(listener, {"envoy_internal_address": {"server_listener_name": listener}},
+                           transport_socket={"name": "envoy.transport_sockets.internal_upstream", "typed_config": {
+                               "@type": "type.googleapis.com/envoy.extensions.transport_sockets.internal_upstream."
+                                        "v3.InternalUpstreamTransport",
+                               "transport_socket": {"name": "envoy.transport_sockets.raw_buffer", "typed_config": {
+                                   "@type": "type.googleapis.com/envoy.extensions.transport_sockets.raw_buffer.v3."
+                                            "RawBuffer"}}}})
+
+
+def _internal_listener(name: str, chains: list[dict]) -> dict:
+    """An internal listener whose connections take their destination from the filter state the tunnel's
+    end set (the original_dst listener filter reads it there on internal listeners)."""
+    return {"name": name, "internal_listener": {},
+            "listener_filters": [{"name": "envoy.filters.listener.original_dst", "typed_config": {
+                "@type": "type.googleapis.com/envoy.extensions.filters.listener.original_dst.v3.OriginalDst"}}],
+            "filter_chains": chains}
+
+
+def _tunnel_end(stat_prefix: str, cluster: str, http_filters: Sequence[dict] = ()) -> dict:
+    """The HCM that ends HBONE: one CONNECT stream per tunnelled connection, to ``cluster``."""
+    hcm = _hcm(stat_prefix, cluster, codec_type="HTTP2", http2_protocol_options={"allow_connect": True},
+               upgrade_configs=[{"upgrade_type": "CONNECT"}])
+    hcm["typed_config"]["route_config"]["virtual_hosts"][0]["routes"] = [
+        {"match": {"connect_matcher": {}},
+         "route": {"cluster": cluster, "upgrade_configs": [{"upgrade_type": "CONNECT", "connect_config": {}}]}}]
+    hcm["typed_config"]["http_filters"][:0] = http_filters
+    return hcm
+
+
+# The CONNECT authority as the destination of the internal listeners behind the tunnel's end, shared with
+# every connection made on its behalf, through both internal hops (TRANSITIVE), as Istio's waypoints do
+_DESTINATION_FROM_AUTHORITY = {"name": "envoy.filters.http.set_filter_state", "typed_config": {
+    "@type": "type.googleapis.com/envoy.extensions.filters.http.set_filter_state.v3.Config",
+    "on_request_headers": [{"object_key": "envoy.filters.listener.original_dst.local_ip",
+                            "format_string": {"text_format_source": {"inline_string": "%REQ(:AUTHORITY)%"}},
+                            "shared_with_upstream": "TRANSITIVE"}]}}
+
+
+def _waypoint(proxy: Proxy, files: Path) -> tuple[list[dict], list[dict]]:
+    """(listeners, clusters) of a waypoint, the shape of Istio's: HBONE ends on its address's port 15008
+    (``connect_terminate``); each tunnelled connection goes on, through a user-space connection, to
+    ``main_internal``, which parses HTTP on the HTTP ports (L7: routing and policy live here) and
+    forwards other TCP; both hand the connection to ``connect_originate``, which opens a CONNECT
+    stream to the destination's port 15008 (its node's proxy catches it)."""
+    (ln,) = proxy.listeners
+    terminate = {"name": "connect_terminate",
+                 "address": {"socket_address": {"address": ln.address, "port_value": ln.port}},
+                 "filter_chains": [{"filters": [_tunnel_end("connect_terminate", "main_internal",
+                                                            [_DESTINATION_FROM_AUTHORITY])],
+                                    "transport_socket": _downstream_tls(files, proxy.identity, ["h2"])}]}
+    main = _internal_listener("main_internal", [
+        *({"filter_chain_match": {"destination_port": port},
+           "filters": [_hcm(f"waypoint_http_{port}", "connect_originate")]} for port in proxy.http_ports),
+        {"filters": [_tcp_proxy("waypoint_tcp", "connect_originate")]}])
+    originate = _internal_listener("connect_originate", [{"filters": [_tcp_proxy(
+        "connect_originate", "hbone", tunneling_config={"hostname": "%DOWNSTREAM_LOCAL_ADDRESS%"})]}])
+    assert ln.tls_out is not None  # the waypoint's onward tunnel names the server node's identity
+    hbone = _original_dst_cluster("hbone", original_dst_lb_config={"upstream_port_override": TUNNEL},
+                                  typed_extension_protocol_options=_H2_CONNECT,
+                                  transport_socket=_upstream_tls(files, proxy.identity, ln.tls_out, ["h2"]))
+    return [terminate, main, originate], [_internal_cluster("main_internal"), _internal_cluster("connect_originate"),
+                                          hbone]
 
 
 def bootstrap(proxy: Proxy, admin_socket: Path, files: Path | None) -> dict:
     """The proxy's static Envoy bootstrap (pure). ``files``: where its certificate, key and the CA are."""
-    node = proxy.name.startswith("node")
-    pairs = [(_node if node else _sidecar)(proxy, ln, files) for ln in proxy.listeners]
+    extensions = {}
+    if proxy.name == "waypoint":
+        listeners, clusters = _waypoint(proxy, _certificates(files, proxy))
+        extensions["bootstrap_extensions"] = [{"name": "envoy.bootstrap.internal_listener", "typed_config": {
+            "@type": "type.googleapis.com/envoy.extensions.bootstrap.internal_listener.v3.InternalListener"}}]
+    else:
+        build = _node if proxy.name.startswith("node") else _sidecar
+        pairs = [build(proxy, ln, files) for ln in proxy.listeners]
+        listeners, clusters = [p[0] for p in pairs], [p[1] for p in pairs]
     return {"node": {"id": proxy.name, "cluster": "benchlib-lab"},
             "admin": {"address": {"pipe": {"path": str(admin_socket)}}},
-            "static_resources": {"listeners": [p[0] for p in pairs], "clusters": [p[1] for p in pairs]},
+            "static_resources": {"listeners": listeners, "clusters": clusters},
+            **extensions,
             "overload_manager": {"resource_monitors": [{
                 "name": "envoy.resource_monitors.global_downstream_max_connections",
                 "typed_config": {"@type": "type.googleapis.com/envoy.extensions.resource_monitors."
@@ -189,7 +273,8 @@ def proxy_dir(workdir: Path, proxy: Proxy) -> Path:
     return workdir / f"{proxy.name}-envoy"
 
 
-def admin_socket(workdir: Path, proxy: Proxy) -> Path:
+def stats_socket(workdir: Path, proxy: Proxy) -> Path:
+    """Its admin interface, a unix socket in its directory."""
     return proxy_dir(workdir, proxy) / "admin.sock"
 
 
@@ -206,7 +291,7 @@ def prepare(proxy: Proxy, workdir: Path, tls_dir: Path | None) -> Path:
     """The proxy's directory, owned by the proxy's uid: its bootstrap, its certificate and key (mode
     600) and the CA's certificate. Returns the bootstrap's path."""
     d = proxy_dir(workdir, proxy)
-    d.mkdir(mode=0o700)
+    d.mkdir(mode=0o700, exist_ok=True)  # exists when a proxy that died is started again
     _owned(d, 0o700)
     for parent in (workdir, workdir.parent):  # the proxy's uid must reach its directory, not list others
         parent.chmod(parent.stat().st_mode | 0o111)
@@ -216,8 +301,9 @@ def prepare(proxy: Proxy, workdir: Path, tls_dir: Path | None) -> Path:
         for name in (f"{proxy.identity}.crt", f"{proxy.identity}.key", "ca.crt"):
             shutil.copyfile(tls_dir / name, d / name)
             _owned(d / name, 0o600)
+    stats_socket(workdir, proxy).unlink(missing_ok=True)  # a dead proxy's socket would stop its successor's
     cfg = d / "envoy.json"
-    cfg.write_text(json.dumps(bootstrap(proxy, admin_socket(workdir, proxy), files), indent=1))
+    cfg.write_text(json.dumps(bootstrap(proxy, stats_socket(workdir, proxy), files), indent=1))
     _owned(cfg, 0o600)
     return cfg
 

@@ -12,7 +12,7 @@ import subprocess
 from benchlib.config import Environment, Scenario
 from benchlib.errors import TargetError
 
-from . import bpf, encryption, proxies
+from . import bpf, encryption, haproxy, proxies
 from .locking import new_lab_id, release, try_lock
 from .netns import COMMAND_TIMEOUT_S, apply, apply_ip, ip, remove_namespace
 from .topologies import TOPOLOGIES, VXLAN_PORT, set_big_tcp, topology_of
@@ -84,7 +84,7 @@ def _needs(name: str, sc: Scenario) -> tuple[list[str], list[str]]:
     if sc.big_tcp and sc.big_tcp > 65536:  # up to 65536: every kernel
         features.append("big-tcp" if sc.ip_family == 6 else "big-tcp-ipv4")
     if sc.mesh:
-        commands += [proxies.BINARY, "openssl"]
+        commands += [haproxy.BINARY, "openssl"] if sc.proxy == "haproxy" else ["openssl"]
         features.append("mesh-capture")
     return commands, features
 

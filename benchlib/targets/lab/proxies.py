@@ -1,15 +1,10 @@
-"""Service-mesh proxies in the lab: HAProxy as sidecars and as node proxies.
+"""Service-mesh shapes in the lab: which proxies stand where, what they listen
+on and connect to, the capture rules that bring a pod's traffic to them, and
+the certificates of their mutual TLS. Two backends run them: HAProxy
+(`haproxy`) and Envoy as Istio configures it (`envoy`), each satisfying
+`Backend`.
 
-HAProxy (Debian's package) rather than nginx or stunnel: one binary does L7
-HTTP and L4 TCP, terminates and originates mutual TLS, connects to a
-connection's original destination (SO_ORIGINAL_DST after an iptables
-REDIRECT, as Envoy and ztunnel do) and answers on a stats socket with its
-own per-listener connection and byte counters, which the tests use to prove
-each hop is on the path. stunnel is L4 only and lacks per-listener counters;
-nginx needs a separate stream module for TCP and has no original-destination
-support.
-
-Four shapes (`Scenario.mesh`):
+Five shapes (`Scenario.mesh`):
 
 - ``server-sidecar``: the server pod's inbound TCP is redirected to a proxy
   in that pod, which connects to the server on 127.0.0.1 (one hop);
@@ -20,7 +15,12 @@ Four shapes (`Scenario.mesh`):
 - ``sidecars-mtls``: the same with mutual TLS between the two proxies;
 - ``node-proxies-mtls``: no sidecars; each node's proxy catches its pods'
   traffic to the other node's pods and carries it over mutual TLS to the
-  other node's proxy (Istio ambient's ztunnel, L4 only).
+  other node's proxy (Istio ambient's ztunnel, L4 only);
+- ``node-proxies-waypoint``: the node proxies of ``node-proxies-mtls``, but
+  the client node's proxy tunnels to a waypoint (Istio ambient's L7 proxy,
+  on the server's node at an address of its own), which ends the tunnel,
+  parses HTTP, and tunnels again to the server's node proxy (Envoy only:
+  the tunnels are HBONE).
 
 Sidecars parse HTTP on the ports a server declares as HTTP (`Server.l7`), as
 Envoy does; everything else is forwarded as TCP. Certificates are made for
@@ -29,29 +29,33 @@ each lab with openssl in the lab's private directory and never recorded.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from .addresses import OTHER, pod_subnet
 from .netns import apply, run
 
-MESHES = ("server-sidecar", "sidecars", "sidecars-mtls", "node-proxies-mtls")
-BINARY = "haproxy"
+MESHES = ("server-sidecar", "sidecars", "sidecars-mtls", "node-proxies-mtls", "node-proxies-waypoint")
+MTLS_MESHES = ("sidecars-mtls", "node-proxies-mtls", "node-proxies-waypoint")
+NODE_MESHES = ("node-proxies-mtls", "node-proxies-waypoint")
 PROXY_UID = 1337  # Istio's proxy uid: the client pod's capture rule spares this uid's own connections
 OUTBOUND_TCP, OUTBOUND_HTTP = 15001, 15002  # Istio captures outbound on 15001
 INBOUND_TCP, INBOUND_HTTP = 15006, 15007  # ... and inbound on 15006
 TUNNEL = 15008  # ztunnel's node-to-node (HBONE) port
-TIMEOUT = "10m"  # a netperf control connection idles for a whole run
+# The waypoint's address: in the server node's pod subnet, as a waypoint pod on that node would have
+WAYPOINT_IP = "198.19.2.200"
 
 
 @dataclass(frozen=True)
 class Listener:
     """One frontend: where it listens, what it parses, and where it connects.
 
-    ``upstream`` "0.0.0.0" is the connection's original destination; any other
-    address keeps only the original port. TLS fields name PEM files."""
+    ``upstream`` "0.0.0.0" is the connection's original destination (behind a
+    tunnel's end: the CONNECT authority); any other address keeps only the
+    original port, or, for an HBONE tunnel, is the peer whose port 15008 it
+    opens (the waypoint)."""
 
     name: str
     port: int
@@ -59,6 +63,7 @@ class Listener:
     upstream: str
     tls_in: bool = False  # terminate mutual TLS (the peer must show a certificate of the lab's CA)
     tls_out: str | None = None  # originate mutual TLS; the identity the peer's certificate must carry
+    address: str = "0.0.0.0"  # where it listens: every address of its namespace, or one of its own
 
 
 @dataclass(frozen=True)
@@ -70,49 +75,52 @@ class Proxy:
     namespace: str
     listeners: tuple[Listener, ...]
     identity: str  # the subject of its certificate (mTLS shapes)
+    http_ports: tuple[int, ...] = ()  # a waypoint parses HTTP on these destination ports
 
 
-def _mtls(tls_dir: Path | None, identity: str) -> str:
-    """HAProxy's options for mutual TLS as ``identity``, with the lab's CA."""
-    if tls_dir is None:
-        raise ValueError(f"{identity}: mutual TLS without the lab's certificates")
-    return f"ssl crt {tls_dir / identity}.pem ca-file {tls_dir / 'ca.crt'} verify required"
+class Backend(Protocol):
+    """What the lab needs of a proxy: both backend modules (`haproxy`, `envoy`) provide these."""
 
+    def version(self) -> str: ...
 
-def haproxy_cfg(proxy: Proxy, stats_socket: Path, tls_dir: Path | None) -> str:
-    """The proxy's haproxy.cfg. Pure: certificates are referenced by path."""
-    lines = ["global",
-             f"    uid {PROXY_UID}",
-             f"    gid {PROXY_UID}",
-             f"    stats socket {stats_socket} mode 600 level admin",
-             # HAProxy wants two descriptors per connection: its default exceeds this machine's limit
-             "    maxconn 4096",
-             "defaults",
-             "    timeout connect 5s",
-             f"    timeout client {TIMEOUT}",
-             f"    timeout server {TIMEOUT}"]
-    for ln in proxy.listeners:
-        bind = f"    bind :{ln.port}"
-        if ln.tls_in:
-            bind += f" {_mtls(tls_dir, proxy.identity)}"
-        server = f"    server upstream {ln.upstream}"  # no port: the original destination's port
-        if ln.tls_out:
-            server += f" {_mtls(tls_dir, proxy.identity)} verifyhost {ln.tls_out}"
-        lines += ["", f"listen {ln.name}", f"    mode {ln.mode}", bind, server]
-        if ln.mode == "http":
-            lines.append("    option http-keep-alive")
-    return "\n".join(lines) + "\n"
+    def start(self, proxy: Proxy, cpus: list[int], workdir: Path, tls_dir: Path | None) -> subprocess.Popen:
+        """Start the proxy in its namespace, pinned to ``cpus`` (the caller waits for its listeners)."""
+        ...
+
+    def stats_socket(self, workdir: Path, proxy: Proxy) -> Path:
+        """Where the proxy answers for its counters."""
+        ...
+
+    def output(self, workdir: Path, proxy: Proxy) -> str:
+        """What the proxy logged, for errors."""
+        ...
+
+    def bytes_carried(self, sock_path: Path) -> int | None:
+        """Bytes carried so far by the proxy's live counters; None where it has none."""
+        ...
 
 
 def proxies(mesh: str, nodes: dict[int, str], pods: dict[int, str], http_ports: list[int]) -> list[Proxy]:
     """The proxies of a mesh shape (pure)."""
     mtls = mesh == "sidecars-mtls"
-    if mesh == "node-proxies-mtls":
+    if mesh in NODE_MESHES:
         # each node proxy does both directions for its own pods, as ztunnel does
-        return [Proxy(f"node{i}", "client" if i == 1 else "server", nodes[i],
-                      (Listener("outbound", OUTBOUND_TCP, "tcp", "0.0.0.0", tls_out=f"node{3 - i}"),
-                       Listener("inbound", TUNNEL, "tcp", "0.0.0.0", tls_in=True)), f"node{i}")
-                for i in nodes]
+        node_proxies = [Proxy(f"node{i}", "client" if i == 1 else "server", nodes[i],
+                              (Listener("outbound", OUTBOUND_TCP, "tcp", "0.0.0.0", tls_out=f"node{3 - i}"),
+                               Listener("inbound", TUNNEL, "tcp", "0.0.0.0", tls_in=True)), f"node{i}")
+                        for i in nodes]
+        if mesh == "node-proxies-mtls":
+            return node_proxies
+        # the client's node tunnels to the waypoint, which tunnels on to the server's node; the waypoint
+        # starts before the server's node proxy, which listens on the same port in the same namespace
+        client_node = Proxy("node1", "client", nodes[1],
+                            (Listener("outbound", OUTBOUND_TCP, "tcp", WAYPOINT_IP, tls_out="waypoint"),
+                             node_proxies[0].listeners[1]), "node1")
+        waypoint = Proxy("waypoint", "server", nodes[2],
+                         (Listener("inbound", TUNNEL, "http", "0.0.0.0", tls_in=True, tls_out="node2",
+                                   address=WAYPOINT_IP),),
+                         "waypoint", tuple(http_ports))
+        return [client_node, waypoint, node_proxies[1]]
     server = Proxy("server-sidecar", "server", pods[2],
                    (Listener("inbound_tcp", INBOUND_TCP, "tcp", "127.0.0.1", tls_in=mtls),
                     *([Listener("inbound_http", INBOUND_HTTP, "http", "127.0.0.1", tls_in=mtls)]
@@ -136,6 +144,14 @@ def capture_rules(proxy: Proxy, http_ports: list[int]) -> str:
     elif proxy.name == "server-sidecar":  # what arrives from outside the pod
         chain, match = "PREROUTING", "-p tcp -i eth0"
         tcp_port, http_port = INBOUND_TCP, INBOUND_HTTP
+    elif proxy.name == "waypoint":
+        # what arrives for the waypoint is its own, not the node's to capture (inserted before the node's
+        # rules); its tunnels to the node's pods are caught by the node's proxy, as they would be had
+        # the waypoint run in a pod
+        return "\n".join(["*nat",
+                          f"-I PREROUTING 1 -p tcp -d {WAYPOINT_IP} -j RETURN",
+                          f"-A OUTPUT -p tcp -d {pod_subnet(2)} --dport {TUNNEL} -j REDIRECT --to-ports {TUNNEL}",
+                          "COMMIT"]) + "\n"
     else:  # a node: its pods' traffic to other nodes' pods, and pod traffic arriving from the wire
         i = int(proxy.name.removeprefix("node"))
         return "\n".join(["*nat",
@@ -183,58 +199,6 @@ def make_certificates(tls_dir: Path, identities: list[str]) -> None:
         write_private(tls_dir / f"{name}.pem", crt.read_text() + key.read_text())
         for p in (csr, ext):
             p.unlink()
-
-
-def version() -> str:
-    """'2.6.12-1+deb12u4' from `haproxy -v`."""
-    first = run([BINARY, "-v"], "haproxy -v").splitlines()[0]  # "HAProxy version 2.6.12-1+deb12u4 2026/10/17 - ..."
-    return first.split()[2]
-
-
-def start(proxy: Proxy, cpus: list[int], workdir: Path, tls_dir: Path | None) -> subprocess.Popen:
-    """Start the proxy in its namespace, pinned to ``cpus`` (the caller waits for its listeners)."""
-    cfg = workdir / f"{proxy.name}.cfg"
-    cfg.write_text(haproxy_cfg(proxy, stats_path(workdir, proxy), tls_dir))
-    log = workdir / f"{proxy.name}.log"
-    with open(log, "w") as out:
-        # ip netns exec and taskset exec the next program: the Popen's pid is haproxy's
-        return subprocess.Popen(["ip", "netns", "exec", proxy.namespace, "taskset", "-c", ",".join(map(str, cpus)),
-                                 BINARY, "-db", "-f", str(cfg)], stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-
-
-def stats_path(workdir: Path, proxy: Proxy) -> Path:
-    return workdir / f"{proxy.name}.sock"
-
-
-def query(sock_path: Path, command: str) -> str:
-    """One command on a proxy's stats socket (``show stat``, ``show info``)."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(5)
-        s.connect(str(sock_path))
-        s.sendall(command.encode() + b"\n")
-        chunks = []
-        while chunk := s.recv(65536):
-            chunks.append(chunk)
-    return b"".join(chunks).decode()
-
-
-def counters(sock_path: Path) -> dict[str, dict[str, int]]:
-    """Per listener: sessions so far (stot) and bytes in and out, from the proxy's own `show stat`."""
-    text = query(sock_path, "show stat")
-    header, *rows = [line for line in text.splitlines() if line.strip()]
-    names = header.lstrip("# ").split(",")
-    out = {}
-    for row in rows:
-        rec = dict(zip(names, row.split(","), strict=False))
-        if rec["svname"] == "FRONTEND":
-            out[rec["pxname"]] = {k: int(rec[k] or 0) for k in ("stot", "bin", "bout")}
-    return out
-
-
-def info(sock_path: Path) -> dict[str, str]:
-    """`show info` as a dict (CumConns, CumSslConns, ...)."""
-    return dict(line.split(": ", 1) for line in query(sock_path, "show info").splitlines() if ": " in line)
 
 
 def usage(pid: int, reset_peak: bool) -> dict[str, int]:
