@@ -25,7 +25,6 @@
 analysis_dir = "data/analysis"
 
 # %%
-import polars as pl
 from IPython.display import Markdown, display
 
 from benchlib.analysis import analyse, figures, normalize, report, stats, tables

@@ -60,7 +60,7 @@ def test_cpu_bars_client_and_server_side_by_side(all_figures):
     fig = all_figures["cpu"]
     assert [t.name for t in fig.data] == ["client", "server"]
     assert fig.layout.barmode == "group"
-    assert "trans/s" in fig.layout.title.text
+    assert fig.layout.yaxis.title.text == "CPU per work (% CPU @ 10000 trans/s)"
 
 
 def test_strip_shows_every_run(all_figures, tables):
@@ -72,21 +72,37 @@ def test_strip_shows_every_run(all_figures, tables):
 
 def test_forest_has_noise_band_and_one_row_per_comparison(all_figures, tables):
     fig = all_figures["forest"]
-    band = fig.data[0]
-    assert band.name == "noise band" and list(band.base) == [-2.0] * len(tables["comparisons"])
-    assert sum(len(t.x) for t in fig.data[1:]) == len(tables["comparisons"])
-    assert "intervals (bootstrap)" in fig.layout.title.text  # n = 8 per side: the bootstrap's range
+    bands = [t for t in fig.data if t.name == "noise band"]
+    assert sum(len(b.base) for b in bands) == len(tables["comparisons"]) and {v for b in bands for v in b.base} == {-2.0}
+    assert sum(len(t.x) for t in fig.data if t.name != "noise band") == len(tables["comparisons"])
+    assert "interval (bootstrap)" in fig.layout.title.text  # n = 8 per side: the bootstrap's range
 
 
-def test_forest_labels_each_row_with_its_family_and_interval_level(all_figures, tables):
-    """Each row names its family and the level its interval was drawn at; the title lists the levels."""
+def test_forest_splits_families_and_directions_and_marks_the_better_side(all_figures, tables):
+    """Rates, latencies and CPU never share one signed axis: a panel per family and direction, its
+    level and correction in its title, its better side on its axis."""
     c = tables["comparisons"]
-    labels = [y for t in all_figures["forest"].data[1:] for y in t.y]
+    fig = all_figures["forest"]
+    panels = [a.text for a in fig.layout.annotations if " is better" in a.text]
     primary = c.filter(family=stats.PRIMARY)
     level = f"{100 * primary['ci_level'][0]:.4g} %"
-    assert sum(y.startswith(f"[primary · {level}]") for y in labels) == len(primary)
-    title = all_figures["forest"].layout.title.text
-    assert f"primary: {level} (Holm)" in title and "CPU:" in title and "(FDR (Benjamini-Hochberg))" in title
+    assert panels[0] == f"primary metrics, higher is better (interval at {level}, Holm)"
+    assert "CPU metrics, lower is better" in " ".join(panels) and len(panels) == len(set(panels))
+    axes = [fig.layout[k].title.text for k in fig.layout if k.startswith("xaxis")]
+    assert "Change vs host (%), better →" in axes and "Change vs host (%), ← better" in axes
+    # the title states the finding: how many are significant and the largest change
+    assert re.match(r"\d+ of \d+ changes vs host are significant<br><sup>largest: ", fig.layout.title.text)
+
+
+def test_figures_have_axis_titles_in_words_with_units_and_a_caption_with_numbers(all_figures):
+    for name, fig in all_figures.items():
+        titles = [fig.layout[k].title.text for k in fig.layout if k[:5] in ("xaxis", "yaxis") and fig.layout[k].title.text]
+        assert titles and not any("_" in t for t in titles), (name, titles)
+        assert any(re.search(r"\(.+\)", t) for t in titles), (name, titles)
+        caption, alt = fig.layout.meta["caption"], fig.layout.meta["alt"]
+        assert re.search(r"\d", caption) and re.search(r"\b(chart|plot)\b", alt), name
+    bars = all_figures["bars"].layout.meta["caption"]
+    assert re.search(r"host \d[\d.]* \[[\d.]+, [\d.]+\] Gbit/s, n = 8", bars), bars
 
 
 def test_scatter_iso_lines_pass_through_origin(all_figures):
@@ -132,7 +148,7 @@ def test_write_figures_html_svg_png(all_figures, tmp_path):
     png = (tmp_path / "bars.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = struct.unpack(">II", png[16:24])
-    assert (width, height) == (2 * figures.STATIC_WIDTH, 2 * 480)
+    assert (width, height) == (2 * figures.BLOG_WIDTH, 2 * 440)
 
 
 @pytest.fixture(scope="module")
