@@ -260,7 +260,8 @@ def forest(comparisons: pl.DataFrame, baseline: str | None = None, colour_baseli
             shown.add(s)
         fig.add_vline(x=0, line_color="#333", line_width=1, row=i, col=1)
         fig.update_xaxes(title_text=f"Change vs {baseline} (%), " + ("better →" if up else "← better"), row=i, col=1)
-        fig.update_yaxes(autorange="reversed", row=i, col=1)
+        fig.update_yaxes(autorange="reversed", title_text="Test · metric · scenario" if i == 1 else None,
+                         row=i, col=1)
     fig.update_annotations(font_size=13, x=1, xanchor="right")
     found = ordered_findings(comparisons, None)
     sig = found.filter(kind=FINDING)
@@ -327,8 +328,14 @@ def throughput_vs_cpu(per_run: pl.DataFrame, test: str, side: str = "total", bas
                                  marker=dict(color=colors[s], size=9), customdata=g.select("run_id"),
                                  hovertemplate="%{y:.3g} Gbit/s at %{x:.3g} % CPU<br>run %{customdata[0]}"
                                                "<extra>" + s + "</extra>"))
+    # the finding: which scenario moves the most and the fewest Gbit/s per busy CPU % (median over runs)
+    per_cpu = (d.group_by("scenario").agg((pl.col("work") / pl.col(side)).median().alias("gbps_per_pct"))
+               .drop_nulls().sort("gbps_per_pct", descending=True))
+    found = (f"{test}: {per_cpu['scenario'][0]} moves the most Gbit/s per CPU %, {per_cpu['scenario'][-1]} the fewest "
+             f"({per_cpu['gbps_per_pct'][0]:.3g} vs {per_cpu['gbps_per_pct'][-1]:.3g})" if len(per_cpu) > 1
+             else f"Throughput vs CPU: {test}")
     fig.update_layout(template=TEMPLATE, legend_title_text="scenario",
-                      title=f"Throughput vs CPU: {test}<br><sup>one point per run; dotted: equal CPU cost "
+                      title=f"{found}<br><sup>one point per run; dotted: equal CPU cost "
                             f"per {target_gbps:g} Gbit/s</sup>",
                       xaxis=dict(title=f"CPU busy (% of {SIDE_CPUS[side]} CPUs)", range=[0, xmax]),
                       yaxis=dict(title="Throughput (Gbit/s)", range=[0, ymax]))
@@ -357,6 +364,7 @@ def latency_percentiles(summary: pl.DataFrame, test: str, baseline: str = "host"
     if d.is_empty():
         raise ValueError(f"latency_percentiles: {test} has none of {list(metrics)}")
     order = scenario_order(d["scenario"], baseline)
+    d = d.sort(pl.col("scenario").replace_strict({s: i for i, s in enumerate(order)}), "metric")
     colors = path_colors(order)
     fig = go.Figure()
     for s in order:
@@ -366,12 +374,26 @@ def latency_percentiles(summary: pl.DataFrame, test: str, baseline: str = "host"
                              hovertemplate="%{x}: %{y:.4g} us<extra>" + s + "</extra>"))
     unit = d["unit"][0]
     fig.update_layout(template=TEMPLATE, barmode="group", legend_title_text="scenario",
-                      title=f"{title}: {test}<br><sup>median over runs of each run's "
+                      title=f"{_highest(d, metrics[0], baseline, test) or f'{title}: {test}'}<br><sup>"
+                            f"{title}; median over runs of each run's "
                             "percentile, whiskers: 95 % CI</sup>",
                       xaxis_title="Percentile", yaxis_title=axis_title("latency", unit))
     d = d.with_columns(scenario=pl.format("{} {}", "scenario", pl.col("metric").map_elements(
         percentile_name, return_dtype=pl.String)))
     return describe(fig, values_caption(d, title.lower(), test, pl.DataFrame()))
+
+
+def _highest(d: pl.DataFrame, metric: str, baseline: str, test: str) -> str:
+    """A title stating the ranking of the first percentile: "<test>: <scenario> has the highest p50
+    latency, <v> vs <v> <unit> for <baseline>" (or the lowest, where the baseline is the highest); ""
+    with fewer than two scenarios or no baseline."""
+    m = d.filter(metric=metric).drop_nulls("median").sort("median", descending=True)
+    if len(m) < 2 or baseline not in set(m["scenario"]):
+        return ""
+    base = m.filter(scenario=baseline)["median"][0]
+    k, which = (-1, "lowest") if m["scenario"][0] == baseline else (0, "highest")
+    return (f"{test}: {m['scenario'][k]} has the {which} {percentile_name(metric)} latency, "
+            f"{m['median'][k]:.3g} vs {base:.3g} {m['unit'][0]} for {baseline}")
 
 
 def _short_verdict(verdict: str | None) -> str:
@@ -514,7 +536,7 @@ def reference_changes(side_by_side: pl.DataFrame) -> go.Figure:
                       title="Relative change: ours vs published<br><sup>ours: median ratio - 1 with its CI at "
                             f"{_level(side_by_side['ours_ci_level'])} (the level the claims' correction decided "
                             "at); published: ratio of medians, no CI (repetitions not published)</sup>",
-                      xaxis_title="Change (%)", yaxis=dict(autorange="reversed", title=None))
+                      xaxis_title="Change (%)", yaxis=dict(autorange="reversed", title="Claim"))
     rows = [f"{r['claim']}: ours {r['ours_delta_pct']:+.3g} % [{r['ours_low']:+.3g}, {r['ours_high']:+.3g}]"
             + (f", published {r['theirs_change_pct']:+.3g} %" if r["theirs_change_pct"] is not None
                and not math.isnan(r["theirs_change_pct"]) else "") for r in side_by_side.iter_rows(named=True)]

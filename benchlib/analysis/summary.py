@@ -235,16 +235,10 @@ def caveats_markdown(comparisons: pl.DataFrame) -> str:
     return "\n\n".join(out)
 
 
-def rerun_text(campaign: str | list[str]) -> str:
-    """How to reproduce this report."""
-    names = [campaign] if isinstance(campaign, str) else list(campaign)
-    return (f"To rerun: set `experiment.campaign: {_join(names)}` in `params.yaml` and run `dvc repro` "
-            "(or `dvc repro analyse report` to redo only the analysis and this report from the stored data).")
-
-
 def rerun_box(campaign: str | list[str], commands: list[tuple[str, str]] | None = None) -> str:
-    """A short boxed "how to rerun this": the campaign and the commands, each with what it redoes
-    (by default those of rerun_text). HTML: the report shows it as a box."""
+    """A short boxed "how to rerun this": the campaign and the commands, each with what it redoes (by
+    default: this report from the stored data, and the whole campaign again). HTML: the report shows it
+    as a box."""
     names = [campaign] if isinstance(campaign, str) else list(campaign)
     commands = commands or [
         ("dvc repro analyse report", "this report again, from the stored measurements"),

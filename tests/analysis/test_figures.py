@@ -133,9 +133,18 @@ def test_report_renderer_leaves_plotly_js_to_the_page(all_figures):
 
 
 def test_write_figures_html_svg_png(all_figures, tmp_path):
-    paths = figures.write_figures({"bars": all_figures["bars"], "forest": all_figures["forest"]}, tmp_path)
-    assert sorted(p.name for p in paths) == sorted(
-        f"{n}.{e}" for n in ("bars", "forest") for e in ("html", "svg", "png"))
+    blog = tmp_path / "blog"
+    paths = figures.write_figures({"bars": all_figures["bars"], "forest": all_figures["forest"]}, tmp_path,
+                                  blog_dir=blog)
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in paths) == sorted(
+        [f"{n}.{e}" for n in ("bars", "forest") for e in ("html", "svg", "png")]
+        + [f"blog/{n}.{e}" for n in ("bars", "forest") for e in ("md", "svg", "png")])
+    # the blog snippet: the SVG at blog width with its alt text, then the generated caption with its numbers
+    image, caption = (blog / "bars.md").read_text().split("\n\n")[:2]
+    assert image.startswith("![bar chart of Throughput (Gbit/s) against Scenario: tcp\\_stream\\_1: ")
+    assert image.endswith("](bars.svg)")
+    assert re.fullmatch(r"\*Throughput, tcp\\_stream\\_1: median of runs \[95 % CI\]: host .* n = 8\..*\*", caption)
+    assert (blog / "bars.svg").read_bytes() == (tmp_path / "bars.svg").read_bytes()
     html = (tmp_path / "bars.html").read_text()
     assert html.count('class="plotly-graph-div"') == 1
     # plotly.js is written once beside the pages and loaded from there: offline, nothing fetched

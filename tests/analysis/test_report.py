@@ -55,7 +55,7 @@ def test_notebooks_execute_and_render_offline_report(lab_tables, tmp_path):
     assert not REMOTE_SCRIPT.search(html)  # opens offline
     assert "@import" not in html and "fonts.googleapis" not in html  # tables in system fonts, none fetched
     assert "figures.use_report_renderer" not in html  # code hidden
-    headings = ("Summary", "Significance vs the baseline", "Headline table", "Caveats", "Figures", "Setup", "Method",
+    headings = ("Summary", "Significance vs the baseline", "Headline table", "Caveats", "Results per test", "Setup", "Method",
                 "CPU normalization")
     at = [html.index(f'id="{heading.replace(" ", "-")}"') for heading in headings]
     assert at == sorted(at)  # the answer first, the results next, how they were measured last

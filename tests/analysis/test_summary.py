@@ -59,9 +59,13 @@ def test_a_below_resolution_finding_keeps_the_verdicts_resolution_wording(real):
     assert "step of" in summary.finding_sentence(lat)
 
 
-def test_the_rerun_line_names_the_campaign_and_the_command():
-    text = summary.rerun_text("lab-default-003")
-    assert "`experiment.campaign: lab-default-003`" in text and "`dvc repro`" in text
+def test_the_rerun_box_names_the_campaign_and_the_commands():
+    box = summary.rerun_box("lab-default-003")
+    assert box.startswith('<aside class="rerun"') and "campaign <code>lab-default-003</code>" in box
+    assert "dvc repro analyse report  # this report again" in box
+    assert "experiment.campaign: lab-default-003 in params.yaml" in box
+    compare = summary.rerun_box(["a", "b"], [("benchlib compare a b", "this comparison again")])
+    assert "<code>a and b</code>" in compare and "benchlib compare a b  # this comparison again" in compare
 
 
 @pytest.mark.parametrize("case, says", [
