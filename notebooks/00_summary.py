@@ -15,11 +15,6 @@
 
 # %% [markdown]
 # # Summary
-#
-# Contents: [Significance vs the baseline](#Significance-vs-the-baseline)
-# ([headline table](#Headline-table), [caveats](#Caveats)) · [Figures](#Figures) · [CPU profiles](#CPU-profiles) ·
-# [Setup](#Setup), [method](#Method) and [CPU normalization](#CPU-normalization).
-# Everything below is computed from the campaign's tables; nothing is typed in by hand.
 
 # %% tags=["parameters"]
 # Where `benchlib analyse` wrote the analysis (relative to the project root): its tables, the settings
@@ -28,7 +23,7 @@ analysis_dir = "data/analysis"
 
 # %%
 import polars as pl
-from IPython.display import Markdown, display
+from IPython.display import HTML, Markdown, display
 
 from benchlib.analysis import analyse, figures, stats, summary
 
@@ -36,7 +31,7 @@ figures.use_report_renderer()  # headless kernels need it; the report page carri
 a = analyse.load(analysis_dir)
 s = a.settings
 display(Markdown(summary.summary_markdown(a.runs, a.comparisons, a.families, s.baseline, s.correction,
-                                         explanations=a.profile_explanations)))
+                                         explanations=a.profile_explanations, caveats=False)))
 
 # %%
 primary = a.comparisons.filter(pl.col("family") == stats.PRIMARY, pl.col("delta_pct").is_not_nan())
@@ -44,4 +39,5 @@ if len(primary):
     figures.forest(primary, s.baseline).show()
 
 # %%
-display(Markdown(summary.rerun_text(sorted(a.runs["campaign"].unique().to_list()))))
+display(Markdown(summary.caveats_markdown(a.comparisons)))
+display(HTML(summary.rerun_box(sorted(a.runs["campaign"].unique().to_list()))))

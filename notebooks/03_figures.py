@@ -14,8 +14,10 @@
 # ---
 
 # %% [markdown]
-# # Figures
-# Written to `reports/figures/` as interactive HTML, SVG and PNG.
+# # Results per test
+# Each test's headline metric per scenario, every run, its CPU and latency; written to `reports/figures/`
+# as interactive HTML, SVG and PNG, and to `reports/blog/` as SVG and PNG beside a Markdown snippet with
+# the figure's caption.
 
 # %% tags=["parameters"]
 # Where `benchlib analyse` wrote the analysis (relative to the project root): its tables, the settings
@@ -24,6 +26,8 @@ analysis_dir = "data/analysis"
 out_dir = "reports"  # where figures and exported tables go
 
 # %%
+from collections import defaultdict
+
 import polars as pl
 from IPython.display import Markdown, display
 
@@ -40,23 +44,23 @@ run_values = stats.ok_values(a.values, runs)
 per_run = normalize.per_run_cpu(metrics, runs)
 
 # %%
-figs = {}
+figs = defaultdict(dict)  # {section (a test, or across tests): {file name: figure}}
 for (test,), g in summary_all.filter(pl.col("n") > 0).group_by("test", maintain_order=True):
     present = set(g["metric"])
     for metric in PRIMARY_METRICS:
         if metric in present:
-            figs[f"{test}_{metric}"] = figures.bars(summary_all, test, metric, baseline=baseline,
+            figs[test][f"{test}_{metric}"] = figures.bars(summary_all, test, metric, baseline=baseline,
                                                     comparisons=comparisons)
-            figs[f"{test}_{metric}_runs"] = figures.runs_strip(run_values, test, metric, baseline=baseline)
+            figs[test][f"{test}_{metric}_runs"] = figures.runs_strip(run_values, test, metric, baseline=baseline)
     if "cpu_pct_at_target" in present:
-        figs[f"{test}_cpu"] = figures.cpu_bars(summary_all, test, baseline=baseline)
+        figs[test][f"{test}_cpu"] = figures.cpu_bars(summary_all, test, baseline=baseline)
     if "throughput" in present and "cpu_pct_at_target" in present:
-        figs[f"{test}_throughput_vs_cpu"] = figures.throughput_vs_cpu(per_run, test, baseline=baseline,
+        figs[test][f"{test}_throughput_vs_cpu"] = figures.throughput_vs_cpu(per_run, test, baseline=baseline,
                                                                       target_gbps=cpu_target_gbps)
     if present & set(figures.LATENCY_PERCENTILES):
-        figs[f"{test}_latency"] = figures.latency_percentiles(summary_all, test, baseline=baseline)
+        figs[test][f"{test}_latency"] = figures.latency_percentiles(summary_all, test, baseline=baseline)
     if present & set(figures.DNS_PERCENTILES):
-        figs[f"{test}_latency"] = figures.latency_percentiles(summary_all, test, baseline=baseline,
+        figs[test][f"{test}_latency"] = figures.latency_percentiles(summary_all, test, baseline=baseline,
                                                               metrics=figures.DNS_PERCENTILES,
                                                               title="DNS resolution latency percentiles")
 
@@ -70,13 +74,13 @@ for test in sorted(summary_all.join(runs.filter(pl.col("services").is_not_null()
                                    on="test")["test"].unique()):
     tested = set(summary_all.filter(test=test)["metric"])
     metric = next(m for m in PRIMARY_METRICS if m in tested)
-    figs[f"{test}_{metric}_vs_services"] = figures.service_scaling(summary_all, runs, test, metric,
+    figs[test][f"{test}_{metric}_vs_services"] = figures.service_scaling(summary_all, runs, test, metric,
                                                                    baseline=baseline, comparisons=comparisons)
 http = runs.filter(pl.col("tool") == "fortio", pl.col("test").is_in(summary_all["test"].implode())).unique(
     "test", keep="first", maintain_order=True)
 for (close,), sweep in http.group_by("connection_close", maintain_order=True):
     name = "connection_close" if close else "keepalive"
-    figs[f"http_latency_vs_load_{name}"] = figures.rate_sweep(
+    figs["Across tests"][f"http_latency_vs_load_{name}"] = figures.rate_sweep(
         summary_all, runs, list(sweep["test"]), figures.HTTP_PERCENTILES, baseline=baseline,
         comparisons=comparisons, title=f"HTTP latency vs offered load ({name.replace('_', ' ')})")
 
@@ -88,11 +92,15 @@ for (close,), sweep in http.group_by("connection_close", maintain_order=True):
 
 # %%
 if len(comparisons):
-    figs["forest"] = figures.forest(comparisons, baseline=baseline)
+    figs["Across tests"]["forest"] = figures.forest(comparisons, baseline=baseline)
 else:
     display(Markdown("No comparison against the baseline (see the significance section): no forest plot."))
-paths = figures.write_figures(figs, resolve(out_dir) / "figures")
+paths = figures.write_figures({k: f for section in figs.values() for k, f in section.items()},
+                              resolve(out_dir) / "figures", blog_dir=resolve(out_dir) / "blog")
 
 # %%
-for fig in figs.values():
-    fig.show()
+# one section per test, so a reader can jump to a test
+for section, shown in figs.items():
+    display(Markdown(f"## {section}"))
+    for fig in shown.values():
+        fig.show()

@@ -46,7 +46,7 @@ changes = reference.eks_relative_changes(scenarios)
 tables.show(tables.publication_table(changes, formats={"change_pct": "{:+.1f}", "baseline_value": "{:g}", "value": "{:g}"}))
 
 # %% [markdown]
-# ## Service scaling: 4 -> 104 -> 1000 ClusterIP services
+# ## Service scaling from 4 to 104 to 1000 ClusterIP services
 
 # %%
 growth = reference.eks_service_scaling_growth(scaling)
@@ -73,5 +73,5 @@ tables.show(tables.publication_table(both, {**{c: "{:.2f}" for c in ("ours_p", "
                                                         "theirs_change_pct", "ours_p_adj")},
                                 "ours_ci_level": "{:.4g}"}))
 fig = figures.reference_changes(both)
-figures.write_figures({"reference_changes": fig}, resolve(out_dir) / "figures")
+figures.write_figures({"reference_changes": fig}, resolve(out_dir) / "figures", blog_dir=resolve(out_dir) / "blog")
 fig

@@ -58,7 +58,7 @@ if figs:
     display(Markdown("## Busy CPU per unit of work, flamegraphs and differential flamegraphs\n"
                      "Pick the scenario in each figure's menu; frames under "
                      f"{100 * profiles.PRUNE_SHARE:g} % of a side's busy CPU are left out."))
-    figures.write_figures(figs, resolve(out_dir) / "figures")
+    figures.write_figures(figs, resolve(out_dir) / "figures", blog_dir=resolve(out_dir) / "blog")
 
 # %%
 for fig in figs.values():

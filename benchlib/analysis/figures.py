@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import re
+import shutil
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -14,57 +15,15 @@ import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
 import polars as pl
-from plotly.io.base_renderers import MimetypeRenderer, PlotlyRenderer
 from plotly.subplots import make_subplots
 
 from benchlib.schema import metric_info, percentiles
 
 from .stats import FAMILY_ORDER, INSUFFICIENT, MIN_N, NEGLIGIBLE, UNCLEAR, WITHIN_NOISE
+from .summary import FINDING, NOISE, UNTESTED, finding_sentence, metric_label, ordered_findings
 
-TEMPLATE = "benchlib"
-# Okabe-Ito: distinguishable with the common colour-vision deficiencies.
-PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
-BAND_COLOR = "rgba(120, 120, 120, 0.18)"
-STATIC_WIDTH = 900
-
-
-def _template() -> go.layout.Template:
-    t = go.layout.Template(pio.templates["plotly_white"])
-    t.layout.update(  # pyright: ignore[reportAttributeAccessIssue, reportOptionalMemberAccess] (plotly's generated properties are not typed)
-        font=dict(family="Helvetica, Arial, sans-serif", size=14, color="#222"),
-        title=dict(x=0.0, xanchor="left", font=dict(size=18)),
-        colorway=PALETTE,
-        height=480,
-        margin=dict(l=80, r=30, t=80, b=70),
-        hoverlabel=dict(font_size=13),
-    )
-    return t
-
-
-pio.templates[TEMPLATE] = _template()
-
-
-class _ReportRenderer(MimetypeRenderer):
-    """A div that expects plotly.js on the page, plus plotly's JSON for JupyterLab.
-
-    The report page includes plotly.js once in its head (report.py), so no
-    output carries its own copy and nothing is fetched from a CDN.
-    """
-
-    def to_mimebundle(self, fig_dict):
-        html = pio.to_html(fig_dict, include_plotlyjs=False, include_mathjax=False, full_html=False,
-                           default_width="100%", validate=False)
-        return {**PlotlyRenderer().to_mimebundle(fig_dict), "text/html": html}
-
-
-pio.renderers[TEMPLATE] = _ReportRenderer()
-
-
-def use_report_renderer() -> None:
-    """Render figures for the offline report; headless papermill kernels need it set explicitly."""
-    pio.renderers.default = TEMPLATE
-
-
+# the theme registers the template and the report renderer, once; notebooks reach them through figures
+from .theme import BAND_COLOR, BLOG_WIDTH, PALETTE, TEMPLATE, axis_title, describe, use_report_renderer, words  # noqa: F401
 
 
 def _natural(name: str) -> tuple:
@@ -83,10 +42,9 @@ def path_colors(order: list[str]) -> dict[str, str]:
     return {s: PALETTE[i % len(PALETTE)] for i, s in enumerate(order)}
 
 
-def _metric_title(metric: str, side: str = "none") -> str:
-    text = metric_info(metric).description
-    text = text[0].upper() + text[1:]
-    return text if side == "none" else f"{text} ({side})"
+def value_axis(metric: str, side: str = "none", unit: str | None = None) -> str:
+    """A metric's axis title in words with its unit: "Transaction rate (transactions/s)"."""
+    return axis_title(metric_label(metric, side), unit or metric_info(metric).unit)
 
 
 def _one(df: pl.DataFrame, what: str, **where) -> pl.DataFrame:
@@ -119,35 +77,74 @@ def in_order(d: pl.DataFrame, col: str, order: list) -> pl.DataFrame:
     return pl.DataFrame({col: order}, schema={col: d.schema[col]}).join(d, on=col, how="left", maintain_order="left")
 
 
+def _found(comparisons: pl.DataFrame | None, baseline: str, **where) -> pl.DataFrame:
+    """The comparisons vs ``baseline`` matching ``where``, findings first, largest change first."""
+    if comparisons is None or comparisons.is_empty():
+        return pl.DataFrame()
+    return ordered_findings(comparisons.filter(baseline=baseline, **where), None)
+
+
+def finding_title(found: pl.DataFrame, quantity: str, test: str, baseline: str) -> str:
+    """A title that states what the figure shows: the largest significant change, else that there is none."""
+    if found.is_empty():
+        return f"{test}: {quantity} per scenario"
+    if (found["kind"] == FINDING).any():
+        r = found.row(0, named=True)
+        more = int((found["kind"] == FINDING).sum()) - 1
+        return (f"{test}: {r['scenario']} has {abs(r['delta_pct']):.3g} % {'higher' if r['delta_pct'] > 0 else 'lower'} "
+                f"{quantity} than {baseline}" + (f" ({more} more significant)" if more else ""))
+    if (found["kind"] == NOISE).any():
+        return f"{test}: no {quantity} change beyond the noise vs {baseline}"
+    if (found["kind"] == UNTESTED).all():
+        return f"{test}: {quantity} per scenario, too few runs to compare"
+    return f"{test}: {quantity} per scenario, nothing significant vs {baseline}"
+
+
+def values_caption(d: pl.DataFrame, quantity: str, test: str, found: pl.DataFrame) -> str:
+    """The numbers a figure draws, for its caption: each scenario's median with its 95 % CI and n, then
+    each comparison with the baseline as a sentence (change, interval, correction)."""
+    unit = d["unit"][0]
+    parts = [f"{r['scenario']} {r['median']:.4g} [{r['ci_low']:.4g}, {r['ci_high']:.4g}] {unit}, n = {r['n']}"
+             if r["n"] >= MIN_N else f"{r['scenario']} {r['median']:.4g} {unit}, n = {r['n']} (too few for a CI)"
+             for r in d.filter(pl.col("median").is_not_null()).iter_rows(named=True)]
+    text = f"{quantity[:1].upper() + quantity[1:]}, {test}: median of runs [95 % CI]: " + "; ".join(parts) + "."
+    if len(found):
+        text += " " + " ".join(finding_sentence(r, cpu_note=False, with_n=True).replace("**", "") for r in found.iter_rows(named=True))
+    return text
+
+
 def bars(summary: pl.DataFrame, test: str, metric: str, side: str = "none", baseline: str = "host",
          comparisons: pl.DataFrame | None = None) -> go.Figure:
-    """Median per scenario with 95 % CI whiskers, one colour per scenario.
+    """Median per scenario with 95 % CI whiskers, one colour per scenario; the title states the
+    largest significant change vs the baseline.
 
     With `comparisons` (stats.compare), each scenario's verdict vs the
-    baseline is written under its name.
+    baseline is written above its bar.
     """
     d = _one(summary, "bars", test=test, metric=metric, side=side)
     order = scenario_order(d["scenario"], baseline)
     d = in_order(d, "scenario", order)
     unit = d["unit"][0]
     labels = verdict_labels(comparisons, test, metric, side, baseline)
+    found = _found(comparisons, baseline, test=test, metric=metric, side=side)
+    quantity = metric_label(metric, side)
     fig = go.Figure(go.Bar(
         x=d["scenario"], y=d["median"], marker_color=[path_colors(order)[s] for s in d["scenario"]],
         error_y=ci_whiskers(d), customdata=d.select("n", "ci_low", "ci_high"),
         hovertemplate="%{x}: %{y:.4g} " + unit + "<br>95 % CI [%{customdata[1]:.4g}, %{customdata[2]:.4g}]"
                       "<br>n = %{customdata[0]}<extra></extra>"))
     fig.update_layout(template=TEMPLATE, showlegend=False,
-                      title=f"{_metric_title(metric, side)}: {test}<br><sup>median of runs, whiskers: 95 % CI"
+                      title=f"{finding_title(found, quantity, test, baseline)}<br><sup>median of runs, whiskers: 95 % CI"
                             + (f"; labels: change vs {baseline} where significant, ~ where not" if labels else "")
                             + "</sup>",
-                      xaxis_title="scenario", yaxis_title=f"{metric} ({unit})")
+                      xaxis_title="Scenario", yaxis_title=value_axis(metric, side, unit))
     for r in d.iter_rows(named=True):
         if r["scenario"] in labels or (labels and r["scenario"] == baseline):
             text = "baseline" if r["scenario"] == baseline else _short_verdict(labels[r["scenario"]])
             fig.add_annotation(x=r["scenario"], y=r["ci_high"] if r["n"] >= MIN_N else r["median"], text=text,
                                showarrow=False,
                                yanchor="bottom", yshift=4, font=dict(size=12))
-    return fig
+    return describe(fig, values_caption(d, quantity, test, found))
 
 
 def cpu_bars(summary: pl.DataFrame, test: str, metric: str = "cpu_pct_at_target", baseline: str = "host") -> go.Figure:
@@ -171,10 +168,11 @@ def cpu_bars(summary: pl.DataFrame, test: str, metric: str = "cpu_pct_at_target"
     how = ("client and server on one CPU set: the whole path's CPU" if shared
            else "plain: client, hatched: server")
     fig.update_layout(template=TEMPLATE, barmode="group", legend_title_text="side",
-                      title=f"CPU {'of the path' if shared else 'per side'}: {test}<br><sup>{unit}; median of runs, "
+                      title=f"CPU {'of the path' if shared else 'per side'}: {test}<br><sup>median of runs, "
                             f"whiskers: 95 % CI; {how}</sup>",
-                      xaxis_title="scenario", yaxis_title=unit)
-    return fig
+                      xaxis_title="Scenario", yaxis_title=value_axis(metric, "none", unit))
+    return describe(fig, values_caption(d.with_columns(scenario=pl.format("{} ({})", "scenario", "side")),
+                                        f"{metric_label(metric)} by side", test, pl.DataFrame()))
 
 
 def runs_strip(values: pl.DataFrame, test: str, metric: str, side: str = "none", baseline: str = "host") -> go.Figure:
@@ -190,68 +188,102 @@ def runs_strip(values: pl.DataFrame, test: str, metric: str, side: str = "none",
         for s in order for g in [d.filter(scenario=s)]
     ])
     unit = d["unit"][0]
+    counts = "; ".join(f"{s} n = {len(d.filter(scenario=s))}" for s in order)
     fig.update_layout(template=TEMPLATE, showlegend=False,
-                      title=f"{_metric_title(metric, side)}: {test}<br><sup>each point is one run</sup>",
-                      xaxis_title="scenario", yaxis_title=f"{metric} ({unit})")
-    return fig
+                      title=f"{test}: {metric_label(metric, side)} of every run<br><sup>each point is one run; "
+                            "box: median and quartiles</sup>",
+                      xaxis_title="Scenario", yaxis_title=value_axis(metric, side, unit))
+    return describe(fig, f"{metric_label(metric, side)[:1].upper()}{metric_label(metric, side)[1:]} of each run "
+                         f"of {test}, per scenario ({counts}); the box spans the quartiles around the median.")
 
 
-def forest(comparisons: pl.DataFrame, baseline: str | None = None) -> go.Figure:
-    """Delta % vs the baseline per comparison, with the interval at the level its family's correction
-    decided at (the level is in each row's label and the hover); grey: the +/- noise band of its metric.
+def forest(comparisons: pl.DataFrame, baseline: str | None = None, colour_baseline: str | None = None) -> go.Figure:
+    """Change % vs the baseline per comparison with its interval at the level its family's correction
+    decided at; grey: the +/- noise band of its metric.
 
-    Rows are grouped by family (primary first). Filled markers are significant after correction (the
-    interval then excludes 0), open ones are not; an "inconclusive" row (test and interval disagree)
-    is a diamond. Comparisons without an effect estimate (too few runs, values <= 0) are listed in
-    the subtitle count, not drawn. Contrasts (rows against another reference than `baseline`) are
-    labelled "scenario vs reference". A comparison made where a side ran at its CPU limit
-    (saturation.annotate's cpu_bound, where present) ends its label in "CPU limit".
+    One panel per family and direction (primary first; within a family, the metrics where higher is
+    better apart from those where lower is), each with its better side marked on its axis, so that
+    rates, latencies and CPU never share one signed axis. Filled markers are significant after
+    correction (the interval then excludes 0), open ones are not; an "inconclusive" row (test and
+    interval disagree) is a diamond. Comparisons without an effect estimate (too few runs, values
+    <= 0) are counted in the caption, not drawn. Contrasts (rows against another reference than
+    `baseline`) are labelled "scenario vs reference". A comparison made where a side ran at its CPU
+    limit (saturation.annotate's cpu_bound, where present) ends its label in "CPU limit".
+    Scenario colours are those of every other figure (path_colors, ``colour_baseline`` first; by
+    default ``baseline``): a comparison of campaigns passes the scenario baseline, so they match.
     """
     baseline = baseline or str(comparisons["baseline"][0])
     c = comparisons.filter(pl.col("delta_pct").is_not_nan() & pl.col("delta_pct").is_not_null())
     skipped = len(comparisons) - len(c)
     order_of = {f: i for i, f in enumerate(FAMILY_ORDER)}
-    c = c.sort(pl.col("family").replace_strict(order_of, default=len(order_of)), maintain_order=True)
-    c = c.with_columns(
-        label=pl.concat_str(
-            pl.Series([f"[{f} · {100 * lvl:.4g} %] " for f, lvl in zip(c["family"], c["ci_level"], strict=True)],
-                      dtype=pl.String),
-            pl.col("test"), pl.lit(" · "), pl.col("metric"),
-            pl.when(pl.col("side") == "none").then(pl.lit("")).otherwise(pl.format(" ({})", "side")),
-            pl.lit(" · "), pl.col("scenario"),
-            pl.when(pl.col("baseline") == baseline).then(pl.lit("")).otherwise(pl.format(" vs {}", "baseline")),
-            # saturation.annotate's mark: the rate or latency measures a CPU at its limit as much as the path
-            (pl.when(pl.col("cpu_bound")).then(pl.lit(" · CPU limit")).otherwise(pl.lit(""))
-             if "cpu_bound" in c.columns else pl.lit(""))))
-    order = scenario_order(c["scenario"], baseline)
+    c = c.with_columns(up=pl.Series([metric_info(m).higher_is_better for m in c["metric"]], dtype=pl.Boolean))
+    c = c.sort(pl.col("family").replace_strict(order_of, default=len(order_of)), pl.col("up").not_(),
+               maintain_order=True)
+    # a CPU limit on every row is said once, in the summary's caveats, instead of on each
+    bound = "cpu_bound" in c.columns and not c["cpu_bound"].fill_null(False).all()
+    c = c.with_columns(label=pl.Series([
+        f"{r['test']} · {metric_label(r['metric'], r['side'])} · {r['scenario']}"
+        + ("" if r["baseline"] == baseline else f" vs {r['baseline']}")
+        + (" · CPU limit" if bound and r["cpu_bound"] else "") for r in c.iter_rows(named=True)], dtype=pl.String))
+    panels = [(f, up, g) for (f, up), g in c.group_by("family", "up", maintain_order=True)]
+    order = scenario_order(c["scenario"], colour_baseline or baseline)
     colors = path_colors(order)
-    fig = go.Figure(go.Bar(
-        y=c["label"], x=2 * c["noise_band_pct"], base=-c["noise_band_pct"], orientation="h",
-        marker_color=BAND_COLOR, name="noise band", hoverinfo="skip", width=0.8))
-    for s in order:
-        g = c.filter(scenario=s)
-        verdicts = g["verdict"]
-        symbol = np.where(verdicts.str.starts_with(UNCLEAR), "diamond-open",
-                          np.where(verdicts.is_in([WITHIN_NOISE, INSUFFICIENT]), "circle-open", "circle"))
-        fig.add_trace(go.Scatter(
-            y=g["label"], x=g["delta_pct"], mode="markers", name=s,
-            marker=dict(color=colors[s], size=10, symbol=symbol, line=dict(width=2, color=colors[s])),
-            error_x=dict(type="data", array=g["delta_high"] - g["delta_pct"],
-                         arrayminus=g["delta_pct"] - g["delta_low"], color=colors[s], thickness=1.5),
-            customdata=g.select("verdict", "p_adj", (100 * pl.col("ci_level")).alias("level"), "correction"),
-            hovertemplate="%{y}<br>%{customdata[0]}<br>p_adj = %{customdata[1]:.3g} (%{customdata[3]}); "
-                          "interval at %{customdata[2]:.4g} %<extra></extra>"))
-    fig.add_vline(x=0, line_color="#333", line_width=1)
-    note = f"; {skipped} comparison(s) without an effect estimate not shown" if skipped else ""
-    levels = "; ".join(f"{f}: {100 * lvl:.4g} % ({corr})" for f, corr, lvl in
-                       c.select("family", "correction", "ci_level").unique(maintain_order=True).iter_rows())
-    fig.update_layout(template=TEMPLATE, height=180 + 26 * len(c), barmode="overlay",
-                      title=f"Change vs {baseline}<br><sup>median ratio - 1; intervals ({_ci_methods(c)}) at the "
-                            f"level each family's correction decided at:<br>{levels or 'none'}<br>"
-                            f"filled: significant (the interval excludes 0); diamond: test and interval "
-                            f"disagree{note}</sup>", margin=dict(t=140),
-                      xaxis_title=f"delta vs {baseline} (%)", yaxis=dict(autorange="reversed", title=None))
-    return fig
+    rows = [len(g) for *_, g in panels] or [1]
+    height = 150 + 26 * sum(rows) + 90 * len(panels)
+    fig = make_subplots(rows=max(len(panels), 1), cols=1, row_heights=rows,
+                        vertical_spacing=min(0.3, 90 / height) if len(panels) > 1 else 0.0,
+                        subplot_titles=[f"{family} metrics, {'higher' if up else 'lower'} is better "
+                                        f"(interval at {100 * g['ci_level'][0]:.4g} %, {g['correction'][0]})"
+                                        for family, up, g in panels])
+    shown = set()
+    for i, (_family, up, g) in enumerate(panels, start=1):
+        fig.add_trace(go.Bar(y=g["label"], x=2 * g["noise_band_pct"], base=-g["noise_band_pct"], orientation="h",
+                             marker_color=BAND_COLOR, name="noise band", hoverinfo="skip", width=0.8,
+                             legendgroup="noise band", showlegend=i == 1), row=i, col=1)
+        for s in order:
+            p = g.filter(scenario=s)
+            if p.is_empty():
+                continue
+            verdicts = p["verdict"]
+            symbol = np.where(verdicts.str.starts_with(UNCLEAR), "diamond-open",
+                              np.where(verdicts.is_in([WITHIN_NOISE, INSUFFICIENT]), "circle-open", "circle"))
+            fig.add_trace(go.Scatter(
+                y=p["label"], x=p["delta_pct"], mode="markers", name=s, legendgroup=s, showlegend=s not in shown,
+                marker=dict(color=colors[s], size=10, symbol=symbol, line=dict(width=2, color=colors[s])),
+                error_x=dict(type="data", array=p["delta_high"] - p["delta_pct"],
+                             arrayminus=p["delta_pct"] - p["delta_low"], color=colors[s], thickness=1.5),
+                customdata=p.select("verdict", "p_adj", (100 * pl.col("ci_level")).alias("level"), "correction", "n",
+                                    "n_base"),
+                hovertemplate="%{y}<br>%{customdata[0]}<br>p_adj = %{customdata[1]:.3g} (%{customdata[3]}); "
+                              "interval at %{customdata[2]:.4g} %; n = %{customdata[4]} vs %{customdata[5]}"
+                              "<extra></extra>"), row=i, col=1)
+            shown.add(s)
+        fig.add_vline(x=0, line_color="#333", line_width=1, row=i, col=1)  # pyright: ignore[reportArgumentType] (plotly types row/col as str)
+        fig.update_xaxes(title_text=f"Change vs {baseline} (%), " + ("better →" if up else "← better"), row=i, col=1)
+        fig.update_yaxes(autorange="reversed", title_text="Test · metric · scenario" if i == 1 else None,
+                         row=i, col=1)
+    fig.update_annotations(font_size=13, x=1, xanchor="right")
+    found = ordered_findings(comparisons, None)
+    sig = found.filter(kind=FINDING)
+    if len(sig):
+        r = sig.row(0, named=True)
+        title = f"{len(sig)} of {len(found)} changes vs {baseline} are significant"
+        largest = (f"largest: {r['scenario']}, {r['test']} {metric_label(r['metric'], r['side'])}, "
+                   f"{r['delta_pct']:+.3g} %<br>")
+    else:
+        title, largest = f"No change vs {baseline} is significant ({len(found)} compared)", ""
+    # the scenario is in each row's label: no legend, the plot keeps the width
+    fig.update_layout(template=TEMPLATE, height=height, barmode="overlay", showlegend=False,
+                      title=f"{title}<br><sup>{largest}median ratio - 1 with its interval ({_ci_methods(c)}); "
+                            "filled: significant, open: not, diamond: test and interval disagree</sup>",
+                      margin=dict(t=120))
+    note = f" {skipped} comparison(s) without an effect estimate are not drawn." if skipped else ""
+    caption = (f"Change of each scenario vs {baseline} in % of the baseline median, with its interval at the level "
+               "its family's correction decided at; grey: the noise band. "
+               + " ".join(finding_sentence(r, cpu_note=False, with_n=True).replace("**", "") for r in sig.head(6).iter_rows(named=True))
+               + (f" ... and {len(sig) - 6} more significant." if len(sig) > 6 else "") + note)
+    return describe(fig, caption, alt=f"Forest plot of the change vs {baseline} in % of each comparison with its "
+                                      f"interval, a panel per family and direction: {title}")
 
 
 def _ci_methods(comparisons: pl.DataFrame) -> str:
@@ -296,12 +328,21 @@ def throughput_vs_cpu(per_run: pl.DataFrame, test: str, side: str = "total", bas
                                  marker=dict(color=colors[s], size=9), customdata=g.select("run_id"),
                                  hovertemplate="%{y:.3g} Gbit/s at %{x:.3g} % CPU<br>run %{customdata[0]}"
                                                "<extra>" + s + "</extra>"))
+    # the finding: which scenario moves the most and the fewest Gbit/s per busy CPU % (median over runs)
+    per_cpu = (d.group_by("scenario").agg((pl.col("work") / pl.col(side)).median().alias("gbps_per_pct"))
+               .drop_nulls().sort("gbps_per_pct", descending=True))
+    found = (f"{test}: {per_cpu['scenario'][0]} moves the most Gbit/s per CPU %, {per_cpu['scenario'][-1]} the fewest "
+             f"({per_cpu['gbps_per_pct'][0]:.3g} vs {per_cpu['gbps_per_pct'][-1]:.3g})" if len(per_cpu) > 1
+             else f"Throughput vs CPU: {test}")
     fig.update_layout(template=TEMPLATE, legend_title_text="scenario",
-                      title=f"Throughput vs CPU: {test}<br><sup>one point per run; dotted: equal CPU cost "
+                      title=f"{found}<br><sup>one point per run; dotted: equal CPU cost "
                             f"per {target_gbps:g} Gbit/s</sup>",
-                      xaxis=dict(title=f"CPU busy, % of {SIDE_CPUS[side]} CPUs", range=[0, xmax]),
-                      yaxis=dict(title="throughput (Gbit/s)", range=[0, ymax]))
-    return fig
+                      xaxis=dict(title=f"CPU busy (% of {SIDE_CPUS[side]} CPUs)", range=[0, xmax]),
+                      yaxis=dict(title="Throughput (Gbit/s)", range=[0, ymax]))
+    runs = "; ".join(f"{s} n = {len(d.filter(scenario=s))}" for s in order)
+    return describe(fig, f"Throughput against {SIDE_CPUS[side]} CPU busy % for each run of {test} ({runs}); "
+                         f"on a dotted line every run costs the same CPU per {target_gbps:g} Gbit/s, so runs "
+                         "up and to the left are cheaper.")
 
 
 LATENCY_PERCENTILES = percentiles("latency")
@@ -323,6 +364,7 @@ def latency_percentiles(summary: pl.DataFrame, test: str, baseline: str = "host"
     if d.is_empty():
         raise ValueError(f"latency_percentiles: {test} has none of {list(metrics)}")
     order = scenario_order(d["scenario"], baseline)
+    d = d.sort(pl.col("scenario").replace_strict({s: i for i, s in enumerate(order)}), "metric")
     colors = path_colors(order)
     fig = go.Figure()
     for s in order:
@@ -330,11 +372,28 @@ def latency_percentiles(summary: pl.DataFrame, test: str, baseline: str = "host"
         fig.add_trace(go.Bar(name=s, x=[percentile_name(m) for m in g["metric"]], y=g["median"],
                              marker_color=colors[s], error_y=ci_whiskers(g),
                              hovertemplate="%{x}: %{y:.4g} us<extra>" + s + "</extra>"))
+    unit = d["unit"][0]
     fig.update_layout(template=TEMPLATE, barmode="group", legend_title_text="scenario",
-                      title=f"{title}: {test}<br><sup>median over runs of each run's "
+                      title=f"{_highest(d, metrics[0], baseline, test) or f'{title}: {test}'}<br><sup>"
+                            f"{title}; median over runs of each run's "
                             "percentile, whiskers: 95 % CI</sup>",
-                      xaxis_title="percentile", yaxis_title="latency (us)")
-    return fig
+                      xaxis_title="Percentile", yaxis_title=axis_title("latency", unit))
+    d = d.with_columns(scenario=pl.format("{} {}", "scenario", pl.col("metric").map_elements(
+        percentile_name, return_dtype=pl.String)))
+    return describe(fig, values_caption(d, title.lower(), test, pl.DataFrame()))
+
+
+def _highest(d: pl.DataFrame, metric: str, baseline: str, test: str) -> str:
+    """A title stating the ranking of the first percentile: "<test>: <scenario> has the highest p50
+    latency, <v> vs <v> <unit> for <baseline>" (or the lowest, where the baseline is the highest); ""
+    with fewer than two scenarios or no baseline."""
+    m = d.filter(metric=metric).drop_nulls("median").sort("median", descending=True)
+    if len(m) < 2 or baseline not in set(m["scenario"]):
+        return ""
+    base = m.filter(scenario=baseline)["median"][0]
+    k, which = (-1, "lowest") if m["scenario"][0] == baseline else (0, "highest")
+    return (f"{test}: {m['scenario'][k]} has the {which} {percentile_name(metric)} latency, "
+            f"{m['median'][k]:.3g} vs {base:.3g} {m['unit'][0]} for {baseline}")
 
 
 def _short_verdict(verdict: str | None) -> str:
@@ -393,11 +452,13 @@ def service_scaling(summary: pl.DataFrame, runs: pl.DataFrame, test: str, metric
                           "%{customdata[2]:.4g}], n = %{customdata[0]}<br>%{customdata[3]}<extra>"
                           + datapath + "</extra>"))
     fig.update_layout(template=TEMPLATE, legend_title_text="datapath",
-                      title=f"{_metric_title(metric)} vs number of services: {test}<br><sup>median of runs, "
+                      title=f"{value_axis(metric, 'none', unit).split(' (')[0]} vs number of services: {test}<br><sup>median of runs, "
                             f"band: 95 % CI; labels: change vs {baseline} where significant, ~ where not</sup>",
                       xaxis=dict(title="ClusterIP services", type="log", tickvals=sorted(d["services"].unique())),
-                      yaxis_title=f"{metric} ({unit})")
-    return fig
+                      yaxis_title=value_axis(metric, "none", unit))
+    return describe(fig, values_caption(d.sort("datapath", "services").with_columns(
+        scenario=pl.format("{} with {} services", "datapath", "services")), metric_label(metric), test,
+        _found(comparisons, baseline, test=test, metric=metric, side="none")))
 
 
 def rate_sweep(summary: pl.DataFrame, runs: pl.DataFrame, tests: list[str], metrics: tuple[str, ...],
@@ -439,13 +500,18 @@ def rate_sweep(summary: pl.DataFrame, runs: pl.DataFrame, tests: list[str], metr
                 hovertemplate="offered %{x}: %{y:.4g} us, n = %{customdata[0]}<br>%{customdata[1]}<extra>"
                               + f"{s} {percentile_name(m)}</extra>"), row=1, col=col)
     fig.update_xaxes(type="category", categoryorder="array", categoryarray=[x_label[t] for t in ordered])
-    fig.update_xaxes(title_text="offered load (requests/s)", row=1, col=(len(metrics) + 1) // 2)
+    fig.update_xaxes(title_text="Offered load (requests/s)", row=1, col=(len(metrics) + 1) // 2)
     fig.update_yaxes(type="log")
-    fig.update_yaxes(title_text="latency (us)", row=1, col=1)
+    fig.update_yaxes(title_text=axis_title("latency, log scale", d["unit"][0]), row=1, col=1)
     fig.update_layout(template=TEMPLATE, legend_title_text="scenario",
                       title=f"{title}<br><sup>median of runs, whiskers: 95 % CI; filled: significant change vs "
                             f"{baseline}, open: within noise</sup>")
-    return fig
+    return describe(fig, values_caption(
+        d.with_columns(scenario=pl.format("{} {} at {}", "scenario", pl.col("metric").map_elements(
+            percentile_name, return_dtype=pl.String), pl.col("test").replace_strict(x_label, default=None)))
+        .sort("scenario"), title.lower(), ", ".join(ordered),
+        _found(comparisons, baseline).filter(pl.col("test").is_in(tests) & pl.col("metric").is_in(metrics))
+        if comparisons is not None and len(comparisons) else pl.DataFrame()))
 
 
 def _level(levels: pl.Series) -> str:
@@ -470,14 +536,21 @@ def reference_changes(side_by_side: pl.DataFrame) -> go.Figure:
                       title="Relative change: ours vs published<br><sup>ours: median ratio - 1 with its CI at "
                             f"{_level(side_by_side['ours_ci_level'])} (the level the claims' correction decided "
                             "at); published: ratio of medians, no CI (repetitions not published)</sup>",
-                      xaxis_title="change (%)", yaxis=dict(autorange="reversed", title=None))
-    return fig
+                      xaxis_title="Change (%)", yaxis=dict(autorange="reversed", title="Claim"))
+    rows = [f"{r['claim']}: ours {r['ours_delta_pct']:+.3g} % [{r['ours_low']:+.3g}, {r['ours_high']:+.3g}]"
+            + (f", published {r['theirs_change_pct']:+.3g} %" if r["theirs_change_pct"] is not None
+               and not math.isnan(r["theirs_change_pct"]) else "") for r in side_by_side.iter_rows(named=True)]
+    return describe(fig, "Relative change in this campaign next to the published one: " + "; ".join(rows) + ".")
 
 
-def write_figures(figures: Mapping[str, go.Figure], out_dir: str | Path, png_scale: float = 2.0) -> list[Path]:
-    """Write each figure as <name>.html (self-contained, offline), <name>.svg and <name>.png.
+def write_figures(figures: Mapping[str, go.Figure], out_dir: str | Path, png_scale: float = 2.0,
+                  blog_dir: str | Path | None = None) -> list[Path]:
+    """Write each figure as <name>.html (self-contained, offline), <name>.svg and <name>.png, drawn at
+    the blog column's width (the PNG at ``png_scale`` pixels per point, sharp on dense screens).
 
-    All static images go through one kaleido call, so Chromium starts once.
+    With ``blog_dir``, the SVG and PNG go there too, beside <name>.md: the figure embedded with its
+    caption (theme.describe), for a post to take as it is. All static images go through one kaleido
+    call, so Chromium starts once.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -495,5 +568,29 @@ def write_figures(figures: Mapping[str, go.Figure], out_dir: str | Path, png_sca
             heights.append(height)
             scales.append(scale)
     if figs:
-        pio.write_images(figs, files, width=STATIC_WIDTH, height=heights, scale=scales)
-    return written + files
+        pio.write_images(figs, files, width=BLOG_WIDTH, height=heights, scale=scales)
+    written += files
+    if blog_dir is not None:
+        written += blog_snippets(figures, out, Path(blog_dir))
+    return written
+
+
+def blog_snippets(figures: Mapping[str, go.Figure], images: Path, blog: Path) -> list[Path]:
+    """<blog>/<name>.svg and .png (copied from ``images``) and <name>.md: the SVG with its alt text,
+    then its caption, both generated with the figure."""
+    blog.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, fig in figures.items():
+        for ext in ("svg", "png"):
+            written.append(Path(shutil.copyfile(images / f"{name}.{ext}", blog / f"{name}.{ext}")))
+        caption, alt = words(fig)
+        md = blog / f"{name}.md"
+        md.write_text(f"![{_md_text(alt)}]({name}.svg)\n\n*{_md_text(caption)}*\n"
+                      f"\n<!-- the same figure as PNG: {name}.png -->\n", encoding="utf-8")
+        written.append(md)
+    return written
+
+
+def _md_text(text: str) -> str:
+    """Text that Markdown prints as it is: its emphasis, code and HTML characters escaped."""
+    return re.sub(r"([\\`*_<>~])", r"\\\1", " ".join(text.split()))

@@ -13,6 +13,7 @@ from plotly.subplots import make_subplots
 from benchlib.stacks import CATEGORIES
 
 from .figures import TEMPLATE, scenario_order
+from .theme import axis_title, describe
 
 SHARED_NOTE = "client and server shared their CPUs: one profile of both"
 SIDES = ("client", "server", "total")
@@ -62,13 +63,11 @@ def _short_ids(t: pl.DataFrame) -> tuple[list[str], list[str]]:
     return list(index.values()), [index.get(p, "") for p in t["parent"]]
 
 
-def flamegraph(frames: pl.DataFrame, test: str, baseline: str = "host", environment: str | None = None) -> go.Figure:
-    """The busy CPU of each scenario of ``test`` as an icicle (root: the side, then the task, then frames
-    from the outermost caller), client and server side by side; a dropdown picks the scenario."""
-    d = _one_environment(frames.filter(level="path"), "flamegraph", test, environment)
-    order = scenario_order(d["scenario"], baseline)
-    sides = _sides(d)
-    fig = go.Figure()
+def _icicles(fig: go.Figure, d: pl.DataFrame, order: list[str], sides: list[str], marker, customdata: list[str],
+             hovertemplate) -> None:
+    """One icicle per scenario of ``order`` and side (only the first scenario's visible; _dropdown
+    switches), each tree from profile_frames' rows of that scenario and side. ``marker`` and
+    ``hovertemplate`` are functions of (scenario, side index, rows)."""
     for k, scenario in enumerate(order):
         for i, side in enumerate(sides):
             t = d.filter(scenario=scenario, side=side)
@@ -76,16 +75,30 @@ def flamegraph(frames: pl.DataFrame, test: str, baseline: str = "host", environm
             fig.add_trace(go.Icicle(
                 ids=ids, labels=t["name"], parents=parents, values=t["samples"], branchvalues="total",
                 name=f"{scenario} {side}", domain=_domain(i, len(sides)), visible=k == 0, maxdepth=12,
-                marker=dict(colors=[CATEGORY_COLORS.get(c, "#DDDDDD") for c in t["category"].fill_null("")]),
-                customdata=t.select("cpu_per_unit", "share_pct", "category"), tiling=dict(orientation="v"),
-                hovertemplate="%{label}<br>%{value} samples, %{customdata[1]:.1f} % of busy<br>"
-                              "%{customdata[0]:.3g} " + t["unit"][0] + "<br>%{customdata[2]}<extra></extra>"))
+                marker=marker(scenario, i, t), customdata=t.select(customdata), tiling=dict(orientation="v"),
+                hovertemplate=hovertemplate(scenario, i, t)))
+
+
+def flamegraph(frames: pl.DataFrame, test: str, baseline: str = "host", environment: str | None = None) -> go.Figure:
+    """The busy CPU of each scenario of ``test`` as an icicle (root: the side, then the task, then frames
+    from the outermost caller), client and server side by side; a dropdown picks the scenario."""
+    d = _one_environment(frames.filter(level="path"), "flamegraph", test, environment)
+    order = scenario_order(d["scenario"], baseline)
+    sides = _sides(d)
     unit = d["unit"][0]
+    fig = go.Figure()
+    _icicles(fig, d, order, sides, lambda s, i, t: dict(colors=[CATEGORY_COLORS.get(c, "#DDDDDD")
+                                                               for c in t["category"].fill_null("")]),
+             ["cpu_per_unit", "share_pct", "category"],
+             lambda s, i, t: "%{label}<br>%{value} samples, %{customdata[1]:.1f} % of busy<br>"
+                             "%{customdata[0]:.3g} " + unit + "<br>%{customdata[2]}<extra></extra>")
     fig.update_layout(template=TEMPLATE, height=620, margin=dict(t=110),
                       title=f"CPU flamegraph: {test}<br><sup>busy CPU, {unit} in the hover; {_side_note(sides)}; "
                             "colour: the frame's category; click a frame to zoom</sup>")
     _dropdown(fig, order, len(sides))
-    return fig
+    return describe(fig, f"Where the busy CPU of {test} goes, {order[0]} shown (the menu picks {', '.join(order)}): "
+                         f"each box is a function, as wide as its share of the busy samples; {_side_note(sides)}.",
+                    alt=f"Icicle flamegraph of the busy CPU of {test} per function, {_side_note(sides)}")
 
 
 def differential(differences: pl.DataFrame, test: str, environment: str | None = None) -> go.Figure:
@@ -99,23 +112,20 @@ def differential(differences: pl.DataFrame, test: str, environment: str | None =
     unit = d["unit"][0]
     span = float(d["delta"].abs().max() or 1.0)  # pyright: ignore[reportArgumentType] (polars types Series.min/max as any literal or None)
     fig = go.Figure()
-    for k, scenario in enumerate(order):
-        for i, side in enumerate(sides):
-            t = d.filter(scenario=scenario, side=side)
-            ids, parents = _short_ids(t)
-            fig.add_trace(go.Icicle(
-                ids=ids, labels=t["name"], parents=parents, values=t["samples"], branchvalues="total",
-                name=f"{scenario} {side}", domain=_domain(i, len(sides)), visible=k == 0, maxdepth=12,
-                marker=dict(colors=t["delta"], colorscale="RdBu_r", cmid=0, cmin=-span, cmax=span,
-                            showscale=i == len(sides) - 1, colorbar=dict(title=f"Δ {unit}")),
-                customdata=t.select("cpu_per_unit", "cpu_per_unit_base", "delta"), tiling=dict(orientation="v"),
-                hovertemplate="%{label}<br>" + scenario + ": %{customdata[0]:.3g}<br>" + baseline
-                              + ": %{customdata[1]:.3g}<br>Δ %{customdata[2]:+.3g} " + unit + "<extra></extra>"))
+    _icicles(fig, d, order, sides,
+             lambda s, i, t: dict(colors=t["delta"], colorscale="RdBu_r", cmid=0, cmin=-span, cmax=span,
+                                  showscale=i == len(sides) - 1, colorbar=dict(title=f"Δ {unit}")),
+             ["cpu_per_unit", "cpu_per_unit_base", "delta"],
+             lambda s, i, t: "%{label}<br>" + s + ": %{customdata[0]:.3g}<br>" + baseline
+                             + ": %{customdata[1]:.3g}<br>Δ %{customdata[2]:+.3g} " + unit + "<extra></extra>")
     fig.update_layout(template=TEMPLATE, height=620, margin=dict(t=110),
                       title=f"Differential flamegraph vs {baseline}: {test}<br><sup>size: the scenario's busy "
                             f"samples; colour: change in {unit} (red: more CPU); {_side_note(sides)}</sup>")
     _dropdown(fig, order, len(sides))
-    return fig
+    return describe(fig, f"What {order[0]} spends per unit of work of {test} against {baseline}, function by function "
+                         f"(the menu picks {', '.join(order)}): red boxes cost more {unit}, blue ones less; "
+                         f"{_side_note(sides)}.",
+                    alt=f"Differential icicle flamegraph of {test} against {baseline}, coloured by the change in CPU")
 
 
 def category_bars(categories: pl.DataFrame, test: str, baseline: str = "host",
@@ -145,5 +155,9 @@ def category_bars(categories: pl.DataFrame, test: str, baseline: str = "host",
     fig.update_layout(template=TEMPLATE, barmode="stack", legend_title_text="category",
                       title=f"Busy CPU per unit of work by category: {test}<br><sup>{unit}; pooled profiled runs, "
                             "idle left out</sup>")
-    fig.update_yaxes(title_text=unit, row=1, col=1)
-    return fig
+    fig.update_yaxes(title_text=axis_title("busy CPU per unit of work", unit), row=1, col=1)
+    fig.update_xaxes(title_text="Scenario")
+    top = (d.group_by("scenario", "side").agg(pl.col("cpu_per_unit").sum()).sort("scenario", "side"))
+    return describe(fig, f"Busy CPU per unit of work of {test} by category, pooled profiled runs: "
+                         + "; ".join(f"{r['scenario']} ({r['side']}) {r['cpu_per_unit']:.3g} {unit}"
+                                     for r in top.iter_rows(named=True)) + ".")

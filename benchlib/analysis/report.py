@@ -138,13 +138,41 @@ def execute_notebook(source: str | Path, output: str | Path, parameters: dict | 
     return output
 
 
+_HEADING = re.compile(r"^(#{1,2}) +(.+?) *#*$", re.M)
+
+
+def _headings(cell) -> list[tuple[int, str]]:
+    """The level-1 and -2 headings a cell shows: its own Markdown, or the Markdown its outputs display."""
+    texts = [cell.source] if cell.cell_type == "markdown" else [
+        o.get("data", {}).get("text/markdown", "") for o in cell.get("outputs", [])]
+    return [(len(h), t) for text in texts for h, t in _HEADING.findall(re.sub(r"```.*?```", "", text, flags=re.S))]
+
+
+def contents(cells) -> str:
+    """A table of contents of the page as one Markdown paragraph: each section, its subsections in
+    brackets. Links go to the ids nbconvert gives headings (the text, spaces as dashes)."""
+    def link(text: str) -> str:
+        plain = re.sub(r"[`*]", "", text)
+        return f"[{plain}](#{plain.replace(' ', '-')})"
+    sections: list[tuple[str, list[str]]] = []
+    for cell in cells:
+        for level, text in _headings(cell):
+            if level == 1:
+                sections.append((link(text), []))
+            elif sections:
+                sections[-1][1].append(link(text))
+    items = [title + (f" ({', '.join(subs)})" if subs else "") for title, subs in sections]
+    return '<nav aria-label="Contents">\n\n**Contents**: ' + " · ".join(items) + "\n\n</nav>"
+
+
 def render_report(executed: Sequence[str | Path], output: str | Path,
                   title: str = "CNI network benchmark report") -> Path:
     """Concatenate executed notebooks into one HTML page: code hidden, plotly.js inlined once, no CDN."""
     cells = []
     for path in executed:
         cells += nbformat.read(resolve(path), as_version=4).cells
-    merged = nbformat.v4.new_notebook(cells=cells, metadata={"title": title})
+    merged = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(contents(cells)), *cells],
+                                      metadata={"title": title})
     exporter = HTMLExporter(extra_loaders=[DictLoader({"benchlib_report.html.j2": _TEMPLATE})],
                             template_file="benchlib_report.html.j2",
                             exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)

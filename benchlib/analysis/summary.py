@@ -7,6 +7,7 @@ scenario, too few runs, a baseline without a successful run) gets sentences that
 """
 from __future__ import annotations
 
+import html
 import math
 
 import polars as pl
@@ -68,10 +69,10 @@ def cpu_caveat(r: dict) -> str:
     return f"CPU limit ({r.get('cpu_bound_side') or 'a side'}{busy})"
 
 
-def finding_sentence(r: dict, family_size: int | None = None, cpu_note: bool = True) -> str:
+def finding_sentence(r: dict, family_size: int | None = None, cpu_note: bool = True, with_n: bool = False) -> str:
     """One comparison as a sentence: what against what, the change with its interval (the verdict's
     text, so resolution wording comes with it), the correction it is significant after, and where
-    ``cpu_note``, the side at its CPU limit.
+    ``cpu_note``, the side at its CPU limit; ``with_n``, the runs on each side.
 
     "bridge vs host, tcp_rr transaction rate: -33.7 % [-35.4, -32.2] worse, significant after Holm over 12;
     CPU limit (total, 100 % busy)."
@@ -92,7 +93,8 @@ def finding_sentence(r: dict, family_size: int | None = None, cpu_note: bool = T
     else:
         text = f"{_what(r)}: not tested, {r['n']} vs {r['n_base']} successful runs (at least {stats.MIN_N} needed)"
     caveat = cpu_caveat(r) if cpu_note else ""
-    return text + (f"; {caveat}" if caveat else "") + "."
+    runs = f" (n = {r['n']} vs {r['n_base']} runs)" if with_n and kind != UNTESTED else ""
+    return text + runs + (f"; {caveat}" if caveat else "") + "."
 
 
 def ordered_findings(comparisons: pl.DataFrame, family: str | None = stats.PRIMARY) -> pl.DataFrame:
@@ -233,18 +235,29 @@ def caveats_markdown(comparisons: pl.DataFrame) -> str:
     return "\n\n".join(out)
 
 
-def rerun_text(campaign: str | list[str]) -> str:
-    """How to reproduce this report."""
+def rerun_box(campaign: str | list[str], commands: list[tuple[str, str]] | None = None) -> str:
+    """A short boxed "how to rerun this": the campaign and the commands, each with what it redoes (by
+    default: this report from the stored data, and the whole campaign again). HTML: the report shows it
+    as a box."""
     names = [campaign] if isinstance(campaign, str) else list(campaign)
-    return (f"To rerun: set `experiment.campaign: {_join(names)}` in `params.yaml` and run `dvc repro` "
-            "(or `dvc repro analyse report` to redo only the analysis and this report from the stored data).")
+    commands = commands or [
+        ("dvc repro analyse report", "this report again, from the stored measurements"),
+        ("dvc repro", f"measure again, with experiment.campaign: {_join(names)} in params.yaml")]
+    width = max(len(c) for c, _ in commands)
+    lines = "\n".join(f"{html.escape(c).ljust(width)}  # {html.escape(why)}" for c, why in commands)
+    return ('<aside class="rerun" aria-label="How to rerun this" style="border:1px solid #c8ccd1;'
+            'border-left:4px solid #0072B2;background:#f6f8fa;padding:.6em 1em;margin:1em 0;max-width:960px">'
+            f"<strong>How to rerun this</strong>: campaign <code>{html.escape(_join(names))}</code>; every number "
+            "and sentence above is computed from its tables, none is typed in by hand."
+            f'<pre style="margin:.5em 0 0 0;white-space:pre-wrap">{lines}</pre></aside>')
 
 
 def summary_markdown(runs: pl.DataFrame, comparisons: pl.DataFrame, families: pl.DataFrame, baseline: str,
                      correction: str = "holm", limit: int | None = 12,
-                     explanations: pl.DataFrame | None = None) -> str:
+                     explanations: pl.DataFrame | None = None, caveats: bool = True) -> str:
     """The whole opening section: the campaign, then the primary findings (or why there are none), each
-    with its CPU-profile sentences where ``explanations`` has them, then the campaign-wide caveats."""
+    with its CPU-profile sentences where ``explanations`` has them, then (``caveats``) the campaign-wide
+    caveats."""
     parts = [campaign_text(runs, comparisons, baseline)]
     if why := degenerate_text(runs, comparisons, baseline):
         parts.append(why)
@@ -265,7 +278,7 @@ def summary_markdown(runs: pl.DataFrame, comparisons: pl.DataFrame, families: pl
         k = int(ordered_findings(secondary, None)["kind"].eq(FINDING).sum())
         parts.append(f"The secondary metrics (latency, CPU per work) show {k} significant change(s) of "
                      f"{len(secondary)}, FDR-corrected: see the headline table.")
-    if cav := caveats_markdown(comparisons):
+    if caveats and (cav := caveats_markdown(comparisons)):
         parts.append(cav)
     return "\n\n".join(parts)
 

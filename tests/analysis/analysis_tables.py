@@ -137,3 +137,30 @@ def report_comparisons(fixture: str) -> tuple[dict, pl.DataFrame, pl.DataFrame, 
     runs, metrics = load_tables(f"{fixture}/runs.parquet", f"{fixture}/metrics.parquet")
     values = normalize.with_cpu_at_target(metrics, runs, **analyse.targets(s))
     return s.model_dump(), runs, values, analyse.compare(stats.compared_values(values, runs, s.family_metrics), runs, s)
+
+
+def degenerate(case: str, tmp_path):
+    """The analysis of a campaign with nothing (or little) to conclude: "every run failed", "tiny n",
+    "one scenario" or "no baseline" (its every run failed); written under tmp_path/analysis."""
+    cpu = {("cpu_busy_cores", "client"): [0.9, 0.8], ("cpu_busy_cores", "server"): [0.7, 0.6]}
+    failed = None
+    if case == "every run failed":
+        samples = {("host", "tcp_stream_1"): {("throughput", "none"): [40.0]},
+                   ("vxlan", "tcp_stream_1"): {("throughput", "none"): [30.0]}}
+        failed = {("host", "tcp_stream_1"): 2, ("vxlan", "tcp_stream_1"): 2}
+    elif case == "tiny n":
+        samples = {("host", "tcp_rr"): {("transaction_rate", "none"): [9e3, 9.1e3], **cpu},
+                   ("vxlan", "tcp_rr"): {("transaction_rate", "none"): [8e3, 8.1e3], **cpu}}
+    elif case == "one scenario":
+        samples = {("host", "tcp_rr"): {("transaction_rate", "none"): [9e3 + i for i in range(8)]}}
+    else:  # the baseline never succeeded
+        samples = {("host", "tcp_rr"): {("transaction_rate", "none"): [1.0]},
+                   ("vxlan", "tcp_rr"): {("transaction_rate", "none"): [8e3 + i for i in range(8)]}}
+        failed = {("host", "tcp_rr"): 2}
+    runs, metrics = make_tables(samples, failed=failed)
+    if case == "every run failed":
+        runs = runs.with_columns(outcome=pl.lit("failed"), failure_reason=pl.lit("netperf exited 1"))
+    elif case == "no baseline":
+        runs = runs.with_columns(outcome=pl.when(pl.col("scenario") == "host").then(pl.lit("failed"))
+                                 .otherwise("outcome"))
+    return analysed(runs, metrics.join(runs.filter(outcome="ok").select("run_id"), on="run_id"), tmp_path)[1]

@@ -60,7 +60,7 @@ def test_cpu_bars_client_and_server_side_by_side(all_figures):
     fig = all_figures["cpu"]
     assert [t.name for t in fig.data] == ["client", "server"]
     assert fig.layout.barmode == "group"
-    assert "trans/s" in fig.layout.title.text
+    assert fig.layout.yaxis.title.text == "CPU per work (% CPU @ 10000 trans/s)"
 
 
 def test_strip_shows_every_run(all_figures, tables):
@@ -72,21 +72,37 @@ def test_strip_shows_every_run(all_figures, tables):
 
 def test_forest_has_noise_band_and_one_row_per_comparison(all_figures, tables):
     fig = all_figures["forest"]
-    band = fig.data[0]
-    assert band.name == "noise band" and list(band.base) == [-2.0] * len(tables["comparisons"])
-    assert sum(len(t.x) for t in fig.data[1:]) == len(tables["comparisons"])
-    assert "intervals (bootstrap)" in fig.layout.title.text  # n = 8 per side: the bootstrap's range
+    bands = [t for t in fig.data if t.name == "noise band"]
+    assert sum(len(b.base) for b in bands) == len(tables["comparisons"]) and {v for b in bands for v in b.base} == {-2.0}
+    assert sum(len(t.x) for t in fig.data if t.name != "noise band") == len(tables["comparisons"])
+    assert "interval (bootstrap)" in fig.layout.title.text  # n = 8 per side: the bootstrap's range
 
 
-def test_forest_labels_each_row_with_its_family_and_interval_level(all_figures, tables):
-    """Each row names its family and the level its interval was drawn at; the title lists the levels."""
+def test_forest_splits_families_and_directions_and_marks_the_better_side(all_figures, tables):
+    """Rates, latencies and CPU never share one signed axis: a panel per family and direction, its
+    level and correction in its title, its better side on its axis."""
     c = tables["comparisons"]
-    labels = [y for t in all_figures["forest"].data[1:] for y in t.y]
+    fig = all_figures["forest"]
+    panels = [a.text for a in fig.layout.annotations if " is better" in a.text]
     primary = c.filter(family=stats.PRIMARY)
     level = f"{100 * primary['ci_level'][0]:.4g} %"
-    assert sum(y.startswith(f"[primary · {level}]") for y in labels) == len(primary)
-    title = all_figures["forest"].layout.title.text
-    assert f"primary: {level} (Holm)" in title and "CPU:" in title and "(FDR (Benjamini-Hochberg))" in title
+    assert panels[0] == f"primary metrics, higher is better (interval at {level}, Holm)"
+    assert "CPU metrics, lower is better" in " ".join(panels) and len(panels) == len(set(panels))
+    axes = [fig.layout[k].title.text for k in fig.layout if k.startswith("xaxis")]
+    assert "Change vs host (%), better →" in axes and "Change vs host (%), ← better" in axes
+    # the title states the finding: how many are significant and the largest change
+    assert re.match(r"\d+ of \d+ changes vs host are significant<br><sup>largest: ", fig.layout.title.text)
+
+
+def test_figures_have_axis_titles_in_words_with_units_and_a_caption_with_numbers(all_figures):
+    for name, fig in all_figures.items():
+        titles = [fig.layout[k].title.text for k in fig.layout if k[:5] in ("xaxis", "yaxis") and fig.layout[k].title.text]
+        assert titles and not any("_" in t for t in titles), (name, titles)
+        assert any(re.search(r"\(.+\)", t) for t in titles), (name, titles)
+        caption, alt = fig.layout.meta["caption"], fig.layout.meta["alt"]
+        assert re.search(r"\d", caption) and re.search(r"\b(chart|plot)\b", alt), name
+    bars = all_figures["bars"].layout.meta["caption"]
+    assert re.search(r"host \d[\d.]* \[[\d.]+, [\d.]+\] Gbit/s, n = 8", bars), bars
 
 
 def test_scatter_iso_lines_pass_through_origin(all_figures):
@@ -117,9 +133,18 @@ def test_report_renderer_leaves_plotly_js_to_the_page(all_figures):
 
 
 def test_write_figures_html_svg_png(all_figures, tmp_path):
-    paths = figures.write_figures({"bars": all_figures["bars"], "forest": all_figures["forest"]}, tmp_path)
-    assert sorted(p.name for p in paths) == sorted(
-        f"{n}.{e}" for n in ("bars", "forest") for e in ("html", "svg", "png"))
+    blog = tmp_path / "blog"
+    paths = figures.write_figures({"bars": all_figures["bars"], "forest": all_figures["forest"]}, tmp_path,
+                                  blog_dir=blog)
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in paths) == sorted(
+        [f"{n}.{e}" for n in ("bars", "forest") for e in ("html", "svg", "png")]
+        + [f"blog/{n}.{e}" for n in ("bars", "forest") for e in ("md", "svg", "png")])
+    # the blog snippet: the SVG at blog width with its alt text, then the generated caption with its numbers
+    image, caption = (blog / "bars.md").read_text().split("\n\n")[:2]
+    assert image.startswith("![bar chart of Throughput (Gbit/s) against Scenario: tcp\\_stream\\_1: ")
+    assert image.endswith("](bars.svg)")
+    assert re.fullmatch(r"\*Throughput, tcp\\_stream\\_1: median of runs \[95 % CI\]: host .* n = 8\..*\*", caption)
+    assert (blog / "bars.svg").read_bytes() == (tmp_path / "bars.svg").read_bytes()
     html = (tmp_path / "bars.html").read_text()
     assert html.count('class="plotly-graph-div"') == 1
     # plotly.js is written once beside the pages and loaded from there: offline, nothing fetched
@@ -132,7 +157,7 @@ def test_write_figures_html_svg_png(all_figures, tmp_path):
     png = (tmp_path / "bars.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = struct.unpack(">II", png[16:24])
-    assert (width, height) == (2 * figures.STATIC_WIDTH, 2 * 480)
+    assert (width, height) == (2 * figures.BLOG_WIDTH, 2 * 440)
 
 
 @pytest.fixture(scope="module")

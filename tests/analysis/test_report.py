@@ -55,7 +55,7 @@ def test_notebooks_execute_and_render_offline_report(lab_tables, tmp_path):
     assert not REMOTE_SCRIPT.search(html)  # opens offline
     assert "@import" not in html and "fonts.googleapis" not in html  # tables in system fonts, none fetched
     assert "figures.use_report_renderer" not in html  # code hidden
-    headings = ("Summary", "Significance vs the baseline", "Headline table", "Caveats", "Figures", "Setup", "Method",
+    headings = ("Summary", "Significance vs the baseline", "Headline table", "Caveats", "Results per test", "Setup", "Method",
                 "CPU normalization")
     at = [html.index(f'id="{heading.replace(" ", "-")}"') for heading in headings]
     assert at == sorted(at)  # the answer first, the results next, how they were measured last
@@ -95,10 +95,14 @@ def test_notebooks_take_only_where_the_data_is(notebook):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("case", ["every run failed", "tiny n"])
+@pytest.mark.parametrize("case", ["every run failed", "tiny n", "one scenario", "no baseline"])
 def test_report_renders_without_a_traceback_on_degenerate_campaigns(case, tmp_path):
     from analysis_tables import make_tables
-    if case == "every run failed":
+    if case in ("one scenario", "no baseline"):
+        from analysis_tables import degenerate
+        analysis_dir = tmp_path / "analysis"
+        result = degenerate(case, tmp_path)
+    elif case == "every run failed":
         runs, metrics = make_tables({("host", "tcp_stream_1"): {("throughput", "none"): [40.0]},
                                      ("vxlan", "tcp_stream_1"): {("throughput", "none"): [30.0]}},
                                     failed={("host", "tcp_stream_1"): 2, ("vxlan", "tcp_stream_1"): 2})
@@ -111,15 +115,22 @@ def test_report_renders_without_a_traceback_on_degenerate_campaigns(case, tmp_pa
                                     failed={("bridge", "tcp_rr"): 2})
         runs = runs.with_columns(outcome=pl.when(pl.col("scenario") == "bridge").then(pl.lit("failed"))
                                  .otherwise("outcome"))
-    analysis_dir, result = analysed(runs, metrics.join(runs.filter(outcome="ok").select("run_id"), on="run_id"),
-                                    tmp_path)
+    if case not in ("one scenario", "no baseline"):
+        analysis_dir, result = analysed(runs, metrics.join(runs.filter(outcome="ok").select("run_id"), on="run_id"),
+                                        tmp_path)
     out = tmp_path / "reports"
     html = report.build_report([f"notebooks/{n}" for n in report.NOTEBOOKS], out,
                                {"analysis_dir": str(analysis_dir), "out_dir": str(out)}).read_text()
     assert '"ename"' not in "".join(p.read_text() for p in (out / "notebooks").glob("*.ipynb"))
     m = result.metrics_json()
     summary_part = html[:html.index('id="Significance-vs-the-baseline"')]
-    if case == "every run failed":
+    # never an empty figure: every figure drawn has something to draw
+    assert '"data": []' not in html and '"data":[]' not in html
+    if case == "one scenario":
+        assert "No finding:</strong> only one scenario (host) was measured" in summary_part
+    elif case == "no baseline":
+        assert "No finding:</strong> the baseline <strong>host</strong> has no successful run" in summary_part
+    elif case == "every run failed":
         assert m["comparisons"] == {} and "no run of this campaign succeeded" in html
         assert "No finding:</strong> no run of this campaign succeeded" in summary_part
     else:

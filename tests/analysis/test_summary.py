@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
-from analysis_tables import analysed, make_tables
+from analysis_tables import analysed, degenerate
 
 from benchlib.analysis import load_tables, resolve, stats, summary, tables
 
@@ -59,34 +59,13 @@ def test_a_below_resolution_finding_keeps_the_verdicts_resolution_wording(real):
     assert "step of" in summary.finding_sentence(lat)
 
 
-def test_the_rerun_line_names_the_campaign_and_the_command():
-    text = summary.rerun_text("lab-default-003")
-    assert "`experiment.campaign: lab-default-003`" in text and "`dvc repro`" in text
-
-
-def degenerate(case: str, tmp_path):
-    cpu = {("cpu_busy_cores", "client"): [0.9, 0.8], ("cpu_busy_cores", "server"): [0.7, 0.6]}
-    failed = None
-    if case == "every run failed":
-        samples = {("host", "tcp_stream_1"): {("throughput", "none"): [40.0]},
-                   ("vxlan", "tcp_stream_1"): {("throughput", "none"): [30.0]}}
-        failed = {("host", "tcp_stream_1"): 2, ("vxlan", "tcp_stream_1"): 2}
-    elif case == "tiny n":
-        samples = {("host", "tcp_rr"): {("transaction_rate", "none"): [9e3, 9.1e3], **cpu},
-                   ("vxlan", "tcp_rr"): {("transaction_rate", "none"): [8e3, 8.1e3], **cpu}}
-    elif case == "one scenario":
-        samples = {("host", "tcp_rr"): {("transaction_rate", "none"): [9e3 + i for i in range(8)]}}
-    else:  # the baseline never succeeded
-        samples = {("host", "tcp_rr"): {("transaction_rate", "none"): [1.0]},
-                   ("vxlan", "tcp_rr"): {("transaction_rate", "none"): [8e3 + i for i in range(8)]}}
-        failed = {("host", "tcp_rr"): 2}
-    runs, metrics = make_tables(samples, failed=failed)
-    if case == "every run failed":
-        runs = runs.with_columns(outcome=pl.lit("failed"), failure_reason=pl.lit("netperf exited 1"))
-    elif case == "no baseline":
-        runs = runs.with_columns(outcome=pl.when(pl.col("scenario") == "host").then(pl.lit("failed"))
-                                 .otherwise("outcome"))
-    return analysed(runs, metrics.join(runs.filter(outcome="ok").select("run_id"), on="run_id"), tmp_path)[1]
+def test_the_rerun_box_names_the_campaign_and_the_commands():
+    box = summary.rerun_box("lab-default-003")
+    assert box.startswith('<aside class="rerun"') and "campaign <code>lab-default-003</code>" in box
+    assert "dvc repro analyse report  # this report again" in box
+    assert "experiment.campaign: lab-default-003 in params.yaml" in box
+    compare = summary.rerun_box(["a", "b"], [("benchlib compare a b", "this comparison again")])
+    assert "<code>a and b</code>" in compare and "benchlib compare a b  # this comparison again" in compare
 
 
 @pytest.mark.parametrize("case, says", [

@@ -1,0 +1,106 @@
+"""The look every figure shares: one plotly template ("benchlib"), registered on import, sized for a
+700 px blog column, and the words that go with a figure (axis titles with units, alt text, caption).
+
+A figure states its caption and alt text in ``layout.meta`` ({"caption": ..., "alt": ...}); the
+report renderer puts them beside the figure and the blog export writes them under it.
+"""
+# plotly generates its figure and layout properties at run time, so pyright cannot see them here:
+# pyright: reportAttributeAccessIssue=false, reportOptionalMemberAccess=false
+from __future__ import annotations
+
+import html
+import re
+
+import plotly.graph_objects as go
+import plotly.io as pio
+from plotly.io.base_renderers import MimetypeRenderer, PlotlyRenderer
+
+TEMPLATE = "benchlib"
+# Okabe-Ito: distinguishable with the common colour-vision deficiencies.
+PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
+BAND_COLOR = "rgba(120, 120, 120, 0.18)"
+# A blog column: static images are drawn at this width, so their text is read at 1:1.
+BLOG_WIDTH = 700
+HEIGHT = 440
+
+
+def _template() -> go.layout.Template:
+    t = go.layout.Template(pio.templates["plotly_white"])
+    t.layout.update(
+        font=dict(family="Helvetica, Arial, sans-serif", size=13, color="#222"),
+        title=dict(x=0.015, xanchor="left", font=dict(size=16)),
+        colorway=PALETTE,
+        height=HEIGHT,
+        margin=dict(l=70, r=20, t=80, b=60),
+        hoverlabel=dict(font_size=12),
+        legend=dict(font=dict(size=12)),
+        xaxis=dict(title=dict(font=dict(size=13)), tickfont=dict(size=12), automargin=True),
+        yaxis=dict(title=dict(font=dict(size=13)), tickfont=dict(size=12), automargin=True),
+    )
+    return t
+
+
+pio.templates[TEMPLATE] = _template()
+
+
+def axis_title(quantity: str, unit: str | None) -> str:
+    """A value axis in words with its unit: "Transaction rate (transactions/s)"."""
+    text = quantity[:1].upper() + quantity[1:]
+    return f"{text} ({unit})" if unit else text
+
+
+def plain(text: str) -> str:
+    """A plotly title as plain text: <br> and <sup> become sentence breaks, other tags go."""
+    text = re.sub(r"<br\s*/?>", ". ", text or "")
+    text = re.sub(r"<[^>]+>", "", text)
+    text = re.sub(r"\s*\.\s*\.", ".", text)
+    return " ".join(text.split()).strip(" .")
+
+
+def describe(fig: go.Figure, caption: str | None = None, alt: str | None = None) -> go.Figure:
+    """Attach the caption (what the figure shows, with its numbers) and alt text to ``fig``; without
+    them they are made from the title and the axis titles."""
+    caption = caption or plain(fig.layout.title.text)
+    if alt is None:
+        kinds = sorted({type(t).__name__.lower() for t in fig.data}) or ["figure"]
+        axes = [a.title.text for a in (fig.layout.xaxis, fig.layout.yaxis) if a.title.text]
+        alt = (f"{' and '.join(kinds)} chart" + (f" of {' against '.join(reversed(axes))}" if axes else "")
+               + f": {plain(fig.layout.title.text).split('. ')[0]}")
+    fig.update_layout(meta={"caption": caption, "alt": alt})
+    return fig
+
+
+def words(fig: go.Figure | dict) -> tuple[str, str]:
+    """(caption, alt text) of a figure, made by describe() where the figure was not described."""
+    layout = fig["layout"] if isinstance(fig, dict) else fig.layout.to_plotly_json()
+    meta = layout.get("meta") or {}
+    if not isinstance(meta, dict) or "caption" not in meta:
+        meta = describe(go.Figure(fig)).layout.meta
+    return meta["caption"], meta["alt"]
+
+
+class _ReportRenderer(MimetypeRenderer):
+    """The figure in a <figure> with its alt text and caption, as a div that expects plotly.js on the
+    page, plus plotly's JSON for JupyterLab.
+
+    The report page includes plotly.js once in its head (report.py), so no output carries its own
+    copy and nothing is fetched from a CDN.
+    """
+
+    def to_mimebundle(self, fig_dict):
+        div = pio.to_html(fig_dict, include_plotlyjs=False, include_mathjax=False, full_html=False,
+                          default_width="100%", validate=False)
+        caption, alt = words(fig_dict)
+        figure = (f'<figure class="benchlib-figure" role="img" aria-label="{html.escape(alt)}" '
+                  f'style="margin:0 0 1.5em 0;max-width:{BLOG_WIDTH + 260}px">{div}'
+                  f'<figcaption style="font-size:13px;color:#444;margin-top:.3em">{html.escape(caption)}'
+                  "</figcaption></figure>")
+        return {**PlotlyRenderer().to_mimebundle(fig_dict), "text/html": figure}
+
+
+pio.renderers[TEMPLATE] = _ReportRenderer()
+
+
+def use_report_renderer() -> None:
+    """Render figures for the offline report; headless papermill kernels need it set explicitly."""
+    pio.renderers.default = TEMPLATE

@@ -1,0 +1,152 @@
+"""The default report and the compare report as a reader's browser shows them: headless Chromium
+over the DevTools protocol, after plotly drew the figures.
+
+Both reports are rendered from real campaigns' tidy tables (tests/fixtures/tidy). Screenshots of each
+report's first screen are written to reports/screenshots/ (kept by CI as artefacts; the path is printed).
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import polars as pl
+import pytest
+from analysis_tables import analysed
+from browser import CHROMIUM, Page
+
+from benchlib.analysis import compare, load_tables, report
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO / "tests" / "fixtures" / "tidy"
+SCREENSHOTS = REPO / "reports" / "screenshots"
+WIDTH, HEIGHT = 1280, 900
+DTYPES = {"str", "f64", "f32", "i64", "i32", "u32", "u64", "bool", "date", "null", "list[str]"}
+UNIT = re.compile(r"\(.+\)|%")
+
+# What the reader sees, read from the DOM after the scripts ran.
+INSPECT = """(() => {
+  const text = e => (e ? e.textContent.replace(/\\s+/g, ' ').replace(/¶/g, '').trim() : '');
+  const top = e => e.getBoundingClientRect().top + window.scrollY;
+  const h1 = [...document.querySelectorAll('h1')].map(h => ({text: text(h), id: h.id, top: top(h)}));
+  const links = [...document.querySelectorAll('nav a[href^="#"]')].map(a => ({
+    text: text(a), target: !!document.getElementById(decodeURIComponent(a.getAttribute('href').slice(1)))}));
+  const tables = [...document.querySelectorAll('table')].map(t => [...t.rows].map(r => [...r.cells].map(text)));
+  const figures = [...document.querySelectorAll('.plotly-graph-div')].map(gd => {
+    const fig = gd.closest('figure');
+    const titles = [...gd.querySelectorAll('text')].filter(t => /^[xy]\\d*title$/.test(t.getAttribute('class')));
+    return {title: text(gd.querySelector('.gtitle')), top: top(gd),
+            cartesian: gd._fullLayout._has('cartesian'),
+            x: titles.filter(t => t.getAttribute('class').startsWith('x')).map(text),
+            y: titles.filter(t => t.getAttribute('class').startsWith('y')).map(text),
+            alt: fig ? fig.getAttribute('aria-label') : null,
+            caption: fig ? text(fig.querySelector('figcaption')) : null};
+  });
+  const rerun = document.querySelector('aside.rerun');
+  return {h1, links, tables, figures, rerun: rerun ? text(rerun) : null,
+          resources: performance.getEntriesByType('resource').map(r => r.name)};
+})()"""
+
+
+def build_default(out: Path) -> Path:
+    runs, metrics = load_tables(FIXTURES / "lab-default-003" / "runs.parquet",
+                                FIXTURES / "lab-default-003" / "metrics.parquet")
+    analysis_dir, _ = analysed(runs, metrics, out / "data")
+    reports = out / "reports"
+    return report.build_report([f"notebooks/{n}" for n in report.NOTEBOOKS], reports,
+                               {"analysis_dir": str(analysis_dir), "out_dir": str(reports)})
+
+
+def build_compare(out: Path) -> Path:
+    def campaign(name: str) -> compare.Campaign:
+        runs, metrics = load_tables(FIXTURES / name / "runs.parquet", FIXTURES / name / "metrics.parquet")
+        # the fixtures keep the tidy tables, not the raw records the setup facts are read from
+        facts = pl.DataFrame(schema={c: pl.String for c in ("environment", "scenario", "test", "field", "value")})
+        return compare.Campaign(name, runs, metrics, facts)
+    return report.build_compare(compare.run(campaign("lab-default-002"), campaign("lab-default-003")), out)
+
+
+@pytest.fixture(scope="module")
+def pages(tmp_path_factory):
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM}: not installed (the project installs chromium for kaleido and these tests)")
+    out = tmp_path_factory.mktemp("browser")
+    built = {"report": build_default(out / "default"), "compare": build_compare(out / "compare" / "reports")}
+    seen = {}
+    with Page(WIDTH, HEIGHT) as page:
+        for name, path in built.items():
+            page.requests.clear()
+            page.open(path)
+            seen[name] = {**page.evaluate(INSPECT), "requests": list(page.requests), "path": path}
+            shot = page.screenshot(SCREENSHOTS / f"{name}-first-screen.png")
+            print(f"first screen of the {name} report: {shot}")
+    return seen
+
+
+@pytest.mark.parametrize("name", ["report", "compare"])
+def test_the_summary_is_the_first_section_with_the_findings_and_the_headline_figure_on_the_first_screen(pages, name):
+    p = pages[name]
+    first = p["h1"][0]
+    expected = "Summary" if name == "report" else "lab-default-003 against lab-default-002"
+    assert first["text"] == expected and first["top"] < HEIGHT / 4, p["h1"]
+    assert p["figures"] and p["figures"][0]["top"] < HEIGHT, p["figures"][0]  # the headline figure starts on screen 1
+    assert "is significant" in p["figures"][0]["title"] or "are significant" in p["figures"][0]["title"]
+    assert p["rerun"] and ("dvc repro" in p["rerun"] or "benchlib compare" in p["rerun"]), p["rerun"]
+
+
+def test_the_sections_are_in_reading_order_and_the_contents_reach_them(pages):
+    order = [h["text"] for h in pages["report"]["h1"]]
+    for earlier, later in [("Summary", "Significance vs the baseline"), ("Significance vs the baseline", "Results per test"),
+                           ("Results per test", "CPU profiles"), ("CPU profiles", "Setup, method and CPU normalization")]:
+        assert order.index(earlier) < order.index(later), order
+    for name in ("report", "compare"):
+        links = pages[name]["links"]
+        assert len(links) >= 5 and all(link["target"] for link in links), links
+    texts = {link["text"] for link in pages["report"]["links"]}
+    assert {"Caveats", "Setup", "Method", "tcp_rr"} <= texts, texts
+    assert [link["text"] for link in pages["compare"]["links"]][-2:] == ["Setup", "Method"]
+
+
+@pytest.mark.parametrize("name", ["report", "compare"])
+def test_no_table_shows_a_dtype_row_quoted_strings_or_nulls(pages, name):
+    tables = pages[name]["tables"]
+    assert len(tables) >= 3
+    for table in tables:
+        for row in table:
+            assert not (row and set(row) <= DTYPES), row
+            assert not any(re.fullmatch(r'".*"', cell) or cell == "null" for cell in row), row
+
+
+@pytest.mark.parametrize("name", ["report", "compare"])
+def test_every_figure_has_axis_titles_with_units_alt_text_and_a_caption(pages, name):
+    figures = pages[name]["figures"]
+    assert len(figures) >= (10 if name == "report" else 1)
+    for f in figures:
+        assert f["alt"] and f["caption"], f
+        if f["cartesian"]:
+            assert f["x"] and f["y"], f
+            assert not any("_" in t for t in f["x"] + f["y"]), f  # words, not column names
+            assert any(UNIT.search(t) for t in f["x"] + f["y"]), f
+        assert "iperf3" not in f["title"] or "iperf3" in f["caption"]
+
+
+@pytest.mark.parametrize("name", ["report", "compare"])
+def test_the_page_opens_offline(pages, name):
+    p = pages[name]
+    remote = [u for u in p["requests"] + p["resources"] if re.match(r"(https?|wss?):", u)]
+    assert not remote, remote
+    assert p["requests"][0] == p["path"].resolve().as_uri()
+
+
+def test_the_blog_export_has_each_figure_with_its_caption(pages):
+    blog = pages["report"]["path"].parent / "blog"
+    figures = pages["report"]["path"].parent / "figures"
+    names = sorted(p.stem for p in figures.glob("*.svg"))
+    assert names and sorted(p.stem for p in blog.glob("*.md")) == names
+    for name in names:
+        md = (blog / f"{name}.md").read_text()
+        image, caption = md.split("\n\n")[:2]
+        assert image.startswith("![") and image.endswith(f"]({name}.svg)"), image
+        assert re.search(r"\d", caption), caption
+        assert (blog / f"{name}.svg").stat().st_size > 1000 and (blog / f"{name}.png").stat().st_size > 1000
