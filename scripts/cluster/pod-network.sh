@@ -5,8 +5,10 @@
 # for every scenario).
 #
 # Each CNI is a file in cni/ that adds its name to CNIS and defines, for CNI c:
-#   c_network <proxy-mode> <routing> <lb>   validate the options (empty: not given), print
-#                                           "<proxy-mode> <routing> <lb>" with defaults, "-" for unused
+#   c_network <command> <proxy-mode> [--option value...]
+#                                           validate --proxy-mode (empty: not given) and the CNI's own
+#                                           options, print "<proxy-mode> <routing> <lb>" with defaults,
+#                                           "-" for unused (the last two fields are the CNI's own)
 #   c_up <nodes> <proxy-mode> <routing> <lb> start it on every node (the podCIDRs are known)
 #   c_down <nodes>                          remove it and what it made in the nodes
 #   c_components <nodes>                    its daemons (supervise.sh names), one a line
@@ -48,19 +50,22 @@ network_running() {  # every daemon of the current pod network is alive
 }
 
 network_args() {  # network_args <up|cni|proxy-mode> ARGS: validated "<cni> <proxy-mode> <routing> <lb>" on stdout
-  local cmd=$1 cni="" proxy="" routing="" lb="" rest; shift
+  local cmd=$1 cni="" proxy="" own=() rest; shift
   while [ $# -gt 0 ]; do
     case $1 in
-      --cni) cni=${2:?--cni needs one of: ${CNIS[*]}}; shift 2 ;;
-      --proxy-mode) proxy=${2:?--proxy-mode needs iptables, nftables or none}; shift 2 ;;
-      --routing) routing=${2:?--routing needs tunnel or native}; shift 2 ;;
-      --lb) lb=${2:?--lb needs socket or packet}; shift 2 ;;
+      --*) [ $# -ge 2 ] || die "$1 needs a value (see $0 --help)" ;;
       *) die "$cmd: unknown argument '$1' (see $0 --help)" ;;
     esac
+    case $1 in
+      --cni) cni=$2 ;;
+      --proxy-mode) proxy=$2 ;;
+      *) own+=("$1" "$2") ;;  # the CNI's own options
+    esac
+    shift 2
   done
   cni=${cni:-bridge}
   cni_known "$cni" || die "--cni $cni: choose one of: ${CNIS[*]}"
-  rest=$("${cni}_network" "$proxy" "$routing" "$lb") || exit 1
+  rest=$("${cni}_network" "$cmd" "$proxy" "${own[@]}") || exit 1
   read -r proxy _ _ <<<"$rest"
   case " $PROXY_MODES none " in *" $proxy "*) ;; *) die "--proxy-mode $proxy: choose one of: $PROXY_MODES none" ;; esac
   echo "$cni $rest"

@@ -4,10 +4,14 @@
 # functions every CNI defines.
 CNIS+=(bridge)
 
-bridge_network() {  # bridge_network <proxy-mode> <routing> <lb>: "<proxy-mode> - -" with its default
-  [ -z "$2$3" ] || die "--routing and --lb are Cilium's options (add --cni cilium)"
-  [ "$1" != none ] || die "--proxy-mode none needs a CNI that replaces kube-proxy (--cni cilium)"
-  echo "${1:-iptables} - -"
+bridge_network() {  # bridge_network <command> <proxy-mode>: "<proxy-mode> - -" with its default; no options of its own
+  case ${3:-} in
+    "") ;;
+    --routing|--lb) die "--routing and --lb are Cilium's options (add --cni cilium)" ;;
+    *) die "$1: unknown argument '$3' (see $0 --help)" ;;
+  esac
+  [ "$2" != none ] || die "--proxy-mode none needs a CNI that replaces kube-proxy (--cni cilium)"
+  echo "${2:-iptables} - -"
 }
 
 bridge_follows_proxy() { false; }  # its config does not depend on kube-proxy's mode

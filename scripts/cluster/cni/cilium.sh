@@ -11,8 +11,17 @@ CILIUM_SRC="$GOMODCACHE/github.com/cilium/cilium@v$CILIUM_VERSION"
 # The operator's health API, inside node 1 (its default port would do; named here to find it)
 CILIUM_OPERATOR_API=127.0.0.1:9234
 
-cilium_network() {  # cilium_network <proxy-mode> <routing> <lb>
-  local proxy=${1:-none} routing=${2:-tunnel} lb=$3
+cilium_network() {  # cilium_network <command> <proxy-mode> [--routing tunnel|native] [--lb socket|packet]
+  local cmd=$1 proxy=${2:-none} routing=tunnel lb=""
+  shift 2
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --routing) routing=$2 ;;
+      --lb) lb=$2 ;;
+      *) die "$cmd: unknown argument '$1' (see $0 --help)" ;;
+    esac
+    shift 2
+  done
   case $routing in tunnel|native) ;; *) die "--routing $routing: choose tunnel or native" ;; esac
   if [ "$proxy" = none ]; then
     lb=${lb:-socket}
