@@ -11,12 +11,13 @@ from pathlib import Path
 from benchlib import collectors, runner
 from benchlib.config import Environment
 from benchlib.targets.kubernetes import PID_MARKER, KubernetesTarget
+from benchlib.targets.lab.addresses import CLUSTER_SERVICE_CIDR
 from tests.conftest import REPO
 
 NETPERF = collectors.servers(["netperf"])
 CLUSTER = REPO / "scripts" / "k8s-local-cluster.sh"
 STATE = Path("/var/lib/benchlib-k8s")
-SERVICE_CIDR = ipaddress.ip_network("198.18.96.0/19")
+SERVICE_CIDR = ipaddress.ip_network(CLUSTER_SERVICE_CIDR)
 def cluster_script(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     return subprocess.run(["bash", str(CLUSTER), *args], capture_output=True, text=True, timeout=timeout)
 

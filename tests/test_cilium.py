@@ -35,7 +35,7 @@ from tests.local_cluster import (
     sysctls,
 )
 
-LAUNCHER = REPO / "scripts/cilium-agent-ns.sh"
+LAUNCHER = REPO / "scripts/cluster/cni/cilium-agent-ns.sh"
 CILIUM_SYNCED = f"bash {REPO}/pipelines/local-cilium/cilium-synced.sh"
 # the agent would set both machine-wide; its private mount namespace makes them read-only to it
 GLOBAL_SYSCTLS = ["kernel.unprivileged_bpf_disabled", "kernel.timer_migration"]

@@ -2,6 +2,8 @@
 benchmark networks. The namespaces have no route out of the machine."""
 from __future__ import annotations
 
+import ipaddress
+
 NODES = (1, 2)  # node 1 holds the client, node 2 the server
 OTHER = {1: 2, 2: 1}  # the node across the wire
 NODE_IP = {1: "198.18.0.1", 2: "198.18.0.2"}
@@ -37,3 +39,26 @@ POD_GW6 = "fe80::1"  # the link-local gateway every IPv6 pod sees, answered by i
 def pod_subnet6(i: int) -> str:
     """Node i's IPv6 pod subnet."""
     return f"2001:2:0:{i}::/64"
+
+
+# The local Kubernetes cluster (scripts/k8s-local-cluster.sh), in the same benchmark range and apart
+# from the lab's addresses above and the lab's Services (kubeproxy.SERVICE_CIDR): its nodes sit on
+# one wire, the controller manager gives each node a /24 of the cluster CIDR, and the apiserver's
+# Service takes the first address of the Service range.
+CLUSTER_WIRE = "198.18.32.0/24"  # node i has the subnet's address i
+CLUSTER_POD_CIDR = "198.18.64.0/19"
+CLUSTER_NODE_POD_PREFIX = 24
+CLUSTER_SERVICE_CIDR = "198.18.96.0/19"
+
+
+def cluster_shell() -> str:
+    """The cluster's address plan as KEY=VALUE lines, which scripts/cluster/common.sh reads."""
+    wire = ipaddress.ip_network(CLUSTER_WIRE)
+    plan = {"WIRE_NET": str(wire.network_address).rsplit(".", 1)[0],
+            "WIRE_PREFIX": wire.prefixlen,
+            "CLUSTER_CIDR": CLUSTER_POD_CIDR,
+            "NODE_CIDR_PREFIX": CLUSTER_NODE_POD_PREFIX,
+            "SERVICE_CIDR": CLUSTER_SERVICE_CIDR,
+            "API_SERVICE_IP": ipaddress.ip_network(CLUSTER_SERVICE_CIDR)[1]}
+    return "".join(f"{key}={value}\n" for key, value in plan.items())
+

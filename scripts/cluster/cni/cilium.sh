@@ -1,118 +1,49 @@
-# Cilium as the local cluster's CNI: sourced by k8s-local-cluster.sh, which
-# defines CACHE, STATE, PREFIX, the node helpers and daemon/stop_daemons.
-#
-# The real cilium-agent, cilium-operator-generic, cilium-cni and cilium-dbg,
-# built from the Go module proxy. Each agent runs as a host process inside its
-# node's network namespace AND a private mount namespace, so that nothing
-# machine-wide changes (see cilium_agent for what that namespace hides).
-# Facts (the version, the walls and their workarounds) are in docs/design.md,
-# "Cilium on the local cluster".
+# shellcheck shell=bash
+# Cilium as the local cluster's CNI (built by cilium-build.sh): an operator in node 1 and one agent
+# per node, a host process inside its node's network namespace AND a private mount namespace, so
+# that nothing machine-wide changes (see cilium_agent). With kube-proxy, or replacing it (eBPF
+# Services, translated at connect() or per packet). See pod-network.sh for the functions every CNI
+# defines.
+CNIS+=(cilium)
 
-CILIUM_VERSION=1.17.6
-CILIUM_BIN="$CACHE/cilium/bin-cilium$CILIUM_VERSION"
+# the module's source: the datapath's C sources the agent compiles (cilium_agent)
 CILIUM_SRC="$GOMODCACHE/github.com/cilium/cilium@v$CILIUM_VERSION"
-CILIUM_BINARIES="cilium-agent cilium-operator-generic cilium-cni cilium-dbg"
 # The operator's health API, inside node 1 (its default port would do; named here to find it)
 CILIUM_OPERATOR_API=127.0.0.1:9234
 
-# ---------------------------------------------------------------- build
-# v1.17.6 is the newest release whose go.mod replaces nothing the module proxy
-# refuses (later ones replace k8s.io/apimachinery or gobgp with Cilium forks,
-# which the proxy does not serve). A wrapper module requires it; its one
-# replace only concerns Cilium's code generators. Go ignores a dependency's
-# replaces, so the wrapper must repeat it.
-cilium_build() {
-  mkdir -p "$CACHE/cilium"
-  exec 9>"$CACHE/cilium/build.lock"
-  flock 9
-  local b missing=0
-  for b in $CILIUM_BINARIES; do [ -x "$CILIUM_BIN/$b" ] || missing=1; done
-  if [ $missing = 0 ]; then log "already built: $CILIUM_BIN"; return; fi
-  command -v go >/dev/null || die "go not found: the Cilium build needs Go >= 1.24 (and the Go module proxy)"
-  local src="$CACHE/cilium/src-cilium$CILIUM_VERSION"
-  mkdir -p "$src/cmd/cilium-agent" "$src/cmd/cilium-operator-generic" "$src/cmd/cilium-cni" "$src/cmd/cilium-dbg"
-  cat >"$src/go.mod" <<MOD
-module benchlib.local/cilium
-
-go 1.24.0
-
-require github.com/cilium/cilium v$CILIUM_VERSION
-
-// as in Cilium's own go.mod; no binary built here imports it
-replace sigs.k8s.io/controller-tools => github.com/cilium/controller-tools v0.16.5-1
-MOD
-  cat >"$src/cmd/cilium-agent/main.go" <<'GO'
-// The agent, with one change: this kernel has no module support, so
-// /proc/modules does not exist and the agent's module manager (which only
-// checks for iptables modules, built in here) would stop the agent at start.
-// The decorator hands the agent an empty manager whose start hook never runs.
-package main
-
-import (
-	"github.com/cilium/hive/cell"
-
-	"github.com/cilium/cilium/daemon/cmd"
-	"github.com/cilium/cilium/pkg/datapath/linux/modules"
-	"github.com/cilium/cilium/pkg/hive"
-)
-
-func main() {
-	noModules := cell.Decorate(func() *modules.Manager { return &modules.Manager{} }, cmd.Agent)
-	cmd.Execute(cmd.NewAgentCmd(func() *hive.Hive { return hive.New(noModules) }))
-}
-GO
-  cat >"$src/cmd/cilium-operator-generic/main.go" <<'GO'
-// The operator (generic flavour: no cloud IPAM); it registers Cilium's CRDs.
-package main
-
-import (
-	"github.com/cilium/cilium/operator/cmd"
-	"github.com/cilium/cilium/pkg/hive"
-)
-
-func main() { cmd.Execute(cmd.NewOperatorCmd(hive.New(cmd.Operator))) }
-GO
-  cat >"$src/cmd/cilium-cni/main.go" <<'GO'
-// The CNI plugin containerd calls; it asks the node's agent for the endpoint.
-package main
-
-import (
-	"runtime"
-
-	"github.com/containernetworking/cni/pkg/skel"
-	cniversion "github.com/containernetworking/cni/pkg/version"
-
-	"github.com/cilium/cilium/pkg/version"
-	"github.com/cilium/cilium/plugins/cilium-cni/cmd"
-)
-
-func main() {
-	runtime.LockOSThread() // the plugin switches network namespaces on this thread
-	skel.PluginMainFuncs(cmd.NewCmd().CNIFuncs(),
-		cniversion.PluginSupports("0.3.1", "0.4.0", "1.0.0"), "Cilium CNI plugin "+version.Version)
-}
-GO
-  cat >"$src/cmd/cilium-dbg/main.go" <<'GO'
-// The agent's command-line client (status, service list, bpf maps).
-package main
-
-import "github.com/cilium/cilium/cilium-dbg/cmd"
-
-func main() { cmd.Execute() }
-GO
-  log "go mod tidy (github.com/cilium/cilium v$CILIUM_VERSION)"
-  (cd "$src" && go mod tidy) ||
-    die "cannot resolve Cilium v$CILIUM_VERSION from the Go module proxy (a release whose go.mod replaces modules with forks the proxy refuses fails here)"
-  log "go build cilium-agent, -operator-generic, -cni, -dbg (about 10 minutes cold on 2 cores)"
-  mkdir -p "$CILIUM_BIN.tmp"
-  # ipam_provider_operator: the generic operator's Kubernetes IPAM
-  (cd "$src" && nice -n 10 go build -tags osusergo,ipam_provider_operator -o "$CILIUM_BIN.tmp/" -ldflags "-s -w \
-      -X 'github.com/cilium/cilium/pkg/version.ciliumVersion=$CILIUM_VERSION benchlib'" ./cmd/...)
-  rm -rf "$CILIUM_BIN" && mv "$CILIUM_BIN.tmp" "$CILIUM_BIN"
-  log "built: $CILIUM_BIN"
+cilium_network() {  # cilium_network <command> <proxy-mode> [--routing tunnel|native] [--lb socket|packet]
+  local cmd=$1 proxy=${2:-none} routing=tunnel lb=""
+  shift 2
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --routing) routing=$2 ;;
+      --lb) lb=$2 ;;
+      *) die "$cmd: unknown argument '$1' (see $0 --help)" ;;
+    esac
+    shift 2
+  done
+  case $routing in tunnel|native) ;; *) die "--routing $routing: choose tunnel or native" ;; esac
+  if [ "$proxy" = none ]; then
+    lb=${lb:-socket}
+    case $lb in socket|packet) ;; *) die "--lb $lb: choose socket or packet" ;; esac
+  else
+    [ -z "$lb" ] || die "--lb: with kube-proxy running, kube-proxy balances Services (drop --lb or use --proxy-mode none)"
+    lb=-
+  fi
+  echo "$proxy $routing $lb"
 }
 
-# --------------------------------------------------------------- running
+cilium_follows_proxy() { true; }  # the agent's flags depend on kube-proxy's mode
+
+cilium_components() {  # cilium_components <nodes>
+  echo cilium-operator
+  local n; for n in $(seq 1 "$1"); do echo "cilium-agent$n"; done
+}
+
+cilium_host_cleanup() {  # the empty mount point the agents' private /run/cilium covers
+  if [ -f "$STATE/run/created-run-cilium" ]; then rmdir /run/cilium 2>/dev/null || true; fi
+}
+
 cilium_dir() { echo "$STATE/node$1/cilium"; }
 
 unified_cgroup() {  # the cgroup2 hierarchy: /sys/fs/cgroup/unified (hybrid) or /sys/fs/cgroup (v2 only)
@@ -121,8 +52,8 @@ unified_cgroup() {  # the cgroup2 hierarchy: /sys/fs/cgroup/unified (hybrid) or 
   else die "no cgroup2 hierarchy: Cilium's socket load balancer needs one"; fi
 }
 
-cilium_flags() {  # cilium_flags <node> <routing> <proxy-mode> <lb>: the agent's command line
-  local routing=$2 proxy=$3 lb=$4
+cilium_flags() {  # cilium_flags <node> <proxy-mode> <routing> <lb>: the agent's command line
+  local proxy=$2 routing=$3 lb=$4
   echo --k8s-kubeconfig-path="$STATE/cp.kubeconfig" --cluster-name=default --cluster-id=0
   echo --ipam=kubernetes --k8s-require-ipv4-pod-cidr=true --enable-ipv4=true --enable-ipv6=false
   echo --enable-ipv4-masquerade=false --devices=wire0 --direct-routing-device=wire0
@@ -135,7 +66,7 @@ cilium_flags() {  # cilium_flags <node> <routing> <proxy-mode> <lb>: the agent's
   echo --cni-exclusive=false
   case $routing in
     tunnel) echo --routing-mode=tunnel --tunnel-protocol=vxlan ;;
-    native) echo --routing-mode=native --ipv4-native-routing-cidr=$CLUSTER_CIDR --auto-direct-node-routes=true ;;
+    native) echo --routing-mode=native --ipv4-native-routing-cidr="$CLUSTER_CIDR" --auto-direct-node-routes=true ;;
   esac
   if [ "$proxy" = none ]; then
     echo --kube-proxy-replacement=true
@@ -163,9 +94,9 @@ cilium_flags() {  # cilium_flags <node> <routing> <proxy-mode> <lb>: the agent's
 #   The agent attaches its socket load balancer to --cgroup-root, and if that
 #   path is not a mount point it mounts cgroup2 there: the ROOT of the
 #   hierarchy, every process of the machine. The launcher
-#   (scripts/cilium-agent-ns.sh) refuses to exec the agent unless that path is
+#   (cilium-agent-ns.sh) refuses to exec the agent unless that path is
 #   a mount of the node's own cgroup.
-cilium_agent() {  # cilium_agent <node> <routing> <proxy-mode> <lb>
+cilium_agent() {  # cilium_agent <node> <proxy-mode> <routing> <lb>
   local n=$1 dir cg_root cg
   dir=$(cilium_dir "$n")
   cg_root=$(unified_cgroup)
@@ -173,10 +104,10 @@ cilium_agent() {  # cilium_agent <node> <routing> <proxy-mode> <lb>
   mkdir -p "$dir/run" "$dir/lib" "$cg"
   ln -sfn "$CILIUM_SRC/bpf" "$dir/lib/bpf"   # the datapath's C sources, compiled by clang at run time
   if [ ! -d /run/cilium ]; then mkdir /run/cilium; touch "$STATE/run/created-run-cilium"; fi
+  # shellcheck disable=SC2046 # the flags are words without spaces
   daemon "cilium-agent$n" - env K8S_NODE_NAME="$PREFIX-node$n" \
-    unshare --mount --propagation slave -- sh "$PWD/scripts/cilium-agent-ns.sh" \
-    "$dir/run" "$cg" "/$PREFIX-node$n" "$(netns "$n")" \
-    "$CILIUM_BIN/cilium-agent" $(cilium_flags "$n" "$2" "$3" "$4")
+    unshare --mount --propagation slave -- sh "$PROJECT/scripts/cluster/cni/cilium-agent-ns.sh" \
+    "$dir/run" "$cg" "/$PREFIX-node$n" "$(netns "$n")" "$CILIUM_BIN/cilium-agent" $(cilium_flags "$n" "$2" "$3" "$4")
 }
 
 cilium_dbg() {  # cilium_dbg <node> ARGS: the agent's client, in the agent's namespaces
@@ -223,18 +154,16 @@ SH
   chmod +x "$STATE/node$1/cni/bin/cilium-cni"
 }
 
-cilium_up() {  # cilium_up <nodes> <routing> <proxy-mode> <lb>
-  local nodes=$1 n b
-  for b in $CILIUM_BINARIES; do
-    [ -x "$CILIUM_BIN/$b" ] || die "no Cilium build at $CILIUM_BIN: run '$0 build cilium' first"
-  done
+cilium_up() {  # cilium_up <nodes> <proxy-mode> <routing> <lb>
+  local nodes=$1 n
+  cilium_built || die "no Cilium build at $CILIUM_BIN: run '$0 build cilium' first"
   command -v bpftool >/dev/null || die "bpftool not found (the agent probes the kernel with it): apt-get install bpftool"
   command -v clang >/dev/null || die "clang not found (the agent compiles its datapath with it): apt-get install clang"
   running cilium-operator || cilium_operator
   for n in $(seq 1 "$nodes"); do cilium_cni_plugin "$n"; cilium_agent "$n" "$2" "$3" "$4"; done
   for n in $(seq 1 "$nodes"); do
     wait_for "cilium-agent$n" "the Cilium agent on node $n to report OK" cilium_ready "$n"
-    if [ "$3" = none ] && [ "$4" = socket ]; then
+    if [ "$2" = none ] && [ "$4" = socket ]; then
       wait_for "cilium-agent$n" "the socket load balancer on node $n's cgroup" socket_lb_attached "$n"
     fi
   done
@@ -248,13 +177,12 @@ cilium_up() {  # cilium_up <nodes> <routing> <proxy-mode> <lb>
 }
 
 cilium_down() {  # cilium_down <nodes>: agents and operator gone, and what they made in the nodes
-  local n
+  local n dev
   # the agent hangs in shutdown after SIGTERM; its state lives in its own
   # bpffs and the node namespace, both cleaned here, so it is not waited for
   stop_daemons cilium-agent1 cilium-agent2 cilium-operator
   for n in $(seq 1 "$1"); do
     rm -f "$STATE/node$n/cni/net.d/05-cilium.conflist" "$STATE/node$n/cni/bin/cilium-cni"
-    local dev
     for dev in $(ip -n "$(netns "$n")" -o link show | awk -F': ' '{sub(/@.*/, "", $2); print $2}' | grep -E '^(cilium_|lxc)'); do
       ip -n "$(netns "$n")" link del "$dev" 2>/dev/null || true
     done

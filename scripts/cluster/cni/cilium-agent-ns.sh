@@ -1,8 +1,8 @@
 #!/bin/sh
 # One local-cluster node's Cilium agent, inside the private mount namespace that
-# k8s-local-cilium.sh opens for it (`unshare --mount --propagation slave`):
+# cni/cilium.sh opens for it (`unshare --mount --propagation slave`):
 #   cilium-agent-ns.sh RUN_DIR NODE_CGROUP_DIR NODE_CGROUP NETNS AGENT [ARGS...]
-# Nothing here changes the machine (see cilium_agent in k8s-local-cilium.sh):
+# Nothing here changes the machine (see cilium_agent in cni/cilium.sh):
 # /run/cilium is the node's RUN_DIR, /sys/fs/bpf a bpffs of its own, two
 # machine-wide sysctls read-only, and /run/cilium/cgroupv2 the node's cgroup
 # (NODE_CGROUP_DIR, which is NODE_CGROUP relative to the cgroup2 root).

@@ -1,0 +1,37 @@
+# shellcheck shell=bash disable=SC2034 # the settings here are read by the pieces that source this file
+# What every piece of the local cluster shares: where things are, the names of nodes and their
+# namespaces, messages, and the address plan (from benchlib, its one source). Sourced by
+# scripts/k8s-local-cluster.sh, which has set PROJECT (the repository) and cd'd into it.
+
+K8S_VERSION=1.34.4
+ETCD_VERSION=3.6.4
+CACHE="${BENCHLIB_CACHE:-$HOME/.cache/benchlib}"
+BIN="$CACHE/k8s/bin-k8s$K8S_VERSION-etcd$ETCD_VERSION"
+HYPERKUBE="$BIN/hyperkube"
+export GOMODCACHE="$CACHE/go/mod" GOCACHE="$CACHE/go/build" GOFLAGS=-buildvcs=false
+STATE="${BENCHLIB_K8S_STATE:-/var/lib/benchlib-k8s}"
+PREFIX=bk8s                      # netns, node, bridge and cgroup names
+API_PORT=6443                    # inside node 1's namespace
+HOST_API_PORT=16443              # forwarded on the host's loopback
+TIMEOUT_S=${BENCHLIB_K8S_TIMEOUT_S:-180}
+
+log() { printf '[k8s-local-cluster] %s\n' "$*" >&2; }
+die() { printf 'k8s-local-cluster.sh: %s\n' "$*" >&2; exit 1; }
+node_ip() { echo "$WIRE_NET.$1"; }
+netns() { echo "$PREFIX-node$1"; }
+innode() { local n=$1; shift; nsenter --net="/run/netns/$(netns "$n")" "$@"; }
+kubectl() { "$HYPERKUBE" kubectl --kubeconfig "$STATE/admin.kubeconfig" "$@"; }
+ctr_of() { ctr -a "$STATE/node$1/containerd/containerd.sock" -n k8s.io "${@:2}"; }
+
+load_addresses() {  # WIRE_NET, WIRE_PREFIX, CLUSTER_CIDR, NODE_CIDR_PREFIX, SERVICE_CIDR, API_SERVICE_IP
+  local plan key value
+  plan=$("$PROJECT/.venv/bin/python" -c \
+    'from benchlib.targets.lab.addresses import cluster_shell; print(cluster_shell(), end="")') ||
+    die "cannot read the address plan from benchlib.targets.lab.addresses (is the venv set up? bash scripts/setup.sh)"
+  while IFS='=' read -r key value; do
+    case $key in
+      WIRE_NET|WIRE_PREFIX|CLUSTER_CIDR|NODE_CIDR_PREFIX|SERVICE_CIDR|API_SERVICE_IP) printf -v "$key" %s "$value" ;;
+      *) die "benchlib.targets.lab.addresses: unexpected key '$key' in the cluster's address plan" ;;
+    esac
+  done <<<"$plan"
+}

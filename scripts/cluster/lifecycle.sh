@@ -1,0 +1,98 @@
+# shellcheck shell=bash
+# A whole cluster: up (idempotent, bounded, cleaned up on failure), down (leaves nothing behind,
+# even after a killed script), and status.
+
+components() {  # what must run for a cluster of <nodes> nodes
+  echo etcd kube-apiserver apiserver-forward kube-controller-manager kube-scheduler
+  local n; for n in $(seq 1 "$1"); do echo "containerd$n" "kubelet$n"; done
+  network_components "$1"
+}
+
+healthy() {  # healthy: a complete cluster runs (its `up` finished and every component is alive)
+  [ -f "$STATE/up.done" ] || return 1
+  local c; for c in $(components "$(cat "$STATE/nodes")"); do running "$c" || return 1; done
+}
+
+status() {
+  if [ ! -d "$STATE" ]; then echo "down"; return 1; fi
+  local nodes c rc=0
+  nodes=$(cat "$STATE/nodes" 2>/dev/null || echo 2)
+  for c in $(components "$nodes"); do
+    if running "$c"; then echo "$c: running (pid $(pid_of "$c"))"; else echo "$c: not running"; rc=1; fi
+  done
+  [ -f "$STATE/up.done" ] || { echo "up did not finish (a killed or failed up: run down or up)"; rc=1; }
+  if [ $rc = 0 ]; then
+    echo "pod network (cni proxy-mode routing lb): $(cat "$STATE/network")"
+    kubectl get nodes -o wide
+    echo "KUBECONFIG=$STATE/admin.kubeconfig"
+  fi
+  return $rc
+}
+
+check_prerequisites() {
+  [ "$(id -u)" = 0 ] || die "must run as root (network namespaces, containerd, the kubelet)"
+  [ -x "$HYPERKUBE" ] || die "no binary at $HYPERKUBE: run '$0 build' first"
+  local missing=() c
+  for c in containerd runc ctr nsenter socat curl openssl conntrack iptables nft gcc busybox; do
+    command -v "$c" >/dev/null || missing+=("$c")
+  done
+  [ ${#missing[@]} = 0 ] || die "missing commands: ${missing[*]} (bash scripts/setup.sh installs them)"
+  [ -x /usr/lib/cni/bridge ] || die "missing the CNI plugins in /usr/lib/cni (apt-get install containernetworking-plugins)"
+}
+
+up() {  # up <nodes> <cni> <proxy-mode> <routing> <lb>
+  local nodes=$1 network_spec="${*:2}" n
+  check_prerequisites
+  if healthy && [ "$(cat "$STATE/nodes")" = "$nodes" ]; then
+    log "already up ($nodes node(s))"
+    pod_network "${@:2}"
+    return
+  fi
+  [ -d "$STATE" ] && { log "removing an incomplete or different cluster first"; down; }
+  local t0=$SECONDS
+  mkdir -p "$STATE/logs" "$STATE/run"
+  echo "$nodes" >"$STATE/nodes"
+  save_sysctls
+  trap 'log "up failed: cleaning up"; trap - EXIT; down >/dev/null 2>&1 || true' EXIT
+  images
+  pki
+  network "$nodes"
+  control_plane
+  log "control plane ready after $((SECONDS - t0)) s"
+  for n in $(seq 1 "$nodes"); do node "$n"; done
+  pod_network "${@:2}"
+  trap - EXIT
+  touch "$STATE/up.done"
+  log "up: $nodes node(s) Ready, pod network $network_spec, after $((SECONDS - t0)) s; KUBECONFIG=$STATE/admin.kubeconfig"
+}
+
+down() {
+  local t0=$SECONDS n c
+  if [ ! -d "$STATE" ] && ! ip netns list | grep -q "^$PREFIX-node"; then log "nothing to take down"; return; fi
+  mkdir -p "$STATE/run"
+  # shellcheck disable=SC2046 # daemon names, one a word
+  stop_daemons apiserver-forward kube-proxy1 kube-proxy2 kubelet1 kubelet2 $(for c in "${CNIS[@]}"; do "${c}_components" 2; done)
+  for n in 1 2; do
+    local sock="$STATE/node$n/containerd/containerd.sock" t
+    if [ -S "$sock" ] && running "containerd$n"; then
+      # the shims outlive containerd: kill the tasks through it first
+      for t in $(ctr_of "$n" tasks ls -q 2>/dev/null); do ctr_of "$n" tasks kill -s SIGKILL "$t" 2>/dev/null || true; done
+      for t in $(ctr_of "$n" tasks ls -q 2>/dev/null); do ctr_of "$n" tasks rm -f "$t" 2>/dev/null || true; done
+    fi
+  done
+  stop_daemons containerd1 containerd2 kube-scheduler kube-controller-manager kube-apiserver etcd
+  # anything still running from the state dir (shims, pods of a killed cluster)
+  local pid
+  for pid in $(pgrep -f -- "$STATE/" 2>/dev/null); do kill -9 "$pid" 2>/dev/null || true; done
+  for n in 1 2; do ip netns pids "$(netns "$n")" 2>/dev/null | xargs -r kill -9 2>/dev/null || true; done
+  # pod netns bind mounts and container rootfs mounts, deepest first
+  awk -v s="$STATE/" 'index($2, s) == 1 {print $2}' /proc/self/mounts | sort -r |
+    while read -r m; do umount -l "$m" 2>/dev/null || true; done
+  for n in 1 2; do ip netns del "$(netns "$n")" 2>/dev/null || true; done
+  remove_node_cgroups
+  remove_host_paths
+  restore_sysctls
+  for c in "${CNIS[@]}"; do "${c}_host_cleanup"; done
+  rm -rf "$STATE"
+  log "down after $((SECONDS - t0)) s"
+}
