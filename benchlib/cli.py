@@ -49,9 +49,16 @@ def _params(args) -> config.Params:
     return config.load_params(args.params)
 
 
-def _campaign_log(params: config.Params, command: str) -> None:
-    """From here on, the command's messages and what its libraries log or warn also go to the campaign's log file."""
+# The commands of the pipeline's stages: their messages, and what their libraries log or warn
+# (papermill, the notebooks' kernels), also go to the campaign's log file. Set up here, not in the
+# commands: where messages go changes no stage's output, so logs.py is no stage's dependency.
+CAMPAIGN_COMMANDS = ("collect", "parse", "analyse", "report")
+
+
+def _campaign_log(args) -> None:
+    params = _params(args)
     path = logs.to_file(logs.campaign_log(config.project_root() / "data" / "raw", params.experiment.campaign))
+    command = " ".join([args.command, *(["--env", args.env] if args.command == "collect" else [])])
     logs.get("command").info(f"benchlib {command} ({version_text()}), {params.source} -> {path}")
 
 
@@ -100,7 +107,6 @@ def cmd_collect(args) -> int:
     params = _params(args)
     plan = plan_environment(params, args.env)
     _stop_on_signals()
-    _campaign_log(params, f"collect --env {args.env}")
     with machine.exclusive(f"benchlib collect --env {args.env}, campaign {params.experiment.campaign}"):
         counts = runner.run_environment(params, plan, _target(plan, log.info), log=log.info)
     log.info(f"collect: {args.env}: {counts['ok']} ok, {counts['failed']} failed, "
@@ -120,7 +126,6 @@ def cmd_verify(args) -> int:
 
 def cmd_parse(args) -> int:
     params = _params(args)
-    _campaign_log(params, "parse")
     cdir = record.campaign_dir(params.experiment.campaign)
     planned = runner.planned_params(params)
     records, problems = record.survey(cdir, planned, runner.planned_definitions(params))
@@ -151,7 +156,6 @@ def cmd_analyse(args) -> int:
     from .analysis import analyse, profiles
 
     params = _params(args)
-    _campaign_log(params, "analyse")
     validate_all(params)  # the baseline and contrasts name scenarios of the campaign's environments
     runs_path, metrics_path = "data/processed/runs.parquet", "data/processed/metrics.parquet"
     runs, metrics = analysis.load_tables(runs_path, metrics_path)  # a missing or broken table is named here
@@ -187,7 +191,6 @@ def cmd_report(args) -> int:
     from .analysis import analyse, report  # heavy imports (papermill, nbconvert) only when reporting
 
     params = _params(args)
-    _campaign_log(params, "report")  # papermill's messages and the kernels' warnings go there
     root = config.project_root()
     out_dir = Path(args.out_dir) if args.out_dir else root / "reports"
     analyse.load(args.analysis)  # a missing or partial analysis is named here, not in a notebook's traceback
@@ -668,6 +671,8 @@ def main(argv: list[str] | None = None) -> int:
     if not found:
         log.warning(f"benchlib: no project (dvc.yaml) at or above {Path.cwd()}: using the project at {root}")
     try:
+        if args.command in CAMPAIGN_COMMANDS:
+            _campaign_log(args)
         return args.func(args)
     except BenchlibError as exc:
         log.error(f"benchlib: error: {exc}")

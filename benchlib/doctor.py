@@ -260,17 +260,21 @@ def _rbac_checks(k, api, plan: Plan, kw: dict) -> Iterator[Check]:
 
 
 def _node_checks(k, api, plan: Plan, kw: dict) -> Iterator[Check]:
-    """The nodes the placements need (node_selector, client_node/server_node, two distinct nodes
-    unless every scenario is same-node), ready; the image on them."""
     from .targets.kubernetes.api import reason
-
-    env, settings = plan.environment, plan.environment.kubernetes
-    definition = environment_dir(env.name) / "environment.yaml"
     try:
         nodes = k.client.CoreV1Api(api).list_node(**kw).items
     except Exception as exc:
         yield Check(False, "nodes", f"cannot list them ({' '.join(reason(exc).split())[:300]})")
         return
+    yield from node_checks(plan, nodes)
+
+
+def node_checks(plan: Plan, nodes: list) -> Iterator[Check]:
+    """Whether ``nodes`` (the API's V1Node objects) serve the placements: ready nodes with the
+    node_selector's labels, client_node/server_node among them, two distinct ones unless every
+    scenario is same-node; and the image on the nodes the pods may land on."""
+    env, settings = plan.environment, plan.environment.kubernetes
+    definition = environment_dir(env.name) / "environment.yaml"
     selector = settings.node_selector
 
     def ready(n) -> bool:
@@ -287,8 +291,7 @@ def _node_checks(k, api, plan: Plan, kw: dict) -> Iterator[Check]:
                         f"not a ready node with {labels} (ready nodes with them: {', '.join(names) or 'none'}): "
                         f"fix kubernetes.{role}_node in {definition}, or label the node")
     else:
-        two = any(env.scenarios[s].placement != "same-node" for s in plan.scenarios)
-        need = 2 if two else 1
+        need = 2 if any(env.scenarios[s].placement != "same-node" for s in plan.scenarios) else 1
         yield Check(len(chosen) >= need, "nodes", f"{len(chosen)} ready with {labels} ({', '.join(names) or 'none'})"
                     + ("" if len(chosen) >= need else
                        f": the placements need {need} (pod-to-pod, service and host-network use two distinct nodes): "

@@ -45,6 +45,7 @@ def setup(verbosity: int = NORMAL) -> None:
     root = logging.getLogger()
     for handler in [h for h in root.handlers if getattr(h, "_benchlib", False)]:
         root.removeHandler(handler)
+        handler.close()
     _terminal = _Terminal(verbosity >= VERBOSE)
     console = logging.StreamHandler(sys.stderr)
     console._benchlib = True

@@ -162,3 +162,12 @@ def test_bash_completion_completes_commands_options_and_files():
     assert complete("benchlib", "--params", "params.y") == ["params.yaml"]
     zsh = subprocess.run(["benchlib", "completion", "zsh"], cwd=REPO, env=venv_env(), capture_output=True, text=True)
     assert zsh.returncode == 0 and zsh.stdout.startswith("#compdef benchlib")
+
+
+def test_lab_sh_needs_only_uv_and_starts_jupyterlab():
+    """scripts/lab.sh up to JupyterLab itself (`--version` goes to `jupyter lab`): no set-up as root, no apt."""
+    proc = subprocess.run(["bash", "scripts/lab.sh", "--version"], cwd=REPO, env=venv_env(), capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert re.fullmatch(r"4\.\d+\.\d+\n", proc.stdout), proc.stdout
+    assert "[setup]" not in proc.stderr and "apt-get" not in proc.stderr, proc.stderr

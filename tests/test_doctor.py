@@ -112,3 +112,28 @@ def test_a_missing_kubeconfig_is_named(tmp_path):
     proc, _ = run_doctor(REPO / "pipelines" / "eks-m6i" / "params.yaml", env)
     assert proc.returncode == 2
     assert f"FAIL  kubeconfig {tmp_path / 'nowhere'}: does not exist" in proc.stdout, proc.stdout
+
+
+def node(name: str, labels: dict, images: list[str], ready: bool = True):
+    from kubernetes.client import V1ContainerImage, V1Node, V1NodeCondition, V1NodeStatus, V1ObjectMeta
+    return V1Node(metadata=V1ObjectMeta(name=name, labels=labels), status=V1NodeStatus(
+        conditions=[V1NodeCondition(type="Ready", status="True" if ready else "False")],
+        images=[V1ContainerImage(names=images)]))
+
+
+def local_k8s_plan():
+    from benchlib import config
+    from benchlib.plan import plan_environment
+    return plan_environment(config.load_params(REPO / "pipelines" / "local-k8s" / "params.yaml"), "local-k8s")
+
+
+def test_the_placements_need_two_ready_nodes_and_the_image_on_them():
+    plan = local_k8s_plan()  # image_pull_policy Never, no node_selector
+    image = plan.environment.kubernetes.image
+    good = [node("n1", {}, [image]), node("n2", {}, [f"docker.io/library/{image}", "busybox"])]
+    assert [c.ok for c in doctor.node_checks(plan, good)] == [True, True]
+    checks = list(doctor.node_checks(plan, [node("n1", {}, [image]), node("n2", {}, [image], ready=False)]))
+    assert not checks[0].ok and "1 ready with any labels (n1)" in checks[0].text and "need 2" in checks[0].text
+    lacking = list(doctor.node_checks(plan, [node("n1", {}, [image]), node("n2", {}, ["other:1"])]))
+    assert lacking[1].what == f"image {image}" and not lacking[1].ok
+    assert lacking[1].text.startswith("not on n2 and image_pull_policy is Never")
