@@ -57,7 +57,12 @@ CAMPAIGN_COMMANDS = ("collect", "parse", "analyse", "report")
 
 def _campaign_log(args) -> None:
     params = _params(args)
-    path = logs.to_file(logs.campaign_log(config.project_root() / "data" / "raw", params.experiment.campaign))
+    path = logs.campaign_log(config.project_root() / "data" / "raw", params.experiment.campaign)
+    try:
+        logs.to_file(path)
+    except OSError as exc:  # a read-only data/raw (pulled records, say) must not stop parse or the report
+        log.warning(f"benchlib: no log file: {path}: {exc.strerror or exc}")
+        return
     command = " ".join([args.command, *(["--env", args.env] if args.command == "collect" else [])])
     logs.get("command").info(f"benchlib {command} ({version_text()}), {params.source} -> {path}")
 

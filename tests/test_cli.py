@@ -171,3 +171,15 @@ def test_lab_sh_needs_only_uv_and_starts_jupyterlab():
     assert proc.returncode == 0, proc.stderr
     assert re.fullmatch(r"4\.\d+\.\d+\n", proc.stdout), proc.stdout
     assert "[setup]" not in proc.stderr and "apt-get" not in proc.stderr, proc.stderr
+
+
+def test_a_campaign_log_that_cannot_be_written_stops_nothing(tmp_path):
+    project = small_project(tmp_path)
+    (project / "data" / "raw").mkdir(parents=True)
+    (project / "data" / "raw" / "log-test.log").mkdir()  # where the log file should be: a directory
+    proc = subprocess.run(["benchlib", "parse"], cwd=project, env=venv_env(), capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 2
+    lines = proc.stderr.splitlines()
+    assert lines[0].startswith(f"benchlib: no log file: {project / 'data' / 'raw' / 'log-test.log'}: "), lines
+    assert lines[1].startswith("benchlib: error: ") and "not recorded yet" in lines[1], lines
