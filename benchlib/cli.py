@@ -10,25 +10,22 @@ import subprocess
 import sys
 from pathlib import Path
 
+import shtab
 import yaml
 
-from . import collectors, config, machine, profiling, record, runner, store, tidy
+from . import collectors, config, logs, machine, profiling, record, runner, store, tidy
 from .errors import BenchlibError
 from .plan import Plan, plan_environment, validate_all
 from .targets import Target, lab
 
+FILE = shtab.FILE  # completes --params with file names
 PER_RUN_OVERHEAD_S = 0.2  # spawn, CPU sampling and record writing, measured on the lab
 EXIT_ERROR = 2  # a BenchlibError: the message says what to fix
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-def _say(msg: str) -> None:
-    """A line on stderr; a closed terminal (SIGHUP) must not stop the teardown with EIO."""
-    try:
-        print(msg, file=sys.stderr, flush=True)
-    except OSError:
-        pass
+log = logs.get()
 
 
 def _interrupt(signum, frame) -> None:
@@ -51,6 +48,24 @@ def _stop_on_signals() -> None:
 
 def _params(args) -> config.Params:
     return config.load_params(args.params)
+
+
+# The commands of the pipeline's stages: their messages, and what their libraries log or warn
+# (papermill, the notebooks' kernels), also go to the campaign's log file. Set up here, not in the
+# commands: where messages go changes no stage's output, so logs.py is no stage's dependency.
+CAMPAIGN_COMMANDS = ("collect", "parse", "analyse", "report")
+
+
+def _campaign_log(args) -> None:
+    params = _params(args)
+    path = logs.campaign_log(config.project_root() / "data" / "raw", params.experiment.campaign)
+    try:
+        logs.to_file(path)
+    except OSError as exc:  # a read-only data/raw (pulled records, say) must not stop parse or the report
+        log.warning(f"benchlib: no log file: {path}: {exc.strerror or exc}")
+        return
+    command = " ".join([args.command, *(["--env", args.env] if args.command == "collect" else [])])
+    logs.get("command").info(f"benchlib {command} ({version_text()}), {params.source} -> {path}")
 
 
 def _target(plan: Plan, log=print) -> Target:
@@ -98,10 +113,9 @@ def cmd_collect(args) -> int:
     params = _params(args)
     plan = plan_environment(params, args.env)
     _stop_on_signals()
-    log = _say
     with machine.exclusive(f"benchlib collect --env {args.env}, campaign {params.experiment.campaign}"):
-        counts = runner.run_environment(params, plan, _target(plan, log), log=log)
-    log(f"collect: {args.env}: {counts['ok']} ok, {counts['failed']} failed, "
+        counts = runner.run_environment(params, plan, _target(plan, log.info), log=log.info)
+    log.info(f"collect: {args.env}: {counts['ok']} ok, {counts['failed']} failed, "
         f"{counts['already_done']} recorded before, {counts['planned']} planned")
     return 0
 
@@ -125,8 +139,8 @@ def cmd_parse(args) -> int:
         raise record.RecordError(f"{cdir}: {len(problems)} record(s) do not match the plan of "
                                  f"{params.source} (--skip-corrupt lists and skips them):\n  " + "\n  ".join(problems))
     if problems:
-        print(f"parse: skipped {len(problems)} record(s) that do not match the plan (--skip-corrupt):\n  "
-              + "\n  ".join(problems), file=sys.stderr)
+        log.warning(f"parse: skipped {len(problems)} record(s) that do not match the plan (--skip-corrupt):\n  "
+                    + "\n  ".join(problems))
     missing = [rid for rid in planned if not record.exists(cdir, rid)]
     if missing:
         envs = sorted({rid.split("/")[0] for rid in missing})
@@ -134,11 +148,10 @@ def cmd_parse(args) -> int:
                 f"run {' and '.join(f'`benchlib collect --env {e}`' for e in envs)}")
         if not args.skip_corrupt:
             raise record.RecordError(f"{what} (--skip-corrupt parses the {len(planned) - len(missing)} recorded)")
-        print(f"parse: {what}; parsing the {len(records)} recorded that match the plan (--skip-corrupt)",
-              file=sys.stderr)
+        log.warning(f"parse: {what}; parsing the {len(records)} recorded that match the plan (--skip-corrupt)")
     out = Path(args.out) if args.out else config.project_root() / "data" / "processed"
     parsed = tidy.parse_campaign(cdir, out, skip_corrupt=args.skip_corrupt,
-                                 log=lambda m: print(m, file=sys.stderr), records=records)
+                                 log=log.warning, records=records)
     print(f"parse: {parsed.runs} runs ({parsed.failed} failed), {parsed.metric_rows} metric rows, "
           f"{parsed.profiled} profiled runs ({parsed.profile_rows} stack rows) -> {out}")
     return 0
@@ -158,7 +171,7 @@ def cmd_analyse(args) -> int:
             f"{params.source}: analysis.baseline: {params.analysis.baseline!r} has no run in {runs_path} "
             f"(campaign {params.experiment.campaign}); scenarios there: {', '.join(measured) or 'none'}")
     out = Path(args.out) if args.out else Path(analyse.ANALYSIS_DIR)
-    _say(f"analyse: {len(runs)} runs, {len(metrics)} metric rows with the analysis section of {params.source}")
+    log.info(f"analyse: {len(runs)} runs, {len(metrics)} metric rows with the analysis section of {params.source}")
     # written by parse when the campaign has profiled runs; absent files are empty tables
     profile_stacks, profile_runs = profiles.read_tables(analysis.resolve("data/processed/profiles.parquet"),
                                                         analysis.resolve("data/processed/profile_runs.parquet"))
@@ -188,7 +201,7 @@ def cmd_report(args) -> int:
     out_dir = Path(args.out_dir) if args.out_dir else root / "reports"
     analyse.load(args.analysis)  # a missing or partial analysis is named here, not in a notebook's traceback
     notebooks = [root / "notebooks" / name for name in report.NOTEBOOKS]
-    print(f"report: executing {len(notebooks)} notebooks into {out_dir}", file=sys.stderr, flush=True)
+    log.info(f"report: executing {len(notebooks)} notebooks into {out_dir}")
     html = report.build_report(notebooks, out_dir, {"analysis_dir": str(args.analysis), "out_dir": str(out_dir)},
                                title=params.report.title)
     print(f"report: {html}")
@@ -296,12 +309,12 @@ def cmd_compare(args) -> int:
                       seed=analysis.seed, targets=analyse.targets(analysis))
     print(json.dumps(compare.to_json(res), indent=1) if args.json else compare.text(res))
     if args.junit:
-        _say(f"compare: JUnit -> {compare.write_junit(res, Path(args.junit), strict_setup=args.strict_setup)}")
+        log.info(f"compare: JUnit -> {compare.write_junit(res, Path(args.junit), strict_setup=args.strict_setup)}")
     if not args.no_html:
         root = config.project_root()
         out_dir = Path(args.out_dir) if args.out_dir else root / "reports"
         html = report.build_compare(res, out_dir)
-        _say(f"compare: report -> {html}")
+        log.info(f"compare: report -> {html}")
     if args.strict_setup and len(res.differences):
         # not exit 1: that says "regression"; the campaigns' setups differ, which --strict-setup refuses
         fields = ", ".join(dict.fromkeys(res.differences["field"]))
@@ -373,6 +386,23 @@ def cmd_lab_probe(args) -> int:
     return 1 if problems else 0
 
 
+def cmd_doctor(args) -> int:
+    from . import doctor
+    params = _params(args)
+    failed = total = 0
+    for check in doctor.run(params):
+        print(check.line(), flush=True)
+        total, failed = total + 1, failed + (not check.ok)
+    print(f"doctor: {total - failed} of {total} checks ok for {params.source}"
+          + (f"; fix the {failed} FAIL line(s) above before `benchlib collect`" if failed else ""))
+    return EXIT_ERROR if failed else 0
+
+
+def cmd_completion(args) -> int:
+    print(shtab.complete(build_parser(), shell=args.shell), end="")
+    return 0
+
+
 def cmd_summary(args) -> int:
     from .analysis import analyse, resolve, summary
     a = analyse.load(resolve(args.analysis))
@@ -380,6 +410,11 @@ def cmd_summary(args) -> int:
     where = str(report) if report.exists() else f"{report} (not rendered yet: benchlib report)"
     print(summary.terminal_text(a.runs, a.comparisons, a.settings.baseline, where, args.top))
     return 0
+
+
+def _doctor_timeout() -> str:
+    from .doctor import API_TIMEOUT_S
+    return f"{API_TIMEOUT_S:g}"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -390,7 +425,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="A new measurement needs a new experiment.campaign in params.yaml: raw records "
                "of a campaign are never overwritten, and an interrupted campaign resumes.")
     p.add_argument("--params", help="the campaign definition (default: params.yaml of the project "
-                                     "around the working directory); before or after the command")
+                                     "around the working directory); before or after the command").complete = FILE  # pyright: ignore[reportAttributeAccessIssue] (shtab reads this attribute)
+    _verbosity_options(p, None)
     p.add_argument("--version", action=_VersionAction, help="print the package version and git revision, then exit")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -444,6 +480,28 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", help="directory of the analysis tables (default: data/analysis)")
     s.add_argument("--metrics-json", help="where the headline numbers go (default: reports/metrics.json)")
     s.set_defaults(func=cmd_analyse)
+
+    s = sub.add_parser("doctor", help="check what the campaign needs here before it starts",
+                       description="Check, one line each, what the campaign of params.yaml needs before "
+                                   "`benchlib collect`: for each environment, the tools its tests run and their "
+                                   "versions, the mesh proxies (HAProxy, Envoy) its scenarios use, perf and the "
+                                   "kernel settings it needs when experiment.profile_runs > 0; for the lab, root "
+                                   "and the kernel features of each scenario (tried in a throwaway network "
+                                   "namespace, as collect does); for a Kubernetes environment, the kubeconfig, the "
+                                   f"API server ({_doctor_timeout()} s per request), the RBAC the target needs "
+                                   "(SelfSubjectAccessReview), the nodes its placements need and the image on "
+                                   "them; for ssh, a login to each host and the tools there. Each line reads ok or "
+                                   "FAIL with the fix. Creates nothing but throwaway namespaces.",
+                       epilog="Exit codes: 0 every check passed; 2 a check failed (or params.yaml is invalid).")
+    s.set_defaults(func=cmd_doctor)
+
+    s = sub.add_parser("completion", help="print the shell completion script (bash or zsh)",
+                       description="Print a completion script for benchlib's commands and options, generated "
+                                   "from this parser by shtab. Bash: `eval \"$(benchlib completion bash)\"` in "
+                                   "~/.bashrc, or save it as ~/.local/share/bash-completion/completions/benchlib. "
+                                   "Zsh: save it as _benchlib in a directory of $fpath.")
+    s.add_argument("shell", choices=["bash", "zsh"])
+    s.set_defaults(func=cmd_completion)
 
     s = sub.add_parser("summary", help="print what the campaign found and where the report is",
                        description="Print the analysed campaign in a few lines: its runs, the largest significant "
@@ -542,11 +600,21 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _verbosity_options(parser: argparse.ArgumentParser, default) -> None:
+    parser.add_argument("-v", "--verbose", action="count", default=default if default is not None else 0,
+                        help="also debug messages, and on the terminal what libraries log (papermill, the "
+                             "notebooks' kernels), which otherwise goes only to the campaign's log file")
+    parser.add_argument("-q", "--quiet", action="store_true", default=default if default is not None else False,
+                        help="no progress lines: only warnings, errors and results")
+
+
 def _accept_global_options(sub: argparse._SubParsersAction) -> None:
-    """Let every command take --params after its name too (`benchlib validate --params F`). SUPPRESS:
-    a command that is not given it keeps the value given before the command."""
+    """Let every command take --params, -v and -q after its name too (`benchlib validate --params F`).
+    SUPPRESS: a command that is not given one keeps the value given before the command."""
     for parser in set(sub.choices.values()):
-        parser.add_argument("--params", default=argparse.SUPPRESS, help="the campaign definition (as before the command)")
+        parser.add_argument("--params", default=argparse.SUPPRESS,
+                            help="the campaign definition (as before the command)").complete = FILE
+        _verbosity_options(parser, argparse.SUPPRESS)
         for action in parser._actions:
             if isinstance(action, argparse._SubParsersAction):
                 _accept_global_options(action)
@@ -600,26 +668,29 @@ def _ascii_safe_output() -> None:
 def main(argv: list[str] | None = None) -> int:
     _ascii_safe_output()
     args = build_parser().parse_args(argv)
+    logs.setup(logs.VERBOSE if getattr(args, "verbose", 0) else logs.QUIET if getattr(args, "quiet", False)
+               else logs.NORMAL)
     _tools_on_path()
     root, found = config.find_project()
     if not found:
-        _say(f"benchlib: no project (dvc.yaml) at or above {Path.cwd()}: using the project at {root}")
+        log.warning(f"benchlib: no project (dvc.yaml) at or above {Path.cwd()}: using the project at {root}")
     try:
+        if args.command in CAMPAIGN_COMMANDS:
+            _campaign_log(args)
         return args.func(args)
     except BenchlibError as exc:
-        _say(f"benchlib: error: {exc}")
+        log.error(f"benchlib: error: {exc}")
         return EXIT_ERROR
     except OSError as exc:  # what the user's machine can cause: full or read-only disk, permissions, names
         where = " -> ".join(str(f) for f in (exc.filename, exc.filename2) if f is not None) or "(no path)"
-        _say(f"benchlib: error: {where}: {exc.strerror or exc}")
+        log.error(f"benchlib: error: {where}: {exc.strerror or exc}")
         return EXIT_ERROR
     except subprocess.TimeoutExpired as exc:
-        _say(f"benchlib: error: `{' '.join(map(str, exc.cmd))}` did not finish within {exc.timeout:g} s")
+        log.error(f"benchlib: error: `{' '.join(map(str, exc.cmd))}` did not finish within {exc.timeout:g} s")
         return EXIT_ERROR
     except KeyboardInterrupt:
-        _say("benchlib: interrupted; completed runs are kept, run the same command to resume")
+        log.warning("benchlib: interrupted; completed runs are kept, run the same command to resume")
         return EXIT_INTERRUPTED
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
 # Explore the results in JupyterLab with the project's kernel (.venv).
-# The notebooks' source is notebooks/*.py (jupytext percent format); this
-# creates or refreshes their paired .ipynb first, and saving in JupyterLab
-# keeps both in step. Extra arguments go to `jupyter lab`.
+# Analysis only: no root and no system package, just uv and the locked Python
+# environment with the `lab` extra (the measuring tools come with
+# scripts/setup.sh, which this does not need). The notebooks' source is
+# notebooks/*.py (jupytext percent format); this creates or refreshes their
+# paired .ipynb first, and saving in JupyterLab keeps both in step. Extra
+# arguments go to `jupyter lab` (e.g. --no-browser, --port 8889, --version).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
-uv run --frozen jupytext --sync notebooks/*.py
+if ! command -v uv >/dev/null 2>&1; then
+  echo "lab.sh: needs uv: python3 -m pip install --user uv (or see https://docs.astral.sh/uv/)" >&2
+  exit 2
+fi
+# --inexact: add JupyterLab without removing what a full set-up installed
+uv sync --frozen --extra lab --inexact --quiet
+uv run --frozen --no-sync jupytext --quiet --sync notebooks/*.py
 root_flag=()
 [ "$(id -u)" -eq 0 ] && root_flag=(--allow-root)
-exec uv run --frozen jupyter lab "${root_flag[@]}" --notebook-dir=notebooks "$@"
+exec uv run --frozen --no-sync jupyter lab "${root_flag[@]}" --notebook-dir=notebooks "$@"

@@ -57,7 +57,10 @@ if [[ " $envs " == *" local-k8s "* || " $envs " == *" local-cilium "* ]]; then
 fi
 # In the background, so that a trap runs at once (bash defers traps while a
 # foreground command runs); collect restores the SIGINT a background job ignores.
-setpriv --pdeathsig TERM -- dvc repro "$@" &
+# --quiet: DVC's own lines (stage names, lock file updates, git and push hints)
+# make way for the stages' output; its errors still show. What the stages'
+# libraries and kernels say is in data/raw/<campaign>.log.
+setpriv --pdeathsig TERM -- dvc repro --quiet "$@" &
 dvc_pid=$!
 wait "$dvc_pid"
 # The whole pipeline ran (or was up to date): say what it found and where the report is.

@@ -97,3 +97,90 @@ def test_summary_names_the_findings_and_the_report_or_says_what_is_missing(tmp_p
     missing = subprocess.run(["benchlib", "summary", "--analysis", str(tmp_path / "none")], cwd=REPO,
                              env=venv_env(), capture_output=True, text=True)
     assert missing.returncode == 2 and "benchlib analyse" in missing.stderr
+
+
+def small_project(tmp_path):
+    """A project of its own (dvc.yaml, the repository's environments, a one-scenario params.yaml)
+    whose campaign has no record: its data/raw/ is the temporary directory's."""
+    (tmp_path / "dvc.yaml").write_text("stages: {}\n")
+    (tmp_path / "pipelines").symlink_to(REPO / "pipelines")
+    (tmp_path / "params.yaml").write_text(
+        "experiment: {campaign: log-test, environments: [local-lab], repetitions: 1}\n"
+        "tests: {tcp_rr: {tool: netperf, kind: TCP_RR, duration_s: 2, message_size: 1}}\n"
+        "environments: {local-lab: {scenarios: [host]}}\nanalysis: {baseline: host}\n")
+    return tmp_path
+
+
+@pytest.mark.parametrize("options", [[], ["-q"], ["--verbose"]])
+def test_a_campaign_command_logs_to_the_campaign_log_and_options_go_before_or_after(tmp_path, options):
+    project = small_project(tmp_path)
+    runs = [subprocess.run(["benchlib", *argv], cwd=project, env=venv_env(), capture_output=True, text=True,
+                           timeout=300) for argv in ([*options, "parse"], ["parse", *options])]
+    for proc in runs:
+        assert proc.returncode == 2, proc.stderr
+        errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("benchlib: error: ")]
+        assert len(errors) == 1 and "1 of 1 planned runs not recorded yet" in errors[0], proc.stderr
+        # the command's own header is a file-only line: on the terminal with -v alone
+        assert ("benchlib parse (benchlib " in proc.stderr) == (options[:1] in (["-v"], ["--verbose"])), proc.stderr
+    log = (project / "data" / "raw" / "log-test.log").read_text()
+    assert log.count(" INFO command: benchlib parse (benchlib ") == 2, log
+    assert log.count(" ERROR benchlib: benchlib: error: ") == 2 and "not recorded yet" in log, log
+
+
+def test_what_a_kernel_prints_on_stderr_goes_to_the_log_not_the_terminal(tmp_path, capfd, caplog):
+    import logging
+    import time
+
+    from benchlib.analysis import report
+    nb = tmp_path / "nb.py"
+    nb.write_text("# %%\nimport os\nos.write(2, b'kernel-stderr-marker\\n')\nprint('cell output')\n")
+    with caplog.at_level(logging.WARNING, logger="kernel"):
+        report.execute_notebook(nb, tmp_path / "nb.ipynb")
+        deadline = time.monotonic() + 10  # the reader thread logs the kernel's last lines as it exits
+        while time.monotonic() < deadline and not any("kernel-stderr-marker" in r.getMessage() for r in caplog.records):
+            time.sleep(0.1)
+    assert any(r.name == "kernel" and r.getMessage() == "kernel-stderr-marker" for r in caplog.records), caplog.text
+    assert "kernel-stderr-marker" not in capfd.readouterr().err
+    assert "cell output" in (tmp_path / "nb.ipynb").read_text()  # a cell's own output stays in the notebook
+
+
+def test_bash_completion_completes_commands_options_and_files():
+    script = subprocess.run(["benchlib", "completion", "bash"], cwd=REPO, env=venv_env(), capture_output=True,
+                            text=True, timeout=60)
+    assert script.returncode == 0, script.stderr
+
+    def complete(*words: str) -> list[str]:
+        cmd = (f'source /dev/stdin; COMP_WORDS=({" ".join(repr(w) for w in words)}); '
+               f'COMP_CWORD={len(words) - 1}; _shtab_benchlib; printf "%s\\n" "${{COMPREPLY[@]}}"')
+        proc = subprocess.run(["bash", "-c", cmd], input=script.stdout, cwd=REPO, capture_output=True, text=True,
+                              timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout.split()
+
+    assert complete("benchlib", "do") == ["doctor"]
+    assert complete("benchlib", "completion", "") == ["bash", "zsh"]
+    assert "--params" in complete("benchlib", "doctor", "--") and "--quiet" in complete("benchlib", "doctor", "--")
+    assert complete("benchlib", "--params", "params.y") == ["params.yaml"]
+    zsh = subprocess.run(["benchlib", "completion", "zsh"], cwd=REPO, env=venv_env(), capture_output=True, text=True)
+    assert zsh.returncode == 0 and zsh.stdout.startswith("#compdef benchlib")
+
+
+def test_lab_sh_needs_only_uv_and_starts_jupyterlab():
+    """scripts/lab.sh up to JupyterLab itself (`--version` goes to `jupyter lab`): no set-up as root, no apt."""
+    proc = subprocess.run(["bash", "scripts/lab.sh", "--version"], cwd=REPO, env=venv_env(), capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert re.fullmatch(r"4\.\d+\.\d+\n", proc.stdout), proc.stdout
+    assert "[setup]" not in proc.stderr and "apt-get" not in proc.stderr, proc.stderr
+
+
+def test_a_campaign_log_that_cannot_be_written_stops_nothing(tmp_path):
+    project = small_project(tmp_path)
+    (project / "data" / "raw").mkdir(parents=True)
+    (project / "data" / "raw" / "log-test.log").mkdir()  # where the log file should be: a directory
+    proc = subprocess.run(["benchlib", "parse"], cwd=project, env=venv_env(), capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 2
+    lines = proc.stderr.splitlines()
+    assert lines[0].startswith(f"benchlib: no log file: {project / 'data' / 'raw' / 'log-test.log'}: "), lines
+    assert lines[1].startswith("benchlib: error: ") and "not recorded yet" in lines[1], lines

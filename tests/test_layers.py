@@ -14,7 +14,7 @@ from tests.conftest import REPO
 PACKAGE = REPO / "benchlib"
 # lowest first; a package's name stands for all its modules
 LAYERS = [
-    ["benchlib.errors"],
+    ["benchlib.errors", "benchlib.logs"],  # logs: where messages go (logging), for the CLI
     ["benchlib.schema", "benchlib.collectors", "benchlib.cpu", "benchlib.stacks"],  # pure: builders, parsers, vocabulary
     ["benchlib.machine"],  # the machine-wide collect lock, dying with the parent
     ["benchlib.config"],  # the settings: tests are the collectors' models, metric names the schema's
@@ -22,6 +22,7 @@ LAYERS = [
     ["benchlib.record"],
     ["benchlib.targets", "benchlib.images", "benchlib.profiling"],  # profiling: perf on this machine
     ["benchlib.runner", "benchlib.tidy", "benchlib.analysis", "benchlib.store"],  # store: records against DVC
+    ["benchlib.doctor"],  # what a campaign needs, asked of the targets' checks before collect
     ["benchlib.cli"],
 ]
 # what notebooks may use: the analysis and what it stands on

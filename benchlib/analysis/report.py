@@ -9,7 +9,10 @@ them as notebook objects, so no .ipynb has to exist before execution.
 from __future__ import annotations
 
 import argparse
+import logging
+import os
 import re
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -106,11 +109,34 @@ def display_tables() -> None:
     pl.Config.set_tbl_hide_dataframe_shape(True)
 
 
+KERNEL_LOG = logging.getLogger("kernel")  # not benchlib's: the terminal shows it only with -v (benchlib.logs)
+
+
 class LocalKernelManager(AsyncKernelManager):
     """The notebooks' kernel, reached over unix sockets: it runs on this machine only, and over TCP
-    ipykernel warns on every start that its traffic is unencrypted."""
+    ipykernel warns on every start that its traffic is unencrypted. What the kernel process writes
+    to its stderr (ipykernel's and the libraries' warnings, not a cell's output, which the notebook
+    keeps) goes to the log, line by line, instead of the terminal."""
 
     transport = "ipc"
+
+    async def _async_launch_kernel(self, kernel_cmd: list[str], **kw) -> None:
+        read, write = os.pipe()
+        try:
+            await super()._async_launch_kernel(kernel_cmd, **{**kw, "stderr": write})
+        except BaseException:
+            os.close(read)
+            raise
+        finally:
+            os.close(write)  # the kernel holds its own copy; EOF when it exits
+        threading.Thread(target=_log_lines, args=(read,), daemon=True).start()
+
+
+def _log_lines(fd: int) -> None:
+    with open(fd, encoding="utf-8", errors="replace") as stream:
+        for line in stream:
+            if line.strip():
+                KERNEL_LOG.warning(line.rstrip())
 
 
 def declared_parameters(nb) -> set[str]:

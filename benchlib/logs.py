@@ -1,0 +1,73 @@
+"""Where messages go: the terminal (stderr) and the campaign's log file, through `logging`.
+
+benchlib's own messages (logger ``benchlib`` and below: progress lines, warnings, errors) reach
+the terminal at the level -q/-v choose. Everything else that logs or warns (papermill, the
+notebooks' kernel, DVC, Python warnings) goes only to the campaign's log file while a command
+keeps one, and to the terminal only with -v or when there is no log file to hold it. The log file,
+``data/raw/<campaign>.log``, sits beside the campaign's records, outside them: no record, checksum
+or DVC stage output contains it, so appending to it changes no stage's inputs.
+"""
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+NAME = "benchlib"
+QUIET, NORMAL, VERBOSE = -1, 0, 1
+_FILE_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def get(name: str = NAME) -> logging.Logger:
+    return logging.getLogger(name)
+
+
+class _Terminal(logging.Filter):
+    """benchlib's records; others only with -v or while no log file holds them."""
+
+    def __init__(self, verbose: bool):
+        super().__init__()
+        self.verbose = verbose
+        self.file_open = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        ours = record.name == NAME or record.name.startswith(NAME + ".")
+        return ours or self.verbose or not self.file_open
+
+
+_terminal: _Terminal | None = None
+
+
+def setup(verbosity: int = NORMAL) -> None:
+    """The terminal handler on stderr: warnings and errors with -q, progress too by default, debug with -v."""
+    global _terminal
+    logging.raiseExceptions = False  # a closed terminal (SIGHUP, EIO) must not stop a teardown
+    root = logging.getLogger()
+    for handler in [h for h in root.handlers if h.get_name() == "benchlib"]:
+        root.removeHandler(handler)
+        handler.close()
+    _terminal = _Terminal(verbosity >= VERBOSE)
+    console = logging.StreamHandler(sys.stderr)
+    console.set_name("benchlib")  # ours, to replace on the next call
+    console.setFormatter(logging.Formatter("%(message)s"))
+    console.setLevel({QUIET: logging.WARNING, NORMAL: logging.INFO}.get(verbosity, logging.DEBUG))
+    console.addFilter(_terminal)
+    root.addHandler(console)
+    root.setLevel(logging.DEBUG if verbosity >= VERBOSE else logging.INFO)
+    logging.captureWarnings(True)  # warnings.warn -> logger py.warnings -> the log file
+
+
+def campaign_log(raw_root: Path, campaign: str) -> Path:
+    return raw_root / f"{campaign}.log"
+
+
+def to_file(path: Path) -> Path:
+    """Append every record from here on to ``path`` (with time, level and logger)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path, encoding="utf-8", errors="replace")
+    handler.set_name("benchlib")
+    handler.setFormatter(logging.Formatter(_FILE_FORMAT))
+    logging.getLogger().addHandler(handler)
+    if _terminal is not None:
+        _terminal.file_open = True
+    return path
