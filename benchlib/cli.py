@@ -1,4 +1,5 @@
 """`benchlib`: the commands dvc.yaml calls, and a few for people."""
+
 from __future__ import annotations
 
 import argparse
@@ -71,15 +72,19 @@ def _campaign_log(args) -> None:
 def _target(plan: Plan, log=print) -> Target:
     """The plan's target, told which servers and client commands its tools need."""
     tools = runner.tools(plan)
-    env, kw = plan.environment, {"servers": collectors.servers(tools),
-                                 "commands": collectors.client_commands(tools), "log": log}
+    env, kw = (
+        plan.environment,
+        {"servers": collectors.servers(tools), "commands": collectors.client_commands(tools), "log": log},
+    )
     if env.target == "lab":
         return lab.LabTarget(env, plan.scenarios, **kw)
     if env.target == "kubernetes":
         from .targets.kubernetes import KubernetesTarget
+
         return KubernetesTarget(env, plan.scenarios, **kw)
     if env.target == "ssh":
         from .targets.ssh import SshTarget
+
         return SshTarget(env, plan.scenarios, **kw)
     raise config.ConfigError(f"environment {env.name}: unknown target {env.target!r}")
 
@@ -89,20 +94,30 @@ def cmd_validate(args) -> int:
     plans = validate_all(params)
     for plan in plans:
         target = _target(plan)
-        runs = runner.schedule(plan, params.experiment.repetitions, params.experiment.seed,
-                               target.interleaves_scenarios, params.experiment.profile_runs)
-        seconds = sum(runner.expected_run_s(target, r.spec) + PER_RUN_OVERHEAD_S
-                      + (profiling.EXTRA_S if r.profiled else 0.0) for r in runs)
+        runs = runner.schedule(
+            plan,
+            params.experiment.repetitions,
+            params.experiment.seed,
+            target.interleaves_scenarios,
+            params.experiment.profile_runs,
+        )
+        seconds = sum(
+            runner.expected_run_s(target, r.spec) + PER_RUN_OVERHEAD_S + (profiling.EXTRA_S if r.profiled else 0.0)
+            for r in runs
+        )
         if params.experiment.profile_runs:
             profiling.check_plan(target.kind, target.profiles)
         cdir = record.campaign_dir(params.experiment.campaign)
         done = sum(record.exists(cdir, r.run_id) for r in runs)
-        print(f"{plan.environment.name}: {len(plan.scenarios)} scenarios {plan.scenarios}, "
-              f"{len(plan.tests)} tests {list(plan.tests)}: {len(plan.configurations())} configurations "
-              f"x {params.experiment.repetitions} blocks "
-              f"= {sum(not r.profiled for r in runs)} runs + {sum(r.profiled for r in runs)} profiled, about {seconds / 60:.1f} min; {done} already recorded "
-              f"in {cdir}")
+        print(
+            f"{plan.environment.name}: {len(plan.scenarios)} scenarios {plan.scenarios}, "
+            f"{len(plan.tests)} tests {list(plan.tests)}: {len(plan.configurations())} configurations "
+            f"x {params.experiment.repetitions} blocks "
+            f"= {sum(not r.profiled for r in runs)} runs + {sum(r.profiled for r in runs)} profiled, about {seconds / 60:.1f} min; {done} already recorded "
+            f"in {cdir}"
+        )
     from .analysis import planning  # scipy and statsmodels only here
+
     for line in planning.planned_power(params, plans, config.project_root(), args.pilot, tidy.build_tables):
         print(line)
     print(f"{params.source} is valid")
@@ -115,8 +130,10 @@ def cmd_collect(args) -> int:
     _stop_on_signals()
     with machine.exclusive(f"benchlib collect --env {args.env}, campaign {params.experiment.campaign}"):
         counts = runner.run_environment(params, plan, _target(plan, log.info), log=log.info)
-    log.info(f"collect: {args.env}: {counts['ok']} ok, {counts['failed']} failed, "
-        f"{counts['already_done']} recorded before, {counts['planned']} planned")
+    log.info(
+        f"collect: {args.env}: {counts['ok']} ok, {counts['failed']} failed, "
+        f"{counts['already_done']} recorded before, {counts['planned']} planned"
+    )
     return 0
 
 
@@ -124,8 +141,10 @@ def cmd_verify(args) -> int:
     campaign = args.campaign or _params(args).experiment.campaign
     verified, problems = store.verify_campaign(config.project_root(), campaign)
     if problems:
-        raise BenchlibError(f"campaign {campaign}: {len(problems)} problem(s) after {verified} record(s) were "
-                            "checked:\n  " + "\n  ".join(problems))
+        raise BenchlibError(
+            f"campaign {campaign}: {len(problems)} problem(s) after {verified} record(s) were "
+            "checked:\n  " + "\n  ".join(problems)
+        )
     print(f"verify: {verified} records of {campaign} are whole (SHA256SUMS, and DVC's listing where dvc.lock has one)")
     return 0
 
@@ -136,24 +155,31 @@ def cmd_parse(args) -> int:
     planned = runner.planned_params(params)
     records, problems = record.survey(cdir, planned, runner.planned_definitions(params))
     if problems and not args.skip_corrupt:
-        raise record.RecordError(f"{cdir}: {len(problems)} record(s) do not match the plan of "
-                                 f"{params.source} (--skip-corrupt lists and skips them):\n  " + "\n  ".join(problems))
+        raise record.RecordError(
+            f"{cdir}: {len(problems)} record(s) do not match the plan of "
+            f"{params.source} (--skip-corrupt lists and skips them):\n  " + "\n  ".join(problems)
+        )
     if problems:
-        log.warning(f"parse: skipped {len(problems)} record(s) that do not match the plan (--skip-corrupt):\n  "
-                    + "\n  ".join(problems))
+        log.warning(
+            f"parse: skipped {len(problems)} record(s) that do not match the plan (--skip-corrupt):\n  "
+            + "\n  ".join(problems)
+        )
     missing = [rid for rid in planned if not record.exists(cdir, rid)]
     if missing:
         envs = sorted({rid.split("/")[0] for rid in missing})
-        what = (f"{cdir}: {len(missing)} of {len(planned)} planned runs not recorded yet (the first: {missing[0]}): "
-                f"run {' and '.join(f'`benchlib collect --env {e}`' for e in envs)}")
+        what = (
+            f"{cdir}: {len(missing)} of {len(planned)} planned runs not recorded yet (the first: {missing[0]}): "
+            f"run {' and '.join(f'`benchlib collect --env {e}`' for e in envs)}"
+        )
         if not args.skip_corrupt:
             raise record.RecordError(f"{what} (--skip-corrupt parses the {len(planned) - len(missing)} recorded)")
         log.warning(f"parse: {what}; parsing the {len(records)} recorded that match the plan (--skip-corrupt)")
     out = Path(args.out) if args.out else config.project_root() / "data" / "processed"
-    parsed = tidy.parse_campaign(cdir, out, skip_corrupt=args.skip_corrupt,
-                                 log=log.warning, records=records)
-    print(f"parse: {parsed.runs} runs ({parsed.failed} failed), {parsed.metric_rows} metric rows, "
-          f"{parsed.profiled} profiled runs ({parsed.profile_rows} stack rows) -> {out}")
+    parsed = tidy.parse_campaign(cdir, out, skip_corrupt=args.skip_corrupt, log=log.warning, records=records)
+    print(
+        f"parse: {parsed.runs} runs ({parsed.failed} failed), {parsed.metric_rows} metric rows, "
+        f"{parsed.profiled} profiled runs ({parsed.profile_rows} stack rows) -> {out}"
+    )
     return 0
 
 
@@ -169,12 +195,14 @@ def cmd_analyse(args) -> int:
     if params.analysis.baseline not in measured:
         raise config.ConfigError(
             f"{params.source}: analysis.baseline: {params.analysis.baseline!r} has no run in {runs_path} "
-            f"(campaign {params.experiment.campaign}); scenarios there: {', '.join(measured) or 'none'}")
+            f"(campaign {params.experiment.campaign}); scenarios there: {', '.join(measured) or 'none'}"
+        )
     out = Path(args.out) if args.out else Path(analyse.ANALYSIS_DIR)
     log.info(f"analyse: {len(runs)} runs, {len(metrics)} metric rows with the analysis section of {params.source}")
     # written by parse when the campaign has profiled runs; absent files are empty tables
-    profile_stacks, profile_runs = profiles.read_tables(analysis.resolve("data/processed/profiles.parquet"),
-                                                        analysis.resolve("data/processed/profile_runs.parquet"))
+    profile_stacks, profile_runs = profiles.read_tables(
+        analysis.resolve("data/processed/profiles.parquet"), analysis.resolve("data/processed/profile_runs.parquet")
+    )
     result = analyse.run(runs, metrics, params.analysis, profile_stacks=profile_stacks, profile_runs=profile_runs)
     analyse.write(result, out, runs_path, metrics_path)
     # metrics.json is no DVC-cached output (dvc.yaml: cache: false, persist: true): DVC cannot restore it,
@@ -188,8 +216,10 @@ def cmd_analyse(args) -> int:
     finally:
         staged.unlink(missing_ok=True)
     significant = int((result.comparisons["p_adj"] < params.analysis.alpha).sum())
-    print(f"analyse: {len(result.comparisons)} comparisons ({significant} significant at alpha = "
-          f"{params.analysis.alpha:g}) -> {out}, {metrics_json}")
+    print(
+        f"analyse: {len(result.comparisons)} comparisons ({significant} significant at alpha = "
+        f"{params.analysis.alpha:g}) -> {out}, {metrics_json}"
+    )
     return 0
 
 
@@ -202,8 +232,9 @@ def cmd_report(args) -> int:
     analyse.load(args.analysis)  # a missing or partial analysis is named here, not in a notebook's traceback
     notebooks = [root / "notebooks" / name for name in report.NOTEBOOKS]
     log.info(f"report: executing {len(notebooks)} notebooks into {out_dir}")
-    html = report.build_report(notebooks, out_dir, {"analysis_dir": str(args.analysis), "out_dir": str(out_dir)},
-                               title=params.report.title)
+    html = report.build_report(
+        notebooks, out_dir, {"analysis_dir": str(args.analysis), "out_dir": str(out_dir)}, title=params.report.title
+    )
     print(f"report: {html}")
     return 0
 
@@ -224,6 +255,7 @@ def _from_revision(rev: str, name: str) -> Path:
     from scmrepo.exceptions import SCMError
 
     from .analysis.compare import CompareError
+
     tmp = Path(tempfile.mkdtemp(prefix="benchlib-compare-"))
     atexit.register(shutil.rmtree, tmp, ignore_errors=True)
     try:
@@ -244,19 +276,26 @@ def _not_fetched() -> str:
     """Where the records of a revision were looked for, and how to fetch them (one line): the remotes
     of the project's DVC config, as `dvc pull` would use them."""
     from dvc.repo import Repo
+
     try:
         with Repo(str(config.project_root())) as repo:
             names, default = sorted(repo.config.get("remote", {})), repo.config.get("core", {}).get("remote")
     except Exception:  # only the hint depends on it: a config DVC cannot read names no remote
         names, default = [], None
     if not names:
-        return ("is not in the DVC cache and no DVC remote is configured: add the remote it was pushed to "
-                "(`dvc remote add -d NAME URL`), then `dvc fetch --all-commits` (or `dvc pull` on that revision)")
+        return (
+            "is not in the DVC cache and no DVC remote is configured: add the remote it was pushed to "
+            "(`dvc remote add -d NAME URL`), then `dvc fetch --all-commits` (or `dvc pull` on that revision)"
+        )
     if default:
-        return (f"is in neither the DVC cache nor the default remote {default!r}: `dvc push` it where it was "
-                "measured, or fetch it from the remote that has it (`dvc fetch -r NAME --all-commits`)")
-    return (f"is not in the DVC cache and no default remote is set (remotes: {', '.join(names)}): "
-            "`dvc fetch -r NAME --all-commits` (or `dvc pull -r NAME` on that revision)")
+        return (
+            f"is in neither the DVC cache nor the default remote {default!r}: `dvc push` it where it was "
+            "measured, or fetch it from the remote that has it (`dvc fetch -r NAME --all-commits`)"
+        )
+    return (
+        f"is not in the DVC cache and no default remote is set (remotes: {', '.join(names)}): "
+        "`dvc fetch -r NAME --all-commits` (or `dvc pull -r NAME` on that revision)"
+    )
 
 
 def load_campaign(spec: str):
@@ -266,6 +305,7 @@ def load_campaign(spec: str):
     import polars as pl
 
     from .analysis.compare import Campaign, CompareError
+
     rev, _, name = spec.rpartition(":")
     if not re.match(config.NAME_RE, name):
         raise CompareError(f"campaign {spec!r}: not a campaign id (lower-case letters, digits, '.', '_', '-')")
@@ -273,8 +313,7 @@ def load_campaign(spec: str):
     cdir = record.campaign_dir(name, raw_root)
     if not cdir.is_dir():
         known = sorted(p.name for p in raw_root.iterdir() if p.is_dir()) if raw_root.is_dir() else []
-        raise CompareError(f"campaign {spec}: no raw records in {cdir} (campaigns there: "
-                           f"{', '.join(known) or 'none'})")
+        raise CompareError(f"campaign {spec}: no raw records in {cdir} (campaigns there: {', '.join(known) or 'none'})")
     # No plan to check another campaign against, but what `parse` would name regardless (an
     # incomplete record, a copy, a file where a record should be) is refused, not skipped.
     problems = record.survey(cdir, None)[1]
@@ -291,9 +330,11 @@ def load_campaign(spec: str):
     if len(foreign):
         owners = ", ".join(sorted(set(foreign["campaign"])))
         more = f" and {len(foreign) - 1} more" if len(foreign) > 1 else ""
-        raise CompareError(f"campaign {spec}: {len(foreign)} of {len(runs)} records were measured by campaign "
-                           f"{owners} ({record.META} 'campaign'), not {name}, e.g. {foreign['record'][0]}{more}: "
-                           "copied records are refused; compare the campaign that measured them")
+        raise CompareError(
+            f"campaign {spec}: {len(foreign)} of {len(runs)} records were measured by campaign "
+            f"{owners} ({record.META} 'campaign'), not {name}, e.g. {foreign['record'][0]}{more}: "
+            "copied records are refused; compare the campaign that measured them"
+        )
     return Campaign(spec, runs, metrics, tidy.build_facts(runs))
 
 
@@ -304,9 +345,15 @@ def cmd_compare(args) -> int:
     if args.threshold is not None and not 0 <= args.threshold < 1000:
         raise config.ConfigError(f"--threshold: a percentage in [0, 1000), got {args.threshold:g}")
     a, b = load_campaign(args.a), load_campaign(args.b)
-    res = compare.run(a, b, alpha=analysis.alpha, correction=args.correction or analysis.correction,
-                      threshold_pct=analysis.compare_threshold() if args.threshold is None else args.threshold,
-                      seed=analysis.seed, targets=analyse.targets(analysis))
+    res = compare.run(
+        a,
+        b,
+        alpha=analysis.alpha,
+        correction=args.correction or analysis.correction,
+        threshold_pct=analysis.compare_threshold() if args.threshold is None else args.threshold,
+        seed=analysis.seed,
+        targets=analyse.targets(analysis),
+    )
     print(json.dumps(compare.to_json(res), indent=1) if args.json else compare.text(res))
     if args.junit:
         log.info(f"compare: JUnit -> {compare.write_junit(res, Path(args.junit), strict_setup=args.strict_setup)}")
@@ -320,7 +367,8 @@ def cmd_compare(args) -> int:
         fields = ", ".join(dict.fromkeys(res.differences["field"]))
         raise compare.CompareError(
             f"{res.a} vs {res.b}: the setup differs (--strict-setup): {fields}"
-            + (f"; also {len(res.regressions)} regression(s)" if len(res.regressions) else ""))
+            + (f"; also {len(res.regressions)} regression(s)" if len(res.regressions) else "")
+        )
     return EXIT_REGRESSION if len(res.regressions) else 0
 
 
@@ -337,9 +385,11 @@ def cmd_render(args) -> int:
     servers = collectors.servers(tools)
     if env.target == "kubernetes":
         from .targets.kubernetes import render
+
         items = render(env, list(env.scenarios), servers)
     elif env.target == "ssh":
         from .targets.ssh import render
+
         items = render(env, list(env.scenarios), servers)
     else:
         raise config.ConfigError(f"environment {env.name}: target {env.target} applies no manifests")
@@ -365,8 +415,11 @@ def cmd_lab_clean(args) -> int:
     # a collect starting its lab would race us; a running one owns what it built
     with machine.exclusive("benchlib lab clean"):
         removed = lab.clean_leftovers()
-    print(f"lab: {len(removed)} leftover namespace(s) and temporary director(ies) removed" if removed
-          else "lab: nothing left over")
+    print(
+        f"lab: {len(removed)} leftover namespace(s) and temporary director(ies) removed"
+        if removed
+        else "lab: nothing left over"
+    )
     return 0
 
 
@@ -374,12 +427,16 @@ def cmd_lab_probe(args) -> int:
     env = config.load_environment(args.env)
     params = _params(args)
     tools = sorted({t.tool for t in params.tests.values()})
-    lab.check_machine(env, collectors.client_commands(tools) + [s.argv[0] for s in collectors.servers(tools)])  # what every scenario needs: stops here if missing
+    lab.check_machine(
+        env, collectors.client_commands(tools) + [s.argv[0] for s in collectors.servers(tools)]
+    )  # what every scenario needs: stops here if missing
     problems = lab.scenario_problems(env, list(env.scenarios))
     ready = [s for s in env.scenarios if s not in problems]
-    print(f"lab: can run {len(ready)} of {len(env.scenarios)} scenarios {ready}; CPUs client/server: "
-          f"{env.cpus.client if env.cpus else lab.default_cpus()[0]} / "
-          f"{env.cpus.server if env.cpus else lab.default_cpus()[1]}")
+    print(
+        f"lab: can run {len(ready)} of {len(env.scenarios)} scenarios {ready}; CPUs client/server: "
+        f"{env.cpus.client if env.cpus else lab.default_cpus()[0]} / "
+        f"{env.cpus.server if env.cpus else lab.default_cpus()[1]}"
+    )
     for name, reasons in problems.items():
         for reason in reasons:
             print(f"lab: cannot run scenario {name}: needs {reason}")
@@ -388,13 +445,16 @@ def cmd_lab_probe(args) -> int:
 
 def cmd_doctor(args) -> int:
     from . import doctor
+
     params = _params(args)
     failed = total = 0
     for check in doctor.run(params):
         print(check.line(), flush=True)
         total, failed = total + 1, failed + (not check.ok)
-    print(f"doctor: {total - failed} of {total} checks ok for {params.source}"
-          + (f"; fix the {failed} FAIL line(s) above before `benchlib collect`" if failed else ""))
+    print(
+        f"doctor: {total - failed} of {total} checks ok for {params.source}"
+        + (f"; fix the {failed} FAIL line(s) above before `benchlib collect`" if failed else "")
+    )
     return EXIT_ERROR if failed else 0
 
 
@@ -405,6 +465,7 @@ def cmd_completion(args) -> int:
 
 def cmd_summary(args) -> int:
     from .analysis import analyse, resolve, summary
+
     a = analyse.load(resolve(args.analysis))
     report = resolve(args.report)
     where = str(report) if report.exists() else f"{report} (not rendered yet: benchlib report)"
@@ -414,6 +475,7 @@ def cmd_summary(args) -> int:
 
 def _doctor_timeout() -> str:
     from .doctor import API_TIMEOUT_S
+
     return f"{API_TIMEOUT_S:g}"
 
 
@@ -421,179 +483,244 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="benchlib",
         description="Rerunnable container-network benchmarks. `dvc repro` calls these commands; "
-                    "you can call them yourself to validate, collect, parse or clean up.",
+        "you can call them yourself to validate, collect, parse or clean up.",
         epilog="A new measurement needs a new experiment.campaign in params.yaml: raw records "
-               "of a campaign are never overwritten, and an interrupted campaign resumes.")
-    p.add_argument("--params", help="the campaign definition (default: params.yaml of the project "
-                                     "around the working directory); before or after the command").complete = FILE  # pyright: ignore[reportAttributeAccessIssue] (shtab reads this attribute)
+        "of a campaign are never overwritten, and an interrupted campaign resumes.",
+    )
+    p.add_argument(
+        "--params",
+        help="the campaign definition (default: params.yaml of the project "
+        "around the working directory); before or after the command",
+    ).complete = FILE  # pyright: ignore[reportAttributeAccessIssue] (shtab reads this attribute)
     _verbosity_options(p, None)
     p.add_argument("--version", action=_VersionAction, help="print the package version and git revision, then exit")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    s = sub.add_parser("validate", help="check params.yaml and the environments; print the run plan",
-                       description="Validate params.yaml and every environment it names, then print "
-                                   "how many runs each environment has, the estimated time and how many "
-                                   "are already recorded; then the planned power: from the spread of a "
-                                   "previous campaign of the same configurations (data/processed, the newest "
-                                   "campaign under data/raw, or --pilot), the minimum detectable effect of each "
-                                   "primary comparison at the planned repetitions and the runs needed for the "
-                                   "noise band and for 5 %%. Touches nothing.")
-    s.add_argument("--pilot", metavar="DIR", help="tidy tables (runs.parquet, metrics.parquet) of a previous "
-                                                  "campaign to plan from")
+    s = sub.add_parser(
+        "validate",
+        help="check params.yaml and the environments; print the run plan",
+        description="Validate params.yaml and every environment it names, then print "
+        "how many runs each environment has, the estimated time and how many "
+        "are already recorded; then the planned power: from the spread of a "
+        "previous campaign of the same configurations (data/processed, the newest "
+        "campaign under data/raw, or --pilot), the minimum detectable effect of each "
+        "primary comparison at the planned repetitions and the runs needed for the "
+        "noise band and for 5 %%. Touches nothing.",
+    )
+    s.add_argument(
+        "--pilot", metavar="DIR", help="tidy tables (runs.parquet, metrics.parquet) of a previous campaign to plan from"
+    )
     s.set_defaults(func=cmd_validate)
 
-    s = sub.add_parser("collect", help="run (or resume) one environment's measurements",
-                       description="Set up the environment's scenarios, run every configuration once per "
-                                   "block in seeded random order, and write one raw record per run under "
-                                   "data/raw/<campaign>/<environment>/. Runs already recorded are skipped, "
-                                   "so running it again after an interruption resumes. Everything the "
-                                   "target created is removed at the end, on error and on Ctrl-C.")
+    s = sub.add_parser(
+        "collect",
+        help="run (or resume) one environment's measurements",
+        description="Set up the environment's scenarios, run every configuration once per "
+        "block in seeded random order, and write one raw record per run under "
+        "data/raw/<campaign>/<environment>/. Runs already recorded are skipped, "
+        "so running it again after an interruption resumes. Everything the "
+        "target created is removed at the end, on error and on Ctrl-C.",
+    )
     s.add_argument("--env", required=True, help="environment name (a folder under pipelines/)")
     s.set_defaults(func=cmd_collect)
 
-    s = sub.add_parser("parse", help="raw records -> data/processed/{runs,metrics}.parquet",
-                       description="Verify every raw record of the campaign against its checksums, "
-                                   "re-parse the tool output and write the tidy tables.")
+    s = sub.add_parser(
+        "parse",
+        help="raw records -> data/processed/{runs,metrics}.parquet",
+        description="Verify every raw record of the campaign against its checksums, "
+        "re-parse the tool output and write the tidy tables.",
+    )
     s.add_argument("--out", help="output directory (default: data/processed)")
-    s.add_argument("--skip-corrupt", action="store_true",
-                   help="skip records that fail verification or do not match the plan (counted and listed), "
-                        "and parse a campaign whose planned runs are not all recorded yet, instead of stopping")
+    s.add_argument(
+        "--skip-corrupt",
+        action="store_true",
+        help="skip records that fail verification or do not match the plan (counted and listed), "
+        "and parse a campaign whose planned runs are not all recorded yet, instead of stopping",
+    )
     s.set_defaults(func=cmd_parse)
 
-    s = sub.add_parser("verify", help="check a campaign's raw records after `dvc pull`",
-                       description="Check that every raw record of a campaign is whole: each file against "
-                                   "the record's SHA256SUMS and, for the campaign dvc.lock names, against "
-                                   "DVC's listing of the stage output. Each missing or changed file is named "
-                                   "by its record, also when `dvc pull` refused or could not fetch its object. "
-                                   "Exit 0 when all is whole, 2 with the list of problems.")
+    s = sub.add_parser(
+        "verify",
+        help="check a campaign's raw records after `dvc pull`",
+        description="Check that every raw record of a campaign is whole: each file against "
+        "the record's SHA256SUMS and, for the campaign dvc.lock names, against "
+        "DVC's listing of the stage output. Each missing or changed file is named "
+        "by its record, also when `dvc pull` refused or could not fetch its object. "
+        "Exit 0 when all is whole, 2 with the list of problems.",
+    )
     s.add_argument("campaign", nargs="?", help="campaign id under data/raw/ (default: experiment.campaign)")
     s.set_defaults(func=cmd_verify)
 
-    s = sub.add_parser("analyse", help="analyse the tidy tables: CPU normalization, summaries, comparisons",
-                       description="Read data/processed/{runs,metrics}.parquet and analyse them with the analysis "
-                                   "section of params.yaml: CPU at the target work rates, per-configuration "
-                                   "medians with CIs and flags, comparisons against the baseline and the "
-                                   "contrasts corrected within families, minimum detectable effects, the mesh "
-                                   "comparisons and the published references beside ours. Writes "
-                                   "data/analysis/*.parquet (with settings.json: the settings used) and "
-                                   "reports/metrics.json. Measures nothing; `benchlib report` presents it.")
+    s = sub.add_parser(
+        "analyse",
+        help="analyse the tidy tables: CPU normalization, summaries, comparisons",
+        description="Read data/processed/{runs,metrics}.parquet and analyse them with the analysis "
+        "section of params.yaml: CPU at the target work rates, per-configuration "
+        "medians with CIs and flags, comparisons against the baseline and the "
+        "contrasts corrected within families, minimum detectable effects, the mesh "
+        "comparisons and the published references beside ours. Writes "
+        "data/analysis/*.parquet (with settings.json: the settings used) and "
+        "reports/metrics.json. Measures nothing; `benchlib report` presents it.",
+    )
     s.add_argument("--out", help="directory of the analysis tables (default: data/analysis)")
     s.add_argument("--metrics-json", help="where the headline numbers go (default: reports/metrics.json)")
     s.set_defaults(func=cmd_analyse)
 
-    s = sub.add_parser("doctor", help="check what the campaign needs here before it starts",
-                       description="Check, one line each, what the campaign of params.yaml needs before "
-                                   "`benchlib collect`: for each environment, the tools its tests run and their "
-                                   "versions, the mesh proxies (HAProxy, Envoy) its scenarios use, perf and the "
-                                   "kernel settings it needs when experiment.profile_runs > 0; for the lab, root "
-                                   "and the kernel features of each scenario (tried in a throwaway network "
-                                   "namespace, as collect does); for a Kubernetes environment, the kubeconfig, the "
-                                   f"API server ({_doctor_timeout()} s per request), the RBAC the target needs "
-                                   "(SelfSubjectAccessReview), the nodes its placements need and the image on "
-                                   "them; for ssh, a login to each host and the tools there. Each line reads ok or "
-                                   "FAIL with the fix. Creates nothing but throwaway namespaces.",
-                       epilog="Exit codes: 0 every check passed; 2 a check failed (or params.yaml is invalid).")
+    s = sub.add_parser(
+        "doctor",
+        help="check what the campaign needs here before it starts",
+        description="Check, one line each, what the campaign of params.yaml needs before "
+        "`benchlib collect`: for each environment, the tools its tests run and their "
+        "versions, the mesh proxies (HAProxy, Envoy) its scenarios use, perf and the "
+        "kernel settings it needs when experiment.profile_runs > 0; for the lab, root "
+        "and the kernel features of each scenario (tried in a throwaway network "
+        "namespace, as collect does); for a Kubernetes environment, the kubeconfig, the "
+        f"API server ({_doctor_timeout()} s per request), the RBAC the target needs "
+        "(SelfSubjectAccessReview), the nodes its placements need and the image on "
+        "them; for ssh, a login to each host and the tools there. Each line reads ok or "
+        "FAIL with the fix. Creates nothing but throwaway namespaces.",
+        epilog="Exit codes: 0 every check passed; 2 a check failed (or params.yaml is invalid).",
+    )
     s.set_defaults(func=cmd_doctor)
 
-    s = sub.add_parser("completion", help="print the shell completion script (bash or zsh)",
-                       description="Print a completion script for benchlib's commands and options, generated "
-                                   "from this parser by shtab. Bash: `eval \"$(benchlib completion bash)\"` in "
-                                   "~/.bashrc, or save it as ~/.local/share/bash-completion/completions/benchlib. "
-                                   "Zsh: save it as _benchlib in a directory of $fpath.")
+    s = sub.add_parser(
+        "completion",
+        help="print the shell completion script (bash or zsh)",
+        description="Print a completion script for benchlib's commands and options, generated "
+        'from this parser by shtab. Bash: `eval "$(benchlib completion bash)"` in '
+        "~/.bashrc, or save it as ~/.local/share/bash-completion/completions/benchlib. "
+        "Zsh: save it as _benchlib in a directory of $fpath.",
+    )
     s.add_argument("shell", choices=["bash", "zsh"])
     s.set_defaults(func=cmd_completion)
 
-    s = sub.add_parser("summary", help="print what the campaign found and where the report is",
-                       description="Print the analysed campaign in a few lines: its runs, the largest significant "
-                                   "primary findings with their intervals, and the report's path. "
-                                   "scripts/reproduce.sh ends with it.")
+    s = sub.add_parser(
+        "summary",
+        help="print what the campaign found and where the report is",
+        description="Print the analysed campaign in a few lines: its runs, the largest significant "
+        "primary findings with their intervals, and the report's path. "
+        "scripts/reproduce.sh ends with it.",
+    )
     s.add_argument("--analysis", default="data/analysis", help="what `benchlib analyse` wrote (default: %(default)s)")
     s.add_argument("--report", default="reports/report.html", help="the report's path (default: %(default)s)")
     s.add_argument("--top", type=int, default=5, help="how many findings to list (default: %(default)s)")
     s.set_defaults(func=cmd_summary)
 
-    s = sub.add_parser("report", help="render the analysis as the HTML report (notebooks, figures)",
-                       description="Execute the notebooks in notebooks/ with papermill on the tables "
-                                   "`benchlib analyse` wrote: setup, method, CPU normalization, significance "
-                                   "against the baseline, figures (HTML/SVG/PNG), the published reference "
-                                   "numbers and the mesh section. Writes reports/notebooks/*.ipynb, "
-                                   "reports/figures/, reports/significance.csv and reports/report.html (code "
-                                   "hidden, opens offline). Computes no statistic of its own.")
+    s = sub.add_parser(
+        "report",
+        help="render the analysis as the HTML report (notebooks, figures)",
+        description="Execute the notebooks in notebooks/ with papermill on the tables "
+        "`benchlib analyse` wrote: setup, method, CPU normalization, significance "
+        "against the baseline, figures (HTML/SVG/PNG), the published reference "
+        "numbers and the mesh section. Writes reports/notebooks/*.ipynb, "
+        "reports/figures/, reports/significance.csv and reports/report.html (code "
+        "hidden, opens offline). Computes no statistic of its own.",
+    )
     s.add_argument("--analysis", default="data/analysis", help="the analysis tables (default: data/analysis)")
     s.add_argument("--out-dir", help="output directory (default: reports)")
     s.set_defaults(func=cmd_report)
 
     s = sub.add_parser(
-        "compare", help="compare campaign B against campaign A: what differs, what changed; a CI gate",
+        "compare",
+        help="compare campaign B against campaign A: what differs, what changed; a CI gate",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Compare two campaigns measured with this project (ids under data/raw/), B against A.\n\n"
-                    "1. Metadata first: what the raw records of A and B say differently about the configurations "
-                    "measured in both (kernel, tool versions, target facts, CNI/kube-proxy settings, MTU, CPU "
-                    "placement, test parameters), leaving out session identifiers (lab ids, namespace and pod "
-                    "names, addresses, timestamps). A configuration measured with different test parameters is "
-                    "refused (exit 2), naming it and the fields.\n"
-                    "2. Per configuration (environment, scenario, test and its parameters, metric, side): both "
-                    "medians with distribution-free 95 % CIs, the change in % with its CI, two-sided Mann-Whitney "
-                    "U, the p-value corrected within its family (the primary family, each test's headline metric: "
-                    "--correction, Holm by default; every other metric: the Benjamini-Hochberg family of its kind, "
-                    "labelled FDR), the change's CI at the level that correction decided at, the minimum "
-                    "detectable effect, and a verdict by the metric's direction: '~ within noise', 'negligible' "
-                    "(significant, but the CI lies inside +/- the threshold), 'inconclusive' (test and CI "
-                    "disagree) or '+x % [lo, hi] better/worse' (where a value is <= 0, e.g. a rate fallen to 0, "
-                    "the change of the medians without a CI); a configuration whose every run failed in one "
-                    "campaign reads 'every run failed in A/B (k of n: reasons)', and failed runs are counted "
-                    "per configuration; a geometric mean of the changes per test.\n"
-                    "3. reports/compare-A-vs-B.html (papermill runs notebooks/compare.py; opens offline).",
+        "1. Metadata first: what the raw records of A and B say differently about the configurations "
+        "measured in both (kernel, tool versions, target facts, CNI/kube-proxy settings, MTU, CPU "
+        "placement, test parameters), leaving out session identifiers (lab ids, namespace and pod "
+        "names, addresses, timestamps). A configuration measured with different test parameters is "
+        "refused (exit 2), naming it and the fields.\n"
+        "2. Per configuration (environment, scenario, test and its parameters, metric, side): both "
+        "medians with distribution-free 95 % CIs, the change in % with its CI, two-sided Mann-Whitney "
+        "U, the p-value corrected within its family (the primary family, each test's headline metric: "
+        "--correction, Holm by default; every other metric: the Benjamini-Hochberg family of its kind, "
+        "labelled FDR), the change's CI at the level that correction decided at, the minimum "
+        "detectable effect, and a verdict by the metric's direction: '~ within noise', 'negligible' "
+        "(significant, but the CI lies inside +/- the threshold), 'inconclusive' (test and CI "
+        "disagree) or '+x % [lo, hi] better/worse' (where a value is <= 0, e.g. a rate fallen to 0, "
+        "the change of the medians without a CI); a configuration whose every run failed in one "
+        "campaign reads 'every run failed in A/B (k of n: reasons)', and failed runs are counted "
+        "per configuration; a geometric mean of the changes per test.\n"
+        "3. reports/compare-A-vs-B.html (papermill runs notebooks/compare.py; opens offline).",
         epilog="Exit codes: 0 no regression; 1 at least one regression: a significant 'worse' change beyond "
-               "the threshold (a collapse to 0 included), or a configuration measured in A whose every run "
-               "failed in B; 2 an error, one line on stderr: an unknown, empty, unparseable or copied campaign, "
-               "a REV:ID whose records are in neither the DVC cache nor a remote, changed test parameters, or "
-               "with --strict-setup a setup difference (after the output is written). The threshold is "
-               "--threshold, else analysis.threshold_pct of params.yaml (a number or {metric: %, default: %}), "
-               "else analysis.noise_band_pct.")
-    s.add_argument("a", metavar="A", help="the reference campaign (e.g. the one before an upgrade): an id under "
-                                          "data/raw/, or REV:ID to take it from git revision REV through DVC "
-                                          "(its cache or remote, as `dvc pull` would)")
+        "the threshold (a collapse to 0 included), or a configuration measured in A whose every run "
+        "failed in B; 2 an error, one line on stderr: an unknown, empty, unparseable or copied campaign, "
+        "a REV:ID whose records are in neither the DVC cache nor a remote, changed test parameters, or "
+        "with --strict-setup a setup difference (after the output is written). The threshold is "
+        "--threshold, else analysis.threshold_pct of params.yaml (a number or {metric: %, default: %}), "
+        "else analysis.noise_band_pct.",
+    )
+    s.add_argument(
+        "a",
+        metavar="A",
+        help="the reference campaign (e.g. the one before an upgrade): an id under "
+        "data/raw/, or REV:ID to take it from git revision REV through DVC "
+        "(its cache or remote, as `dvc pull` would)",
+    )
     s.add_argument("b", metavar="B", help="the campaign compared against it (the same forms)")
-    s.add_argument("--threshold", type=float, metavar="PCT",
-                   help="practical threshold in %% for every metric: a significant change whose CI lies inside "
-                        "+/- PCT reads 'negligible' and fails no gate")
-    s.add_argument("--correction", choices=["holm", "fdr_bh"],
-                   help="correction of the headline family (default: analysis.correction; fdr_bh for large sweeps)")
-    s.add_argument("--junit", metavar="FILE", help="write a JUnit XML file: one test case per configuration "
-                                                   "and metric, failing on a regression; the setup "
-                                                   "differences as properties of the suite")
-    s.add_argument("--strict-setup", action="store_true",
-                   help="treat a setup difference (kernel, tool versions, MTU, CNI config, ...: what step 1 lists) "
-                        "as a failure: one failing JUnit case per differing field (class 'setup') and exit 2 "
-                        "after the output is written. Without it the differences are listed (text, JSON, and "
-                        "JUnit properties setup.<field> of the test suite) but fail nothing")
+    s.add_argument(
+        "--threshold",
+        type=float,
+        metavar="PCT",
+        help="practical threshold in %% for every metric: a significant change whose CI lies inside "
+        "+/- PCT reads 'negligible' and fails no gate",
+    )
+    s.add_argument(
+        "--correction",
+        choices=["holm", "fdr_bh"],
+        help="correction of the headline family (default: analysis.correction; fdr_bh for large sweeps)",
+    )
+    s.add_argument(
+        "--junit",
+        metavar="FILE",
+        help="write a JUnit XML file: one test case per configuration "
+        "and metric, failing on a regression; the setup "
+        "differences as properties of the suite",
+    )
+    s.add_argument(
+        "--strict-setup",
+        action="store_true",
+        help="treat a setup difference (kernel, tool versions, MTU, CNI config, ...: what step 1 lists) "
+        "as a failure: one failing JUnit case per differing field (class 'setup') and exit 2 "
+        "after the output is written. Without it the differences are listed (text, JSON, and "
+        "JUnit properties setup.<field> of the test suite) but fail nothing",
+    )
     s.add_argument("--json", action="store_true", help="print the result as JSON instead of tables")
     s.add_argument("--no-html", action="store_true", help="skip the HTML page (faster, e.g. in CI)")
     s.add_argument("--out-dir", help="where compare-A-vs-B.html goes (default: reports)")
     s.set_defaults(func=cmd_compare)
 
-    s = sub.add_parser("render", help="validate a cluster environment and print what it would apply",
-                       description="Validate pipelines/<env>/environment.yaml and print, in order, every "
-                                   "manifest, helm command, values file, readiness check and command the "
-                                   "target would apply or run. Contacts nothing.")
+    s = sub.add_parser(
+        "render",
+        help="validate a cluster environment and print what it would apply",
+        description="Validate pipelines/<env>/environment.yaml and print, in order, every "
+        "manifest, helm command, values file, readiness check and command the "
+        "target would apply or run. Contacts nothing.",
+    )
     s.add_argument("--env", required=True, help="environment name (a folder under pipelines/)")
     s.set_defaults(func=cmd_render)
 
-    lab_p = sub.add_parser("lab", help="the embedded network-namespace lab",
-                           description="Inspect or clean the embedded lab.")
+    lab_p = sub.add_parser(
+        "lab", help="the embedded network-namespace lab", description="Inspect or clean the embedded lab."
+    )
     lab_sub = lab_p.add_subparsers(dest="lab_command", required=True, metavar="LAB_COMMAND")
-    s = lab_sub.add_parser("clean", help="remove namespaces left by a killed campaign",
-                           description="Remove lab namespaces (and processes in them) whose campaign is "
-                                       "no longer running. Namespaces of a live campaign are kept.")
+    s = lab_sub.add_parser(
+        "clean",
+        help="remove namespaces left by a killed campaign",
+        description="Remove lab namespaces (and processes in them) whose campaign is "
+        "no longer running. Namespaces of a live campaign are kept.",
+    )
     s.set_defaults(func=cmd_lab_clean)
-    s = lab_sub.add_parser("probe", help="check privileges, tools and kernel features",
-                           description="Check that the lab can run here: root, the tools (ip, netperf, "
-                                       "netserver, nft, ...) and the kernel features its scenarios need (network "
-                                       "namespaces, veth, bridge, vxlan, the eBPF host-routing programs, "
-                                       "WireGuard, IPsec ESP). Lists the scenarios this machine can run and, "
-                                       "for each one it cannot, what is missing; exits 1 if any is missing. "
-                                       "Creates nothing but throwaway namespaces to test them.")
+    s = lab_sub.add_parser(
+        "probe",
+        help="check privileges, tools and kernel features",
+        description="Check that the lab can run here: root, the tools (ip, netperf, "
+        "netserver, nft, ...) and the kernel features its scenarios need (network "
+        "namespaces, veth, bridge, vxlan, the eBPF host-routing programs, "
+        "WireGuard, IPsec ESP). Lists the scenarios this machine can run and, "
+        "for each one it cannot, what is missing; exits 1 if any is missing. "
+        "Creates nothing but throwaway namespaces to test them.",
+    )
     s.add_argument("--env", default="local-lab", help="environment to probe (default: %(default)s)")
     s.set_defaults(func=cmd_lab_probe)
     _accept_global_options(sub)
@@ -601,19 +728,30 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _verbosity_options(parser: argparse.ArgumentParser, default) -> None:
-    parser.add_argument("-v", "--verbose", action="count", default=default if default is not None else 0,
-                        help="also debug messages, and on the terminal what libraries log (papermill, the "
-                             "notebooks' kernels), which otherwise goes only to the campaign's log file")
-    parser.add_argument("-q", "--quiet", action="store_true", default=default if default is not None else False,
-                        help="no progress lines: only warnings, errors and results")
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=default if default is not None else 0,
+        help="also debug messages, and on the terminal what libraries log (papermill, the "
+        "notebooks' kernels), which otherwise goes only to the campaign's log file",
+    )
+    parser.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        default=default if default is not None else False,
+        help="no progress lines: only warnings, errors and results",
+    )
 
 
 def _accept_global_options(sub: argparse._SubParsersAction) -> None:
     """Let every command take --params, -v and -q after its name too (`benchlib validate --params F`).
     SUPPRESS: a command that is not given one keeps the value given before the command."""
     for parser in set(sub.choices.values()):
-        parser.add_argument("--params", default=argparse.SUPPRESS,
-                            help="the campaign definition (as before the command)").complete = FILE
+        parser.add_argument(
+            "--params", default=argparse.SUPPRESS, help="the campaign definition (as before the command)"
+        ).complete = FILE
         _verbosity_options(parser, argparse.SUPPRESS)
         for action in parser._actions:
             if isinstance(action, argparse._SubParsersAction):
@@ -623,16 +761,22 @@ def _accept_global_options(sub: argparse._SubParsersAction) -> None:
 def version_text() -> str:
     """'benchlib 0.1.0 (git 1a2b3c4)', '-dirty' when the checkout has uncommitted changes to tracked files."""
     from importlib.metadata import PackageNotFoundError, version
+
     try:
         text = f"benchlib {version('benchlib')}"
     except PackageNotFoundError:
         text = "benchlib (not installed)"
     root = Path(__file__).resolve().parent.parent
     try:
-        rev = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True, timeout=10)
-        dirty = subprocess.run(["git", "-C", str(root), "diff", "--quiet", "HEAD", "--"], capture_output=True,
-                               timeout=10).returncode != 0
+        rev = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10
+        )
+        dirty = (
+            subprocess.run(
+                ["git", "-C", str(root), "diff", "--quiet", "HEAD", "--"], capture_output=True, timeout=10
+            ).returncode
+            != 0
+        )
     except (OSError, subprocess.TimeoutExpired):
         return f"{text} (no git revision: git is not available)"
     if rev.returncode != 0:
@@ -668,8 +812,9 @@ def _ascii_safe_output() -> None:
 def main(argv: list[str] | None = None) -> int:
     _ascii_safe_output()
     args = build_parser().parse_args(argv)
-    logs.setup(logs.VERBOSE if getattr(args, "verbose", 0) else logs.QUIET if getattr(args, "quiet", False)
-               else logs.NORMAL)
+    logs.setup(
+        logs.VERBOSE if getattr(args, "verbose", 0) else logs.QUIET if getattr(args, "quiet", False) else logs.NORMAL
+    )
     _tools_on_path()
     root, found = config.find_project()
     if not found:
@@ -691,6 +836,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         log.warning("benchlib: interrupted; completed runs are kept, run the same command to resume")
         return EXIT_INTERRUPTED
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -3,6 +3,7 @@
 Every error names the file and the key (e.g. ``params.yaml: tests.tcp_rr.duration_s``)
 and, where the choice is closed, the allowed values.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -44,21 +45,44 @@ NAME_MAX = 100  # names become directory names (a file name has at most 255 byte
 
 
 class Experiment(Strict):
-    campaign: str = Field(pattern=NAME_RE, max_length=NAME_MAX,
-                          description="names the raw data; change it to measure anew")
-    environments: list[str] = Field(min_length=1, description=(
-        "the environments this campaign runs in: folder names under pipelines/, each holding an "
-        "environment.yaml, e.g. [local-lab]"))
+    campaign: str = Field(
+        pattern=NAME_RE, max_length=NAME_MAX, description="names the raw data; change it to measure anew"
+    )
+    environments: list[str] = Field(
+        min_length=1,
+        description=(
+            "the environments this campaign runs in: folder names under pipelines/, each holding an "
+            "environment.yaml, e.g. [local-lab]"
+        ),
+    )
     repetitions: int = Field(ge=1, le=1000, description="blocks: every configuration runs once per block")
-    seed: int = Field(default=0, description=(
-        "seed of the run order: each block runs every configuration once, in an order drawn from this seed and "
-        "the environment's name; any integer, the same seed gives the same order"))
-    cpu_trim_s: float = Field(default=0.5, ge=0, description="CPU window starts this long after the tool, ends this long before")
+    seed: int = Field(
+        default=0,
+        description=(
+            "seed of the run order: each block runs every configuration once, in an order drawn from this seed and "
+            "the environment's name; any integer, the same seed gives the same order"
+        ),
+    )
+    cpu_trim_s: float = Field(
+        default=0.5, ge=0, description="CPU window starts this long after the tool, ends this long before"
+    )
     retries: int = Field(default=1, ge=0, le=10, description="extra attempts for a failed run")
-    profile_runs: int = Field(default=0, ge=0, le=1000, description=(
-        "profiled runs per configuration (a CPU profile with perf, never among the measured runs); 0: none"))
-    profile_hz: int = Field(default=499, ge=1, le=10000, description=(
-        "perf's sampling frequency per CPU; not a multiple of the timer tick, so samples do not lock onto it"))
+    profile_runs: int = Field(
+        default=0,
+        ge=0,
+        le=1000,
+        description=(
+            "profiled runs per configuration (a CPU profile with perf, never among the measured runs); 0: none"
+        ),
+    )
+    profile_hz: int = Field(
+        default=499,
+        ge=1,
+        le=10000,
+        description=(
+            "perf's sampling frequency per CPU; not a multiple of the timer tick, so samples do not lock onto it"
+        ),
+    )
 
     @field_validator("profile_runs")
     @classmethod
@@ -79,24 +103,41 @@ class MatrixEntry(Strict):
 class EnvironmentOverride(Strict):
     """Per-environment choice of scenarios and tests, in params.yaml."""
 
-    scenarios: list[str] | None = Field(default=None, description=(
-        "scenarios of the environment to run, by name (a cluster runs them one after another, in this order); "
-        "unset: every scenario, in the file's order"))
-    tests: list[str] | None = Field(default=None, description=(
-        "tests of params.yaml's `tests` to run here, by name; unset: every test"))
-    matrix: list[MatrixEntry] | None = Field(default=None, min_length=1, description=(
-        "instead of scenarios x tests: a union of smaller products, so that e.g. UDP tests run "
-        "in two scenarios while TCP_CRR runs in all"))
-    cpu_placement: dict[str, Literal["split", "shared"]] | None = Field(default=None, description=(
-        "lab: replaces the environment's cpu_placement for this campaign ({} = every kind split), e.g. "
-        "when its scenarios with proxies (always split) are compared with scenarios without"))
+    scenarios: list[str] | None = Field(
+        default=None,
+        description=(
+            "scenarios of the environment to run, by name (a cluster runs them one after another, in this order); "
+            "unset: every scenario, in the file's order"
+        ),
+    )
+    tests: list[str] | None = Field(
+        default=None, description=("tests of params.yaml's `tests` to run here, by name; unset: every test")
+    )
+    matrix: list[MatrixEntry] | None = Field(
+        default=None,
+        min_length=1,
+        description=(
+            "instead of scenarios x tests: a union of smaller products, so that e.g. UDP tests run "
+            "in two scenarios while TCP_CRR runs in all"
+        ),
+    )
+    cpu_placement: dict[str, Literal["split", "shared"]] | None = Field(
+        default=None,
+        description=(
+            "lab: replaces the environment's cpu_placement for this campaign ({} = every kind split), e.g. "
+            "when its scenarios with proxies (always split) are compared with scenarios without"
+        ),
+    )
 
     @model_validator(mode="after")
     def _matrix_alone(self) -> EnvironmentOverride:
         if self.matrix is not None and (self.scenarios is not None or self.tests is not None):
             raise ValueError("give either matrix or scenarios/tests, not both")
         lists = [("scenarios", self.scenarios), ("tests", self.tests)] + [
-            (f"matrix[{i}].{key}", getattr(e, key)) for i, e in enumerate(self.matrix or []) for key in ("scenarios", "tests")]
+            (f"matrix[{i}].{key}", getattr(e, key))
+            for i, e in enumerate(self.matrix or [])
+            for key in ("scenarios", "tests")
+        ]
         for key, names in lists:
             twice = sorted({n for n in names or [] if (names or []).count(n) > 1})
             if twice:
@@ -114,33 +155,54 @@ class Analysis(Strict):
     """Parameters of the analysis notebooks (passed to papermill as they are)."""
 
     baseline: str = Field(default="host", description="scenario every other scenario is compared with")
-    alpha: float = Field(default=0.05, gt=0, lt=1, description=(
-        "significance level of each family of comparisons, after its correction; 0.05 is usual, 0.01 for "
-        "fewer false positives at the cost of missing small changes"))
-    correction: Literal["holm", "fdr_bh"] = Field(default="holm", description="holm for a report, fdr_bh (FDR) for sweeps")
+    alpha: float = Field(
+        default=0.05,
+        gt=0,
+        lt=1,
+        description=(
+            "significance level of each family of comparisons, after its correction; 0.05 is usual, 0.01 for "
+            "fewer false positives at the cost of missing small changes"
+        ),
+    )
+    correction: Literal["holm", "fdr_bh"] = Field(
+        default="holm", description="holm for a report, fdr_bh (FDR) for sweeps"
+    )
     cpu_target_gbps: float = Field(default=100.0, gt=0, description="stream tests: CPU % needed for this throughput")
     rr_per_transactions: float = Field(default=10_000, gt=0, description="TCP_RR: CPU % per this many transactions/s")
     crr_per_connections: float = Field(default=10_000, gt=0, description="TCP_CRR: CPU % per this many connections/s")
     http_per_requests: float = Field(default=1_000, gt=0, description="HTTP (fortio): CPU % per this many requests/s")
     noise_band_pct: float | dict[str, float] = Field(
-        default=2.0, description="changes inside +/- this % are 'negligible'; a number or {metric: %, default: %}")
+        default=2.0, description="changes inside +/- this % are 'negligible'; a number or {metric: %, default: %}"
+    )
     family_metrics: list[str] = Field(
-        default=["latency_p50", "latency_p99", "cpu_pct_at_target"], description=(
+        default=["latency_p50", "latency_p99", "cpu_pct_at_target"],
+        description=(
             "secondary metrics compared besides each test's headline metric (the primary family, always "
             "compared, under `correction`); each in the Benjamini-Hochberg family of its kind (latency, CPU, "
-            "other), labelled FDR"))
+            "other), labelled FDR"
+        ),
+    )
     seed: int = Field(default=0, description="bootstrap seed")
-    threshold_pct: float | dict[str, float] | None = Field(default=None, description=(
-        "benchlib compare: a significant change whose CI lies inside +/- this % reads 'negligible' and fails "
-        "no gate; a number or {metric: %, default: %}; unset: noise_band_pct"))
-    contrasts: list[tuple[str, str]] = Field(default=[], description=(
-        "extra comparisons [scenario, reference], e.g. [notrack, conntrack]: of the headline metric in the "
-        "primary family, of the others in their secondary families"))
+    threshold_pct: float | dict[str, float] | None = Field(
+        default=None,
+        description=(
+            "benchlib compare: a significant change whose CI lies inside +/- this % reads 'negligible' and fails "
+            "no gate; a number or {metric: %, default: %}; unset: noise_band_pct"
+        ),
+    )
+    contrasts: list[tuple[str, str]] = Field(
+        default=[],
+        description=(
+            "extra comparisons [scenario, reference], e.g. [notrack, conntrack]: of the headline metric in the "
+            "primary family, of the others in their secondary families"
+        ),
+    )
 
     @field_validator("family_metrics")
     @classmethod
     def _known_metrics(cls, names: list[str]) -> list[str]:
         from .schema import DERIVED_METRICS, METRICS
+
         unknown = [n for n in names if n not in METRICS and n not in DERIVED_METRICS]
         if unknown:
             raise ValueError(f"unknown metric(s) {unknown}; allowed: {sorted(METRICS) + sorted(DERIVED_METRICS)}")
@@ -150,13 +212,17 @@ class Analysis(Strict):
     @classmethod
     def _threshold(cls, value: float | dict[str, float] | None) -> float | dict[str, float] | None:
         from .schema import DERIVED_METRICS, METRICS
+
         bands = value.values() if isinstance(value, dict) else [] if value is None else [value]
         if any(not 0 <= b < 1000 for b in bands):
             raise ValueError(f"thresholds are percentages in [0, 1000), got {value}")
-        unknown = sorted(set(value) - set(METRICS) - set(DERIVED_METRICS) - {"default"}) if isinstance(
-            value, dict) else []
+        unknown = (
+            sorted(set(value) - set(METRICS) - set(DERIVED_METRICS) - {"default"}) if isinstance(value, dict) else []
+        )
         if unknown:
-            raise ValueError(f"unknown metric(s) {unknown}; allowed: 'default', {sorted(METRICS) + sorted(DERIVED_METRICS)}")
+            raise ValueError(
+                f"unknown metric(s) {unknown}; allowed: 'default', {sorted(METRICS) + sorted(DERIVED_METRICS)}"
+            )
         if isinstance(value, dict) and "default" not in value:  # every compared metric needs a threshold
             raise ValueError(f"per-metric thresholds need a 'default' for the other metrics, got {value}")
         return value
@@ -171,12 +237,17 @@ class Report(Strict):
 
 
 class Params(Strict):
-    experiment: Experiment = Field(description=(
-        "the campaign: its name, environments, repetitions and run order"))
-    tests: dict[str, TestSpec] = Field(min_length=1, description="name -> test; its tool's collector defines its fields")
-    environments: dict[str, EnvironmentOverride] = Field(default={}, description=(
-        "environment name (from experiment.environments) -> which of its scenarios and tests run; an "
-        "environment not listed runs every scenario with every test"))
+    experiment: Experiment = Field(description=("the campaign: its name, environments, repetitions and run order"))
+    tests: dict[str, TestSpec] = Field(
+        min_length=1, description="name -> test; its tool's collector defines its fields"
+    )
+    environments: dict[str, EnvironmentOverride] = Field(
+        default={},
+        description=(
+            "environment name (from experiment.environments) -> which of its scenarios and tests run; an "
+            "environment not listed runs every scenario with every test"
+        ),
+    )
     analysis: Analysis = Field(default=Analysis(), description="how the analysis compares scenarios")
     report: Report = Field(default=Report(), description="how the report presents them")
     _source: str = PrivateAttr("params.yaml")
@@ -199,13 +270,16 @@ class Params(Strict):
         trim = self.experiment.cpu_trim_s
         for name, test in self.tests.items():
             if 2 * trim >= test.duration_s:
-                raise ValueError(f"tests.{name}.duration_s: {test.duration_s} s leaves no CPU window "
-                                 f"after trimming experiment.cpu_trim_s={trim} s at both ends")
+                raise ValueError(
+                    f"tests.{name}.duration_s: {test.duration_s} s leaves no CPU window "
+                    f"after trimming experiment.cpu_trim_s={trim} s at both ends"
+                )
         for env, override in self.environments.items():
             for key, t in override.test_names():
                 if t not in self.tests:
                     raise ValueError(
-                        f"environments.{env}.{key}: unknown test {t!r}; defined tests: {sorted(self.tests)}")
+                        f"environments.{env}.{key}: unknown test {t!r}; defined tests: {sorted(self.tests)}"
+                    )
         return self
 
 
@@ -222,70 +296,146 @@ class HelmRelease(Strict):
 
 
 class Scenario(Strict):
-    description: str = Field(description=(
-        "what the scenario is, in one line, for readers (editing it changes no measurement)"))
-    placement: Literal["pod-to-pod", "same-node", "host-network", "service"] | None = Field(default=None, description=(
-        "kubernetes (required there): where the client and server pods go: pod-to-pod (on two nodes), "
-        "same-node, host-network (on two nodes, in their network namespace) or service (the client reaches "
-        "the server through a ClusterIP Service)"))
-    helm: HelmRelease | None = Field(default=None, description=(
-        "kubernetes: the helm release that switches the cluster to this scenario, installed after `apply`"))
+    description: str = Field(
+        description=("what the scenario is, in one line, for readers (editing it changes no measurement)")
+    )
+    placement: Literal["pod-to-pod", "same-node", "host-network", "service"] | None = Field(
+        default=None,
+        description=(
+            "kubernetes (required there): where the client and server pods go: pod-to-pod (on two nodes), "
+            "same-node, host-network (on two nodes, in their network namespace) or service (the client reaches "
+            "the server through a ClusterIP Service)"
+        ),
+    )
+    helm: HelmRelease | None = Field(
+        default=None,
+        description=(
+            "kubernetes: the helm release that switches the cluster to this scenario, installed after `apply`"
+        ),
+    )
     apply: list[str] = Field(default=[], description="shell commands run in the environment folder, before helm")
     ready: list[str] = Field(default=[], description="commands that must all succeed before measuring; retried")
-    ready_timeout_s: float = Field(default=900, gt=0, description=(
-        "kubernetes: seconds each apply or helm command may run, and that the `ready` and `programmed` checks "
-        "are retried for before the scenario fails; raise it for slow rollouts"))
-    programmed: list[str] = Field(default=[], description=(
-        "commands retried, once the scenario's pods and Services exist, until each succeeds: the datapath "
-        "has programmed them (e.g. kube-proxy has synced); bounded by ready_timeout_s"))
-    record: dict[str, str] = Field(default={}, description="name -> shell command whose output every run records; a name "
-                                   "ending in _status, _metrics or _entries is an observation, which "
-                                   "`benchlib compare` does not list as a setup difference")
-    namespace_labels: dict[str, str] = Field(default={}, description=(
-        "kubernetes: labels the campaign namespace carries while this scenario runs, set before its pods "
-        "are created (a mesh's injection label: istio-injection: enabled, istio.io/dataplane-mode: ambient)"))
+    ready_timeout_s: float = Field(
+        default=900,
+        gt=0,
+        description=(
+            "kubernetes: seconds each apply or helm command may run, and that the `ready` and `programmed` checks "
+            "are retried for before the scenario fails; raise it for slow rollouts"
+        ),
+    )
+    programmed: list[str] = Field(
+        default=[],
+        description=(
+            "commands retried, once the scenario's pods and Services exist, until each succeeds: the datapath "
+            "has programmed them (e.g. kube-proxy has synced); bounded by ready_timeout_s"
+        ),
+    )
+    record: dict[str, str] = Field(
+        default={},
+        description="name -> shell command whose output every run records; a name "
+        "ending in _status, _metrics or _entries is an observation, which "
+        "`benchlib compare` does not list as a setup difference",
+    )
+    namespace_labels: dict[str, str] = Field(
+        default={},
+        description=(
+            "kubernetes: labels the campaign namespace carries while this scenario runs, set before its pods "
+            "are created (a mesh's injection label: istio-injection: enabled, istio.io/dataplane-mode: ambient)"
+        ),
+    )
     settings: dict[str, str | int | float | bool] = Field(default={}, description="key settings, recorded as given")
-    topology: Literal["host", "veth-routed", "bridge", "vxlan", "ebpf-host-routing", "wireguard", "ipsec",
-                      "netkit"] | None = Field(default=None, description=(
-        "lab: the datapath built: host (client and server on the nodes themselves), veth-routed (routed pods, "
-        "as Calico), bridge (pods on a Linux bridge), vxlan (an overlay between the nodes), ebpf-host-routing "
-        "(tc BPF moves pod traffic past the node's stack, as Cilium), wireguard or ipsec (pod traffic "
-        "encrypted between the nodes, as Cilium's transparent encryption), netkit (netkit pairs instead of "
-        "veth, Linux 6.7+); unset: the scenario's name"))
-    maps_to: str = Field(default="", description=(
-        "the real-world setup this scenario stands for, e.g. \"Cilium eBPF host-routing\", for readers "
-        "(editing it changes no measurement)"))
-    mtu: int = Field(default=1500, ge=576, le=65535, description=(
-        "lab: MTU in bytes of the pods' veth pairs (and of a WireGuard tunnel), e.g. 1450 as under an "
-        "overlay or 9000 for jumbo frames; other targets only record it"))
-    service_proxy: Literal["iptables", "nftables"] | None = Field(default=None, description=(
-        "lab: ClusterIP Services rendered on the client's node as kube-proxy renders them in this mode; "
-        "with `services`"))
-    services: int | list[int] | None = Field(default=None, description=(
-        "number of Services (the benchmark Service plus unused fillers); lab: with service_proxy; kubernetes: "
-        "with placement service; a list expands into one scenario per number, named <name>-<n>"))
-    firewall: Literal["conntrack", "notrack"] | None = Field(default=None, description=(
-        "lab: a stateful iptables firewall on both nodes: conntrack (every packet through connection "
-        "tracking) or notrack (the same, with the TCP benchmark traffic untracked by -j NOTRACK)"))
-    filter_rules: int | None = Field(default=None, ge=1, le=100_000, description=(
-        "lab: this many iptables filter rules that match nothing on the server's node, in INPUT and FORWARD: "
-        "a long rule chain in front of the server (a deliberately slower path)"))
-    mesh: Literal["server-sidecar", "sidecars", "sidecars-mtls", "node-proxies-mtls",
-                  "node-proxies-waypoint"] | None = Field(
-        default=None, description=(
+    topology: (
+        Literal["host", "veth-routed", "bridge", "vxlan", "ebpf-host-routing", "wireguard", "ipsec", "netkit"] | None
+    ) = Field(
+        default=None,
+        description=(
+            "lab: the datapath built: host (client and server on the nodes themselves), veth-routed (routed pods, "
+            "as Calico), bridge (pods on a Linux bridge), vxlan (an overlay between the nodes), ebpf-host-routing "
+            "(tc BPF moves pod traffic past the node's stack, as Cilium), wireguard or ipsec (pod traffic "
+            "encrypted between the nodes, as Cilium's transparent encryption), netkit (netkit pairs instead of "
+            "veth, Linux 6.7+); unset: the scenario's name"
+        ),
+    )
+    maps_to: str = Field(
+        default="",
+        description=(
+            'the real-world setup this scenario stands for, e.g. "Cilium eBPF host-routing", for readers '
+            "(editing it changes no measurement)"
+        ),
+    )
+    mtu: int = Field(
+        default=1500,
+        ge=576,
+        le=65535,
+        description=(
+            "lab: MTU in bytes of the pods' veth pairs (and of a WireGuard tunnel), e.g. 1450 as under an "
+            "overlay or 9000 for jumbo frames; other targets only record it"
+        ),
+    )
+    service_proxy: Literal["iptables", "nftables"] | None = Field(
+        default=None,
+        description=(
+            "lab: ClusterIP Services rendered on the client's node as kube-proxy renders them in this mode; "
+            "with `services`"
+        ),
+    )
+    services: int | list[int] | None = Field(
+        default=None,
+        description=(
+            "number of Services (the benchmark Service plus unused fillers); lab: with service_proxy; kubernetes: "
+            "with placement service; a list expands into one scenario per number, named <name>-<n>"
+        ),
+    )
+    firewall: Literal["conntrack", "notrack"] | None = Field(
+        default=None,
+        description=(
+            "lab: a stateful iptables firewall on both nodes: conntrack (every packet through connection "
+            "tracking) or notrack (the same, with the TCP benchmark traffic untracked by -j NOTRACK)"
+        ),
+    )
+    filter_rules: int | None = Field(
+        default=None,
+        ge=1,
+        le=100_000,
+        description=(
+            "lab: this many iptables filter rules that match nothing on the server's node, in INPUT and FORWARD: "
+            "a long rule chain in front of the server (a deliberately slower path)"
+        ),
+    )
+    mesh: (
+        Literal["server-sidecar", "sidecars", "sidecars-mtls", "node-proxies-mtls", "node-proxies-waypoint"] | None
+    ) = Field(
+        default=None,
+        description=(
             "lab: service-mesh proxies on the pod path: server-sidecar (a sidecar on the server's pod), "
             "sidecars (on both pods, plaintext between them), sidecars-mtls (the same with mutual TLS) or "
             "node-proxies-mtls (one proxy per node, mutual TLS between them, as Istio's ambient mode) or "
-            "node-proxies-waypoint (those node proxies with an L7 waypoint proxy between them; Envoy only)"))
-    proxy: Literal["haproxy", "envoy"] = Field(default="haproxy", description=(
-        "lab: the proxy that runs the mesh: haproxy, or envoy configured as Istio configures it (node "
-        "proxies: HBONE)"))
-    ip_family: Literal[4, 6] = Field(default=4, description=(
-        "lab: the benchmark traffic's IP version: 4, or 6 (nodes and pods also get addresses in 2001:2::/48; "
-        "topologies host and veth-routed only)"))
-    big_tcp: int | None = Field(default=None, ge=65536, le=524280, description=(
-        "lab: GSO and GRO max size (bytes) for ip_family on every veth and the wire; 65536 is the limit "
-        "before BIG TCP"))
+            "node-proxies-waypoint (those node proxies with an L7 waypoint proxy between them; Envoy only)"
+        ),
+    )
+    proxy: Literal["haproxy", "envoy"] = Field(
+        default="haproxy",
+        description=(
+            "lab: the proxy that runs the mesh: haproxy, or envoy configured as Istio configures it (node "
+            "proxies: HBONE)"
+        ),
+    )
+    ip_family: Literal[4, 6] = Field(
+        default=4,
+        description=(
+            "lab: the benchmark traffic's IP version: 4, or 6 (nodes and pods also get addresses in 2001:2::/48; "
+            "topologies host and veth-routed only)"
+        ),
+    )
+    big_tcp: int | None = Field(
+        default=None,
+        ge=65536,
+        le=524280,
+        description=(
+            "lab: GSO and GRO max size (bytes) for ip_family on every veth and the wire; 65536 is the limit "
+            "before BIG TCP"
+        ),
+    )
 
     @model_validator(mode="after")
     def _service_counts(self) -> Scenario:
@@ -327,16 +477,24 @@ class KubernetesSettings(Strict):
     context: str | None = Field(default=None, description="kubeconfig context; default: the current one")
     image: str = Field(description="benchmark image (pipelines/images/Containerfile)")
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field(
-        default="IfNotPresent", description="Never for images imported by hand (no registry)")
-    namespace_prefix: str = Field(default="benchlib", pattern=r"^[a-z0-9]([a-z0-9-]{0,40}[a-z0-9])?$", description=(
-        "each collect creates its pods in a namespace named <prefix>-<environment>-<random suffix>"))
+        default="IfNotPresent", description="Never for images imported by hand (no registry)"
+    )
+    namespace_prefix: str = Field(
+        default="benchlib",
+        pattern=r"^[a-z0-9]([a-z0-9-]{0,40}[a-z0-9])?$",
+        description=("each collect creates its pods in a namespace named <prefix>-<environment>-<random suffix>"),
+    )
     client_node: str | None = Field(default=None, description="node name for the client; with server_node")
     server_node: str | None = Field(default=None, description="node name for the server; with client_node")
     node_selector: dict[str, str] = Field(default={}, description="labels both pods' nodes must carry")
-    pod_ready_timeout_s: float = Field(default=180, gt=0, description=(
-        "wait this long for pods to be ready, and for the EndpointSlices of a scenario's Services"))
+    pod_ready_timeout_s: float = Field(
+        default=180,
+        gt=0,
+        description=("wait this long for pods to be ready, and for the EndpointSlices of a scenario's Services"),
+    )
     cni_agent: dict[str, str] | None = Field(
-        default=None, description="{namespace, selector} of the CNI agent pods, for CPU/memory from the metrics API")
+        default=None, description="{namespace, selector} of the CNI agent pods, for CPU/memory from the metrics API"
+    )
 
     @model_validator(mode="after")
     def _nodes_together(self) -> KubernetesSettings:
@@ -351,9 +509,13 @@ class SshHost(Strict):
     host: str = Field(description="where ssh connects (name or address)")
     user: str = Field(default="root", description="login name on the host (ssh -l)")
     port: int = Field(default=22, ge=1, le=65535, description="the host's ssh port (ssh -p)")
-    identity_file: str | None = Field(default=None, description=(
-        "private key file (ssh -i, IdentitiesOnly; ~ expands); default: ssh's own keys and agent"))
-    address: str | None = Field(default=None, description="server only: the address benchmark traffic goes to; default host")
+    identity_file: str | None = Field(
+        default=None,
+        description=("private key file (ssh -i, IdentitiesOnly; ~ expands); default: ssh's own keys and agent"),
+    )
+    address: str | None = Field(
+        default=None, description="server only: the address benchmark traffic goes to; default host"
+    )
 
 
 class SshSettings(Strict):
@@ -369,73 +531,107 @@ class SshSettings(Strict):
 class Environment(Strict):
     name: str = Field(description="the environment's folder name under pipelines/ (not a key of the file)")
     description: str = Field(description="what this environment is, in one line, for readers")
-    target: Literal["lab", "kubernetes", "ssh"] = Field(description=(
-        "where the runs happen: lab (network namespaces on this machine; needs root), kubernetes (a cluster, "
-        "through its API) or ssh (two hosts, over OpenSSH)"))
-    cpus: CpuPlacement | None = Field(default=None, description=(
-        "the CPUs client and server are pinned to; unset: lab splits the CPUs benchlib may use in halves "
-        "(client first), kubernetes and ssh use every CPU of each side's node"))
-    cpu_placement: dict[str, Literal["split", "shared"]] = Field(default={}, description=(
-        "lab: per test kind (TCP_RR, TCP_CRR, ...), split (client and server on different CPUs, the "
-        "default: per-side CPU as on two machines) or shared (both on the client's CPUs: less noise, and "
-        "the CPU measured is the whole path's; scenarios with mesh proxies always run split); see "
-        "docs/concepts/cpu.md"))
-    kubernetes: KubernetesSettings | None = Field(default=None, description="target kubernetes (required there): the cluster")
+    target: Literal["lab", "kubernetes", "ssh"] = Field(
+        description=(
+            "where the runs happen: lab (network namespaces on this machine; needs root), kubernetes (a cluster, "
+            "through its API) or ssh (two hosts, over OpenSSH)"
+        )
+    )
+    cpus: CpuPlacement | None = Field(
+        default=None,
+        description=(
+            "the CPUs client and server are pinned to; unset: lab splits the CPUs benchlib may use in halves "
+            "(client first), kubernetes and ssh use every CPU of each side's node"
+        ),
+    )
+    cpu_placement: dict[str, Literal["split", "shared"]] = Field(
+        default={},
+        description=(
+            "lab: per test kind (TCP_RR, TCP_CRR, ...), split (client and server on different CPUs, the "
+            "default: per-side CPU as on two machines) or shared (both on the client's CPUs: less noise, and "
+            "the CPU measured is the whole path's; scenarios with mesh proxies always run split); see "
+            "docs/concepts/cpu.md"
+        ),
+    )
+    kubernetes: KubernetesSettings | None = Field(
+        default=None, description="target kubernetes (required there): the cluster"
+    )
     ssh: SshSettings | None = Field(default=None, description="target ssh (required there): the two hosts")
-    scenarios: dict[str, Scenario] = Field(min_length=1, description=(
-        "scenario name -> scenario: the configurations this environment can measure (a cluster runs them one "
-        "after another, in this order)"))
+    scenarios: dict[str, Scenario] = Field(
+        min_length=1,
+        description=(
+            "scenario name -> scenario: the configurations this environment can measure (a cluster runs them one "
+            "after another, in this order)"
+        ),
+    )
 
     @model_validator(mode="after")
     def _target_settings(self) -> Environment:
         for section in ("kubernetes", "ssh"):
             if (getattr(self, section) is not None) != (self.target == section):
                 raise ValueError(f"{section}: this section is required for, and only for, target: {section}")
-        cluster_only = [n for n, sc in self.scenarios.items()
-                        if sc.placement or sc.helm or sc.apply or sc.ready or sc.programmed or sc.namespace_labels]
+        cluster_only = [
+            n
+            for n, sc in self.scenarios.items()
+            if sc.placement or sc.helm or sc.apply or sc.ready or sc.programmed or sc.namespace_labels
+        ]
         if self.target != "kubernetes" and cluster_only:
-            raise ValueError(f"scenarios {cluster_only}: placement, helm, apply, ready and namespace_labels need "
-                             "target kubernetes")
+            raise ValueError(
+                f"scenarios {cluster_only}: placement, helm, apply, ready and namespace_labels need target kubernetes"
+            )
         if self.target == "kubernetes":
             missing = [n for n, sc in self.scenarios.items() if sc.placement is None]
             if missing:
-                raise ValueError(f"scenarios {missing}: target kubernetes needs placement "
-                                 "(pod-to-pod, same-node, host-network or service)")
+                raise ValueError(
+                    f"scenarios {missing}: target kubernetes needs placement "
+                    "(pod-to-pod, same-node, host-network or service)"
+                )
         self.check_cpu_placement()
         for n, sc in self.scenarios.items():
             if sc.service_proxy and self.target != "lab":
-                raise ValueError(f"scenarios.{n}.service_proxy: lab only (a cluster's own kube-proxy or CNI "
-                                 "serves its Services); remove it")
+                raise ValueError(
+                    f"scenarios.{n}.service_proxy: lab only (a cluster's own kube-proxy or CNI "
+                    "serves its Services); remove it"
+                )
             if sc.mesh and self.target != "lab":
-                raise ValueError(f"scenarios.{n}.mesh: lab only (a cluster's mesh is installed by its "
-                                 "scenario's helm release and apply commands); remove it")
+                raise ValueError(
+                    f"scenarios.{n}.mesh: lab only (a cluster's mesh is installed by its "
+                    "scenario's helm release and apply commands); remove it"
+                )
             plain = (sc.topology or n) in ("host", "veth-routed")
             if (sc.ip_family == 6 or sc.big_tcp) and not (self.target == "lab" and plain):
-                raise ValueError(f"scenarios.{n}: ip_family 6 and big_tcp need target lab and topology host "
-                                 "or veth-routed")
+                raise ValueError(
+                    f"scenarios.{n}: ip_family 6 and big_tcp need target lab and topology host or veth-routed"
+                )
             if sc.ip_family == 6 and (sc.mesh or sc.service_proxy or sc.firewall):
-                raise ValueError(f"scenarios.{n}: ip_family 6 has no mesh, service_proxy or firewall "
-                                 "(their rules are IPv4)")
+                raise ValueError(
+                    f"scenarios.{n}: ip_family 6 has no mesh, service_proxy or firewall (their rules are IPv4)"
+                )
             if sc.mesh == "node-proxies-waypoint" and sc.proxy != "envoy":
-                raise ValueError(f"scenarios.{n}.mesh: node-proxies-waypoint needs proxy: envoy (its tunnels are "
-                                 "HBONE, which HAProxy does not speak)")
+                raise ValueError(
+                    f"scenarios.{n}.mesh: node-proxies-waypoint needs proxy: envoy (its tunnels are "
+                    "HBONE, which HAProxy does not speak)"
+                )
             if sc.mesh and (sc.topology or n) == "host":
                 raise ValueError(f"scenarios.{n}.mesh: needs pods (a topology other than host)")
             if self.target == "lab" and (sc.services is None) != (sc.service_proxy is None):
                 raise ValueError(f"scenarios.{n}: service_proxy and services go together")
             if self.target == "kubernetes" and sc.services is not None and sc.placement != "service":
-                raise ValueError(f"scenarios.{n}.services: needs placement: service (the client goes through "
-                                 f"the benchmark Service), got placement: {sc.placement}")
+                raise ValueError(
+                    f"scenarios.{n}.services: needs placement: service (the client goes through "
+                    f"the benchmark Service), got placement: {sc.placement}"
+                )
             if self.target == "ssh" and sc.services is not None:
                 raise ValueError(f"scenarios.{n}.services: needs target lab or kubernetes")
         return self
 
-
     def check_cpu_placement(self) -> None:
         """Raises ValueError naming the key if cpu_placement is not one this environment can honour."""
         if self.cpu_placement and self.target != "lab":
-            raise ValueError(f"cpu_placement: lab only (a target {self.target} places client and server on "
-                             "their own nodes); remove it")
+            raise ValueError(
+                f"cpu_placement: lab only (a target {self.target} places client and server on "
+                "their own nodes); remove it"
+            )
         kinds = {k for tool in TOOLS for k in get(tool).KINDS}
         unknown = sorted(set(self.cpu_placement) - kinds)
         if unknown:
@@ -489,8 +685,9 @@ class _UniqueKeyLoader(yaml.SafeLoader):
             if not isinstance(key, typing.Hashable):
                 continue  # the base loader reports it
             if key in seen:
-                raise _DuplicateKey(f"line {key_node.start_mark.line + 1}: duplicate key {key!r} "
-                                    f"(first at line {seen[key] + 1})")
+                raise _DuplicateKey(
+                    f"line {key_node.start_mark.line + 1}: duplicate key {key!r} (first at line {seen[key] + 1})"
+                )
             seen[key] = key_node.start_mark.line
         return super().construct_mapping(node, deep)
 
@@ -550,9 +747,11 @@ def scenario_definition(env: Environment, scenario: str) -> dict:
     every file of the project the scenario names by a path relative to the environment folder (helm
     values, manifests, scripts such as ./cilium-synced.sh)."""
     spec = env.scenarios[scenario].model_dump(mode="json")
-    return {"scenario": spec,
-            "environment": env.model_dump(mode="json", exclude={"name", "scenarios"}),
-            "files": _named_files(environment_dir(env.name), spec)}
+    return {
+        "scenario": spec,
+        "environment": env.model_dump(mode="json", exclude={"name", "scenarios"}),
+        "files": _named_files(environment_dir(env.name), spec),
+    }
 
 
 def _named_files(folder: Path, spec: dict) -> dict[str, str]:

@@ -5,6 +5,7 @@ the steady-state window is the sum over those CPUs of every /proc/stat field
 except idle and iowait. guest and guest_nice are already included in user and
 nice, so they are not added again.
 """
+
 from __future__ import annotations
 
 import os
@@ -42,8 +43,7 @@ class Snapshot:
     counters: dict[int, list[int]]
 
     def to_json(self) -> dict:
-        return {"wall": self.wall, "mono": self.mono,
-                "counters": {str(c): v for c, v in sorted(self.counters.items())}}
+        return {"wall": self.wall, "mono": self.mono, "counters": {str(c): v for c, v in sorted(self.counters.items())}}
 
     @classmethod
     def from_json(cls, data: dict) -> Snapshot:
@@ -66,11 +66,16 @@ def clk_tck() -> int:
 def machine() -> dict[str, str | int]:
     """This machine's CPU model, online CPUs and memory: what two campaigns' records should agree on
     before their numbers are compared."""
+
     def first(path: str, key: str) -> str:
         with open(path) as f:
             return next((line.split(":", 1)[1].strip() for line in f if line.startswith(key)), "unknown")
-    return {"cpu_model": first("/proc/cpuinfo", "model name"), "cpus": os.cpu_count() or 0,
-            "memory": first("/proc/meminfo", "MemTotal")}
+
+    return {
+        "cpu_model": first("/proc/cpuinfo", "model name"),
+        "cpus": os.cpu_count() or 0,
+        "memory": first("/proc/meminfo", "MemTotal"),
+    }
 
 
 def side_usage(start: Snapshot, end: Snapshot, cpus: list[int], ticks_per_s: int) -> dict[str, float]:

@@ -7,6 +7,7 @@ listed at once. A Kubernetes environment is asked through the official client wi
 timeout: the kubeconfig, the API, the runner's RBAC (SelfSubjectAccessReview of what the target
 does before its own RoleBinding exists), the nodes its placements need and the image on them.
 """
+
 from __future__ import annotations
 
 import os
@@ -67,11 +68,14 @@ def run(params: Params) -> Iterator[Check]:
 def _target_class(target: str) -> type:
     if target == "lab":
         from .targets.lab import LabTarget
+
         return LabTarget
     if target == "kubernetes":
         from .targets.kubernetes import KubernetesTarget
+
         return KubernetesTarget
     from .targets.ssh import SshTarget
+
     return SshTarget
 
 
@@ -95,8 +99,12 @@ def tool_check(tool: str) -> Check:
         return Check(False, tool, f"`{' '.join(argv)}` failed ({exc}): reinstall it, {INSTALL.get(argv[0], SETUP)}")
     version = collector.version(r.stdout + r.stderr)
     if not version:
-        return Check(False, tool, f"`{' '.join(argv)}` exited {r.returncode} and printed no version: reinstall it, "
-                                  f"{INSTALL.get(argv[0], SETUP)}")
+        return Check(
+            False,
+            tool,
+            f"`{' '.join(argv)}` exited {r.returncode} and printed no version: reinstall it, "
+            f"{INSTALL.get(argv[0], SETUP)}",
+        )
     return Check(True, tool, f"{version} ({path})")
 
 
@@ -168,12 +176,19 @@ def ssh_checks(plan: Plan) -> Iterator[Check]:
             r = None
         if r is None or r.returncode != 0:
             why = f"no answer within {SSH_TIMEOUT_S} s" if r is None else (r.stderr.strip().splitlines() or ["?"])[-1]
-            yield Check(False, f"{side} host {host}", f"ssh: {why}: check ssh.{side} in "
-                        f"{environment_dir(env.name) / 'environment.yaml'} and that a key logs in without a prompt")
+            yield Check(
+                False,
+                f"{side} host {host}",
+                f"ssh: {why}: check ssh.{side} in "
+                f"{environment_dir(env.name) / 'environment.yaml'} and that a key logs in without a prompt",
+            )
             continue
         missing = r.stdout.split()
-        yield Check(not missing, f"{side} host {host}",
-                    f"lacks {', '.join(missing)}: install them there" if missing else f"has {', '.join(needs[side])}")
+        yield Check(
+            not missing,
+            f"{side} host {host}",
+            f"lacks {', '.join(missing)}: install them there" if missing else f"has {', '.join(needs[side])}",
+        )
 
 
 # -- kubernetes ------------------------------------------------------------------------------------
@@ -197,15 +212,23 @@ def kubernetes_checks(plan: Plan, timeout: float = API_TIMEOUT_S) -> Iterator[Ch
     where = f"kubeconfig {shown_path}" + (f", context {settings.context}" if settings.context else "")
     local = "the local cluster: bash scripts/k8s-local-cluster.sh up"
     if not os.path.exists(os.path.expanduser(shown_path.split(os.pathsep)[0])):
-        yield Check(False, where, f"does not exist: start the cluster that writes it ({local}), or set "
-                                  f"kubernetes.kubeconfig in {definition} (or KUBECONFIG) to the cluster's")
+        yield Check(
+            False,
+            where,
+            f"does not exist: start the cluster that writes it ({local}), or set "
+            f"kubernetes.kubeconfig in {definition} (or KUBECONFIG) to the cluster's",
+        )
         return
     cfg = k.client.Configuration()
     try:
         k.config.load_kube_config(config_file=path, context=settings.context, client_configuration=cfg)
     except Exception as exc:  # missing file, bad YAML, unknown context, a failing auth plugin
-        yield Check(False, where, f"cannot load it ({' '.join(reason(exc).split())}): set kubernetes.kubeconfig "
-                                  f"and .context in {definition}, or KUBECONFIG")
+        yield Check(
+            False,
+            where,
+            f"cannot load it ({' '.join(reason(exc).split())}): set kubernetes.kubeconfig "
+            f"and .context in {definition}, or KUBECONFIG",
+        )
         return
     yield Check(True, where, f"loads; API server {cfg.host}")
     cfg.retries = False  # one attempt each: a dead API is named in `timeout` seconds, not after urllib3's retries
@@ -213,9 +236,13 @@ def kubernetes_checks(plan: Plan, timeout: float = API_TIMEOUT_S) -> Iterator[Ch
     try:
         version = k.client.VersionApi(api).get_code(_request_timeout=timeout).git_version
     except Exception as exc:
-        yield Check(False, f"API server {cfg.host}", f"cannot be reached (timeout {timeout:g} s: {' '.join(reason(exc).split())[:300]}): "
-                    f"start the cluster ({local}), or point "
-                    f"kubernetes.kubeconfig/context in {definition} at a running one")
+        yield Check(
+            False,
+            f"API server {cfg.host}",
+            f"cannot be reached (timeout {timeout:g} s: {' '.join(reason(exc).split())[:300]}): "
+            f"start the cluster ({local}), or point "
+            f"kubernetes.kubeconfig/context in {definition} at a running one",
+        )
         return
     yield Check(True, f"API server {cfg.host}", f"Kubernetes {version}")
     yield from _rbac_checks(k, api, plan, timeout)
@@ -228,10 +255,15 @@ def _rbac_checks(k, api, plan: Plan, timeout: float) -> Iterator[Check]:
     from .targets.kubernetes.api import reason
 
     env = plan.environment
-    needs = [("create", "", "namespaces", None), ("delete", "", "namespaces", None), ("list", "", "namespaces", None),
-             ("get", "", "nodes", None), ("list", "", "nodes", None),
-             ("create", "rbac.authorization.k8s.io", "rolebindings", None),
-             ("bind", "rbac.authorization.k8s.io", "clusterroles", WORKLOAD_ROLE)]
+    needs = [
+        ("create", "", "namespaces", None),
+        ("delete", "", "namespaces", None),
+        ("list", "", "namespaces", None),
+        ("get", "", "nodes", None),
+        ("list", "", "nodes", None),
+        ("create", "rbac.authorization.k8s.io", "rolebindings", None),
+        ("bind", "rbac.authorization.k8s.io", "clusterroles", WORKLOAD_ROLE),
+    ]
     if any(env.scenarios[s].namespace_labels for s in plan.scenarios):
         needs.append(("patch", "", "namespaces", None))
     authz = k.client.AuthorizationV1Api(api)
@@ -240,16 +272,26 @@ def _rbac_checks(k, api, plan: Plan, timeout: float) -> Iterator[Check]:
         attrs = {"verb": verb, "group": group, "resource": resource, **({"name": name} if name else {})}
         try:
             review = authz.create_self_subject_access_review(
-                {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
-                 "spec": {"resourceAttributes": attrs}}, _request_timeout=timeout)
+                {
+                    "apiVersion": "authorization.k8s.io/v1",
+                    "kind": "SelfSubjectAccessReview",
+                    "spec": {"resourceAttributes": attrs},
+                },
+                _request_timeout=timeout,
+            )
         except Exception as exc:
             yield Check(False, "RBAC", f"SelfSubjectAccessReview failed ({' '.join(reason(exc).split())[:300]})")
             return
         if not review.status.allowed:
             denied.append(f"{verb} {resource}" + (f" {name}" if name else ""))
     fix = f"apply {RBAC_FILE} and bind ClusterRole benchlib-runner to your identity"
-    yield Check(not denied, "RBAC", f"denied: {', '.join(denied)}: {fix}" if denied else
-                f"may {', '.join(dict.fromkeys(f'{v} {r}' for v, _, r, _ in needs))}, bind {WORKLOAD_ROLE}")
+    yield Check(
+        not denied,
+        "RBAC",
+        f"denied: {', '.join(denied)}: {fix}"
+        if denied
+        else f"may {', '.join(dict.fromkeys(f'{v} {r}' for v, _, r, _ in needs))}, bind {WORKLOAD_ROLE}",
+    )
     try:
         k.client.RbacAuthorizationV1Api(api).read_cluster_role(WORKLOAD_ROLE, _request_timeout=timeout)
     except k.client.ApiException as exc:
@@ -264,6 +306,7 @@ def _rbac_checks(k, api, plan: Plan, timeout: float) -> Iterator[Check]:
 
 def _node_checks(k, api, plan: Plan, timeout: float) -> Iterator[Check]:
     from .targets.kubernetes.api import reason
+
     try:
         nodes = k.client.CoreV1Api(api).list_node(_request_timeout=timeout).items
     except Exception as exc:
@@ -284,38 +327,58 @@ def node_checks(plan: Plan, nodes: list) -> Iterator[Check]:
     def ready(n) -> bool:
         return any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])
 
-    chosen = [n for n in nodes if all((n.metadata.labels or {}).get(key) == v for key, v in selector.items())
-              and ready(n)]
+    chosen = [
+        n for n in nodes if all((n.metadata.labels or {}).get(key) == v for key, v in selector.items()) and ready(n)
+    ]
     labels = ", ".join(f"{key}={v}" for key, v in selector.items()) or "any labels"
     names = [n.metadata.name for n in chosen]
     if settings.client_node:
         for role, name in (("client", settings.client_node), ("server", settings.server_node)):
-            yield Check(name in names, f"{role} node {name}",
-                        f"ready, with {labels}" if name in names else
-                        f"not a ready node with {labels} (ready nodes with them: {', '.join(names) or 'none'}): "
-                        f"fix kubernetes.{role}_node in {definition}, or label the node")
+            yield Check(
+                name in names,
+                f"{role} node {name}",
+                f"ready, with {labels}"
+                if name in names
+                else f"not a ready node with {labels} (ready nodes with them: {', '.join(names) or 'none'}): "
+                f"fix kubernetes.{role}_node in {definition}, or label the node",
+            )
     else:
         need = 2 if any(env.scenarios[s].placement != "same-node" for s in plan.scenarios) else 1
-        yield Check(len(chosen) >= need, "nodes", f"{len(chosen)} ready with {labels} ({', '.join(names) or 'none'})"
-                    + ("" if len(chosen) >= need else
-                       f": the placements need {need} (pod-to-pod, service and host-network use two distinct nodes): "
-                       f"`kubectl label node NAME {' '.join(f'{key}={v}' for key, v in selector.items())}` "
-                       f"or fix kubernetes.node_selector in {definition}"))
-    used = [n for n in chosen if not settings.client_node or n.metadata.name in (settings.client_node,
-                                                                                   settings.server_node)]
+        yield Check(
+            len(chosen) >= need,
+            "nodes",
+            f"{len(chosen)} ready with {labels} ({', '.join(names) or 'none'})"
+            + (
+                ""
+                if len(chosen) >= need
+                else f": the placements need {need} (pod-to-pod, service and host-network use two distinct nodes): "
+                f"`kubectl label node NAME {' '.join(f'{key}={v}' for key, v in selector.items())}` "
+                f"or fix kubernetes.node_selector in {definition}"
+            ),
+        )
+    used = [
+        n for n in chosen if not settings.client_node or n.metadata.name in (settings.client_node, settings.server_node)
+    ]
     if not used:
         return
     image = settings.image
     forms = {image, f"docker.io/{image}", f"docker.io/library/{image}"}
-    lacking = [n.metadata.name for n in used
-               if not any(forms & set(img.names or []) for img in n.status.images or [])]
+    lacking = [n.metadata.name for n in used if not any(forms & set(img.names or []) for img in n.status.images or [])]
     what = f"image {image}"
     if not lacking:
         yield Check(True, what, f"present on {', '.join(n.metadata.name for n in used)}")
     elif settings.image_pull_policy == "Never":
-        yield Check(False, what, f"not on {', '.join(lacking)} and image_pull_policy is Never: import it there "
-                                 "(the local cluster: bash scripts/k8s-local-cluster.sh up builds and imports it)")
+        yield Check(
+            False,
+            what,
+            f"not on {', '.join(lacking)} and image_pull_policy is Never: import it there "
+            "(the local cluster: bash scripts/k8s-local-cluster.sh up builds and imports it)",
+        )
     else:
-        yield Check(True, what, f"not on {', '.join(lacking)} yet: they pull it (policy "
-                                f"{settings.image_pull_policy}); whether the registry lets them is seen only "
-                                "when a pod starts")
+        yield Check(
+            True,
+            what,
+            f"not on {', '.join(lacking)} yet: they pull it (policy "
+            f"{settings.image_pull_policy}); whether the registry lets them is seen only "
+            "when a pod starts",
+        )

@@ -1,6 +1,7 @@
 """The errors benchlib raises on purpose. Every message names what is wrong
 (the file and key, the record, the run or the command), so the CLI prints it
 as it is and exits 2; anything else is a bug and keeps its traceback."""
+
 from __future__ import annotations
 
 

@@ -9,6 +9,7 @@ reads and names from its index annotation.
 
     python -m benchlib.images OUT_DIR     # writes OUT_DIR/pause.tar and OUT_DIR/bench.tar
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -28,8 +29,19 @@ COMMAND_TIMEOUT_S = 300  # ldd, busybox --list, a static gcc build: seconds, unl
 BENCH_IMAGE = "localhost/benchlib/bench:1"
 PAUSE_IMAGE = "localhost/benchlib/pause:1"
 # what the collectors and the target exec in a pod (pipelines/images/Containerfile has the same)
-BENCH_TOOLS = ("netperf", "netserver", "iperf3", "fortio", "dig", "dnsperf", "dnsmasq",
-               "ss", "taskset", "getconf", "nproc")
+BENCH_TOOLS = (
+    "netperf",
+    "netserver",
+    "iperf3",
+    "fortio",
+    "dig",
+    "dnsperf",
+    "dnsmasq",
+    "ss",
+    "taskset",
+    "getconf",
+    "nproc",
+)
 PATH = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
 
 # The sandbox's process: sleeps until told to stop, reaps orphans.
@@ -87,30 +99,56 @@ def _digest(data: bytes) -> str:
 def oci_archive(layer: bytes, name: str, out: Path, entrypoint: list[str] | None = None) -> None:
     """Write a one-layer OCI image archive."""
     layer_digest = _digest(layer)
-    config = json.dumps({
-        "architecture": "amd64", "os": "linux",
-        "config": {"Env": [f"PATH={PATH}"], "Entrypoint": entrypoint, "WorkingDir": "/"},
-        "rootfs": {"type": "layers", "diff_ids": [layer_digest]},
-        "history": [{"created_by": "benchlib.images"}]}).encode()
+    config = json.dumps(
+        {
+            "architecture": "amd64",
+            "os": "linux",
+            "config": {"Env": [f"PATH={PATH}"], "Entrypoint": entrypoint, "WorkingDir": "/"},
+            "rootfs": {"type": "layers", "diff_ids": [layer_digest]},
+            "history": [{"created_by": "benchlib.images"}],
+        }
+    ).encode()
     config_digest = _digest(config)
-    manifest = json.dumps({
-        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
-        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": config_digest,
-                   "size": len(config)},
-        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": layer_digest,
-                    "size": len(layer)}]}).encode()
+    manifest = json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": {
+                "mediaType": "application/vnd.oci.image.config.v1+json",
+                "digest": config_digest,
+                "size": len(config),
+            },
+            "layers": [
+                {"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": layer_digest, "size": len(layer)}
+            ],
+        }
+    ).encode()
     manifest_digest = _digest(manifest)
-    index = json.dumps({
-        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
-        "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": manifest_digest,
-                       "size": len(manifest), "platform": {"architecture": "amd64", "os": "linux"},
-                       # containerd names the imported image after this annotation
-                       "annotations": {"io.containerd.image.name": name,
-                                       "org.opencontainers.image.ref.name": name.rsplit(":", 1)[1]}}]}).encode()
+    index = json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.index.v1+json",
+            "manifests": [
+                {
+                    "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                    "digest": manifest_digest,
+                    "size": len(manifest),
+                    "platform": {"architecture": "amd64", "os": "linux"},
+                    # containerd names the imported image after this annotation
+                    "annotations": {
+                        "io.containerd.image.name": name,
+                        "org.opencontainers.image.ref.name": name.rsplit(":", 1)[1],
+                    },
+                }
+            ],
+        }
+    ).encode()
     with tarfile.open(out, "w") as tar:
         entries = [("oci-layout", b'{"imageLayoutVersion":"1.0.0"}'), ("index.json", index)]
-        entries += [(f"blobs/sha256/{d.split(':')[1]}", data)
-                    for d, data in ((layer_digest, layer), (config_digest, config), (manifest_digest, manifest))]
+        entries += [
+            (f"blobs/sha256/{d.split(':')[1]}", data)
+            for d, data in ((layer_digest, layer), (config_digest, config), (manifest_digest, manifest))
+        ]
         for path, data in entries:
             info = tarfile.TarInfo(path)
             info.size, info.mode = len(data), 0o644
@@ -160,8 +198,9 @@ def bench_layer(tool_dirs: list[Path]) -> bytes:
     files = bench_files(tool_dirs)
     for path, host in sorted(files.items()):
         layer.file(path, host.read_bytes(), 0o755)
-    applets = subprocess.run([str(files["bin/busybox"]), "--list"], capture_output=True,
-                             text=True, check=True, timeout=COMMAND_TIMEOUT_S).stdout.split()
+    applets = subprocess.run(
+        [str(files["bin/busybox"]), "--list"], capture_output=True, text=True, check=True, timeout=COMMAND_TIMEOUT_S
+    ).stdout.split()
     for applet in applets:
         # `busybox` itself must stay the binary, not a link to itself
         if applet != "busybox":
@@ -175,8 +214,12 @@ def pause_layer() -> bytes:
     with tempfile.TemporaryDirectory() as tmp:
         src, binary = Path(tmp) / "pause.c", Path(tmp) / "pause"
         src.write_text(PAUSE_C)
-        proc = subprocess.run(["gcc", "-static", "-Os", "-s", "-o", str(binary), str(src)],
-                              capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S)
+        proc = subprocess.run(
+            ["gcc", "-static", "-Os", "-s", "-o", str(binary), str(src)],
+            capture_output=True,
+            text=True,
+            timeout=COMMAND_TIMEOUT_S,
+        )
         if proc.returncode != 0:
             raise ImageError(f"images: cannot compile the pause binary (gcc, libc6-dev): {proc.stderr.strip()}")
         layer = _Layer()

@@ -7,6 +7,7 @@ keeps one, and to the terminal only with -v or when there is no log file to hold
 ``data/raw/<campaign>.log``, sits beside the campaign's records, outside them: no record, checksum
 or DVC stage output contains it, so appending to it changes no stage's inputs.
 """
+
 from __future__ import annotations
 
 import logging

@@ -15,6 +15,7 @@ never ``>``, so that a refused attempt does not erase the holder's line::
     flock -n 9 || { echo "busy: $(cat /run/benchlib/collect.lock)" >&2; exit 1; }
     # ... the lock is held until fd 9 is closed or the script exits
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -54,8 +55,10 @@ def exclusive(what: str, path: Path = LOCK_PATH) -> Iterator[None]:
         except OSError as exc:
             if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
                 raise
-            raise Busy(f"{path}: another measurement runs on this machine ({holder(path)}); "
-                       "one at a time, or both measure each other's load: wait for it, or stop it") from None
+            raise Busy(
+                f"{path}: another measurement runs on this machine ({holder(path)}); "
+                "one at a time, or both measure each other's load: wait for it, or stop it"
+            ) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"pid {os.getpid()}: {what}\n".encode(), 0)
         yield

@@ -13,6 +13,7 @@ fails fails its profiled run alone.
 Whether perf can profile at all is checked before any run (`plan_problems`,
 a pure function of the machine's values, and `check_plan`, which reads them).
 """
+
 from __future__ import annotations
 
 import os
@@ -42,24 +43,38 @@ class PerfError(Exception):
     """perf failed during a profiled run: the run fails with this reason, the campaign goes on."""
 
 
-def plan_problems(target: str, target_profiles: bool, perf_version: str | None, kptr_restrict: int | None,
-                  perf_event_paranoid: int | None, root: bool) -> list[str]:
+def plan_problems(
+    target: str,
+    target_profiles: bool,
+    perf_version: str | None,
+    kptr_restrict: int | None,
+    perf_event_paranoid: int | None,
+    root: bool,
+) -> list[str]:
     """One line per reason profiled runs cannot be recorded (empty: they can): the values of this
     machine in, messages naming the setting and its fix out."""
     if not target_profiles:
-        return [f"experiment.profile_runs: target {target} cannot profile (perf runs on this machine, "
-                f"its runs run on others): {OFF}"]
+        return [
+            f"experiment.profile_runs: target {target} cannot profile (perf runs on this machine, "
+            f"its runs run on others): {OFF}"
+        ]
     problems = []
     if not perf_version:
-        problems.append("experiment.profile_runs: `perf` is not on PATH or does not answer `perf --version`: "
-                        f"install it (apt-get install linux-perf) {OFF}")
+        problems.append(
+            "experiment.profile_runs: `perf` is not on PATH or does not answer `perf --version`: "
+            f"install it (apt-get install linux-perf) {OFF}"
+        )
     if kptr_restrict is not None and (kptr_restrict >= 2 or (kptr_restrict != 0 and not root)):
-        problems.append(f"{KPTR_RESTRICT} is {kptr_restrict}: kernel symbols are hidden from perf and profiles "
-                        f"would show only [unknown]: run `sysctl -w kernel.kptr_restrict=0` {OFF}")
+        problems.append(
+            f"{KPTR_RESTRICT} is {kptr_restrict}: kernel symbols are hidden from perf and profiles "
+            f"would show only [unknown]: run `sysctl -w kernel.kptr_restrict=0` {OFF}"
+        )
     if perf_event_paranoid is not None and perf_event_paranoid > -1 and not root:
-        problems.append(f"{PERF_EVENT_PARANOID} is {perf_event_paranoid}: a user other than root cannot profile "
-                        f"every CPU (perf record -a): run `sysctl -w kernel.perf_event_paranoid=-1` or run as root "
-                        f"{OFF}")
+        problems.append(
+            f"{PERF_EVENT_PARANOID} is {perf_event_paranoid}: a user other than root cannot profile "
+            f"every CPU (perf record -a): run `sysctl -w kernel.perf_event_paranoid=-1` or run as root "
+            f"{OFF}"
+        )
     return problems
 
 
@@ -85,8 +100,9 @@ def _read_int(path: Path) -> int | None:
 def check_plan(target: str, target_profiles: bool) -> str:
     """perf's version, or TargetError with one line per problem (`plan_problems`) on this machine."""
     version = perf_version() if target_profiles else None
-    problems = plan_problems(target, target_profiles, version, _read_int(KPTR_RESTRICT),
-                             _read_int(PERF_EVENT_PARANOID), os.geteuid() == 0)
+    problems = plan_problems(
+        target, target_profiles, version, _read_int(KPTR_RESTRICT), _read_int(PERF_EVENT_PARANOID), os.geteuid() == 0
+    )
     if problems:
         raise TargetError("cannot record profiled runs:\n  " + "\n  ".join(problems))
     assert version is not None  # plan_problems names a missing perf
@@ -115,8 +131,7 @@ class Recorder:
     def start(self) -> None:
         with open(self.stderr, "wb") as err:
             try:
-                self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                             stderr=err)
+                self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
             except OSError as exc:  # perf removed since the plan check: this run fails, not the campaign
                 self.start_error = f"cannot start `perf record`: {exc.strerror}"
 
@@ -132,8 +147,9 @@ class Recorder:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-            raise PerfError(f"record still running {STOP_TIMEOUT_S} s after SIGINT; killed it: "
-                            f"{self._last_line()}") from None
+            raise PerfError(
+                f"record still running {STOP_TIMEOUT_S} s after SIGINT; killed it: {self._last_line()}"
+            ) from None
         if self.proc.returncode not in (0, -signal.SIGINT) or not self.data.is_file():
             raise PerfError(f"record exited {self.proc.returncode}: {self._last_line()}")
 
@@ -144,8 +160,9 @@ class Recorder:
         argv = ["perf", "script", "-F", stacks.PERF_SCRIPT_FIELDS + ",time", "-i", str(self.data)]
         err_path = self.dir / "script.stderr"
         with open(err_path, "wb") as err:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err, text=True,
-                                    errors="replace")
+            proc = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err, text=True, errors="replace"
+            )
             assert proc.stdout is not None  # piped
             events: set[str] = set()
             timer = _Deadline(proc, SCRIPT_TIMEOUT_S)
@@ -162,11 +179,21 @@ class Recorder:
         samples = sum(folded.values())
         if not samples:
             raise PerfError(f"recorded no samples: {self._last_line()}")
-        return Profile(stacks.folded_bytes(folded), {
-            "perf_version": self.version, "event": ",".join(sorted(events)), "frequency_hz": self.hz,
-            "kernel": os.uname().release, "cpus": self.cpus, "attribution": stacks.attribution(self.cpus),
-            "window_s": round(window_s, 6), "samples": samples, "kernel_symbols": stacks.kernel_symbols(folded),
-            "command": self.argv})
+        return Profile(
+            stacks.folded_bytes(folded),
+            {
+                "perf_version": self.version,
+                "event": ",".join(sorted(events)),
+                "frequency_hz": self.hz,
+                "kernel": os.uname().release,
+                "cpus": self.cpus,
+                "attribution": stacks.attribution(self.cpus),
+                "window_s": round(window_s, 6),
+                "samples": samples,
+                "kernel_symbols": stacks.kernel_symbols(folded),
+                "command": self.argv,
+            },
+        )
 
     def close(self) -> None:
         """Kill perf if it still runs, and delete perf.data."""
@@ -191,8 +218,7 @@ def _last_line(path: Path) -> str:
 _TIMED = re.compile(r"^(?P<head>.*?\s\[(?P<cpu>\d+)\])\s+(?P<time>\d+\.\d+):\s+(?P<event>\S+?):?\s*$")
 
 
-def _window(lines: Iterable[str], start: float, end: float, cpus: frozenset[int],
-            events: set[str]) -> Iterator[str]:
+def _window(lines: Iterable[str], start: float, end: float, cpus: frozenset[int], events: set[str]) -> Iterator[str]:
     """The samples of `perf script -F ...,time` taken on ``cpus`` between ``start`` and ``end``,
     without their time (as stacks.fold reads them); notes in ``events`` the events they were taken on."""
     keep = True
@@ -214,11 +240,13 @@ class _Deadline:
 
     def __init__(self, proc: subprocess.Popen, seconds: float):
         import threading
+
         self.fired = False
 
         def fire() -> None:
             self.fired = True
             proc.kill()
+
         self._timer = threading.Timer(seconds, fire)
         self._timer.daemon = True
         self._timer.start()

@@ -33,6 +33,7 @@ profile.folded.gz was recorded: perf version, event, frequency, kernel, CPUs,
 attribution, window, samples, whether kernel symbols were visible); an older
 record is a measured run without a profile.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -162,16 +163,20 @@ def definition_changes(recorded: dict, planned: dict, scenario: str) -> list[str
     if recorded == planned:
         return []  # the usual case, and cheap: survey asks once per record
     old, new = _definition_fields(recorded, scenario), _definition_fields(planned, scenario)
-    return [f"{key}: {_shown(old.get(key))} -> {_shown(new.get(key))}"
-            for key in sorted(old.keys() | new.keys()) if old.get(key) != new.get(key)]
+    return [
+        f"{key}: {_shown(old.get(key))} -> {_shown(new.get(key))}"
+        for key in sorted(old.keys() | new.keys())
+        if old.get(key) != new.get(key)
+    ]
 
 
 def environment_file(environment: str) -> Path:
     return environment_dir(environment) / "environment.yaml"
 
 
-def survey(cdir: Path, planned: dict[str, dict] | None,
-           definitions: dict[str, dict] | None = None) -> tuple[list[Path], list[str]]:
+def survey(
+    cdir: Path, planned: dict[str, dict] | None, definitions: dict[str, dict] | None = None
+) -> tuple[list[Path], list[str]]:
     """The record directories of a campaign that match its plan, and one line naming the path of
     every one that does not: a file or an incomplete directory where a record should be, a run the
     plan does not have, a record measured with other test parameters or another definition of its
@@ -190,8 +195,10 @@ def survey(cdir: Path, planned: dict[str, dict] | None,
         if not path.is_dir():
             problems.append(f"{path}: not a directory, where a record should be")
         elif not complete(path):
-            problems.append(f"{path}: incomplete record ({META} or {CHECKSUMS} missing); "
-                            "`benchlib collect` sets it aside and measures the run again")
+            problems.append(
+                f"{path}: incomplete record ({META} or {CHECKSUMS} missing); "
+                "`benchlib collect` sets it aside and measures the run again"
+            )
         elif planned is not None and rid not in planned:
             problems.append(f"{path}: run {rid} is not in the plan (scenarios, tests, repetitions)")
         else:
@@ -203,15 +210,20 @@ def survey(cdir: Path, planned: dict[str, dict] | None,
                 continue
             changes = [] if planned is None else param_changes(meta.get("test_params") or {}, planned[rid])
             recorded = recorded_definition(meta)
-            redefined = [] if definitions is None or recorded is None or rid not in definitions else \
-                definition_changes(recorded, definitions[rid], rid.split("/")[1])
+            redefined = (
+                []
+                if definitions is None or recorded is None or rid not in definitions
+                else definition_changes(recorded, definitions[rid], rid.split("/")[1])
+            )
             if holds in seen:
                 problems.append(f"{path}: holds run {holds!r}, like {seen[holds]} (a copy?)")
             elif changes:
                 problems.append(f"{path}: measured with other test parameters than the plan's: {'; '.join(changes)}")
             elif redefined:
-                problems.append(f"{path}: measured with another definition of scenario {rid.split('/')[1]} than "
-                                f"{environment_file(rid.split('/')[0])} gives now: {'; '.join(redefined)}")
+                problems.append(
+                    f"{path}: measured with another definition of scenario {rid.split('/')[1]} than "
+                    f"{environment_file(rid.split('/')[0])} gives now: {'; '.join(redefined)}"
+                )
             else:
                 seen[holds] = path
                 good.append(path)
@@ -226,6 +238,7 @@ def find(cdir: Path) -> list[Path]:
 def walk(cdir: Path) -> Iterator[Path]:
     """Every complete record of a campaign, in path order, one at a time: a million records'
     paths held in a list take about 280 MB."""
+
     def subdirs(path: Path) -> list[Path]:
         try:
             with os.scandir(path) as entries:  # names starting with "." are being written or set aside
@@ -328,14 +341,26 @@ class RunRecord:
     def meta_json(self) -> dict:
         return {
             "schema_version": SCHEMA_VERSION,
-            "campaign": self.campaign, "environment": self.environment, "scenario": self.scenario,
-            "test": self.test, "run_id": self.run_id, "block": self.block, "order": self.order,
-            "tool": self.tool, "kind": self.kind, "test_params": self.test_params,
-            "commands": self.commands, "exit_codes": self.exit_codes,
-            "started_at": self.started_at.isoformat(), "ended_at": self.ended_at.isoformat(),
-            "outcome": self.outcome, "failure_reason": self.failure_reason,
-            "attempts": [{"outcome": a.outcome, "reason": a.reason, "started_at": a.started_at.isoformat()}
-                         for a in self.attempts],
+            "campaign": self.campaign,
+            "environment": self.environment,
+            "scenario": self.scenario,
+            "test": self.test,
+            "run_id": self.run_id,
+            "block": self.block,
+            "order": self.order,
+            "tool": self.tool,
+            "kind": self.kind,
+            "test_params": self.test_params,
+            "commands": self.commands,
+            "exit_codes": self.exit_codes,
+            "started_at": self.started_at.isoformat(),
+            "ended_at": self.ended_at.isoformat(),
+            "outcome": self.outcome,
+            "failure_reason": self.failure_reason,
+            "attempts": [
+                {"outcome": a.outcome, "reason": a.reason, "started_at": a.started_at.isoformat()}
+                for a in self.attempts
+            ],
             "placement": self.placement,
             "target": self.target,
             "processes": self.processes or {},
@@ -345,9 +370,13 @@ class RunRecord:
         }
 
     def cpu_json(self) -> dict:
-        return {"clk_tck": self.clk_tck, "sides": {
-            side: {"node": s.node, "cpus": s.cpus, "start": s.start.to_json(), "end": s.end.to_json()}
-            for side, s in self.cpu.items()}}
+        return {
+            "clk_tck": self.clk_tck,
+            "sides": {
+                side: {"node": s.node, "cpus": s.cpus, "start": s.start.to_json(), "end": s.end.to_json()}
+                for side, s in self.cpu.items()
+            },
+        }
 
     # -- disk ---------------------------------------------------------------------------
     def write(self, cdir: Path) -> Path:
@@ -384,9 +413,14 @@ def process_window(start: dict, end: dict) -> dict:
     ticks (user + system, /proc/<pid>/stat) at the window's start and end, and its peak RSS within
     the window (reset at the start), and, for a proxy whose counters are live (Envoy), the bytes it had
     carried at the start and end (absent otherwise and in records from before they were kept)."""
-    return {"side": end["side"], "cpus": end["cpus"], "version": end["version"],
-            "cpu_ticks": [start["cpu_ticks"], end["cpu_ticks"]], "peak_rss_kib": end["peak_rss_kib"],
-            **({"bytes": [start["bytes"], end["bytes"]]} if "bytes" in end else {})}
+    return {
+        "side": end["side"],
+        "cpus": end["cpus"],
+        "version": end["version"],
+        "cpu_ticks": [start["cpu_ticks"], end["cpu_ticks"]],
+        "peak_rss_kib": end["peak_rss_kib"],
+        **({"bytes": [start["bytes"], end["bytes"]]} if "bytes" in end else {}),
+    }
 
 
 def _write_outputs(dirpath: Path, outputs: tuple[Output, ...]) -> None:
@@ -398,8 +432,11 @@ def _write_outputs(dirpath: Path, outputs: tuple[Output, ...]) -> None:
 
 def write_checksums(path: Path) -> None:
     """SHA256SUMS of every file of the record directory ``path`` (sha256sum's format)."""
-    lines = [f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {p.relative_to(path)}"
-             for p in sorted(path.rglob("*")) if p.is_file() and p.name != CHECKSUMS]
+    lines = [
+        f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {p.relative_to(path)}"
+        for p in sorted(path.rglob("*"))
+        if p.is_file() and p.name != CHECKSUMS
+    ]
     (path / CHECKSUMS).write_text("\n".join(lines) + "\n")
 
 
@@ -460,8 +497,10 @@ def _v1_to_v2(meta: dict, path: Path) -> dict:
     meta = dict(meta)
     repetition = meta.pop("repetition", None)
     if repetition != meta.get("block"):
-        raise RecordError(f"{path}: {META}: repetition {repetition!r} differs from block {meta.get('block')!r}; "
-                          "version 1 records always have them equal")
+        raise RecordError(
+            f"{path}: {META}: repetition {repetition!r} differs from block {meta.get('block')!r}; "
+            "version 1 records always have them equal"
+        )
     return {**meta, "schema_version": 2}
 
 
@@ -473,8 +512,10 @@ def migrate(meta: dict, path: Path) -> dict:
     """meta.json of any known version, as the current version writes it."""
     version = meta.get("schema_version")
     if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= SCHEMA_VERSION:
-        raise RecordError(f"{path}: {META}: schema_version {version!r} is unknown; this benchlib reads "
-                          f"versions 1 to {SCHEMA_VERSION} (was the record written by a newer benchlib?)")
+        raise RecordError(
+            f"{path}: {META}: schema_version {version!r} is unknown; this benchlib reads "
+            f"versions 1 to {SCHEMA_VERSION} (was the record written by a newer benchlib?)"
+        )
     while version < SCHEMA_VERSION:
         meta = MIGRATIONS[version](meta, path)
         version = meta["schema_version"]
@@ -498,8 +539,9 @@ def load(path: Path) -> RunRecord:
         attempts = []
         for k, a in enumerate(meta["attempts"], start=1):
             prefix = "" if k == len(meta["attempts"]) else FAILED_ATTEMPT.format(n=k) + "/"
-            outputs = tuple(Output(files[f"{prefix}stdout-{i}.txt"], files[f"{prefix}stderr-{i}.txt"])
-                            for i in range(n))
+            outputs = tuple(
+                Output(files[f"{prefix}stdout-{i}.txt"], files[f"{prefix}stderr-{i}.txt"]) for i in range(n)
+            )
             if a["outcome"] not in OUTCOMES:
                 raise ValueError(f"attempt {k}: outcome {a['outcome']!r} is not one of {OUTCOMES}")
             attempts.append(Attempt(a["outcome"], a["reason"], _time(a["started_at"]), outputs))
@@ -507,19 +549,37 @@ def load(path: Path) -> RunRecord:
             raise ValueError("no attempts")
         if (meta["outcome"], meta["failure_reason"]) != (attempts[-1].outcome, attempts[-1].reason):
             raise ValueError("outcome differs from the last attempt's")
-        sides = {side: SideCpu(s["node"], s["cpus"], cpu.Snapshot.from_json(s["start"]),
-                               cpu.Snapshot.from_json(s["end"]))
-                 for side, s in cpu_doc["sides"].items()}
+        sides = {
+            side: SideCpu(s["node"], s["cpus"], cpu.Snapshot.from_json(s["start"]), cpu.Snapshot.from_json(s["end"]))
+            for side, s in cpu_doc["sides"].items()
+        }
         if set(sides) != set(SIDES):
             raise ValueError(f"{CPU} has sides {sorted(sides)}, expected {list(SIDES)}")
         rec = RunRecord(
-            campaign=meta["campaign"], environment=meta["environment"], scenario=meta["scenario"],
-            test=meta["test"], block=meta["block"], order=meta["order"], tool=meta["tool"], kind=meta["kind"],
-            test_params=meta["test_params"], commands=meta["commands"], exit_codes=meta["exit_codes"],
-            started_at=_time(meta["started_at"]), ended_at=_time(meta["ended_at"]),
-            placement=meta["placement"], target=meta["target"], clk_tck=cpu_doc["clk_tck"], cpu=sides,
-            attempts=tuple(attempts), processes=meta["processes"], scenario_definition=meta["scenario_definition"],
-            profiled=meta["profiled"], profile=meta["profile"], profile_folded=files.get(PROFILE))
+            campaign=meta["campaign"],
+            environment=meta["environment"],
+            scenario=meta["scenario"],
+            test=meta["test"],
+            block=meta["block"],
+            order=meta["order"],
+            tool=meta["tool"],
+            kind=meta["kind"],
+            test_params=meta["test_params"],
+            commands=meta["commands"],
+            exit_codes=meta["exit_codes"],
+            started_at=_time(meta["started_at"]),
+            ended_at=_time(meta["ended_at"]),
+            placement=meta["placement"],
+            target=meta["target"],
+            clk_tck=cpu_doc["clk_tck"],
+            cpu=sides,
+            attempts=tuple(attempts),
+            processes=meta["processes"],
+            scenario_definition=meta["scenario_definition"],
+            profiled=meta["profiled"],
+            profile=meta["profile"],
+            profile_folded=files.get(PROFILE),
+        )
         if type(rec.profiled) is not bool:
             raise ValueError(f"profiled is {rec.profiled!r}, not true or false")
         if rec.profile is not None and rec.profile_folded is None:

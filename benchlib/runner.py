@@ -5,6 +5,7 @@ from the campaign seed, so slow drift in the machine spreads over all
 configurations instead of biasing one. Each run's raw record (benchlib.record)
 appears only when complete, so resuming skips the runs that have one.
 """
+
 from __future__ import annotations
 
 import random
@@ -47,8 +48,9 @@ class RunSpec:
         return record.run_id(self.environment, self.scenario, self.test, self.block, self.profiled)
 
 
-def schedule(plan: Plan, repetitions: int, seed: int, interleave_scenarios: bool = True,
-             profile_runs: int = 0) -> list[RunSpec]:
+def schedule(
+    plan: Plan, repetitions: int, seed: int, interleave_scenarios: bool = True, profile_runs: int = 0
+) -> list[RunSpec]:
     """All runs of an environment in blocks: each block runs every configuration once, in a seeded order.
 
     Profiled run k of each configuration goes into block k (k < ``profile_runs``), shuffled among
@@ -72,24 +74,41 @@ def schedule(plan: Plan, repetitions: int, seed: int, interleave_scenarios: bool
                 order += [(s, t, True) for s, t in configs]
             rng.shuffle(order)
             for scenario, test, profiled in order:
-                runs.append(RunSpec(plan.environment.name, scenario, test, plan.tests[test], block, len(runs),
-                                    definitions[scenario], profiled))
+                runs.append(
+                    RunSpec(
+                        plan.environment.name,
+                        scenario,
+                        test,
+                        plan.tests[test],
+                        block,
+                        len(runs),
+                        definitions[scenario],
+                        profiled,
+                    )
+                )
     return runs
 
 
 def planned_params(params: Params) -> dict[str, dict]:
     """Run id -> its test parameters, for every run of every environment: a campaign's identity."""
     e = params.experiment
-    return {r.run_id: r.spec.test_params() for plan in validate_all(params)
-            for r in schedule(plan, e.repetitions, e.seed, profile_runs=e.profile_runs)}
+    return {
+        r.run_id: r.spec.test_params()
+        for plan in validate_all(params)
+        for r in schedule(plan, e.repetitions, e.seed, profile_runs=e.profile_runs)
+    }
 
 
 def planned_definitions(params: Params) -> dict[str, dict]:
     """Run id -> the definition of its scenario, for every run of every environment: the rest of a
     campaign's identity."""
     e = params.experiment
-    return {r.run_id: r.definition for plan in validate_all(params)
-            for r in schedule(plan, e.repetitions, e.seed, profile_runs=e.profile_runs) if r.definition is not None}
+    return {
+        r.run_id: r.definition
+        for plan in validate_all(params)
+        for r in schedule(plan, e.repetitions, e.seed, profile_runs=e.profile_runs)
+        if r.definition is not None
+    }
 
 
 def check_same_plan(params: Params, runs: list[RunSpec], cdir: Path) -> int:
@@ -106,7 +125,8 @@ def check_same_plan(params: Params, runs: list[RunSpec], cdir: Path) -> int:
             raise ConfigError(
                 f"{params.source}: tests.{run.test}: campaign {params.experiment.campaign} recorded it with other "
                 f"parameters ({cdir / run.run_id}): {'; '.join(changes)}. A changed test is a new campaign: "
-                "set a new experiment.campaign (or restore the test)")
+                "set a new experiment.campaign (or restore the test)"
+            )
         definition = record.recorded_definition(meta)
         if definition is None or run.definition is None:
             unchecked += 1
@@ -117,7 +137,8 @@ def check_same_plan(params: Params, runs: list[RunSpec], cdir: Path) -> int:
                 f"{record.environment_file(run.environment)}: scenarios.{run.scenario}: campaign "
                 f"{params.experiment.campaign} recorded it with another definition ({cdir / run.run_id}): "
                 f"{'; '.join(changes)}. A changed scenario is a new campaign: set a new experiment.campaign "
-                "(or restore the scenario)")
+                "(or restore the scenario)"
+            )
     return unchecked
 
 
@@ -185,8 +206,11 @@ def _judge(spec: TestSpec, results: tuple[Result, ...]) -> tuple[str, str | None
 def idle_proxies(first: dict[str, dict], last: dict[str, dict]) -> list[str]:
     """The datapath processes (mesh proxies) whose own byte counters did not move between two readings:
     a run whose traffic bypassed one of its proxies measured another path than its scenario's."""
-    return sorted(name for name, start in first.items()
-                  if "bytes" in start and last.get(name, {}).get("bytes", start["bytes"]) <= start["bytes"])
+    return sorted(
+        name
+        for name, start in first.items()
+        if "bytes" in start and last.get(name, {}).get("bytes", start["bytes"]) <= start["bytes"]
+    )
 
 
 def measure(target: Target, run: RunSpec, trim_s: float, profile: tuple[int, str] | None = None) -> Measurement:
@@ -197,8 +221,11 @@ def measure(target: Target, run: RunSpec, trim_s: float, profile: tuple[int, str
     collector = collectors.get(spec.tool)
     placement = target.placement_for(run.scenario, spec.kind)
     invocations = collector.build(spec, placement.server_address, placement.client_cpus, placement.server_cpus)
-    recorder = profiling.Recorder({"client": placement.client_cpus, "server": placement.server_cpus},
-                                  *profile) if profile else None
+    recorder = (
+        profiling.Recorder({"client": placement.client_cpus, "server": placement.server_cpus}, *profile)
+        if profile
+        else None
+    )
     perf_error = None
     started = time.time()
     deadline = time.monotonic() + spec.run_timeout_s + (profiling.START_S if recorder else 0.0)
@@ -243,8 +270,13 @@ def measure(target: Target, run: RunSpec, trim_s: float, profile: tuple[int, str
     outcome, reason = _judge(spec, results)
     bypassed = idle_proxies(first_usage, last_usage)
     if outcome == "ok" and bypassed:
-        outcome, reason = "failed", (f"proxy {', '.join(bypassed)} carried no bytes over the CPU window: "
-                                     "the traffic did not go through the mesh")
+        outcome, reason = (
+            "failed",
+            (
+                f"proxy {', '.join(bypassed)} carried no bytes over the CPU window: "
+                "the traffic did not go through the mesh"
+            ),
+        )
     folded = None
     if recorder:
         try:  # folded once the tool is done, so that perf script's own CPU is outside every window
@@ -256,13 +288,29 @@ def measure(target: Target, run: RunSpec, trim_s: float, profile: tuple[int, str
             recorder.close()
         if perf_error is not None and outcome == "ok":
             outcome, reason = "failed", f"perf: {perf_error}"
-    return Measurement(placement, results, started, time.time(),
-                       {side: (first[side], last[side]) for side in SIDES}, outcome, reason,
-                       {name: (first_usage[name], last_usage[name]) for name in first_usage}, folded)
+    return Measurement(
+        placement,
+        results,
+        started,
+        time.time(),
+        {side: (first[side], last[side]) for side in SIDES},
+        outcome,
+        reason,
+        {name: (first_usage[name], last_usage[name]) for name in first_usage},
+        folded,
+    )
 
 
-def _datapath_died(target: Target, run: RunSpec, placement: Placement, procs: list, argvs: list[list[str]],
-                   started: float, first: dict | None, exc: DatapathError) -> Measurement:
+def _datapath_died(
+    target: Target,
+    run: RunSpec,
+    placement: Placement,
+    procs: list,
+    argvs: list[list[str]],
+    started: float,
+    first: dict | None,
+    exc: DatapathError,
+) -> Measurement:
     """The failed attempt of a run during which a process on its path (a mesh proxy) died: what the
     clients printed up to then is kept, and the target starts the process again for the next attempt."""
     for p in procs:
@@ -272,8 +320,17 @@ def _datapath_died(target: Target, run: RunSpec, placement: Placement, procs: li
     last = {side: target.cpu_snapshot(run.scenario, side) for side in SIDES}
     restarted = target.recover(run.scenario)
     reason = f"{exc}" + (f" (restarted: {', '.join(restarted)})" if restarted else "")
-    return Measurement(placement, results, started, time.time(),
-                       {side: ((first or last)[side], last[side]) for side in SIDES}, "failed", reason, {}, None)
+    return Measurement(
+        placement,
+        results,
+        started,
+        time.time(),
+        {side: ((first or last)[side], last[side]) for side in SIDES},
+        "failed",
+        reason,
+        {},
+        None,
+    )
 
 
 def to_record(campaign: str, run: RunSpec, attempts: list[Measurement], target_info: dict) -> record.RunRecord:
@@ -283,23 +340,42 @@ def to_record(campaign: str, run: RunSpec, attempts: list[Measurement], target_i
     side_cpus = {"client": pl.client_cpus, "server": pl.server_cpus}
     side_nodes = {"client": pl.client_node, "server": pl.server_node}
     return record.RunRecord(
-        campaign=campaign, environment=run.environment, scenario=run.scenario, test=run.test,
-        block=run.block, order=run.order, tool=run.spec.tool, kind=run.spec.kind,
+        campaign=campaign,
+        environment=run.environment,
+        scenario=run.scenario,
+        test=run.test,
+        block=run.block,
+        order=run.order,
+        tool=run.spec.tool,
+        kind=run.spec.kind,
         test_params=run.spec.test_params(),
-        commands=[r.argv for r in last.results], exit_codes=[r.returncode for r in last.results],
-        started_at=record.utc(last.started), ended_at=record.utc(last.ended),
-        placement={"server_address": pl.server_address, "client_node": pl.client_node,
-                   "server_node": pl.server_node, "client_cpus": pl.client_cpus,
-                   "server_cpus": pl.server_cpus, **pl.details},
-        target=target_info, clk_tck=target_info["clk_tck"],
+        commands=[r.argv for r in last.results],
+        exit_codes=[r.returncode for r in last.results],
+        started_at=record.utc(last.started),
+        ended_at=record.utc(last.ended),
+        placement={
+            "server_address": pl.server_address,
+            "client_node": pl.client_node,
+            "server_node": pl.server_node,
+            "client_cpus": pl.client_cpus,
+            "server_cpus": pl.server_cpus,
+            **pl.details,
+        },
+        target=target_info,
+        clk_tck=target_info["clk_tck"],
         cpu={side: record.SideCpu(side_nodes[side], side_cpus[side], *last.cpu[side]) for side in SIDES},
         processes={name: record.process_window(start, end) for name, (start, end) in (last.processes or {}).items()},
         scenario_definition=run.definition,
-        profiled=run.profiled, profile=last.profile.meta if last.profile else None,
+        profiled=run.profiled,
+        profile=last.profile.meta if last.profile else None,
         profile_folded=last.profile.folded if last.profile else None,
-        attempts=tuple(record.Attempt(m.outcome, m.reason, record.utc(m.started),
-                                      tuple(record.Output(r.stdout, r.stderr) for r in m.results))
-                       for m in attempts))
+        attempts=tuple(
+            record.Attempt(
+                m.outcome, m.reason, record.utc(m.started), tuple(record.Output(r.stdout, r.stderr) for r in m.results)
+            )
+            for m in attempts
+        ),
+    )
 
 
 def start_servers(target: Target, scenario: str, tool_names: list[str]) -> None:
@@ -329,12 +405,16 @@ def probe_versions(target: Target, scenario: str, tool_names: list[str]) -> dict
         r = target.run(scenario, "client", collector.VERSION_COMMAND, VERSION_TIMEOUT_S)
         versions[tool] = collector.version(shown(r.stdout + r.stderr))
         if r.returncode is None:
-            raise TargetError(f"{target.kind}: scenario {scenario}: `{' '.join(collector.VERSION_COMMAND)}` "
-                              f"on the client side did not answer within {VERSION_TIMEOUT_S} s; killed it")
+            raise TargetError(
+                f"{target.kind}: scenario {scenario}: `{' '.join(collector.VERSION_COMMAND)}` "
+                f"on the client side did not answer within {VERSION_TIMEOUT_S} s; killed it"
+            )
         if not versions[tool]:
-            raise TargetError(f"{target.kind}: scenario {scenario}: `{' '.join(collector.VERSION_COMMAND)}` "
-                              f"on the client side exited {r.returncode} and printed no version: "
-                              f"{shown(r.stderr or r.stdout).strip()[-500:]}")
+            raise TargetError(
+                f"{target.kind}: scenario {scenario}: `{' '.join(collector.VERSION_COMMAND)}` "
+                f"on the client side exited {r.returncode} and printed no version: "
+                f"{shown(r.stderr or r.stdout).strip()[-500:]}"
+            )
     return versions
 
 
@@ -350,9 +430,13 @@ class Progress:
         elapsed = time.monotonic() - self.t0
         eta = elapsed / self.measured * (self.total - self.done)
         test = f"{run.test} (profiled)" if run.profiled else run.test
-        print(f"[{self.done:>{len(str(self.total))}}/{self.total}] block {run.block + 1} "
-              f"{run.scenario:<14} {test:<14} {outcome:<6} {summary:<22} "
-              f"elapsed {_mmss(elapsed)} ETA {_mmss(eta)}", file=self.stream, flush=True)
+        print(
+            f"[{self.done:>{len(str(self.total))}}/{self.total}] block {run.block + 1} "
+            f"{run.scenario:<14} {test:<14} {outcome:<6} {summary:<22} "
+            f"elapsed {_mmss(elapsed)} ETA {_mmss(eta)}",
+            file=self.stream,
+            flush=True,
+        )
 
 
 def _mmss(s: float) -> str:
@@ -363,8 +447,11 @@ def _headline(spec: TestSpec, stdouts: list[bytes]) -> str:
     """The run's first primary metric, for the progress line."""
     values = collectors.get(spec.tool).parse(spec.kind, stdouts)
     name = next(m for m in PRIMARY_METRICS if m in values)
-    return f"{values[name]:,.2f} {METRICS[name].unit}" if name == "throughput" else \
-        f"{values[name]:,.0f} {METRICS[name].unit}"
+    return (
+        f"{values[name]:,.2f} {METRICS[name].unit}"
+        if name == "throughput"
+        else f"{values[name]:,.0f} {METRICS[name].unit}"
+    )
 
 
 def run_environment(params: Params, plan: Plan, target: Target, raw_root: Path | None = None, log=print) -> dict:
@@ -374,8 +461,10 @@ def run_environment(params: Params, plan: Plan, target: Target, raw_root: Path |
     runs = schedule(plan, exp.repetitions, exp.seed, target.interleaves_scenarios, exp.profile_runs)
     unchecked = check_same_plan(params, runs, cdir)
     if unchecked:
-        log(f"collect: {unchecked} record(s) of campaign {exp.campaign} predate recorded scenario definitions: "
-            "their scenarios are not compared with the environment as it is now")
+        log(
+            f"collect: {unchecked} record(s) of campaign {exp.campaign} predate recorded scenario definitions: "
+            "their scenarios are not compared with the environment as it is now"
+        )
     cleaned = record.remove_partial(cdir)
     if cleaned:
         log(f"collect: removed {cleaned} incomplete record(s) of an interrupted run")
@@ -405,8 +494,10 @@ def run_environment(params: Params, plan: Plan, target: Target, raw_root: Path |
                 start_servers(target, run.scenario, names)
                 unavailable = target.profile_unavailable(run.scenario) if perf else None
                 if unavailable:
-                    raise TargetError(f"cannot record profiled runs: experiment.profile_runs: target {target.kind}, "
-                                      f"scenario {run.scenario}: {unavailable}; {profiling.OFF}")
+                    raise TargetError(
+                        f"cannot record profiled runs: experiment.profile_runs: target {target.kind}, "
+                        f"scenario {run.scenario}: {unavailable}; {profiling.OFF}"
+                    )
                 if not activated:
                     info = {**info, "versions": {**info["versions"], **probe_versions(target, run.scenario, names)}}
                 activated.append(run.scenario)
@@ -418,7 +509,10 @@ def run_environment(params: Params, plan: Plan, target: Target, raw_root: Path |
             last = attempts[-1]
             to_record(exp.campaign, run, attempts, info).write(cdir)
             counts[last.outcome] += 1
-            summary = (_headline(run.spec, [r.stdout for r in last.results])
-                       if last.outcome == "ok" else (last.reason or "")[:60])
+            summary = (
+                _headline(run.spec, [r.stdout for r in last.results])
+                if last.outcome == "ok"
+                else (last.reason or "")[:60]
+            )
             progress.report(run, last.outcome, summary)
     return counts

@@ -3,6 +3,7 @@
 Both tables are long and flat polars frames (parquet on disk) that users can
 pivot as they like; figures and tables pivot, nothing else does.
 """
+
 from __future__ import annotations
 
 import errno
@@ -44,8 +45,7 @@ def _p(unit: str, description: str, percentile: float) -> Metric:
 # Every metric a collector may emit. The analysis takes units, the direction
 # of "better", sides and roles from here, never from column names.
 METRICS: dict[str, Metric] = {
-    "throughput": Metric("Gbit/s", True, "payload throughput (iperf3: as received), summed over streams",
-                         primary=True),
+    "throughput": Metric("Gbit/s", True, "payload throughput (iperf3: as received), summed over streams", primary=True),
     "retransmits": Metric("segments", False, "TCP retransmissions seen by the sender"),
     "udp_loss_pct": Metric("%", False, "UDP datagrams lost between sender and receiver (iperf3)", primary=True),
     "udp_jitter": Metric("us", False, "UDP packet delay variation at the receiver (iperf3, RFC 1889)"),
@@ -67,29 +67,40 @@ METRICS: dict[str, Metric] = {
     "latency_p99": _p("us", "99th percentile round-trip latency", 99),
     "latency_mean": Metric("us", False, "mean round-trip latency"),
     # side total: a run with cpu_placement shared, whose client and server had one CPU set (the whole path's)
-    "cpu_busy_pct": Metric("%", False, "busy share of the side's CPUs over the steady-state window",
-                           sides=(*SIDES, TOTAL_SIDE)),
-    "cpu_busy_cores": Metric("cores", False, "busy CPU seconds per second on the side's CPUs",
-                             sides=(*SIDES, TOTAL_SIDE)),
+    "cpu_busy_pct": Metric(
+        "%", False, "busy share of the side's CPUs over the steady-state window", sides=(*SIDES, TOTAL_SIDE)
+    ),
+    "cpu_busy_cores": Metric(
+        "cores", False, "busy CPU seconds per second on the side's CPUs", sides=(*SIDES, TOTAL_SIDE)
+    ),
     # the target's own datapath processes (the lab's mesh proxies) over the CPU window: only in runs whose
     # target recorded them; a side without a proxy then has 0 CPU and no RSS row
-    "proxy_cpu_s": Metric("s", False, "CPU seconds (user + system) of the side's proxies over the CPU window",
-                          sides=SIDES),
-    "proxy_cpu_cores": Metric("cores", False, "the side's proxies' CPU seconds per second of the CPU window",
-                              sides=SIDES),
-    "proxy_peak_rss_kib": Metric("KiB", False, "largest peak RSS of the side's proxies within the CPU window",
-                                 sides=SIDES),
+    "proxy_cpu_s": Metric(
+        "s", False, "CPU seconds (user + system) of the side's proxies over the CPU window", sides=SIDES
+    ),
+    "proxy_cpu_cores": Metric(
+        "cores", False, "the side's proxies' CPU seconds per second of the CPU window", sides=SIDES
+    ),
+    "proxy_peak_rss_kib": Metric(
+        "KiB", False, "largest peak RSS of the side's proxies within the CPU window", sides=SIDES
+    ),
 }
 
 # Metrics the analysis derives from the collected ones; never in metrics.parquet.
 # Their rows carry the work rate in the unit, e.g. "% CPU @ 100 Gbit/s".
 DERIVED_METRICS: dict[str, Metric] = {
     "cpu_pct_at_target": Metric(
-        "%", False, "busy share of the side's CPUs (total: of both sides' CPUs) needed for a fixed work rate",
-        sides=_DERIVED_SIDES),
+        "%",
+        False,
+        "busy share of the side's CPUs (total: of both sides' CPUs) needed for a fixed work rate",
+        sides=_DERIVED_SIDES,
+    ),
     "proxy_cpu_pct_at_target": Metric(
-        "%", False, "the proxies' CPU, in % of one core (total: both sides' proxies), needed for a fixed work rate",
-        sides=_DERIVED_SIDES),
+        "%",
+        False,
+        "the proxies' CPU, in % of one core (total: both sides' proxies), needed for a fixed work rate",
+        sides=_DERIVED_SIDES,
+    ),
 }
 
 # The work a run did, one per run (the base of the CPU cost): its metric names.
@@ -99,8 +110,14 @@ PRIMARY_METRICS = tuple(name for name, m in METRICS.items() if m.primary)
 # The headline metric of each test kind: the one question the test answers, compared in the primary family.
 # A paced test (fortio, dnsperf at a fixed offered rate) achieves its rate on any working path, so its
 # headline is the median latency at that rate instead.
-HEADLINE_BY_KIND = {"TCP_STREAM": "throughput", "TCP_RR": "transaction_rate", "TCP_CRR": "connection_rate",
-                    "UDP_STREAM": "udp_loss_pct", "HTTP": "http_qps", "DNS_UDP": "dns_qps"}
+HEADLINE_BY_KIND = {
+    "TCP_STREAM": "throughput",
+    "TCP_RR": "transaction_rate",
+    "TCP_CRR": "connection_rate",
+    "UDP_STREAM": "udp_loss_pct",
+    "HTTP": "http_qps",
+    "DNS_UDP": "dns_qps",
+}
 PACED_HEADLINE = {"http_qps": "http_latency_p50", "dns_qps": "dns_latency_p50"}
 
 
@@ -135,111 +152,132 @@ GSO_DEFAULT_MAX_SIZE = 65536  # bytes: a GSO/GRO packet's limit without BIG TCP
 _UTC = pl.Datetime("us", "UTC")
 
 # Column names and dtypes of the two tables: written, read and built against these only.
-RUNS_SCHEMA = pl.Schema({
-    "campaign": pl.String,
-    "environment": pl.String,
-    "scenario": pl.String,
-    "test": pl.String,
-    "tool": pl.String,
-    "kind": pl.String,
-    "streams": pl.Int64,
-    "message_size": pl.Int64,
-    # test and scenario parameters the figures put on an axis
-    "offered_qps": pl.Float64,        # fortio/dns offered rate; null: unpaced ('max') or not a rate test
-    "connection_close": pl.Boolean,   # fortio: a connection per request
-    "services": pl.Int64,             # ClusterIP services in the path; null: none
-    # the datapath as the target recorded it (RUNS_DEFAULTS: what a run recorded before these existed)
-    "mesh": pl.String,                # lab mesh shape (server-sidecar, sidecars, ...); "none": no proxy
-    "proxy_hops": pl.Int64,           # proxies a request passes through
-    "mtls": pl.Boolean,               # mutual TLS between the proxies
-    "proxy_kind": pl.String,          # e.g. haproxy; null: no proxy
-    "proxy_version": pl.String,
-    "ip_family": pl.Int64,            # 4 or 6: the benchmark traffic's
-    "big_tcp": pl.Boolean,            # GSO/GRO max size above 64 KiB on the path's links
-    "gso_gro_max_size": pl.Int64,     # bytes, as set on every link; null: the kernel's default (64 KiB)
-    "cpu_placement": pl.String,       # split: client and server on their own CPUs; shared: one CPU set
-    # every parameter of the test as recorded (canonical JSON: sorted keys): runs with different
-    # settings are never pooled, whatever the test is called
-    "test_params": pl.String,
-    "block": pl.Int64,
-    "order": pl.Int64,
-    "run_id": pl.String,
-    "attempts": pl.Int64,
-    "outcome": pl.String,
-    "failure_reason": pl.String,
-    "started_at": _UTC,
-    "ended_at": _UTC,
-    "duration_s": pl.Float64,
-    "client_cpus": pl.Int64,
-    "server_cpus": pl.Int64,
-    "client_node": pl.String,
-    "server_node": pl.String,
-    "nodes_share_kernel": pl.Boolean,  # client and server nodes run on one kernel (its CPUs); null: unknown
-    "kernel": pl.String,
-    "tool_version": pl.String,
-    "record": pl.String,
-})
+RUNS_SCHEMA = pl.Schema(
+    {
+        "campaign": pl.String,
+        "environment": pl.String,
+        "scenario": pl.String,
+        "test": pl.String,
+        "tool": pl.String,
+        "kind": pl.String,
+        "streams": pl.Int64,
+        "message_size": pl.Int64,
+        # test and scenario parameters the figures put on an axis
+        "offered_qps": pl.Float64,  # fortio/dns offered rate; null: unpaced ('max') or not a rate test
+        "connection_close": pl.Boolean,  # fortio: a connection per request
+        "services": pl.Int64,  # ClusterIP services in the path; null: none
+        # the datapath as the target recorded it (RUNS_DEFAULTS: what a run recorded before these existed)
+        "mesh": pl.String,  # lab mesh shape (server-sidecar, sidecars, ...); "none": no proxy
+        "proxy_hops": pl.Int64,  # proxies a request passes through
+        "mtls": pl.Boolean,  # mutual TLS between the proxies
+        "proxy_kind": pl.String,  # e.g. haproxy; null: no proxy
+        "proxy_version": pl.String,
+        "ip_family": pl.Int64,  # 4 or 6: the benchmark traffic's
+        "big_tcp": pl.Boolean,  # GSO/GRO max size above 64 KiB on the path's links
+        "gso_gro_max_size": pl.Int64,  # bytes, as set on every link; null: the kernel's default (64 KiB)
+        "cpu_placement": pl.String,  # split: client and server on their own CPUs; shared: one CPU set
+        # every parameter of the test as recorded (canonical JSON: sorted keys): runs with different
+        # settings are never pooled, whatever the test is called
+        "test_params": pl.String,
+        "block": pl.Int64,
+        "order": pl.Int64,
+        "run_id": pl.String,
+        "attempts": pl.Int64,
+        "outcome": pl.String,
+        "failure_reason": pl.String,
+        "started_at": _UTC,
+        "ended_at": _UTC,
+        "duration_s": pl.Float64,
+        "client_cpus": pl.Int64,
+        "server_cpus": pl.Int64,
+        "client_node": pl.String,
+        "server_node": pl.String,
+        "nodes_share_kernel": pl.Boolean,  # client and server nodes run on one kernel (its CPUs); null: unknown
+        "kernel": pl.String,
+        "tool_version": pl.String,
+        "record": pl.String,
+    }
+)
 
-METRICS_SCHEMA = pl.Schema({
-    "campaign": pl.String,
-    "environment": pl.String,
-    "scenario": pl.String,
-    "test": pl.String,
-    "streams": pl.Int64,
-    "message_size": pl.Int64,
-    "block": pl.Int64,
-    "run_id": pl.String,
-    "metric": pl.String,
-    "value": pl.Float64,
-    "unit": pl.String,
-    "side": pl.String,
-})
+METRICS_SCHEMA = pl.Schema(
+    {
+        "campaign": pl.String,
+        "environment": pl.String,
+        "scenario": pl.String,
+        "test": pl.String,
+        "streams": pl.Int64,
+        "message_size": pl.Int64,
+        "block": pl.Int64,
+        "run_id": pl.String,
+        "metric": pl.String,
+        "value": pl.Float64,
+        "unit": pl.String,
+        "side": pl.String,
+    }
+)
 
 # Profiled runs (never in runs or metrics): one row per profiled run, and its CPU profile as one row
 # per side, task and stack (benchlib.stacks.rows). A stack's frames run root -> leaf, ";"-separated.
-PROFILE_RUNS_SCHEMA = pl.Schema({
-    "run_id": pl.String,
-    "campaign": pl.String,
-    "environment": pl.String,
-    "scenario": pl.String,
-    "test": pl.String,
-    "kind": pl.String,
-    "block": pl.Int64,
-    "attribution": pl.String,  # "cpu": samples split by side by CPU; "shared": both sides in side total
-    "frequency_hz": pl.Int64,
-    "window_s": pl.Float64,
-    "samples": pl.Int64,
-    "kernel_symbols": pl.Boolean,  # false: kptr_restrict hid them, the kernel frames are [unknown]
-    "perf_version": pl.String,
-    "kernel": pl.String,
-    "metric": pl.String,  # the profiled run's own headline metric (schema.headline_metric), to normalize by
-    "value": pl.Float64,
-    "unit": pl.String,
-    "outcome": pl.String,
-    "failure_reason": pl.String,
-})
+PROFILE_RUNS_SCHEMA = pl.Schema(
+    {
+        "run_id": pl.String,
+        "campaign": pl.String,
+        "environment": pl.String,
+        "scenario": pl.String,
+        "test": pl.String,
+        "kind": pl.String,
+        "block": pl.Int64,
+        "attribution": pl.String,  # "cpu": samples split by side by CPU; "shared": both sides in side total
+        "frequency_hz": pl.Int64,
+        "window_s": pl.Float64,
+        "samples": pl.Int64,
+        "kernel_symbols": pl.Boolean,  # false: kptr_restrict hid them, the kernel frames are [unknown]
+        "perf_version": pl.String,
+        "kernel": pl.String,
+        "metric": pl.String,  # the profiled run's own headline metric (schema.headline_metric), to normalize by
+        "value": pl.Float64,
+        "unit": pl.String,
+        "outcome": pl.String,
+        "failure_reason": pl.String,
+    }
+)
 
-PROFILES_SCHEMA = pl.Schema({
-    "run_id": pl.String,
-    "campaign": pl.String,
-    "environment": pl.String,
-    "scenario": pl.String,
-    "test": pl.String,
-    "kind": pl.String,
-    "side": pl.String,  # client, server, or total where the sides share CPUs
-    "comm": pl.String,
-    "stack": pl.String,
-    "category": pl.String,  # benchlib.stacks.CATEGORIES
-    "samples": pl.Int64,
-})
+PROFILES_SCHEMA = pl.Schema(
+    {
+        "run_id": pl.String,
+        "campaign": pl.String,
+        "environment": pl.String,
+        "scenario": pl.String,
+        "test": pl.String,
+        "kind": pl.String,
+        "side": pl.String,  # client, server, or total where the sides share CPUs
+        "comm": pl.String,
+        "stack": pl.String,
+        "category": pl.String,  # benchlib.stacks.CATEGORIES
+        "samples": pl.Int64,
+    }
+)
 
-_SCHEMAS = {"runs": RUNS_SCHEMA, "metrics": METRICS_SCHEMA, "profile_runs": PROFILE_RUNS_SCHEMA,
-            "profiles": PROFILES_SCHEMA}
+_SCHEMAS = {
+    "runs": RUNS_SCHEMA,
+    "metrics": METRICS_SCHEMA,
+    "profile_runs": PROFILE_RUNS_SCHEMA,
+    "profiles": PROFILES_SCHEMA,
+}
 
 # Runs columns added after tables were first written, with the value that was true of every run then
 # (no mesh, IPv4, no BIG TCP, split CPUs): an older runs table (or a test's) reads with these filled in.
-RUNS_DEFAULTS = {"mesh": "none", "proxy_hops": 0, "mtls": False, "proxy_kind": None, "proxy_version": None,
-                 "ip_family": 4, "big_tcp": False, "gso_gro_max_size": None, "cpu_placement": "split"}
+RUNS_DEFAULTS = {
+    "mesh": "none",
+    "proxy_hops": 0,
+    "mtls": False,
+    "proxy_kind": None,
+    "proxy_version": None,
+    "ip_family": 4,
+    "big_tcp": False,
+    "gso_gro_max_size": None,
+    "cpu_placement": "split",
+}
 
 
 def conform(df: pl.DataFrame, name: str) -> pl.DataFrame:
@@ -256,8 +294,7 @@ def conform(df: pl.DataFrame, name: str) -> pl.DataFrame:
         raise SchemaError(f"{name}: missing columns {missing}, unexpected columns {extra}")
     try:
         return df.select(pl.col(c).cast(dtype, strict=True) for c, dtype in sch.items())
-    except (pl.exceptions.InvalidOperationError, pl.exceptions.ComputeError,
-            pl.exceptions.SchemaError) as exc:
+    except (pl.exceptions.InvalidOperationError, pl.exceptions.ComputeError, pl.exceptions.SchemaError) as exc:
         raise SchemaError(f"{name}: {exc}") from exc
 
 
@@ -268,7 +305,9 @@ def empty(name: str) -> pl.DataFrame:
 # (metric, side, unit) of every allowed metric row: checked by a join, not row by row
 _ALLOWED = pl.DataFrame(
     [(name, side, m.unit) for name, m in METRICS.items() for side in m.sides],
-    schema={"metric": pl.String, "side": pl.String, "expected_unit": pl.String}, orient="row")
+    schema={"metric": pl.String, "side": pl.String, "expected_unit": pl.String},
+    orient="row",
+)
 
 
 def check_metrics(df: pl.DataFrame) -> None:
@@ -278,28 +317,43 @@ def check_metrics(df: pl.DataFrame) -> None:
         raise SchemaError(f"metrics: unknown metric names {unknown}")
     # checked on the distinct (metric, side, unit) combinations, not row by row (a million-run table
     # joined whole would be copied); the first offending row in table order is the one named
-    combos = (df.lazy().select("metric", "side", "unit").unique().collect(engine="streaming")
-              .join(_ALLOWED, on=["metric", "side"], how="left"))
+    combos = (
+        df.lazy()
+        .select("metric", "side", "unit")
+        .unique()
+        .collect(engine="streaming")
+        .join(_ALLOWED, on=["metric", "side"], how="left")
+    )
 
     def first(bad: pl.DataFrame) -> dict:
-        return df.join(bad.select("metric", "side", "unit"), on=["metric", "side", "unit"], how="semi",
-                       nulls_equal=True, maintain_order="left").row(0, named=True)
+        return df.join(
+            bad.select("metric", "side", "unit"),
+            on=["metric", "side", "unit"],
+            how="semi",
+            nulls_equal=True,
+            maintain_order="left",
+        ).row(0, named=True)
 
     bad_side = combos.filter(pl.col("expected_unit").is_null())
     if len(bad_side):
         row = first(bad_side)
-        raise SchemaError(f"metrics: metric {row['metric']} has side {row['side']!r} (run {row['run_id']}), "
-                          f"allowed: {list(METRICS[row['metric']].sides)}")
+        raise SchemaError(
+            f"metrics: metric {row['metric']} has side {row['side']!r} (run {row['run_id']}), "
+            f"allowed: {list(METRICS[row['metric']].sides)}"
+        )
     wrong_unit = combos.filter(pl.col("unit") != pl.col("expected_unit"))
     if len(wrong_unit):
         row = first(wrong_unit)
-        raise SchemaError(f"metrics: metric {row['metric']} has unit {row['unit']!r}, "
-                          f"expected {METRICS[row['metric']].unit!r}")
+        raise SchemaError(
+            f"metrics: metric {row['metric']} has unit {row['unit']!r}, expected {METRICS[row['metric']].unit!r}"
+        )
     not_finite = df.lazy().filter(~pl.col("value").is_finite() | pl.col("value").is_null()).collect()
     if len(not_finite):
         row = not_finite.row(0, named=True)
-        raise SchemaError(f"metrics: {len(not_finite)} value(s) not finite, first: {row['metric']} = "
-                          f"{row['value']} (run {row['run_id']})")
+        raise SchemaError(
+            f"metrics: {len(not_finite)} value(s) not finite, first: {row['metric']} = "
+            f"{row['value']} (run {row['run_id']})"
+        )
 
 
 FULL_BELOW_BYTES = 1 << 20  # a write failing with less free space than this failed for want of space

@@ -12,6 +12,7 @@ A stack's category is what a network engineer would call the work its
 sampled leaf was doing: the leaf's own frame when it names a network layer,
 else the nearest caller that does (so a memcpy inside tcp_sendmsg is TCP/IP).
 """
+
 from __future__ import annotations
 
 import gzip
@@ -97,34 +98,72 @@ def kernel_symbols(folded: Counter) -> bool:
 
 # Categories in the order the report stacks them. Each frame rule is a regex on a kernel symbol;
 # user-space frames are "application", or "proxy" in a proxy's task.
-CATEGORIES = ("application", "proxy", "syscall/socket", "TCP/IP", "netfilter/conntrack", "eBPF",
-              "devices", "softirq/backlog", "scheduler", "idle", "other")
-_RULES: tuple[tuple[str, re.Pattern], ...] = tuple((name, re.compile(pattern)) for name, pattern in (
-    ("idle", r"^(do_idle|cpu_idle|default_idle|cpuidle|native_safe_halt|arch_cpu_idle|acpi_idle|intel_idle|"
-             r"poll_idle|cpu_startup_entry|pv_native_safe_halt)"),
-    ("eBPF", r"^(bpf_prog_|__bpf_prog_run|bpf_dispatcher|bpf_trampoline|bpf_lwt|tcf_bpf|cls_bpf|"
-             r"bpf_redirect|skb_do_redirect|bpf_skb_|bpf_sk_|bpf_map_|htab_map_|array_map_)"),
-    ("netfilter/conntrack", r"^(nf_|__nf_|nft_|nft_do_chain|ipt_|ip6t_|iptable_|ip6table_|xt_|ipv4_conntrack|"
-                            r"ipv6_conntrack|ipv4_confirm|ipv6_confirm|hash_conntrack|init_conntrack|"
-                            r"ip_vs_|masquerade|nat_)"),
-    ("devices", r"^(veth_|br_|vxlan_|geneve_|udp_tunnel|tun_|ipvlan_|macvlan_|loopback_|netkit_|"
-                r"dev_hard_start_xmit|__dev_queue_xmit|dev_queue_xmit|sch_direct_xmit|__qdisc_run|"
-                r"pfifo_fast|fq_codel|tcf_|sch_handle_|skb_gso_|__skb_gso|validate_xmit|dev_forward_skb|"
-                r"__dev_forward_skb|gro_cells|iptunnel_)"),
-    ("softirq/backlog", r"^(process_backlog|net_rx_action|__napi_poll|napi_|handle_softirqs|__do_softirq|"
-                        r"do_softirq|__local_bh_enable|local_bh_enable|irq_exit|__irq_exit|netif_rx|__netif_rx|"
-                        r"enqueue_to_backlog|__netif_receive_skb|netif_receive_skb|gro_|dev_gro_|"
-                        r"napi_gro_|run_ksoftirqd|ksoftirqd)"),
-    ("TCP/IP", r"^(tcp_|__tcp_|tcp4_|tcp6_|inet_|__inet_|inet6_|ip_|__ip_|ip6_|__ip6_|ipv6_|udp_|__udp|"
-               r"udpv6_|icmp|raw_|dst_|fib_|fib6_|neigh_|__neigh|rt_|rt6_|sk_stream|tcp$)"),
-    ("syscall/socket", r"^(sock_|__sock_|sk_|__sk_|sys_|__sys_|__x64_sys_|__ia32_sys_|do_syscall|"
-                       r"entry_SYSCALL|syscall_|ksys_|do_sys_|__do_sys_|sockfd_|sock$|security_socket|"
-                       r"__skb_datagram|skb_copy_datagram|move_addr_to|import_|__sys_)"),
-    ("scheduler", r"^(schedule|__schedule|preempt_schedule|finish_task_switch|try_to_wake_up|ttwu_|"
-                  r"wake_up|__wake_up|pick_next|enqueue_task|dequeue_task|update_curr|update_load|"
-                  r"select_task_rq|psi_|sched_|context_switch|__switch_to|switch_mm|do_nanosleep|"
-                  r"hrtimer_nanosleep|futex_|ep_poll|do_epoll|do_select|do_sys_poll|core_sys_select)"),
-))
+CATEGORIES = (
+    "application",
+    "proxy",
+    "syscall/socket",
+    "TCP/IP",
+    "netfilter/conntrack",
+    "eBPF",
+    "devices",
+    "softirq/backlog",
+    "scheduler",
+    "idle",
+    "other",
+)
+_RULES: tuple[tuple[str, re.Pattern], ...] = tuple(
+    (name, re.compile(pattern))
+    for name, pattern in (
+        (
+            "idle",
+            r"^(do_idle|cpu_idle|default_idle|cpuidle|native_safe_halt|arch_cpu_idle|acpi_idle|intel_idle|"
+            r"poll_idle|cpu_startup_entry|pv_native_safe_halt)",
+        ),
+        (
+            "eBPF",
+            r"^(bpf_prog_|__bpf_prog_run|bpf_dispatcher|bpf_trampoline|bpf_lwt|tcf_bpf|cls_bpf|"
+            r"bpf_redirect|skb_do_redirect|bpf_skb_|bpf_sk_|bpf_map_|htab_map_|array_map_)",
+        ),
+        (
+            "netfilter/conntrack",
+            r"^(nf_|__nf_|nft_|nft_do_chain|ipt_|ip6t_|iptable_|ip6table_|xt_|ipv4_conntrack|"
+            r"ipv6_conntrack|ipv4_confirm|ipv6_confirm|hash_conntrack|init_conntrack|"
+            r"ip_vs_|masquerade|nat_)",
+        ),
+        (
+            "devices",
+            r"^(veth_|br_|vxlan_|geneve_|udp_tunnel|tun_|ipvlan_|macvlan_|loopback_|netkit_|"
+            r"dev_hard_start_xmit|__dev_queue_xmit|dev_queue_xmit|sch_direct_xmit|__qdisc_run|"
+            r"pfifo_fast|fq_codel|tcf_|sch_handle_|skb_gso_|__skb_gso|validate_xmit|dev_forward_skb|"
+            r"__dev_forward_skb|gro_cells|iptunnel_)",
+        ),
+        (
+            "softirq/backlog",
+            r"^(process_backlog|net_rx_action|__napi_poll|napi_|handle_softirqs|__do_softirq|"
+            r"do_softirq|__local_bh_enable|local_bh_enable|irq_exit|__irq_exit|netif_rx|__netif_rx|"
+            r"enqueue_to_backlog|__netif_receive_skb|netif_receive_skb|gro_|dev_gro_|"
+            r"napi_gro_|run_ksoftirqd|ksoftirqd)",
+        ),
+        (
+            "TCP/IP",
+            r"^(tcp_|__tcp_|tcp4_|tcp6_|inet_|__inet_|inet6_|ip_|__ip_|ip6_|__ip6_|ipv6_|udp_|__udp|"
+            r"udpv6_|icmp|raw_|dst_|fib_|fib6_|neigh_|__neigh|rt_|rt6_|sk_stream|tcp$)",
+        ),
+        (
+            "syscall/socket",
+            r"^(sock_|__sock_|sk_|__sk_|sys_|__sys_|__x64_sys_|__ia32_sys_|do_syscall|"
+            r"entry_SYSCALL|syscall_|ksys_|do_sys_|__do_sys_|sockfd_|sock$|security_socket|"
+            r"__skb_datagram|skb_copy_datagram|move_addr_to|import_|__sys_)",
+        ),
+        (
+            "scheduler",
+            r"^(schedule|__schedule|preempt_schedule|finish_task_switch|try_to_wake_up|ttwu_|"
+            r"wake_up|__wake_up|pick_next|enqueue_task|dequeue_task|update_curr|update_load|"
+            r"select_task_rq|psi_|sched_|context_switch|__switch_to|switch_mm|do_nanosleep|"
+            r"hrtimer_nanosleep|futex_|ep_poll|do_epoll|do_select|do_sys_poll|core_sys_select)",
+        ),
+    )
+)
 _PROXIES = ("envoy", "haproxy", "wrk:worker", "ztunnel")
 
 
@@ -154,7 +193,7 @@ def attribution(cpus: dict[str, list[int]]) -> str:
     """How a profile's samples are split by side: "cpu" where the sides' CPU sets are disjoint (each
     sample belongs to the side whose CPU took it), else "shared" (one profile of both sides)."""
     sets = [set(c) for c in cpus.values()]
-    return "cpu" if all(a.isdisjoint(b) for i, a in enumerate(sets) for b in sets[i + 1:]) else "shared"
+    return "cpu" if all(a.isdisjoint(b) for i, a in enumerate(sets) for b in sets[i + 1 :]) else "shared"
 
 
 def rows(folded: Counter, cpus: dict[str, list[int]], shared_side: str = "total") -> list[dict]:
@@ -169,5 +208,13 @@ def rows(folded: Counter, cpus: dict[str, list[int]], shared_side: str = "total"
         side = side_of.get(cpu) if by_cpu else shared_side
         if side is not None:
             merged[(side, comm, ";".join(frames))] += n
-    return [{"side": side, "comm": comm, "stack": stack, "category": classify(comm, stack.split(";") if stack else []),
-             "samples": n} for (side, comm, stack), n in sorted(merged.items())]
+    return [
+        {
+            "side": side,
+            "comm": comm,
+            "stack": stack,
+            "category": classify(comm, stack.split(";") if stack else []),
+            "samples": n,
+        }
+        for (side, comm, stack), n in sorted(merged.items())
+    ]

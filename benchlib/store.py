@@ -7,6 +7,7 @@ listing of each output (dvc.lock and the output's `.dir` object, from the cache 
 name the record and file whose object is missing, then checks every record present against its
 SHA256SUMS.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -20,6 +21,7 @@ def dvc_listing(root: Path, campaign: str) -> tuple[dict[str, tuple[str, bool]],
     data/raw/<campaign>, as dvc.lock and the outputs' listings say (fetched from the remote if the
     cache lacks them), problem or None)."""
     from dvc.api import DVCFileSystem  # imported here: dvc is slow to import and most commands need none of it
+
     top = f"data/raw/{campaign}"
     try:
         fs = DVCFileSystem(str(root))
@@ -29,8 +31,11 @@ def dvc_listing(root: Path, campaign: str) -> tuple[dict[str, tuple[str, bool]],
         cache = fs.repo.cache.local  # dvc's own idea of where its cache is (cache.dir may be configured)
     except Exception as exc:  # noqa: BLE001 (dvc raises many kinds: the remote, the lock, the cache)
         return {}, f"{top}: DVC cannot list what it tracks there: {exc}"
-    return {path: (info["md5"], Path(cache.oid_to_path(info["md5"])).is_file())
-            for path, info in found.items() if info.get("md5")}, None  # only tracked files have one
+    return {
+        path: (info["md5"], Path(cache.oid_to_path(info["md5"])).is_file())
+        for path, info in found.items()
+        if info.get("md5")
+    }, None  # only tracked files have one
 
 
 def listing_problems(root: Path, listing: dict[str, tuple[str, bool]]) -> list[str]:
@@ -44,11 +49,15 @@ def listing_problems(root: Path, listing: dict[str, tuple[str, bool]]) -> list[s
         if cached:
             fetched += 1
         else:
-            problems.append(f"{path.parent.relative_to(root)}: {path.name}: missing, and its object {md5} is not "
-                            "in the cache (lost or corrupt in the remote, or not pulled yet)")
+            problems.append(
+                f"{path.parent.relative_to(root)}: {path.name}: missing, and its object {md5} is not "
+                "in the cache (lost or corrupt in the remote, or not pulled yet)"
+            )
     if fetched:
-        problems.append(f"{fetched} more file(s) are in the cache but not in the workspace: DVC checks out an "
-                        "output whole; once the files above are back, `dvc checkout` restores them")
+        problems.append(
+            f"{fetched} more file(s) are in the cache but not in the workspace: DVC checks out an "
+            "output whole; once the files above are back, `dvc checkout` restores them"
+        )
     return problems
 
 

@@ -6,6 +6,7 @@ metrics: perf's own load is in their numbers, so no statistic may see them.
 The raw record is the truth: metrics are re-derived here from the tool output
 exactly as printed, so a parser fix applies to old campaigns too.
 """
+
 from __future__ import annotations
 
 import json
@@ -38,11 +39,17 @@ def datapath(placement: dict) -> dict:
     (a record from before a field existed gets schema.RUNS_DEFAULTS' value)."""
     mesh = placement.get("mesh") or {}
     size = (placement.get("big_tcp") or {}).get("size")
-    return {"mesh": mesh.get("kind", "none"), "proxy_hops": len(mesh.get("proxies", {})),
-            "mtls": "mtls" in mesh, "proxy_kind": mesh.get("proxy"), "proxy_version": mesh.get("proxy_version"),
-            "ip_family": placement.get("ip_family", 4),
-            "big_tcp": size is not None and size > schema.GSO_DEFAULT_MAX_SIZE, "gso_gro_max_size": size,
-            "cpu_placement": placement.get("cpu_placement", "split")}
+    return {
+        "mesh": mesh.get("kind", "none"),
+        "proxy_hops": len(mesh.get("proxies", {})),
+        "mtls": "mtls" in mesh,
+        "proxy_kind": mesh.get("proxy"),
+        "proxy_version": mesh.get("proxy_version"),
+        "ip_family": placement.get("ip_family", 4),
+        "big_tcp": size is not None and size > schema.GSO_DEFAULT_MAX_SIZE,
+        "gso_gro_max_size": size,
+        "cpu_placement": placement.get("cpu_placement", "split"),
+    }
 
 
 def cpu_sides(rec: record.RunRecord) -> list[tuple[str, record.SideCpu]]:
@@ -85,27 +92,42 @@ def _measured(rec: record.RunRecord, path: Path) -> tuple[dict, list[dict]]:
         placement = rec.placement
         versions = rec.target["versions"]
         run = {
-            "campaign": rec.campaign, "environment": rec.environment, "scenario": rec.scenario,
-            "test": rec.test, "block": rec.block, "run_id": rec.run_id, "tool": rec.tool, "kind": rec.kind,
-            "streams": params["streams"], "message_size": params["message_size"],
+            "campaign": rec.campaign,
+            "environment": rec.environment,
+            "scenario": rec.scenario,
+            "test": rec.test,
+            "block": rec.block,
+            "run_id": rec.run_id,
+            "tool": rec.tool,
+            "kind": rec.kind,
+            "streams": params["streams"],
+            "message_size": params["message_size"],
             "offered_qps": params["qps"] if isinstance(params.get("qps"), int) else None,
             "connection_close": params.get("connection_close", False),
             "services": placement.get("services"),
             **datapath(placement),
             "test_params": json.dumps(params, sort_keys=True, separators=(",", ":")),
-            "order": rec.order, "attempts": len(rec.attempts),
-            "outcome": rec.outcome, "failure_reason": rec.failure_reason,
-            "started_at": rec.started_at, "ended_at": rec.ended_at,
+            "order": rec.order,
+            "attempts": len(rec.attempts),
+            "outcome": rec.outcome,
+            "failure_reason": rec.failure_reason,
+            "started_at": rec.started_at,
+            "ended_at": rec.ended_at,
             "duration_s": (rec.ended_at - rec.started_at).total_seconds(),
-            "client_cpus": len(placement["client_cpus"]), "server_cpus": len(placement["server_cpus"]),
-            "client_node": placement["client_node"], "server_node": placement["server_node"],
+            "client_cpus": len(placement["client_cpus"]),
+            "server_cpus": len(placement["server_cpus"]),
+            "client_node": placement["client_node"],
+            "server_node": placement["server_node"],
             "nodes_share_kernel": placement.get("nodes_share_kernel"),
-            "kernel": versions["kernel"], "tool_version": versions.get(rec.tool, ""),
+            "kernel": versions["kernel"],
+            "tool_version": versions.get(rec.tool, ""),
             "record": str(path),
         }
         if rec.outcome != "ok":
             return run, []
-        values = {(name, schema.NO_SIDE): v for name, v in collectors.get(rec.tool).parse(rec.kind, rec.stdouts).items()}
+        values = {
+            (name, schema.NO_SIDE): v for name, v in collectors.get(rec.tool).parse(rec.kind, rec.stdouts).items()
+        }
         for side, c in cpu_sides(rec):
             usage = cpu.side_usage(c.start, c.end, c.cpus, rec.clk_tck)
             values.update({(name, side): v for name, v in usage.items()})
@@ -133,12 +155,32 @@ def load_profiled(rec: record.RunRecord, path: Path) -> tuple[dict, list[dict]]:
     failed has a row with its reason and no profile rows."""
     try:
         prof = rec.profile or {}
-        run = {"run_id": rec.run_id, "campaign": rec.campaign, "environment": rec.environment,
-               "scenario": rec.scenario, "test": rec.test, "kind": rec.kind, "block": rec.block,
-               **{k: prof.get(k) for k in ("attribution", "frequency_hz", "window_s", "samples", "kernel_symbols",
-                                           "perf_version", "kernel")},
-               "metric": None, "value": None, "unit": None,
-               "outcome": rec.outcome, "failure_reason": rec.failure_reason}
+        run = {
+            "run_id": rec.run_id,
+            "campaign": rec.campaign,
+            "environment": rec.environment,
+            "scenario": rec.scenario,
+            "test": rec.test,
+            "kind": rec.kind,
+            "block": rec.block,
+            **{
+                k: prof.get(k)
+                for k in (
+                    "attribution",
+                    "frequency_hz",
+                    "window_s",
+                    "samples",
+                    "kernel_symbols",
+                    "perf_version",
+                    "kernel",
+                )
+            },
+            "metric": None,
+            "value": None,
+            "unit": None,
+            "outcome": rec.outcome,
+            "failure_reason": rec.failure_reason,
+        }
         if rec.outcome == "ok":
             values = collectors.get(rec.tool).parse(rec.kind, rec.stdouts)
             name = schema.headline_metric(rec.kind, isinstance(rec.test_params.get("qps"), int), values)
@@ -147,8 +189,9 @@ def load_profiled(rec: record.RunRecord, path: Path) -> tuple[dict, list[dict]]:
         if rec.profile_folded is None:
             return run, []
         folded = stacks.read_folded(rec.profile_folded)
-        rows = stacks.rows(folded, {side: [int(c) for c in cpus] for side, cpus in prof["cpus"].items()},
-                           shared_side=schema.TOTAL_SIDE)
+        rows = stacks.rows(
+            folded, {side: [int(c) for c in cpus] for side, cpus in prof["cpus"].items()}, shared_side=schema.TOTAL_SIDE
+        )
     except ParseError as exc:
         raise RecordError(f"{path}: {exc}") from None
     except (KeyError, TypeError, ValueError, OSError, EOFError) as exc:  # gzip errors are OSErrors
@@ -192,11 +235,13 @@ def _load_chunk(paths: list[str]) -> _Chunk:
             continue
         runs.append(run)
         _columns(rows, {k: run[k] for k in _KEYS}, metrics)
-    return _Chunk(pl.DataFrame(runs, schema=schema.RUNS_SCHEMA) if runs else schema.empty("runs"),
-                  pl.DataFrame(metrics, schema=schema.METRICS_SCHEMA),
-                  pl.DataFrame(profile_runs, schema=schema.PROFILE_RUNS_SCHEMA) if profile_runs
-                  else schema.empty("profile_runs"),
-                  pl.DataFrame(profiles, schema=schema.PROFILES_SCHEMA), errors)
+    return _Chunk(
+        pl.DataFrame(runs, schema=schema.RUNS_SCHEMA) if runs else schema.empty("runs"),
+        pl.DataFrame(metrics, schema=schema.METRICS_SCHEMA),
+        pl.DataFrame(profile_runs, schema=schema.PROFILE_RUNS_SCHEMA) if profile_runs else schema.empty("profile_runs"),
+        pl.DataFrame(profiles, schema=schema.PROFILES_SCHEMA),
+        errors,
+    )
 
 
 _RUN_ORDER_SCHEMA = pl.Schema({"record": pl.String, "environment": pl.String, "order": pl.Int64})
@@ -250,16 +295,17 @@ def _chunks(campaign_dir: Path, records: Iterable[Path] | None) -> Generator[_Ch
     head = list(islice(paths, PARALLEL_MIN_RECORDS))
     workers = len(os.sched_getaffinity(0))
     parallel = len(head) == PARALLEL_MIN_RECORDS and workers > 1
-    with (ProcessPoolExecutor(max_workers=workers) if parallel else nullcontext()) as pool:
+    with ProcessPoolExecutor(max_workers=workers) if parallel else nullcontext() as pool:
         located = _map(pool, _run_order, _batches(chain(head, paths), PARSE_CHUNK))
-        in_order = (pl.concat([pl.DataFrame(schema=_RUN_ORDER_SCHEMA), *located])
-                    .sort("environment", "order", nulls_last=True, maintain_order=True)["record"])
-        yield from _map(pool, _load_chunk, (in_order.slice(i, PARSE_CHUNK).to_list()
-                                             for i in range(0, len(in_order), PARSE_CHUNK)))
+        in_order = pl.concat([pl.DataFrame(schema=_RUN_ORDER_SCHEMA), *located]).sort(
+            "environment", "order", nulls_last=True, maintain_order=True
+        )["record"]
+        yield from _map(
+            pool, _load_chunk, (in_order.slice(i, PARSE_CHUNK).to_list() for i in range(0, len(in_order), PARSE_CHUNK))
+        )
 
 
-def _checked_chunks(campaign_dir: Path, skip_corrupt: bool, log, records: Iterable[Path] | None
-                    ) -> Iterator[_Chunk]:
+def _checked_chunks(campaign_dir: Path, skip_corrupt: bool, log, records: Iterable[Path] | None) -> Iterator[_Chunk]:
     """The tables chunk by chunk; a corrupt record stops it (naming the record) unless skipped."""
     if not campaign_dir.is_dir():
         raise RecordError(f"{campaign_dir}: no raw data for this campaign (run `dvc repro` or `benchlib collect`)")
@@ -272,14 +318,14 @@ def _checked_chunks(campaign_dir: Path, skip_corrupt: bool, log, records: Iterab
             n_runs += len(chunk.runs) + len(chunk.profile_runs)
             yield chunk
     if skipped:
-        log(f"parse: skipped {len(skipped)} corrupt record(s) (--skip-corrupt):\n  "
-            + "\n  ".join(map(str, skipped)))
+        log(f"parse: skipped {len(skipped)} corrupt record(s) (--skip-corrupt):\n  " + "\n  ".join(map(str, skipped)))
     if not n_runs:
         raise RecordError(f"{campaign_dir}: no complete raw records found")
 
 
-def build_tables(campaign_dir: Path, skip_corrupt: bool = False, log=print,
-                 records: Iterable[Path] | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+def build_tables(
+    campaign_dir: Path, skip_corrupt: bool = False, log=print, records: Iterable[Path] | None = None
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(runs, metrics) of a campaign in memory, checked against the schemas, in run order.
 
     ``records``: the record directories to read (default: every one found, see record.survey).
@@ -291,8 +337,9 @@ def build_tables(campaign_dir: Path, skip_corrupt: bool = False, log=print,
     return runs, metrics
 
 
-def build_profile_tables(campaign_dir: Path, skip_corrupt: bool = False, log=print,
-                         records: Iterable[Path] | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+def build_profile_tables(
+    campaign_dir: Path, skip_corrupt: bool = False, log=print, records: Iterable[Path] | None = None
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(profile_runs, profiles) of a campaign in memory, in run order; empty where nothing was profiled."""
     chunks = list(_checked_chunks(campaign_dir, skip_corrupt, log, records))
     return pl.concat(c.profile_runs for c in chunks), pl.concat(c.profiles for c in chunks)
@@ -310,8 +357,9 @@ class Parsed:
 TABLES = ("runs", "metrics", "profile_runs", "profiles")  # what parse_campaign writes, <name>.parquet
 
 
-def parse_campaign(campaign_dir: Path, out_dir: Path, skip_corrupt: bool = False, log=print,
-                   records: Iterable[Path] | None = None) -> Parsed:
+def parse_campaign(
+    campaign_dir: Path, out_dir: Path, skip_corrupt: bool = False, log=print, records: Iterable[Path] | None = None
+) -> Parsed:
     """The tables of `build_tables` and `build_profile_tables`, written to out_dir/<table>.parquet
     (TABLES) chunk by chunk as the records are parsed, so memory stays about flat however many runs
     the campaign has."""
@@ -338,14 +386,28 @@ def write_tables(runs: pl.DataFrame, metrics: pl.DataFrame, out_dir: Path) -> No
 
 # What a record's placement and target say that names this session, not the setup: lab ids, namespace
 # and pod names, addresses handed out per session, boot IDs. Matched on the last part of a key.
-SESSION_KEYS = {"lab_id", "session", "namespace", "namespaces", "client_pod", "server_pod", "client_pod_ip",
-                "server_pod_ip", "service_ip", "server_address", "boot_id", "client_node", "server_node"}
+SESSION_KEYS = {
+    "lab_id",
+    "session",
+    "namespace",
+    "namespaces",
+    "client_pod",
+    "server_pod",
+    "client_pod_ip",
+    "server_pod_ip",
+    "service_ip",
+    "server_address",
+    "boot_id",
+    "client_node",
+    "server_node",
+}
 # Measured while a scenario was set up (seconds taken, an agent's usage) or a `record` output that
 # observes state (a status, metrics, a map's entries): results, not settings, so two campaigns of
 # one setup do not differ by them.
 MEASURED_KEY = re.compile(r"(_s|_usage|_status|_metrics|_entries)$")
-FACTS_SCHEMA = pl.Schema({"environment": pl.String, "scenario": pl.String, "test": pl.String,
-                          "field": pl.String, "value": pl.String})
+FACTS_SCHEMA = pl.Schema(
+    {"environment": pl.String, "scenario": pl.String, "test": pl.String, "field": pl.String, "value": pl.String}
+)
 
 
 def _flatten(prefix: str, value, out: dict[str, str], session: set[str], settings: bool) -> None:
@@ -380,6 +442,9 @@ def build_facts(runs: pl.DataFrame) -> pl.DataFrame:
     for r in runs.select(*keys, "record").iter_rows(named=True):
         meta = json.loads((Path(r["record"]) / record.META).read_text())
         rows += [{**{k: r[k] for k in keys}, "field": f, "value": v} for f, v in record_facts(meta).items()]
-    return (pl.DataFrame(rows, schema=FACTS_SCHEMA)
-            .group_by(*keys, "field").agg(pl.col("value").unique().sort().str.join(" | "))
-            .sort(*keys, "field"))
+    return (
+        pl.DataFrame(rows, schema=FACTS_SCHEMA)
+        .group_by(*keys, "field")
+        .agg(pl.col("value").unique().sort().str.join(" | "))
+        .sort(*keys, "field")
+    )

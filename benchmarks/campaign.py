@@ -15,6 +15,7 @@ root, and reports:
 
     uv run python benchmarks/campaign.py [--reps 2]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -66,12 +67,22 @@ def main() -> None:
     p.add_argument("--params", type=Path, default=project_root() / "params.yaml")
     args = p.parse_args()
     params = load_params(args.params)
-    params = params.model_copy(update={"experiment": params.experiment.model_copy(
-        update={"campaign": "bench-campaign", "repetitions": args.reps})})
+    params = params.model_copy(
+        update={
+            "experiment": params.experiment.model_copy(update={"campaign": "bench-campaign", "repetitions": args.reps})
+        }
+    )
     plan = plan_environment(params, "local-lab")
     tools = runner.tools(plan)
-    target = TimedTarget(LabTarget(load_environment("local-lab"), plan.scenarios, servers=collectors.servers(tools),
-                                   commands=collectors.client_commands(tools), log=lambda m: None))
+    target = TimedTarget(
+        LabTarget(
+            load_environment("local-lab"),
+            plan.scenarios,
+            servers=collectors.servers(tools),
+            commands=collectors.client_commands(tools),
+            log=lambda m: None,
+        )
+    )
     with tempfile.TemporaryDirectory(prefix="bench-campaign-") as raw:
         cpu0, t0 = _cpu_s(), time.monotonic()
         counts = runner.run_environment(params, plan, target, raw_root=Path(raw), log=lambda m: None)
@@ -83,8 +94,10 @@ def main() -> None:
     other = [spans[m["run_id"]] - m["test_params"]["duration_s"] for m in metas if m["kind"] != "TCP_CRR"]
     in_runs = sum(spans.values())
     between = wall - target.build_s - target.teardown_s - in_runs
-    print(f"campaign: {len(metas)} runs ({counts['ok']} ok, {counts['failed']} failed), "
-          f"{len(plan.scenarios)} scenarios x {len(plan.tests)} tests x {args.reps} blocks")
+    print(
+        f"campaign: {len(metas)} runs ({counts['ok']} ok, {counts['failed']} failed), "
+        f"{len(plan.scenarios)} scenarios x {len(plan.tests)} tests x {args.reps} blocks"
+    )
     figure("harness CPU (this process, no children)", 100 * cpu / wall, "% of one core", "< 1 %")
     figure("harness CPU-seconds", cpu, "s")
     figure("campaign wall time", wall, "s")

@@ -8,6 +8,7 @@ timed with classify() replaced by a constant and without), then the analysis of 
 
     uv run python benchmarks/cpu_profiles.py [--profiles 1000]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,13 +53,31 @@ def parse(n: int, texts: dict[str, str], classify: bool = True) -> tuple[pl.Data
         rows, runs = [], []
         for k, (scenario, fixture, test, r) in enumerate(plan(n)):
             folded = stacks.fold(texts[fixture])
-            key = {"run_id": f"{scenario}-{test}-{r}", "campaign": "bench", "environment": "local-lab",
-                   "scenario": scenario, "test": test, "kind": "TCP_RR"}
+            key = {
+                "run_id": f"{scenario}-{test}-{r}",
+                "campaign": "bench",
+                "environment": "local-lab",
+                "scenario": scenario,
+                "test": test,
+                "kind": "TCP_RR",
+            }
             rows += [{**key, **row} for row in stacks.rows(folded, {"client": [0], "server": [0]})]
-            runs.append({**key, "block": r, "attribution": "shared", "frequency_hz": 499.0, "window_s": 2.5,
-                         "samples": sum(folded.values()), "kernel_symbols": stacks.kernel_symbols(folded),
-                         "perf_version": "perf", "kernel": "bench", "metric": "transaction_rate",
-                         "value": RATES[fixture] * (1 + 0.001 * (k % 7)), "outcome": "ok"})
+            runs.append(
+                {
+                    **key,
+                    "block": r,
+                    "attribution": "shared",
+                    "frequency_hz": 499.0,
+                    "window_s": 2.5,
+                    "samples": sum(folded.values()),
+                    "kernel_symbols": stacks.kernel_symbols(folded),
+                    "perf_version": "perf",
+                    "kernel": "bench",
+                    "metric": "transaction_rate",
+                    "value": RATES[fixture] * (1 + 0.001 * (k % 7)),
+                    "outcome": "ok",
+                }
+            )
         p = pl.DataFrame(rows, schema=profiles.PROFILES_SCHEMA)
         pr = pl.DataFrame(runs, schema=profiles.PROFILE_RUNS_SCHEMA)
         return p, pr, time.monotonic() - t
@@ -75,8 +94,10 @@ def main(argv: list[str] | None = None) -> None:
     _, _, t_fold = parse(n, texts, classify=False)
     p, pr, t_parse = parse(n, texts)
     configs = pr.select("scenario", "test").n_unique()
-    print(f"profiles: {len(pr)} profiles ({configs} configurations x {RUNS_PER_CONFIG} runs), "
-          f"{len(p)} stack rows, {pr['samples'].sum()} samples")
+    print(
+        f"profiles: {len(pr)} profiles ({configs} configurations x {RUNS_PER_CONFIG} runs), "
+        f"{len(p)} stack rows, {pr['samples'].sum()} samples"
+    )
     figure("parse: fold + rows, no classification", t_fold, "s")
     figure("parse: fold + rows + classification", t_parse, "s")
     figure("classification alone", t_parse - t_fold, "s")

@@ -15,6 +15,7 @@ run-to-run spread, and the wall time per run.
 
     uv run --group bench python benchmarks/peer.py [--reps 6] [--duration 2]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,12 +54,32 @@ def flent(lab: LabTarget, duration: int, data_dir: Path) -> tuple[float, float]:
     before = set(data_dir.glob("*.flent.gz"))
     t0 = time.monotonic()
     pl = lab.placement("host")
-    subprocess.run(["ip", "netns", "exec", lab.namespace("host", "client"),
-                    "taskset", "-c", ",".join(map(str, pl.client_cpus)), str(FLENT), "tcp_1up_noping",
-                    "-H", pl.server_address, "-l", str(duration), "-D", str(data_dir),
-                    "-f", "summary"], check=True, capture_output=True, text=True)
+    subprocess.run(
+        [
+            "ip",
+            "netns",
+            "exec",
+            lab.namespace("host", "client"),
+            "taskset",
+            "-c",
+            ",".join(map(str, pl.client_cpus)),
+            str(FLENT),
+            "tcp_1up_noping",
+            "-H",
+            pl.server_address,
+            "-l",
+            str(duration),
+            "-D",
+            str(data_dir),
+            "-f",
+            "summary",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     wall = time.monotonic() - t0
-    new, = set(data_dir.glob("*.flent.gz")) - before
+    (new,) = set(data_dir.glob("*.flent.gz")) - before
     data = json.loads(gzip.decompress(new.read_bytes()))
     mbps = data["metadata"]["SERIES_META"]["TCP upload"]["MEAN_VALUE"]
     return mbps / 1000.0, wall
@@ -71,14 +92,18 @@ def main() -> None:
     args = p.parse_args()
     spec = netperf.Spec(tool="netperf", kind="TCP_STREAM", duration_s=args.duration, streams=1, message_size=65536)
     results = {"benchlib": [], "flent": []}
-    with tempfile.TemporaryDirectory(prefix="bench-peer-") as tmp, \
-            runner.serving(LabTarget(load_environment("local-lab"), ["host"], servers=[netperf.SERVER],
-                                     log=lambda m: None)) as lab:
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-peer-") as tmp,
+        runner.serving(
+            LabTarget(load_environment("local-lab"), ["host"], servers=[netperf.SERVER], log=lambda m: None)
+        ) as lab,
+    ):
         for rep in range(args.reps):
             order = ("benchlib", "flent") if rep % 2 == 0 else ("flent", "benchlib")
             for who in order:
-                results[who].append(ours(lab, spec, Path(tmp), rep) if who == "benchlib"
-                                    else flent(lab, args.duration, Path(tmp)))
+                results[who].append(
+                    ours(lab, spec, Path(tmp), rep) if who == "benchlib" else flent(lab, args.duration, Path(tmp))
+                )
     print(f"peer: TCP_STREAM 1 stream, {args.duration} s, lab scenario host, {args.reps} interleaved reps")
     for who, rows in results.items():
         tput = [t for t, _ in rows]

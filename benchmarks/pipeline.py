@@ -8,6 +8,7 @@ then `dvc repro` after changing analysis.alpha, listing the stages that ran.
 
     uv run python benchmarks/pipeline.py [--scenarios host veth-routed] [--noop 5]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,8 +61,10 @@ def main() -> None:
     figure("first dvc repro (collect+parse+report)", first, "s")
     print(f"  stages run: {', '.join(ran_first)}")
     figure("dvc repro, nothing changed (median)", median([w for w, _ in noop]), "s", "< 3 s")
-    print(f"  runs: {' '.join(f'{w:.2f}' for w, _ in noop)} s; stages run: "
-          f"{sorted({s for _, stages in noop for s in stages}) or 'none'}")
+    print(
+        f"  runs: {' '.join(f'{w:.2f}' for w, _ in noop)} s; stages run: "
+        f"{sorted({s for _, stages in noop for s in stages}) or 'none'}"
+    )
     figure("dvc repro after analysis.alpha change", changed, "s")
     print(f"  stages run: {', '.join(ran_changed) or 'none'}")
 

@@ -16,6 +16,7 @@ measured per-run overhead.
 
     uv run python benchmarks/placement.py [--blocks 8]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,7 +36,9 @@ HEADLINE = {"TCP_STREAM": "throughput", "TCP_RR": "transaction_rate", "TCP_CRR":
 
 
 def spec(kind: str, seconds: int) -> netperf.Spec:
-    return netperf.Spec(tool="netperf", kind=kind, duration_s=seconds, message_size=65536 if kind == "TCP_STREAM" else 1)
+    return netperf.Spec(
+        tool="netperf", kind=kind, duration_s=seconds, message_size=65536 if kind == "TCP_STREAM" else 1
+    )
 
 
 def cv_pct(values: list[float]) -> float:
@@ -52,16 +55,19 @@ def main() -> None:
     args = p.parse_args()
     env = load_environment("local-lab")
     chosen = {k: env.cpu_placement.get(k, "split") for k in KINDS}
-    envs = {"split": env.model_copy(update={"cpu_placement": {}}),
-            "shared": env.model_copy(update={"cpu_placement": {k: "shared" for k in KINDS}})}
+    envs = {
+        "split": env.model_copy(update={"cpu_placement": {}}),
+        "shared": env.model_copy(update={"cpu_placement": {k: "shared" for k in KINDS}}),
+    }
     configs = [(s, k, placement, 2) for s in args.scenarios for k in KINDS for placement in envs]
     configs += [(s, k, chosen[k], L) for s in args.length_scenarios for k in KINDS for L in args.lengths]
     print(f"{len(configs)} configurations x {args.blocks} blocks; the lab's placement: {chosen}", flush=True)
     values: dict[tuple, list[float]] = {c: [] for c in configs}
     overhead: dict[str, list[float]] = {k: [] for k in KINDS}
     rng = random.Random(args.seed)
-    target = LabTarget(env, args.scenarios, servers=[collectors.get("netperf").SERVER], commands=["netperf"],
-                       log=lambda m: None)
+    target = LabTarget(
+        env, args.scenarios, servers=[collectors.get("netperf").SERVER], commands=["netperf"], log=lambda m: None
+    )
     with runner.serving(target):
         for block in range(args.blocks):
             order = configs[:]
@@ -83,23 +89,30 @@ def main() -> None:
     print(f"\n{'scenario':<14}{'test':<12}{'placement':<10}{'s':>3}{'n':>4}{'median':>12}{'CV %':>8}")
     for (scenario, kind, placement, seconds), v in values.items():
         if len(v) >= 2:
-            print(f"{scenario:<14}{kind:<12}{placement:<10}{seconds:>3}{len(v):>4}{statistics.median(v):>12.4g}"
-                  f"{cv_pct(v):>8.1f}")
+            print(
+                f"{scenario:<14}{kind:<12}{placement:<10}{seconds:>3}{len(v):>4}{statistics.median(v):>12.4g}"
+                f"{cv_pct(v):>8.1f}"
+            )
     print()
     per_run = {k: statistics.median(v) for k, v in overhead.items()}
     for kind, o in per_run.items():
         figure(f"{kind} per-run overhead (length - duration)", o, "s")
     for kind in KINDS:
         for placement in envs:
-            cvs = [cv_pct(v) for (s, k, pl, L), v in values.items() if (k, pl, L) == (kind, placement, 2) and len(v) > 1]
+            cvs = [
+                cv_pct(v) for (s, k, pl, L), v in values.items() if (k, pl, L) == (kind, placement, 2) and len(v) > 1
+            ]
             figure(f"{kind} {placement} 2 s: median CV over scenarios", statistics.median(cvs), "%")
     for kind in KINDS:
         cost = {}
         for seconds in sorted({2, *args.lengths}):
-            cvs = [cv_pct(v) for (s, k, pl, L), v in values.items()
-                   if (k, pl, L) == (kind, chosen[kind], seconds) and s in args.length_scenarios and len(v) > 1]
+            cvs = [
+                cv_pct(v)
+                for (s, k, pl, L), v in values.items()
+                if (k, pl, L) == (kind, chosen[kind], seconds) and s in args.length_scenarios and len(v) > 1
+            ]
             cv = statistics.median(cvs)
-            cost[seconds] = cv ** 2 * (seconds + per_run[kind])
+            cost[seconds] = cv**2 * (seconds + per_run[kind])
             figure(f"{kind} {chosen[kind]} {seconds} s: median CV", cv, "%")
         for seconds, c in cost.items():
             figure(f"{kind} {seconds} s: campaign time for equal power vs 2 s", c / cost[2], "x")

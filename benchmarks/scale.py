@@ -17,6 +17,7 @@ Finally weighs reports/report.html.
 K times as one campaign (blocks and run ids shifted, start times shifted by the campaign's span):
 the analysis of a K-times larger campaign without generating and parsing its records.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,6 +52,7 @@ def measure_analysis(out: Path) -> dict:
     from benchlib import analysis
     from benchlib.analysis import analyse, normalize, resolution, saturation, stats
     from benchlib.config import load_params
+
     timings = {}
     t = time.monotonic()
     s = load_params(project_root() / "params.yaml").analysis
@@ -80,21 +82,36 @@ def replicate(tables: Path, copies: int, out: Path) -> int:
     import polars as pl
 
     from benchlib import schema
+
     runs, metrics = schema.read_runs(tables / "runs.parquet"), schema.read_metrics(tables / "metrics.parquet")
     blocks = int(runs["block"].max()) + 1
     span = runs["ended_at"].max() - runs["started_at"].min()
 
     def shifted(df: pl.DataFrame, k: int) -> pl.DataFrame:
         block = pl.col("block") + k * blocks
-        return df.with_columns(block=block, run_id=pl.concat_str(  # record.run_id's format
-            "environment", "scenario", "test", pl.lit("r") + block.cast(pl.String).str.zfill(3), separator="/"))
+        return df.with_columns(
+            block=block,
+            run_id=pl.concat_str(  # record.run_id's format
+                "environment", "scenario", "test", pl.lit("r") + block.cast(pl.String).str.zfill(3), separator="/"
+            ),
+        )
 
     out.mkdir(parents=True, exist_ok=True)
     order = int(runs["order"].max()) + 1
-    schema.write(pl.concat([shifted(runs, k).with_columns(order=pl.col("order") + k * order,
-                                                          started_at=pl.col("started_at") + k * span,
-                                                          ended_at=pl.col("ended_at") + k * span)
-                            for k in range(copies)]), "runs", out / "runs.parquet")
+    schema.write(
+        pl.concat(
+            [
+                shifted(runs, k).with_columns(
+                    order=pl.col("order") + k * order,
+                    started_at=pl.col("started_at") + k * span,
+                    ended_at=pl.col("ended_at") + k * span,
+                )
+                for k in range(copies)
+            ]
+        ),
+        "runs",
+        out / "runs.parquet",
+    )
     schema.write(pl.concat([shifted(metrics, k) for k in range(copies)]), "metrics", out / "metrics.parquet")
     return copies * len(runs)
 
@@ -104,8 +121,10 @@ def run_tables(tables: Path, copies: int) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as out:
         runs = replicate(tables, copies, Path(out)) if copies > 1 else None
         analysed, wall = _child("--analyse", out if copies > 1 else str(tables))
-        print(f"scale: {analysed['runs']} runs, {analysed['metric_rows']} metric rows "
-              f"({copies} x the tables in {tables}), analysis only")
+        print(
+            f"scale: {analysed['runs']} runs, {analysed['metric_rows']} metric rows "
+            f"({copies} x the tables in {tables}), analysis only"
+        )
         for phase, seconds in analysed["timings"].items():
             figure(f"  {phase}", seconds, "s")
         figure("analysis", sum(analysed["timings"].values()), "s")
@@ -116,8 +135,11 @@ def run_tables(tables: Path, copies: int) -> None:
 
 def _log(timings: dict) -> None:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-    print(f"  ... {list(timings)[-1]}: {list(timings.values())[-1]:.1f} s, peak RSS so far {peak:.2f} GiB",
-          file=sys.stderr, flush=True)
+    print(
+        f"  ... {list(timings)[-1]}: {list(timings.values())[-1]:.1f} s, peak RSS so far {peak:.2f} GiB",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _child(*args: str) -> tuple[dict, float]:
@@ -133,8 +155,7 @@ def _child(*args: str) -> tuple[dict, float]:
 
 def report_weight(html: Path) -> None:
     text = html.read_text()
-    bundles = re.findall(r"<script[^>]*>(?:(?!</script>).)*?plotly\.js v[\d.]+(?:(?!</script>).)*</script>",
-                         text, re.S)
+    bundles = re.findall(r"<script[^>]*>(?:(?!</script>).)*?plotly\.js v[\d.]+(?:(?!</script>).)*</script>", text, re.S)
     figure("report.html size", len(text.encode()) / 2**20, "MiB")
     figure("plotly.js copies inlined", len(bundles))
     figure("plotly.js bundle size", sum(map(len, bundles)) / 2**20, "MiB")
@@ -148,8 +169,10 @@ def run_size(runs: int, scenarios: int, raw: Path, no_analysis: bool) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as out:
         parsed, wall = _child("--parse", str(cdir), "--out", out)
         parse = sum(parsed["timings"].values())
-        print(f"scale: {parsed['runs']} runs, {parsed['metric_rows']} metric rows, {scenarios} scenarios x 4 tests"
-              f"{' (parse only)' if no_analysis else ''}")
+        print(
+            f"scale: {parsed['runs']} runs, {parsed['metric_rows']} metric rows, {scenarios} scenarios x 4 tests"
+            f"{' (parse only)' if no_analysis else ''}"
+        )
         figure("parse", parse, "s")
         figure("peak RSS, parse process", parsed["peak_rss_kib"] / 2**20, "GiB")
         figure("peak RSS, largest parse worker", parsed["worker_peak_rss_kib"] / 2**20, "GiB")

@@ -8,6 +8,7 @@ varied run to run. About 1 % of the runs are failures carrying netperf's real
 
     uv run python benchmarks/synth.py --runs 100000 --out /tmp/synth
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,18 +32,23 @@ TESTS = {
 FIXTURE_OF = {"TCP_STREAM": "tcp_stream", "TCP_RR": "tcp_rr", "TCP_CRR": "tcp_crr"}
 # the values that vary from run to run; the rest of netperf's output stays as printed
 VARIED = re.compile(r"^(THROUGHPUT|MIN_LATENCY|P50_LATENCY|P90_LATENCY|P99_LATENCY|MEAN_LATENCY)=(.*)$", re.M)
-TARGET_INFO = {"target": "lab", "lab_id": "bl-synthetic_0",
-               "versions": {"kernel": "6.1.0-synthetic", "iproute2": "ip utility, iproute2-6.1.0", "netperf": "2.7.0"},
-               "clk_tck": 100}
+TARGET_INFO = {
+    "target": "lab",
+    "lab_id": "bl-synthetic_0",
+    "versions": {"kernel": "6.1.0-synthetic", "iproute2": "ip utility, iproute2-6.1.0", "netperf": "2.7.0"},
+    "clk_tck": 100,
+}
 CLIENT_CPUS, SERVER_CPUS = [0], [1]
 
 
 def _vary(stdout: str, factor: float) -> str:
     """Throughput scales with factor, latencies inversely, as a faster or slower run would print."""
+
     def repl(m: re.Match) -> str:
         value = float(m.group(2))
         value = value * factor if m.group(1) == "THROUGHPUT" else value / factor
         return f"{m.group(1)}={value:.2f}"
+
     return VARIED.sub(repl, stdout)
 
 
@@ -86,20 +92,40 @@ def generate(out: Path, runs: int, scenarios: int = 25, seed: int = 0, campaign:
                 outcome, reason = "failed", "netperf stream 0 exited 255: " + failed_stdout.splitlines()[-1]
             else:
                 exit_code = 0
-                outputs = [record.Output(_vary(stdout[spec.kind], level[scenario] * rng.lognormvariate(0, 0.08)).encode(), b"")
-                           for _ in invocations]
+                outputs = [
+                    record.Output(_vary(stdout[spec.kind], level[scenario] * rng.lognormvariate(0, 0.08)).encode(), b"")
+                    for _ in invocations
+                ]
                 outcome, reason = "ok", None
             first, last = _snapshots(rng, t, spec.duration_s - 0.6)
             record.RunRecord(
-                campaign=campaign, environment="local-lab", scenario=scenario, test=test, block=block, order=order,
-                tool=spec.tool, kind=spec.kind, test_params=spec.test_params(),
-                commands=[inv.argv for inv in invocations], exit_codes=[exit_code] * len(invocations),
-                started_at=record.utc(t), ended_at=record.utc(t + netperf.expected_wall_s(spec)),
-                placement={"server_address": "198.18.0.2", "client_node": "n1", "server_node": "n2",
-                           "client_cpus": CLIENT_CPUS, "server_cpus": SERVER_CPUS, "topology": "host"},
-                target=TARGET_INFO, clk_tck=TARGET_INFO["clk_tck"],
-                cpu={"client": record.SideCpu("n1", CLIENT_CPUS, first, last),
-                     "server": record.SideCpu("n2", SERVER_CPUS, first, last)},
+                campaign=campaign,
+                environment="local-lab",
+                scenario=scenario,
+                test=test,
+                block=block,
+                order=order,
+                tool=spec.tool,
+                kind=spec.kind,
+                test_params=spec.test_params(),
+                commands=[inv.argv for inv in invocations],
+                exit_codes=[exit_code] * len(invocations),
+                started_at=record.utc(t),
+                ended_at=record.utc(t + netperf.expected_wall_s(spec)),
+                placement={
+                    "server_address": "198.18.0.2",
+                    "client_node": "n1",
+                    "server_node": "n2",
+                    "client_cpus": CLIENT_CPUS,
+                    "server_cpus": SERVER_CPUS,
+                    "topology": "host",
+                },
+                target=TARGET_INFO,
+                clk_tck=TARGET_INFO["clk_tck"],
+                cpu={
+                    "client": record.SideCpu("n1", CLIENT_CPUS, first, last),
+                    "server": record.SideCpu("n2", SERVER_CPUS, first, last),
+                },
                 attempts=(record.Attempt(outcome, reason, record.utc(t), tuple(outputs)),),
             ).write(cdir)
             t += netperf.expected_wall_s(spec) + 0.1

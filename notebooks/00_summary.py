@@ -30,8 +30,19 @@ from benchlib.analysis import analyse, figures, stats, summary
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
 a = analyse.load(analysis_dir)
 s = a.settings
-display(Markdown(summary.summary_markdown(a.runs, a.comparisons, a.families, s.baseline, s.correction,
-                                         explanations=a.profile_explanations, caveats=False)))
+display(
+    Markdown(
+        summary.summary_markdown(
+            a.runs,
+            a.comparisons,
+            a.families,
+            s.baseline,
+            s.correction,
+            explanations=a.profile_explanations,
+            caveats=False,
+        )
+    )
+)
 
 # %%
 primary = a.comparisons.filter(pl.col("family") == stats.PRIMARY, pl.col("delta_pct").is_not_nan())

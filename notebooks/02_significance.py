@@ -32,37 +32,54 @@ figures.use_report_renderer()  # headless kernels need it; the report page carri
 report.display_tables()
 a = analyse.load(analysis_dir)
 runs, summary, comparisons, families = a.runs, a.summary, a.comparisons, a.families
-baseline, alpha, correction, contrasts = (a.settings.baseline, a.settings.alpha, a.settings.correction,
-                                          a.settings.contrasts)
+baseline, alpha, correction, contrasts = (
+    a.settings.baseline,
+    a.settings.alpha,
+    a.settings.correction,
+    a.settings.contrasts,
+)
 family_metrics = a.settings.family_metrics
 out = resolve(out_dir)
 out.mkdir(parents=True, exist_ok=True)
-display(Markdown(
-    f"Each scenario against **{baseline}**"
-    + (f", plus the contrasts {', '.join(f'{a} vs {b}' for a, b in contrasts)}" if contrasts else "")
-    + f": {len(comparisons)} comparisons, two-sided Mann-Whitney U at alpha = {alpha}, corrected within "
-    "families. The **primary** family is the headline metric of each test (throughput, transaction or "
-    "connection rate, UDP loss, request rate; the median latency of a paced test), "
-    f"{stats.CORRECTIONS[correction]}-corrected; the **secondary** metrics (`family_metrics`: "
-    f"{', '.join(f'`{m}`' for m in family_metrics) or 'none'}) form one family per kind (latency, CPU, other), "
-    "Benjamini-Hochberg (FDR: a share of the secondary findings may be false). How the intervals, verdicts "
-    "and the MDE are read: see [Method](#Method)."))
+display(
+    Markdown(
+        f"Each scenario against **{baseline}**"
+        + (f", plus the contrasts {', '.join(f'{a} vs {b}' for a, b in contrasts)}" if contrasts else "")
+        + f": {len(comparisons)} comparisons, two-sided Mann-Whitney U at alpha = {alpha}, corrected within "
+        "families. The **primary** family is the headline metric of each test (throughput, transaction or "
+        "connection rate, UDP loss, request rate; the median latency of a paced test), "
+        f"{stats.CORRECTIONS[correction]}-corrected; the **secondary** metrics (`family_metrics`: "
+        f"{', '.join(f'`{m}`' for m in family_metrics) or 'none'}) form one family per kind (latency, CPU, other), "
+        "Benjamini-Hochberg (FDR: a share of the secondary findings may be false). How the intervals, verdicts "
+        "and the MDE are read: see [Method](#Method)."
+    )
+)
 tables.show(tables.publication_table(families, formats={"interval_level_pct": "{:.4g} %"}))
 if comparisons.is_empty():
     ok_scenarios = set(runs.filter(pl.col("outcome") == "ok")["scenario"])
-    display(Markdown(
-        "**No comparison was made:** " + (f"the baseline `{baseline}` has no successful run." if ok_scenarios
-                                          else "no run of this campaign succeeded (see Caveats).")))
+    display(
+        Markdown(
+            "**No comparison was made:** "
+            + (
+                f"the baseline `{baseline}` has no successful run."
+                if ok_scenarios
+                else "no run of this campaign succeeded (see Caveats)."
+            )
+        )
+    )
 
 # %%
 # With few runs and many comparisons no result can reach significance: say so
 # instead of letting "~ within noise" read as "no difference".
 unattainable = comparisons.filter(pl.col("n_attainable").is_not_null())
 if len(unattainable):
-    display(Markdown(
-        f"**Caveat: too few runs for {len(unattainable)} of {len(comparisons)} comparisons.** At their n no p-value "
-        f"can reach their family's level, so they read `~ within noise` whatever the data; "
-        f"{unattainable['n_attainable'].max()} runs per configuration could."))
+    display(
+        Markdown(
+            f"**Caveat: too few runs for {len(unattainable)} of {len(comparisons)} comparisons.** At their n no p-value "
+            f"can reach their family's level, so they read `~ within noise` whatever the data; "
+            f"{unattainable['n_attainable'].max()} runs per configuration could."
+        )
+    )
 
 # %% [markdown]
 # ## Headline table
@@ -73,15 +90,18 @@ if len(unattainable):
 # %%
 bound = comparisons.filter(pl.col("cpu_bound"))
 unresolved = comparisons.filter(pl.col("below_resolution"))
-display(Markdown(
-    f"**At a CPU limit: {len(bound)} of {len(comparisons)} comparisons.** The `{stats.CPU_LIMIT}` column names "
-    f"the sides whose median run kept at least {saturation.CPU_BOUND_PCT:g} % of their CPUs busy, in the "
-    "scenario or its baseline (with the higher median busy %). There a rate or a latency measures that CPU as "
-    "much as the path: the comparison to read is the CPU per work (`cpu_pct_at_target`) of that side.\n\n"
-    f"**Below the instrument's resolution: {len(unresolved)} of {len(comparisons)} comparisons.** A latency "
-    "percentile is known to one step of the tool's histogram (netperf: 1 us below 100 us, 10 us below 1 ms; "
-    "fortio: the width of its bucket at that value); where the change or its interval is finer than one step, "
-    "the change is given in steps and the interval widened by one step, instead of exact-looking digits."))
+display(
+    Markdown(
+        f"**At a CPU limit: {len(bound)} of {len(comparisons)} comparisons.** The `{stats.CPU_LIMIT}` column names "
+        f"the sides whose median run kept at least {saturation.CPU_BOUND_PCT:g} % of their CPUs busy, in the "
+        "scenario or its baseline (with the higher median busy %). There a rate or a latency measures that CPU as "
+        "much as the path: the comparison to read is the CPU per work (`cpu_pct_at_target`) of that side.\n\n"
+        f"**Below the instrument's resolution: {len(unresolved)} of {len(comparisons)} comparisons.** A latency "
+        "percentile is known to one step of the tool's histogram (netperf: 1 us below 100 us, 10 us below 1 ms; "
+        "fortio: the width of its bucket at that value); where the change or its interval is finer than one step, "
+        "the change is given in steps and the interval widened by one step, instead of exact-looking digits."
+    )
+)
 tables.show(tables.headline_table(summary, comparisons, baseline))
 
 # %% [markdown]
@@ -94,14 +114,35 @@ contrast_rows = comparisons.filter(pl.col("baseline") != baseline)
 if contrast_rows.is_empty():
     display(Markdown("No contrasts configured, or their scenarios were not measured."))
 else:
-    tables.show(tables.publication_table(
-        contrast_rows.with_columns(
-            pl.Series("change % [CI @ level]", [stats.change_text(r) for r in contrast_rows.iter_rows(named=True)]),
-            pl.Series("MDE %", [stats.mde_text(r) for r in contrast_rows.iter_rows(named=True)]))
-        .select("family", "test", "metric", "side", "unit", "scenario", "baseline", "n", "n_base", "median",
-                "median_base", "change % [CI @ level]", "p_adj", "verdict", "MDE %")
-        .rename({"baseline": "reference", "median_base": "median_reference"}),
-        formats={"p_adj": "{:.2g}"}, group="family", verdict="verdict"))
+    tables.show(
+        tables.publication_table(
+            contrast_rows.with_columns(
+                pl.Series("change % [CI @ level]", [stats.change_text(r) for r in contrast_rows.iter_rows(named=True)]),
+                pl.Series("MDE %", [stats.mde_text(r) for r in contrast_rows.iter_rows(named=True)]),
+            )
+            .select(
+                "family",
+                "test",
+                "metric",
+                "side",
+                "unit",
+                "scenario",
+                "baseline",
+                "n",
+                "n_base",
+                "median",
+                "median_base",
+                "change % [CI @ level]",
+                "p_adj",
+                "verdict",
+                "MDE %",
+            )
+            .rename({"baseline": "reference", "median_base": "median_reference"}),
+            formats={"p_adj": "{:.2g}"},
+            group="family",
+            verdict="verdict",
+        )
+    )
 
 # %%
 comparisons.drop("u").write_csv(out / "significance.csv")  # every comparison, for a spreadsheet
@@ -117,7 +158,8 @@ comparisons.drop("u").write_csv(out / "significance.csv")  # every comparison, f
 flagged, failed = report.caveats(summary, runs)
 display(Markdown(f"{len(flagged)} flagged configuration(s), {failed['failed_runs'].sum()} failed run(s)."))
 if len(flagged):
-    tables.show(tables.publication_table(flagged, formats={"cv_pct": "{:.3g}", "drift_rho": "{:+.3f}",
-                                                            "drift_p": "{:.2g}"}))
+    tables.show(
+        tables.publication_table(flagged, formats={"cv_pct": "{:.3g}", "drift_rho": "{:+.3f}", "drift_p": "{:.2g}"})
+    )
 if len(failed):
     tables.show(tables.publication_table(failed))

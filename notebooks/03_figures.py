@@ -49,20 +49,26 @@ for (test,), g in summary_all.filter(pl.col("n") > 0).group_by("test", maintain_
     present = set(g["metric"])
     for metric in PRIMARY_METRICS:
         if metric in present:
-            figs[test][f"{test}_{metric}"] = figures.bars(summary_all, test, metric, baseline=baseline,
-                                                    comparisons=comparisons)
+            figs[test][f"{test}_{metric}"] = figures.bars(
+                summary_all, test, metric, baseline=baseline, comparisons=comparisons
+            )
             figs[test][f"{test}_{metric}_runs"] = figures.runs_strip(run_values, test, metric, baseline=baseline)
     if "cpu_pct_at_target" in present:
         figs[test][f"{test}_cpu"] = figures.cpu_bars(summary_all, test, baseline=baseline)
     if "throughput" in present and "cpu_pct_at_target" in present:
-        figs[test][f"{test}_throughput_vs_cpu"] = figures.throughput_vs_cpu(per_run, test, baseline=baseline,
-                                                                      target_gbps=cpu_target_gbps)
+        figs[test][f"{test}_throughput_vs_cpu"] = figures.throughput_vs_cpu(
+            per_run, test, baseline=baseline, target_gbps=cpu_target_gbps
+        )
     if present & set(figures.LATENCY_PERCENTILES):
         figs[test][f"{test}_latency"] = figures.latency_percentiles(summary_all, test, baseline=baseline)
     if present & set(figures.DNS_PERCENTILES):
-        figs[test][f"{test}_latency"] = figures.latency_percentiles(summary_all, test, baseline=baseline,
-                                                              metrics=figures.DNS_PERCENTILES,
-                                                              title="DNS resolution latency percentiles")
+        figs[test][f"{test}_latency"] = figures.latency_percentiles(
+            summary_all,
+            test,
+            baseline=baseline,
+            metrics=figures.DNS_PERCENTILES,
+            title="DNS resolution latency percentiles",
+        )
 
 # %% [markdown]
 # Service scaling (scenarios expanded over a number of ClusterIP services) and
@@ -70,19 +76,28 @@ for (test,), g in summary_all.filter(pl.col("n") > 0).group_by("test", maintain_
 # and `Connection: close` apart), where the campaign has them.
 
 # %%
-for test in sorted(summary_all.join(runs.filter(pl.col("services").is_not_null()).select("test").unique(),
-                                   on="test")["test"].unique()):
+for test in sorted(
+    summary_all.join(runs.filter(pl.col("services").is_not_null()).select("test").unique(), on="test")["test"].unique()
+):
     tested = set(summary_all.filter(test=test)["metric"])
     metric = next(m for m in PRIMARY_METRICS if m in tested)
-    figs[test][f"{test}_{metric}_vs_services"] = figures.service_scaling(summary_all, runs, test, metric,
-                                                                   baseline=baseline, comparisons=comparisons)
+    figs[test][f"{test}_{metric}_vs_services"] = figures.service_scaling(
+        summary_all, runs, test, metric, baseline=baseline, comparisons=comparisons
+    )
 http = runs.filter(pl.col("tool") == "fortio", pl.col("test").is_in(summary_all["test"].implode())).unique(
-    "test", keep="first", maintain_order=True)
+    "test", keep="first", maintain_order=True
+)
 for (close,), sweep in http.group_by("connection_close", maintain_order=True):
     name = "connection_close" if close else "keepalive"
     figs["Across tests"][f"http_latency_vs_load_{name}"] = figures.rate_sweep(
-        summary_all, runs, list(sweep["test"]), figures.HTTP_PERCENTILES, baseline=baseline,
-        comparisons=comparisons, title=f"HTTP latency vs offered load ({name.replace('_', ' ')})")
+        summary_all,
+        runs,
+        list(sweep["test"]),
+        figures.HTTP_PERCENTILES,
+        baseline=baseline,
+        comparisons=comparisons,
+        title=f"HTTP latency vs offered load ({name.replace('_', ' ')})",
+    )
 
 # %% [markdown]
 # The forest plot draws each change vs the baseline with its interval at the level its family's correction
@@ -95,8 +110,11 @@ if len(comparisons):
     figs["Across tests"]["forest"] = figures.forest(comparisons, baseline=baseline)
 else:
     display(Markdown("No comparison against the baseline (see the significance section): no forest plot."))
-paths = figures.write_figures({k: f for section in figs.values() for k, f in section.items()},
-                              resolve(out_dir) / "figures", blog_dir=resolve(out_dir) / "blog")
+paths = figures.write_figures(
+    {k: f for section in figs.values() for k, f in section.items()},
+    resolve(out_dir) / "figures",
+    blog_dir=resolve(out_dir) / "blog",
+)
 
 # %%
 # one section per test, so a reader can jump to a test

@@ -43,14 +43,18 @@ scaling = reference.load_eks_service_scaling()
 
 # %%
 changes = reference.eks_relative_changes(scenarios)
-tables.show(tables.publication_table(changes, formats={"change_pct": "{:+.1f}", "baseline_value": "{:g}", "value": "{:g}"}))
+tables.show(
+    tables.publication_table(changes, formats={"change_pct": "{:+.1f}", "baseline_value": "{:g}", "value": "{:g}"})
+)
 
 # %% [markdown]
 # ## Service scaling from 4 to 104 to 1000 ClusterIP services
 
 # %%
 growth = reference.eks_service_scaling_growth(scaling)
-tables.show(tables.publication_table(growth, formats={"change_pct": "{:+.1f}", "value_from": "{:g}", "value_to": "{:g}"}))
+tables.show(
+    tables.publication_table(growth, formats={"change_pct": "{:+.1f}", "value_from": "{:g}", "value_to": "{:g}"})
+)
 
 # %% [markdown]
 # ## Ours next to theirs
@@ -69,9 +73,18 @@ unmeasured = both.filter(pl.col("ours_verdict") == "not measured")["claim"].to_l
 both = both.filter(pl.col("ours_verdict") != "not measured")
 if unmeasured:
     print(f"{len(unmeasured)} claim(s) need scenarios this campaign did not run:", "; ".join(unmeasured))
-tables.show(tables.publication_table(both, {**{c: "{:.2f}" for c in ("ours_p", "ours_delta_pct", "ours_low", "ours_high",
-                                                        "theirs_change_pct", "ours_p_adj")},
-                                "ours_ci_level": "{:.4g}"}))
+tables.show(
+    tables.publication_table(
+        both,
+        {
+            **{
+                c: "{:.2f}"
+                for c in ("ours_p", "ours_delta_pct", "ours_low", "ours_high", "theirs_change_pct", "ours_p_adj")
+            },
+            "ours_ci_level": "{:.4g}",
+        },
+    )
+)
 fig = figures.reference_changes(both)
 figures.write_figures({"reference_changes": fig}, resolve(out_dir) / "figures", blog_dir=resolve(out_dir) / "blog")
 fig

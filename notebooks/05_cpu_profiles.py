@@ -55,9 +55,13 @@ for (environment, test), _ in cats.group_by("environment", "test", maintain_orde
     if len(diffs.filter(environment=environment, test=test)):
         figs[f"cpu_profile_{name}_differential"] = flamegraphs.differential(diffs, test, environment)
 if figs:
-    display(Markdown("## Busy CPU per unit of work, flamegraphs and differential flamegraphs\n"
-                     "Pick the scenario in each figure's menu; frames under "
-                     f"{100 * profiles.PRUNE_SHARE:g} % of a side's busy CPU are left out."))
+    display(
+        Markdown(
+            "## Busy CPU per unit of work, flamegraphs and differential flamegraphs\n"
+            "Pick the scenario in each figure's menu; frames under "
+            f"{100 * profiles.PRUNE_SHARE:g} % of a side's busy CPU are left out."
+        )
+    )
     figures.write_figures(figs, resolve(out_dir) / "figures", blog_dir=resolve(out_dir) / "blog")
 
 # %%

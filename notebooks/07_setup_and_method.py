@@ -58,42 +58,56 @@ if note := report.shared_kernel_note(runs):
 tables.show(tables.publication_table(report.method_table(runs)))
 
 # %%
-display(Markdown(
-    "### Intervals, verdicts and MDE\n"
-    "The change in % is the median ratio - 1; its interval is at the **level the family's correction decided "
-    "at**: a p-value is significant after correction exactly when it is below 1 - level (Holm: alpha / (m - R) "
-    "for R of m rejected; FDR: R alpha / m), so a verdict and the interval shown beside it agree. Verdicts: "
-    "`~ within noise` (not significant, the interval includes 0), `negligible` (significant, the interval "
-    "inside the noise band), the change with its interval and better/worse otherwise, and `inconclusive` where "
-    "the test (Mann-Whitney, on ranks) and the interval (bootstrap of the medians) disagree: neither is taken "
-    "as a finding.\n\n"
-    f"MDE: the smallest change (in % of the baseline median) each comparison detects with "
-    f"{100 * stats.POWER:.0f} % power at its n, its spread (pooled normal-scaled median absolute deviation of "
-    "the log values) and its family's level; "
-    "a change below it reads `~ within noise` without meaning \"no difference\". Where no sample of this size "
-    "can reach the level (exact Mann-Whitney's smallest p is 2 / C(2n, n)), it says how many runs could."))
+display(
+    Markdown(
+        "### Intervals, verdicts and MDE\n"
+        "The change in % is the median ratio - 1; its interval is at the **level the family's correction decided "
+        "at**: a p-value is significant after correction exactly when it is below 1 - level (Holm: alpha / (m - R) "
+        "for R of m rejected; FDR: R alpha / m), so a verdict and the interval shown beside it agree. Verdicts: "
+        "`~ within noise` (not significant, the interval includes 0), `negligible` (significant, the interval "
+        "inside the noise band), the change with its interval and better/worse otherwise, and `inconclusive` where "
+        "the test (Mann-Whitney, on ranks) and the interval (bootstrap of the medians) disagree: neither is taken "
+        "as a finding.\n\n"
+        f"MDE: the smallest change (in % of the baseline median) each comparison detects with "
+        f"{100 * stats.POWER:.0f} % power at its n, its spread (pooled normal-scaled median absolute deviation of "
+        "the log values) and its family's level; "
+        'a change below it reads `~ within noise` without meaning "no difference". Where no sample of this size '
+        "can reach the level (exact Mann-Whitney's smallest p is 2 / C(2n, n)), it says how many runs could."
+    )
+)
 
 # %%
 targets = normalize.work_targets(**analyse.targets(settings))
-http = (f", {targets['http_qps']:g} requests/s for HTTP (fortio's achieved rate)"
-        if (metrics["metric"] == "http_qps").any() else "")
-display(Markdown(
-    "## CPU normalization\n"
-    "CPU cost is compared at equal work: busy CPU-seconds are summed over a side's CPUs, divided by the "
-    "window and the number of CPUs, then scaled to a fixed work rate: "
-    f"{targets['throughput']:g} Gbit/s for stream tests, {targets['transaction_rate']:g} transactions/s "
-    f"for TCP_RR, {targets['connection_rate']:g} connections/s for TCP_CRR{http}. "
-    "`total` sums both sides' busy cores before dividing by all their CPUs."))
+http = (
+    f", {targets['http_qps']:g} requests/s for HTTP (fortio's achieved rate)"
+    if (metrics["metric"] == "http_qps").any()
+    else ""
+)
+display(
+    Markdown(
+        "## CPU normalization\n"
+        "CPU cost is compared at equal work: busy CPU-seconds are summed over a side's CPUs, divided by the "
+        "window and the number of CPUs, then scaled to a fixed work rate: "
+        f"{targets['throughput']:g} Gbit/s for stream tests, {targets['transaction_rate']:g} transactions/s "
+        f"for TCP_RR, {targets['connection_rate']:g} connections/s for TCP_CRR{http}. "
+        "`total` sums both sides' busy cores before dividing by all their CPUs."
+    )
+)
 
 # %%
 cpu_summary = a.summary_all.filter(metric=normalize.CPU_AT_TARGET)
 if cpu_summary.is_empty():
     display(Markdown("No successful run with CPU counters and work done: nothing to normalize."))
 else:
-    tables.show(tables.publication_table(
-        cpu_summary.pivot(on="side", index=["environment", "test", "unit", "scenario"], values="median",
-                          sort_columns=True),
-        formats={c: "{:.2f}" for c in ("client", "server", "total")}, group="test"))
+    tables.show(
+        tables.publication_table(
+            cpu_summary.pivot(
+                on="side", index=["environment", "test", "unit", "scenario"], values="median", sort_columns=True
+            ),
+            formats={c: "{:.2f}" for c in ("client", "server", "total")},
+            group="test",
+        )
+    )
 
 # %% [markdown]
 # Median CPU % per side at the target work rate (lower is cheaper). Their CIs

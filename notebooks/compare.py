@@ -31,36 +31,58 @@ res = compare.load_result(result_dir)
 campaign_a, campaign_b, alpha, correction = res.a, res.b, res.alpha, res.correction
 tested = res.rows.filter(pl.col("all_failed").is_null())  # rows of configurations whose every run failed: not tested
 findings = summary.findings_markdown(tested, pl.DataFrame(), compare.stats.PRIMARY, limit=6)
-display(Markdown(
-    f"# {campaign_b} against {campaign_a}\n\n"
-    f"**{len(res.regressions)} regression(s)** (significant and beyond the threshold, or every run failed in "
-    f"{campaign_b}) out of {len(res.rows)} comparisons (alpha = {alpha})"
-    + (f"; {len(res.differences)} setting(s) differ between the campaigns (see [Setup](#Setup))."
-       if len(res.differences) else "; the campaigns' recorded setups agree.")
-    + (f"\n\n**Each test's headline metric**, largest change first:\n\n{findings}" if findings else "")))
+display(
+    Markdown(
+        f"# {campaign_b} against {campaign_a}\n\n"
+        f"**{len(res.regressions)} regression(s)** (significant and beyond the threshold, or every run failed in "
+        f"{campaign_b}) out of {len(res.rows)} comparisons (alpha = {alpha})"
+        + (
+            f"; {len(res.differences)} setting(s) differ between the campaigns (see [Setup](#Setup))."
+            if len(res.differences)
+            else "; the campaigns' recorded setups agree."
+        )
+        + (f"\n\n**Each test's headline metric**, largest change first:\n\n{findings}" if findings else "")
+    )
+)
 
 # %%
 headline = res.rows.filter(family=compare.stats.PRIMARY)
 tested_headline = tested.filter(family=compare.stats.PRIMARY)
 if len(tested_headline):
     # each scenario in the colour the campaigns' own reports give it (the project's baseline first)
-    figures.forest(headline, baseline=campaign_a, colour_baseline=load_params(resolve("params.yaml")).analysis.baseline
-                   if resolve("params.yaml").exists() else None).show()
+    figures.forest(
+        headline,
+        baseline=campaign_a,
+        colour_baseline=load_params(resolve("params.yaml")).analysis.baseline
+        if resolve("params.yaml").exists()
+        else None,
+    ).show()
 
 # %%
-display(HTML(summary.rerun_box([campaign_a, campaign_b], [
-    (f"benchlib compare {campaign_a} {campaign_b}", "this comparison again, from the stored measurements")])))
+display(
+    HTML(
+        summary.rerun_box(
+            [campaign_a, campaign_b],
+            [(f"benchlib compare {campaign_a} {campaign_b}", "this comparison again, from the stored measurements")],
+        )
+    )
+)
 
 # %% [markdown]
 # ## Primary family: each test's headline metric
 
 # %%
 if len(tested_headline):
-    display(Markdown(f"{len(tested_headline)} comparisons, {tested_headline['correction'][0]} correction over them; "
-                     f"intervals at {100 * tested_headline['ci_level'][0]:.4g} %."))
+    display(
+        Markdown(
+            f"{len(tested_headline)} comparisons, {tested_headline['correction'][0]} correction over them; "
+            f"intervals at {100 * tested_headline['ci_level'][0]:.4g} %."
+        )
+    )
 if len(headline):
-    tables.show(tables.publication_table(compare.display_rows(headline).drop("family"), {"p_adj": "{:.3g}"},
-                                         verdict="verdict"))
+    tables.show(
+        tables.publication_table(compare.display_rows(headline).drop("family"), {"p_adj": "{:.3g}"}, verdict="verdict")
+    )
 
 # %% [markdown]
 # ## Geometric mean of the changes per test
@@ -95,18 +117,25 @@ if len(res.unmatched):
     display(Markdown("Measured in one campaign only, so not compared:"))
     tables.show(tables.publication_table(res.unmatched))
 if len(res.failed):
-    display(Markdown(f"Configurations with failed runs (`_base`: {campaign_a}); one whose every run failed in "
-                     f"{campaign_b} is a regression:"))
+    display(
+        Markdown(
+            f"Configurations with failed runs (`_base`: {campaign_a}); one whose every run failed in "
+            f"{campaign_b} is a regression:"
+        )
+    )
     tables.show(tables.publication_table(res.failed.drop("streams", "message_size")))
 
 # %%
-display(Markdown(
-    "## Method\n"
-    "Corrected within families: the primary family is each test's headline "
-    f"metric ({tested.filter(family=compare.stats.PRIMARY)['correction'].first() or correction}), every other "
-    "metric is in the Benjamini-Hochberg family of its kind (latency, CPU, other; FDR). The change's interval is "
-    "at the level its family's correction decided at, so that significant means the interval excludes 0. "
-    "Verdicts: `~ within noise` (not significant after correction), `negligible` (significant, but the "
-    "interval lies inside +/- the threshold), `inconclusive` (the test and the interval disagree), otherwise "
-    "the change in % with its interval and whether that is better or worse for the metric. MDE: the smallest "
-    "change each comparison detects with 80 % power at its n and spread."))
+display(
+    Markdown(
+        "## Method\n"
+        "Corrected within families: the primary family is each test's headline "
+        f"metric ({tested.filter(family=compare.stats.PRIMARY)['correction'].first() or correction}), every other "
+        "metric is in the Benjamini-Hochberg family of its kind (latency, CPU, other; FDR). The change's interval is "
+        "at the level its family's correction decided at, so that significant means the interval excludes 0. "
+        "Verdicts: `~ within noise` (not significant after correction), `negligible` (significant, but the "
+        "interval lies inside +/- the threshold), `inconclusive` (the test and the interval disagree), otherwise "
+        "the change in % with its interval and whether that is better or worse for the metric. MDE: the smallest "
+        "change each comparison detects with 80 % power at its n and spread."
+    )
+)

@@ -5,6 +5,7 @@ Builds the lab's host scenario with the three servers, runs the commands
 benchlib builds (plus the error cases a user meets), and saves stdout, stderr
 and the exit code exactly as the tools printed them.
 """
+
 import json
 import sys
 import time

@@ -7,6 +7,7 @@ error cases a user meets), and saves stdout, stderr and the exit code exactly
 as the tool printed them. Then, in host and veth-routed, records a 2 s TCP_RR
 with perf as a profiled run does and saves what `perf script` printed, gzipped.
 """
+
 import gzip
 import json
 import subprocess
@@ -56,7 +57,6 @@ def main() -> None:
         save("classic_output", lab.spawn("host", "client", argv), argv)
 
 
-
 def capture_perf(out: Path = PERF_OUT) -> None:
     """tcp_rr-<scenario>.script.gz: `perf script -F stacks.PERF_SCRIPT_FIELDS` of a TCP_RR's CPUs."""
     out.mkdir(parents=True, exist_ok=True)
@@ -73,8 +73,12 @@ def capture_perf(out: Path = PERF_OUT) -> None:
                 proc = lab.spawn(scenario, "client", inv.argv)
                 proc.communicate(timeout=60)
                 recorder.stop()
-                script = subprocess.run(["perf", "script", "-F", stacks.PERF_SCRIPT_FIELDS, "-i", str(recorder.data)],
-                                        capture_output=True, check=True, timeout=profiling.SCRIPT_TIMEOUT_S).stdout
+                script = subprocess.run(
+                    ["perf", "script", "-F", stacks.PERF_SCRIPT_FIELDS, "-i", str(recorder.data)],
+                    capture_output=True,
+                    check=True,
+                    timeout=profiling.SCRIPT_TIMEOUT_S,
+                ).stdout
             finally:
                 recorder.close()
             path = out / f"tcp_rr-{scenario}.script.gz"

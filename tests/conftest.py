@@ -1,4 +1,5 @@
 """Shared fixtures: the real lab (root, network namespaces, real netperf)."""
+
 from __future__ import annotations
 
 import os
@@ -72,8 +73,13 @@ def lab(lab_env):
 
 def lab_target(env, scenarios: list[str], tools: list[str] = ("netperf",)) -> LabTarget:
     """A lab told the servers and client commands of ``tools``, as `benchlib collect` builds it."""
-    return LabTarget(env, scenarios, servers=collectors.servers(tools), commands=collectors.client_commands(tools),
-                     log=lambda m: None)
+    return LabTarget(
+        env,
+        scenarios,
+        servers=collectors.servers(tools),
+        commands=collectors.client_commands(tools),
+        log=lambda m: None,
+    )
 
 
 def serving_lab(env, scenarios: list[str], tools: list[str] = ("netperf",)):
@@ -90,8 +96,17 @@ def project_copy(tmp_path) -> Path:
     """A copy of the project (code, pipelines, dvc.yaml) to run campaigns in."""
     dst = tmp_path / "project"
     dst.mkdir()
-    for name in ("benchlib", "pipelines", "notebooks", "scripts", "data/reference", "dvc.yaml", "params.yaml",
-                 "pyproject.toml", ".dvcignore"):
+    for name in (
+        "benchlib",
+        "pipelines",
+        "notebooks",
+        "scripts",
+        "data/reference",
+        "dvc.yaml",
+        "params.yaml",
+        "pyproject.toml",
+        ".dvcignore",
+    ):
         src = REPO / name
         if src.is_dir():
             shutil.copytree(src, dst / name, ignore=shutil.ignore_patterns("__pycache__", "*.ipynb"))
@@ -122,21 +137,42 @@ RR = {"tool": "netperf", "kind": "TCP_RR", "duration_s": 1, "message_size": 1}
 def write_params(project: Path, campaign: str, repetitions: int, name: str = "params.yaml") -> Path:
     """A params file in ``project``: one 1 s TCP_RR on the lab's host scenario, the rest defaults."""
     path = project / name
-    path.write_text(yaml.safe_dump({
-        "experiment": {"campaign": campaign, "environments": ["local-lab"], "repetitions": repetitions,
-                       "seed": 1, "cpu_trim_s": 0.2, "retries": 0},
-        "tests": {"rr": RR}, "environments": {"local-lab": {"scenarios": ["host"]}}}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "experiment": {
+                    "campaign": campaign,
+                    "environments": ["local-lab"],
+                    "repetitions": repetitions,
+                    "seed": 1,
+                    "cpu_trim_s": 0.2,
+                    "retries": 0,
+                },
+                "tests": {"rr": RR},
+                "environments": {"local-lab": {"scenarios": ["host"]}},
+            }
+        )
+    )
     return path
 
 
 def short_params(campaign: str, scenarios: list[str], tests: dict, repetitions: int = 2, retries: int = 1):
     from benchlib.config import Params
-    return Params.model_validate({
-        "experiment": {"campaign": campaign, "environments": ["local-lab"], "repetitions": repetitions,
-                       "seed": 7, "cpu_trim_s": 0.2, "retries": retries},
-        "tests": tests,
-        "environments": {"local-lab": {"scenarios": scenarios}},
-    })
+
+    return Params.model_validate(
+        {
+            "experiment": {
+                "campaign": campaign,
+                "environments": ["local-lab"],
+                "repetitions": repetitions,
+                "seed": 7,
+                "cpu_trim_s": 0.2,
+                "retries": retries,
+            },
+            "tests": tests,
+            "environments": {"local-lab": {"scenarios": scenarios}},
+        }
+    )
 
 
 SHORT_TESTS = {
@@ -151,13 +187,12 @@ def short_campaign(tmp_path_factory, lab_env):
     require_root()
     from benchlib import record
     from benchlib.plan import plan_environment
+
     raw = tmp_path_factory.mktemp("raw")
     params = short_params("short", ["host", "bridge"], SHORT_TESTS)
     plan = plan_environment(params, "local-lab")
-    counts = runner.run_environment(params, plan, lab_target(lab_env, plan.scenarios),
-                                    raw_root=raw, log=lambda m: None)
-    return {"raw": raw, "params": params, "plan": plan, "counts": counts,
-            "dir": record.campaign_dir("short", raw)}
+    counts = runner.run_environment(params, plan, lab_target(lab_env, plan.scenarios), raw_root=raw, log=lambda m: None)
+    return {"raw": raw, "params": params, "plan": plan, "counts": counts, "dir": record.campaign_dir("short", raw)}
 
 
 def project_with_environment(tmp_path, monkeypatch, name: str, environment_yaml: str) -> Path:

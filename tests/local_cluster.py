@@ -1,5 +1,6 @@
 """The local cluster of scripts/k8s-local-cluster.sh, as the cluster tests reach it: its script,
 its nodes' network namespaces (named after the nodes), and what a `down` must leave behind."""
+
 from __future__ import annotations
 
 import ipaddress
@@ -18,29 +19,49 @@ NETPERF = collectors.servers(["netperf"])
 CLUSTER = REPO / "scripts" / "k8s-local-cluster.sh"
 STATE = Path("/var/lib/benchlib-k8s")
 SERVICE_CIDR = ipaddress.ip_network(CLUSTER_SERVICE_CIDR)
+
+
 def cluster_script(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     return subprocess.run(["bash", str(CLUSTER), *args], capture_output=True, text=True, timeout=timeout)
 
 
 def k8s_env(scenarios: dict | None = None, **settings) -> Environment:
-    return Environment.model_validate({
-        "name": "k8s-test", "description": "the local two-node cluster", "target": "kubernetes",
-        "cpus": {"client": [0], "server": [1]},
-        "kubernetes": {"kubeconfig": str(STATE / "runner.kubeconfig"), "image": "localhost/benchlib/bench:1",
-                       "image_pull_policy": "Never", "pod_ready_timeout_s": 60, **settings},
-        "scenarios": scenarios or {
-            "pod-to-pod": {"description": "two nodes", "placement": "pod-to-pod",
-                           "apply": ["echo switched > switched.txt"], "ready": ["test -s switched.txt"],
-                           "record": {"kernel": "uname -r"}, "settings": {"cni": "bridge"}},
-            "same-node": {"description": "one node", "placement": "same-node"},
-            "host-network": {"description": "node to node", "placement": "host-network"},
-            "service": {"description": "through a ClusterIP", "placement": "service"}}})
+    return Environment.model_validate(
+        {
+            "name": "k8s-test",
+            "description": "the local two-node cluster",
+            "target": "kubernetes",
+            "cpus": {"client": [0], "server": [1]},
+            "kubernetes": {
+                "kubeconfig": str(STATE / "runner.kubeconfig"),
+                "image": "localhost/benchlib/bench:1",
+                "image_pull_policy": "Never",
+                "pod_ready_timeout_s": 60,
+                **settings,
+            },
+            "scenarios": scenarios
+            or {
+                "pod-to-pod": {
+                    "description": "two nodes",
+                    "placement": "pod-to-pod",
+                    "apply": ["echo switched > switched.txt"],
+                    "ready": ["test -s switched.txt"],
+                    "record": {"kernel": "uname -r"},
+                    "settings": {"cni": "bridge"},
+                },
+                "same-node": {"description": "one node", "placement": "same-node"},
+                "host-network": {"description": "node to node", "placement": "host-network"},
+                "service": {"description": "through a ClusterIP", "placement": "service"},
+            },
+        }
+    )
 
 
 def in_node(node: str, *argv: str) -> str:
     # the local cluster names each node's network namespace after the node
-    return subprocess.run(["nsenter", f"--net=/run/netns/{node}", *argv],
-                          capture_output=True, text=True, check=True).stdout
+    return subprocess.run(
+        ["nsenter", f"--net=/run/netns/{node}", *argv], capture_output=True, text=True, check=True
+    ).stdout
 
 
 def wire_packets(node: str) -> tuple[int, int]:
@@ -67,11 +88,16 @@ def execd_commands() -> list[str]:
 
 def leftovers() -> list[str]:
     """Everything a cluster leaves on the host, by kind; empty after a clean `down`."""
-    left = [f"netns {n}" for n in subprocess.run(["ip", "netns", "list"], capture_output=True,
-                                                 text=True).stdout.split() if n.startswith("bk8s-")]
+    left = [
+        f"netns {n}"
+        for n in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
+        if n.startswith("bk8s-")
+    ]
     left += [f"mount {line.split()[1]}" for line in open("/proc/self/mounts") if str(STATE) in line]
-    left += [f"process {p}" for p in subprocess.run(["pgrep", "-af", str(STATE)], capture_output=True,
-                                                    text=True).stdout.splitlines()]
+    left += [
+        f"process {p}"
+        for p in subprocess.run(["pgrep", "-af", str(STATE)], capture_output=True, text=True).stdout.splitlines()
+    ]
     left += [f"cgroup {c}" for c in Path("/sys/fs/cgroup").glob("*/bk8s-node*")]
     left += [f"path {p}" for p in (STATE, Path("/var/lib/kubelet/device-plugins/kubelet.sock")) if p.exists()]
     logs = Path("/var/log/containers")

@@ -2,6 +2,7 @@
 
 No timing target is asserted here: BENCHMARKS.md reports those.
 """
+
 import json
 import re
 import sys
@@ -38,8 +39,12 @@ def test_scale_measures_parse_and_analysis(tmp_path):
     assert list(parsed["timings"]) == ["parse: read records + write parquet"]
     analysed = scale.measure_analysis(tmp_path / "out")
     assert (analysed["runs"], analysed["metric_rows"]) == (parsed["runs"], parsed["metric_rows"])
-    assert list(analysed["timings"]) == ["analysis: load + normalize", "analysis: summarize", "analysis: compare",
-                                        "analysis: resolution + CPU limit"]
+    assert list(analysed["timings"]) == [
+        "analysis: load + normalize",
+        "analysis: summarize",
+        "analysis: compare",
+        "analysis: resolution + CPU limit",
+    ]
 
 
 @pytest.mark.slow  # runs the scale benchmark's phases in child processes
@@ -55,6 +60,7 @@ def test_scale_prints_each_phase_measured_in_a_child_process(tmp_path, capsys):
 def test_scale_replicates_tables_as_one_larger_campaign(tmp_path):
     from benchlib import schema
     from benchlib.analysis import stats
+
     cdir = synth.generate(tmp_path / "raw", runs=200, scenarios=2, seed=5)
     tidy.parse_campaign(cdir, tmp_path / "one")
     assert scale.replicate(tmp_path / "one", 3, tmp_path / "three") == 600
@@ -73,18 +79,25 @@ def test_scale_replicates_tables_as_one_larger_campaign(tmp_path):
 
 def pl_run_id():
     import polars as pl
-    return pl.struct("environment", "scenario", "test", "block").map_elements(
-        lambda r: record.run_id(r["environment"], r["scenario"], r["test"], r["block"]),
-        return_dtype=pl.String).alias("run_id")
+
+    return (
+        pl.struct("environment", "scenario", "test", "block")
+        .map_elements(
+            lambda r: record.run_id(r["environment"], r["scenario"], r["test"], r["block"]), return_dtype=pl.String
+        )
+        .alias("run_id")
+    )
 
 
 def tidy_tables(out):
     from benchlib import schema
+
     return schema.read_runs(out / "runs.parquet"), schema.read_metrics(out / "metrics.parquet")
 
 
 def test_cpu_profiles_benchmark_parses_and_analyses(capsys):
     import cpu_profiles
+
     cpu_profiles.main(["--profiles", "20"])
     out = capsys.readouterr().out
     assert "profiles: 20 profiles (4 configurations x 5 runs)" in out

@@ -1,6 +1,7 @@
 """BIG TCP in the real lab: the GSO/GRO sizes are in effect on every link, and
 packets above 64 KiB really cross the wire; netkit is refused with the kernel's
 own words where the kernel lacks it."""
+
 import json
 import re
 import struct
@@ -29,8 +30,11 @@ def big_lab(lab_env):
 
 def wire_tx(node: str) -> tuple[int, int]:
     """(bytes, packets) node 1 has sent on the wire; a veth counts a GSO packet once, at its full size."""
-    stats = json.loads(subprocess.run(["ip", "-n", node, "-s", "-j", "link", "show", "dev", "eth0"],
-                                      capture_output=True, text=True, check=True).stdout)[0]["stats64"]["tx"]
+    stats = json.loads(
+        subprocess.run(
+            ["ip", "-n", node, "-s", "-j", "link", "show", "dev", "eth0"], capture_output=True, text=True, check=True
+        ).stdout
+    )[0]["stats64"]["tx"]
     return stats["bytes"], stats["packets"]
 
 
@@ -51,12 +55,18 @@ def test_every_link_holds_the_sizes(big_lab, scenario):
     for link in held:  # read back from the kernel, independently of the lab's own check
         ns, dev = link.split("/")
         if details["ip_family"] == 6:
-            info = json.loads(subprocess.run(["ip", "-n", ns, "-d", "-j", "link", "show", "dev", dev],
-                                             capture_output=True, text=True, check=True).stdout)[0]
+            info = json.loads(
+                subprocess.run(
+                    ["ip", "-n", ns, "-d", "-j", "link", "show", "dev", dev], capture_output=True, text=True, check=True
+                ).stdout
+            )[0]
             assert (info["gso_max_size"], info["gro_max_size"]) == (SIZE[scenario],) * 2
         else:
-            index = json.loads(subprocess.run(["ip", "-n", ns, "-j", "link", "show", "dev", dev],
-                                              capture_output=True, text=True, check=True).stdout)[0]["ifindex"]
+            index = json.loads(
+                subprocess.run(
+                    ["ip", "-n", ns, "-j", "link", "show", "dev", dev], capture_output=True, text=True, check=True
+                ).stdout
+            )[0]["ifindex"]
             assert lab.rtnl.ipv4_big_tcp(ns, index) == (SIZE[scenario],) * 2
 
 
@@ -91,8 +101,10 @@ def test_ipv4_big_packets_are_seen_by_tcpdump_on_the_wire(big_lab, tmp_path):
     tcpdump reports at most 64 KiB per packet, so the device counters above are the witness.)"""
     node1 = big_lab.placement("big-tcp-ipv4").details["nodes"][1]
     pcap = tmp_path / "wire.pcap"
-    cap = subprocess.Popen(["ip", "netns", "exec", node1, "tcpdump", "-i", "eth0", "-s", "96", "-U", "-w", str(pcap),
-                            "tcp"], stderr=subprocess.PIPE)
+    cap = subprocess.Popen(
+        ["ip", "netns", "exec", node1, "tcpdump", "-i", "eth0", "-s", "96", "-U", "-w", str(pcap), "tcp"],
+        stderr=subprocess.PIPE,
+    )
     time.sleep(1)  # tcpdump attaches
     try:
         stream(big_lab, "big-tcp-ipv4", 1)

@@ -4,6 +4,7 @@ record, byte for byte, and its parser decides what they mean; no reader thread d
 The runner here is the real one, and so are the client processes: a target on this machine whose
 client command is a stand-in for one netperf invocation (`cat` of what netperf printed, with bytes
 added that are not UTF-8). No lab is built, so the machine lock is not needed."""
+
 import platform
 import threading
 
@@ -54,8 +55,16 @@ class StandIn(Target):
         if argv == netperf.VERSION_COMMAND:
             return LocalProcess(["echo", "Netperf version 2.7.0"])
         code = PRINTED[scenario][2]
-        return LocalProcess(["sh", "-c", f'cat "$1"; cat "$2" >&2; exit {code}', "sh",
-                             self.scratch / f"{scenario}.out", self.scratch / f"{scenario}.err"])
+        return LocalProcess(
+            [
+                "sh",
+                "-c",
+                f'cat "$1"; cat "$2" >&2; exit {code}',
+                "sh",
+                self.scratch / f"{scenario}.out",
+                self.scratch / f"{scenario}.err",
+            ]
+        )
 
     def cpu_snapshot(self, scenario, side):
         return cpu.read_local()
@@ -72,13 +81,17 @@ def thread_deaths(monkeypatch):
     return died
 
 
-def test_bytes_that_are_not_utf8_are_recorded_as_printed_and_judged_by_the_parser(tmp_path, lab_env,
-                                                                                   thread_deaths):
+def test_bytes_that_are_not_utf8_are_recorded_as_printed_and_judged_by_the_parser(tmp_path, lab_env, thread_deaths):
     params = short_params("bytes", list(PRINTED), {"rr": RR}, repetitions=1, retries=0)
     plan = plan_environment(params, "local-lab")
     (tmp_path / "scratch").mkdir()
-    counts = runner.run_environment(params, plan, StandIn(lab_env, plan.scenarios, tmp_path / "scratch"),
-                                    raw_root=tmp_path / "raw", log=lambda m: None)
+    counts = runner.run_environment(
+        params,
+        plan,
+        StandIn(lab_env, plan.scenarios, tmp_path / "scratch"),
+        raw_root=tmp_path / "raw",
+        log=lambda m: None,
+    )
     assert counts["ok"] == 1 and counts["failed"] == 2, counts
     assert thread_deaths == []
     cdir = record.campaign_dir("bytes", tmp_path / "raw")
@@ -109,19 +122,44 @@ def test_bytes_that_are_not_utf8_are_recorded_as_printed_and_judged_by_the_parse
 # Every parser, on what its tool printed (captured): (tool, output, kind, a stray byte where it reads
 # nothing, a byte in a field it needs, what its ParseError names)
 STRAY_BYTES = [
-    ("dns", "udp_1000", "DNS_UDP", (b"Started at: Sat", b"Started at: S\xe4t"),
-     (b"> NOERROR", b"> NOERR\xff"), "query line 8"),
-    ("dns", "udp_1000", "DNS_UDP", (b"Started at: Sat", b"Started at: S\xe4t"),
-     (b"second:   999.9", b"second:   999.9\xff"), "Queries per second"),
-    ("fortio", "keepalive_1000", "HTTP", (b"echo , vm", b"echo , \xff\xfe"),
-     (b'"RunType": "HTTP"', b'"RunType": "HTTP\xff"'), "RunType"),
-    ("iperf3", "tcp_stream", "TCP_STREAM", (b'"3qpjx', b'"\xff3qpjx'),
-     (b'"protocol":\t"TCP"', b'"protocol":\t"TC\xff"'), "protocol"),
+    (
+        "dns",
+        "udp_1000",
+        "DNS_UDP",
+        (b"Started at: Sat", b"Started at: S\xe4t"),
+        (b"> NOERROR", b"> NOERR\xff"),
+        "query line 8",
+    ),
+    (
+        "dns",
+        "udp_1000",
+        "DNS_UDP",
+        (b"Started at: Sat", b"Started at: S\xe4t"),
+        (b"second:   999.9", b"second:   999.9\xff"),
+        "Queries per second",
+    ),
+    (
+        "fortio",
+        "keepalive_1000",
+        "HTTP",
+        (b"echo , vm", b"echo , \xff\xfe"),
+        (b'"RunType": "HTTP"', b'"RunType": "HTTP\xff"'),
+        "RunType",
+    ),
+    (
+        "iperf3",
+        "tcp_stream",
+        "TCP_STREAM",
+        (b'"3qpjx', b'"\xff3qpjx'),
+        (b'"protocol":\t"TCP"', b'"protocol":\t"TC\xff"'),
+        "protocol",
+    ),
 ]
 
 
-@pytest.mark.parametrize("tool,name,kind,harmless,needed,names", STRAY_BYTES,
-                         ids=[f"{c[0]}-{c[5]}" for c in STRAY_BYTES])
+@pytest.mark.parametrize(
+    "tool,name,kind,harmless,needed,names", STRAY_BYTES, ids=[f"{c[0]}-{c[5]}" for c in STRAY_BYTES]
+)
 def test_each_parser_decides_what_a_byte_that_is_not_utf8_means(tool, name, kind, harmless, needed, names):
     printed = (FIXTURES / tool / f"{name}.stdout").read_bytes()
     parse = get(tool).parse

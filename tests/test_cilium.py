@@ -6,6 +6,7 @@ node's network namespace and a private mount namespace. Every check reads
 Cilium's own state (its service map, its conntrack table, its devices) or the
 kernel's (BPF programs on cgroups, packets on the wire). Nothing is faked.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -49,14 +50,15 @@ def unified_cgroup() -> Path:
 
 def cilium_cgroups() -> set[str]:
     """Every cgroup (relative to the cgroup2 root, "/" for the root) with a Cilium program attached."""
-    tree = subprocess.run(["bpftool", "cgroup", "tree", str(unified_cgroup())], capture_output=True, text=True,
-                          check=True).stdout
+    tree = subprocess.run(
+        ["bpftool", "cgroup", "tree", str(unified_cgroup())], capture_output=True, text=True, check=True
+    ).stdout
     found, current = set(), None
     for line in tree.splitlines():
         if line.startswith("/"):
             current = line.split()[0]
         elif "cil_" in line and current is not None:
-            found.add("/" + current[len(str(unified_cgroup())):].lstrip("/"))
+            found.add("/" + current[len(str(unified_cgroup())) :].lstrip("/"))
     return found
 
 
@@ -73,18 +75,30 @@ def cilium_dbg(node: int, *args: str) -> str:
 
 
 def cilium_env(scenarios: dict) -> Environment:
-    return Environment.model_validate({
-        "name": "cilium-test", "description": "the local two-node cluster with Cilium", "target": "kubernetes",
-        "cpus": {"client": [0], "server": [1]},
-        "kubernetes": {"kubeconfig": str(STATE / "runner.kubeconfig"), "image": "localhost/benchlib/bench:1",
-                       "image_pull_policy": "Never", "pod_ready_timeout_s": 120},
-        "scenarios": scenarios})
+    return Environment.model_validate(
+        {
+            "name": "cilium-test",
+            "description": "the local two-node cluster with Cilium",
+            "target": "kubernetes",
+            "cpus": {"client": [0], "server": [1]},
+            "kubernetes": {
+                "kubeconfig": str(STATE / "runner.kubeconfig"),
+                "image": "localhost/benchlib/bench:1",
+                "image_pull_policy": "Never",
+                "pod_ready_timeout_s": 120,
+            },
+            "scenarios": scenarios,
+        }
+    )
 
 
 def count_packets(node: str, bpf_filter: str, during) -> int:
     """Packets matching a capture filter on the node's end of the wire while `during()` runs."""
-    capture = subprocess.Popen(["nsenter", f"--net=/run/netns/{node}", "tcpdump", "-i", "wire0", "-nn", "-q",
-                                "-w", "/dev/null", bpf_filter], stderr=subprocess.PIPE, text=True)
+    capture = subprocess.Popen(
+        ["nsenter", f"--net=/run/netns/{node}", "tcpdump", "-i", "wire0", "-nn", "-q", "-w", "/dev/null", bpf_filter],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     threading.Event().wait(1)  # tcpdump attaches
     try:
         during()
@@ -134,9 +148,25 @@ def launch_scratch(tmp_path):
 
 
 def launch(run_dir: Path, cgroup_dir: Path, node_cgroup: str, netns: str, *argv: str):
-    return subprocess.run(["unshare", "--mount", "--propagation", "slave", "--", "sh", str(LAUNCHER),
-                           str(run_dir), str(cgroup_dir), node_cgroup, netns, *argv],
-                          capture_output=True, text=True, timeout=30)
+    return subprocess.run(
+        [
+            "unshare",
+            "--mount",
+            "--propagation",
+            "slave",
+            "--",
+            "sh",
+            str(LAUNCHER),
+            str(run_dir),
+            str(cgroup_dir),
+            node_cgroup,
+            netns,
+            *argv,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
 
 
 @pytest.mark.parametrize("given", ["root", "sibling"])
@@ -153,14 +183,17 @@ def test_the_launcher_refuses_an_agent_whose_cgroup_is_not_its_nodes(launch_scra
 
 def test_the_launcher_gives_the_agent_the_nodes_netns_and_private_mounts(launch_scratch):
     run_dir, netns, node, _ = launch_scratch
-    probe = ("readlink /proc/self/ns/net; stat -f -c %T /sys/fs/bpf; ls /run/cilium; "
-             "cat /proc/sys/kernel/timer_migration > /proc/sys/kernel/timer_migration || echo sysctl-read-only")
+    probe = (
+        "readlink /proc/self/ns/net; stat -f -c %T /sys/fs/bpf; ls /run/cilium; "
+        "cat /proc/sys/kernel/timer_migration > /proc/sys/kernel/timer_migration || echo sysctl-read-only"
+    )
     (run_dir / "from-the-node").write_text("")
     done = launch(run_dir, node, f"/{node.name}", netns, "sh", "-c", probe)
     assert done.returncode == 0, done.stderr
     out = done.stdout.split()
-    node_ns = subprocess.run(["ip", "netns", "exec", netns, "readlink", "/proc/self/ns/net"], capture_output=True,
-                             text=True, check=True).stdout.strip()
+    node_ns = subprocess.run(
+        ["ip", "netns", "exec", netns, "readlink", "/proc/self/ns/net"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     assert out[0] == node_ns != os.readlink("/proc/self/ns/net")
     assert out[1] == "bpf_fs" and "from-the-node" in out and "sysctl-read-only" in out
     # and none of it is seen outside: the machine's /run/cilium does not show the node's directory
@@ -170,8 +203,12 @@ def test_the_launcher_gives_the_agent_the_nodes_netns_and_private_mounts(launch_
 def test_socket_lb_is_on_the_nodes_cgroups_only_and_no_machine_wide_setting_changes(cilium):
     assert cilium_cgroups() == {"/bk8s-node1", "/bk8s-node2"}  # never "/": every process of the machine
     for node in (1, 2):
-        attached = subprocess.run(["bpftool", "cgroup", "show", str(unified_cgroup() / f"bk8s-node{node}")],
-                                  capture_output=True, text=True, check=True).stdout
+        attached = subprocess.run(
+            ["bpftool", "cgroup", "show", str(unified_cgroup() / f"bk8s-node{node}")],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         assert "cil_sock4_connect" in attached
     assert sysctls(GLOBAL_SYSCTLS) == cilium
     # the agents' sockets, state and the CNI plugin's delete queue are in each node's own /run/cilium
@@ -196,22 +233,23 @@ def test_pods_get_cilium_addresses_and_the_wire_shows_the_routing_mode(cilium, r
             assert ip in [a.get("ipv4") for e in endpoints for a in e["status"]["networking"]["addressing"]]
         server_ip = pl.details["server_pod_ip"]
         result = {}
-        vxlan = count_packets(pl.client_node, "udp port 8472",
-                              lambda: result.update(run_tool(target, "pod-to-pod", "TCP_RR")))
+        vxlan = count_packets(
+            pl.client_node, "udp port 8472", lambda: result.update(run_tool(target, "pod-to-pod", "TCP_RR"))
+        )
         transactions = result["transaction_rate"] * 1  # a 1 s run
         if routing == "tunnel":  # every request crosses the wire inside a VXLAN packet
             assert vxlan >= transactions, (vxlan, transactions)
         else:  # the pods' own addresses on the wire, no encapsulation
-            plain = count_packets(pl.client_node, f"host {server_ip}",
-                                  lambda: result.update(run_tool(target, "pod-to-pod", "TCP_RR")))
+            plain = count_packets(
+                pl.client_node, f"host {server_ip}", lambda: result.update(run_tool(target, "pod-to-pod", "TCP_RR"))
+            )
             assert vxlan < 10 and plain >= result["transaction_rate"], (vxlan, plain, result)
 
 
 @pytest.mark.parametrize("lb", ["socket", "packet"])
 def test_a_cluster_ip_is_served_by_ciliums_load_balancer_without_kube_proxy(cilium, lb):
     switch("cilium", "--routing", "native", "--lb", lb)
-    env = cilium_env({"service": {"description": "ClusterIP", "placement": "service",
-                                  "programmed": [CILIUM_SYNCED]}})
+    env = cilium_env({"service": {"description": "ClusterIP", "placement": "service", "programmed": [CILIUM_SYNCED]}})
     with serving_cluster(env, "service") as target:
         pl = target.placement("service")
         node = int(pl.client_node[-1])
@@ -268,13 +306,22 @@ def test_campaign_on_the_shipped_cilium_environment_records_ciliums_state(cilium
     params = short_params("cilium", scenarios, tests, repetitions=1, retries=0)
     plan = Plan(environment=env, scenarios=scenarios, tests=params.tests)
     logs = []
-    counts = runner.run_environment(params, plan, KubernetesTarget(env, scenarios, NETPERF, log=logs.append),
-                                    raw_root=tmp_path / "raw", log=logs.append)
+    counts = runner.run_environment(
+        params,
+        plan,
+        KubernetesTarget(env, scenarios, NETPERF, log=logs.append),
+        raw_root=tmp_path / "raw",
+        log=logs.append,
+    )
     assert counts["ok"] == 3 and counts["failed"] == 0, (counts, logs)
     runs, metrics = tidy.build_tables(tmp_path / "raw" / "cilium")
     assert set(runs["outcome"]) == {"ok"}
-    metas = {s: json.loads((tmp_path / "raw" / "cilium" / "local-cilium" / s / "rr" / "r000" / "meta.json")
-                           .read_text())["placement"] for s in scenarios}
+    metas = {
+        s: json.loads((tmp_path / "raw" / "cilium" / "local-cilium" / s / "rr" / "r000" / "meta.json").read_text())[
+            "placement"
+        ]
+        for s in scenarios
+    }
     assert metas["bridge-iptables"]["scenario_record"]["pod_network"] == "bridge iptables - -"
     vxlan = metas["cilium-vxlan-ebpf"]["scenario_record"]
     assert vxlan["pod_network"] == "cilium none tunnel socket"

@@ -1,6 +1,7 @@
 """scripts/k8s-local-cluster.sh without a cluster: where its addresses come from, and its refusal to
 change the cluster under a running measurement. The script runs for real, against a lock directory and
 a state directory of the test's own (BENCHLIB_LOCK_DIR, BENCHLIB_K8S_STATE)."""
+
 from __future__ import annotations
 
 import ipaddress
@@ -21,8 +22,11 @@ CLUSTER = REPO / "scripts" / "k8s-local-cluster.sh"
 def shell_addresses() -> dict[str, str]:
     """The address variables as the cluster script's pieces see them after load_addresses."""
     names = ["WIRE_NET", "WIRE_PREFIX", "CLUSTER_CIDR", "NODE_CIDR_PREFIX", "SERVICE_CIDR", "API_SERVICE_IP"]
-    script = (f'set -eu; PROJECT={REPO}; . {REPO}/scripts/cluster/common.sh; load_addresses; '
-              + "; ".join(f'echo "{n}=${n}"' for n in names) + '; echo "NODE2=$(node_ip 2)"')
+    script = (
+        f"set -eu; PROJECT={REPO}; . {REPO}/scripts/cluster/common.sh; load_addresses; "
+        + "; ".join(f'echo "{n}=${n}"' for n in names)
+        + '; echo "NODE2=$(node_ip 2)"'
+    )
     out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True).stdout
     return dict(line.split("=", 1) for line in out.splitlines())
 
@@ -40,10 +44,15 @@ def test_the_cluster_scripts_take_their_addresses_from_benchlib():
 
 def test_the_cluster_plan_is_in_the_benchmark_range_and_apart_from_the_labs():
     benchmark = ipaddress.ip_network("198.18.0.0/15")
-    cluster = [ipaddress.ip_network(n) for n in (addresses.CLUSTER_WIRE, addresses.CLUSTER_POD_CIDR,
-                                                 addresses.CLUSTER_SERVICE_CIDR)]
-    lab = [ipaddress.ip_network(f"{addresses.NODE_IP[1]}/{addresses.NODE_PREFIX}", strict=False),
-           ipaddress.ip_network(addresses.POD_CIDR), LAB_SERVICE_CIDR]
+    cluster = [
+        ipaddress.ip_network(n)
+        for n in (addresses.CLUSTER_WIRE, addresses.CLUSTER_POD_CIDR, addresses.CLUSTER_SERVICE_CIDR)
+    ]
+    lab = [
+        ipaddress.ip_network(f"{addresses.NODE_IP[1]}/{addresses.NODE_PREFIX}", strict=False),
+        ipaddress.ip_network(addresses.POD_CIDR),
+        LAB_SERVICE_CIDR,
+    ]
     assert all(net.subnet_of(benchmark) for net in cluster)
     assert not [(a, b) for a in cluster for b in cluster + lab if a is not b and a.overlaps(b)]
 
@@ -60,7 +69,7 @@ def measurement(tmp_path):
             import subprocess, sys
             from pathlib import Path
             from benchlib import machine
-            with machine.exclusive("benchlib collect --env local-k8s (test)", Path({str(lock_dir / 'collect.lock')!r})):
+            with machine.exclusive("benchlib collect --env local-k8s (test)", Path({str(lock_dir / "collect.lock")!r})):
                 print("held", flush=True)
                 child = {list(child)!r}
                 if child:
@@ -69,8 +78,9 @@ def measurement(tmp_path):
                 else:
                     sys.stdin.read()
             """)
-        proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                text=True, env=env)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+        )
         assert proc.stdout.readline() == "held\n"
         return proc
 
@@ -80,8 +90,9 @@ def measurement(tmp_path):
     return hold, script
 
 
-@pytest.mark.parametrize("command", [["cni", "bridge"], ["cni", "cilium", "--routing", "native"],
-                                     ["proxy-mode", "nftables"]])
+@pytest.mark.parametrize(
+    "command", [["cni", "bridge"], ["cni", "cilium", "--routing", "native"], ["proxy-mode", "nftables"]]
+)
 def test_cni_and_proxy_mode_are_refused_while_another_process_measures(measurement, command):
     hold, script = measurement
     holder = hold()
@@ -91,8 +102,10 @@ def test_cni_and_proxy_mode_are_refused_while_another_process_measures(measureme
         holder.communicate("")
     assert refused.returncode == 1
     [line] = refused.stderr.splitlines()
-    assert line.startswith("k8s-local-cluster.sh: refused: a measurement is running "
-                           f"(pid {holder.pid}: benchlib collect --env local-k8s (test))"), line
+    assert line.startswith(
+        "k8s-local-cluster.sh: refused: a measurement is running "
+        f"(pid {holder.pid}: benchlib collect --env local-k8s (test))"
+    ), line
     # with the measurement over, the same command gets past the lock (and finds no cluster)
     after = script(*command)
     assert after.returncode == 1 and "no cluster is up" in after.stderr and "refused" not in after.stderr
@@ -109,6 +122,8 @@ def test_the_measurement_itself_may_switch_the_cluster(measurement):
 def test_bad_network_options_are_refused_before_any_lock(measurement):
     _, script = measurement
     bad = script("cni", "calico")
-    assert bad.returncode == 1 and bad.stderr.strip() == "k8s-local-cluster.sh: --cni calico: choose one of: bridge cilium"
+    assert (
+        bad.returncode == 1 and bad.stderr.strip() == "k8s-local-cluster.sh: --cni calico: choose one of: bridge cilium"
+    )
     bad = script("cni", "bridge", "--lb", "socket")
     assert bad.returncode == 1 and "--routing and --lb are Cilium's options" in bad.stderr

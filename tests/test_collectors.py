@@ -1,4 +1,5 @@
 """Every collector module provides what the runner and the tidy step call (collectors.Collector)."""
+
 import inspect
 import json
 
@@ -42,21 +43,44 @@ def _p(p: float) -> str:
     return f"p{p:g}"
 
 
-FORTIO_PERCENTILES = [(i, e["Percentile"]) for i, e in enumerate(
-    _captured_json("fortio", "keepalive_1000")["DurationHistogram"]["Percentiles"])]
+FORTIO_PERCENTILES = [
+    (i, e["Percentile"])
+    for i, e in enumerate(_captured_json("fortio", "keepalive_1000")["DurationHistogram"]["Percentiles"])
+]
 # (tool, captured output, kind, path to a field the parser reads, what its ParseError names)
 NEEDED = [
-    *[("iperf3", "tcp_stream", "TCP_STREAM", path, path[-1]) for path in
-      [("end", "sum_received", "bits_per_second"), ("end", "sum_sent", "retransmits"), ("end", "sum_received"),
-       ("end",), ("start", "test_start", "protocol"), ("start",)]],
-    *[("iperf3", "udp_bitrate", "UDP_STREAM", path, path[-1]) for path in
-      [("end", "sum", "lost_percent"), ("end", "sum", "jitter_ms"), ("end", "sum")]],
-    *[("fortio", "keepalive_1000", "HTTP", path, name) for path, name in
-      [(("ActualQPS",), "ActualQPS"), (("DurationHistogram", "Count"), "Count"), (("RetCodes", "200"), "200"),
-       (("RetCodes",), "RetCodes"), (("DurationHistogram", "Percentiles"), "Percentiles"),
-       (("DurationHistogram",), "DurationHistogram"), (("RunType",), "RunType"),
-       *[(("DurationHistogram", "Percentiles", i, "Value"), _p(p)) for i, p in FORTIO_PERCENTILES
-         if p in fortio.PERCENTILES]]],
+    *[
+        ("iperf3", "tcp_stream", "TCP_STREAM", path, path[-1])
+        for path in [
+            ("end", "sum_received", "bits_per_second"),
+            ("end", "sum_sent", "retransmits"),
+            ("end", "sum_received"),
+            ("end",),
+            ("start", "test_start", "protocol"),
+            ("start",),
+        ]
+    ],
+    *[
+        ("iperf3", "udp_bitrate", "UDP_STREAM", path, path[-1])
+        for path in [("end", "sum", "lost_percent"), ("end", "sum", "jitter_ms"), ("end", "sum")]
+    ],
+    *[
+        ("fortio", "keepalive_1000", "HTTP", path, name)
+        for path, name in [
+            (("ActualQPS",), "ActualQPS"),
+            (("DurationHistogram", "Count"), "Count"),
+            (("RetCodes", "200"), "200"),
+            (("RetCodes",), "RetCodes"),
+            (("DurationHistogram", "Percentiles"), "Percentiles"),
+            (("DurationHistogram",), "DurationHistogram"),
+            (("RunType",), "RunType"),
+            *[
+                (("DurationHistogram", "Percentiles", i, "Value"), _p(p))
+                for i, p in FORTIO_PERCENTILES
+                if p in fortio.PERCENTILES
+            ],
+        ]
+    ],
 ]
 WRONG = ["12", "", [1.5], {"a": 1}, None, True, float("nan"), float("inf"), -1, 10**400]
 
@@ -69,12 +93,19 @@ def _at(doc, path):
 
 # every wrong value at every field, but an object where an object belongs (RetCodes without a 200:
 # every request failed, which the parser counts)
-WRONG_FIELDS = [(*case, wrong) for case in NEEDED for wrong in WRONG
-                if not isinstance(wrong, dict) or not isinstance(_at(_captured_json(case[0], case[1]), case[3]), dict)]
+WRONG_FIELDS = [
+    (*case, wrong)
+    for case in NEEDED
+    for wrong in WRONG
+    if not isinstance(wrong, dict) or not isinstance(_at(_captured_json(case[0], case[1]), case[3]), dict)
+]
 
 
-@pytest.mark.parametrize("tool,name,kind,path,names,wrong", WRONG_FIELDS,
-                         ids=[f"{t}-{'.'.join(map(str, p))}-{w!r:.12}" for t, _, _, p, _, w in WRONG_FIELDS])
+@pytest.mark.parametrize(
+    "tool,name,kind,path,names,wrong",
+    WRONG_FIELDS,
+    ids=[f"{t}-{'.'.join(map(str, p))}-{w!r:.12}" for t, _, _, p, _, w in WRONG_FIELDS],
+)
 def test_a_wrong_value_where_a_parser_reads_is_a_parse_error_naming_the_field(tool, name, kind, path, names, wrong):
     doc = _captured_json(tool, name)
     _at(doc, path[:-1])[path[-1]] = wrong
@@ -90,10 +121,14 @@ def test_fortio_error_count_cannot_go_negative():
         fortio.parse("HTTP", [json.dumps(doc)])
 
 
-@pytest.mark.parametrize("tool,name,kind", [("iperf3", "tcp_stream", "TCP_STREAM"), ("fortio", "keepalive_1000", "HTTP")])
+@pytest.mark.parametrize(
+    "tool,name,kind", [("iperf3", "tcp_stream", "TCP_STREAM"), ("fortio", "keepalive_1000", "HTTP")]
+)
 def test_json_that_python_refuses_beyond_syntax_is_a_parse_error(tool, name, kind):
     text = (FIXTURES / tool / f"{name}.stdout").read_text()
-    for bad in (text.replace("{", "{" + '"x": ' + "1" * 5000 + ",", 1),  # too many digits for int()
-                "[" * 100_000 + "]" * 100_000):  # deeper than the recursion limit
+    for bad in (
+        text.replace("{", "{" + '"x": ' + "1" * 5000 + ",", 1),  # too many digits for int()
+        "[" * 100_000 + "]" * 100_000,
+    ):  # deeper than the recursion limit
         with pytest.raises(ParseError, match="not JSON"):
             collectors.get(tool).parse(kind, [bad])

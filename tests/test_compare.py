@@ -1,6 +1,7 @@
 """`benchlib compare` on two real lab campaigns: the second with a long iptables rule chain in
 front of the veth-routed server, the host path unchanged. Short on purpose: 2 scenarios, one 1 s TCP_RR,
 6 blocks (the least with a 95 % CI and a verdict)."""
+
 from __future__ import annotations
 
 import json
@@ -30,18 +31,39 @@ LOCK_WAIT_S = 1800
 
 
 def benchlib(project: Path, *argv: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run([str(REPO / ".venv" / "bin" / "benchlib"), *argv], cwd=project, env=venv_env(),
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [str(REPO / ".venv" / "bin" / "benchlib"), *argv],
+        cwd=project,
+        env=venv_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def params(project: Path, campaign: str, repetitions: int = 6) -> Path:
     path = project / f"params-{campaign}.yaml"
-    path.write_text(yaml.safe_dump({
-        "experiment": {"campaign": campaign, "environments": ["local-lab"], "repetitions": repetitions, "seed": 3,
-                       "cpu_trim_s": 0.2, "retries": 1},
-        "tests": {"rr": RR}, "environments": {"local-lab": {"scenarios": [SAME_SCENARIO, SLOW_SCENARIO]}},
-        "analysis": {"baseline": SAME_SCENARIO, "family_metrics": ["transaction_rate"],
-                     "threshold_pct": THRESHOLD_PCT}}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "experiment": {
+                    "campaign": campaign,
+                    "environments": ["local-lab"],
+                    "repetitions": repetitions,
+                    "seed": 3,
+                    "cpu_trim_s": 0.2,
+                    "retries": 1,
+                },
+                "tests": {"rr": RR},
+                "environments": {"local-lab": {"scenarios": [SAME_SCENARIO, SLOW_SCENARIO]}},
+                "analysis": {
+                    "baseline": SAME_SCENARIO,
+                    "family_metrics": ["transaction_rate"],
+                    "threshold_pct": THRESHOLD_PCT,
+                },
+            }
+        )
+    )
     return path
 
 
@@ -50,8 +72,9 @@ def collect(project: Path, campaign: str, repetitions: int) -> None:
     measurement holds the machine, wait for it."""
     deadline = time.monotonic() + LOCK_WAIT_S
     while True:
-        done = benchlib(project, "--params", str(params(project, campaign, repetitions)), "collect", "--env",
-                        "local-lab")
+        done = benchlib(
+            project, "--params", str(params(project, campaign, repetitions)), "collect", "--env", "local-lab"
+        )
         if done.returncode == 2 and "another measurement runs" in done.stderr and time.monotonic() < deadline:
             time.sleep(10)
             continue
@@ -74,8 +97,10 @@ def project(tmp_path_factory) -> Path:
     (root / "dvc.yaml").write_text("stages: {}\n")
     env_file = root / "pipelines" / "local-lab" / "environment.yaml"
     env = yaml.safe_load(env_file.read_text())
-    slow = {**env, "scenarios": {**env["scenarios"],
-                                 SLOW_SCENARIO: {**env["scenarios"][SLOW_SCENARIO], "filter_rules": RULES}}}
+    slow = {
+        **env,
+        "scenarios": {**env["scenarios"], SLOW_SCENARIO: {**env["scenarios"][SLOW_SCENARIO], "filter_rules": RULES}},
+    }
     for blocks in (2, 4, 6):
         for campaign, environment in (("cmp-a", env), ("cmp-b", slow)):
             env_file.write_text(yaml.safe_dump(environment, sort_keys=False))
@@ -85,19 +110,27 @@ def project(tmp_path_factory) -> Path:
 
 def test_a_slower_path_is_a_regression_the_gate_fails_on(project):
     junit = project / "compare.xml"
-    done = benchlib(project, "--params", str(params(project, "cmp-b")), "compare", "cmp-a", "cmp-b",
-                    "--junit", str(junit), "--json")
+    done = benchlib(
+        project, "--params", str(params(project, "cmp-b")), "compare", "cmp-a", "cmp-b", "--junit", str(junit), "--json"
+    )
     assert done.returncode == 1, done.stderr[-3000:]  # 1: a significant regression beyond the threshold
     out = json.loads(done.stdout)
     rate = {r["scenario"]: r for r in out["comparisons"] if r["metric"] == "transaction_rate"}
     slow, same = rate[SLOW_SCENARIO], rate[SAME_SCENARIO]
     assert slow["regression"] and slow["verdict"].endswith(" worse"), slow
     assert slow["delta_pct"] < -THRESHOLD_PCT and slow["p_adj"] < 0.05 and slow["correction"] == "Holm", slow
-    assert not same["regression"], {k: same[k] for k in ("median", "median_base", "delta_pct", "delta_low",
-                                                        "delta_high", "p_adj", "verdict")}
+    assert not same["regression"], {
+        k: same[k] for k in ("median", "median_base", "delta_pct", "delta_low", "delta_high", "p_adj", "verdict")
+    }
     assert out["regressions"] >= 1
-    assert out["differences"] == [{"field": "placement.filter_rules", "value_a": compare.NOT_RECORDED,
-                                   "value_b": str(2 * RULES), "where": f"local-lab/{SLOW_SCENARIO}/rr"}]
+    assert out["differences"] == [
+        {
+            "field": "placement.filter_rules",
+            "value_a": compare.NOT_RECORDED,
+            "value_b": str(2 * RULES),
+            "where": f"local-lab/{SLOW_SCENARIO}/rr",
+        }
+    ]
 
     suite = ET.parse(junit).getroot()
     cases = {(c.get("classname"), c.get("name")): c for c in suite.iter("testcase")}
@@ -169,8 +202,10 @@ def test_a_configuration_failed_in_every_run_of_b_is_a_regression(project):
     """cmp-a's records as B with every veth-routed run failed and two host runs failed: the veth-routed
     configuration is a regression (exit 1, a failing JUnit case), not a row that disappears, and the
     host rows say how many runs failed. The same campaign as A is no regression."""
+
     def some_fail(meta):
         return failed(meta) if meta["scenario"] == SLOW_SCENARIO or meta["block"] < 2 else meta
+
     copy_campaign(project, "cmp-a", "cmp-a-failing", some_fail)
     junit = project / "failing.xml"
     done, out = compare_json(project, "cmp-a", "cmp-a-failing", "--junit", str(junit))
@@ -183,7 +218,9 @@ def test_a_configuration_failed_in_every_run_of_b_is_a_regression(project):
     host = [r for r in out["comparisons"] if r["scenario"] == SAME_SCENARIO]
     assert host and all((r["failed_runs"], r["runs"], r["failed_runs_base"]) == (2, 6, 0) for r in host), host
     assert {(f["scenario"], f["runs"], f["failed_runs"]) for f in out["failed_runs"]} == {
-        (SAME_SCENARIO, 6, 2), (SLOW_SCENARIO, 6, 6)}
+        (SAME_SCENARIO, 6, 2),
+        (SLOW_SCENARIO, 6, 6),
+    }
 
     suite, cases = junit_cases(junit)
     case = cases[(f"local-lab.{SLOW_SCENARIO}.rr", "transaction_rate")]
@@ -194,8 +231,9 @@ def test_a_configuration_failed_in_every_run_of_b_is_a_regression(project):
     assert props["failed_runs"] == "2" and props["runs"] == "6", props
     assert host_case.find("failure") is None and "2 of 6 runs failed in B" in ET.tostring(host_case, "unicode")
 
-    text = benchlib(project, "--params", str(params(project, "cmp-a")), "compare", "cmp-a", "cmp-a-failing",
-                    "--no-html")
+    text = benchlib(
+        project, "--params", str(params(project, "cmp-a")), "compare", "cmp-a", "cmp-a-failing", "--no-html"
+    )
     assert text.returncode == 1
     assert f"local-lab/{SLOW_SCENARIO}/rr transaction_rate [primary]: every run failed in B (6 of 6" in text.stdout
     assert "Failed runs" in text.stdout and "1 regression(s)" in text.stdout, text.stdout
@@ -211,10 +249,12 @@ def test_a_collapse_to_zero_is_a_regression(project):
     """cmp-a's records as B with the host path's transactions/s set to 0 in netperf's own output: a
     higher-is-better metric fallen to 0 is worse by -100 % (not "median ratio undefined", exit 0); the same
     host runs' median latency at 0 (lower is better) is better, no regression."""
+
     def to_zero(rec, meta):
         if meta["scenario"] == SAME_SCENARIO:
             out = rec / "stdout-0.txt"
             out.write_text(re.sub(r"(?m)^(THROUGHPUT|P50_LATENCY)=.*$", r"\1=0", out.read_text()))
+
     copy_campaign(project, "cmp-a", "cmp-a-zero", outputs=to_zero)
     junit = project / "zero.xml"
     done, out = compare_json(project, "cmp-a", "cmp-a-zero", "--junit", str(junit))
@@ -235,6 +275,7 @@ def test_setup_differences_reach_junit_and_strict_setup_fails_on_them(project):
     def other_machine(meta):
         meta["target"]["machine"]["cpu_model"] = "another CPU"
         return meta
+
     copy_campaign(project, "cmp-a", "cmp-a-cpu", other_machine)
     junit = project / "setup.xml"
     done, out = compare_json(project, "cmp-a", "cmp-a-cpu", "--junit", str(junit))
@@ -248,22 +289,23 @@ def test_setup_differences_reach_junit_and_strict_setup_fails_on_them(project):
     done, out = compare_json(project, "cmp-a", "cmp-a-cpu", "--junit", str(junit), "--strict-setup")
     assert done.returncode == 2 and out["setup_differs"], done.stderr
     last = done.stderr.splitlines()[-1]
-    assert last.startswith("benchlib: error: cmp-a vs cmp-a-cpu: the setup differs (--strict-setup): "
-                           "target.machine.cpu_model"), done.stderr
+    assert last.startswith(
+        "benchlib: error: cmp-a vs cmp-a-cpu: the setup differs (--strict-setup): target.machine.cpu_model"
+    ), done.stderr
     suite, cases = junit_cases(junit)
     assert cases[("setup", "target.machine.cpu_model")].find("failure") is not None
     assert suite.get("failures") == "1" and int(suite.get("tests")) == len(out["comparisons"]) + 1
 
-    same = benchlib(project, "--params", str(params(project, "cmp-a")), "compare", "cmp-a", "cmp-a", "--no-html",
-                    "--strict-setup")
+    same = benchlib(
+        project, "--params", str(params(project, "cmp-a")), "compare", "cmp-a", "cmp-a", "--no-html", "--strict-setup"
+    )
     assert same.returncode == 0 and not same.stderr.strip(), same.stderr  # nothing differs: nothing to fail
 
 
 def test_a_byte_copy_of_another_campaign_is_refused_naming_its_records(project):
     raw = project / "data" / "raw"
     shutil.copytree(raw / "cmp-a", raw / "cmp-a-bytes")  # cp -r: the records still say campaign cmp-a
-    done = benchlib(project, "--params", str(params(project, "cmp-a")), "compare", "cmp-a", "cmp-a-bytes",
-                    "--no-html")
+    done = benchlib(project, "--params", str(params(project, "cmp-a")), "compare", "cmp-a", "cmp-a-bytes", "--no-html")
     assert done.returncode == 2 and not done.stdout and done.stderr.count("\n") == 1, done.stderr
     first = record.find(raw / "cmp-a-bytes")[0]
     assert done.stderr.startswith("benchlib: error: campaign cmp-a-bytes: "), done.stderr
@@ -276,18 +318,28 @@ def test_metadata_diff_lists_what_changed_and_no_session_identifier(project, mon
     monkeypatch.chdir(project)
     a, b = load_campaign("cmp-a"), load_campaign("cmp-b")
     diff = compare.differences(a, b)
-    assert diff.rows() == [("placement.filter_rules", compare.NOT_RECORDED, str(2 * RULES),
-                            f"local-lab/{SLOW_SCENARIO}/rr")]
+    assert diff.rows() == [
+        ("placement.filter_rules", compare.NOT_RECORDED, str(2 * RULES), f"local-lab/{SLOW_SCENARIO}/rr")
+    ]
     # the two labs had different ids, namespaces and node names: none of them is a difference
     facts = a.facts
     lab_id = json.loads((Path(a.runs["record"][0]) / record.META).read_text())["target"]["lab_id"]
     assert not facts.filter(facts["value"].str.contains(lab_id, literal=True)).height
-    assert {"placement.mtu", "target.versions.kernel", "target.versions.netperf", "placement.client_cpus",
-            "target.machine.cpu_model", "target.machine.cpus", "test_params.duration_s"} <= set(facts["field"])
+    assert {
+        "placement.mtu",
+        "target.versions.kernel",
+        "target.versions.netperf",
+        "placement.client_cpus",
+        "target.machine.cpu_model",
+        "target.machine.cpus",
+        "test_params.duration_s",
+    } <= set(facts["field"])
+
     # the same campaign as if recorded on another machine: the machine is listed, nothing else
     def other_machine(meta):
         meta["target"]["machine"]["cpu_model"] = "another CPU"
         return meta
+
     copy_campaign(project, "cmp-a", "cmp-a-elsewhere", other_machine)
     moved = compare.differences(a, load_campaign("cmp-a-elsewhere"))
     assert set(moved["field"]) == {"target.machine.cpu_model"} and set(moved["value_b"]) == {"another CPU"}
@@ -298,6 +350,7 @@ def test_changed_test_parameters_are_refused_naming_them(project, monkeypatch):
         if meta["scenario"] == SAME_SCENARIO:
             meta["test_params"]["duration_s"] = 2.0
         return meta
+
     copy_campaign(project, "cmp-a", "cmp-a-2s", longer_rr)
     monkeypatch.chdir(project)
     a, b = load_campaign("cmp-a"), load_campaign("cmp-a-2s")
@@ -323,23 +376,34 @@ def test_bad_campaigns_are_one_line_errors_naming_them(project):
     copied = copy_campaign(project, "cmp-a", "cmp-copied")  # a record copied beside itself
     twin = record.find(copied)[0]
     shutil.copytree(twin, twin.with_name("r999"))
-    for other, says in (("cmp-nope", "no raw records"), ("cmp-empty", "no complete raw records"),
-                        ("cmp-broken", str(first)), ("cmp-holey", f"{lost}: incomplete record"),
-                        ("cmp-copied", f"{twin.with_name('r999')}: holds run")):
+    for other, says in (
+        ("cmp-nope", "no raw records"),
+        ("cmp-empty", "no complete raw records"),
+        ("cmp-broken", str(first)),
+        ("cmp-holey", f"{lost}: incomplete record"),
+        ("cmp-copied", f"{twin.with_name('r999')}: holds run"),
+    ):
         done = benchlib(project, "--params", str(params(project, "cmp-a")), "compare", "cmp-a", other, "--no-html")
         assert done.returncode == 2, done
         assert done.stderr.startswith(f"benchlib: error: campaign {other}: ") and says in done.stderr, done.stderr
         assert done.stderr.count("\n") == 1 and not done.stdout
 
 
-def test_a_campaign_from_another_git_revision_comes_through_dvc_or_says_how_to_fetch_it(project_copy, monkeypatch,
-                                                                                       tmp_path):
+def test_a_campaign_from_another_git_revision_comes_through_dvc_or_says_how_to_fetch_it(
+    project_copy, monkeypatch, tmp_path
+):
     require_root()
     write_params(project_copy, "rev-a", repetitions=2)
     deadline = time.monotonic() + LOCK_WAIT_S
     while True:
-        done = subprocess.run(["dvc", "repro", "collect@local-lab"], cwd=project_copy, env=venv_env(),
-                              capture_output=True, text=True, timeout=600)
+        done = subprocess.run(
+            ["dvc", "repro", "collect@local-lab"],
+            cwd=project_copy,
+            env=venv_env(),
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         if done.returncode and "another measurement runs" in done.stdout + done.stderr and time.monotonic() < deadline:
             time.sleep(10)
             continue
@@ -362,12 +426,19 @@ def test_a_campaign_from_another_git_revision_comes_through_dvc_or_says_how_to_f
     shutil.rmtree(project_copy / ".dvc" / "cache")
     done = benchlib(project_copy, "compare", "HEAD:rev-a", "HEAD:rev-a", "--no-html")
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and not done.stdout, done.stderr
-    assert done.stderr.startswith("benchlib: error: campaign HEAD:rev-a: data/raw/rev-a of revision HEAD is not "
-                                  "in the DVC cache and no DVC remote is configured: "), done.stderr
+    assert done.stderr.startswith(
+        "benchlib: error: campaign HEAD:rev-a: data/raw/rev-a of revision HEAD is not "
+        "in the DVC cache and no DVC remote is configured: "
+    ), done.stderr
     assert "`dvc remote add -d NAME URL`" in done.stderr and "dvc fetch" in done.stderr
     (tmp_path / "empty-remote").mkdir()
-    subprocess.run(["dvc", "remote", "add", "-d", "store", str(tmp_path / "empty-remote")], cwd=project_copy,
-                   env=venv_env(), check=True, capture_output=True)
+    subprocess.run(
+        ["dvc", "remote", "add", "-d", "store", str(tmp_path / "empty-remote")],
+        cwd=project_copy,
+        env=venv_env(),
+        check=True,
+        capture_output=True,
+    )
     done = benchlib(project_copy, "compare", "HEAD:rev-a", "HEAD:rev-a", "--no-html")
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert "is in neither the DVC cache nor the default remote 'store'" in done.stderr, done.stderr
@@ -375,10 +446,16 @@ def test_a_campaign_from_another_git_revision_comes_through_dvc_or_says_how_to_f
 
 def test_thresholds_per_metric_are_validated():
     from benchlib.config import Analysis
-    assert Analysis(threshold_pct={"throughput": 5, "default": 2}).compare_threshold() == {"throughput": 5.0,
-                                                                                          "default": 2.0}
+
+    assert Analysis(threshold_pct={"throughput": 5, "default": 2}).compare_threshold() == {
+        "throughput": 5.0,
+        "default": 2.0,
+    }
     assert Analysis(noise_band_pct=3).compare_threshold() == 3.0  # unset: the noise band
-    for bad, says in (({"thruput": 5, "default": 2}, "unknown metric"), ({"throughput": 5}, "'default'"),
-                      (-1, "[0, 1000)")):
+    for bad, says in (
+        ({"thruput": 5, "default": 2}, "unknown metric"),
+        ({"throughput": 5}, "'default'"),
+        (-1, "[0, 1000)"),
+    ):
         with pytest.raises(ValueError, match=re.escape(says)):
             Analysis(threshold_pct=bad)

@@ -1,4 +1,5 @@
 """params.yaml validation: bad input is rejected with the key and the allowed values."""
+
 import pytest
 import yaml
 
@@ -24,18 +25,24 @@ def test_default_params_are_valid_and_meet_the_statistics_floor():
     assert params.experiment.repetitions >= 6
 
 
-@pytest.mark.parametrize("mutate, expected", [
-    (lambda d: d["tests"]["tcp_rr"].update(duration_s=-1), "tests.tcp_rr.duration_s"),
-    (lambda d: d["tests"]["tcp_rr"].update(kind="UDP_RR"), "tests.tcp_rr.kind"),
-    (lambda d: d["tests"]["tcp_rr"].update(tool="ping"), "tests.tcp_rr.tool"),
-    (lambda d: d["tests"]["tcp_rr"].update(durations=3), "tests.tcp_rr.durations"),
-    (lambda d: d["tests"]["tcp_rr"].update(duration_s=2.5), "whole seconds"),
-    (lambda d: d["experiment"].update(repetitions=0), "experiment.repetitions"),
-    (lambda d: d["experiment"].pop("campaign"), "experiment.campaign"),
-    (lambda d: d["experiment"].update(campaign="has space"), "experiment.campaign"),
-    (lambda d: d["experiment"].update(cpu_trim_s=2), "s leaves no CPU window after trimming experiment.cpu_trim_s=2.0"),
-    (lambda d: d["environments"]["local-lab"].update(tests=["tcp_rrr"]), "unknown test 'tcp_rrr'"),
-])
+@pytest.mark.parametrize(
+    "mutate, expected",
+    [
+        (lambda d: d["tests"]["tcp_rr"].update(duration_s=-1), "tests.tcp_rr.duration_s"),
+        (lambda d: d["tests"]["tcp_rr"].update(kind="UDP_RR"), "tests.tcp_rr.kind"),
+        (lambda d: d["tests"]["tcp_rr"].update(tool="ping"), "tests.tcp_rr.tool"),
+        (lambda d: d["tests"]["tcp_rr"].update(durations=3), "tests.tcp_rr.durations"),
+        (lambda d: d["tests"]["tcp_rr"].update(duration_s=2.5), "whole seconds"),
+        (lambda d: d["experiment"].update(repetitions=0), "experiment.repetitions"),
+        (lambda d: d["experiment"].pop("campaign"), "experiment.campaign"),
+        (lambda d: d["experiment"].update(campaign="has space"), "experiment.campaign"),
+        (
+            lambda d: d["experiment"].update(cpu_trim_s=2),
+            "s leaves no CPU window after trimming experiment.cpu_trim_s=2.0",
+        ),
+        (lambda d: d["environments"]["local-lab"].update(tests=["tcp_rrr"]), "unknown test 'tcp_rrr'"),
+    ],
+)
 def test_bad_params_name_the_key(tmp_path, mutate, expected):
     with pytest.raises(ConfigError) as err:
         load_params(write(tmp_path, mutate))
@@ -80,6 +87,7 @@ def test_every_shipped_preset_is_valid():
 
 def test_matrix_runs_the_union_of_its_products(tmp_path):
     from benchlib.runner import schedule
+
     params = load_params(REPO / "pipelines/local-lab/params-datapaths.yaml")
     plan = plan_environment(params, "local-lab")
     pairs = set(plan.configurations())
@@ -91,12 +99,20 @@ def test_matrix_runs_the_union_of_its_products(tmp_path):
     assert {(r.scenario, r.test) for r in runs} == pairs
 
 
-@pytest.mark.parametrize("override, expected", [
-    ({"matrix": [{"scenarios": ["host"], "tests": ["tcp_rr"]}], "tests": ["tcp_rr"]},
-     "give either matrix or scenarios/tests"),
-    ({"matrix": [{"scenarios": ["host"], "tests": ["nope"]}]}, "environments.local-lab.matrix[0].tests: unknown test 'nope'"),
-    ({"matrix": [{"scenarios": ["host"], "tests": []}]}, "matrix.0.tests"),
-])
+@pytest.mark.parametrize(
+    "override, expected",
+    [
+        (
+            {"matrix": [{"scenarios": ["host"], "tests": ["tcp_rr"]}], "tests": ["tcp_rr"]},
+            "give either matrix or scenarios/tests",
+        ),
+        (
+            {"matrix": [{"scenarios": ["host"], "tests": ["nope"]}]},
+            "environments.local-lab.matrix[0].tests: unknown test 'nope'",
+        ),
+        ({"matrix": [{"scenarios": ["host"], "tests": []}]}, "matrix.0.tests"),
+    ],
+)
 def test_bad_matrix_names_the_key(tmp_path, override, expected):
     with pytest.raises(ConfigError) as err:
         load_params(write(tmp_path, lambda d: d["environments"].update({"local-lab": override})))
@@ -119,15 +135,22 @@ K8S = "description: d\ntarget: kubernetes\nkubernetes: {image: x}\nscenarios:\n"
 SSH = "description: d\ntarget: ssh\nssh: {client: {host: a}, server: {host: b}}\nscenarios:\n"
 
 
-@pytest.mark.parametrize("text, expected", [
-    (K8S + "  s: {description: d, placement: pod-to-pod, services: [4, 104]}\n",
-     "scenarios.s-4.services: needs placement: service"),
-    (K8S + "  s: {description: d, placement: service, services: 4, service_proxy: iptables}\n",
-     "scenarios.s.service_proxy: lab only"),
-    (K8S + "  s: {description: d, placement: service, services: [4, 0]}\n", "counts must be >= 1"),
-    (SSH + "  s: {description: d, services: 4}\n", "scenarios.s.services: needs target lab or kubernetes"),
-    (SSH + "  s: {description: d, service_proxy: iptables}\n", "scenarios.s.service_proxy: lab only"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (
+            K8S + "  s: {description: d, placement: pod-to-pod, services: [4, 104]}\n",
+            "scenarios.s-4.services: needs placement: service",
+        ),
+        (
+            K8S + "  s: {description: d, placement: service, services: 4, service_proxy: iptables}\n",
+            "scenarios.s.service_proxy: lab only",
+        ),
+        (K8S + "  s: {description: d, placement: service, services: [4, 0]}\n", "counts must be >= 1"),
+        (SSH + "  s: {description: d, services: 4}\n", "scenarios.s.services: needs target lab or kubernetes"),
+        (SSH + "  s: {description: d, service_proxy: iptables}\n", "scenarios.s.service_proxy: lab only"),
+    ],
+)
 def test_service_counts_outside_the_lab_name_the_key(tmp_path, monkeypatch, text, expected):
     with pytest.raises(ConfigError) as err:
         _load_env(tmp_path, monkeypatch, text)
@@ -137,12 +160,17 @@ def test_service_counts_outside_the_lab_name_the_key(tmp_path, monkeypatch, text
 LAB = "description: d\ntarget: lab\nscenarios:\n  s: {description: d, topology: veth-routed}\n"
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("cpu_placement: {TCP_RR: shared}\n" + K8S + "  s: {description: d, placement: pod-to-pod}\n",
-     "cpu_placement: lab only"),
-    ("cpu_placement: {TCP_PP: shared}\n" + LAB, "cpu_placement: unknown test kind(s) ['TCP_PP']"),
-    ("cpu_placement: {TCP_RR: half}\n" + LAB, "cpu_placement.TCP_RR"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (
+            "cpu_placement: {TCP_RR: shared}\n" + K8S + "  s: {description: d, placement: pod-to-pod}\n",
+            "cpu_placement: lab only",
+        ),
+        ("cpu_placement: {TCP_PP: shared}\n" + LAB, "cpu_placement: unknown test kind(s) ['TCP_PP']"),
+        ("cpu_placement: {TCP_RR: half}\n" + LAB, "cpu_placement.TCP_RR"),
+    ],
+)
 def test_a_cpu_placement_the_target_cannot_honour_names_the_key(tmp_path, monkeypatch, text, expected):
     with pytest.raises(ConfigError) as err:
         _load_env(tmp_path, monkeypatch, text)
@@ -166,6 +194,7 @@ def test_service_counts_on_kubernetes_expand_into_scenarios(tmp_path, monkeypatc
 
 # Hostile input: every one of these was once accepted or ended in a traceback.
 
+
 def test_a_key_given_twice_is_an_error_not_the_last_one_winning(tmp_path):
     path = tmp_path / "params.yaml"
     text = (REPO / "params.yaml").read_text()
@@ -177,23 +206,29 @@ def test_a_key_given_twice_is_an_error_not_the_last_one_winning(tmp_path):
         load_params(path)
 
 
-@pytest.mark.parametrize("mutate, key", [
-    (lambda d: d["experiment"].update(repetitions=True), "experiment.repetitions"),
-    (lambda d: d["experiment"].update(seed=False), "experiment.seed"),
-    (lambda d: d["tests"]["tcp_rr"].update(duration_s=True), "tests.tcp_rr.duration_s"),
-    (lambda d: d["tests"]["tcp_rr"].update(message_size=True), "tests.tcp_rr.message_size"),
-])
+@pytest.mark.parametrize(
+    "mutate, key",
+    [
+        (lambda d: d["experiment"].update(repetitions=True), "experiment.repetitions"),
+        (lambda d: d["experiment"].update(seed=False), "experiment.seed"),
+        (lambda d: d["tests"]["tcp_rr"].update(duration_s=True), "tests.tcp_rr.duration_s"),
+        (lambda d: d["tests"]["tcp_rr"].update(message_size=True), "tests.tcp_rr.message_size"),
+    ],
+)
 def test_a_boolean_is_not_a_number(tmp_path, mutate, key):
     with pytest.raises(ConfigError) as err:
         load_params(write(tmp_path, mutate))
     assert key in str(err.value) and "is a boolean" in str(err.value)
 
 
-@pytest.mark.parametrize("override, key", [
-    ({"scenarios": ["host", "bridge", "host"]}, "scenarios: ['host'] listed more than once"),
-    ({"tests": ["tcp_rr", "tcp_rr"]}, "tests: ['tcp_rr'] listed more than once"),
-    ({"matrix": [{"scenarios": ["vxlan", "vxlan"], "tests": ["tcp_rr"]}]}, "matrix[0].scenarios: ['vxlan']"),
-])
+@pytest.mark.parametrize(
+    "override, key",
+    [
+        ({"scenarios": ["host", "bridge", "host"]}, "scenarios: ['host'] listed more than once"),
+        ({"tests": ["tcp_rr", "tcp_rr"]}, "tests: ['tcp_rr'] listed more than once"),
+        ({"matrix": [{"scenarios": ["vxlan", "vxlan"], "tests": ["tcp_rr"]}]}, "matrix[0].scenarios: ['vxlan']"),
+    ],
+)
 def test_a_scenario_or_test_listed_twice_is_an_error(tmp_path, override, key):
     with pytest.raises(ConfigError) as err:
         load_params(write(tmp_path, lambda d: d["environments"].update({"local-lab": override})))
@@ -202,8 +237,14 @@ def test_a_scenario_or_test_listed_twice_is_an_error(tmp_path, override, key):
 
 def test_messages_name_the_file_actually_read(tmp_path):
     other = tmp_path / "campaign-b.yaml"
-    other.write_text(yaml.safe_dump({**yaml.safe_load((REPO / "params.yaml").read_text()),
-                                     "environments": {"local-lab": {"scenarios": ["moon"]}}}))
+    other.write_text(
+        yaml.safe_dump(
+            {
+                **yaml.safe_load((REPO / "params.yaml").read_text()),
+                "environments": {"local-lab": {"scenarios": ["moon"]}},
+            }
+        )
+    )
     params = load_params(other)
     with pytest.raises(ConfigError, match=f"^{other}: environments.local-lab.scenarios: unknown scenario"):
         plan_environment(params, "local-lab")

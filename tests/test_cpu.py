@@ -1,4 +1,5 @@
 """CPU accounting from /proc/stat, checked against a real busy loop on a known CPU."""
+
 import os
 import subprocess
 import time

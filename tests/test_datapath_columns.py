@@ -1,5 +1,6 @@
 """The datapath columns and proxy metrics of the tidy tables, from real short campaigns on the lab:
 mesh scenarios (HAProxy sidecars, mTLS) with 1 s fortio and TCP_RR, and BIG TCP scenarios with iperf3."""
+
 import json
 import shutil
 import time
@@ -13,8 +14,11 @@ from benchlib.plan import plan_environment
 from benchlib.targets.lab import haproxy
 from tests.conftest import lab_target, require_root, short_params
 
-MESH = {"veth-routed": ("none", 0, False), "proxy-server": ("server-sidecar", 1, False),
-        "proxy-both-mtls": ("sidecars-mtls", 2, True)}
+MESH = {
+    "veth-routed": ("none", 0, False),
+    "proxy-server": ("server-sidecar", 1, False),
+    "proxy-both-mtls": ("sidecars-mtls", 2, True),
+}
 # the sides that run a proxy, per scenario
 PROXY_SIDES = {"proxy-server": {"server"}, "proxy-both-mtls": {"client", "server"}}
 BIG = {"big-tcp": (6, True, 185000), "big-tcp-ipv4-64k": (4, False, 65536)}
@@ -30,8 +34,13 @@ def campaign(lab_env, raw_root, name: str, scenarios: list[str], tests: dict) ->
     while True:
         try:
             with machine.exclusive(f"pytest {__name__}, campaign {name}"):
-                counts = runner.run_environment(params, plan, lab_target(lab_env, plan.scenarios, sorted(
-                    {t["tool"] for t in tests.values()})), raw_root=raw_root, log=lambda m: None)
+                counts = runner.run_environment(
+                    params,
+                    plan,
+                    lab_target(lab_env, plan.scenarios, sorted({t["tool"] for t in tests.values()})),
+                    raw_root=raw_root,
+                    log=lambda m: None,
+                )
             break
         except machine.Busy:
             if time.monotonic() > deadline:
@@ -47,8 +56,10 @@ def mesh_tables(lab_env, tmp_path_factory):
     raw = tmp_path_factory.mktemp("raw")
     # CPU is counted in ticks (10 ms): a proxy costs ~5 % of a core per 1000 req/s, so 1000 req/s over the
     # 1.6 s window is ~8 ticks (200 req/s over 0.6 s was under one, and read 0 on a loaded machine)
-    tests = {"http": {"tool": "fortio", "kind": "HTTP", "duration_s": 2, "qps": 1000, "streams": 2},
-             "rr": {"tool": "netperf", "kind": "TCP_RR", "duration_s": 2, "message_size": 1}}
+    tests = {
+        "http": {"tool": "fortio", "kind": "HTTP", "duration_s": 2, "qps": 1000, "streams": 2},
+        "rr": {"tool": "netperf", "kind": "TCP_RR", "duration_s": 2, "message_size": 1},
+    }
     runs, metrics = campaign(lab_env, raw, "mesh-columns", list(MESH), tests)
     return runs, metrics, raw
 
@@ -74,8 +85,10 @@ def test_proxy_cpu_is_there_exactly_where_proxies_run(mesh_tables):
     assert set(proxy["scenario"]) == set(PROXY_SIDES)  # a run without proxies has no proxy rows, not zeros
     for scenario, sides in PROXY_SIDES.items():
         for test in ("http", "rr"):
-            m = {(r["metric"], r["side"]): r["value"]
-                 for r in metrics.filter(scenario=scenario, test=test).iter_rows(named=True)}
+            m = {
+                (r["metric"], r["side"]): r["value"]
+                for r in metrics.filter(scenario=scenario, test=test).iter_rows(named=True)
+            }
             for side in ("client", "server"):
                 if side in sides:
                     assert m[("proxy_cpu_s", side)] > 0, (scenario, test, side)
@@ -91,8 +104,11 @@ def test_proxy_cpu_is_there_exactly_where_proxies_run(mesh_tables):
 
 def test_proxy_cpu_seconds_are_the_recorded_ticks_over_the_window(mesh_tables):
     runs, metrics, raw = mesh_tables
-    rec = record.load(next(p for p in record.find(record.campaign_dir("mesh-columns", raw))
-                           if "/proxy-both-mtls/http/" in p.as_posix()))
+    rec = record.load(
+        next(
+            p for p in record.find(record.campaign_dir("mesh-columns", raw)) if "/proxy-both-mtls/http/" in p.as_posix()
+        )
+    )
     m = {(r["metric"], r["side"]): r["value"] for r in metrics.filter(run_id=rec.run_id).iter_rows(named=True)}
     for side in ("client", "server"):
         (proc,) = [p for p in rec.processes.values() if p["side"] == side]

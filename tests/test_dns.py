@@ -1,4 +1,5 @@
 """dns (dnsperf against dnsmasq): the pure builder, the parser on output the real tool printed, and real runs."""
+
 import json
 import re
 import statistics
@@ -60,13 +61,19 @@ def test_parse_captured_run():
 
 def test_percentile_interpolates_like_numpy():
     import numpy as np
+
     values = sorted(answered(captured("udp_1000")[0]))
     for p in (50, 99):
         assert dns._percentile(values, p) == pytest.approx(np.percentile(values, p))
 
 
-@pytest.mark.parametrize("name, says", [("error_refused", r"no query was answered with NOERROR \([1-9]\d* errors"),
-                                        ("error_no_server", r"NOERROR \(0 errors, [1-9]\d* timeouts")])
+@pytest.mark.parametrize(
+    "name, says",
+    [
+        ("error_refused", r"no query was answered with NOERROR \([1-9]\d* errors"),
+        ("error_no_server", r"NOERROR \(0 errors, [1-9]\d* timeouts"),
+    ],
+)
 def test_parse_refuses_captured_failures(name, says):
     out, meta = captured(name)
     assert meta["returncode"] == 0  # dnsperf exits 0 even when nothing was answered
@@ -123,11 +130,11 @@ def test_a_5000_qps_run_through_the_runner_loses_no_query(tmp_path, lab_env):
     from benchlib import record, runner
     from benchlib.plan import plan_environment
     from tests.conftest import lab_target, short_params
+
     test = {"tool": "dns", "kind": "DNS_UDP", "duration_s": 2, "qps": 5000}
     params = short_params("dns5000", ["host"], {"dns": test}, repetitions=2, retries=0)
     plan = plan_environment(params, "local-lab")
-    runner.run_environment(params, plan, lab_target(lab_env, ["host"], ["dns"]), raw_root=tmp_path,
-                           log=lambda m: None)
+    runner.run_environment(params, plan, lab_target(lab_env, ["host"], ["dns"]), raw_root=tmp_path, log=lambda m: None)
     records = [record.load(p) for p in record.find(tmp_path / "dns5000")]
     assert len(records) == 2
     for rec in records:

@@ -2,6 +2,7 @@
 describe the code they were built from, the shell blocks marked `<!-- test: run -->` run as written,
 and the example files marked `<!-- test: environment NAME -->` / `<!-- test: params NAME -->` are
 accepted by benchlib. All root-free and quick: the unit tier."""
+
 from __future__ import annotations
 
 import html
@@ -23,8 +24,11 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 
 # A marker comment, then a fenced block at the same indentation (a block may sit inside a list item)
-MARKED = re.compile(r"^(?P<indent>[ \t]*)<!-- test: (?P<kind>run|environment|params)(?: (?P<name>[a-z0-9-]+))? -->\n"
-                    r"(?P=indent)```(?P<lang>\w+)\n(?P<body>.*?)\n(?P=indent)```", re.M | re.S)
+MARKED = re.compile(
+    r"^(?P<indent>[ \t]*)<!-- test: (?P<kind>run|environment|params)(?: (?P<name>[a-z0-9-]+))? -->\n"
+    r"(?P=indent)```(?P<lang>\w+)\n(?P<body>.*?)\n(?P=indent)```",
+    re.M | re.S,
+)
 
 
 def marked_blocks(kind: str) -> list[tuple[str, str | None, str]]:
@@ -34,14 +38,15 @@ def marked_blocks(kind: str) -> list[tuple[str, str | None, str]]:
         source = page.read_text()
         for m in MARKED.finditer(source):
             if m["kind"] == kind:
-                line = source[:m.start()].count("\n") + 1
+                line = source[: m.start()].count("\n") + 1
                 out.append((f"{page.relative_to(ROOT)}:{line}", m["name"], textwrap.dedent(m["body"])))
     return out
 
 
 def _benchlib(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "benchlib.cli", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "benchlib.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=120
+    )
 
 
 @pytest.fixture(scope="module")
@@ -49,8 +54,13 @@ def site(tmp_path_factory) -> Path:
     """The site as CI builds it: --strict fails on a broken link, anchor or nav entry, or a warning
     of the hook that renders the reference."""
     out = tmp_path_factory.mktemp("site")
-    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, f"mkdocs build --strict failed:\n{proc.stdout}\n{proc.stderr}"
     return out
 
@@ -93,8 +103,11 @@ def test_every_key_of_params_and_environment_has_a_description():
     """The reference's "meaning" column comes from these descriptions: a key without one is a blank
     row. The tools' test models live with their collectors and are left to them."""
     fields = _fields(config.Params) | _fields(config.Environment)
-    missing = sorted(f"{model.__name__}.{name}" for model, name in fields
-                     if model.__module__ == config.__name__ and not model.model_fields[name].description)
+    missing = sorted(
+        f"{model.__name__}.{name}"
+        for model, name in fields
+        if model.__module__ == config.__name__ and not model.model_fields[name].description
+    )
     assert not missing, f"benchlib/config.py: fields without Field(description=...): {missing}"
 
 
@@ -162,9 +175,12 @@ def test_marked_shell_block_runs(where, name, script):
     assert uv, "uv is not on PATH (scripts/setup.sh installs it)"
     # in this test's own environment: `uv run` neither syncs nor locks anything here
     env = {**os.environ, "UV_NO_SYNC": "1", "UV_FROZEN": "1"}
-    proc = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=180)
-    assert proc.returncode == 0, f"{where}: exit {proc.returncode}\n{script}\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+    proc = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=180
+    )
+    assert proc.returncode == 0, (
+        f"{where}: exit {proc.returncode}\n{script}\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+    )
 
 
 EXAMPLES = sorted({name for kind in ("environment", "params") for _, name, _ in marked_blocks(kind)})
@@ -196,8 +212,14 @@ def test_example_files_are_accepted(name, tmp_path):
 def test_readme_is_short_keeps_the_two_commands_and_links_into_the_site():
     readme = (ROOT / "README.md").read_text()
     assert len(readme.splitlines()) < 200
-    for command in ("bash scripts/reproduce.sh", "bash scripts/test.sh", "bash scripts/test.sh --fast",
-                    "uv run mkdocs serve"):
+    for command in (
+        "bash scripts/reproduce.sh",
+        "bash scripts/test.sh",
+        "bash scripts/test.sh --fast",
+        "uv run mkdocs serve",
+    ):
         assert command in readme
     links = re.findall(r"\]\((docs/[^)#]+)", readme)
-    assert links and all((ROOT / link).is_file() for link in links), [link for link in links if not (ROOT / link).is_file()]
+    assert links and all((ROOT / link).is_file() for link in links), [
+        link for link in links if not (ROOT / link).is_file()
+    ]

@@ -1,4 +1,5 @@
 """`benchlib doctor` names what is missing, with the fix, and exits 2; a dead cluster is named quickly."""
+
 import os
 import shutil
 import socket
@@ -22,8 +23,14 @@ LAB_PARAMS = {
 
 def run_doctor(params, env: dict, timeout: float = 120) -> tuple[subprocess.CompletedProcess, float]:
     start = time.monotonic()
-    proc = subprocess.run(["benchlib", "--params", str(params), "doctor"], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    proc = subprocess.run(
+        ["benchlib", "--params", str(params), "doctor"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     return proc, time.monotonic() - start
 
 
@@ -41,8 +48,10 @@ def test_a_missing_tool_is_named_with_its_fix(tmp_path):
     proc, _ = run_doctor(params, env)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
-    assert "FAIL  netperf: `netperf` is not on PATH: run scripts/setup.sh as root (Debian's non-free package " \
-           "netperf)" in lines, proc.stdout
+    assert (
+        "FAIL  netperf: `netperf` is not on PATH: run scripts/setup.sh as root (Debian's non-free package "
+        "netperf)" in lines
+    ), proc.stdout
     assert f"ok    server `netserver`: {bin_dir / 'netserver'}" in lines, proc.stdout
     assert lines[-1].startswith("doctor: ") and "fix the" in lines[-1]
 
@@ -58,11 +67,18 @@ def test_every_check_passes_with_the_tools_on_path(tmp_path):
 
 
 def kubeconfig(path, server: str) -> str:
-    path.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "dead",
-        "clusters": [{"name": "dead", "cluster": {"server": server, "insecure-skip-tls-verify": True}}],
-        "users": [{"name": "u", "user": {"token": "not-a-token"}}],
-        "contexts": [{"name": "dead", "context": {"cluster": "dead", "user": "u"}}]}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "dead",
+                "clusters": [{"name": "dead", "cluster": {"server": server, "insecure-skip-tls-verify": True}}],
+                "users": [{"name": "u", "user": {"token": "not-a-token"}}],
+                "contexts": [{"name": "dead", "context": {"cluster": "dead", "user": "u"}}],
+            }
+        )
+    )
     return str(path)
 
 
@@ -89,8 +105,9 @@ def test_an_unreachable_cluster_is_named_with_its_fix(tmp_path):
         env = {**venv_env(), "KUBECONFIG": kubeconfig(tmp_path / "kubeconfig", f"https://127.0.0.1:{port}")}
         proc, took = run_doctor(REPO / "pipelines" / "eks-m6i" / "params.yaml", env)
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith(f"FAIL  API server https://127.0.0.1:{port}")),
-                None)
+    line = next(
+        (ln for ln in proc.stdout.splitlines() if ln.startswith(f"FAIL  API server https://127.0.0.1:{port}")), None
+    )
     assert line, proc.stdout
     assert "Connection refused" in line and "start the cluster" in line and "eks-m6i/environment.yaml" in line, line
     assert f"ok    kubeconfig {tmp_path / 'kubeconfig'}: loads" in proc.stdout
@@ -102,7 +119,10 @@ def test_a_silent_api_server_is_given_up_on_after_the_timeout(tmp_path):
         env = {**venv_env(), "KUBECONFIG": kubeconfig(tmp_path / "kubeconfig", f"https://127.0.0.1:{port}")}
         proc, took = run_doctor(REPO / "pipelines" / "eks-m6i" / "params.yaml", env)
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert f"FAIL  API server https://127.0.0.1:{port}: cannot be reached (timeout {doctor.API_TIMEOUT_S:g} s: " in proc.stdout
+    assert (
+        f"FAIL  API server https://127.0.0.1:{port}: cannot be reached (timeout {doctor.API_TIMEOUT_S:g} s: "
+        in proc.stdout
+    )
     assert "timed out" in proc.stdout.lower(), proc.stdout
     assert took < doctor.API_TIMEOUT_S + 25, took  # one attempt, not urllib3's retries
 
@@ -116,14 +136,20 @@ def test_a_missing_kubeconfig_is_named(tmp_path):
 
 def node(name: str, labels: dict, images: list[str], ready: bool = True):
     from kubernetes.client import V1ContainerImage, V1Node, V1NodeCondition, V1NodeStatus, V1ObjectMeta
-    return V1Node(metadata=V1ObjectMeta(name=name, labels=labels), status=V1NodeStatus(
-        conditions=[V1NodeCondition(type="Ready", status="True" if ready else "False")],
-        images=[V1ContainerImage(names=images)]))
+
+    return V1Node(
+        metadata=V1ObjectMeta(name=name, labels=labels),
+        status=V1NodeStatus(
+            conditions=[V1NodeCondition(type="Ready", status="True" if ready else "False")],
+            images=[V1ContainerImage(names=images)],
+        ),
+    )
 
 
 def local_k8s_plan():
     from benchlib import config
     from benchlib.plan import plan_environment
+
     return plan_environment(config.load_params(REPO / "pipelines" / "local-k8s" / "params.yaml"), "local-k8s")
 
 

@@ -1,5 +1,6 @@
 """DVC as users run it beside `dvc repro`: experiments over campaigns, and raw records kept in a
 remote. Real dvc and git on a copy of the project, a real campaign on the lab."""
+
 from __future__ import annotations
 
 import hashlib
@@ -29,8 +30,11 @@ def committed(project: Path) -> None:
 
 
 def files_digest(directory: Path) -> dict[str, str]:
-    return {str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(directory.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file()
+    }
 
 
 def test_raw_records_round_trip_through_a_dvc_remote(project_copy, tmp_path):
@@ -60,8 +64,19 @@ def test_dvc_experiments_run_campaigns_and_show_their_metrics(project_copy):
     short = yaml.safe_load(write_params(project_copy, "exp-base", repetitions=2).read_text())
     (project_copy / "params.yaml").write_text(yaml.safe_dump({**params, **short}, sort_keys=False))
     committed(project_copy)
-    run(project_copy, "dvc", "exp", "run", "-n", "three-reps", "-S", "experiment.campaign=exp-three",
-        "-S", "experiment.repetitions=3", timeout=900)
+    run(
+        project_copy,
+        "dvc",
+        "exp",
+        "run",
+        "-n",
+        "three-reps",
+        "-S",
+        "experiment.campaign=exp-three",
+        "-S",
+        "experiment.repetitions=3",
+        timeout=900,
+    )
     shown = json.loads(run(project_copy, "dvc", "exp", "show", "--json"))
     exps = [e for rev in shown for e in (rev.get("experiments") or [])]
     names = {e["name"]: e for e in exps}

@@ -3,6 +3,7 @@ runs, found from the command's function in cli.py, the cli functions it calls, t
 name, and those modules' imports (the graph tests/test_layers.py checks); the report stage also
 runs the notebooks. cli.py itself is left out: it holds every command, and an edit of one would
 otherwise re-run every stage."""
+
 from __future__ import annotations
 
 import ast
@@ -45,8 +46,7 @@ def command_modules(command: str) -> set[str]:
     the modules they name, and those modules' import closure."""
     tree = ast.parse(CLI.read_text())
     functions = {f.name: f for f in tree.body if isinstance(f, ast.FunctionDef)}
-    top_level = _module_names(ast.Module(body=[n for n in tree.body if isinstance(n, ast.ImportFrom)],
-                                         type_ignores=[]))
+    top_level = _module_names(ast.Module(body=[n for n in tree.body if isinstance(n, ast.ImportFrom)], type_ignores=[]))
     seen, todo, used = set(), [f"cmd_{command}"], set()
     while todo:
         name = todo.pop()

@@ -1,5 +1,6 @@
 """ebpf-host-routing: tc BPF programs really carry pod traffic past the node's
 IP forwarding path, next to the plain veth-routed path they replace."""
+
 import json
 import os
 import statistics
@@ -25,22 +26,30 @@ def lab(lab_env):
 
 def forwarded(ns):
     """Ip: ForwDatagrams of the namespace: packets that went through ip_forward."""
-    lines = [line.split() for line in subprocess.run(
-        ["ip", "netns", "exec", ns, "cat", "/proc/net/snmp"],
-        capture_output=True, text=True, check=True).stdout.splitlines() if line.startswith("Ip:")]
+    lines = [
+        line.split()
+        for line in subprocess.run(
+            ["ip", "netns", "exec", ns, "cat", "/proc/net/snmp"], capture_output=True, text=True, check=True
+        ).stdout.splitlines()
+        if line.startswith("Ip:")
+    ]
     return int(lines[1][lines[0].index("ForwDatagrams")])
 
 
 def packets(ns, dev):
-    stats = json.loads(subprocess.run(["ip", "-n", ns, "-j", "-s", "link", "show", "dev", dev],
-                                      capture_output=True, text=True, check=True).stdout)[0]["stats64"]
+    stats = json.loads(
+        subprocess.run(
+            ["ip", "-n", ns, "-j", "-s", "link", "show", "dev", dev], capture_output=True, text=True, check=True
+        ).stdout
+    )[0]["stats64"]
     return {"rx": stats["rx"]["packets"], "tx": stats["tx"]["packets"]}
 
 
 def run(lab, scenario, kind, duration_s=1):
     pl = lab.placement(scenario)
-    inv = netperf.commands(kind, pl.server_address, duration_s, 1, 1 if kind == "TCP_RR" else 65536,
-                           pl.client_cpus, pl.server_cpus)[0]
+    inv = netperf.commands(
+        kind, pl.server_address, duration_s, 1, 1 if kind == "TCP_RR" else 65536, pl.client_cpus, pl.server_cpus
+    )[0]
     out, err = lab.spawn(scenario, "client", inv.argv).communicate(timeout=60)
     assert out.strip(), f"netperf printed nothing: {err}"
     return netperf.parse(kind, [out])
@@ -110,13 +119,16 @@ print([int.from_bytes(d, "little") for level, kind, d in anc if kind == {IP_TTL}
 
 def received_ttl(lab, scenario):
     pl = lab.placement(scenario)
-    server = subprocess.Popen(["ip", "netns", "exec", lab.namespace(scenario, "server"), sys.executable,
-                               "-c", TTL_SERVER], stdout=subprocess.PIPE, text=True)
+    server = subprocess.Popen(
+        ["ip", "netns", "exec", lab.namespace(scenario, "server"), sys.executable, "-c", TTL_SERVER],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert server.stdout.readline().strip() == "ready"
-    send = (f"import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM)"
-            f".sendto(b'x', ('{pl.server_address}', 7999))")
-    subprocess.run(["ip", "netns", "exec", lab.namespace(scenario, "client"), sys.executable, "-c", send],
-                   check=True)
+    send = (
+        f"import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'x', ('{pl.server_address}', 7999))"
+    )
+    subprocess.run(["ip", "netns", "exec", lab.namespace(scenario, "client"), sys.executable, "-c", send], check=True)
     out, _ = server.communicate(timeout=15)
     return int(out)
 
@@ -154,8 +166,9 @@ def tools_without_clang(tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     for name in ("ip", "sysctl", "ss", "taskset", "netperf", "netserver", "tc"):
-        os.symlink(subprocess.run(["which", name], capture_output=True, text=True, check=True).stdout.strip(),
-                   bin_dir / name)
+        os.symlink(
+            subprocess.run(["which", name], capture_output=True, text=True, check=True).stdout.strip(), bin_dir / name
+        )
     return str(bin_dir)
 
 

@@ -1,5 +1,6 @@
 """The wireguard and ipsec scenarios: probed before anything is built, refused
 where the kernel lacks them, and encrypted end to end where it has them."""
+
 import json
 import re
 import subprocess
@@ -25,9 +26,28 @@ def kernel_refusal(scenario: str) -> str | None:
         if scenario == "wireguard":
             argv = ["ip", "-n", ns, "link", "add", "wgt", "type", "wireguard"]
         else:
-            argv = ["ip", "-n", ns, "xfrm", "state", "add", "src", "198.18.0.1", "dst", "198.18.0.2",
-                    "proto", "esp", "spi", "0x99", "mode", "tunnel",
-                    "aead", "rfc4106(gcm(aes))", "0x" + "00" * 20, "128"]
+            argv = [
+                "ip",
+                "-n",
+                ns,
+                "xfrm",
+                "state",
+                "add",
+                "src",
+                "198.18.0.1",
+                "dst",
+                "198.18.0.2",
+                "proto",
+                "esp",
+                "spi",
+                "0x99",
+                "mode",
+                "tunnel",
+                "aead",
+                "rfc4106(gcm(aes))",
+                "0x" + "00" * 20,
+                "128",
+            ]
         proc = subprocess.run(argv, capture_output=True, text=True)
         return proc.stderr.strip() if proc.returncode != 0 else None
     finally:
@@ -61,8 +81,14 @@ def test_collect_naming_them_stops_before_building_anything(project_copy, refusa
         pytest.skip("this kernel has WireGuard and IPsec ESP with AES-GCM: nothing to refuse")
     params = short_params("encryption-refused", ["host", *ENCRYPTED], {"rr": SHORT_TESTS["rr"]}, repetitions=1)
     (project_copy / "params.yaml").write_text(yaml.safe_dump(params.model_dump(mode="json"), sort_keys=False))
-    proc = subprocess.Popen(["benchlib", "collect", "--env", "local-lab"], cwd=project_copy, env=venv_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        ["benchlib", "collect", "--env", "local-lab"],
+        cwd=project_copy,
+        env=venv_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 2, err
     for sc in missing:
@@ -89,12 +115,18 @@ def test_lab_probe_lists_them_as_unavailable(refusals):
 def encrypted_packets(scenario: str, node: str, i: int) -> int:
     """Packets node i decrypted from WireGuard (wg0 rx), or sent through its outbound ESP SA."""
     if scenario == "wireguard":
-        link = json.loads(subprocess.run(["ip", "-n", node, "-j", "-s", "link", "show", "wg0"],
-                                         capture_output=True, text=True, check=True).stdout)[0]
+        link = json.loads(
+            subprocess.run(
+                ["ip", "-n", node, "-j", "-s", "link", "show", "wg0"], capture_output=True, text=True, check=True
+            ).stdout
+        )[0]
         return link["stats64"]["rx"]["packets"]
-    out = subprocess.run(["ip", "-n", node, "-s", "xfrm", "state", "list",
-                          "src", NODE_IP[i], "dst", NODE_IP[OTHER[i]]],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["ip", "-n", node, "-s", "xfrm", "state", "list", "src", NODE_IP[i], "dst", NODE_IP[OTHER[i]]],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return int(re.search(r"\d+\(bytes\), (\d+)\(packets\)", out).group(1))
 
 
@@ -103,16 +135,22 @@ def secret_key(scenario: str, node: str) -> str:
     if scenario == "wireguard":
         argv = ["ip", "netns", "exec", node, "wg", "show", "wg0", "private-key"]
         return subprocess.run(argv, capture_output=True, text=True, check=True).stdout.strip()
-    out = subprocess.run(["ip", "-n", node, "xfrm", "state", "list", "src", NODE_IP[1], "dst", NODE_IP[2]],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["ip", "-n", node, "xfrm", "state", "list", "src", NODE_IP[1], "dst", NODE_IP[2]],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return re.search(r"aead \S+ 0x([0-9a-f]+)", out).group(1)
 
 
 @pytest.mark.parametrize("scenario", ENCRYPTED)
 def test_encrypted_scenario_carries_netperf_through_the_cipher(lab_env, refusals, scenario):
     if refusals[scenario]:
-        pytest.skip(f"this kernel cannot run {scenario} ({refusals[scenario]}): the probe refuses it, "
-                    "so the encrypted path is not exercised on this machine")
+        pytest.skip(
+            f"this kernel cannot run {scenario} ({refusals[scenario]}): the probe refuses it, "
+            "so the encrypted path is not exercised on this machine"
+        )
     with serving_lab(lab_env, [scenario]) as target:
         pl = target.placement(scenario)
         nodes = pl.details["nodes"]

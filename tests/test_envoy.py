@@ -2,6 +2,7 @@
 configured as Istio configures its proxies. Each hop must count the traffic in its own stats, mutual
 TLS must refuse a client without a certificate of the lab's CA, HBONE must carry one CONNECT stream
 per connection, and nothing of a proxy may outlive its lab."""
+
 import json
 import os
 import subprocess
@@ -23,10 +24,14 @@ ENVOY = ["envoy-server", "envoy-both", "envoy-both-mtls", "envoy-hbone", "envoy-
 # per scenario: each proxy on the path, and the listeners fortio's HTTP and netperf's TCP pass
 HOPS = {
     "envoy-server": {"server-sidecar": ("inbound_http", "inbound_tcp")},
-    "envoy-both": {"client-sidecar": ("outbound_http", "outbound_tcp"),
-                   "server-sidecar": ("inbound_http", "inbound_tcp")},
-    "envoy-both-mtls": {"client-sidecar": ("outbound_http", "outbound_tcp"),
-                        "server-sidecar": ("inbound_http", "inbound_tcp")},
+    "envoy-both": {
+        "client-sidecar": ("outbound_http", "outbound_tcp"),
+        "server-sidecar": ("inbound_http", "inbound_tcp"),
+    },
+    "envoy-both-mtls": {
+        "client-sidecar": ("outbound_http", "outbound_tcp"),
+        "server-sidecar": ("inbound_http", "inbound_tcp"),
+    },
 }
 MTLS = {"envoy-both-mtls": ("client-sidecar", "server-sidecar"), "envoy-hbone": ("node1", "node2")}
 
@@ -45,8 +50,10 @@ def fortio_run(target, scenario: str, connections: int = 2) -> dict:
 
 
 def stats(target, scenario: str) -> dict[str, dict[str, int]]:
-    return {p: envoy.counters(target.stats_socket(scenario, p))
-            for p in target.placement(scenario).details["mesh"]["proxies"]}
+    return {
+        p: envoy.counters(target.stats_socket(scenario, p))
+        for p in target.placement(scenario).details["mesh"]["proxies"]
+    }
 
 
 def grew(before: dict, after: dict, proxy: str, name: str) -> int:
@@ -124,27 +131,72 @@ def test_the_waypoint_parses_every_request_between_two_hbone_tunnels(envoy_lab):
 def openssl_client(node: str, *args: str) -> subprocess.CompletedProcess:
     """openssl s_client from the client's node (outside any pod's capture) to the server pod's HTTP port,
     which the server side redirects into its proxy's TLS listener."""
-    return subprocess.run(["ip", "netns", "exec", node, "openssl", "s_client", "-connect",
-                           f"{POD_IP[2]}:{fortio.PORT}", "-brief", "-ign_eof", *args],
-                          input="GET /echo HTTP/1.1\r\nHost: server\r\nConnection: close\r\n\r\n", capture_output=True, text=True, timeout=20)
+    return subprocess.run(
+        [
+            "ip",
+            "netns",
+            "exec",
+            node,
+            "openssl",
+            "s_client",
+            "-connect",
+            f"{POD_IP[2]}:{fortio.PORT}",
+            "-brief",
+            "-ign_eof",
+            *args,
+        ],
+        input="GET /echo HTTP/1.1\r\nHost: server\r\nConnection: close\r\n\r\n",
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
 
 
 @pytest.mark.parametrize("scenario", list(MTLS))
 def test_mtls_refuses_a_client_without_a_certificate_of_the_labs_ca(envoy_lab, scenario, tmp_path):
     node1 = envoy_lab.placement(scenario).details["nodes"][1]
     tls = envoy_lab.stats_socket(scenario, MTLS[scenario][0]).parent.parent / "tls"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-                    "-nodes", "-keyout", tmp_path / "k.pem", "-out", tmp_path / "c.pem", "-days", "1",
-                    "-subj", "/CN=intruder"], check=True, capture_output=True)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            tmp_path / "k.pem",
+            "-out",
+            tmp_path / "c.pem",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=intruder",
+        ],
+        check=True,
+        capture_output=True,
+    )
     no_cert = openssl_client(node1, "-CAfile", str(tls / "ca.crt"))
-    foreign = openssl_client(node1, "-CAfile", str(tls / "ca.crt"), "-cert", str(tmp_path / "c.pem"),
-                             "-key", str(tmp_path / "k.pem"))
+    foreign = openssl_client(
+        node1, "-CAfile", str(tls / "ca.crt"), "-cert", str(tmp_path / "c.pem"), "-key", str(tmp_path / "k.pem")
+    )
     for refused in (no_cert, foreign):
         assert "HTTP/1.1 200" not in refused.stdout
         assert "alert certificate required" in refused.stderr or "alert unknown ca" in refused.stderr, refused.stderr
     client = MTLS[scenario][0]
-    valid = openssl_client(node1, "-CAfile", str(tls / "ca.crt"), "-cert", str(tls / f"{client}.crt"),
-                           "-key", str(tls / f"{client}.key"), "-alpn", "h2" if scenario == "envoy-hbone" else "http/1.1")
+    valid = openssl_client(
+        node1,
+        "-CAfile",
+        str(tls / "ca.crt"),
+        "-cert",
+        str(tls / f"{client}.crt"),
+        "-key",
+        str(tls / f"{client}.key"),
+        "-alpn",
+        "h2" if scenario == "envoy-hbone" else "http/1.1",
+    )
     assert "Protocol version: TLSv1.3" in valid.stderr and "Verification: OK" in valid.stderr, valid.stderr
     if scenario == "envoy-both-mtls":
         assert "HTTP/1.1 200" in valid.stdout  # through the server sidecar to fortio
@@ -171,8 +223,9 @@ def test_a_campaign_records_envoys_version_cpu_and_peak_rss(lab_env, tmp_path):
     tests = {"http": {"tool": "fortio", "kind": "HTTP", "duration_s": 1.5, "qps": 500, "streams": 2}}
     params = short_params("envoy-usage", ["envoy-both-mtls"], tests, repetitions=1)
     plan = plan_environment(params, "local-lab")
-    counts = runner.run_environment(params, plan, lab_target(lab_env, plan.scenarios, ["fortio"]),
-                                    raw_root=tmp_path, log=lambda m: None)
+    counts = runner.run_environment(
+        params, plan, lab_target(lab_env, plan.scenarios, ["fortio"]), raw_root=tmp_path, log=lambda m: None
+    )
     assert counts["ok"] == 1, counts
     rec = record.load(record.find(record.campaign_dir("envoy-usage", tmp_path))[0])
     assert rec.target["versions"]["envoy"] == envoy.version() == "1.40.0"

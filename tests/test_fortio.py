@@ -1,4 +1,5 @@
 """fortio: the pure builder, the parser on output the real tool printed, and a real run in the lab."""
+
 import json
 
 import pytest
@@ -15,7 +16,7 @@ def captured(name):
 
 def load_args(argv):
     """The fortio arguments, without the pinning and the machine-specific binary path."""
-    return argv[argv.index("load"):]
+    return argv[argv.index("load") :]
 
 
 def test_build_fixed_qps_keepalive_and_close():
@@ -41,8 +42,11 @@ def test_build_rejects_bad_qps():
 
 def test_builder_output_matches_what_was_captured():
     # The fixtures were produced by the builder: if it changes, recapture.
-    for name, qps, conns, close in (("keepalive_1000", 1000, 1, False), ("close_1000", 1000, 1, True),
-                                    ("keepalive_max", "max", 2, False)):
+    for name, qps, conns, close in (
+        ("keepalive_1000", 1000, 1, False),
+        ("close_1000", 1000, 1, True),
+        ("keepalive_max", "max", 2, False),
+    ):
         _, meta = captured(name)
         host = meta["argv"][-1].split("//")[1].split(":")[0]
         assert load_args(fortio.command(host, 1, qps, conns, close, [0], [1]).argv) == load_args(meta["argv"])
@@ -54,8 +58,14 @@ def test_parse_captured_runs(name):
     doc = json.loads(out)
     m = fortio.parse("HTTP", [out])
     assert meta["returncode"] == 0
-    assert set(m) == {"http_qps", "http_latency_p50", "http_latency_p90", "http_latency_p99",
-                      "http_latency_p999", "http_errors"}
+    assert set(m) == {
+        "http_qps",
+        "http_latency_p50",
+        "http_latency_p90",
+        "http_latency_p99",
+        "http_latency_p999",
+        "http_errors",
+    }
     assert m["http_qps"] == pytest.approx(doc["ActualQPS"])
     assert 0 < m["http_latency_p50"] <= m["http_latency_p90"] <= m["http_latency_p99"] <= m["http_latency_p999"]
     assert m["http_latency_p50"] == pytest.approx(doc["DurationHistogram"]["Percentiles"][0]["Value"] * 1e6)

@@ -8,6 +8,7 @@ of the wrong type, dropped keys; numbers swapped for text, dropped lines).
 At least MIN_CASES generated cases per run (every test here counts its own),
 MIN_MUTATIONS of them mutated real outputs, in about a minute and a half on
 this 2-CPU machine."""
+
 import copy
 import functools
 import json
@@ -50,10 +51,14 @@ def counted(fn):
     def wrapper(*args, **kwargs):
         CASES[fn.__name__] += 1
         return fn(*args, **kwargs)
+
     return wrapper
 
-CAPTURED = {name: (FIXTURES / "netperf" / f"{name}.stdout").read_text()
-            for name in ("tcp_stream", "tcp_rr", "tcp_crr", "error_no_server", "classic_output")}
+
+CAPTURED = {
+    name: (FIXTURES / "netperf" / f"{name}.stdout").read_text()
+    for name in ("tcp_stream", "tcp_rr", "tcp_crr", "error_no_server", "classic_output")
+}
 PROC_STAT = open("/proc/stat").read()
 KINDS = st.sampled_from(netperf.KINDS)
 FUZZ = settings(max_examples=1500, deadline=None)
@@ -96,13 +101,15 @@ def test_netperf_garbage(kind, text):
 
 
 @FUZZ
-@given(kind=KINDS, key=st.sampled_from(["THROUGHPUT", "P50_LATENCY", "MIN_LATENCY", "THROUGHPUT_UNITS"]),
-       value=st.one_of(st.text(max_size=12), st.sampled_from(["nan", "inf", "-1", "1e400", ""])))
+@given(
+    kind=KINDS,
+    key=st.sampled_from(["THROUGHPUT", "P50_LATENCY", "MIN_LATENCY", "THROUGHPUT_UNITS"]),
+    value=st.one_of(st.text(max_size=12), st.sampled_from(["nan", "inf", "-1", "1e400", ""])),
+)
 @counted
 def test_netperf_corrupted_values_never_become_numbers_silently(kind, key, value):
     name = "tcp_stream" if kind == "TCP_STREAM" else "tcp_rr"
-    text = "\n".join(f"{key}={value}" if line.startswith(key + "=") else line
-                     for line in CAPTURED[name].splitlines())
+    text = "\n".join(f"{key}={value}" if line.startswith(key + "=") else line for line in CAPTURED[name].splitlines())
     result = parses_or_refuses(netperf.parse, kind, [text])
     if result is not None:
         assert all(v >= 0 and v != float("inf") and v == v for v in result.values())
@@ -121,13 +128,16 @@ def test_proc_stat_truncated_or_corrupted(cut, junk):
 
 
 # The JSON and per-query parsers of the other collectors, on their captured outputs.
-OTHERS = {tool: {p.stem: p.read_text() for p in sorted((FIXTURES / tool).glob("*.stdout"))}
-          for tool in ("iperf3", "fortio", "dns")}
+OTHERS = {
+    tool: {p.stem: p.read_text() for p in sorted((FIXTURES / tool).glob("*.stdout"))}
+    for tool in ("iperf3", "fortio", "dns")
+}
 OTHER_CASES = [(tool, name) for tool, outputs in OTHERS.items() for name in outputs]
 
 
 def _collector(tool):
     from benchlib.collectors import get
+
     return get(tool)
 
 
@@ -141,7 +151,7 @@ def test_other_collectors_truncated_or_corrupted(case, data):
     text = OTHERS[tool][name]
     cut = data.draw(st.integers(min_value=0, max_value=len(text)))
     junk = data.draw(st.text(alphabet=string.printable + '{}[]":,', max_size=30))
-    for variant in (text[:cut], text[:cut] + junk + text[cut:], text.replace(text[cut:cut + 5], junk[:5])):
+    for variant in (text[:cut], text[:cut] + junk + text[cut:], text.replace(text[cut : cut + 5], junk[:5])):
         result = parses_or_refuses(module.parse, kind, [variant])
         if result is not None:
             assert all(v == v and v not in (float("inf"), float("-inf")) for v in result.values())
@@ -162,9 +172,15 @@ def test_other_collectors_reordered_lines(case, data):
 PARAMS_TEXT = (REPO / "params.yaml").read_text()
 PARAMS = yaml.safe_load(PARAMS_TEXT)
 SCRATCH = Path(tempfile.mkdtemp(prefix="fuzz-params-"))
-SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=True),
-                    st.text(max_size=20), st.lists(st.integers(), max_size=3),
-                    st.dictionaries(st.text(max_size=5), st.integers(), max_size=2))
+SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=True),
+    st.text(max_size=20),
+    st.lists(st.integers(), max_size=3),
+    st.dictionaries(st.text(max_size=5), st.integers(), max_size=2),
+)
 
 
 def _paths(doc, prefix=()):
@@ -195,6 +211,7 @@ PARAMS_FUZZ = settings(max_examples=700, deadline=None)  # a load costs ~10 ms: 
 @counted
 def test_params_with_changed_values(edits):
     import copy
+
     doc = copy.deepcopy(PARAMS)
     for path, value in edits:
         node = doc
@@ -221,8 +238,12 @@ def test_params_text_truncated_or_corrupted(cut, junk):
 # MIN_MUTATIONS of these per run, counted apart from the other cases.
 MIN_MUTATIONS = 10_000
 MUTATION_FUZZ = settings(max_examples=2500, deadline=None)
-MUTATION_TESTS = ("test_iperf3_json_mutated", "test_fortio_json_mutated", "test_netperf_text_mutated",
-                  "test_dnsperf_text_mutated")
+MUTATION_TESTS = (
+    "test_iperf3_json_mutated",
+    "test_fortio_json_mutated",
+    "test_netperf_text_mutated",
+    "test_dnsperf_text_mutated",
+)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -235,15 +256,50 @@ def enough_mutations(request):
         assert mutated >= MIN_MUTATIONS, {t: CASES[t] for t in MUTATION_TESTS}
 
 
-NATURAL_KIND = {"tcp_stream": "TCP_STREAM", "tcp_stream_4": "TCP_STREAM", "udp_bitrate": "UDP_STREAM",
-                "udp_unlimited": "UDP_STREAM", "tcp_rr": "TCP_RR", "tcp_crr": "TCP_CRR"}
-JSON_OUTPUTS = {tool: {name: json.loads(text) for name, text in OTHERS[tool].items() if text.strip()}
-                for tool in ("iperf3", "fortio")}
+NATURAL_KIND = {
+    "tcp_stream": "TCP_STREAM",
+    "tcp_stream_4": "TCP_STREAM",
+    "udp_bitrate": "UDP_STREAM",
+    "udp_unlimited": "UDP_STREAM",
+    "tcp_rr": "TCP_RR",
+    "tcp_crr": "TCP_CRR",
+}
+JSON_OUTPUTS = {
+    tool: {name: json.loads(text) for name, text in OTHERS[tool].items() if text.strip()}
+    for tool in ("iperf3", "fortio")
+}
 # what a mutation puts where a value was: every JSON type, and the numbers a parser must not take
 REPLACEMENTS = st.one_of(
-    st.sampled_from([None, True, False, "", "12", "HTTP", "TCP", "\udcff", [], [1.5], {}, {"200": 1},
-                     float("nan"), float("inf"), float("-inf"), -1, -1e-9, 0, 1e308, -1e308, 10**30, 10**400]),
-    st.integers(-2**64, 2**64), st.floats(), st.text(max_size=8))
+    st.sampled_from(
+        [
+            None,
+            True,
+            False,
+            "",
+            "12",
+            "HTTP",
+            "TCP",
+            "\udcff",
+            [],
+            [1.5],
+            {},
+            {"200": 1},
+            float("nan"),
+            float("inf"),
+            float("-inf"),
+            -1,
+            -1e-9,
+            0,
+            1e308,
+            -1e308,
+            10**30,
+            10**400,
+        ]
+    ),
+    st.integers(-(2**64), 2**64),
+    st.floats(),
+    st.text(max_size=8),
+)
 
 
 def _json_paths(doc, prefix=()):
@@ -267,8 +323,11 @@ def _mutate(doc, path, op, value):
         except (KeyError, IndexError, TypeError):
             return doc
     key = path[-1]
-    present = key in parent if isinstance(parent, dict) else \
-        isinstance(parent, list) and isinstance(key, int) and key < len(parent)
+    present = (
+        key in parent
+        if isinstance(parent, dict)
+        else isinstance(parent, list) and isinstance(key, int) and key < len(parent)
+    )
     if not present:
         return doc
     old = parent[key]
@@ -305,8 +364,9 @@ def _json_mutated(tool, data):
     paths = JSON_PATHS[(tool, name)]
     for _ in range(data.draw(st.integers(1, 3))):
         path = data.draw(st.sampled_from(paths))
-        doc = _mutate(doc, path, data.draw(st.sampled_from(["replace", "replace", "drop", "flip"])),
-                      data.draw(REPLACEMENTS))
+        doc = _mutate(
+            doc, path, data.draw(st.sampled_from(["replace", "replace", "drop", "flip"])), data.draw(REPLACEMENTS)
+        )
     refused_or_sane(module, kind, _serialised(doc))
 
 
@@ -326,17 +386,40 @@ def test_fortio_json_mutated(data):
 
 NUMBER = re.compile(rb"\d+(?:\.\d+)?")
 # what a mutation puts where a number was
-NOT_NUMBERS = st.one_of(st.sampled_from([b"", b"abc", b"nan", b"NaN", b"inf", b"-inf", b"-1", b"1e999", b"9" * 400,
-                                         b"0x10", b"1,5", b"\xff", b"1\xfe", b" ", "\uff11\uff12".encode()]),
-                        st.binary(max_size=6))
+NOT_NUMBERS = st.one_of(
+    st.sampled_from(
+        [
+            b"",
+            b"abc",
+            b"nan",
+            b"NaN",
+            b"inf",
+            b"-inf",
+            b"-1",
+            b"1e999",
+            b"9" * 400,
+            b"0x10",
+            b"1,5",
+            b"\xff",
+            b"1\xfe",
+            b" ",
+            "\uff11\uff12".encode(),
+        ]
+    ),
+    st.binary(max_size=6),
+)
 TEXT_OUTPUTS = {("netperf", name): (FIXTURES / "netperf" / f"{name}.stdout").read_bytes() for name in CAPTURED}
 TEXT_OUTPUTS.update({("dns", name): (FIXTURES / "dns" / f"{name}.stdout").read_bytes() for name in OTHERS["dns"]})
 
 
 def _numbers(text: bytes, summary: bool) -> list[re.Match]:
     """The numbers of a text output, in dnsperf's summary or in its per-query lines."""
-    return [m for line in re.finditer(rb"[^\n]*\n?", text) for m in NUMBER.finditer(text, line.start(), line.end())
-            if line.group().startswith(b"> ") != summary]
+    return [
+        m
+        for line in re.finditer(rb"[^\n]*\n?", text)
+        for m in NUMBER.finditer(text, line.start(), line.end())
+        if line.group().startswith(b"> ") != summary
+    ]
 
 
 NUMBERS = {(key, summary): _numbers(text, summary) for key, text in TEXT_OUTPUTS.items() for summary in (True, False)}
@@ -352,7 +435,7 @@ def _text_mutated(tool, data):
     numbers = NUMBERS[((tool, name), summary)] or NUMBERS[((tool, name), not summary)]
     chosen = data.draw(st.lists(st.sampled_from(numbers), max_size=3, unique_by=lambda m: m.start())) if numbers else []
     for m in sorted(chosen, key=lambda m: m.start(), reverse=True):
-        text = text[:m.start()] + data.draw(NOT_NUMBERS) + text[m.end():]
+        text = text[: m.start()] + data.draw(NOT_NUMBERS) + text[m.end() :]
     lines = text.split(b"\n")
     dropped = set(data.draw(st.lists(st.integers(0, len(lines) - 1), max_size=4)))
     if data.draw(st.booleans()):  # a run of lines, as a lost pipe buffer would drop

@@ -2,6 +2,7 @@
 once, a killed pipeline, a changed plan, tampered records, a full or read-only
 disk, a hanging tool. Each test reproduces what once lost data or gave wrong
 numbers without a word."""
+
 import fcntl
 import glob
 import json
@@ -29,8 +30,9 @@ from tests.conftest import REPO, RR, lab_target, require_root, short_params, ven
 
 
 def benchlib(project: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(["benchlib", *args], cwd=project, env=venv_env(), capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        ["benchlib", *args], cwd=project, env=venv_env(), capture_output=True, text=True, timeout=timeout
+    )
 
 
 def wait_for(condition, timeout: float = 60, what: str = "") -> None:
@@ -42,9 +44,11 @@ def wait_for(condition, timeout: float = 60, what: str = "") -> None:
 
 def wait_for_first_record(proc: subprocess.Popen, cdir: Path, timeout: float) -> None:
     """Until ``proc`` (output piped) has recorded its first run; if it ends first, fail with its output."""
+
     def recorded() -> bool:
         assert proc.poll() is None, f"ended ({proc.returncode}) before its first record:\n{proc.stdout.read()}"
         return bool(record.find(cdir))
+
     wait_for(recorded, timeout=timeout, what="the first record")
 
 
@@ -94,12 +98,18 @@ def alive(pid: int) -> bool:
 
 # -- 1. one measurement at a time ---------------------------------------------------------------
 
+
 def test_a_second_collect_is_refused_at_once_and_lab_clean_respects_the_first(project_copy):
     require_root()
     write_params(project_copy, "first", repetitions=30)
     other = write_params(project_copy, "second", repetitions=1, name="other.yaml")
-    first = subprocess.Popen(["benchlib", "collect", "--env", "local-lab"], cwd=project_copy, env=venv_env(),
-                             stderr=subprocess.PIPE, text=True)
+    first = subprocess.Popen(
+        ["benchlib", "collect", "--env", "local-lab"],
+        cwd=project_copy,
+        env=venv_env(),
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         wait_for(lambda: record.find(project_copy / "data/raw/first"), what="the first collect's first record")
         t0 = time.monotonic()
@@ -124,12 +134,17 @@ def test_a_second_collect_is_refused_at_once_and_lab_clean_respects_the_first(pr
 
 # -- 2. killing the pipeline stops the measurement ---------------------------------------------
 
+
 @contextmanager
 def started(argv: list[str], project: Path, **popen) -> Iterator[subprocess.Popen]:
     """``argv`` run in ``project`` (dvc under dash), in a session of its own, output piped; on the way
     out, also after a failure, it and whatever still runs in the project end."""
-    proc = subprocess.Popen(argv, cwd=project, env=dash_env(), **{
-        "stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, "text": True, "start_new_session": True, **popen})
+    proc = subprocess.Popen(
+        argv,
+        cwd=project,
+        env=dash_env(),
+        **{"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, "text": True, "start_new_session": True, **popen},
+    )
     try:
         yield proc
     finally:
@@ -193,8 +208,15 @@ def test_ctrl_c_at_the_terminal_of_dvc_repro_ends_collect_and_leaves_nothing(pro
     reader = threading.Thread(target=read_screen, daemon=True)
     cdir = project_copy / "data/raw/ctrl-c"
     try:
-        with started(["dvc", "repro", "collect@local-lab"], project_copy, stdin=slave, stdout=slave, stderr=slave,
-                     start_new_session=False, preexec_fn=own_terminal) as dvc:
+        with started(
+            ["dvc", "repro", "collect@local-lab"],
+            project_copy,
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            start_new_session=False,
+            preexec_fn=own_terminal,
+        ) as dvc:
             os.close(slave)
             reader.start()
             wait_for(lambda: dvc.poll() is not None or record.find(cdir), timeout=120, what="the first record")
@@ -248,8 +270,11 @@ def test_killing_reproduce_sh_ends_dvc_and_collect(project_copy, sig):
     assert "benchlib: interrupted" in out, out
     assert not leftovers(collect)
     assert not still_running(below)
-    assert not [p for p in Path("/proc").glob("[0-9]*") if _cmdline(p).startswith("dvc repro collect@local-lab")
-                and str(project_copy) in _cwd(p)]
+    assert not [
+        p
+        for p in Path("/proc").glob("[0-9]*")
+        if _cmdline(p).startswith("dvc repro collect@local-lab") and str(project_copy) in _cwd(p)
+    ]
 
 
 def stop_strays(project: Path) -> None:
@@ -281,8 +306,10 @@ def _cwd(p: Path) -> str:
 
 # -- 3. a campaign's identity is its plan ---------------------------------------------------------
 
-@pytest.mark.parametrize("change, field", [({"duration_s": 2}, "duration_s: 1.0 -> 2.0"),
-                                           ({"message_size": 64}, "message_size: 1 -> 64")])
+
+@pytest.mark.parametrize(
+    "change, field", [({"duration_s": 2}, "duration_s: 1.0 -> 2.0"), ({"message_size": 64}, "message_size: 1 -> 64")]
+)
 def test_resuming_with_a_changed_test_is_refused(tmp_path, lab_env, change, field):
     require_root()
     params = short_params("plan", ["host"], {"rr": RR}, repetitions=1, retries=0)
@@ -290,8 +317,13 @@ def test_resuming_with_a_changed_test_is_refused(tmp_path, lab_env, change, fiel
     runner.run_environment(params, plan, lab_target(lab_env, ["host"]), raw_root=tmp_path, log=lambda m: None)
     changed = short_params("plan", ["host"], {"rr": {**RR, **change}}, repetitions=2, retries=0)
     with pytest.raises(ConfigError) as err:
-        runner.run_environment(changed, plan_environment(changed, "local-lab"), lab_target(lab_env, ["host"]),
-                               raw_root=tmp_path, log=lambda m: None)
+        runner.run_environment(
+            changed,
+            plan_environment(changed, "local-lab"),
+            lab_target(lab_env, ["host"]),
+            raw_root=tmp_path,
+            log=lambda m: None,
+        )
     assert "tests.rr: campaign plan recorded it with other parameters" in str(err.value)
     assert field in str(err.value) and "new experiment.campaign" in str(err.value)
     assert len(record.find(tmp_path / "plan")) == 1  # nothing measured, nothing lost
@@ -300,6 +332,7 @@ def test_resuming_with_a_changed_test_is_refused(tmp_path, lab_env, change, fiel
 def _edit_environment(project: Path, edit) -> Path:
     """pipelines/local-lab/environment.yaml of ``project`` after ``edit`` (a function of its mapping)."""
     import yaml
+
     path = project / "pipelines/local-lab/environment.yaml"
     data = yaml.safe_load(path.read_text())
     edit(data)
@@ -323,20 +356,26 @@ def test_an_edited_scenario_is_refused_at_collect_and_at_parse_naming_it_and_wha
     assert record.load(rec).scenario_definition["scenario"]["topology"] == "host"
     original = (project_copy / "pipelines/local-lab/environment.yaml").read_text()
     for edit, change in [
-            (lambda d: d["scenarios"]["host"].update(firewall="conntrack"),
-             "scenarios.host.firewall: (none) -> 'conntrack'"),
-            (lambda d: d["cpu_placement"].update(TCP_RR="split"), "cpu_placement.TCP_RR: 'shared' -> 'split'")]:
+        (
+            lambda d: d["scenarios"]["host"].update(firewall="conntrack"),
+            "scenarios.host.firewall: (none) -> 'conntrack'",
+        ),
+        (lambda d: d["cpu_placement"].update(TCP_RR="split"), "cpu_placement.TCP_RR: 'shared' -> 'split'"),
+    ]:
         env_file = _edit_environment(project_copy, edit)
         collect = benchlib(project_copy, "collect", "--env", "local-lab")
         assert collect.returncode == 2 and "Traceback" not in collect.stderr, collect.stderr
         assert collect.stderr == (
             f"benchlib: error: {env_file}: scenarios.host: campaign edited recorded it with another definition "
             f"({rec}): {change}. A changed scenario is a new campaign: set a new experiment.campaign (or restore "
-            "the scenario)\n")
+            "the scenario)\n"
+        )
         parse = benchlib(project_copy, "parse")
         assert parse.returncode == 2 and "Traceback" not in parse.stderr, parse.stderr
-        assert (f"{rec}: measured with another definition of scenario host than {env_file} gives now: {change}"
-                in parse.stderr), parse.stderr
+        assert (
+            f"{rec}: measured with another definition of scenario host than {env_file} gives now: {change}"
+            in parse.stderr
+        ), parse.stderr
         assert not (project_copy / "data/processed/runs.parquet").exists()
         env_file.write_text(original)
     assert [p.name for p in (project_copy / "data/raw/edited/local-lab/host/rr").iterdir()] == ["r000"]
@@ -350,8 +389,10 @@ def test_an_edited_scenario_is_refused_at_collect_and_at_parse_naming_it_and_wha
     _edit_environment(project_copy, lambda d: d["scenarios"]["host"].update(mtu=9000))
     collect = benchlib(project_copy, "collect", "--env", "local-lab")
     assert collect.returncode == 0, collect.stderr
-    assert ("collect: 1 record(s) of campaign edited predate recorded scenario definitions: their scenarios are "
-            "not compared with the environment as it is now") in collect.stderr
+    assert (
+        "collect: 1 record(s) of campaign edited predate recorded scenario definitions: their scenarios are "
+        "not compared with the environment as it is now"
+    ) in collect.stderr
     assert benchlib(project_copy, "parse").returncode == 0
 
 
@@ -362,9 +403,13 @@ def test_parse_names_how_many_planned_runs_are_not_recorded_yet(project_copy):
     write_params(project_copy, "grown", repetitions=3)  # the plan grew after collect
     parse = benchlib(project_copy, "parse")
     cdir = project_copy / "data/raw/grown"
-    assert (parse.returncode, parse.stderr) == (2, (
-        f"benchlib: error: {cdir}: 2 of 3 planned runs not recorded yet (the first: local-lab/host/rr/r001): "
-        "run `benchlib collect --env local-lab` (--skip-corrupt parses the 1 recorded)\n"))
+    assert (parse.returncode, parse.stderr) == (
+        2,
+        (
+            f"benchlib: error: {cdir}: 2 of 3 planned runs not recorded yet (the first: local-lab/host/rr/r001): "
+            "run `benchlib collect --env local-lab` (--skip-corrupt parses the 1 recorded)\n"
+        ),
+    )
     assert not (project_copy / "data/processed/runs.parquet").exists()
     partial = benchlib(project_copy, "parse", "--skip-corrupt")
     assert partial.returncode == 0 and "parse: 1 runs" in partial.stdout, partial.stderr
@@ -373,24 +418,29 @@ def test_parse_names_how_many_planned_runs_are_not_recorded_yet(project_copy):
 
 # -- 4/5. parse checks the records against the plan; collect keeps what it reports ---------------
 
+
 def test_parse_names_every_record_that_does_not_match_the_plan_and_collect_remeasures_incomplete_ones(project_copy):
     require_root()
     write_params(project_copy, "tamper", repetitions=8)
     assert benchlib(project_copy, "collect", "--env", "local-lab").returncode == 0
     cdir = project_copy / "data/raw/tamper/local-lab/host/rr"
-    shutil.copytree(cdir / "r000", cdir / "r009")          # outside the plan
+    shutil.copytree(cdir / "r000", cdir / "r009")  # outside the plan
     shutil.rmtree(cdir / "r004")
-    shutil.copytree(cdir / "r000", cdir / "r004")          # a copy where a planned record is missing
-    (cdir / "r001" / "meta.json").unlink()                 # incomplete
+    shutil.copytree(cdir / "r000", cdir / "r004")  # a copy where a planned record is missing
+    (cdir / "r001" / "meta.json").unlink()  # incomplete
     (cdir / "r002" / "SHA256SUMS").write_bytes(b"\xff\xfe\x00binary")
     (cdir / "r003" / "stdout-0.txt").unlink()
-    (cdir / "r003" / "stdout-0.txt").mkdir()               # a directory where a file should be
+    (cdir / "r003" / "stdout-0.txt").mkdir()  # a directory where a file should be
     shutil.rmtree(cdir / "r007")
-    (cdir / "r007").write_text("not a record")             # a file where a record should be
+    (cdir / "r007").write_text("not a record")  # a file where a record should be
     parse = benchlib(project_copy, "parse")
     assert parse.returncode == 2 and "Traceback" not in parse.stderr
-    for path, why in [("r009", "run local-lab/host/rr/r009 is not in the plan"), ("r004", "holds run 'local-lab/host/rr/r000'"),
-                      ("r001", "incomplete record"), ("r007", "not a directory")]:
+    for path, why in [
+        ("r009", "run local-lab/host/rr/r009 is not in the plan"),
+        ("r004", "holds run 'local-lab/host/rr/r000'"),
+        ("r001", "incomplete record"),
+        ("r007", "not a directory"),
+    ]:
         assert f"{cdir / path}: {why}" in parse.stderr, parse.stderr
     skipped = benchlib(project_copy, "parse", "--skip-corrupt")
     assert skipped.returncode == 0 and "Traceback" not in skipped.stderr, skipped.stderr
@@ -410,10 +460,13 @@ def test_parse_names_every_record_that_does_not_match_the_plan_and_collect_remea
     changed.write_text(changed.read_text().replace("duration_s: 1", "duration_s: 2"))
     parse = benchlib(project_copy, "--params", str(changed), "parse")
     assert parse.returncode == 2
-    assert f"{cdir / 'r005'}: measured with other test parameters than the plan's: duration_s: 1.0 -> 2.0" in parse.stderr
+    assert (
+        f"{cdir / 'r005'}: measured with other test parameters than the plan's: duration_s: 1.0 -> 2.0" in parse.stderr
+    )
 
 
 # -- 6. every subprocess has a timeout ----------------------------------------------------------
+
 
 def test_a_hanging_version_probe_ends_the_collection(tmp_path, lab_env, monkeypatch):
     require_root()
@@ -427,14 +480,16 @@ def test_a_hanging_version_probe_ends_the_collection(tmp_path, lab_env, monkeypa
     target = lab_target(lab_env, ["host"])
     t0 = time.monotonic()
     with pytest.raises(TargetError, match=r"`netperf -V` on the client side did not answer within 2 s"):
-        runner.run_environment(params, plan_environment(params, "local-lab"), target, raw_root=tmp_path,
-                               log=lambda m: None)
+        runner.run_environment(
+            params, plan_environment(params, "local-lab"), target, raw_root=tmp_path, log=lambda m: None
+        )
     assert time.monotonic() - t0 < 30
     assert not [ns for ns in list_namespaces() if ns.startswith(target.lab_id + "-")]
     assert not subprocess.run(["pgrep", "-f", "sleep 600"], capture_output=True).stdout
 
 
 # -- 7. OS errors are one line naming the path; what was written is kept --------------------------
+
 
 def _mount(*args: str) -> None:
     subprocess.run(["mount", *args], check=True, capture_output=True, timeout=30)
@@ -481,18 +536,32 @@ def _real_campaign(project: Path) -> Path:
     """``project`` holding the real records of REAL_RAW under data/raw/ and the plan they were measured
     with in params.yaml (their scenarios, tests and blocks); returns the campaign directory."""
     import yaml
+
     cdir = project / "data/raw" / REAL_RAW.name
     shutil.copytree(REAL_RAW, cdir)
     metas = [json.loads(p.read_text()) for p in sorted(cdir.glob("*/*/*/*/meta.json"))]
-    (project / "params.yaml").write_text(yaml.safe_dump({
-        "experiment": {"campaign": REAL_RAW.name, "environments": ["local-cilium"],
-                       "repetitions": 1 + max(m["block"] for m in metas)},
-        # a record's test_params carry every tool's keys; the params file names those of its tool
-        "tests": {m["test"]: {k: v for k, v in m["test_params"].items()
-                              if v is not None and k in collectors.MODULES[m["test_params"]["tool"]].Spec.model_fields}
-                  for m in metas},
-        "environments": {"local-cilium": {"scenarios": sorted({m["scenario"] for m in metas})}},
-        "analysis": {"baseline": "bridge-iptables"}}))
+    (project / "params.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "experiment": {
+                    "campaign": REAL_RAW.name,
+                    "environments": ["local-cilium"],
+                    "repetitions": 1 + max(m["block"] for m in metas),
+                },
+                # a record's test_params carry every tool's keys; the params file names those of its tool
+                "tests": {
+                    m["test"]: {
+                        k: v
+                        for k, v in m["test_params"].items()
+                        if v is not None and k in collectors.MODULES[m["test_params"]["tool"]].Spec.model_fields
+                    }
+                    for m in metas
+                },
+                "environments": {"local-cilium": {"scenarios": sorted({m["scenario"] for m in metas})}},
+                "analysis": {"baseline": "bridge-iptables"},
+            }
+        )
+    )
     return cdir
 
 
@@ -524,10 +593,20 @@ def test_a_full_disk_during_parse_is_one_line_and_keeps_the_old_tables(project_c
 
     def pages(name: str) -> int:
         return -(-(new / name).stat().st_size // 4096)
+
     # parse writes each table's parts, joins each beside its place, then renames them all: room for
     # the parts (the profile tables' too, empty here) and the joined runs table, not the joined metrics table
-    leave = 0 if room == "none" else (2 * pages("runs.parquet") + pages("metrics.parquet")
-                                      + pages("profile_runs.parquet") + pages("profiles.parquet")) * 4096
+    leave = (
+        0
+        if room == "none"
+        else (
+            2 * pages("runs.parquet")
+            + pages("metrics.parquet")
+            + pages("profile_runs.parquet")
+            + pages("profiles.parquet")
+        )
+        * 4096
+    )
     _mount("-t", "tmpfs", "-o", "size=1m", "tmpfs", str(processed))
     try:
         (processed / "kept").mkdir()  # the old tables also linked from elsewhere (a DVC cache, a
@@ -544,7 +623,8 @@ def test_a_full_disk_during_parse_is_one_line_and_keeps_the_old_tables(project_c
         again = benchlib(project_copy, "parse")
         assert again.returncode == 0 and "parse: 36 runs" in again.stdout, again.stderr
         assert {p.name: p.read_bytes() for p in processed.iterdir() if p.name != "kept"} == {
-            p.name: p.read_bytes() for p in new.iterdir()}
+            p.name: p.read_bytes() for p in new.iterdir()
+        }
     finally:
         subprocess.run(["umount", "-l", str(processed)], capture_output=True, timeout=30)
 
@@ -566,11 +646,15 @@ def _reported_before(project: Path) -> Path:
     return processed
 
 
-@pytest.mark.parametrize("table, damage, says", [
-    ("runs", "missing", "not found (the runs table; `benchlib parse` writes it)"),
-    ("metrics", "empty", "empty (0 bytes), not the metrics table"),
-    ("metrics", "truncated", "not a readable parquet file, truncated or overwritten? (parquet: File out of spec"),
-    ("runs", "another table", "holds the metrics table, not the runs table")])
+@pytest.mark.parametrize(
+    "table, damage, says",
+    [
+        ("runs", "missing", "not found (the runs table; `benchlib parse` writes it)"),
+        ("metrics", "empty", "empty (0 bytes), not the metrics table"),
+        ("metrics", "truncated", "not a readable parquet file, truncated or overwritten? (parquet: File out of spec"),
+        ("runs", "another table", "holds the metrics table, not the runs table"),
+    ],
+)
 def test_analyse_names_a_missing_or_broken_table_in_one_line(project_copy, table, damage, says):
     path = _reported_before(project_copy) / f"{table}.parquet"
     if damage == "missing":
@@ -578,7 +662,7 @@ def test_analyse_names_a_missing_or_broken_table_in_one_line(project_copy, table
     elif damage == "empty":
         path.write_bytes(b"")
     elif damage == "truncated":
-        path.write_bytes(path.read_bytes()[:path.stat().st_size // 2])
+        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
     else:
         shutil.copy2(path.with_name("metrics.parquet"), path)
     out = benchlib(project_copy, "analyse", timeout=300)
@@ -592,8 +676,14 @@ def test_a_failed_analysis_under_dvc_keeps_the_previous_metrics_json(project_cop
     """reports/metrics.json is not in DVC's cache: DVC could not restore it once deleted."""
     processed = _reported_before(project_copy)
     (processed / "metrics.parquet").write_bytes(b"")
-    out = subprocess.run(["dvc", "repro", "--single-item", "analyse"], cwd=project_copy, env=venv_env(),
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        ["dvc", "repro", "--single-item", "analyse"],
+        cwd=project_copy,
+        env=venv_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode != 0
     assert f"benchlib: error: {processed / 'metrics.parquet'}: empty (0 bytes)" in out.stdout + out.stderr
     assert (project_copy / "reports/metrics.json").read_bytes() == (REPO / "reports/metrics.json").read_bytes()
@@ -620,9 +710,12 @@ def test_a_failing_report_names_the_cell_and_leaves_the_analysis_alone(project_c
     out = benchlib(project_copy, "report", timeout=900)
     executed = project_copy / "reports/notebooks/03_figures.ipynb"
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-3000:]
-    assert re.search(rf"^benchlib: error: {project_copy}/notebooks/03_figures.py: cell \d+ raised FileExistsError: "
-                     rf".*{project_copy}/reports/figures.* \(the traceback is in {executed}\)$",
-                     out.stderr, re.MULTILINE), out.stderr
+    assert re.search(
+        rf"^benchlib: error: {project_copy}/notebooks/03_figures.py: cell \d+ raised FileExistsError: "
+        rf".*{project_copy}/reports/figures.* \(the traceback is in {executed}\)$",
+        out.stderr,
+        re.MULTILINE,
+    ), out.stderr
     assert "FileExistsError" in executed.read_text()
     assert (project_copy / "reports/notebooks/02_significance.ipynb").exists()  # it ran
     assert (project_copy / "reports/metrics.json").read_bytes() == analysed
@@ -646,9 +739,22 @@ def test_a_permission_error_is_one_line(tmp_path):
         params = shared / "params.yaml"
         shutil.copy2(REPO / "params.yaml", params)
         params.chmod(0o600)
-        out = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
-                              str(REPO / ".venv/bin/benchlib"), "--params", str(params), "validate"],
-                             capture_output=True, text=True, timeout=60)
+        out = subprocess.run(
+            [
+                "setpriv",
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "--inh-caps=-all",
+                str(REPO / ".venv/bin/benchlib"),
+                "--params",
+                str(params),
+                "validate",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert (out.returncode, out.stderr) == (2, f"benchlib: error: {params}: Permission denied\n")
     finally:
         shutil.rmtree(shared)
@@ -656,12 +762,14 @@ def test_a_permission_error_is_one_line(tmp_path):
 
 # -- 10. no leftovers after SIGKILL ----------------------------------------------------------------
 
+
 def test_lab_clean_removes_what_a_sigkilled_collect_left(project_copy):
     """(The next start removing them: tests/test_runner.py::test_interrupted_campaign_tears_down_and_resumes.)"""
     require_root()
     write_params(project_copy, "left", repetitions=30)
-    collect = subprocess.Popen(["benchlib", "collect", "--env", "local-lab"], cwd=project_copy, env=venv_env(),
-                               stderr=subprocess.DEVNULL)
+    collect = subprocess.Popen(
+        ["benchlib", "collect", "--env", "local-lab"], cwd=project_copy, env=venv_env(), stderr=subprocess.DEVNULL
+    )
     wait_for(lambda: record.find(project_copy / "data/raw/left"), what="the first record")
     collect.kill()
     collect.wait(timeout=10)
@@ -685,14 +793,25 @@ def test_preset_never_overwrites_an_edited_params_yaml(project_copy):
     edited = params.read_text().replace("repetitions: ", "repetitions: 12 #", 1)
     params.write_text(edited)
     mesh, bigtcp = "pipelines/local-lab/params-mesh.yaml", "pipelines/local-lab/params-bigtcp.yaml"
-    proc = subprocess.run(["bash", "scripts/reproduce.sh", "--preset", mesh, "--dry"], cwd=project_copy,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        ["bash", "scripts/reproduce.sh", "--preset", mesh, "--dry"],
+        cwd=project_copy,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and params.read_text() == edited
     assert proc.stderr.startswith("reproduce.sh: params.yaml has edits of its own"), proc.stderr
     # the committed file, then a preset's copy, are replaced (--dry: dvc only prints the collect stage)
     subprocess.run(["git", "checkout", "-q", "params.yaml"], cwd=project_copy, check=True)
     for preset in (mesh, bigtcp):
-        proc = subprocess.run(["bash", "scripts/reproduce.sh", "--preset", preset, "--dry", "collect@local-lab"], cwd=project_copy,
-                              env=venv_env(), capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(
+            ["bash", "scripts/reproduce.sh", "--preset", preset, "--dry", "collect@local-lab"],
+            cwd=project_copy,
+            env=venv_env(),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert params.read_text() == (project_copy / preset).read_text()

@@ -1,4 +1,5 @@
 """iperf3: the pure builder, the parser on output the real tool printed, and a real run in the lab."""
+
 import json
 from pathlib import Path
 
@@ -47,8 +48,12 @@ def test_build_rejects_what_iperf3_cannot_run():
 
 def test_builder_output_matches_what_was_captured():
     # The fixtures were produced by the builder: if it changes, recapture.
-    cases = {"tcp_stream": ("TCP_STREAM", 1, None, None), "tcp_stream_4": ("TCP_STREAM", 4, None, None),
-             "udp_bitrate": ("UDP_STREAM", 1, 1400, "500M"), "udp_unlimited": ("UDP_STREAM", 1, 1400, "unlimited")}
+    cases = {
+        "tcp_stream": ("TCP_STREAM", 1, None, None),
+        "tcp_stream_4": ("TCP_STREAM", 4, None, None),
+        "udp_bitrate": ("UDP_STREAM", 1, 1400, "500M"),
+        "udp_unlimited": ("UDP_STREAM", 1, 1400, "unlimited"),
+    }
     for name, (kind, streams, size, bitrate) in cases.items():
         _, meta = captured(name)
         argv = meta["argv"]
@@ -79,8 +84,9 @@ def test_parse_captured_udp(name):
     assert m["throughput"] <= doc["end"]["sum_sent"]["bits_per_second"] / 1e9  # received <= sent
 
 
-@pytest.mark.parametrize("name, says", [("error_no_server", "No route to host"),
-                                        ("error_server_busy", "server is busy")])
+@pytest.mark.parametrize(
+    "name, says", [("error_no_server", "No route to host"), ("error_server_busy", "server is busy")]
+)
 def test_parse_refuses_captured_errors(name, says):
     out, meta = captured(name)
     # iperf3 3.12 with -J exits 0 after such errors: only the document says it failed.
@@ -143,6 +149,7 @@ def test_short_campaign_of_the_new_tools_reaches_the_tidy_tables(tmp_path, lab_e
     from benchlib import record, runner, schema, tidy
     from benchlib.plan import plan_environment
     from tests.conftest import short_params
+
     params = short_params("newtools", ["host", "veth-routed"], CAMPAIGN_TESTS, repetitions=2)
     plan = plan_environment(params, "local-lab")
     tools = sorted({t.tool for t in plan.tests.values()})
@@ -155,8 +162,14 @@ def test_short_campaign_of_the_new_tools_reaches_the_tidy_tables(tmp_path, lab_e
     assert per_test == {
         "iperf3_tcp": {"throughput", "retransmits"},
         "iperf3_udp": {"throughput", "udp_loss_pct", "udp_jitter"},
-        "http_close": {"http_qps", "http_latency_p50", "http_latency_p90", "http_latency_p99",
-                       "http_latency_p999", "http_errors"},
+        "http_close": {
+            "http_qps",
+            "http_latency_p50",
+            "http_latency_p90",
+            "http_latency_p99",
+            "http_latency_p999",
+            "http_errors",
+        },
         "dns_udp": {"dns_qps", "dns_latency_p50", "dns_latency_p99", "dns_errors"},
     }
     assert all(unit == schema.METRICS[m].unit for m, unit in metrics.select("metric", "unit").iter_rows())
@@ -183,6 +196,7 @@ def params_with(tmp_path, test: dict):
     import yaml
 
     from tests.conftest import REPO
+
     data = yaml.safe_load((REPO / "params.yaml").read_text())
     data["tests"]["new"] = test
     path = tmp_path / "params.yaml"
@@ -190,27 +204,44 @@ def params_with(tmp_path, test: dict):
     return path
 
 
-@pytest.mark.parametrize("test, expected", [
-    ({"tool": "iperf3", "kind": "TCP_RR", "duration_s": 2},
-     "tests.new.kind: 'TCP_RR' is not a kind iperf3 runs; allowed: ['TCP_STREAM', 'UDP_STREAM']"),
-    ({"tool": "iperf3", "kind": "UDP_STREAM", "duration_s": 2},
-     "tests.new.bitrate: iperf3 UDP_STREAM needs bitrate"),
-    ({"tool": "iperf3", "kind": "UDP_STREAM", "duration_s": 2, "bitrate": "fast"},
-     "tests.new.bitrate: 'fast' is not a bitrate"),
-    ({"tool": "iperf3", "kind": "TCP_STREAM", "duration_s": 2, "bitrate": "1G"},
-     "tests.new.bitrate: not used by iperf3 TCP_STREAM"),
-    ({"tool": "iperf3", "kind": "TCP_STREAM", "duration_s": 1.5}, "duration_s: iperf3 runs whole seconds"),
-    ({"tool": "fortio", "kind": "HTTP", "duration_s": 2}, "tests.new.qps: fortio HTTP needs qps"),
-    ({"tool": "fortio", "kind": "HTTP", "duration_s": 2, "qps": 0}, "tests.new.qps"),
-    ({"tool": "fortio", "kind": "HTTP", "duration_s": 2, "qps": 10, "message_size": 64},
-     "tests.new.message_size: not used by fortio"),
-    ({"tool": "dns", "kind": "DNS_UDP", "duration_s": 2, "qps": 10, "connection_close": True},
-     "tests.new.connection_close: not used by dns"),
-    ({"tool": "dns", "kind": "UDP", "duration_s": 2, "qps": 10}, "allowed: ['DNS_UDP']"),
-    ({"tool": "netperf", "kind": "TCP_RR", "duration_s": 2, "qps": 10},
-     "tests.new.qps: not used by netperf; remove it (netperf takes kind, duration_s, streams, timeout_s, message_size)"),
-    ({"tool": "wrk", "kind": "HTTP", "duration_s": 2}, "tests.new.tool"),
-])
+@pytest.mark.parametrize(
+    "test, expected",
+    [
+        (
+            {"tool": "iperf3", "kind": "TCP_RR", "duration_s": 2},
+            "tests.new.kind: 'TCP_RR' is not a kind iperf3 runs; allowed: ['TCP_STREAM', 'UDP_STREAM']",
+        ),
+        (
+            {"tool": "iperf3", "kind": "UDP_STREAM", "duration_s": 2},
+            "tests.new.bitrate: iperf3 UDP_STREAM needs bitrate",
+        ),
+        (
+            {"tool": "iperf3", "kind": "UDP_STREAM", "duration_s": 2, "bitrate": "fast"},
+            "tests.new.bitrate: 'fast' is not a bitrate",
+        ),
+        (
+            {"tool": "iperf3", "kind": "TCP_STREAM", "duration_s": 2, "bitrate": "1G"},
+            "tests.new.bitrate: not used by iperf3 TCP_STREAM",
+        ),
+        ({"tool": "iperf3", "kind": "TCP_STREAM", "duration_s": 1.5}, "duration_s: iperf3 runs whole seconds"),
+        ({"tool": "fortio", "kind": "HTTP", "duration_s": 2}, "tests.new.qps: fortio HTTP needs qps"),
+        ({"tool": "fortio", "kind": "HTTP", "duration_s": 2, "qps": 0}, "tests.new.qps"),
+        (
+            {"tool": "fortio", "kind": "HTTP", "duration_s": 2, "qps": 10, "message_size": 64},
+            "tests.new.message_size: not used by fortio",
+        ),
+        (
+            {"tool": "dns", "kind": "DNS_UDP", "duration_s": 2, "qps": 10, "connection_close": True},
+            "tests.new.connection_close: not used by dns",
+        ),
+        ({"tool": "dns", "kind": "UDP", "duration_s": 2, "qps": 10}, "allowed: ['DNS_UDP']"),
+        (
+            {"tool": "netperf", "kind": "TCP_RR", "duration_s": 2, "qps": 10},
+            "tests.new.qps: not used by netperf; remove it (netperf takes kind, duration_s, streams, timeout_s, message_size)",
+        ),
+        ({"tool": "wrk", "kind": "HTTP", "duration_s": 2}, "tests.new.tool"),
+    ],
+)
 def test_params_for_the_new_tools_name_the_bad_key(tmp_path, test, expected):
     with pytest.raises(config.ConfigError) as err:
         config.load_params(params_with(tmp_path, test))
@@ -218,9 +249,11 @@ def test_params_for_the_new_tools_name_the_bad_key(tmp_path, test, expected):
 
 
 def test_params_for_the_new_tools_accept_good_tests(tmp_path):
-    good = [{"tool": "iperf3", "kind": "UDP_STREAM", "duration_s": 2, "bitrate": "unlimited", "message_size": 1400},
-            {"tool": "fortio", "kind": "HTTP", "duration_s": 2, "qps": "max", "connection_close": True},
-            {"tool": "dns", "kind": "DNS_UDP", "duration_s": 2.5, "qps": 2000}]
+    good = [
+        {"tool": "iperf3", "kind": "UDP_STREAM", "duration_s": 2, "bitrate": "unlimited", "message_size": 1400},
+        {"tool": "fortio", "kind": "HTTP", "duration_s": 2, "qps": "max", "connection_close": True},
+        {"tool": "dns", "kind": "DNS_UDP", "duration_s": 2.5, "qps": 2000},
+    ]
     for test in good:
         spec = config.load_params(params_with(tmp_path, test)).tests["new"]
         assert spec.model_dump(exclude_defaults=True) == test

@@ -8,6 +8,7 @@ kube-proxy, and every command reaches a pod through the real exec API. The
 target runs as the "benchlib-runner" token, whose only rights are those of
 pipelines/kubernetes/rbac.yaml. Nothing here is faked.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -71,15 +72,26 @@ def environment_folder(request, tmp_path, monkeypatch):
 @pytest.fixture(scope="module")
 def admin(cluster):
     import kubernetes
+
     api = kubernetes.config.new_client_from_config(config_file=str(cluster / "admin.kubeconfig"))
     return kubernetes.client.CoreV1Api(api)
 
 
 def services_env(counts: list[int]) -> Environment:
     """A service-count series, expanded into svc-<n> as load_environment expands it."""
-    return k8s_env(_expand_service_counts(
-        {"svc": {"description": "through one of N ClusterIPs", "placement": "service", "services": counts,
-                 "programmed": [SYNCED], "record": {"kube_proxy_metrics": f"{SYNCED} --print"}}}))
+    return k8s_env(
+        _expand_service_counts(
+            {
+                "svc": {
+                    "description": "through one of N ClusterIPs",
+                    "placement": "service",
+                    "services": counts,
+                    "programmed": [SYNCED],
+                    "record": {"kube_proxy_metrics": f"{SYNCED} --print"},
+                }
+            }
+        )
+    )
 
 
 def _secrets() -> list[str]:
@@ -91,8 +103,13 @@ def run_campaign(env, campaign: str, raw_root, tests=RR):
     params = short_params(campaign, list(env.scenarios), tests, repetitions=1, retries=0)
     plan = Plan(environment=env, scenarios=list(env.scenarios), tests=params.tests)
     logs = []
-    counts = runner.run_environment(params, plan, KubernetesTarget(env, plan.scenarios, NETPERF, log=logs.append),
-                                    raw_root=raw_root, log=logs.append)
+    counts = runner.run_environment(
+        params,
+        plan,
+        KubernetesTarget(env, plan.scenarios, NETPERF, log=logs.append),
+        raw_root=raw_root,
+        log=logs.append,
+    )
     return counts, logs
 
 
@@ -170,8 +187,7 @@ def test_a_cluster_ip_run_goes_through_kube_proxys_rules(admin, mode):
     switched = cluster_script("proxy-mode", mode)
     assert switched.returncode == 0, switched.stderr
     try:
-        env = k8s_env({"service": {"description": "ClusterIP", "placement": "service",
-                                   "programmed": [SYNCED]}})
+        env = k8s_env({"service": {"description": "ClusterIP", "placement": "service", "programmed": [SYNCED]}})
         with serving_cluster(env, "service") as target:
             pl = target.placement("service")
             node = pl.client_node
@@ -183,8 +199,11 @@ def test_a_cluster_ip_run_goes_through_kube_proxys_rules(admin, mode):
             assert len(translated) >= min(m["connection_rate"], 1000) / 2, (len(translated), m)
             nat = in_node(node, "iptables-save", "-c", "-t", "nat")
             if mode == "iptables":
-                rule = next(line for line in nat.splitlines()
-                            if f"-d {pl.server_address}/32" in line and "dport 12866" in line and "KUBE-SVC" in line)
+                rule = next(
+                    line
+                    for line in nat.splitlines()
+                    if f"-d {pl.server_address}/32" in line and "dport 12866" in line and "KUBE-SVC" in line
+                )
                 packets = int(re.match(r"\[(\d+):", rule).group(1))
                 assert packets >= 0.99 * len(translated), rule  # a connection's first packet walks the nat table
             else:  # the nftables mode's table, and no iptables mode rules left behind
@@ -228,7 +247,9 @@ def test_objects_exec_and_cleanup(admin):
     deadline = time.monotonic() + 30
     while True:
         mounts = open("/proc/self/mounts").read()
-        rules = in_node("bk8s-node1", "iptables-save", "-t", "nat") + in_node("bk8s-node2", "iptables-save", "-t", "nat")
+        rules = in_node("bk8s-node1", "iptables-save", "-t", "nat") + in_node(
+            "bk8s-node2", "iptables-save", "-t", "nat"
+        )
         left = [u for u in uids if u in mounts] + ([target.namespace] if target.namespace in rules else [])
         if not left or time.monotonic() > deadline:
             break
@@ -238,6 +259,7 @@ def test_objects_exec_and_cleanup(admin):
 
 def test_service_count_scenarios_create_n_services_with_endpoints(admin):
     import kubernetes
+
     discovery = kubernetes.client.DiscoveryV1Api(admin.api_client)
     env = services_env([40, 3])
     logs = []
@@ -253,9 +275,12 @@ def test_service_count_scenarios_create_n_services_with_endpoints(admin):
             # each has an EndpointSlice, written by the controller-manager, naming the server pod
             server = admin.read_namespaced_pod(f"svc-{n}-server", target.namespace)
             slices = discovery.list_namespaced_endpoint_slice(target.namespace).items
-            served = {sl.metadata.labels["kubernetes.io/service-name"] for sl in slices
-                      for e in sl.endpoints or []
-                      if e.target_ref.name == server.metadata.name and e.addresses == [server.status.pod_ip]}
+            served = {
+                sl.metadata.labels["kubernetes.io/service-name"]
+                for sl in slices
+                for e in sl.endpoints or []
+                if e.target_ref.name == server.metadata.name and e.addresses == [server.status.pod_ip]
+            }
             assert set(services) <= served
             # and kube-proxy has a rule for every one of them once the scenario is programmed
             nat = in_node("bk8s-node1", "iptables-save", "-t", "nat")
@@ -300,8 +325,14 @@ def test_leftover_namespace_of_a_killed_campaign_is_removed(admin):
     dead = subprocess.Popen(["true"])
     dead.wait()
     name = "benchlib-leftover"
-    admin.create_namespace({"metadata": {"name": name, "labels": {
-        LABEL_SESSION: "leftover", LABEL_OWNER: f"{socket.gethostname()}.{dead.pid}"}}})
+    admin.create_namespace(
+        {
+            "metadata": {
+                "name": name,
+                "labels": {LABEL_SESSION: "leftover", LABEL_OWNER: f"{socket.gethostname()}.{dead.pid}"},
+            }
+        }
+    )
     with KubernetesTarget(k8s_env(), ["pod-to-pod"], NETPERF, log=lambda m: None):
         assert not [n for n in admin.list_namespace().items if n.metadata.name == name]
 
@@ -314,6 +345,7 @@ def test_keys_tokens_and_kubeconfigs_are_private(cluster):
 
 def test_runner_token_is_confined(admin):
     import kubernetes
+
     api = kubernetes.config.new_client_from_config(config_file=str(STATE / "runner.kubeconfig"))
     with pytest.raises(kubernetes.client.ApiException) as exc:
         kubernetes.client.CoreV1Api(api).list_namespaced_pod("kube-system")
@@ -349,7 +381,8 @@ def test_sigkilled_campaign_on_the_cluster_resumes_with_every_run_once(admin, pr
     assert "left by a killed campaign" in resumed.stderr
     runs, _ = tidy.build_tables(cdir)
     assert sorted(runs["run_id"]) == sorted(
-        f"local-k8s/{s}/rr/r{b:03d}" for s in ("pod-to-pod", "same-node") for b in range(3))
+        f"local-k8s/{s}/rr/r{b:03d}" for s in ("pod-to-pod", "same-node") for b in range(3)
+    )
     assert set(runs["outcome"]) == {"ok"}
     assert not admin.list_namespace(label_selector=LABEL_OWNER).items
 
@@ -360,6 +393,7 @@ def test_shipped_cluster_manifests_pass_a_server_side_dry_run(admin, env_name):
     as the real API server validates them (admission included) without persisting anything."""
     import kubernetes
     import yaml
+
     env = load_environment(env_name)
     namespace = f"benchlib-dryrun-{env_name}"
     servers = collectors.servers(["netperf", "iperf3", "fortio", "dns"])
@@ -385,8 +419,11 @@ def test_shipped_cluster_manifests_pass_a_server_side_dry_run(admin, env_name):
 def test_a_typo_in_a_manifest_fails_the_dry_run(admin):
     """The dry run above can fail: the same call refuses an invalid field."""
     import kubernetes
+
     env = load_environment("eks-m6i")
-    pod = next(obj for title, obj in render(env, ["A"], collectors.servers(["netperf"])) if title.endswith("server pod"))
+    pod = next(
+        obj for title, obj in render(env, ["A"], collectors.servers(["netperf"])) if title.endswith("server pod")
+    )
     pod = json.loads(json.dumps(pod).replace("<id>", "dryrun"))
     pod["spec"]["containers"][0]["imagePullPolicy"] = "Sometimes"
     with pytest.raises(kubernetes.client.ApiException, match="imagePullPolicy"):
@@ -414,16 +451,19 @@ def test_render_shows_every_manifest_and_command(env_name, capsys):
 
 def test_render_rejects_a_missing_values_file(tmp_path, monkeypatch, capsys):
     project_with_environment(
-        tmp_path, monkeypatch, "broken",
+        tmp_path,
+        monkeypatch,
+        "broken",
         "description: d\ntarget: kubernetes\nkubernetes: {image: x}\nscenarios:\n"
-        "  a: {description: d, placement: pod-to-pod, helm: {release: r, chart: c, version: '1', values: nope.yaml}}\n")
+        "  a: {description: d, placement: pod-to-pod, helm: {release: r, chart: c, version: '1', values: nope.yaml}}\n",
+    )
     assert cli.main(["render", "--env", "broken"]) == 2
     assert "nope.yaml not found" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("env_name", ["eks-m6i", "ryzen-e810", "local-k8s", "local-cilium"])
 def test_study_presets_validate(env_name):
-    plan, = validate_all(load_params(REPO / "pipelines" / env_name / "params.yaml"))
+    (plan,) = validate_all(load_params(REPO / "pipelines" / env_name / "params.yaml"))
     assert set(plan.scenarios) == set(load_environment(env_name).scenarios)
 
 
@@ -439,8 +479,9 @@ def test_up_and_down_wait_for_no_running_measurement():
             assert "benchlib collect --env local-k8s (test)" in refused.stderr
         # what reproduce.sh runs at its end: down waits for the measurement instead (stopped here
         # while it waits, so that the module's cluster stays up)
-        waiting = subprocess.Popen(["bash", str(CLUSTER), "down", "--wait"], stderr=subprocess.PIPE, text=True,
-                                   start_new_session=True)
+        waiting = subprocess.Popen(
+            ["bash", str(CLUSTER), "down", "--wait"], stderr=subprocess.PIPE, text=True, start_new_session=True
+        )
         time.sleep(3)
         assert waiting.poll() is None
         os.killpg(waiting.pid, signal.SIGTERM)
@@ -449,14 +490,20 @@ def test_up_and_down_wait_for_no_running_measurement():
 
 
 def test_cluster_scenario_without_placement_is_refused(tmp_path, monkeypatch):
-    project_with_environment(tmp_path, monkeypatch, "noplace",
-                             "description: d\ntarget: kubernetes\nkubernetes: {image: x}\nscenarios:\n"
-                             "  a: {description: d}\n")
-    with pytest.raises(ConfigError, match=r"(?s)environment.yaml.*scenarios \['a'\]: target kubernetes needs placement"):
+    project_with_environment(
+        tmp_path,
+        monkeypatch,
+        "noplace",
+        "description: d\ntarget: kubernetes\nkubernetes: {image: x}\nscenarios:\n  a: {description: d}\n",
+    )
+    with pytest.raises(
+        ConfigError, match=r"(?s)environment.yaml.*scenarios \['a'\]: target kubernetes needs placement"
+    ):
         load_environment("noplace")
 
 
 # -- the cluster's own life cycle (last: it takes the module's cluster down) ----------------------
+
 
 def test_up_is_idempotent_down_leaves_nothing_and_a_killed_up_is_cleaned(cluster):
     again = cluster_script("up", "--nodes", "2", "--proxy-mode", "iptables")

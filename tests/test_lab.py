@@ -1,4 +1,5 @@
 """The lab's topologies carry traffic on the path they claim, and leave nothing behind."""
+
 import glob
 import json
 import os
@@ -17,20 +18,34 @@ from tests.conftest import REPO, lab_namespaces, require_root
 
 
 def counters(ns, dev):
-    stats = json.loads(subprocess.run(["ip", "-n", ns, "-j", "-s", "link", "show", "dev", dev],
-                                      capture_output=True, text=True, check=True).stdout)[0]["stats64"]
-    return {"rx": stats["rx"]["packets"], "tx": stats["tx"]["packets"],
-            "rx_bytes": stats["rx"]["bytes"], "tx_bytes": stats["tx"]["bytes"]}
+    stats = json.loads(
+        subprocess.run(
+            ["ip", "-n", ns, "-j", "-s", "link", "show", "dev", dev], capture_output=True, text=True, check=True
+        ).stdout
+    )[0]["stats64"]
+    return {
+        "rx": stats["rx"]["packets"],
+        "tx": stats["tx"]["packets"],
+        "rx_bytes": stats["rx"]["bytes"],
+        "tx_bytes": stats["tx"]["bytes"],
+    }
 
 
 def route_dev(ns, address):
-    return json.loads(subprocess.run(["ip", "-n", ns, "-j", "route", "get", address],
-                                     capture_output=True, text=True, check=True).stdout)[0]["dev"]
+    return json.loads(
+        subprocess.run(
+            ["ip", "-n", ns, "-j", "route", "get", address], capture_output=True, text=True, check=True
+        ).stdout
+    )[0]["dev"]
 
 
 def links(ns):
-    return {link["ifname"] for link in json.loads(
-        subprocess.run(["ip", "-n", ns, "-j", "link"], capture_output=True, text=True, check=True).stdout)}
+    return {
+        link["ifname"]
+        for link in json.loads(
+            subprocess.run(["ip", "-n", ns, "-j", "link"], capture_output=True, text=True, check=True).stdout
+        )
+    }
 
 
 def transactions(lab, scenario):
@@ -46,8 +61,14 @@ PATHS = {
     "host": [("n1", "eth0", "tx"), ("n2", "eth0", "rx")],
     "veth-routed": [("n1", "veth0", "rx"), ("n1", "eth0", "tx"), ("n2", "eth0", "rx"), ("n2", "veth0", "tx")],
     "bridge": [("n1", "br0", "rx"), ("n1", "eth0", "tx"), ("n2", "eth0", "rx"), ("n2", "br0", "tx")],
-    "vxlan": [("n1", "br0", "rx"), ("n1", "vxlan0", "tx"), ("n1", "eth0", "tx"),
-              ("n2", "eth0", "rx"), ("n2", "vxlan0", "rx"), ("n2", "br0", "tx")],
+    "vxlan": [
+        ("n1", "br0", "rx"),
+        ("n1", "vxlan0", "tx"),
+        ("n1", "eth0", "tx"),
+        ("n2", "eth0", "rx"),
+        ("n2", "vxlan0", "rx"),
+        ("n2", "br0", "tx"),
+    ],
 }
 
 
@@ -73,8 +94,11 @@ def test_routes_and_devices_match_the_topology(lab):
     assert not links(n1["veth-routed"]) & {"br0", "vxlan0"}
     assert "vxlan0" not in links(n1["bridge"])
     pod = lab.namespace("veth-routed", "client")
-    addrs = json.loads(subprocess.run(["ip", "-n", pod, "-j", "addr", "show", "eth0"],
-                                      capture_output=True, text=True, check=True).stdout)[0]["addr_info"]
+    addrs = json.loads(
+        subprocess.run(
+            ["ip", "-n", pod, "-j", "addr", "show", "eth0"], capture_output=True, text=True, check=True
+        ).stdout
+    )[0]["addr_info"]
     assert [(a["local"], a["prefixlen"]) for a in addrs if a["family"] == "inet"] == [("198.19.1.10", 32)]
 
 
@@ -92,8 +116,12 @@ def test_vxlan_really_encapsulates(lab):
 def test_receive_processing_is_steered_to_each_side(lab):
     for side, cpus in (("client", lab.client_cpus), ("server", lab.server_cpus)):
         ns = lab.namespace("bridge", side)
-        mask = subprocess.run(["ip", "netns", "exec", ns, "cat", "/sys/class/net/eth0/queues/rx-0/rps_cpus"],
-                              capture_output=True, text=True, check=True).stdout
+        mask = subprocess.run(
+            ["ip", "netns", "exec", ns, "cat", "/sys/class/net/eth0/queues/rx-0/rps_cpus"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         assert int(mask.replace(",", ""), 16) == sum(1 << c for c in cpus)
 
 
@@ -129,16 +157,23 @@ def test_leftovers_of_a_killed_campaign_are_removed_and_live_labs_kept(lab):
     proc = subprocess.Popen([sys.executable, "-c", KILLED_LAB], stdout=subprocess.PIPE, text=True, cwd=REPO)
     lab_id = proc.stdout.readline().strip()
     assert len(lab_namespaces(lab_id)) == 6
-    servers = subprocess.run(["ip", "netns", "pids", f"{lab_id}-host-n2"], capture_output=True, text=True).stdout.split()
+    servers = subprocess.run(
+        ["ip", "netns", "pids", f"{lab_id}-host-n2"], capture_output=True, text=True
+    ).stdout.split()
     assert servers, "netserver should be running in the killed lab's server node"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert len(lab_namespaces(lab_id)) == 6  # SIGKILL gave it no chance to clean up
     [logdir] = glob.glob(f"/tmp/{lab_id}-*")  # the servers' logs, left as well
     removed = clean_leftovers(log=lambda m: None)
-    assert sorted(removed) == sorted([logdir] + [f"{lab_id}-{sc}-{r}" for sc, rs in (("host", ("n1", "n2")),
-                                                                                     ("bridge", ("n1", "n2", "p1", "p2")))
-                                                 for r in rs])
+    assert sorted(removed) == sorted(
+        [logdir]
+        + [
+            f"{lab_id}-{sc}-{r}"
+            for sc, rs in (("host", ("n1", "n2")), ("bridge", ("n1", "n2", "p1", "p2")))
+            for r in rs
+        ]
+    )
     assert lab_namespaces(lab_id) == [] and not os.path.exists(logdir)
     time.sleep(0.2)
     assert not any(alive(pid) for pid in servers)
@@ -174,6 +209,9 @@ def test_without_root_the_probe_says_what_is_missing_and_creates_nothing():
 
 def test_preflight_names_missing_cpus(lab_env):
     env = load_environment("local-lab").model_copy(
-        update={"cpus": lab_env.model_validate({**lab_env.model_dump(), "cpus": {"client": [0], "server": [4096]}}).cpus})
+        update={
+            "cpus": lab_env.model_validate({**lab_env.model_dump(), "cpus": {"client": [0], "server": [4096]}}).cpus
+        }
+    )
     with pytest.raises(TargetError, match="CPUs \\[4096\\]"):
         LabTarget(env, ["host"]).__enter__()

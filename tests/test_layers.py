@@ -4,6 +4,7 @@ Every benchlib import counts, those inside functions included (a lazy import
 is still a dependency). A module may import a module of a lower layer, or one
 of its own package that does not import it back.
 """
+
 import ast
 from pathlib import Path
 
@@ -15,7 +16,12 @@ PACKAGE = REPO / "benchlib"
 # lowest first; a package's name stands for all its modules
 LAYERS = [
     ["benchlib.errors", "benchlib.logs"],  # logs: where messages go (logging), for the CLI
-    ["benchlib.schema", "benchlib.collectors", "benchlib.cpu", "benchlib.stacks"],  # pure: builders, parsers, vocabulary
+    [
+        "benchlib.schema",
+        "benchlib.collectors",
+        "benchlib.cpu",
+        "benchlib.stacks",
+    ],  # pure: builders, parsers, vocabulary
     ["benchlib.machine"],  # the machine-wide collect lock, dying with the parent
     ["benchlib.config"],  # the settings: tests are the collectors' models, metric names the schema's
     ["benchlib.plan"],  # what each environment runs, from params and the environment definitions
@@ -78,8 +84,9 @@ def test_every_module_has_a_layer():
 
 @pytest.mark.parametrize("name", sorted(n for n in GRAPH if n != "benchlib"))
 def test_no_import_runs_upward(name):
-    upward = [m for m in GRAPH[name] if m != "benchlib" and top_package(m) != top_package(name)
-              and layer(m) >= layer(name)]
+    upward = [
+        m for m in GRAPH[name] if m != "benchlib" and top_package(m) != top_package(name) and layer(m) >= layer(name)
+    ]
     assert not upward, f"{name} (layer {layer(name)}) imports {upward} of the same or a higher layer"
 
 
@@ -92,7 +99,7 @@ def test_no_import_cycle():
         stack.append(n)
         for m in sorted(GRAPH[n]):
             if state.get(m) == "open":
-                raise AssertionError("import cycle: " + " -> ".join(stack[stack.index(m):] + [m]))
+                raise AssertionError("import cycle: " + " -> ".join(stack[stack.index(m) :] + [m]))
             if m not in state:
                 visit(m)
         stack.pop()

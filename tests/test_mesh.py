@@ -2,6 +2,7 @@
 in the real lab. Each hop must show the traffic in its own counters, the mTLS
 legs must carry TLS (and refuse a client without a certificate of the lab's
 CA), and every run records the proxies' CPU and peak RSS."""
+
 import json
 import os
 import signal
@@ -23,10 +24,14 @@ MESH = ["proxy-server", "proxy-both", "proxy-both-mtls", "node-proxy-mtls"]
 # the proxies each scenario puts on the path and the listeners fortio's HTTP and netperf's TCP go through
 HOPS = {
     "proxy-server": {"server-sidecar": ("inbound_http", "inbound_tcp")},
-    "proxy-both": {"client-sidecar": ("outbound_http", "outbound_tcp"),
-                   "server-sidecar": ("inbound_http", "inbound_tcp")},
-    "proxy-both-mtls": {"client-sidecar": ("outbound_http", "outbound_tcp"),
-                        "server-sidecar": ("inbound_http", "inbound_tcp")},
+    "proxy-both": {
+        "client-sidecar": ("outbound_http", "outbound_tcp"),
+        "server-sidecar": ("inbound_http", "inbound_tcp"),
+    },
+    "proxy-both-mtls": {
+        "client-sidecar": ("outbound_http", "outbound_tcp"),
+        "server-sidecar": ("inbound_http", "inbound_tcp"),
+    },
     "node-proxy-mtls": {"node1": ("outbound", "outbound"), "node2": ("inbound", "inbound")},
 }
 MTLS = {"proxy-both-mtls": ("client-sidecar", "server-sidecar"), "node-proxy-mtls": ("node1", "node2")}
@@ -84,8 +89,11 @@ def test_every_hop_carries_the_traffic(mesh_lab, scenario):
 
 def capture_wire(node: str, seconds_of: callable) -> bytes:
     """The node's wire (eth0) packets while ``seconds_of()`` runs, as a pcap's bytes."""
-    proc = subprocess.Popen(["ip", "netns", "exec", node, "tcpdump", "-i", "eth0", "-U", "-s", "0", "-w", "-", "tcp"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        ["ip", "netns", "exec", node, "tcpdump", "-i", "eth0", "-U", "-s", "0", "-w", "-", "tcp"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     time.sleep(1)  # tcpdump attaches
     try:
         seconds_of()
@@ -103,8 +111,7 @@ def test_the_wire_carries_tls_exactly_where_mtls_is_on(mesh_lab, scenario):
     infos = {p: haproxy.info(mesh_lab.stats_socket(scenario, p)) for p in HOPS[scenario]}
     # fortio's requests, and netperf's new connections (HAProxy may reuse idle HTTP connections to
     # its upstream, never a TCP-mode one: netperf's make new TLS sessions for sure)
-    wire = capture_wire(node1, lambda: (fortio_run(mesh_lab, scenario, 100, close=False),
-                                        rr_run(mesh_lab, scenario)))
+    wire = capture_wire(node1, lambda: (fortio_run(mesh_lab, scenario, 100, close=False), rr_run(mesh_lab, scenario)))
     after = {p: haproxy.info(mesh_lab.stats_socket(scenario, p)) for p in HOPS[scenario]}
     if scenario in MTLS:
         assert b"GET /echo" not in wire  # no request in clear text between the nodes
@@ -121,9 +128,25 @@ def openssl_client(node: str, *args: str) -> subprocess.CompletedProcess:
 
     -ign_eof: read until the proxy closes, so a TLS 1.3 server's rejection of the
     client certificate (sent after the client's side of the handshake) is seen."""
-    return subprocess.run(["ip", "netns", "exec", node, "openssl", "s_client",
-                           "-connect", f"{POD_IP[2]}:{fortio.PORT}", "-brief", "-ign_eof", *args], input="GET /echo HTTP/1.0\r\n\r\n", capture_output=True, text=True,
-                          timeout=20)
+    return subprocess.run(
+        [
+            "ip",
+            "netns",
+            "exec",
+            node,
+            "openssl",
+            "s_client",
+            "-connect",
+            f"{POD_IP[2]}:{fortio.PORT}",
+            "-brief",
+            "-ign_eof",
+            *args,
+        ],
+        input="GET /echo HTTP/1.0\r\n\r\n",
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
 
 
 @pytest.mark.parametrize("scenario", list(MTLS))
@@ -131,14 +154,41 @@ def test_mtls_refuses_a_client_without_a_valid_certificate(mesh_lab, scenario, t
     node1 = mesh_lab.placement(scenario).details["nodes"][1]
     tls = mesh_lab.stats_socket(scenario, MTLS[scenario][0]).parent / "tls"
     # a certificate of another CA, made here
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-                    "-keyout", tmp_path / "k.pem", "-out", tmp_path / "c.pem", "-days", "1", "-subj", "/CN=intruder"],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            tmp_path / "k.pem",
+            "-out",
+            tmp_path / "c.pem",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=intruder",
+        ],
+        check=True,
+        capture_output=True,
+    )
     no_cert = openssl_client(node1, "-CAfile", str(tls / "ca.crt"))
-    foreign = openssl_client(node1, "-CAfile", str(tls / "ca.crt"), "-cert", str(tmp_path / "c.pem"),
-                             "-key", str(tmp_path / "k.pem"))
-    valid = openssl_client(node1, "-CAfile", str(tls / "ca.crt"), "-cert", str(tls / f"{MTLS[scenario][0]}.crt"),
-                           "-key", str(tls / f"{MTLS[scenario][0]}.key"))
+    foreign = openssl_client(
+        node1, "-CAfile", str(tls / "ca.crt"), "-cert", str(tmp_path / "c.pem"), "-key", str(tmp_path / "k.pem")
+    )
+    valid = openssl_client(
+        node1,
+        "-CAfile",
+        str(tls / "ca.crt"),
+        "-cert",
+        str(tls / f"{MTLS[scenario][0]}.crt"),
+        "-key",
+        str(tls / f"{MTLS[scenario][0]}.key"),
+    )
     for refused in (no_cert, foreign):
         assert "HTTP/1.0 200" not in refused.stdout
         assert "alert certificate required" in refused.stderr or "alert unknown ca" in refused.stderr, refused.stderr
@@ -147,10 +197,23 @@ def test_mtls_refuses_a_client_without_a_valid_certificate(mesh_lab, scenario, t
     assert "Verification: OK" in valid.stderr
     assert "HTTP/1.0 200" in valid.stdout
     # plaintext to the same port gets no HTTP answer
-    plain = subprocess.run(["ip", "netns", "exec", node1, "python3", "-c",
-                            "import socket,sys; s=socket.create_connection((sys.argv[1], int(sys.argv[2])), 5);"
-                            "s.sendall(b'GET /echo HTTP/1.0\\r\\n\\r\\n'); s.settimeout(5);"
-                            "print(s.recv(100))", POD_IP[2], str(fortio.PORT)], capture_output=True, text=True)
+    plain = subprocess.run(
+        [
+            "ip",
+            "netns",
+            "exec",
+            node1,
+            "python3",
+            "-c",
+            "import socket,sys; s=socket.create_connection((sys.argv[1], int(sys.argv[2])), 5);"
+            "s.sendall(b'GET /echo HTTP/1.0\\r\\n\\r\\n'); s.settimeout(5);"
+            "print(s.recv(100))",
+            POD_IP[2],
+            str(fortio.PORT),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert "HTTP/1" not in plain.stdout, plain.stdout
 
 
@@ -169,8 +232,9 @@ def test_a_campaign_records_the_proxies_cpu_and_peak_rss(lab_env, tmp_path):
     tests = {"http": {"tool": "fortio", "kind": "HTTP", "duration_s": 1.5, "qps": 500, "streams": 2}}
     params = short_params("mesh-usage", ["veth-routed", "proxy-both-mtls"], tests, repetitions=1)
     plan = plan_environment(params, "local-lab")
-    counts = runner.run_environment(params, plan, lab_target(lab_env, plan.scenarios, ["fortio"]),
-                                    raw_root=tmp_path, log=lambda m: None)
+    counts = runner.run_environment(
+        params, plan, lab_target(lab_env, plan.scenarios, ["fortio"]), raw_root=tmp_path, log=lambda m: None
+    )
     assert counts["ok"] == 2, counts
     cdir = record.campaign_dir("mesh-usage", tmp_path)
     recs = {r.scenario: r for r in map(record.load, record.find(cdir))}
@@ -203,16 +267,27 @@ def test_haproxy_accepts_each_generated_configuration(tmp_path, mesh):
 
 def test_a_mesh_needs_pods(tmp_path, monkeypatch):
     from tests.conftest import project_with_environment
-    project_with_environment(tmp_path, monkeypatch, "m", "description: x\ntarget: lab\nscenarios:\n"
-                             "  a: {topology: host, mesh: sidecars, description: x}\n")
+
+    project_with_environment(
+        tmp_path,
+        monkeypatch,
+        "m",
+        "description: x\ntarget: lab\nscenarios:\n  a: {topology: host, mesh: sidecars, description: x}\n",
+    )
     with pytest.raises(ConfigError, match="mesh: needs pods"):
         load_environment("m")
 
 
 def test_a_waypoint_needs_envoy(tmp_path, monkeypatch):
     from tests.conftest import project_with_environment
-    project_with_environment(tmp_path, monkeypatch, "m", "description: x\ntarget: lab\nscenarios:\n"
-                             "  a: {topology: veth-routed, mesh: node-proxies-waypoint, description: x}\n")
+
+    project_with_environment(
+        tmp_path,
+        monkeypatch,
+        "m",
+        "description: x\ntarget: lab\nscenarios:\n"
+        "  a: {topology: veth-routed, mesh: node-proxies-waypoint, description: x}\n",
+    )
     with pytest.raises(ConfigError, match=r"scenarios.a.mesh: node-proxies-waypoint needs proxy: envoy"):
         load_environment("m")
     assert set(haproxy.MESHES) < set(proxies.MESHES)
@@ -223,15 +298,19 @@ def test_the_eks_istio_scenarios_render_their_namespace_label_and_mtls_record(mo
     `benchlib render` would apply, without contacting anything."""
     from benchlib import collectors
     from benchlib.targets.kubernetes import manifests, render
+
     env = load_environment("eks-m6i")
     items = render(env, list(env.scenarios), collectors.servers(["netperf", "fortio"]))
     titles = {title: body for title, body in items}
     label = "namespace labels, set before its pods are created and removed after"
     namespace = manifests.namespace_name(env, "<id>")
-    assert titles[f"istio-sidecar: {label}"] == \
-        f"kubectl label namespace {namespace} istio-injection=enabled --overwrite"
-    assert titles[f"istio-ambient: {label}"] == \
-        f"kubectl label namespace {namespace} istio.io/dataplane-mode=ambient --overwrite"
+    assert (
+        titles[f"istio-sidecar: {label}"] == f"kubectl label namespace {namespace} istio-injection=enabled --overwrite"
+    )
+    assert (
+        titles[f"istio-ambient: {label}"]
+        == f"kubectl label namespace {namespace} istio.io/dataplane-mode=ambient --overwrite"
+    )
     assert not any(t.startswith("A: namespace labels") for t in titles)
     for name in ("istio-sidecar", "istio-sidecar-plaintext", "istio-ambient"):
         assert "peerauthentication" in titles[f"{name}: record mtls_mode"]
@@ -242,8 +321,9 @@ def test_the_eks_istio_scenarios_render_their_namespace_label_and_mtls_record(mo
     assert titles["istio-sidecar: server pod"]["spec"]["containers"][0]["name"] == manifests.CONTAINER
     assert titles["daemonset"]["spec"]["template"]["spec"]["containers"][0]["name"] == manifests.CONTAINER
     # the next scenario's patch removes the previous one's label
-    assert manifests.namespace_labels_patch({"istio-injection": "enabled"}, {}) == \
-        {"metadata": {"labels": {"istio-injection": None}}}
+    assert manifests.namespace_labels_patch({"istio-injection": "enabled"}, {}) == {
+        "metadata": {"labels": {"istio-injection": None}}
+    }
 
 
 def test_private_keys_are_mode_0600_even_over_an_old_readable_file(tmp_path):
@@ -277,10 +357,10 @@ def campaign_with_a_proxy_killed(lab_env, tmp_path, scenario: str, proxy: str):
 
     target.datapath_usage = usage_then_kill
     counts = runner.run_environment(params, plan, target, raw_root=tmp_path, log=lambda m: None)
-    recs = sorted((record.load(p) for p in record.find(record.campaign_dir("proxy-killed", tmp_path))),
-                  key=lambda r: r.order)
+    recs = sorted(
+        (record.load(p) for p in record.find(record.campaign_dir("proxy-killed", tmp_path))), key=lambda r: r.order
+    )
     return counts, recs, killed[0]
-
 
 
 def test_a_haproxy_killed_mid_run_fails_that_run_only_and_is_started_again(lab_env, tmp_path):

@@ -1,4 +1,5 @@
 """netperf: the pure builder, and the parser on output the real tool printed."""
+
 import json
 
 import pytest
@@ -55,8 +56,9 @@ def test_parse_captured_stream():
     assert set(m) == {"throughput", "retransmits"}
 
 
-@pytest.mark.parametrize("name, kind, rate", [("tcp_rr", "TCP_RR", "transaction_rate"),
-                                              ("tcp_crr", "TCP_CRR", "connection_rate")])
+@pytest.mark.parametrize(
+    "name, kind, rate", [("tcp_rr", "TCP_RR", "transaction_rate"), ("tcp_crr", "TCP_CRR", "connection_rate")]
+)
 def test_parse_captured_rr(name, kind, rate):
     out, _ = captured(name)
     m = netperf.parse(kind, [out])

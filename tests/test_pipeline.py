@@ -1,5 +1,6 @@
 """`dvc repro` end to end in a temporary copy of the project, on the real lab:
 collect -> parse -> report, then what re-runs when something changes."""
+
 import json
 import re
 import subprocess
@@ -31,6 +32,7 @@ def repro(tmp_path_factory):
     """One short campaign through the whole pipeline: every scenario and test, 6 blocks of 1 s runs."""
     require_root()
     from tests.conftest import project_copy as _copy
+
     project = _copy.__wrapped__(tmp_path_factory.mktemp("pipeline"))
     params = yaml.safe_load((project / "params.yaml").read_text())
     params["experiment"].update(campaign="pipeline-test", repetitions=BLOCKS, cpu_trim_s=0.25)
@@ -79,9 +81,11 @@ def test_report_labels_every_scenario_against_the_baseline(repro):
     assert sig.select((ci.is_not_null() & ci.is_not_nan()).all()).row(0) == (True, True)
     # "inconclusive" is a real outcome at n = 6: Mann-Whitney and the interval can disagree on noisy runs.
     # a latency below the instrument's resolution reads in whole % and steps (resolution.annotate)
-    labels = (r"^(~ within noise|negligible|inconclusive: .+|[+-]\d+\.\d % \[.*\] (better|worse)"
-              r"|[+-]\d+ % \[.*\] (better|worse) \(± 1 step of .+\)|(better|worse) by .+ \(below resolution\)"
-              r"|not resolved: 1 step of .+)$")
+    labels = (
+        r"^(~ within noise|negligible|inconclusive: .+|[+-]\d+\.\d % \[.*\] (better|worse)"
+        r"|[+-]\d+ % \[.*\] (better|worse) \(± 1 step of .+\)|(better|worse) by .+ \(below resolution\)"
+        r"|not resolved: 1 step of .+)$"
+    )
     assert sig["verdict"].str.contains(labels).all(), sig.filter(~pl.col("verdict").str.contains(labels))
     metrics_json = json.loads((project / "reports/metrics.json").read_text())
     assert len(metrics_json["comparisons"]) == len(sig)
@@ -100,10 +104,24 @@ def test_report_html_opens_offline_with_every_figure_drawn(repro):
     # A real browser, offline: plotly draws an <svg class="main-svg"> per figure once its JS has run.
     with tempfile.TemporaryDirectory() as profile:
         dom = subprocess.run(
-            ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-             "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
-             "--virtual-time-budget=20000", "--dump-dom", page.as_uri()],
-            capture_output=True, text=True, timeout=180).stdout
+            [
+                "chromium",
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+                f"--user-data-dir={profile}",
+                "--virtual-time-budget=20000",
+                "--dump-dom",
+                page.as_uri(),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=180,
+        ).stdout
     drawn = len(re.findall(r'<div[^>]*class="[^"]*js-plotly-plot', dom))
     assert drawn == divs, f"{drawn} of {divs} figures drawn"
     assert dom.count('class="main-svg"') >= divs
@@ -114,9 +132,16 @@ def test_notebooks_give_the_same_result_from_the_notebooks_folder(repro, tmp_pat
     project, _, _ = repro
     import jupytext
     import papermill
+
     nb = jupytext.read(project / "notebooks/02_significance.py")
-    papermill.execute_notebook(nb, str(tmp_path / "out.ipynb"), parameters={"out_dir": str(tmp_path)},
-                               cwd=str(project / "notebooks"), progress_bar=False, kernel_name="python3")
+    papermill.execute_notebook(
+        nb,
+        str(tmp_path / "out.ipynb"),
+        parameters={"out_dir": str(tmp_path)},
+        cwd=str(project / "notebooks"),
+        progress_bar=False,
+        kernel_name="python3",
+    )
     ours = pl.read_csv(tmp_path / "significance.csv")
     pipeline = pl.read_csv(project / "reports/significance.csv")
     assert ours.equals(pipeline)
@@ -147,5 +172,6 @@ def test_an_analysis_parameter_reruns_only_the_analysis_and_the_report(repro):
 
 def test_report_notebooks_list_matches_the_pipeline():
     from tests.conftest import REPO
+
     stage = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]["report"]
     assert [d for d in stage["deps"] if d.startswith("notebooks/")] == [f"notebooks/{n}" for n in report.NOTEBOOKS]

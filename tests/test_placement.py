@@ -1,5 +1,6 @@
 """The lab's CPU placement per test kind (split or shared) and the end of netserver's TCP_CRR wait,
 on the real lab with real netperf."""
+
 from __future__ import annotations
 
 import json
@@ -23,8 +24,12 @@ CRR = {"tool": "netperf", "kind": "TCP_CRR", "duration_s": 2, "message_size": 1}
 
 def rps_mask(lab, scenario: str, side: str) -> int:
     ns = lab.namespace(scenario, side)
-    out = subprocess.run(["ip", "netns", "exec", ns, "cat", "/sys/class/net/eth0/queues/rx-0/rps_cpus"],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["ip", "netns", "exec", ns, "cat", "/sys/class/net/eth0/queues/rx-0/rps_cpus"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return int(out.replace(",", ""), 16)
 
 
@@ -32,12 +37,15 @@ def bits(cpus: list[int]) -> int:
     return sum(1 << c for c in cpus)
 
 
-def campaign(tmp_path, env, name: str, scenarios: list[str], tests: dict, target=None) -> tuple[pl.DataFrame, pl.DataFrame]:
+def campaign(
+    tmp_path, env, name: str, scenarios: list[str], tests: dict, target=None
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     require_root()
     params = short_params(name, scenarios, tests, repetitions=1, retries=0)
     plan = plan_environment(params, "local-lab")
-    runner.run_environment(params, plan, target or lab_target(env, plan.scenarios), raw_root=tmp_path,
-                           log=lambda m: None)
+    runner.run_environment(
+        params, plan, target or lab_target(env, plan.scenarios), raw_root=tmp_path, log=lambda m: None
+    )
     return tidy.build_tables(tmp_path / name)
 
 
@@ -59,7 +67,9 @@ def test_shared_placement_moves_server_and_receive_processing_to_the_client_cpus
 def test_a_shared_run_binds_both_netperf_ends_to_one_cpu_and_counts_its_cpu_once(tmp_path, lab_env):
     runs, metrics = campaign(tmp_path, lab_env, "place", ["bridge"], {"rr": RR, "stream": STREAM})
     assert runs.select("test", "cpu_placement", "outcome").sort("test").rows() == [
-        ("rr", "shared", "ok"), ("stream", "split", "ok")]
+        ("rr", "shared", "ok"),
+        ("stream", "split", "ok"),
+    ]
     rr = record.load(Path(runs.filter(test="rr")["record"][0]))
     out = rr.stdouts[0]
     # what netperf itself printed about where its two ends ran

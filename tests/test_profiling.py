@@ -1,4 +1,5 @@
 """Profiled runs: the setting, the schedule, the plan checks, and perf on the real lab."""
+
 import gzip
 import json
 
@@ -14,8 +15,9 @@ from tests.conftest import SHORT_TESTS, lab_target, require_root, short_params
 from tests.test_record import v1_record  # noqa: F401 (fixture)
 
 
-def profiled_params(campaign: str, scenarios: list[str], tests: dict, repetitions: int = 1, profile_runs: int = 1,
-                    **experiment) -> Params:
+def profiled_params(
+    campaign: str, scenarios: list[str], tests: dict, repetitions: int = 1, profile_runs: int = 1, **experiment
+) -> Params:
     params = short_params(campaign, scenarios, tests, repetitions=repetitions, retries=0)
     data = params.model_dump(mode="json")
     data["experiment"].update(profile_runs=profile_runs, **experiment)
@@ -24,17 +26,28 @@ def profiled_params(campaign: str, scenarios: list[str], tests: dict, repetition
 
 # -- the setting --------------------------------------------------------------------------
 
-@pytest.mark.parametrize("experiment, message", [
-    ({"repetitions": 2, "profile_runs": 3}, "experiment.profile_runs: 3 is more than repetitions (2)"),
-    ({"repetitions": 2, "profile_hz": True}, "experiment.profile_hz"),
-    ({"repetitions": 2, "profile_hz": 0}, "experiment.profile_hz"),
-    ({"repetitions": 2, "profile_runs": -1}, "experiment.profile_runs"),
-])
+
+@pytest.mark.parametrize(
+    "experiment, message",
+    [
+        ({"repetitions": 2, "profile_runs": 3}, "experiment.profile_runs: 3 is more than repetitions (2)"),
+        ({"repetitions": 2, "profile_hz": True}, "experiment.profile_hz"),
+        ({"repetitions": 2, "profile_hz": 0}, "experiment.profile_hz"),
+        ({"repetitions": 2, "profile_runs": -1}, "experiment.profile_runs"),
+    ],
+)
 def test_a_wrong_profile_setting_is_one_error_naming_the_key(tmp_path, experiment, message):
     from benchlib.config import load_params
+
     path = tmp_path / "params.yaml"
-    path.write_text(json.dumps({"experiment": {"campaign": "c", "environments": ["local-lab"], **experiment},
-                                "tests": {"rr": SHORT_TESTS["rr"]}}))
+    path.write_text(
+        json.dumps(
+            {
+                "experiment": {"campaign": "c", "environments": ["local-lab"], **experiment},
+                "tests": {"rr": SHORT_TESTS["rr"]},
+            }
+        )
+    )
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         load_params(path)
 
@@ -42,11 +55,13 @@ def test_a_wrong_profile_setting_is_one_error_naming_the_key(tmp_path, experimen
 def test_the_default_campaign_profiles_once_per_configuration():
     from benchlib.config import load_params
     from tests.conftest import REPO
+
     e = load_params(REPO / "params.yaml").experiment
     assert (e.profile_runs, e.profile_hz) == (1, 499)
 
 
 # -- the schedule -------------------------------------------------------------------------
+
 
 def test_profiled_run_k_goes_into_block_k_and_measured_runs_keep_their_ids():
     tests = {"rr": SHORT_TESTS["rr"], "stream": SHORT_TESTS["stream"]}
@@ -55,7 +70,8 @@ def test_profiled_run_k_goes_into_block_k_and_measured_runs_keep_their_ids():
     configs = {(r.scenario, r.test) for r in runs}
     profiled = [r for r in runs if r.profiled]
     assert sorted((r.block, r.scenario, r.test) for r in profiled) == sorted(
-        (k, s, t) for k in range(2) for s, t in configs)
+        (k, s, t) for k in range(2) for s, t in configs
+    )
     assert {r.run_id.rsplit("/", 1)[1] for r in profiled} == {"p000", "p001"}
     measured = [r for r in runs if not r.profiled]
     assert sorted(r.run_id for r in measured) == sorted(r.run_id for r in runner.schedule(plain, 3, seed=1))
@@ -69,26 +85,40 @@ def test_profiled_run_k_goes_into_block_k_and_measured_runs_keep_their_ids():
 def test_the_plan_of_a_campaign_names_its_profiled_runs():
     params = profiled_params("s", ["host"], {"rr": SHORT_TESTS["rr"]}, repetitions=2)
     assert sorted(runner.planned_params(params)) == [
-        "local-lab/host/rr/p000", "local-lab/host/rr/r000", "local-lab/host/rr/r001"]
+        "local-lab/host/rr/p000",
+        "local-lab/host/rr/r000",
+        "local-lab/host/rr/r001",
+    ]
     assert set(runner.planned_definitions(params)) == set(runner.planned_params(params))
 
 
 # -- the plan checks: values in, messages out ----------------------------------------------
 
-OK = {"target": "lab", "target_profiles": True, "perf_version": "perf version 6.1.192", "kptr_restrict": 0,
-      "perf_event_paranoid": 2, "root": True}
+OK = {
+    "target": "lab",
+    "target_profiles": True,
+    "perf_version": "perf version 6.1.192",
+    "kptr_restrict": 0,
+    "perf_event_paranoid": 2,
+    "root": True,
+}
 
 
-@pytest.mark.parametrize("change, needles", [
-    ({}, []),
-    ({"kptr_restrict": 1}, []),  # root reads kernel addresses at 1
-    ({"perf_version": None}, ["experiment.profile_runs", "`perf` is not on PATH", "profile_runs: 0"]),
-    ({"kptr_restrict": 2}, ["kptr_restrict is 2", "sysctl -w kernel.kptr_restrict=0", "profile_runs: 0"]),
-    ({"kptr_restrict": 1, "root": False, "perf_event_paranoid": -1}, ["kptr_restrict is 1"]),
-    ({"root": False, "perf_event_paranoid": 2, "kptr_restrict": 0}, ["perf_event_paranoid is 2",
-                                                                      "kernel.perf_event_paranoid=-1"]),
-    ({"target": "ssh", "target_profiles": False}, ["experiment.profile_runs: target ssh cannot profile"]),
-])
+@pytest.mark.parametrize(
+    "change, needles",
+    [
+        ({}, []),
+        ({"kptr_restrict": 1}, []),  # root reads kernel addresses at 1
+        ({"perf_version": None}, ["experiment.profile_runs", "`perf` is not on PATH", "profile_runs: 0"]),
+        ({"kptr_restrict": 2}, ["kptr_restrict is 2", "sysctl -w kernel.kptr_restrict=0", "profile_runs: 0"]),
+        ({"kptr_restrict": 1, "root": False, "perf_event_paranoid": -1}, ["kptr_restrict is 1"]),
+        (
+            {"root": False, "perf_event_paranoid": 2, "kptr_restrict": 0},
+            ["perf_event_paranoid is 2", "kernel.perf_event_paranoid=-1"],
+        ),
+        ({"target": "ssh", "target_profiles": False}, ["experiment.profile_runs: target ssh cannot profile"]),
+    ],
+)
 def test_plan_problems_name_the_setting_and_its_fix(change, needles):
     problems = profiling.plan_problems(**{**OK, **change})
     assert len(problems) == (1 if needles else 0)
@@ -116,14 +146,17 @@ def test_a_target_on_other_machines_cannot_profile(tmp_path, lab_env):
     class Elsewhere(LabTarget):
         profiles = False
         kind = "ssh"
+
     params = profiled_params("elsewhere", ["host"], {"rr": SHORT_TESTS["rr"]})
     plan = plan_environment(params, "local-lab")
     with pytest.raises(TargetError, match="experiment.profile_runs: target ssh cannot profile"):
-        runner.run_environment(params, plan, Elsewhere(lab_env, ["host"], log=lambda m: None), raw_root=tmp_path,
-                               log=lambda m: None)
+        runner.run_environment(
+            params, plan, Elsewhere(lab_env, ["host"], log=lambda m: None), raw_root=tmp_path, log=lambda m: None
+        )
 
 
 # -- records ----------------------------------------------------------------------------
+
 
 def test_a_version_4_record_is_a_measured_run_without_a_profile(v1_record):  # noqa: F811
     rec = record.load(v1_record)
@@ -134,6 +167,7 @@ def test_a_version_4_record_is_a_measured_run_without_a_profile(v1_record):  # n
 
 # -- the real lab ---------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def profiled_campaign(tmp_path_factory, lab_env):
     """host and veth-routed, TCP_RR, one block: a measured and a profiled run of each."""
@@ -142,8 +176,7 @@ def profiled_campaign(tmp_path_factory, lab_env):
     rr = {**SHORT_TESTS["rr"], "duration_s": 2}
     params = profiled_params("prof", ["host", "veth-routed"], {"rr": rr})
     plan = plan_environment(params, "local-lab")
-    counts = runner.run_environment(params, plan, lab_target(lab_env, plan.scenarios), raw_root=raw,
-                                    log=lambda m: None)
+    counts = runner.run_environment(params, plan, lab_target(lab_env, plan.scenarios), raw_root=raw, log=lambda m: None)
     cdir = record.campaign_dir("prof", raw)
     out = tmp_path_factory.mktemp("processed")
     parsed = tidy.parse_campaign(cdir, out)
@@ -154,8 +187,12 @@ def test_a_profiled_campaign_has_one_profiled_run_per_configuration(profiled_cam
     c = profiled_campaign
     assert c["counts"] == {"planned": 4, "already_done": 0, "ok": 4, "failed": 0}
     found = sorted(p.relative_to(c["dir"]).as_posix() for p in record.find(c["dir"]))
-    assert found == ["local-lab/host/rr/p000", "local-lab/host/rr/r000",
-                     "local-lab/veth-routed/rr/p000", "local-lab/veth-routed/rr/r000"]
+    assert found == [
+        "local-lab/host/rr/p000",
+        "local-lab/host/rr/r000",
+        "local-lab/veth-routed/rr/p000",
+        "local-lab/veth-routed/rr/r000",
+    ]
     for path in record.find(c["dir"]):
         rec = record.load(path)
         assert rec.profiled == path.name.startswith("p")
@@ -232,11 +269,11 @@ def test_a_perf_that_fails_fails_only_its_profiled_run(tmp_path, lab_env, monkey
     def broken(self, cpus, hz, version):
         real(self, cpus, hz, version)
         self.argv = [*self.argv[:-2], "--no-such-option", *self.argv[-2:]]
+
     monkeypatch.setattr(profiling.Recorder, "__init__", broken)
     params = profiled_params("broken", ["host"], {"rr": SHORT_TESTS["rr"]})
     plan = plan_environment(params, "local-lab")
-    counts = runner.run_environment(params, plan, lab_target(lab_env, ["host"]), raw_root=tmp_path,
-                                    log=lambda m: None)
+    counts = runner.run_environment(params, plan, lab_target(lab_env, ["host"]), raw_root=tmp_path, log=lambda m: None)
     assert counts["ok"] == 1 and counts["failed"] == 1
     rec = record.load(tmp_path / "broken" / "local-lab/host/rr/p000")
     assert rec.outcome == "failed" and rec.failure_reason.startswith("perf: ")
@@ -244,9 +281,11 @@ def test_a_perf_that_fails_fails_only_its_profiled_run(tmp_path, lab_env, monkey
 
 
 def test_the_window_keeps_the_samples_of_its_time_and_cpus_without_their_time():
-    script = ("netperf 10/10 [000] 100.500000: cpu-clock:ppp: \n\tffff tcp_sendmsg ([kernel.kallsyms])\n\n"
-              "netperf 10/10 [000] 99.000000: cpu-clock:ppp: \n\tffff tcp_recvmsg ([kernel.kallsyms])\n\n"
-              "chromium 20/20 [001] 100.600000: cpu-clock:ppp: \n\tffff schedule ([kernel.kallsyms])\n\n")
+    script = (
+        "netperf 10/10 [000] 100.500000: cpu-clock:ppp: \n\tffff tcp_sendmsg ([kernel.kallsyms])\n\n"
+        "netperf 10/10 [000] 99.000000: cpu-clock:ppp: \n\tffff tcp_recvmsg ([kernel.kallsyms])\n\n"
+        "chromium 20/20 [001] 100.600000: cpu-clock:ppp: \n\tffff schedule ([kernel.kallsyms])\n\n"
+    )
     events: set[str] = set()
     kept = list(profiling._window(script.splitlines(keepends=True), 100.0, 101.0, frozenset({0}), events))
     assert stacks.fold(kept) == {"cpu0;netperf;tcp_sendmsg": 1}
@@ -258,14 +297,18 @@ def test_a_cluster_profiles_only_where_its_nodes_run_on_this_kernel():
     from types import SimpleNamespace
 
     from benchlib.targets.kubernetes import KubernetesTarget
+
     here = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
 
     def target(boot_ids: dict) -> SimpleNamespace:
         nodes = {name: {"boot_id": b} for name, b in boot_ids.items()}
         return SimpleNamespace(placements={"s": SimpleNamespace(details={"nodes": nodes})})
+
     assert KubernetesTarget.profile_unavailable(target({"n1": here, "n2": here}), "s") is None
-    assert KubernetesTarget.profile_unavailable(target({"n1": here, "ip-10-0-1-2": "other"}), "s") == \
-        "node(s) ip-10-0-1-2 run on another machine's kernel"
+    assert (
+        KubernetesTarget.profile_unavailable(target({"n1": here, "ip-10-0-1-2": "other"}), "s")
+        == "node(s) ip-10-0-1-2 run on another machine's kernel"
+    )
     assert KubernetesTarget.profiles and LabTarget.profiles
 
 
@@ -273,12 +316,24 @@ def test_validate_without_perf_on_path_is_one_error_and_exit_2(tmp_path):
     import subprocess
 
     from tests.conftest import REPO
+
     path = tmp_path / "params.yaml"
-    path.write_text(json.dumps({"experiment": {"campaign": "c", "environments": ["local-lab"], "repetitions": 2,
-                                               "profile_runs": 1},
-                                "tests": {"rr": {**SHORT_TESTS["rr"], "duration_s": 2}}}))
+    path.write_text(
+        json.dumps(
+            {
+                "experiment": {"campaign": "c", "environments": ["local-lab"], "repetitions": 2, "profile_runs": 1},
+                "tests": {"rr": {**SHORT_TESTS["rr"], "duration_s": 2}},
+            }
+        )
+    )
     env = {"PATH": str(REPO / ".venv" / "bin"), "HOME": str(tmp_path)}
-    r = subprocess.run([str(REPO / ".venv/bin/benchlib"), "--params", str(path), "validate"], cwd=REPO, env=env,
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [str(REPO / ".venv/bin/benchlib"), "--params", str(path), "validate"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert "experiment.profile_runs: `perf` is not on PATH" in r.stderr

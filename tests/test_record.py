@@ -1,4 +1,5 @@
 """Raw records: one type reads and writes them; versions are checked and migrated."""
+
 import json
 import shutil
 
@@ -10,26 +11,56 @@ from tests.conftest import FIXTURES, REPO
 # A version-1 record as the runner wrote it before `repetition` was dropped:
 # real netperf TCP_RR output, two attempts (the first failed).
 V1_META = {
-    "schema_version": 1, "campaign": "c", "environment": "local-lab", "scenario": "host", "test": "rr",
-    "run_id": "local-lab/host/rr/r002", "repetition": 2, "block": 2, "order": 7, "tool": "netperf",
-    "kind": "TCP_RR", "test_params": {"tool": "netperf", "kind": "TCP_RR", "duration_s": 2.0, "streams": 1,
-                                      "message_size": 1, "timeout_s": None, "bitrate": None, "qps": None,
-                                      "connection_close": False},
-    "commands": [["netperf", "-H", "198.18.0.2"]], "exit_codes": [0],
-    "started_at": "2026-11-22T10:00:00.250000+00:00", "ended_at": "2026-11-22T10:00:02.300000+00:00",
-    "outcome": "ok", "failure_reason": None,
-    "attempts": [{"outcome": "failed", "reason": "netperf stream 0 exited 255: x",
-                  "started_at": "2026-11-22T09:59:57+00:00"},
-                 {"outcome": "ok", "reason": None, "started_at": "2026-11-22T10:00:00.250000+00:00"}],
-    "placement": {"server_address": "198.18.0.2", "client_node": "n1", "server_node": "n2",
-                  "client_cpus": [0], "server_cpus": [1], "topology": "host"},
+    "schema_version": 1,
+    "campaign": "c",
+    "environment": "local-lab",
+    "scenario": "host",
+    "test": "rr",
+    "run_id": "local-lab/host/rr/r002",
+    "repetition": 2,
+    "block": 2,
+    "order": 7,
+    "tool": "netperf",
+    "kind": "TCP_RR",
+    "test_params": {
+        "tool": "netperf",
+        "kind": "TCP_RR",
+        "duration_s": 2.0,
+        "streams": 1,
+        "message_size": 1,
+        "timeout_s": None,
+        "bitrate": None,
+        "qps": None,
+        "connection_close": False,
+    },
+    "commands": [["netperf", "-H", "198.18.0.2"]],
+    "exit_codes": [0],
+    "started_at": "2026-11-22T10:00:00.250000+00:00",
+    "ended_at": "2026-11-22T10:00:02.300000+00:00",
+    "outcome": "ok",
+    "failure_reason": None,
+    "attempts": [
+        {"outcome": "failed", "reason": "netperf stream 0 exited 255: x", "started_at": "2026-11-22T09:59:57+00:00"},
+        {"outcome": "ok", "reason": None, "started_at": "2026-11-22T10:00:00.250000+00:00"},
+    ],
+    "placement": {
+        "server_address": "198.18.0.2",
+        "client_node": "n1",
+        "server_node": "n2",
+        "client_cpus": [0],
+        "server_cpus": [1],
+        "topology": "host",
+    },
     "target": {"target": "lab", "versions": {"kernel": "6.1.0", "netperf": "2.7.0"}, "clk_tck": 100},
 }
 
 
 def _snapshot(t: float, busy: int) -> dict:
-    return {"wall": t, "mono": t, "counters": {"0": [busy, 0, 0, 1000, 0, 0, 0, 0, 0, 0],
-                                              "1": [busy, 0, 0, 1000, 0, 0, 0, 0, 0, 0]}}
+    return {
+        "wall": t,
+        "mono": t,
+        "counters": {"0": [busy, 0, 0, 1000, 0, 0, 0, 0, 0, 0], "1": [busy, 0, 0, 1000, 0, 0, 0, 0, 0, 0]},
+    }
 
 
 @pytest.fixture
@@ -41,8 +72,10 @@ def v1_record(tmp_path):
     (path / "stderr-0.txt").write_text("")
     (path / "failed-attempt-1" / "stdout-0.txt").write_text("netperf: could not establish control connection\n")
     (path / "failed-attempt-1" / "stderr-0.txt").write_text("")
-    sides = {side: {"node": node, "cpus": [cpu], "start": _snapshot(1.0, 100), "end": _snapshot(2.0, 150)}
-             for side, node, cpu in (("client", "n1", 0), ("server", "n2", 1))}
+    sides = {
+        side: {"node": node, "cpus": [cpu], "start": _snapshot(1.0, 100), "end": _snapshot(2.0, 150)}
+        for side, node, cpu in (("client", "n1", 0), ("server", "n2", 1))
+    }
     (path / "cpu.json").write_text(json.dumps({"clk_tck": 100, "sides": sides}))
     (path / "meta.json").write_text(json.dumps(V1_META))
     record.write_checksums(path)
@@ -119,8 +152,12 @@ def test_find_skips_temporary_directories_and_remove_partial_clears_them(v1_reco
 
 def test_find_lists_complete_records_in_path_order_as_a_glob_would(v1_record):
     cdir = v1_record.parents[3]
-    for rid in ("local-lab/host/rr/r010", "local-lab/bridge/rr/r001", "local-lab/host-b/rr/r000",
-                "other/host/stream/r000"):
+    for rid in (
+        "local-lab/host/rr/r010",
+        "local-lab/bridge/rr/r001",
+        "local-lab/host-b/rr/r000",
+        "other/host/stream/r000",
+    ):
         shutil.copytree(v1_record, cdir / rid)
     shutil.copytree(v1_record, cdir / "local-lab/host/rr/r011", ignore=shutil.ignore_patterns(record.META))
     (cdir / "local-lab" / "host" / "rr" / "r012").write_text("a file, not a record")
@@ -132,14 +169,27 @@ def test_find_lists_complete_records_in_path_order_as_a_glob_would(v1_record):
 
 # Every key of test_params in the order records have always had it: each tool's model holds only the
 # fields it uses, and Spec.test_params fills in the others.
-RECORDED_KEYS = ["tool", "kind", "duration_s", "streams", "message_size", "timeout_s", "bitrate", "qps",
-                 "connection_close"]
-PARAMS_FILES = ["params.yaml", *sorted(p.relative_to(REPO).as_posix() for p in (REPO / "pipelines").glob("*/params*.yaml"))]
+RECORDED_KEYS = [
+    "tool",
+    "kind",
+    "duration_s",
+    "streams",
+    "message_size",
+    "timeout_s",
+    "bitrate",
+    "qps",
+    "connection_close",
+]
+PARAMS_FILES = [
+    "params.yaml",
+    *sorted(p.relative_to(REPO).as_posix() for p in (REPO / "pipelines").glob("*/params*.yaml")),
+]
 
 
 @pytest.mark.parametrize("path", PARAMS_FILES)
 def test_every_shipped_test_records_its_params_as_records_always_had_them(path):
     from benchlib.config import load_params
+
     tests = load_params(REPO / path).tests
     unused = {"message_size": None, "timeout_s": None, "bitrate": None, "qps": None, "connection_close": False}
     for name, spec in tests.items():
@@ -153,6 +203,7 @@ def test_every_shipped_test_records_its_params_as_records_always_had_them(path):
 
 def test_test_params_are_byte_identical_to_the_captured_records():
     from benchlib.config import load_params
+
     metas = sorted((FIXTURES / "raw").glob("*/*/*/*/r*/meta.json"))
     assert len(metas) >= 30
     tests = {}

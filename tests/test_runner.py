@@ -1,4 +1,5 @@
 """The campaign: blocks, raw records, resume, failures."""
+
 import glob
 import json
 import signal
@@ -53,8 +54,9 @@ def test_records_are_complete_and_verifiable(short_campaign):
 def test_rerun_measures_nothing_new(short_campaign, lab_env):
     before = {p: p.stat().st_mtime_ns for p in short_campaign["dir"].rglob("*")}
     target = lab_target(lab_env, short_campaign["plan"].scenarios)
-    counts = runner.run_environment(short_campaign["params"], short_campaign["plan"], target,
-                                    raw_root=short_campaign["raw"], log=lambda m: None)
+    counts = runner.run_environment(
+        short_campaign["params"], short_campaign["plan"], target, raw_root=short_campaign["raw"], log=lambda m: None
+    )
     assert counts == {"planned": 8, "already_done": 8, "ok": 0, "failed": 0}
     assert {p: p.stat().st_mtime_ns for p in short_campaign["dir"].rglob("*")} == before
 
@@ -69,8 +71,9 @@ class WrongAddress(LabTarget):
 def test_a_failing_tool_is_recorded_as_failed_with_its_output(tmp_path, lab_env):
     params = short_params("fail", ["host"], {"rr": SHORT_TESTS["rr"]}, repetitions=1, retries=1)
     plan = plan_environment(params, "local-lab")
-    counts = runner.run_environment(params, plan, WrongAddress(lab_env, ["host"], log=lambda m: None),
-                                    raw_root=tmp_path, log=lambda m: None)
+    counts = runner.run_environment(
+        params, plan, WrongAddress(lab_env, ["host"], log=lambda m: None), raw_root=tmp_path, log=lambda m: None
+    )
     assert counts["failed"] == 1
     rec = record.find(tmp_path / "fail")[0]
     meta = json.loads((rec / "meta.json").read_text())
@@ -87,8 +90,7 @@ def test_a_hanging_tool_is_killed_at_the_timeout(tmp_path, lab_env):
     slow = {**SHORT_TESTS["rr"], "duration_s": 3, "timeout_s": 1}
     params = short_params("hang", ["host"], {"rr": slow}, repetitions=1, retries=0)
     plan = plan_environment(params, "local-lab")
-    runner.run_environment(params, plan, lab_target(lab_env, ["host"]),
-                           raw_root=tmp_path, log=lambda m: None)
+    runner.run_environment(params, plan, lab_target(lab_env, ["host"]), raw_root=tmp_path, log=lambda m: None)
     meta = json.loads((record.find(tmp_path / "hang")[0] / "meta.json").read_text())
     assert meta["outcome"] == "failed" and meta["failure_reason"].startswith("timeout")
     assert meta["exit_codes"] == [None]
@@ -135,7 +137,8 @@ def test_interrupted_campaign_tears_down_and_resumes(project_copy, sig):
     # the same keys and counts as an uninterrupted campaign: every scheduled run exactly once
     runs, _ = tidy.build_tables(cdir)
     assert sorted(runs["run_id"]) == sorted(
-        f"local-lab/{s}/{t}/r{b:03d}" for s in ("host", "vxlan") for t in ("stream", "rr") for b in range(3))
+        f"local-lab/{s}/{t}/r{b:03d}" for s in ("host", "vxlan") for t in ("stream", "rr") for b in range(3)
+    )
     assert set(runs["outcome"]) == {"ok"}
     assert not list(cdir.rglob(".*tmp*"))
 

@@ -1,4 +1,5 @@
 """Service-scaling and conntrack scenarios: kube-proxy's rules, really in the packet path."""
+
 import subprocess
 
 import pytest
@@ -8,8 +9,14 @@ from benchlib.config import ConfigError, load_environment
 from benchlib.targets.lab import LabTarget, kubeproxy
 from tests.conftest import project_with_environment, require_root, serving_lab
 
-SCENARIOS = ["kube-proxy-iptables-4", "kube-proxy-iptables-1000", "kube-proxy-nftables-4",
-             "kube-proxy-nftables-1000", "conntrack", "notrack"]
+SCENARIOS = [
+    "kube-proxy-iptables-4",
+    "kube-proxy-iptables-1000",
+    "kube-proxy-nftables-4",
+    "kube-proxy-nftables-1000",
+    "conntrack",
+    "notrack",
+]
 
 
 def test_service_counts_expand_into_scenarios(lab_env):
@@ -23,8 +30,11 @@ def test_service_counts_expand_into_scenarios(lab_env):
 
 def test_services_without_a_proxy_are_rejected(tmp_path, monkeypatch):
     project_with_environment(
-        tmp_path, monkeypatch, "bad",
-        "description: x\ntarget: lab\nscenarios:\n  s: {description: y, topology: veth-routed, services: 4}\n")
+        tmp_path,
+        monkeypatch,
+        "bad",
+        "description: x\ntarget: lab\nscenarios:\n  s: {description: y, topology: veth-routed, services: 4}\n",
+    )
     with pytest.raises(ConfigError, match="scenarios.s: service_proxy and services go together"):
         load_environment("bad")
 
@@ -43,8 +53,9 @@ def test_rendering_puts_the_benchmark_service_in_the_middle():
 
 
 def counter(ns, path):
-    return int(subprocess.run(["ip", "netns", "exec", ns, "cat", path], capture_output=True, text=True,
-                              check=True).stdout)
+    return int(
+        subprocess.run(["ip", "netns", "exec", ns, "cat", path], capture_output=True, text=True, check=True).stdout
+    )
 
 
 @pytest.fixture(scope="module")
@@ -82,8 +93,9 @@ def test_connections_to_the_cluster_ip_are_translated_by_the_rules(service_lab, 
 def test_iptables_dnat_rule_of_the_benchmark_service_counts_the_connections(service_lab):
     n1 = service_lab.placement("kube-proxy-iptables-1000").details["nodes"][1]
     crr(service_lab, "kube-proxy-iptables-1000")
-    saved = subprocess.run(["ip", "netns", "exec", n1, "iptables-save", "-c", "-t", "nat"],
-                           capture_output=True, text=True, check=True).stdout
+    saved = subprocess.run(
+        ["ip", "netns", "exec", n1, "iptables-save", "-c", "-t", "nat"], capture_output=True, text=True, check=True
+    ).stdout
     dnat = [line for line in saved.splitlines() if "DNAT --to-destination 198.19.2.10:12865" in line]
     packets = int(dnat[0].split("]")[0].strip("[").split(":")[0])
     assert packets > 0
@@ -101,10 +113,16 @@ def test_notrack_keeps_the_benchmark_traffic_out_of_connection_tracking(service_
 
 
 def test_services_on_the_host_topology_are_refused(lab_env):
-    env = lab_env.model_copy(update={"scenarios": {
-        **lab_env.scenarios,
-        "bad": lab_env.scenarios["kube-proxy-iptables-4"].model_copy(update={"topology": "host"})}})
+    env = lab_env.model_copy(
+        update={
+            "scenarios": {
+                **lab_env.scenarios,
+                "bad": lab_env.scenarios["kube-proxy-iptables-4"].model_copy(update={"topology": "host"}),
+            }
+        }
+    )
     from benchlib.targets import TargetError
+
     with pytest.raises(TargetError, match="services need pods"):
         with LabTarget(env, ["bad"], log=lambda m: None):
             pass

@@ -1,6 +1,7 @@
 """The SSH target against a real OpenSSH server: sshd runs inside each node
 namespace of a lab `host` scenario, so ssh, netperf and netserver all talk over
 the lab's 198.18.0.0/24 wire and nothing leaves the machine."""
+
 from __future__ import annotations
 
 import json
@@ -21,12 +22,18 @@ from tests.conftest import SHORT_TESTS, require_root, short_params
 def _sshd(ns: str, address: str, d, name: str) -> subprocess.Popen:
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / f"{name}_host")], check=True)
     cfg = d / f"{name}.conf"
-    cfg.write_text(f"ListenAddress {address}\nPort 22\nHostKey {d / f'{name}_host'}\n"
-                   f"AuthorizedKeysFile {d / 'authorized_keys'}\nPidFile {d / f'{name}.pid'}\n"
-                   "PermitRootLogin prohibit-password\nPasswordAuthentication no\n"
-                   "KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n")
-    proc = subprocess.Popen(["ip", "netns", "exec", ns, "/usr/sbin/sshd", "-D", "-e", "-f", str(cfg)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    cfg.write_text(
+        f"ListenAddress {address}\nPort 22\nHostKey {d / f'{name}_host'}\n"
+        f"AuthorizedKeysFile {d / 'authorized_keys'}\nPidFile {d / f'{name}.pid'}\n"
+        "PermitRootLogin prohibit-password\nPasswordAuthentication no\n"
+        "KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
+    )
+    proc = subprocess.Popen(
+        ["ip", "netns", "exec", ns, "/usr/sbin/sshd", "-D", "-e", "-f", str(cfg)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 10
     while not in_ns(ns, "ss", "-Hltn", "sport = :22").strip():
         assert proc.poll() is None, proc.stderr.read()
@@ -61,13 +68,22 @@ def hosts(tmp_path_factory, lab_env):
 def ssh_env(hosts, known_hosts=None, identity="id") -> Environment:
     d = hosts["dir"]
     host = lambda i: {"host": hosts["addresses"][i], "identity_file": str(d / identity)}  # noqa: E731
-    return Environment.model_validate({
-        "name": "bare-metal-test", "description": "two lab nodes over ssh", "target": "ssh",
-        "cpus": {"client": [0], "server": [1]},
-        "ssh": {"client": host(1), "server": host(2), "known_hosts": str(known_hosts or d / "known_hosts"),
+    return Environment.model_validate(
+        {
+            "name": "bare-metal-test",
+            "description": "two lab nodes over ssh",
+            "target": "ssh",
+            "cpus": {"client": [0], "server": [1]},
+            "ssh": {
+                "client": host(1),
+                "server": host(2),
+                "known_hosts": str(known_hosts or d / "known_hosts"),
                 # the ssh client runs in node 1's namespace, where the lab wire is
-                "command": ["ip", "netns", "exec", hosts["nodes"][1], "ssh"]},
-        "scenarios": {"node-to-node": {"description": "bare-metal baseline"}}})
+                "command": ["ip", "netns", "exec", hosts["nodes"][1], "ssh"],
+            },
+            "scenarios": {"node-to-node": {"description": "bare-metal baseline"}},
+        }
+    )
 
 
 def test_campaign_over_ssh_records_real_netperf_and_stops_the_server(hosts, tmp_path):
@@ -87,9 +103,11 @@ def test_campaign_over_ssh_records_real_netperf_and_stops_the_server(hosts, tmp_
     assert meta["commands"][0][:3] == ["netperf", "-H", "198.18.0.2"]
     assert "THROUGHPUT=" in (record / "stdout-0.txt").read_text()
     cpu_record = json.loads((record / "cpu.json").read_text())
-    busy = {side: sum(sum(v) for v in cpu_record["sides"][side]["end"]["counters"].values())
-            - sum(sum(v) for v in cpu_record["sides"][side]["start"]["counters"].values())
-            for side in ("client", "server")}
+    busy = {
+        side: sum(sum(v) for v in cpu_record["sides"][side]["end"]["counters"].values())
+        - sum(sum(v) for v in cpu_record["sides"][side]["start"]["counters"].values())
+        for side in ("client", "server")
+    }
     assert all(b > 0 for b in busy.values()), busy
     # the server was stopped over ssh: only sshd is left in the server node
     left = subprocess.run(["ip", "netns", "pids", hosts["nodes"][2]], capture_output=True, text=True).stdout.split()
@@ -133,9 +151,17 @@ def test_rendered_commands_are_the_ones_that_work(hosts):
 
 
 def test_cluster_keys_are_refused_for_ssh():
-    with pytest.raises(ValueError, match=r"scenarios \['x'\]: placement, helm, apply, ready and namespace_labels need "
-                             r"target kubernetes"):
-        Environment.model_validate({
-            "name": "e", "description": "d", "target": "ssh",
-            "ssh": {"client": {"host": "a"}, "server": {"host": "b"}},
-            "scenarios": {"x": {"description": "d", "placement": "pod-to-pod"}}})
+    with pytest.raises(
+        ValueError,
+        match=r"scenarios \['x'\]: placement, helm, apply, ready and namespace_labels need "
+        r"target kubernetes",
+    ):
+        Environment.model_validate(
+            {
+                "name": "e",
+                "description": "d",
+                "target": "ssh",
+                "ssh": {"client": {"host": "a"}, "server": {"host": "b"}},
+                "scenarios": {"x": {"description": "d", "placement": "pod-to-pod"}},
+            }
+        )

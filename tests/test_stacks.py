@@ -1,5 +1,6 @@
 """Folding and classification of CPU profiles, on what `perf script` printed for a netperf TCP_RR in
 the lab (tests/fixtures/perf: the host and veth-routed scenarios, client and server on CPU 0)."""
+
 import gzip
 from collections import Counter
 
@@ -64,18 +65,25 @@ def test_every_sample_gets_a_known_category_and_the_network_layers_are_found(fol
     assert shares["other"] / total < 0.02  # nearly every sample lands in a category an engineer knows
 
 
-@pytest.mark.parametrize("comm,frames,expected", [
-    # a helper at the leaf belongs to its nearest caller that names a layer
-    ("netperf", ["__send [libc.so.6]", "entry_SYSCALL_64", "tcp_sendmsg", "_copy_from_iter"], "TCP/IP"),
-    ("netserver", ["process_backlog", "__netif_receive_skb_one_core", "_raw_spin_lock"], "softirq/backlog"),
-    ("netperf", ["ip_finish_output2", "__dev_queue_xmit", "veth_xmit", "skb_clone"], "devices"),
-    ("netperf", ["ip_rcv", "nf_hook_slow", "nft_do_chain", "memcmp"], "netfilter/conntrack"),
-    ("netperf", ["__netif_receive_skb_core", "tcf_classify", "bpf_prog_3b185187f1855c4c_cil_from_container"], "eBPF"),
-    ("envoy", ["[envoy]"], "proxy"),
-    ("netperf", ["main [netperf]", "send_omni_inner [netperf]"], "application"),
-    ("swapper/0", ["secondary_startup_64", "cpu_startup_entry", "do_idle", "default_idle_call"], "idle"),
-    ("kworker/0:1", ["ret_from_fork", "kthread", "worker_thread", "memset_orig"], "other"),
-])
+@pytest.mark.parametrize(
+    "comm,frames,expected",
+    [
+        # a helper at the leaf belongs to its nearest caller that names a layer
+        ("netperf", ["__send [libc.so.6]", "entry_SYSCALL_64", "tcp_sendmsg", "_copy_from_iter"], "TCP/IP"),
+        ("netserver", ["process_backlog", "__netif_receive_skb_one_core", "_raw_spin_lock"], "softirq/backlog"),
+        ("netperf", ["ip_finish_output2", "__dev_queue_xmit", "veth_xmit", "skb_clone"], "devices"),
+        ("netperf", ["ip_rcv", "nf_hook_slow", "nft_do_chain", "memcmp"], "netfilter/conntrack"),
+        (
+            "netperf",
+            ["__netif_receive_skb_core", "tcf_classify", "bpf_prog_3b185187f1855c4c_cil_from_container"],
+            "eBPF",
+        ),
+        ("envoy", ["[envoy]"], "proxy"),
+        ("netperf", ["main [netperf]", "send_omni_inner [netperf]"], "application"),
+        ("swapper/0", ["secondary_startup_64", "cpu_startup_entry", "do_idle", "default_idle_call"], "idle"),
+        ("kworker/0:1", ["ret_from_fork", "kthread", "worker_thread", "memset_orig"], "other"),
+    ],
+)
 def test_classify(comm, frames, expected):
     assert stacks.classify(comm, frames) == expected
 

@@ -1,4 +1,5 @@
 """Raw records -> tidy tables: keys, units, per-side CPU, integrity checks."""
+
 import json
 import re
 import shutil
@@ -34,8 +35,12 @@ def test_tables_have_one_row_per_run_and_the_expected_metrics(short_campaign, tm
     assert got["stream"] == {("throughput", "none"), ("retransmits", "none")} | cpu
     # the lab runs TCP_RR with client and server on one CPU set (environment.yaml cpu_placement): its CPU once
     shared_cpu = {(m, "total") for m in ("cpu_busy_cores", "cpu_busy_pct")}
-    assert got["rr"] == {("transaction_rate", "none")} | {(m, "none") for m in (
-        "latency_min", "latency_p50", "latency_p90", "latency_p99", "latency_mean")} | shared_cpu
+    assert (
+        got["rr"]
+        == {("transaction_rate", "none")}
+        | {(m, "none") for m in ("latency_min", "latency_p50", "latency_p90", "latency_p99", "latency_mean")}
+        | shared_cpu
+    )
     assert metrics["run_id"].n_unique() == 8
     # /proc/stat counts 1/100 s ticks: over these 0.6 s windows a fully busy
     # CPU can read up to two ticks (about 3 %) over 100 %.
@@ -88,13 +93,26 @@ def test_no_campaign_is_a_clear_error(tmp_path):
 
 
 def test_a_metric_on_a_side_it_does_not_have_is_refused():
-    row = {"campaign": "c", "environment": "e", "scenario": "s", "test": "t", "streams": 1, "message_size": None,
-           "block": 0, "run_id": "e/s/t/r000", "metric": "throughput", "value": 1.0, "unit": "Gbit/s"}
+    row = {
+        "campaign": "c",
+        "environment": "e",
+        "scenario": "s",
+        "test": "t",
+        "streams": 1,
+        "message_size": None,
+        "block": 0,
+        "run_id": "e/s/t/r000",
+        "metric": "throughput",
+        "value": 1.0,
+        "unit": "Gbit/s",
+    }
+
     def table(*rows):
         return pl.DataFrame(list(rows), schema=schema.METRICS_SCHEMA)
 
-    schema.check_metrics(table({**row, "side": "none"}, {**row, "metric": "cpu_busy_pct", "unit": "%",
-                                                          "side": "server"}))
+    schema.check_metrics(
+        table({**row, "side": "none"}, {**row, "metric": "cpu_busy_pct", "unit": "%", "side": "server"})
+    )
     schema.check_metrics(schema.empty("metrics"))  # no runs: nothing to refuse
     with pytest.raises(schema.SchemaError, match=r"throughput has side 'client' \(run e/s/t/r000\)"):
         schema.check_metrics(table({**row, "side": "client"}))
@@ -105,8 +123,20 @@ def test_a_metric_on_a_side_it_does_not_have_is_refused():
 
 
 def test_tables_are_checked_on_write_and_on_read(tmp_path):
-    row = {"campaign": "c", "environment": "e", "scenario": "s", "test": "t", "streams": 1, "message_size": None,
-           "block": 0, "run_id": "e/s/t/r000", "metric": "throughput", "value": 1.0, "unit": "Gbit/s", "side": "none"}
+    row = {
+        "campaign": "c",
+        "environment": "e",
+        "scenario": "s",
+        "test": "t",
+        "streams": 1,
+        "message_size": None,
+        "block": 0,
+        "run_id": "e/s/t/r000",
+        "metric": "throughput",
+        "value": 1.0,
+        "unit": "Gbit/s",
+        "side": "none",
+    }
     good = pl.DataFrame([row], schema=schema.METRICS_SCHEMA)
     with pytest.raises(schema.SchemaError, match=r"metrics: missing columns \['side'\]"):
         schema.write(good.drop("side"), "metrics", tmp_path / "m.parquet")
@@ -163,13 +193,19 @@ def test_streamed_parse_writes_the_tables_built_in_memory(real_campaign, tmp_pat
     assert set(runs["tool"]) == {"netperf", "fortio"} and metrics["run_id"].n_unique() == 36
     # each run's metric rows follow each other, runs in the runs table's order
     assert metrics["run_id"].unique(maintain_order=True).to_list() == runs["run_id"].to_list()
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(f"{t}.parquet" for t in tidy.TABLES)  # no parts left
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(
+        f"{t}.parquet" for t in tidy.TABLES
+    )  # no parts left
 
 
 def test_the_parquet_files_have_the_checked_schema(real_campaign, tmp_path):
     tidy.parse_campaign(real_campaign, tmp_path)
-    for name, expected in (("runs", schema.RUNS_SCHEMA), ("metrics", schema.METRICS_SCHEMA),
-                           ("profile_runs", schema.PROFILE_RUNS_SCHEMA), ("profiles", schema.PROFILES_SCHEMA)):
+    for name, expected in (
+        ("runs", schema.RUNS_SCHEMA),
+        ("metrics", schema.METRICS_SCHEMA),
+        ("profile_runs", schema.PROFILE_RUNS_SCHEMA),
+        ("profiles", schema.PROFILES_SCHEMA),
+    ):
         assert list(pl.read_parquet_schema(tmp_path / f"{name}.parquet").items()) == list(expected.items())
 
 

@@ -2,6 +2,7 @@
 
 Everything here reads the tidy tables (benchlib.schema) and never measures.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -20,6 +21,7 @@ def resolve(path: str | Path, root: Path | None = None) -> Path:
 def load_tables(runs_path: str | Path, metrics_path: str | Path):
     """(runs, metrics) read with their schemas and checked, paths anchored at the project root."""
     from benchlib.schema import check_metrics, read_metrics, read_runs
+
     runs, metrics = read_runs(resolve(runs_path)), read_metrics(resolve(metrics_path))
     check_metrics(metrics)
     return runs, metrics

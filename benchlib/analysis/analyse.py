@@ -7,6 +7,7 @@ cell can re-run the analysis with changed settings:
     a = analyse.load("data/analysis")
     strict = analyse.run(a.runs, a.metrics, a.settings.model_copy(update={"alpha": 0.01}))
 """
+
 from __future__ import annotations
 
 import json
@@ -32,24 +33,34 @@ class AnalysisError(BenchlibError, ValueError):
 
 def targets(settings: Settings) -> dict[str, float]:
     """The work rates CPU is normalized to, as normalize's keyword arguments."""
-    return {"target_gbps": settings.cpu_target_gbps, "per_transactions": settings.rr_per_transactions,
-            "per_connections": settings.crr_per_connections, "per_requests": settings.http_per_requests}
+    return {
+        "target_gbps": settings.cpu_target_gbps,
+        "per_transactions": settings.rr_per_transactions,
+        "per_connections": settings.crr_per_connections,
+        "per_requests": settings.http_per_requests,
+    }
 
 
 def families(comparisons: pl.DataFrame, alpha: float) -> pl.DataFrame:
     """Per family of comparisons (primary first): its correction, size, significant count, interval level
     and metrics."""
     order = {f: i for i, f in enumerate(stats.FAMILY_ORDER)}
-    return (comparisons.group_by("family", "correction", maintain_order=True)
-            .agg(comparisons=pl.len(), significant=(pl.col("p_adj") < alpha).sum(),
-                 interval_level_pct=100 * pl.col("ci_level").first(),
-                 metrics=pl.col("metric").unique().sort().str.join(", "))
-            .sort(pl.col("family").replace_strict(order, default=len(order))))
+    return (
+        comparisons.group_by("family", "correction", maintain_order=True)
+        .agg(
+            comparisons=pl.len(),
+            significant=(pl.col("p_adj") < alpha).sum(),
+            interval_level_pct=100 * pl.col("ci_level").first(),
+            metrics=pl.col("metric").unique().sort().str.join(", "),
+        )
+        .sort(pl.col("family").replace_strict(order, default=len(order)))
+    )
 
 
 @dataclass(frozen=True)
 class Result:
     """One campaign analysed: its inputs, the settings, and the tables derived from them."""
+
     settings: Settings
     runs: pl.DataFrame
     metrics: pl.DataFrame
@@ -71,9 +82,13 @@ class Result:
     def metrics_json(self) -> dict:
         """reports/metrics.json: the settings that decide verdicts, then the headline numbers."""
         s = self.settings
-        return {"baseline": s.baseline, "alpha": s.alpha, "correction": s.correction,
-                "cpu_target_gbps": s.cpu_target_gbps,
-                **stats.to_metrics_dict(self.summary, self.comparisons, s.baseline)}
+        return {
+            "baseline": s.baseline,
+            "alpha": s.alpha,
+            "correction": s.correction,
+            "cpu_target_gbps": s.cpu_target_gbps,
+            **stats.to_metrics_dict(self.summary, self.comparisons, s.baseline),
+        }
 
 
 TABLES = [f.name for f in fields(Result) if f.name not in ("settings", "runs", "metrics")]
@@ -83,13 +98,26 @@ def compare(compared: pl.DataFrame, runs: pl.DataFrame, settings: Settings) -> p
     """The compared values (stats.compared_values) against the baseline and the contrasts, corrected
     within families, as ``settings`` say."""
     s = settings
-    return stats.compare(compared, runs, baseline=s.baseline, alpha=s.alpha, correction=s.correction,
-                         noise_band_pct=s.noise_band_pct, seed=s.seed, contrasts=s.contrasts)
+    return stats.compare(
+        compared,
+        runs,
+        baseline=s.baseline,
+        alpha=s.alpha,
+        correction=s.correction,
+        noise_band_pct=s.noise_band_pct,
+        seed=s.seed,
+        contrasts=s.contrasts,
+    )
 
 
-def run(runs: pl.DataFrame, metrics: pl.DataFrame, settings: Settings,
-        reference_dir: str | Path = reference.REFERENCE_DIR, profile_stacks: pl.DataFrame | None = None,
-        profile_runs: pl.DataFrame | None = None) -> Result:
+def run(
+    runs: pl.DataFrame,
+    metrics: pl.DataFrame,
+    settings: Settings,
+    reference_dir: str | Path = reference.REFERENCE_DIR,
+    profile_stacks: pl.DataFrame | None = None,
+    profile_runs: pl.DataFrame | None = None,
+) -> Result:
     """Analyse one campaign's tidy tables with ``settings`` (the analysis section of params.yaml); with
     the profiled runs' tables (profiles.parquet, profile_runs.parquet), their CPU profiles too."""
     s = settings
@@ -97,17 +125,33 @@ def run(runs: pl.DataFrame, metrics: pl.DataFrame, settings: Settings,
     compared = stats.compared_values(values, runs, s.family_metrics)
     # what the instrument cannot resolve, and where a side ran at its CPU limit, stated on each comparison
     comparisons = saturation.annotate(resolution.annotate(compare(compared, runs, s)), runs, values)
-    mesh_comparisons = (resolution.annotate(mesh.comparisons(values, runs, s.baseline, s.alpha, s.noise_band_pct,
-                                                             s.seed, s.contrasts))
-                        if mesh.has_mesh(runs) else comparisons.clear())
-    published = reference.side_by_side(metrics, runs, reference.published_changes(reference_dir), alpha=s.alpha,
-                                       correction=s.correction, noise_band_pct=s.noise_band_pct, seed=s.seed)
-    return Result(settings=s, runs=runs, metrics=metrics, values=values,
-                  summary=resolution.annotate_summary(stats.summarize(compared, runs, alpha=s.alpha)),
-                  summary_all=resolution.annotate_summary(stats.summarize(values, runs, alpha=s.alpha)),
-                  comparisons=comparisons,
-                  families=families(comparisons, s.alpha), mesh_comparisons=mesh_comparisons, reference=published,
-                  **profiles.analyse(profile_stacks, profile_runs, s.baseline))
+    mesh_comparisons = (
+        resolution.annotate(mesh.comparisons(values, runs, s.baseline, s.alpha, s.noise_band_pct, s.seed, s.contrasts))
+        if mesh.has_mesh(runs)
+        else comparisons.clear()
+    )
+    published = reference.side_by_side(
+        metrics,
+        runs,
+        reference.published_changes(reference_dir),
+        alpha=s.alpha,
+        correction=s.correction,
+        noise_band_pct=s.noise_band_pct,
+        seed=s.seed,
+    )
+    return Result(
+        settings=s,
+        runs=runs,
+        metrics=metrics,
+        values=values,
+        summary=resolution.annotate_summary(stats.summarize(compared, runs, alpha=s.alpha)),
+        summary_all=resolution.annotate_summary(stats.summarize(values, runs, alpha=s.alpha)),
+        comparisons=comparisons,
+        families=families(comparisons, s.alpha),
+        mesh_comparisons=mesh_comparisons,
+        reference=published,
+        **profiles.analyse(profile_stacks, profile_runs, s.baseline),
+    )
 
 
 def write(result: Result, directory: str | Path, runs_path: str | Path, metrics_path: str | Path) -> Path:
@@ -122,8 +166,16 @@ def write(result: Result, directory: str | Path, runs_path: str | Path, metrics_
         getattr(result, name).write_parquet(tmp)
         staged.append((tmp, out / f"{name}.parquet"))
     tmp = out / f".{SETTINGS_FILE}.tmp-{os.getpid()}"
-    tmp.write_text(json.dumps({"settings": result.settings.model_dump(mode="json"),
-                               "runs_path": str(runs_path), "metrics_path": str(metrics_path)}, indent=1))
+    tmp.write_text(
+        json.dumps(
+            {
+                "settings": result.settings.model_dump(mode="json"),
+                "runs_path": str(runs_path),
+                "metrics_path": str(metrics_path),
+            },
+            indent=1,
+        )
+    )
     staged.append((tmp, out / SETTINGS_FILE))
     for src, dst in staged:
         os.replace(src, dst)
@@ -137,10 +189,16 @@ def load(directory: str | Path = ANALYSIS_DIR) -> Result:
         saved = json.loads((d / SETTINGS_FILE).read_text())
         settings = Settings.model_validate(saved["settings"])
         # an analysis from before profiles has no profile tables: empty ones
-        tables = {name: pl.read_parquet(d / f"{name}.parquet") if name not in profiles.EMPTY
-                  or (d / f"{name}.parquet").exists() else profiles.empty(name) for name in TABLES}
+        tables = {
+            name: pl.read_parquet(d / f"{name}.parquet")
+            if name not in profiles.EMPTY or (d / f"{name}.parquet").exists()
+            else profiles.empty(name)
+            for name in TABLES
+        }
     except (OSError, ValueError, KeyError, pl.exceptions.PolarsError) as exc:
-        raise AnalysisError(f"{d}: no complete analysis ({type(exc).__name__}: {' '.join(str(exc).split())[:200]}); "
-                            "run `benchlib analyse` (or `dvc repro`)") from None
+        raise AnalysisError(
+            f"{d}: no complete analysis ({type(exc).__name__}: {' '.join(str(exc).split())[:200]}); "
+            "run `benchlib analyse` (or `dvc repro`)"
+        ) from None
     runs, metrics = schema.read_runs(resolve(saved["runs_path"])), schema.read_metrics(resolve(saved["metrics_path"]))
     return Result(settings=settings, runs=runs, metrics=metrics, **tables)

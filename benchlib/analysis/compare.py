@@ -9,6 +9,7 @@ headline metric; secondary families, FDR: every other metric by kind) and a
 verdict by the metric's direction. `benchlib compare` and
 notebooks/compare.py both call run().
 """
+
 from __future__ import annotations
 
 import json
@@ -39,6 +40,7 @@ class CompareError(BenchlibError, ValueError):
 class Campaign:
     """A campaign's tidy tables: runs, metrics and facts (tidy.build_facts: what each configuration's
     records say about its setup)."""
+
     name: str
     runs: pl.DataFrame
     metrics: pl.DataFrame
@@ -63,31 +65,47 @@ def differences(a: Campaign, b: Campaign) -> pl.DataFrame:
     """
     both = _configs(a.runs).join(_configs(b.runs), on=CONFIG_KEYS)
     fa, fb = (c.facts.join(both, on=CONFIG_KEYS) for c in (a, b))
-    diff = (fa.join(fb, on=[*CONFIG_KEYS, "field"], how="full", coalesce=True, suffix="_b")
-            .rename({"value": "value_a"})
-            .with_columns(pl.col("value_a", "value_b").fill_null(NOT_RECORDED))
-            .filter(pl.col("value_a") != pl.col("value_b")))
+    diff = (
+        fa.join(fb, on=[*CONFIG_KEYS, "field"], how="full", coalesce=True, suffix="_b")
+        .rename({"value": "value_a"})
+        .with_columns(pl.col("value_a", "value_b").fill_null(NOT_RECORDED))
+        .filter(pl.col("value_a") != pl.col("value_b"))
+    )
     params = diff.filter(pl.col("field").str.starts_with("test_params."))
     if len(params):
-        lines = [f"{cfg}: " + "; ".join(f"{f.removeprefix('test_params.')} {va} in {a.name}, {vb} in {b.name}"
-                                         for f, va, vb in zip(g["field"], g["value_a"], g["value_b"], strict=True))
-                 for (cfg,), g in params.with_columns(cfg=pl.concat_str(CONFIG_KEYS, separator="/"))
-                 .group_by("cfg", maintain_order=True)]
-        raise CompareError(f"{a.name} vs {b.name}: refused, the same configuration was measured with different "
-                           f"test parameters (give the test a new name to measure new settings): "
-                           + " | ".join(lines))
-    return (diff.with_columns(cfg=pl.concat_str(CONFIG_KEYS, separator="/"))
-            .group_by("field", "value_a", "value_b")
-            .agg(where=pl.col("cfg").map_batches(lambda s: pl.Series([_where(s, len(both))]),
-                                                 returns_scalar=True, return_dtype=pl.String))
-            .sort("field", "value_a", "value_b"))
+        lines = [
+            f"{cfg}: "
+            + "; ".join(
+                f"{f.removeprefix('test_params.')} {va} in {a.name}, {vb} in {b.name}"
+                for f, va, vb in zip(g["field"], g["value_a"], g["value_b"], strict=True)
+            )
+            for (cfg,), g in params.with_columns(cfg=pl.concat_str(CONFIG_KEYS, separator="/")).group_by(
+                "cfg", maintain_order=True
+            )
+        ]
+        raise CompareError(
+            f"{a.name} vs {b.name}: refused, the same configuration was measured with different "
+            f"test parameters (give the test a new name to measure new settings): " + " | ".join(lines)
+        )
+    return (
+        diff.with_columns(cfg=pl.concat_str(CONFIG_KEYS, separator="/"))
+        .group_by("field", "value_a", "value_b")
+        .agg(
+            where=pl.col("cfg").map_batches(
+                lambda s: pl.Series([_where(s, len(both))]), returns_scalar=True, return_dtype=pl.String
+            )
+        )
+        .sort("field", "value_a", "value_b")
+    )
 
 
 def unmatched(a: Campaign, b: Campaign) -> pl.DataFrame:
     """Configurations (environment/scenario/test) measured in only one of the campaigns."""
     ca, cb = _configs(a.runs), _configs(b.runs)
-    only = [c.join(other, on=CONFIG_KEYS, how="anti").with_columns(only_in=pl.lit(name))
-            for c, other, name in ((ca, cb, a.name), (cb, ca, b.name))]
+    only = [
+        c.join(other, on=CONFIG_KEYS, how="anti").with_columns(only_in=pl.lit(name))
+        for c, other, name in ((ca, cb, a.name), (cb, ca, b.name))
+    ]
     return pl.concat(only).sort("only_in", *CONFIG_KEYS)
 
 
@@ -101,11 +119,20 @@ NO_RATIO = "no CI: values <= 0"
 
 def run_counts(runs: pl.DataFrame) -> pl.DataFrame:
     """Per configuration (RUN_KEYS): how many runs were recorded, how many failed, and why."""
-    return (runs.group_by(RUN_KEYS)
-            .agg(runs=pl.len().cast(pl.Int64), failed_runs=(pl.col("outcome") != "ok").sum().cast(pl.Int64),
-                 failure_reasons=pl.col("failure_reason").filter(pl.col("outcome") != "ok").drop_nulls()
-                 .unique().sort().str.join("; "))
-            .sort(RUN_KEYS, nulls_last=True))
+    return (
+        runs.group_by(RUN_KEYS)
+        .agg(
+            runs=pl.len().cast(pl.Int64),
+            failed_runs=(pl.col("outcome") != "ok").sum().cast(pl.Int64),
+            failure_reasons=pl.col("failure_reason")
+            .filter(pl.col("outcome") != "ok")
+            .drop_nulls()
+            .unique()
+            .sort()
+            .str.join("; "),
+        )
+        .sort(RUN_KEYS, nulls_last=True)
+    )
 
 
 def failed_runs(a: Campaign, b: Campaign) -> pl.DataFrame:
@@ -113,9 +140,20 @@ def failed_runs(a: Campaign, b: Campaign) -> pl.DataFrame:
     failed runs in A (``_base``) and in B, with the failure reasons."""
     ca, cb = run_counts(a.runs), run_counts(b.runs)
     both = cb.join(ca, on=RUN_KEYS, how="inner", suffix="_base", nulls_equal=True)
-    return (both.filter((pl.col("failed_runs") > 0) | (pl.col("failed_runs_base") > 0))
-            .select("environment", "scenario", "test", "runs_base", "failed_runs_base", "failure_reasons_base",
-                    "runs", "failed_runs", "failure_reasons", "test_params", "streams", "message_size"))
+    return both.filter((pl.col("failed_runs") > 0) | (pl.col("failed_runs_base") > 0)).select(
+        "environment",
+        "scenario",
+        "test",
+        "runs_base",
+        "failed_runs_base",
+        "failure_reasons_base",
+        "runs",
+        "failed_runs",
+        "failure_reasons",
+        "test_params",
+        "streams",
+        "message_size",
+    )
 
 
 def _fix_undefined_ratio(rows: pl.DataFrame) -> pl.DataFrame:
@@ -127,8 +165,13 @@ def _fix_undefined_ratio(rows: pl.DataFrame) -> pl.DataFrame:
     fixed_delta, fixed_verdict, beyond = [], [], []
     for r in rows.iter_rows(named=True):
         d, v, out = r["delta_pct"], r["verdict"], None
-        undefined = (not math.isnan(r["p_adj"]) and r["p_adj"] < r["alpha"] and math.isnan(r["delta_pct"])
-                     and math.isfinite(r["median"]) and math.isfinite(r["median_base"]))
+        undefined = (
+            not math.isnan(r["p_adj"])
+            and r["p_adj"] < r["alpha"]
+            and math.isnan(r["delta_pct"])
+            and math.isfinite(r["median"])
+            and math.isfinite(r["median_base"])
+        )
         if undefined:
             b, a = r["median"], r["median_base"]
             up = b > a if b != a else r["u"] > r["n"] * r["n_base"] / 2
@@ -146,43 +189,82 @@ def _fix_undefined_ratio(rows: pl.DataFrame) -> pl.DataFrame:
         fixed_delta.append(d)
         fixed_verdict.append(v)
         beyond.append(out)
-    return rows.with_columns(delta_pct=pl.Series(fixed_delta, dtype=pl.Float64),
-                             verdict=pl.Series(fixed_verdict, dtype=pl.String),
-                             _beyond=pl.Series(beyond, dtype=pl.Boolean))
+    return rows.with_columns(
+        delta_pct=pl.Series(fixed_delta, dtype=pl.Float64),
+        verdict=pl.Series(fixed_verdict, dtype=pl.String),
+        _beyond=pl.Series(beyond, dtype=pl.Boolean),
+    )
 
 
-def _all_failed(failed: Campaign, other: Campaign, other_summary: pl.DataFrame, other_values: pl.DataFrame,
-                failed_is_b: bool) -> pl.DataFrame:
+def _all_failed(
+    failed: Campaign, other: Campaign, other_summary: pl.DataFrame, other_values: pl.DataFrame, failed_is_b: bool
+) -> pl.DataFrame:
     """Rows for configurations measured in both campaigns whose every run failed in ``failed`` while
     ``other`` has values: one per configuration, on the test's headline metric (the primary family),
     with the other campaign's median and CI. Not tested (p NaN); a regression where B failed."""
     counts = run_counts(failed.runs).filter(pl.col("failed_runs") == pl.col("runs"))
     heads = stats.headlines(other_values, other.runs)
-    rows = (other_summary.drop("failed_runs").join(counts, on=RUN_KEYS, nulls_equal=True)
-            .join(heads, on=["environment", "test", "test_params"], nulls_equal=True)
-            .filter(pl.col("metric") == pl.col("headline")))
+    rows = (
+        other_summary.drop("failed_runs")
+        .join(counts, on=RUN_KEYS, nulls_equal=True)
+        .join(heads, on=["environment", "test", "test_params"], nulls_equal=True)
+        .filter(pl.col("metric") == pl.col("headline"))
+    )
     mine, theirs = ("", "_base") if failed_is_b else ("_base", "")
     b, a = (failed, other) if failed_is_b else (other, failed)
     who = "B" if failed_is_b else "A"
     nan = pl.lit(math.nan, dtype=pl.Float64)
     reasons = pl.when(pl.col("failure_reasons") != "").then(pl.format(": {}", "failure_reasons")).otherwise(pl.lit(""))
     return rows.select(
-        *[c for c in stats.CONFIG if c != "campaign"], "unit",
-        campaign=pl.lit(b.runs["campaign"][0]), baseline=pl.lit(a.runs["campaign"][0]), family=pl.lit(stats.PRIMARY),
+        *[c for c in stats.CONFIG if c != "campaign"],
+        "unit",
+        campaign=pl.lit(b.runs["campaign"][0]),
+        baseline=pl.lit(a.runs["campaign"][0]),
+        family=pl.lit(stats.PRIMARY),
         verdict=pl.format(f"every run failed in {who} ({{}} of {{}}{{}})", "failed_runs", "runs", reasons),
-        regression=pl.lit(failed_is_b), all_failed=pl.lit(who), correction=pl.lit("not tested"),
+        regression=pl.lit(failed_is_b),
+        all_failed=pl.lit(who),
+        correction=pl.lit("not tested"),
         excluded=pl.lit(0, pl.Int64),
-        **{f"n{theirs}": pl.col("n"), f"median{theirs}": pl.col("median"), f"ci_low{theirs}": pl.col("ci_low"),
-           f"ci_high{theirs}": pl.col("ci_high"), f"flags{theirs}": pl.col("flags"),
-           f"n{mine}": pl.lit(0, pl.Int64), f"median{mine}": nan, f"ci_low{mine}": nan, f"ci_high{mine}": nan,
-           f"flags{mine}": pl.lit("")},
-        **{c: nan for c in ("u", "p", "p_adj", "ci_level", "delta_pct", "delta_low", "delta_high", "sd_log",
-                            "mde_pct", "noise_band_pct")})
+        **{
+            f"n{theirs}": pl.col("n"),
+            f"median{theirs}": pl.col("median"),
+            f"ci_low{theirs}": pl.col("ci_low"),
+            f"ci_high{theirs}": pl.col("ci_high"),
+            f"flags{theirs}": pl.col("flags"),
+            f"n{mine}": pl.lit(0, pl.Int64),
+            f"median{mine}": nan,
+            f"ci_low{mine}": nan,
+            f"ci_high{mine}": nan,
+            f"flags{mine}": pl.lit(""),
+        },
+        **{
+            c: nan
+            for c in (
+                "u",
+                "p",
+                "p_adj",
+                "ci_level",
+                "delta_pct",
+                "delta_low",
+                "delta_high",
+                "sd_log",
+                "mde_pct",
+                "noise_band_pct",
+            )
+        },
+    )
 
 
-def comparisons(a: Campaign, b: Campaign, alpha: float = 0.05, correction: str = "holm",
-                threshold_pct: float | Mapping[str, float] = 2.0, seed: int = 0,
-                targets: Mapping[str, float] | None = None) -> pl.DataFrame:
+def comparisons(
+    a: Campaign,
+    b: Campaign,
+    alpha: float = 0.05,
+    correction: str = "holm",
+    threshold_pct: float | Mapping[str, float] = 2.0,
+    seed: int = 0,
+    targets: Mapping[str, float] | None = None,
+) -> pl.DataFrame:
     """B vs A per configuration and every metric: the columns of stats.compare() (its families: each
     test's headline metric the primary family under ``correction``, every other metric in the
     Benjamini-Hochberg family of its kind) plus both medians' 95 % CIs, runs and failed runs on both
@@ -194,45 +276,63 @@ def comparisons(a: Campaign, b: Campaign, alpha: float = 0.05, correction: str =
     row on its headline metric saying so (``all_failed``: "A" or "B"), not tested."""
     targets = targets or {}
     va, vb = _values(a, targets), _values(b, targets)
-    rows = stats.compare_campaigns(vb, b.runs, va, a.runs, alpha=alpha, correction=correction,
-                                   noise_band_pct=threshold_pct, seed=seed)
+    rows = stats.compare_campaigns(
+        vb, b.runs, va, a.runs, alpha=alpha, correction=correction, noise_band_pct=threshold_pct, seed=seed
+    )
     keys = [c for c in stats.CONFIG if c != "campaign"]
     sb, sa = stats.summarize(vb, b.runs, alpha=alpha), stats.summarize(va, a.runs, alpha=alpha)
-    cis = [s.select(*keys, *(pl.col(k).alias(f"{k}{suffix}") for k in ("ci_low", "ci_high", "flags")))
-           for s, suffix in ((sb, ""), (sa, "_base"))]
+    cis = [
+        s.select(*keys, *(pl.col(k).alias(f"{k}{suffix}") for k in ("ci_low", "ci_high", "flags")))
+        for s, suffix in ((sb, ""), (sa, "_base"))
+    ]
     for ci in cis:
         rows = rows.join(ci, on=keys, how="left", nulls_equal=True)
     rows = _fix_undefined_ratio(rows.with_columns(alpha=pl.lit(alpha))).drop("alpha")
     # A gate fails on what is worse, significant and beyond the threshold itself (as asv compare does):
     # a significant -2 % whose CI reaches past -5 % reads "worse" but is no regression at 5 %.
     beyond = pl.coalesce("_beyond", pl.col("delta_pct").abs() > pl.col("noise_band_pct"))
-    rows = rows.with_columns(regression=pl.col("verdict").str.ends_with(" worse") & beyond.fill_null(False),
-                             all_failed=pl.lit(None, pl.String)).drop("_beyond")
+    rows = rows.with_columns(
+        regression=pl.col("verdict").str.ends_with(" worse") & beyond.fill_null(False),
+        all_failed=pl.lit(None, pl.String),
+    ).drop("_beyond")
     extra = [df for df in (_all_failed(b, a, sa, va, True), _all_failed(a, b, sb, vb, False)) if len(df)]
     if extra:
         rows = pl.concat([rows, *extra], how="diagonal_relaxed")
     ca, cb = run_counts(a.runs), run_counts(b.runs)
-    rows = (rows.join(cb.drop("failure_reasons"), on=RUN_KEYS, how="left", nulls_equal=True)
-            .join(ca.drop("failure_reasons").rename({"runs": "runs_base", "failed_runs": "failed_runs_base"}),
-                  on=RUN_KEYS, how="left", nulls_equal=True))
+    rows = rows.join(cb.drop("failure_reasons"), on=RUN_KEYS, how="left", nulls_equal=True).join(
+        ca.drop("failure_reasons").rename({"runs": "runs_base", "failed_runs": "failed_runs_base"}),
+        on=RUN_KEYS,
+        how="left",
+        nulls_equal=True,
+    )
     order = {f: i for i, f in enumerate(stats.FAMILY_ORDER)}
-    return rows.sort(pl.col("family").replace_strict(order, default=len(order)), "environment", "test", "metric",
-                     "side", "scenario")
+    return rows.sort(
+        pl.col("family").replace_strict(order, default=len(order)), "environment", "test", "metric", "side", "scenario"
+    )
 
 
 def geomean_summary(rows: pl.DataFrame) -> pl.DataFrame:
     """Per environment, test, metric and side: the geometric mean of B/A median ratios over the
     scenarios, as a change in % (descriptive: no CI), and how many configurations it spans."""
-    ok = rows.filter(pl.col("median").is_finite() & pl.col("median_base").is_finite()
-                     & (pl.col("median") > 0) & (pl.col("median_base") > 0))
+    ok = rows.filter(
+        pl.col("median").is_finite()
+        & pl.col("median_base").is_finite()
+        & (pl.col("median") > 0)
+        & (pl.col("median_base") > 0)
+    )
     keys = ["environment", "test", "metric", "side"]
-    out = (ok.group_by(keys)
-           .agg(ratios=pl.col("median") / pl.col("median_base"), configurations=pl.len(),
-                regressions=pl.col("regression").sum())
-           .sort(keys))
+    out = (
+        ok.group_by(keys)
+        .agg(
+            ratios=pl.col("median") / pl.col("median_base"),
+            configurations=pl.len(),
+            regressions=pl.col("regression").sum(),
+        )
+        .sort(keys)
+    )
     return out.with_columns(
-        geomean_change_pct=pl.Series([100 * (sps.gmean(r.to_numpy()) - 1) for r in out["ratios"]],
-                                     dtype=pl.Float64)).drop("ratios")
+        geomean_change_pct=pl.Series([100 * (sps.gmean(r.to_numpy()) - 1) for r in out["ratios"]], dtype=pl.Float64)
+    ).drop("ratios")
 
 
 @dataclass(frozen=True)
@@ -256,8 +356,9 @@ class Result:
         directory.mkdir(parents=True, exist_ok=True)
         for name in RESULT_TABLES:
             getattr(self, name).write_parquet(directory / f"{name}.parquet")
-        (directory / "result.json").write_text(json.dumps(
-            {"a": self.a, "b": self.b, "alpha": self.alpha, "correction": self.correction}))
+        (directory / "result.json").write_text(
+            json.dumps({"a": self.a, "b": self.b, "alpha": self.alpha, "correction": self.correction})
+        )
         return directory
 
 
@@ -271,16 +372,23 @@ def load_result(directory: str | Path) -> Result:
     return Result(**json.loads((d / "result.json").read_text()), **tables)
 
 
-def run(a: Campaign, b: Campaign, alpha: float = 0.05, correction: str = "holm",
-        threshold_pct: float | Mapping[str, float] = 2.0, seed: int = 0,
-        targets: Mapping[str, float] | None = None) -> Result:
+def run(
+    a: Campaign,
+    b: Campaign,
+    alpha: float = 0.05,
+    correction: str = "holm",
+    threshold_pct: float | Mapping[str, float] = 2.0,
+    seed: int = 0,
+    targets: Mapping[str, float] | None = None,
+) -> Result:
     """Check both campaigns' metadata (refusing changed test parameters), then compare B vs A."""
     diff = differences(a, b)
     rows = comparisons(a, b, alpha, correction, threshold_pct, seed, targets)
     if rows.is_empty():
         raise CompareError(f"{a.name} vs {b.name}: no configuration was measured successfully in both")
-    return Result(a.name, b.name, diff, unmatched(a, b), rows, geomean_summary(rows), alpha, correction,
-                  failed_runs(a, b))
+    return Result(
+        a.name, b.name, diff, unmatched(a, b), rows, geomean_summary(rows), alpha, correction, failed_runs(a, b)
+    )
 
 
 def _num(v):
@@ -289,14 +397,24 @@ def _num(v):
 
 def to_json(res: Result) -> dict:
     """Everything a machine needs, NaN as null."""
+
     def records(df: pl.DataFrame) -> list[dict]:
         return [{k: _num(v) for k, v in r.items()} for r in df.iter_rows(named=True)]
+
     cols = [c for c in res.rows.columns if c not in ("campaign", "baseline")]
-    return {"a": res.a, "b": res.b, "alpha": res.alpha, "correction": stats.CORRECTIONS[res.correction],
-            "differences": records(res.differences), "unmatched": records(res.unmatched),
-            "setup_differs": len(res.differences) > 0, "failed_runs": records(res.failed),
-            "comparisons": records(res.rows.select(cols)), "geomean": records(res.geomean),
-            "regressions": len(res.regressions)}
+    return {
+        "a": res.a,
+        "b": res.b,
+        "alpha": res.alpha,
+        "correction": stats.CORRECTIONS[res.correction],
+        "differences": records(res.differences),
+        "unmatched": records(res.unmatched),
+        "setup_differs": len(res.differences) > 0,
+        "failed_runs": records(res.failed),
+        "comparisons": records(res.rows.select(cols)),
+        "geomean": records(res.geomean),
+        "regressions": len(res.regressions),
+    }
 
 
 def _case_name(r: dict) -> tuple[str, str]:
@@ -306,15 +424,20 @@ def _case_name(r: dict) -> tuple[str, str]:
 
 def failed_text(r: dict) -> str:
     """How many runs of a comparison's configuration failed, in B and in A; "" if none did."""
-    parts = [f"{r[f'failed_runs{s}']} of {r[f'runs{s}']} runs failed in {who}" for s, who in (("", "B"), ("_base", "A"))
-             if r[f"failed_runs{s}"]]
+    parts = [
+        f"{r[f'failed_runs{s}']} of {r[f'runs{s}']} runs failed in {who}"
+        for s, who in (("", "B"), ("_base", "A"))
+        if r[f"failed_runs{s}"]
+    ]
     return ", ".join(parts)
 
 
 def setup_lines(res: Result) -> list[tuple[str, str]]:
     """Each setup difference as (field, "A: value; B: value; where")."""
-    return [(d["field"], f"{res.a}: {d['value_a']}; {res.b}: {d['value_b']}; in {d['where']}")
-            for d in res.differences.iter_rows(named=True)]
+    return [
+        (d["field"], f"{res.a}: {d['value_a']}; {res.b}: {d['value_b']}; in {d['where']}")
+        for d in res.differences.iter_rows(named=True)
+    ]
 
 
 def write_junit(res: Result, path: Path, strict_setup: bool = False) -> Path:
@@ -326,18 +449,20 @@ def write_junit(res: Result, path: Path, strict_setup: bool = False) -> Path:
     properties (``failed_runs``/``runs`` in B, ``failed_runs_base``/``runs_base`` in A) and in its text."""
     setup = setup_lines(res)
     setup_failures = len(setup) if strict_setup else 0
-    suite = ET.Element("testsuite", name=f"benchlib compare {res.a} vs {res.b}",
-                       tests=str(len(res.rows) + setup_failures),
-                       failures=str(len(res.regressions) + setup_failures),
-                       skipped=str(int((res.rows["p_adj"].is_nan() & ~res.rows["regression"]).sum())))
+    suite = ET.Element(
+        "testsuite",
+        name=f"benchlib compare {res.a} vs {res.b}",
+        tests=str(len(res.rows) + setup_failures),
+        failures=str(len(res.regressions) + setup_failures),
+        skipped=str(int((res.rows["p_adj"].is_nan() & ~res.rows["regression"]).sum())),
+    )
     props = ET.SubElement(suite, "properties")
     ET.SubElement(props, "property", name="setup.differences", value=str(len(setup)))
     for key, value in setup:
         ET.SubElement(props, "property", name=f"setup.{key}", value=value)
     for key, value in setup if strict_setup else ():
         case = ET.SubElement(suite, "testcase", classname="setup", name=key)
-        ET.SubElement(case, "failure", message=f"the setup differs (--strict-setup): {key}",
-                      type="setup").text = value
+        ET.SubElement(case, "failure", message=f"the setup differs (--strict-setup): {key}", type="setup").text = value
     for r in res.rows.iter_rows(named=True):
         classname, name = _case_name(r)
         case = ET.SubElement(suite, "testcase", classname=classname, name=name)
@@ -350,9 +475,11 @@ def write_junit(res: Result, path: Path, strict_setup: bool = False) -> Path:
             known = ("median_base", res.a) if r["all_failed"] == "B" else ("median", res.b)
             detail = f"{r['metric']} {r[known[0]]:.4g} {r['unit']} in {known[1]}; {r['verdict']}"
         else:
-            detail = (f"{r['metric']} {r['median_base']:.4g} -> {r['median']:.4g} {r['unit']}; {r['verdict']}; "
-                      f"p_adj {r['p_adj']:.3g} ({r['correction']}); threshold +/- {r['noise_band_pct']:g} %"
-                      + (f"; {failed}" if failed else ""))
+            detail = (
+                f"{r['metric']} {r['median_base']:.4g} -> {r['median']:.4g} {r['unit']}; {r['verdict']}; "
+                f"p_adj {r['p_adj']:.3g} ({r['correction']}); threshold +/- {r['noise_band_pct']:g} %"
+                + (f"; {failed}" if failed else "")
+            )
         if r["regression"]:
             kind = "failed runs" if r["all_failed"] else "regression"
             ET.SubElement(case, "failure", message=r["verdict"], type=kind).text = detail
@@ -373,46 +500,83 @@ def display_rows(rows: pl.DataFrame) -> pl.DataFrame:
     """The comparison as people read it: both medians with CIs, the change with its CI at the family's
     level, p_adj, verdict, the minimum detectable effect."""
     return rows.select(
-        "family", "environment", "scenario", "test", "metric", "side", "unit",
-        pl.struct("median_base", "ci_low_base", "ci_high_base").map_elements(
-            lambda s: _ci(s["median_base"], s["ci_low_base"], s["ci_high_base"]), return_dtype=pl.String)
+        "family",
+        "environment",
+        "scenario",
+        "test",
+        "metric",
+        "side",
+        "unit",
+        pl.struct("median_base", "ci_low_base", "ci_high_base")
+        .map_elements(lambda s: _ci(s["median_base"], s["ci_low_base"], s["ci_high_base"]), return_dtype=pl.String)
         .alias("A median [95 % CI]"),
-        pl.struct("median", "ci_low", "ci_high").map_elements(
-            lambda s: _ci(s["median"], s["ci_low"], s["ci_high"]), return_dtype=pl.String)
+        pl.struct("median", "ci_low", "ci_high")
+        .map_elements(lambda s: _ci(s["median"], s["ci_low"], s["ci_high"]), return_dtype=pl.String)
         .alias("B median [95 % CI]"),
-        pl.Series("change % [CI @ level]", [stats.change_text(r) for r in rows.iter_rows(named=True)],
-                  dtype=pl.String),
-        "p_adj", "correction", "verdict",
-        pl.Series("MDE %", [stats.mde_text(r) for r in rows.iter_rows(named=True)], dtype=pl.String))
+        pl.Series("change % [CI @ level]", [stats.change_text(r) for r in rows.iter_rows(named=True)], dtype=pl.String),
+        "p_adj",
+        "correction",
+        "verdict",
+        pl.Series("MDE %", [stats.mde_text(r) for r in rows.iter_rows(named=True)], dtype=pl.String),
+    )
 
 
 def text(res: Result) -> str:
     """The plain-text page `benchlib compare` prints: differences first, then regressions and a summary."""
     from .report import display_tables
+
     display_tables()
     pl.Config.set_tbl_width_chars(200)  # a terminal or CI log, not a notebook column
     out = [f"benchlib compare: {res.b} against {res.a}", ""]
     if len(res.differences):
-        out += [f"What differs (raw records, session identifiers left out): {len(res.differences)} field(s)",
-                str(res.differences.rename({"value_a": res.a, "value_b": res.b})), ""]
+        out += [
+            f"What differs (raw records, session identifiers left out): {len(res.differences)} field(s)",
+            str(res.differences.rename({"value_a": res.a, "value_b": res.b})),
+            "",
+        ]
     else:
         out += ["What differs: nothing the raw records carry, besides session identifiers", ""]
     if len(res.unmatched):
         out += ["Measured in one campaign only (not compared):", str(res.unmatched), ""]
     if len(res.failed):
-        out += [f"Failed runs (runs and failed runs in {res.a} (A) and {res.b} (B); a configuration whose every "
-                "run failed in B is a regression):",
-                str(res.failed.select("environment", "scenario", "test", "runs_base", "failed_runs_base", "runs",
-                                      "failed_runs", "failure_reasons_base", "failure_reasons")
-                    .rename({"runs_base": "runs A", "failed_runs_base": "failed A", "runs": "runs B",
-                             "failed_runs": "failed B", "failure_reasons_base": "reasons A",
-                             "failure_reasons": "reasons B"})), ""]
+        out += [
+            f"Failed runs (runs and failed runs in {res.a} (A) and {res.b} (B); a configuration whose every "
+            "run failed in B is a regression):",
+            str(
+                res.failed.select(
+                    "environment",
+                    "scenario",
+                    "test",
+                    "runs_base",
+                    "failed_runs_base",
+                    "runs",
+                    "failed_runs",
+                    "failure_reasons_base",
+                    "failure_reasons",
+                ).rename(
+                    {
+                        "runs_base": "runs A",
+                        "failed_runs_base": "failed A",
+                        "runs": "runs B",
+                        "failed_runs": "failed B",
+                        "failure_reasons_base": "reasons A",
+                        "failure_reasons": "reasons B",
+                    }
+                )
+            ),
+            "",
+        ]
     tested = res.rows.filter(pl.col("all_failed").is_null())
     fam = tested.group_by("family", "correction", maintain_order=True).len()  # rows come primary first
-    out.append(f"{len(tested)} comparisons, alpha {res.alpha:g}" + "".join(
-        f"; {f} family {n} ({c})" for f, c, n in fam.iter_rows())
-        + (f"; {len(res.rows) - len(tested)} configuration(s) whose every run failed in one campaign, not tested"
-           if len(tested) < len(res.rows) else ""))
+    out.append(
+        f"{len(tested)} comparisons, alpha {res.alpha:g}"
+        + "".join(f"; {f} family {n} ({c})" for f, c, n in fam.iter_rows())
+        + (
+            f"; {len(res.rows) - len(tested)} configuration(s) whose every run failed in one campaign, not tested"
+            if len(tested) < len(res.rows)
+            else ""
+        )
+    )
     # verdicts that name a change ("+x % [lo, hi] better/worse", "different ...") are counted together
     changed = pl.col("verdict").str.contains(r"^([+-]\d|different)")
     counts = res.rows.filter(~changed)["verdict"].value_counts().sort("count", descending=True)
@@ -420,15 +584,27 @@ def text(res: Result) -> str:
     out.append("verdicts: " + ", ".join(f"{v}: {n}" for v, n in counts.iter_rows()) + f"; changed: {n_changed}")
     changes = res.rows.filter(changed & (pl.col("family") == stats.PRIMARY))
     if len(changes):
-        out += ["", "Significant changes of the primary family (each test's headline metric; secondary ones: "
-                "--json or the page):", str(display_rows(changes).drop("family", "environment", "unit", "correction")),
-                ""]
+        out += [
+            "",
+            "Significant changes of the primary family (each test's headline metric; secondary ones: "
+            "--json or the page):",
+            str(display_rows(changes).drop("family", "environment", "unit", "correction")),
+            "",
+        ]
     headline = res.rows.filter(family=stats.PRIMARY).select("metric").unique()
-    out += ["Geometric mean of the changes per test, headline metrics (B/A median ratios over its scenarios):",
-            str(res.geomean.join(headline, on="metric").with_columns(pl.col("geomean_change_pct").round(1))), ""]
-    out.append(f"{len(res.regressions)} regression(s): significant and beyond the threshold, or every run failed in B"
-               + "".join(f"\n  {r['environment']}/{r['scenario']}/{r['test']} {r['metric']}"
-                         + ("" if r["side"] == "none" else f" ({r['side']})") + f" [{r['family']}]: {r['verdict']}"
-                         + (f" ({f})" if (f := failed_text(r)) and not r["all_failed"] else "")
-                         for r in res.regressions.iter_rows(named=True)))
+    out += [
+        "Geometric mean of the changes per test, headline metrics (B/A median ratios over its scenarios):",
+        str(res.geomean.join(headline, on="metric").with_columns(pl.col("geomean_change_pct").round(1))),
+        "",
+    ]
+    out.append(
+        f"{len(res.regressions)} regression(s): significant and beyond the threshold, or every run failed in B"
+        + "".join(
+            f"\n  {r['environment']}/{r['scenario']}/{r['test']} {r['metric']}"
+            + ("" if r["side"] == "none" else f" ({r['side']})")
+            + f" [{r['family']}]: {r['verdict']}"
+            + (f" ({f})" if (f := failed_text(r)) and not r["all_failed"] else "")
+            for r in res.regressions.iter_rows(named=True)
+        )
+    )
     return "\n".join(out)

@@ -4,6 +4,7 @@ distribution-free CI, spread, drift and the checks that flag it (docs/design.md 
 A configuration's values are gathered into a list (in run order) by one group_by per part; the
 statistics then run on 2-D arrays, one per sample size, with scipy's ``axis=`` where it has one.
 """
+
 from __future__ import annotations
 
 import math
@@ -36,11 +37,12 @@ def ok_values(metrics: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
 
 def failed_runs(runs: pl.DataFrame) -> pl.DataFrame:
     """Runs whose outcome is not 'ok', counted per configuration (with their reasons)."""
-    return (runs.filter(pl.col("outcome") != "ok")
-            .group_by(RUN_CONFIG)
-            .agg(failed_runs=pl.len(),
-                 reasons=pl.col("failure_reason").drop_nulls().unique().sort().str.join("; "))
-            .sort(RUN_CONFIG, nulls_last=True))
+    return (
+        runs.filter(pl.col("outcome") != "ok")
+        .group_by(RUN_CONFIG)
+        .agg(failed_runs=pl.len(), reasons=pl.col("failure_reason").drop_nulls().unique().sort().str.join("; "))
+        .sort(RUN_CONFIG, nulls_last=True)
+    )
 
 
 @cache
@@ -113,8 +115,13 @@ def samples(metrics: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
         ok_values(metrics, runs)  # raises polars' own error: a run_id names one run
     params = ok.select("test_params").unique(maintain_order=True).with_row_index("_params")
     ok = ok.join(params, on="test_params", how="left", nulls_equal=True).drop("test_params")
-    run = (metrics.lazy().select("run_id").join(ok.lazy(), on="run_id", how="left", maintain_order="left")
-           .select("started_at", "_params").collect())
+    run = (
+        metrics.lazy()
+        .select("run_id")
+        .join(ok.lazy(), on="run_id", how="left", maintain_order="left")
+        .select("started_at", "_params")
+        .collect()
+    )
     keys = [c if c != "test_params" else "_params" for c in CONFIG]
     # column by column: a frame's columns can be chunked differently (normalize's concat), and
     # selecting them together as a frame would first copy them all into matching chunks
@@ -126,22 +133,35 @@ def samples(metrics: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
         # both halves gathered alike (each comes out contiguous), then side by side: filtering the
         # table by a mask chunked otherwise would copy all of it first
         idx = rows.arg_true()
-        return (pl.DataFrame([c.gather(idx) for c in table]).hstack(run[idx]).lazy()
-                .group_by(keys)
-                .agg(unit=pl.col("unit").sort_by(**in_order).first(),
-                     x=pl.col("value").sort_by(**in_order).filter(finite.sort_by(**in_order)),
-                     excluded=(~finite).sum())
-                .collect())
+        return (
+            pl.DataFrame([c.gather(idx) for c in table])
+            .hstack(run[idx])
+            .lazy()
+            .group_by(keys)
+            .agg(
+                unit=pl.col("unit").sort_by(**in_order).first(),
+                x=pl.col("value").sort_by(**in_order).filter(finite.sort_by(**in_order)),
+                excluded=(~finite).sum(),
+            )
+            .collect()
+        )
 
     ran = run["_params"].is_not_null()  # the successful runs' rows
     parts = metrics.lazy().select("metric", "side").unique().collect(engine="streaming")
     if len(parts) <= 1:
         out = cells(ran)
     else:
-        out = pl.concat([cells(ran & metrics["metric"].eq_missing(m) & metrics["side"].eq_missing(sd))
-                         for m, sd in parts.iter_rows()])
-    return (out.join(params, on="_params", how="left").select(*CONFIG, "unit", "x", "excluded")
-            .sort(CONFIG, nulls_last=True))
+        out = pl.concat(
+            [
+                cells(ran & metrics["metric"].eq_missing(m) & metrics["side"].eq_missing(sd))
+                for m, sd in parts.iter_rows()
+            ]
+        )
+    return (
+        out.join(params, on="_params", how="left")
+        .select(*CONFIG, "unit", "x", "excluded")
+        .sort(CONFIG, nulls_last=True)
+    )
 
 
 def _flags(row: dict, alpha: float, cv_limit_pct: float) -> str:
@@ -159,17 +179,33 @@ def _flags(row: dict, alpha: float, cv_limit_pct: float) -> str:
     return "; ".join(out)
 
 
-SUMMARY_COLUMNS = [*CONFIG, "unit", "n", "median", "ci_low", "ci_high", "iqr", "cv_pct", "drift_rho", "drift_p",
-                   "excluded", "failed_runs", "flags"]
+SUMMARY_COLUMNS = [
+    *CONFIG,
+    "unit",
+    "n",
+    "median",
+    "ci_low",
+    "ci_high",
+    "iqr",
+    "cv_pct",
+    "drift_rho",
+    "drift_p",
+    "excluded",
+    "failed_runs",
+    "flags",
+]
 
 
-def summarize(metrics: pl.DataFrame, runs: pl.DataFrame, alpha: float = 0.05,
-              cv_limit_pct: float = 5.0) -> pl.DataFrame:
+def summarize(
+    metrics: pl.DataFrame, runs: pl.DataFrame, alpha: float = 0.05, cv_limit_pct: float = 5.0
+) -> pl.DataFrame:
     """One row per configuration: n, median and its 95 % CI, IQR, CV, drift, failed runs,
     non-finite values excluded, flags."""
     cells = samples(metrics, runs)
-    out = {c: np.full(len(cells), math.nan) for c in ("median", "ci_low", "ci_high", "iqr", "cv_pct",
-                                                       "drift_rho", "drift_p")}
+    out = {
+        c: np.full(len(cells), math.nan)
+        for c in ("median", "ci_low", "ci_high", "iqr", "cv_pct", "drift_rho", "drift_p")
+    }
     for idx, (x,) in buckets(cells["x"]):
         n = x.shape[1]
         if n == 0:  # every value non-finite: nothing to summarize, the flag says why
@@ -183,9 +219,12 @@ def summarize(metrics: pl.DataFrame, runs: pl.DataFrame, alpha: float = 0.05,
             with np.errstate(invalid="ignore", divide="ignore"):  # all-zero samples: CV undefined
                 out["cv_pct"][idx] = 100 * stats.variation(x, axis=1, ddof=1)
         out["drift_rho"][idx], out["drift_p"][idx] = _drift(x)
-    df = (cells.with_columns(n=pl.col("x").list.len().cast(pl.Int64), **{c: pl.Series(v) for c, v in out.items()})
-          .join(failed_runs(runs).select(*RUN_CONFIG, "failed_runs"), on=RUN_CONFIG, how="left", nulls_equal=True)
-          .with_columns(pl.col("failed_runs").fill_null(0).cast(pl.Int64), pl.col("excluded").cast(pl.Int64)))
-    df = df.with_columns(flags=pl.Series([_flags(r, alpha, cv_limit_pct) for r in df.iter_rows(named=True)],
-                                         dtype=pl.String))
+    df = (
+        cells.with_columns(n=pl.col("x").list.len().cast(pl.Int64), **{c: pl.Series(v) for c, v in out.items()})
+        .join(failed_runs(runs).select(*RUN_CONFIG, "failed_runs"), on=RUN_CONFIG, how="left", nulls_equal=True)
+        .with_columns(pl.col("failed_runs").fill_null(0).cast(pl.Int64), pl.col("excluded").cast(pl.Int64))
+    )
+    df = df.with_columns(
+        flags=pl.Series([_flags(r, alpha, cv_limit_pct) for r in df.iter_rows(named=True)], dtype=pl.String)
+    )
     return df.select(SUMMARY_COLUMNS)

@@ -2,6 +2,7 @@
 primary family (analysis.correction); every other metric is in the Benjamini-Hochberg family of its
 kind (latency, CPU, other). The corrections and the level each decided at.
 """
+
 from __future__ import annotations
 
 import math
@@ -75,14 +76,22 @@ def headlines(values: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
     keys = ["environment", "test", "test_params"]
     tests = runs.group_by(keys).agg(kind=pl.col("kind").first(), paced=pl.col("offered_qps").is_not_null().any())
     # the metrics present per test: distinct (run, metric) pairs streamed, never the joined table whole
-    present = (values.lazy().select("environment", "test", "run_id", "metric")
-               .join(runs.lazy().select("run_id", "test_params"), on="run_id", how="inner")
-               .group_by(keys).agg(pl.col("metric").unique())
-               .collect(engine="streaming"))
+    present = (
+        values.lazy()
+        .select("environment", "test", "run_id", "metric")
+        .join(runs.lazy().select("run_id", "test_params"), on="run_id", how="inner")
+        .group_by(keys)
+        .agg(pl.col("metric").unique())
+        .collect(engine="streaming")
+    )
     rows = tests.join(present, on=keys, nulls_equal=True)
-    return rows.select(*keys, headline=pl.Series(
-        [headline_metric(r["kind"], r["paced"], set(r["metric"])) for r in rows.iter_rows(named=True)],
-        dtype=pl.String))
+    return rows.select(
+        *keys,
+        headline=pl.Series(
+            [headline_metric(r["kind"], r["paced"], set(r["metric"])) for r in rows.iter_rows(named=True)],
+            dtype=pl.String,
+        ),
+    )
 
 
 def compared_values(values: pl.DataFrame, runs: pl.DataFrame, metrics: Sequence[str]) -> pl.DataFrame:
@@ -90,12 +99,16 @@ def compared_values(values: pl.DataFrame, runs: pl.DataFrame, metrics: Sequence[
     and ``metrics`` (analysis.family_metrics: the secondary ones shown)."""
     keys = ["environment", "test", "test_params"]
     # each run's headline, then one streamed pass over the rows (in their order) that keeps the compared ones
-    run_heads = (runs.lazy().select("run_id", *keys)
-                 .join(headlines(values, runs).lazy(), on=keys, how="inner", nulls_equal=True)
-                 .select("run_id", "environment", "test", "headline"))
-    return (values.lazy()
-            .join(run_heads, on=["run_id", "environment", "test"], how="left", nulls_equal=True,
-                  maintain_order="left")
-            .filter(pl.col("metric").is_in(list(metrics)) | (pl.col("metric") == pl.col("headline")))
-            .select(values.columns)
-            .collect(engine="streaming"))
+    run_heads = (
+        runs.lazy()
+        .select("run_id", *keys)
+        .join(headlines(values, runs).lazy(), on=keys, how="inner", nulls_equal=True)
+        .select("run_id", "environment", "test", "headline")
+    )
+    return (
+        values.lazy()
+        .join(run_heads, on=["run_id", "environment", "test"], how="left", nulls_equal=True, maintain_order="left")
+        .filter(pl.col("metric").is_in(list(metrics)) | (pl.col("metric") == pl.col("headline")))
+        .select(values.columns)
+        .collect(engine="streaming")
+    )

@@ -3,6 +3,7 @@
 Inputs are the tidy tables or the frames from stats/normalize/reference;
 figures pivot, nothing upstream does.
 """
+
 from __future__ import annotations
 
 import math
@@ -59,12 +60,19 @@ def _one(df: pl.DataFrame, what: str, **where) -> pl.DataFrame:
 
 def ci_whiskers(d: pl.DataFrame) -> dict:
     """Plotly error bars from a summary's median and CI columns."""
-    return dict(type="data", array=d["ci_high"] - d["median"], arrayminus=d["median"] - d["ci_low"],
-                thickness=1.5, width=6, color="#333")
+    return dict(
+        type="data",
+        array=d["ci_high"] - d["median"],
+        arrayminus=d["median"] - d["ci_low"],
+        thickness=1.5,
+        width=6,
+        color="#333",
+    )
 
 
-def verdict_labels(comparisons: pl.DataFrame | None, test: str, metric: str, side: str = "none",
-                   baseline: str = "host") -> dict[str, str]:
+def verdict_labels(
+    comparisons: pl.DataFrame | None, test: str, metric: str, side: str = "none", baseline: str = "host"
+) -> dict[str, str]:
     """{scenario: verdict vs the baseline} for one test and metric; empty without comparisons."""
     if comparisons is None or comparisons.is_empty():
         return {}
@@ -91,8 +99,10 @@ def finding_title(found: pl.DataFrame, quantity: str, test: str, baseline: str) 
     if (found["kind"] == FINDING).any():
         r = found.row(0, named=True)
         more = int((found["kind"] == FINDING).sum()) - 1
-        return (f"{test}: {r['scenario']} has {abs(r['delta_pct']):.3g} % {'higher' if r['delta_pct'] > 0 else 'lower'} "
-                f"{quantity} than {baseline}" + (f" ({more} more significant)" if more else ""))
+        return (
+            f"{test}: {r['scenario']} has {abs(r['delta_pct']):.3g} % {'higher' if r['delta_pct'] > 0 else 'lower'} "
+            f"{quantity} than {baseline}" + (f" ({more} more significant)" if more else "")
+        )
     if (found["kind"] == NOISE).any():
         return f"{test}: no {quantity} change beyond the noise vs {baseline}"
     if (found["kind"] == UNTESTED).all():
@@ -104,17 +114,28 @@ def values_caption(d: pl.DataFrame, quantity: str, test: str, found: pl.DataFram
     """The numbers a figure draws, for its caption: each scenario's median with its 95 % CI and n, then
     each comparison with the baseline as a sentence (change, interval, correction)."""
     unit = d["unit"][0]
-    parts = [f"{r['scenario']} {r['median']:.4g} [{r['ci_low']:.4g}, {r['ci_high']:.4g}] {unit}, n = {r['n']}"
-             if r["n"] >= MIN_N else f"{r['scenario']} {r['median']:.4g} {unit}, n = {r['n']} (too few for a CI)"
-             for r in d.filter(pl.col("median").is_not_null()).iter_rows(named=True)]
+    parts = [
+        f"{r['scenario']} {r['median']:.4g} [{r['ci_low']:.4g}, {r['ci_high']:.4g}] {unit}, n = {r['n']}"
+        if r["n"] >= MIN_N
+        else f"{r['scenario']} {r['median']:.4g} {unit}, n = {r['n']} (too few for a CI)"
+        for r in d.filter(pl.col("median").is_not_null()).iter_rows(named=True)
+    ]
     text = f"{quantity[:1].upper() + quantity[1:]}, {test}: median of runs [95 % CI]: " + "; ".join(parts) + "."
     if len(found):
-        text += " " + " ".join(finding_sentence(r, cpu_note=False, with_n=True).replace("**", "") for r in found.iter_rows(named=True))
+        text += " " + " ".join(
+            finding_sentence(r, cpu_note=False, with_n=True).replace("**", "") for r in found.iter_rows(named=True)
+        )
     return text
 
 
-def bars(summary: pl.DataFrame, test: str, metric: str, side: str = "none", baseline: str = "host",
-         comparisons: pl.DataFrame | None = None) -> go.Figure:
+def bars(
+    summary: pl.DataFrame,
+    test: str,
+    metric: str,
+    side: str = "none",
+    baseline: str = "host",
+    comparisons: pl.DataFrame | None = None,
+) -> go.Figure:
     """Median per scenario with 95 % CI whiskers, one colour per scenario; the title states the
     largest significant change vs the baseline.
 
@@ -128,22 +149,38 @@ def bars(summary: pl.DataFrame, test: str, metric: str, side: str = "none", base
     labels = verdict_labels(comparisons, test, metric, side, baseline)
     found = _found(comparisons, baseline, test=test, metric=metric, side=side)
     quantity = metric_label(metric, side)
-    fig = go.Figure(go.Bar(
-        x=d["scenario"], y=d["median"], marker_color=[path_colors(order)[s] for s in d["scenario"]],
-        error_y=ci_whiskers(d), customdata=d.select("n", "ci_low", "ci_high"),
-        hovertemplate="%{x}: %{y:.4g} " + unit + "<br>95 % CI [%{customdata[1]:.4g}, %{customdata[2]:.4g}]"
-                      "<br>n = %{customdata[0]}<extra></extra>"))
-    fig.update_layout(template=TEMPLATE, showlegend=False,
-                      title=f"{finding_title(found, quantity, test, baseline)}<br><sup>median of runs, whiskers: 95 % CI"
-                            + (f"; labels: change vs {baseline} where significant, ~ where not" if labels else "")
-                            + "</sup>",
-                      xaxis_title="Scenario", yaxis_title=value_axis(metric, side, unit))
+    fig = go.Figure(
+        go.Bar(
+            x=d["scenario"],
+            y=d["median"],
+            marker_color=[path_colors(order)[s] for s in d["scenario"]],
+            error_y=ci_whiskers(d),
+            customdata=d.select("n", "ci_low", "ci_high"),
+            hovertemplate="%{x}: %{y:.4g} " + unit + "<br>95 % CI [%{customdata[1]:.4g}, %{customdata[2]:.4g}]"
+            "<br>n = %{customdata[0]}<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        template=TEMPLATE,
+        showlegend=False,
+        title=f"{finding_title(found, quantity, test, baseline)}<br><sup>median of runs, whiskers: 95 % CI"
+        + (f"; labels: change vs {baseline} where significant, ~ where not" if labels else "")
+        + "</sup>",
+        xaxis_title="Scenario",
+        yaxis_title=value_axis(metric, side, unit),
+    )
     for r in d.iter_rows(named=True):
         if r["scenario"] in labels or (labels and r["scenario"] == baseline):
             text = "baseline" if r["scenario"] == baseline else _short_verdict(labels[r["scenario"]])
-            fig.add_annotation(x=r["scenario"], y=r["ci_high"] if r["n"] >= MIN_N else r["median"], text=text,
-                               showarrow=False,
-                               yanchor="bottom", yshift=4, font=dict(size=12))
+            fig.add_annotation(
+                x=r["scenario"],
+                y=r["ci_high"] if r["n"] >= MIN_N else r["median"],
+                text=text,
+                showarrow=False,
+                yanchor="bottom",
+                yshift=4,
+                font=dict(size=12),
+            )
     return describe(fig, values_caption(d, quantity, test, found))
 
 
@@ -159,20 +196,41 @@ def cpu_bars(summary: pl.DataFrame, test: str, metric: str = "cpu_pct_at_target"
     fig = go.Figure()
     for side, pattern in sides:
         s = in_order(d.filter(side=side), "scenario", order)
-        fig.add_trace(go.Bar(
-            name=side, x=s["scenario"], y=s["median"], error_y=ci_whiskers(s),
-            marker=dict(color=[colors[x] for x in s["scenario"]], pattern_shape=pattern,
-                        pattern_fgcolor="white", line=dict(color="#333", width=1)),
-            hovertemplate="%{x} " + side + ": %{y:.4g}<extra></extra>"))
+        fig.add_trace(
+            go.Bar(
+                name=side,
+                x=s["scenario"],
+                y=s["median"],
+                error_y=ci_whiskers(s),
+                marker=dict(
+                    color=[colors[x] for x in s["scenario"]],
+                    pattern_shape=pattern,
+                    pattern_fgcolor="white",
+                    line=dict(color="#333", width=1),
+                ),
+                hovertemplate="%{x} " + side + ": %{y:.4g}<extra></extra>",
+            )
+        )
     unit = d["unit"][0]
-    how = ("client and server on one CPU set: the whole path's CPU" if shared
-           else "plain: client, hatched: server")
-    fig.update_layout(template=TEMPLATE, barmode="group", legend_title_text="side",
-                      title=f"CPU {'of the path' if shared else 'per side'}: {test}<br><sup>median of runs, "
-                            f"whiskers: 95 % CI; {how}</sup>",
-                      xaxis_title="Scenario", yaxis_title=value_axis(metric, "none", unit))
-    return describe(fig, values_caption(d.with_columns(scenario=pl.format("{} ({})", "scenario", "side")),
-                                        f"{metric_label(metric)} by side", test, pl.DataFrame()))
+    how = "client and server on one CPU set: the whole path's CPU" if shared else "plain: client, hatched: server"
+    fig.update_layout(
+        template=TEMPLATE,
+        barmode="group",
+        legend_title_text="side",
+        title=f"CPU {'of the path' if shared else 'per side'}: {test}<br><sup>median of runs, "
+        f"whiskers: 95 % CI; {how}</sup>",
+        xaxis_title="Scenario",
+        yaxis_title=value_axis(metric, "none", unit),
+    )
+    return describe(
+        fig,
+        values_caption(
+            d.with_columns(scenario=pl.format("{} ({})", "scenario", "side")),
+            f"{metric_label(metric)} by side",
+            test,
+            pl.DataFrame(),
+        ),
+    )
 
 
 def runs_strip(values: pl.DataFrame, test: str, metric: str, side: str = "none", baseline: str = "host") -> go.Figure:
@@ -180,21 +238,39 @@ def runs_strip(values: pl.DataFrame, test: str, metric: str, side: str = "none",
     d = _one(values, "runs_strip", test=test, metric=metric, side=side)
     order = scenario_order(d["scenario"], baseline)
     colors = path_colors(order)
-    fig = go.Figure([
-        go.Box(y=g["value"], name=s, boxpoints="all", jitter=0.4, pointpos=0, marker=dict(color=colors[s], size=7),
-               line=dict(color=colors[s], width=1), fillcolor="rgba(0,0,0,0)",
-               customdata=g.select("run_id", "block"),
-               hovertemplate="%{y:.4g}<br>run %{customdata[0]}, block %{customdata[1]}<extra>" + s + "</extra>")
-        for s in order for g in [d.filter(scenario=s)]
-    ])
+    fig = go.Figure(
+        [
+            go.Box(
+                y=g["value"],
+                name=s,
+                boxpoints="all",
+                jitter=0.4,
+                pointpos=0,
+                marker=dict(color=colors[s], size=7),
+                line=dict(color=colors[s], width=1),
+                fillcolor="rgba(0,0,0,0)",
+                customdata=g.select("run_id", "block"),
+                hovertemplate="%{y:.4g}<br>run %{customdata[0]}, block %{customdata[1]}<extra>" + s + "</extra>",
+            )
+            for s in order
+            for g in [d.filter(scenario=s)]
+        ]
+    )
     unit = d["unit"][0]
     counts = "; ".join(f"{s} n = {len(d.filter(scenario=s))}" for s in order)
-    fig.update_layout(template=TEMPLATE, showlegend=False,
-                      title=f"{test}: {metric_label(metric, side)} of every run<br><sup>each point is one run; "
-                            "box: median and quartiles</sup>",
-                      xaxis_title="Scenario", yaxis_title=value_axis(metric, side, unit))
-    return describe(fig, f"{metric_label(metric, side)[:1].upper()}{metric_label(metric, side)[1:]} of each run "
-                         f"of {test}, per scenario ({counts}); the box spans the quartiles around the median.")
+    fig.update_layout(
+        template=TEMPLATE,
+        showlegend=False,
+        title=f"{test}: {metric_label(metric, side)} of every run<br><sup>each point is one run; "
+        "box: median and quartiles</sup>",
+        xaxis_title="Scenario",
+        yaxis_title=value_axis(metric, side, unit),
+    )
+    return describe(
+        fig,
+        f"{metric_label(metric, side)[:1].upper()}{metric_label(metric, side)[1:]} of each run "
+        f"of {test}, per scenario ({counts}); the box spans the quartiles around the median.",
+    )
 
 
 def forest(comparisons: pl.DataFrame, baseline: str | None = None, colour_baseline: str | None = None) -> go.Figure:
@@ -217,73 +293,134 @@ def forest(comparisons: pl.DataFrame, baseline: str | None = None, colour_baseli
     skipped = len(comparisons) - len(c)
     order_of = {f: i for i, f in enumerate(FAMILY_ORDER)}
     c = c.with_columns(up=pl.Series([metric_info(m).higher_is_better for m in c["metric"]], dtype=pl.Boolean))
-    c = c.sort(pl.col("family").replace_strict(order_of, default=len(order_of)), pl.col("up").not_(),
-               maintain_order=True)
+    c = c.sort(
+        pl.col("family").replace_strict(order_of, default=len(order_of)), pl.col("up").not_(), maintain_order=True
+    )
     # a CPU limit on every row is said once, in the summary's caveats, instead of on each
     bound = "cpu_bound" in c.columns and not c["cpu_bound"].fill_null(False).all()
-    c = c.with_columns(label=pl.Series([
-        f"{r['test']} · {metric_label(r['metric'], r['side'])} · {r['scenario']}"
-        + ("" if r["baseline"] == baseline else f" vs {r['baseline']}")
-        + (" · CPU limit" if bound and r["cpu_bound"] else "") for r in c.iter_rows(named=True)], dtype=pl.String))
+    c = c.with_columns(
+        label=pl.Series(
+            [
+                f"{r['test']} · {metric_label(r['metric'], r['side'])} · {r['scenario']}"
+                + ("" if r["baseline"] == baseline else f" vs {r['baseline']}")
+                + (" · CPU limit" if bound and r["cpu_bound"] else "")
+                for r in c.iter_rows(named=True)
+            ],
+            dtype=pl.String,
+        )
+    )
     panels = [(f, up, g) for (f, up), g in c.group_by("family", "up", maintain_order=True)]
     order = scenario_order(c["scenario"], colour_baseline or baseline)
     colors = path_colors(order)
     rows = [len(g) for *_, g in panels] or [1]
     height = 150 + 26 * sum(rows) + 90 * len(panels)
-    fig = make_subplots(rows=max(len(panels), 1), cols=1, row_heights=rows,
-                        vertical_spacing=min(0.3, 90 / height) if len(panels) > 1 else 0.0,
-                        subplot_titles=[f"{family} metrics, {'higher' if up else 'lower'} is better "
-                                        f"(interval at {100 * g['ci_level'][0]:.4g} %, {g['correction'][0]})"
-                                        for family, up, g in panels])
+    fig = make_subplots(
+        rows=max(len(panels), 1),
+        cols=1,
+        row_heights=rows,
+        vertical_spacing=min(0.3, 90 / height) if len(panels) > 1 else 0.0,
+        subplot_titles=[
+            f"{family} metrics, {'higher' if up else 'lower'} is better "
+            f"(interval at {100 * g['ci_level'][0]:.4g} %, {g['correction'][0]})"
+            for family, up, g in panels
+        ],
+    )
     shown = set()
     for i, (_family, up, g) in enumerate(panels, start=1):
-        fig.add_trace(go.Bar(y=g["label"], x=2 * g["noise_band_pct"], base=-g["noise_band_pct"], orientation="h",
-                             marker_color=BAND_COLOR, name="noise band", hoverinfo="skip", width=0.8,
-                             legendgroup="noise band", showlegend=i == 1), row=i, col=1)
+        fig.add_trace(
+            go.Bar(
+                y=g["label"],
+                x=2 * g["noise_band_pct"],
+                base=-g["noise_band_pct"],
+                orientation="h",
+                marker_color=BAND_COLOR,
+                name="noise band",
+                hoverinfo="skip",
+                width=0.8,
+                legendgroup="noise band",
+                showlegend=i == 1,
+            ),
+            row=i,
+            col=1,
+        )
         for s in order:
             p = g.filter(scenario=s)
             if p.is_empty():
                 continue
             verdicts = p["verdict"]
-            symbol = np.where(verdicts.str.starts_with(UNCLEAR), "diamond-open",
-                              np.where(verdicts.is_in([WITHIN_NOISE, INSUFFICIENT]), "circle-open", "circle"))
-            fig.add_trace(go.Scatter(
-                y=p["label"], x=p["delta_pct"], mode="markers", name=s, legendgroup=s, showlegend=s not in shown,
-                marker=dict(color=colors[s], size=10, symbol=symbol, line=dict(width=2, color=colors[s])),
-                error_x=dict(type="data", array=p["delta_high"] - p["delta_pct"],
-                             arrayminus=p["delta_pct"] - p["delta_low"], color=colors[s], thickness=1.5),
-                customdata=p.select("verdict", "p_adj", (100 * pl.col("ci_level")).alias("level"), "correction", "n",
-                                    "n_base"),
-                hovertemplate="%{y}<br>%{customdata[0]}<br>p_adj = %{customdata[1]:.3g} (%{customdata[3]}); "
-                              "interval at %{customdata[2]:.4g} %; n = %{customdata[4]} vs %{customdata[5]}"
-                              "<extra></extra>"), row=i, col=1)
+            symbol = np.where(
+                verdicts.str.starts_with(UNCLEAR),
+                "diamond-open",
+                np.where(verdicts.is_in([WITHIN_NOISE, INSUFFICIENT]), "circle-open", "circle"),
+            )
+            fig.add_trace(
+                go.Scatter(
+                    y=p["label"],
+                    x=p["delta_pct"],
+                    mode="markers",
+                    name=s,
+                    legendgroup=s,
+                    showlegend=s not in shown,
+                    marker=dict(color=colors[s], size=10, symbol=symbol, line=dict(width=2, color=colors[s])),
+                    error_x=dict(
+                        type="data",
+                        array=p["delta_high"] - p["delta_pct"],
+                        arrayminus=p["delta_pct"] - p["delta_low"],
+                        color=colors[s],
+                        thickness=1.5,
+                    ),
+                    customdata=p.select(
+                        "verdict", "p_adj", (100 * pl.col("ci_level")).alias("level"), "correction", "n", "n_base"
+                    ),
+                    hovertemplate="%{y}<br>%{customdata[0]}<br>p_adj = %{customdata[1]:.3g} (%{customdata[3]}); "
+                    "interval at %{customdata[2]:.4g} %; n = %{customdata[4]} vs %{customdata[5]}"
+                    "<extra></extra>",
+                ),
+                row=i,
+                col=1,
+            )
             shown.add(s)
         fig.add_vline(x=0, line_color="#333", line_width=1, row=i, col=1)  # pyright: ignore[reportArgumentType] (plotly types row/col as str)
         fig.update_xaxes(title_text=f"Change vs {baseline} (%), " + ("better →" if up else "← better"), row=i, col=1)
-        fig.update_yaxes(autorange="reversed", title_text="Test · metric · scenario" if i == 1 else None,
-                         row=i, col=1)
+        fig.update_yaxes(autorange="reversed", title_text="Test · metric · scenario" if i == 1 else None, row=i, col=1)
     fig.update_annotations(font_size=13, x=1, xanchor="right")
     found = ordered_findings(comparisons, None)
     sig = found.filter(kind=FINDING)
     if len(sig):
         r = sig.row(0, named=True)
         title = f"{len(sig)} of {len(found)} changes vs {baseline} are significant"
-        largest = (f"largest: {r['scenario']}, {r['test']} {metric_label(r['metric'], r['side'])}, "
-                   f"{r['delta_pct']:+.3g} %<br>")
+        largest = (
+            f"largest: {r['scenario']}, {r['test']} {metric_label(r['metric'], r['side'])}, {r['delta_pct']:+.3g} %<br>"
+        )
     else:
         title, largest = f"No change vs {baseline} is significant ({len(found)} compared)", ""
     # the scenario is in each row's label: no legend, the plot keeps the width
-    fig.update_layout(template=TEMPLATE, height=height, barmode="overlay", showlegend=False,
-                      title=f"{title}<br><sup>{largest}median ratio - 1 with its interval ({_ci_methods(c)}); "
-                            "filled: significant, open: not, diamond: test and interval disagree</sup>",
-                      margin=dict(t=120))
+    fig.update_layout(
+        template=TEMPLATE,
+        height=height,
+        barmode="overlay",
+        showlegend=False,
+        title=f"{title}<br><sup>{largest}median ratio - 1 with its interval ({_ci_methods(c)}); "
+        "filled: significant, open: not, diamond: test and interval disagree</sup>",
+        margin=dict(t=120),
+    )
     note = f" {skipped} comparison(s) without an effect estimate are not drawn." if skipped else ""
-    caption = (f"Change of each scenario vs {baseline} in % of the baseline median, with its interval at the level "
-               "its family's correction decided at; grey: the noise band. "
-               + " ".join(finding_sentence(r, cpu_note=False, with_n=True).replace("**", "") for r in sig.head(6).iter_rows(named=True))
-               + (f" ... and {len(sig) - 6} more significant." if len(sig) > 6 else "") + note)
-    return describe(fig, caption, alt=f"Forest plot of the change vs {baseline} in % of each comparison with its "
-                                      f"interval, a panel per family and direction: {title}")
+    caption = (
+        f"Change of each scenario vs {baseline} in % of the baseline median, with its interval at the level "
+        "its family's correction decided at; grey: the noise band. "
+        + " ".join(
+            finding_sentence(r, cpu_note=False, with_n=True).replace("**", "")
+            for r in sig.head(6).iter_rows(named=True)
+        )
+        + (f" ... and {len(sig) - 6} more significant." if len(sig) > 6 else "")
+        + note
+    )
+    return describe(
+        fig,
+        caption,
+        alt=f"Forest plot of the change vs {baseline} in % of each comparison with its "
+        f"interval, a panel per family and direction: {title}",
+    )
 
 
 def _ci_methods(comparisons: pl.DataFrame) -> str:
@@ -303,8 +440,9 @@ def _iso_levels(per_target: np.ndarray, max_lines: int = 5) -> list[float]:
 SIDE_CPUS = {"client": "the client's", "server": "the server's", "total": "both sides'"}
 
 
-def throughput_vs_cpu(per_run: pl.DataFrame, test: str, side: str = "total", baseline: str = "host",
-                      target_gbps: float = 100.0) -> go.Figure:
+def throughput_vs_cpu(
+    per_run: pl.DataFrame, test: str, side: str = "total", baseline: str = "host", target_gbps: float = 100.0
+) -> go.Figure:
     """Each stream run: CPU busy % vs Gbit/s, with iso lines of equal CPU cost per target_gbps.
 
     `per_run` is normalize.per_run_cpu(); on an iso line every point costs the
@@ -318,31 +456,65 @@ def throughput_vs_cpu(per_run: pl.DataFrame, test: str, side: str = "total", bas
     for level in _iso_levels((d[side] * target_gbps / d["work"]).to_numpy()):
         # label each line where it leaves the plot area (right edge or top)
         x_end = min(xmax, ymax * level / target_gbps)
-        fig.add_trace(go.Scatter(x=[0, xmax], y=[0, xmax * target_gbps / level], mode="lines", showlegend=False,
-                                 line=dict(color="#999", width=1, dash="dot"), hoverinfo="skip"))
-        fig.add_annotation(x=x_end, y=x_end * target_gbps / level, text=f"{level:g} % per {target_gbps:g} Gbit/s",
-                           showarrow=False, xanchor="right", yanchor="bottom", font=dict(size=11, color="#777"))
+        fig.add_trace(
+            go.Scatter(
+                x=[0, xmax],
+                y=[0, xmax * target_gbps / level],
+                mode="lines",
+                showlegend=False,
+                line=dict(color="#999", width=1, dash="dot"),
+                hoverinfo="skip",
+            )
+        )
+        fig.add_annotation(
+            x=x_end,
+            y=x_end * target_gbps / level,
+            text=f"{level:g} % per {target_gbps:g} Gbit/s",
+            showarrow=False,
+            xanchor="right",
+            yanchor="bottom",
+            font=dict(size=11, color="#777"),
+        )
     for s in order:
         g = d.filter(scenario=s)
-        fig.add_trace(go.Scatter(x=g[side], y=g["work"], mode="markers", name=s,
-                                 marker=dict(color=colors[s], size=9), customdata=g.select("run_id"),
-                                 hovertemplate="%{y:.3g} Gbit/s at %{x:.3g} % CPU<br>run %{customdata[0]}"
-                                               "<extra>" + s + "</extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=g[side],
+                y=g["work"],
+                mode="markers",
+                name=s,
+                marker=dict(color=colors[s], size=9),
+                customdata=g.select("run_id"),
+                hovertemplate="%{y:.3g} Gbit/s at %{x:.3g} % CPU<br>run %{customdata[0]}<extra>" + s + "</extra>",
+            )
+        )
     # the finding: which scenario moves the most and the fewest Gbit/s per busy CPU % (median over runs)
-    per_cpu = (d.group_by("scenario").agg((pl.col("work") / pl.col(side)).median().alias("gbps_per_pct"))
-               .drop_nulls().sort("gbps_per_pct", descending=True))
-    found = (f"{test}: {per_cpu['scenario'][0]} moves the most Gbit/s per CPU %, {per_cpu['scenario'][-1]} the fewest "
-             f"({per_cpu['gbps_per_pct'][0]:.3g} vs {per_cpu['gbps_per_pct'][-1]:.3g})" if len(per_cpu) > 1
-             else f"Throughput vs CPU: {test}")
-    fig.update_layout(template=TEMPLATE, legend_title_text="scenario",
-                      title=f"{found}<br><sup>one point per run; dotted: equal CPU cost "
-                            f"per {target_gbps:g} Gbit/s</sup>",
-                      xaxis=dict(title=f"CPU busy (% of {SIDE_CPUS[side]} CPUs)", range=[0, xmax]),
-                      yaxis=dict(title="Throughput (Gbit/s)", range=[0, ymax]))
+    per_cpu = (
+        d.group_by("scenario")
+        .agg((pl.col("work") / pl.col(side)).median().alias("gbps_per_pct"))
+        .drop_nulls()
+        .sort("gbps_per_pct", descending=True)
+    )
+    found = (
+        f"{test}: {per_cpu['scenario'][0]} moves the most Gbit/s per CPU %, {per_cpu['scenario'][-1]} the fewest "
+        f"({per_cpu['gbps_per_pct'][0]:.3g} vs {per_cpu['gbps_per_pct'][-1]:.3g})"
+        if len(per_cpu) > 1
+        else f"Throughput vs CPU: {test}"
+    )
+    fig.update_layout(
+        template=TEMPLATE,
+        legend_title_text="scenario",
+        title=f"{found}<br><sup>one point per run; dotted: equal CPU cost per {target_gbps:g} Gbit/s</sup>",
+        xaxis=dict(title=f"CPU busy (% of {SIDE_CPUS[side]} CPUs)", range=[0, xmax]),
+        yaxis=dict(title="Throughput (Gbit/s)", range=[0, ymax]),
+    )
     runs = "; ".join(f"{s} n = {len(d.filter(scenario=s))}" for s in order)
-    return describe(fig, f"Throughput against {SIDE_CPUS[side]} CPU busy % for each run of {test} ({runs}); "
-                         f"on a dotted line every run costs the same CPU per {target_gbps:g} Gbit/s, so runs "
-                         "up and to the left are cheaper.")
+    return describe(
+        fig,
+        f"Throughput against {SIDE_CPUS[side]} CPU busy % for each run of {test} ({runs}); "
+        f"on a dotted line every run costs the same CPU per {target_gbps:g} Gbit/s, so runs "
+        "up and to the left are cheaper.",
+    )
 
 
 LATENCY_PERCENTILES = percentiles("latency")
@@ -355,9 +527,13 @@ def percentile_name(metric: str) -> str:
     return f"p{metric_info(metric).percentile:g}"
 
 
-def latency_percentiles(summary: pl.DataFrame, test: str, baseline: str = "host",
-                        metrics: tuple[str, ...] = LATENCY_PERCENTILES,
-                        title: str = "Round-trip latency percentiles") -> go.Figure:
+def latency_percentiles(
+    summary: pl.DataFrame,
+    test: str,
+    baseline: str = "host",
+    metrics: tuple[str, ...] = LATENCY_PERCENTILES,
+    title: str = "Round-trip latency percentiles",
+) -> go.Figure:
     """Latency percentiles per scenario (grouped bars, median over runs with 95 % CI)."""
     d = _one(summary, "latency_percentiles", test=test)
     d = d.filter(pl.col("metric").is_in(metrics))
@@ -369,17 +545,30 @@ def latency_percentiles(summary: pl.DataFrame, test: str, baseline: str = "host"
     fig = go.Figure()
     for s in order:
         g = in_order(d.filter(scenario=s), "metric", list(metrics))
-        fig.add_trace(go.Bar(name=s, x=[percentile_name(m) for m in g["metric"]], y=g["median"],
-                             marker_color=colors[s], error_y=ci_whiskers(g),
-                             hovertemplate="%{x}: %{y:.4g} us<extra>" + s + "</extra>"))
+        fig.add_trace(
+            go.Bar(
+                name=s,
+                x=[percentile_name(m) for m in g["metric"]],
+                y=g["median"],
+                marker_color=colors[s],
+                error_y=ci_whiskers(g),
+                hovertemplate="%{x}: %{y:.4g} us<extra>" + s + "</extra>",
+            )
+        )
     unit = d["unit"][0]
-    fig.update_layout(template=TEMPLATE, barmode="group", legend_title_text="scenario",
-                      title=f"{_highest(d, metrics[0], baseline, test) or f'{title}: {test}'}<br><sup>"
-                            f"{title}; median over runs of each run's "
-                            "percentile, whiskers: 95 % CI</sup>",
-                      xaxis_title="Percentile", yaxis_title=axis_title("latency", unit))
-    d = d.with_columns(scenario=pl.format("{} {}", "scenario", pl.col("metric").map_elements(
-        percentile_name, return_dtype=pl.String)))
+    fig.update_layout(
+        template=TEMPLATE,
+        barmode="group",
+        legend_title_text="scenario",
+        title=f"{_highest(d, metrics[0], baseline, test) or f'{title}: {test}'}<br><sup>"
+        f"{title}; median over runs of each run's "
+        "percentile, whiskers: 95 % CI</sup>",
+        xaxis_title="Percentile",
+        yaxis_title=axis_title("latency", unit),
+    )
+    d = d.with_columns(
+        scenario=pl.format("{} {}", "scenario", pl.col("metric").map_elements(percentile_name, return_dtype=pl.String))
+    )
     return describe(fig, values_caption(d, title.lower(), test, pl.DataFrame()))
 
 
@@ -392,8 +581,10 @@ def _highest(d: pl.DataFrame, metric: str, baseline: str, test: str) -> str:
         return ""
     base = m.filter(scenario=baseline)["median"][0]
     k, which = (-1, "lowest") if m["scenario"][0] == baseline else (0, "highest")
-    return (f"{test}: {m['scenario'][k]} has the {which} {percentile_name(metric)} latency, "
-            f"{m['median'][k]:.3g} vs {base:.3g} {m['unit'][0]} for {baseline}")
+    return (
+        f"{test}: {m['scenario'][k]} has the {which} {percentile_name(metric)} latency, "
+        f"{m['median'][k]:.3g} vs {base:.3g} {m['unit'][0]} for {baseline}"
+    )
 
 
 def _short_verdict(verdict: str | None) -> str:
@@ -410,12 +601,28 @@ def _short_verdict(verdict: str | None) -> str:
 def _ribbon(x, low, high, color: str, name: str) -> go.Scatter:
     """The 95 % CI as a filled band: out along the upper bound, back along the lower."""
     x = list(x)
-    return go.Scatter(x=x + x[::-1], y=list(high) + list(low)[::-1], mode="lines", fill="toself", fillcolor=color,
-                      line=dict(width=0), opacity=0.2, hoverinfo="skip", showlegend=False, legendgroup=name)
+    return go.Scatter(
+        x=x + x[::-1],
+        y=list(high) + list(low)[::-1],
+        mode="lines",
+        fill="toself",
+        fillcolor=color,
+        line=dict(width=0),
+        opacity=0.2,
+        hoverinfo="skip",
+        showlegend=False,
+        legendgroup=name,
+    )
 
 
-def service_scaling(summary: pl.DataFrame, runs: pl.DataFrame, test: str, metric: str,
-                    baseline: str = "veth-routed", comparisons: pl.DataFrame | None = None) -> go.Figure:
+def service_scaling(
+    summary: pl.DataFrame,
+    runs: pl.DataFrame,
+    test: str,
+    metric: str,
+    baseline: str = "veth-routed",
+    comparisons: pl.DataFrame | None = None,
+) -> go.Figure:
     """Metric vs number of ClusterIP services, one line per datapath, 95 % CI ribbons.
 
     A datapath is a scenario family expanded over service counts (the runs'
@@ -424,12 +631,13 @@ def service_scaling(summary: pl.DataFrame, runs: pl.DataFrame, test: str, metric
     labelled with its change vs the baseline when significant, `~` when not.
     """
     d = _one(summary, "service_scaling", test=test, metric=metric, side="none")
-    counts = (runs.filter(pl.col("services").is_not_null())
-              .group_by("scenario").agg(pl.col("services").first()))
+    counts = runs.filter(pl.col("services").is_not_null()).group_by("scenario").agg(pl.col("services").first())
     d = d.join(counts, on="scenario")
     if d.is_empty():
         raise ValueError(f"service_scaling: no {test} runs with a service count")
-    d = d.with_columns(datapath=pl.Series([s.removesuffix(f"-{n}") for s, n in zip(d["scenario"], d["services"], strict=True)]))
+    d = d.with_columns(
+        datapath=pl.Series([s.removesuffix(f"-{n}") for s, n in zip(d["scenario"], d["services"], strict=True)])
+    )
     labels = verdict_labels(comparisons, test, metric, baseline=baseline)
     colors = path_colors(sorted(d["datapath"].unique()))
     unit = d["unit"][0]
@@ -438,32 +646,68 @@ def service_scaling(summary: pl.DataFrame, runs: pl.DataFrame, test: str, metric
     if len(base):
         b = base.row(0, named=True)
         fig.add_hrect(y0=b["ci_low"], y1=b["ci_high"], fillcolor=BAND_COLOR, line_width=0)
-        fig.add_hline(y=b["median"], line=dict(color="#555", dash="dash", width=1.5),
-                      annotation_text=f"{baseline} (no service)", annotation_position="top left")
+        fig.add_hline(
+            y=b["median"],
+            line=dict(color="#555", dash="dash", width=1.5),
+            annotation_text=f"{baseline} (no service)",
+            annotation_position="top left",
+        )
     for (datapath,), g in d.sort("services").group_by("datapath", maintain_order=True):
         fig.add_trace(_ribbon(g["services"], g["ci_low"], g["ci_high"], colors[datapath], datapath))
-        fig.add_trace(go.Scatter(
-            x=g["services"], y=g["median"], mode="lines+markers+text", name=datapath, legendgroup=datapath,
-            line=dict(color=colors[datapath], width=2.5), marker=dict(size=8),
-            text=[_short_verdict(labels.get(sc)) for sc in g["scenario"]], textposition="top center",
-            customdata=np.stack([g["n"].to_numpy(), g["ci_low"].to_numpy(), g["ci_high"].to_numpy(),
-                                 [labels.get(sc, "") for sc in g["scenario"]]], axis=-1),
-            hovertemplate="%{x} services: %{y:.4g} " + unit + "<br>95 % CI [%{customdata[1]:.4g}, "
-                          "%{customdata[2]:.4g}], n = %{customdata[0]}<br>%{customdata[3]}<extra>"
-                          + datapath + "</extra>"))
-    fig.update_layout(template=TEMPLATE, legend_title_text="datapath",
-                      title=f"{value_axis(metric, 'none', unit).split(' (')[0]} vs number of services: {test}<br><sup>median of runs, "
-                            f"band: 95 % CI; labels: change vs {baseline} where significant, ~ where not</sup>",
-                      xaxis=dict(title="ClusterIP services", type="log", tickvals=sorted(d["services"].unique())),
-                      yaxis_title=value_axis(metric, "none", unit))
-    return describe(fig, values_caption(d.sort("datapath", "services").with_columns(
-        scenario=pl.format("{} with {} services", "datapath", "services")), metric_label(metric), test,
-        _found(comparisons, baseline, test=test, metric=metric, side="none")))
+        fig.add_trace(
+            go.Scatter(
+                x=g["services"],
+                y=g["median"],
+                mode="lines+markers+text",
+                name=datapath,
+                legendgroup=datapath,
+                line=dict(color=colors[datapath], width=2.5),
+                marker=dict(size=8),
+                text=[_short_verdict(labels.get(sc)) for sc in g["scenario"]],
+                textposition="top center",
+                customdata=np.stack(
+                    [
+                        g["n"].to_numpy(),
+                        g["ci_low"].to_numpy(),
+                        g["ci_high"].to_numpy(),
+                        [labels.get(sc, "") for sc in g["scenario"]],
+                    ],
+                    axis=-1,
+                ),
+                hovertemplate="%{x} services: %{y:.4g} " + unit + "<br>95 % CI [%{customdata[1]:.4g}, "
+                "%{customdata[2]:.4g}], n = %{customdata[0]}<br>%{customdata[3]}<extra>" + datapath + "</extra>",
+            )
+        )
+    fig.update_layout(
+        template=TEMPLATE,
+        legend_title_text="datapath",
+        title=f"{value_axis(metric, 'none', unit).split(' (')[0]} vs number of services: {test}<br><sup>median of runs, "
+        f"band: 95 % CI; labels: change vs {baseline} where significant, ~ where not</sup>",
+        xaxis=dict(title="ClusterIP services", type="log", tickvals=sorted(d["services"].unique())),
+        yaxis_title=value_axis(metric, "none", unit),
+    )
+    return describe(
+        fig,
+        values_caption(
+            d.sort("datapath", "services").with_columns(
+                scenario=pl.format("{} with {} services", "datapath", "services")
+            ),
+            metric_label(metric),
+            test,
+            _found(comparisons, baseline, test=test, metric=metric, side="none"),
+        ),
+    )
 
 
-def rate_sweep(summary: pl.DataFrame, runs: pl.DataFrame, tests: list[str], metrics: tuple[str, ...],
-               baseline: str = "host", comparisons: pl.DataFrame | None = None,
-               title: str = "HTTP latency vs offered load") -> go.Figure:
+def rate_sweep(
+    summary: pl.DataFrame,
+    runs: pl.DataFrame,
+    tests: list[str],
+    metrics: tuple[str, ...],
+    baseline: str = "host",
+    comparisons: pl.DataFrame | None = None,
+    title: str = "HTTP latency vs offered load",
+) -> go.Figure:
     """Latency vs offered rate (one test per rate): a panel per percentile, a line per scenario.
 
     `tests` are the tests of one sweep (the runs' `offered_qps`; unpaced
@@ -471,8 +715,9 @@ def rate_sweep(summary: pl.DataFrame, runs: pl.DataFrame, tests: list[str], metr
     baseline is significant, open where it is within noise.
     """
     # the offered rate of each test; None: unpaced
-    rate = dict(runs.filter(pl.col("test").is_in(tests)).group_by("test")
-                .agg(pl.col("offered_qps").first()).iter_rows())
+    rate = dict(
+        runs.filter(pl.col("test").is_in(tests)).group_by("test").agg(pl.col("offered_qps").first()).iter_rows()
+    )
     ordered = sorted(tests, key=lambda t: (rate.get(t) is None, rate.get(t) or 0))
     x_label = {t: "max" if rate.get(t) is None else f"{rate[t]:g}" for t in ordered}
     d = summary.filter(pl.col("test").is_in(tests) & pl.col("metric").is_in(metrics) & (pl.col("side") == "none"))
@@ -481,8 +726,9 @@ def rate_sweep(summary: pl.DataFrame, runs: pl.DataFrame, tests: list[str], metr
     metrics = tuple(m for m in metrics if m in set(d["metric"]))
     order = scenario_order(d["scenario"], baseline)
     colors = path_colors(order)
-    fig = make_subplots(rows=1, cols=len(metrics), subplot_titles=[percentile_name(m) for m in metrics],
-                        horizontal_spacing=0.06)
+    fig = make_subplots(
+        rows=1, cols=len(metrics), subplot_titles=[percentile_name(m) for m in metrics], horizontal_spacing=0.06
+    )
     for col, m in enumerate(metrics, start=1):
         for s in order:
             g = in_order(d.filter(scenario=s, metric=m), "test", ordered).filter(pl.col("median").is_not_null())
@@ -490,28 +736,56 @@ def rate_sweep(summary: pl.DataFrame, runs: pl.DataFrame, tests: list[str], metr
                 continue
             verdicts = [verdict_labels(comparisons, t, m, baseline=baseline).get(s, "") for t in g["test"]]
             filled = [s == baseline or not (v in ("", WITHIN_NOISE) or v.startswith(UNCLEAR)) for v in verdicts]
-            fig.add_trace(go.Scatter(
-                x=[x_label[t] for t in g["test"]], y=g["median"], mode="lines+markers", name=s, legendgroup=s,
-                showlegend=col == 1, line=dict(color=colors[s], width=2),
-                marker=dict(size=9, symbol=["circle" if f else "circle-open" for f in filled],
-                            line=dict(width=2, color=colors[s])),
-                error_y={**ci_whiskers(g), "color": colors[s]},
-                customdata=np.stack([g["n"].to_numpy(), verdicts], axis=-1),
-                hovertemplate="offered %{x}: %{y:.4g} us, n = %{customdata[0]}<br>%{customdata[1]}<extra>"
-                              + f"{s} {percentile_name(m)}</extra>"), row=1, col=col)
+            fig.add_trace(
+                go.Scatter(
+                    x=[x_label[t] for t in g["test"]],
+                    y=g["median"],
+                    mode="lines+markers",
+                    name=s,
+                    legendgroup=s,
+                    showlegend=col == 1,
+                    line=dict(color=colors[s], width=2),
+                    marker=dict(
+                        size=9,
+                        symbol=["circle" if f else "circle-open" for f in filled],
+                        line=dict(width=2, color=colors[s]),
+                    ),
+                    error_y={**ci_whiskers(g), "color": colors[s]},
+                    customdata=np.stack([g["n"].to_numpy(), verdicts], axis=-1),
+                    hovertemplate="offered %{x}: %{y:.4g} us, n = %{customdata[0]}<br>%{customdata[1]}<extra>"
+                    + f"{s} {percentile_name(m)}</extra>",
+                ),
+                row=1,
+                col=col,
+            )
     fig.update_xaxes(type="category", categoryorder="array", categoryarray=[x_label[t] for t in ordered])
     fig.update_xaxes(title_text="Offered load (requests/s)", row=1, col=(len(metrics) + 1) // 2)
     fig.update_yaxes(type="log")
     fig.update_yaxes(title_text=axis_title("latency, log scale", d["unit"][0]), row=1, col=1)
-    fig.update_layout(template=TEMPLATE, legend_title_text="scenario",
-                      title=f"{title}<br><sup>median of runs, whiskers: 95 % CI; filled: significant change vs "
-                            f"{baseline}, open: within noise</sup>")
-    return describe(fig, values_caption(
-        d.with_columns(scenario=pl.format("{} {} at {}", "scenario", pl.col("metric").map_elements(
-            percentile_name, return_dtype=pl.String), pl.col("test").replace_strict(x_label, default=None)))
-        .sort("scenario"), title.lower(), ", ".join(ordered),
-        _found(comparisons, baseline).filter(pl.col("test").is_in(tests) & pl.col("metric").is_in(metrics))
-        if comparisons is not None and len(comparisons) else pl.DataFrame()))
+    fig.update_layout(
+        template=TEMPLATE,
+        legend_title_text="scenario",
+        title=f"{title}<br><sup>median of runs, whiskers: 95 % CI; filled: significant change vs "
+        f"{baseline}, open: within noise</sup>",
+    )
+    return describe(
+        fig,
+        values_caption(
+            d.with_columns(
+                scenario=pl.format(
+                    "{} {} at {}",
+                    "scenario",
+                    pl.col("metric").map_elements(percentile_name, return_dtype=pl.String),
+                    pl.col("test").replace_strict(x_label, default=None),
+                )
+            ).sort("scenario"),
+            title.lower(),
+            ", ".join(ordered),
+            _found(comparisons, baseline).filter(pl.col("test").is_in(tests) & pl.col("metric").is_in(metrics))
+            if comparisons is not None and len(comparisons)
+            else pl.DataFrame(),
+        ),
+    )
 
 
 def _level(levels: pl.Series) -> str:
@@ -522,29 +796,56 @@ def _level(levels: pl.Series) -> str:
 
 def reference_changes(side_by_side: pl.DataFrame) -> go.Figure:
     """Our relative change next to the published one, per like-for-like claim."""
-    fig = go.Figure([
-        go.Bar(name="this campaign", y=side_by_side["claim"], x=side_by_side["ours_delta_pct"], orientation="h",
-               marker_color=PALETTE[0],
-               error_x=dict(type="data", array=side_by_side["ours_high"] - side_by_side["ours_delta_pct"],
-                            arrayminus=side_by_side["ours_delta_pct"] - side_by_side["ours_low"])),
-        # the 2021 study states directions only: no bar, its direction is in the table
-        go.Bar(name="published (EKS m6i 2026)", y=side_by_side["claim"], x=side_by_side["theirs_change_pct"],
-               orientation="h", marker_color=PALETTE[1]),
-    ])
+    fig = go.Figure(
+        [
+            go.Bar(
+                name="this campaign",
+                y=side_by_side["claim"],
+                x=side_by_side["ours_delta_pct"],
+                orientation="h",
+                marker_color=PALETTE[0],
+                error_x=dict(
+                    type="data",
+                    array=side_by_side["ours_high"] - side_by_side["ours_delta_pct"],
+                    arrayminus=side_by_side["ours_delta_pct"] - side_by_side["ours_low"],
+                ),
+            ),
+            # the 2021 study states directions only: no bar, its direction is in the table
+            go.Bar(
+                name="published (EKS m6i 2026)",
+                y=side_by_side["claim"],
+                x=side_by_side["theirs_change_pct"],
+                orientation="h",
+                marker_color=PALETTE[1],
+            ),
+        ]
+    )
     fig.add_vline(x=0, line_color="#333", line_width=1)
-    fig.update_layout(template=TEMPLATE, barmode="group", height=200 + 70 * len(side_by_side),
-                      title="Relative change: ours vs published<br><sup>ours: median ratio - 1 with its CI at "
-                            f"{_level(side_by_side['ours_ci_level'])} (the level the claims' correction decided "
-                            "at); published: ratio of medians, no CI (repetitions not published)</sup>",
-                      xaxis_title="Change (%)", yaxis=dict(autorange="reversed", title="Claim"))
-    rows = [f"{r['claim']}: ours {r['ours_delta_pct']:+.3g} % [{r['ours_low']:+.3g}, {r['ours_high']:+.3g}]"
-            + (f", published {r['theirs_change_pct']:+.3g} %" if r["theirs_change_pct"] is not None
-               and not math.isnan(r["theirs_change_pct"]) else "") for r in side_by_side.iter_rows(named=True)]
+    fig.update_layout(
+        template=TEMPLATE,
+        barmode="group",
+        height=200 + 70 * len(side_by_side),
+        title="Relative change: ours vs published<br><sup>ours: median ratio - 1 with its CI at "
+        f"{_level(side_by_side['ours_ci_level'])} (the level the claims' correction decided "
+        "at); published: ratio of medians, no CI (repetitions not published)</sup>",
+        xaxis_title="Change (%)",
+        yaxis=dict(autorange="reversed", title="Claim"),
+    )
+    rows = [
+        f"{r['claim']}: ours {r['ours_delta_pct']:+.3g} % [{r['ours_low']:+.3g}, {r['ours_high']:+.3g}]"
+        + (
+            f", published {r['theirs_change_pct']:+.3g} %"
+            if r["theirs_change_pct"] is not None and not math.isnan(r["theirs_change_pct"])
+            else ""
+        )
+        for r in side_by_side.iter_rows(named=True)
+    ]
     return describe(fig, "Relative change in this campaign next to the published one: " + "; ".join(rows) + ".")
 
 
-def write_figures(figures: Mapping[str, go.Figure], out_dir: str | Path, png_scale: float = 2.0,
-                  blog_dir: str | Path | None = None) -> list[Path]:
+def write_figures(
+    figures: Mapping[str, go.Figure], out_dir: str | Path, png_scale: float = 2.0, blog_dir: str | Path | None = None
+) -> list[Path]:
     """Write each figure as <name>.html (self-contained, offline), <name>.svg and <name>.png, drawn at
     the blog column's width (the PNG at ``png_scale`` pixels per point, sharp on dense screens).
 
@@ -558,8 +859,7 @@ def write_figures(figures: Mapping[str, go.Figure], out_dir: str | Path, png_sca
     for name, fig in figures.items():
         html = out / f"{name}.html"
         # plotly.min.js once, beside the pages (offline, and 5 MB instead of 5 MB a figure)
-        fig.write_html(html, include_plotlyjs="directory", include_mathjax=False, full_html=True,
-                       default_width="100%")
+        fig.write_html(html, include_plotlyjs="directory", include_mathjax=False, full_html=True, default_width="100%")
         written.append(html)
         height = fig.layout.height or pio.templates[TEMPLATE].layout.height  # pyright: ignore[reportAttributeAccessIssue, reportOptionalMemberAccess] (plotly's generated properties are not typed)
         for ext, scale in (("svg", 1.0), ("png", png_scale)):
@@ -585,8 +885,10 @@ def blog_snippets(figures: Mapping[str, go.Figure], images: Path, blog: Path) ->
             written.append(Path(shutil.copyfile(images / f"{name}.{ext}", blog / f"{name}.{ext}")))
         caption, alt = words(fig)
         md = blog / f"{name}.md"
-        md.write_text(f"![{_md_text(alt)}]({name}.svg)\n\n*{_md_text(caption)}*\n"
-                      f"\n<!-- the same figure as PNG: {name}.png -->\n", encoding="utf-8")
+        md.write_text(
+            f"![{_md_text(alt)}]({name}.svg)\n\n*{_md_text(caption)}*\n\n<!-- the same figure as PNG: {name}.png -->\n",
+            encoding="utf-8",
+        )
         written.append(md)
     return written
 

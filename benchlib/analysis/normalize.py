@@ -4,6 +4,7 @@ Busy CPU-seconds are summed over a side's CPUs before dividing by the number
 of CPUs and by the work done, so a side with one hot CPU and one idle CPU
 counts as 50 % busy, not as an average of per-CPU percentages.
 """
+
 from __future__ import annotations
 
 import polars as pl
@@ -25,32 +26,48 @@ def per_run_cpu(metrics: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
     client and server shared one CPU set (cpu_placement shared) has only total:
     that set's busy %, the whole path's. Runs without a work metric or CPU are left out.
     """
+
     def cores(side: str) -> pl.DataFrame:
-        return (metrics.filter((pl.col("metric") == "cpu_busy_cores") & (pl.col("side") == side))
-                .select("run_id", pl.col("value").alias(f"{side}_cores")))
+        return metrics.filter((pl.col("metric") == "cpu_busy_cores") & (pl.col("side") == side)).select(
+            "run_id", pl.col("value").alias(f"{side}_cores")
+        )
 
     work = metrics.filter(pl.col("metric").is_in(WORK_METRICS)).select(
-        *RUN_KEYS, work_metric=pl.col("metric"), work=pl.col("value"))
+        *RUN_KEYS, work_metric=pl.col("metric"), work=pl.col("value")
+    )
     df = work.join(runs.select("run_id", "client_cpus", "server_cpus"), on="run_id")
     for side in (*SIDES, TOTAL_SIDE):
         df = df.join(cores(side), on="run_id", how="left")
     # split: sum the busy cores of both sides first, then divide by all their CPUs
-    split_total = 100 * (pl.col("client_cores") + pl.col("server_cores")) / (pl.col("client_cpus") + pl.col("server_cpus"))
-    return df.filter(pl.col("total_cores").is_not_null()
-                     | (pl.col("client_cores").is_not_null() & pl.col("server_cores").is_not_null())).select(
+    split_total = (
+        100 * (pl.col("client_cores") + pl.col("server_cores")) / (pl.col("client_cpus") + pl.col("server_cpus"))
+    )
+    return df.filter(
+        pl.col("total_cores").is_not_null()
+        | (pl.col("client_cores").is_not_null() & pl.col("server_cores").is_not_null())
+    ).select(
         *RUN_KEYS,
         client=100 * pl.col("client_cores") / pl.col("client_cpus"),
         server=100 * pl.col("server_cores") / pl.col("server_cpus"),
         total=pl.coalesce(100 * pl.col("total_cores") / pl.col("client_cpus"), split_total),
-        work_metric=pl.col("work_metric"), work=pl.col("work"),
+        work_metric=pl.col("work_metric"),
+        work=pl.col("work"),
     )
 
 
-def work_targets(target_gbps: float = 100.0, per_transactions: float = 10_000,
-                 per_connections: float = 10_000, per_requests: float = 1_000) -> dict[str, float]:
+def work_targets(
+    target_gbps: float = 100.0,
+    per_transactions: float = 10_000,
+    per_connections: float = 10_000,
+    per_requests: float = 1_000,
+) -> dict[str, float]:
     """The fixed work rate each work metric is normalized to, in the metric's unit."""
-    return {"throughput": target_gbps, "transaction_rate": per_transactions, "connection_rate": per_connections,
-            "http_qps": per_requests}
+    return {
+        "throughput": target_gbps,
+        "transaction_rate": per_transactions,
+        "connection_rate": per_connections,
+        "http_qps": per_requests,
+    }
 
 
 def _scaled(df: pl.DataFrame, targets: dict[str, float], unit_prefix: str) -> pl.DataFrame:
@@ -58,12 +75,18 @@ def _scaled(df: pl.DataFrame, targets: dict[str, float], unit_prefix: str) -> pl
     units = {m: f"{unit_prefix} @ {t:g} {METRICS[m].unit}" for m, t in targets.items()}
     return df.filter(pl.col("work") > 0).with_columns(
         scale=pl.col("work_metric").replace_strict(targets, return_dtype=pl.Float64) / pl.col("work"),
-        unit=pl.col("work_metric").replace_strict(units, return_dtype=pl.String))
+        unit=pl.col("work_metric").replace_strict(units, return_dtype=pl.String),
+    )
 
 
-def cpu_at_target(metrics: pl.DataFrame, runs: pl.DataFrame, target_gbps: float = 100.0,
-                  per_transactions: float = 10_000, per_connections: float = 10_000,
-                  per_requests: float = 1_000) -> pl.DataFrame:
+def cpu_at_target(
+    metrics: pl.DataFrame,
+    runs: pl.DataFrame,
+    target_gbps: float = 100.0,
+    per_transactions: float = 10_000,
+    per_connections: float = 10_000,
+    per_requests: float = 1_000,
+) -> pl.DataFrame:
     """Long table shaped like metrics: CPU % needed for the target work rate, sides client/server/total.
 
     cpu_pct_at_target = busy % of the side's CPUs * target / measured work.
@@ -72,30 +95,46 @@ def cpu_at_target(metrics: pl.DataFrame, runs: pl.DataFrame, target_gbps: float 
     """
     targets = work_targets(target_gbps, per_transactions, per_connections, per_requests)
     df = _scaled(per_run_cpu(metrics, runs), targets, "% CPU")
-    long = [df.filter(pl.col(side).is_not_null())
-            .select(*RUN_KEYS, metric=pl.lit(CPU_AT_TARGET), value=pl.col(side) * pl.col("scale"),
-                    unit=pl.col("unit"), side=pl.lit(side))
-            for side in CPU_SIDES]
+    long = [
+        df.filter(pl.col(side).is_not_null()).select(
+            *RUN_KEYS,
+            metric=pl.lit(CPU_AT_TARGET),
+            value=pl.col(side) * pl.col("scale"),
+            unit=pl.col("unit"),
+            side=pl.lit(side),
+        )
+        for side in CPU_SIDES
+    ]
     return pl.concat(long).select(METRICS_SCHEMA.names())
 
 
 def per_run_proxy_cpu(metrics: pl.DataFrame) -> pl.DataFrame:
     """One row per run whose target recorded its proxies: their busy cores per side (client, server)
     and both together (total), and the work done (work_metric, work)."""
+
     def cores(side: str) -> pl.DataFrame:
-        return (metrics.filter((pl.col("metric") == "proxy_cpu_cores") & (pl.col("side") == side))
-                .select("run_id", pl.col("value").alias(side)))
+        return metrics.filter((pl.col("metric") == "proxy_cpu_cores") & (pl.col("side") == side)).select(
+            "run_id", pl.col("value").alias(side)
+        )
 
     work = metrics.filter(pl.col("metric").is_in(WORK_METRICS)).select(
-        *RUN_KEYS, work_metric=pl.col("metric"), work=pl.col("value"))
+        *RUN_KEYS, work_metric=pl.col("metric"), work=pl.col("value")
+    )
     # tidy gives both sides a row (0 where a side has no proxy) in every run that has proxies
-    return (work.join(cores("client"), on="run_id").join(cores("server"), on="run_id")
-            .with_columns(total=pl.col("client") + pl.col("server")))
+    return (
+        work.join(cores("client"), on="run_id")
+        .join(cores("server"), on="run_id")
+        .with_columns(total=pl.col("client") + pl.col("server"))
+    )
 
 
-def proxy_cpu_at_target(metrics: pl.DataFrame, target_gbps: float = 100.0,
-                        per_transactions: float = 10_000, per_connections: float = 10_000,
-                        per_requests: float = 1_000) -> pl.DataFrame:
+def proxy_cpu_at_target(
+    metrics: pl.DataFrame,
+    target_gbps: float = 100.0,
+    per_transactions: float = 10_000,
+    per_connections: float = 10_000,
+    per_requests: float = 1_000,
+) -> pl.DataFrame:
     """Long table shaped like metrics: the proxies' CPU in % of one core at the target work rate
     (HTTP: per_requests req/s; TCP_RR: per_transactions trans/s), sides client/server/total.
 
@@ -103,9 +142,16 @@ def proxy_cpu_at_target(metrics: pl.DataFrame, target_gbps: float = 100.0,
     its side was given. Only runs whose target recorded its proxies (schema: proxy_cpu_cores)."""
     targets = work_targets(target_gbps, per_transactions, per_connections, per_requests)
     df = _scaled(per_run_proxy_cpu(metrics), targets, "% core")
-    long = [df.select(*RUN_KEYS, metric=pl.lit(PROXY_CPU_AT_TARGET), value=100 * pl.col(side) * pl.col("scale"),
-                      unit=pl.col("unit"), side=pl.lit(side))
-            for side in DERIVED_METRICS[PROXY_CPU_AT_TARGET].sides]
+    long = [
+        df.select(
+            *RUN_KEYS,
+            metric=pl.lit(PROXY_CPU_AT_TARGET),
+            value=100 * pl.col(side) * pl.col("scale"),
+            unit=pl.col("unit"),
+            side=pl.lit(side),
+        )
+        for side in DERIVED_METRICS[PROXY_CPU_AT_TARGET].sides
+    ]
     return pl.concat(long).select(METRICS_SCHEMA.names())
 
 

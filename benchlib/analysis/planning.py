@@ -6,6 +6,7 @@ environment, or tidy tables given with --pilot. Its spread of each test's headli
 for every planned comparison of the primary family, the minimum detectable effect at the planned
 n and the runs needed for the noise band and for 5 % (stats.mde_pct, stats.n_for_effect).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -31,16 +32,20 @@ def find_pilot(params: config.Params, root: Path, pilot: str | Path | None = Non
     if (processed / "runs.parquet").is_file() and (processed / "metrics.parquet").is_file():
         return "tables in data/processed", processed
     raw = root / "data" / "raw"
-    campaigns = sorted((d for d in raw.iterdir() if d.is_dir()), key=lambda d: d.stat().st_mtime,
-                       reverse=True) if raw.is_dir() else []
+    campaigns = (
+        sorted((d for d in raw.iterdir() if d.is_dir()), key=lambda d: d.stat().st_mtime, reverse=True)
+        if raw.is_dir()
+        else []
+    )
     for cdir in campaigns:
         if any((cdir / env).is_dir() for env in params.experiment.environments):
             return f"raw records of {cdir.name}", cdir
     return None
 
 
-def load_pilot(directory: Path, parse_raw: Callable[[Path], tuple[pl.DataFrame, pl.DataFrame]] | None = None
-               ) -> tuple[pl.DataFrame, pl.DataFrame]:
+def load_pilot(
+    directory: Path, parse_raw: Callable[[Path], tuple[pl.DataFrame, pl.DataFrame]] | None = None
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(runs, metrics) of a pilot: tidy tables, or a raw campaign directory parsed by ``parse_raw``
     (the caller's tidy.build_tables: the analysis layer does not parse raw records itself)."""
     if (directory / "runs.parquet").is_file():
@@ -58,23 +63,36 @@ def planned_comparisons(params: config.Params, plans: list[Plan]) -> list[tuple[
         planned = set(plan.configurations())
         pairs = [(s, params.analysis.baseline) for s in plan.scenarios if s != params.analysis.baseline]
         pairs += [tuple(c) for c in params.analysis.contrasts if tuple(c) not in pairs]
-        out += [(plan.environment.name, t, s, ref) for t in plan.tests for s, ref in pairs
-                if (s, t) in planned and (ref, t) in planned]
+        out += [
+            (plan.environment.name, t, s, ref)
+            for t in plan.tests
+            for s, ref in pairs
+            if (s, t) in planned and (ref, t) in planned
+        ]
     return out
 
 
 def _samples(runs: pl.DataFrame, metrics: pl.DataFrame, analysis: config.Analysis) -> dict:
     """{(environment, test, scenario): (headline metric, its values)} of the pilot's successful runs."""
-    values = normalize.with_cpu_at_target(metrics, runs, target_gbps=analysis.cpu_target_gbps,
-                                          per_transactions=analysis.rr_per_transactions,
-                                          per_connections=analysis.crr_per_connections,
-                                          per_requests=analysis.http_per_requests)
+    values = normalize.with_cpu_at_target(
+        metrics,
+        runs,
+        target_gbps=analysis.cpu_target_gbps,
+        per_transactions=analysis.rr_per_transactions,
+        per_connections=analysis.crr_per_connections,
+        per_requests=analysis.http_per_requests,
+    )
     heads = stats.headlines(values, runs).drop_nulls("headline")
-    ok = (stats.ok_values(values, runs).join(heads, on=["environment", "test", "test_params"], nulls_equal=True)
-          .filter(pl.col("metric") == pl.col("headline"), pl.col("value").is_finite()))
+    ok = (
+        stats.ok_values(values, runs)
+        .join(heads, on=["environment", "test", "test_params"], nulls_equal=True)
+        .filter(pl.col("metric") == pl.col("headline"), pl.col("value").is_finite())
+    )
     grouped = ok.group_by("environment", "test", "scenario").agg(pl.col("headline").first(), pl.col("value"))
-    return {(r["environment"], r["test"], r["scenario"]): (r["headline"], np.asarray(r["value"], float))
-            for r in grouped.iter_rows(named=True)}
+    return {
+        (r["environment"], r["test"], r["scenario"]): (r["headline"], np.asarray(r["value"], float))
+        for r in grouped.iter_rows(named=True)
+    }
 
 
 def _runs(n: int | None) -> str:
@@ -92,8 +110,13 @@ def _spread_problem(sd_log: float) -> str | None:
     return None
 
 
-def planned_power(params: config.Params, plans: list[Plan], root: Path, pilot: str | Path | None = None,
-                  parse_raw: Callable[[Path], tuple[pl.DataFrame, pl.DataFrame]] | None = None) -> list[str]:
+def planned_power(
+    params: config.Params,
+    plans: list[Plan],
+    root: Path,
+    pilot: str | Path | None = None,
+    parse_raw: Callable[[Path], tuple[pl.DataFrame, pl.DataFrame]] | None = None,
+) -> list[str]:
     """The lines `benchlib validate` prints about power: one header, one line per test (a raw pilot
     is parsed by ``parse_raw``)."""
     found = find_pilot(params, root, pilot)
@@ -114,12 +137,16 @@ def planned_power(params: config.Params, plans: list[Plan], root: Path, pilot: s
     # Benjamini-Hochberg level at one rejection): what any single comparison can rely on
     level = a.alpha / m
     samples = _samples(runs, metrics, a)
-    lines = [f"planned power (pilot: {what}, campaign {', '.join(sorted(runs['campaign'].unique()))}): "
-             f"{m} primary comparisons, {stats.CORRECTIONS[a.correction]}, per comparison alpha {level:.2g} "
-             f"(= {a.alpha:g}/{m}), {100 * stats.POWER:.0f} % power, n = {n} runs per configuration"]
+    lines = [
+        f"planned power (pilot: {what}, campaign {', '.join(sorted(runs['campaign'].unique()))}): "
+        f"{m} primary comparisons, {stats.CORRECTIONS[a.correction]}, per comparison alpha {level:.2g} "
+        f"(= {a.alpha:g}/{m}), {100 * stats.POWER:.0f} % power, n = {n} runs per configuration"
+    ]
     if stats.smallest_p(n, n) >= level:
-        lines.append(f"  n = {n} cannot reach alpha {level:.2g} at all (smallest exact p "
-                     f"{stats.smallest_p(n, n):.2g}): needs n >= {stats.n_attainable(level)}")
+        lines.append(
+            f"  n = {n} cannot reach alpha {level:.2g} at all (smallest exact p "
+            f"{stats.smallest_p(n, n):.2g}): needs n >= {stats.n_attainable(level)}"
+        )
     by_test: dict[str, list[str]] = {}
     missing = []
     for env, test, s, ref in planned:
@@ -136,12 +163,17 @@ def planned_power(params: config.Params, plans: list[Plan], root: Path, pilot: s
             part = f"{name} not computable because {why}"
         else:
             mde = stats.mde_pct(n, n, sd, level)
-            part = (f"{name} {'n/a' if np.isnan(mde) else f'{mde:.1f} %'} "
-                    f"({_runs(stats.n_for_effect(band, sd, level))}/{_runs(stats.n_for_effect(EFFECT_PCT, sd, level))})")
+            part = (
+                f"{name} {'n/a' if np.isnan(mde) else f'{mde:.1f} %'} "
+                f"({_runs(stats.n_for_effect(band, sd, level))}/{_runs(stats.n_for_effect(EFFECT_PCT, sd, level))})"
+            )
         by_test.setdefault(f"{env} {test} {metric} (noise band {band:g} %)", []).append(part)
     for label, parts in by_test.items():
         lines.append(f"  {label}: MDE at n = {n} (runs for the noise band/{EFFECT_PCT:g} %): " + ", ".join(parts))
     if missing:
-        lines.append(f"  no pilot data for {len(missing)} comparison(s): " + ", ".join(missing[:4])
-                     + (" ..." if len(missing) > 4 else ""))
+        lines.append(
+            f"  no pilot data for {len(missing)} comparison(s): "
+            + ", ".join(missing[:4])
+            + (" ..." if len(missing) > 4 else "")
+        )
     return lines

@@ -1,6 +1,7 @@
 """Power of the comparisons: the minimum detectable effect of each at its n and spread, and the
 runs a planned effect needs (Mann-Whitney's efficiency relative to the t test; statsmodels' solvers).
 """
+
 from __future__ import annotations
 
 import math
@@ -84,8 +85,14 @@ def _mde_effect_size(n: int, n_base: int, alpha: float, power: float) -> float:
     took three quarters of compare at 100k runs)."""
     with warnings.catch_warnings():  # no convergence is a NaN effect size: "n/a", said by the caller
         warnings.simplefilter("ignore")
-        d = TTestIndPower().solve_power(effect_size=None, nobs1=n * ARE_MANN_WHITNEY, alpha=alpha, power=power,
-                                        ratio=n_base / n, alternative="two-sided")
+        d = TTestIndPower().solve_power(
+            effect_size=None,
+            nobs1=n * ARE_MANN_WHITNEY,
+            alpha=alpha,
+            power=power,
+            ratio=n_base / n,
+            alternative="two-sided",
+        )
     return float(d)
 
 
@@ -100,8 +107,9 @@ def _power(d: float, n: int, alpha: float) -> float:
     return float(p) if math.isfinite(p) else float(NormalIndPower().power(d, nobs, alpha, ratio=1))
 
 
-def n_for_effect(effect_pct: float, sd_log: float, alpha: float, power: float = POWER,
-                 n_max: int = 2**40) -> int | None:
+def n_for_effect(
+    effect_pct: float, sd_log: float, alpha: float, power: float = POWER, n_max: int = 2**40
+) -> int | None:
     """Runs per side (both alike) for Mann-Whitney at level ``alpha`` to detect a change of
     ``effect_pct`` % with probability ``power`` at spread ``sd_log`` (see mde_pct); never below
     MIN_N nor n_attainable(alpha); None without a finite positive spread or effect, or beyond n_max.

@@ -9,6 +9,7 @@ CPU is kernel-inclusive and busy (the idle category left out), per unit of the r
 transaction, connection, request or query for a rate, CPU cores per Gbit/s for throughput. Several
 profiled runs of one configuration are pooled: samples summed, work summed.
 """
+
 from __future__ import annotations
 
 import re
@@ -27,46 +28,122 @@ DISTINCTIVE = ("devices", "softirq/backlog", "netfilter/conntrack", "eBPF", "pro
 # Frames that hand work on rather than do it: softirq dispatch, and the transmit chain's entries, which run the
 # receiver's softirq inline when they re-enable bottom halves. Their inclusive CPU is their callees', so they
 # would top every ranking; the sentences name the frames that do the work.
-DISPATCH = re.compile(r"^(do_softirq|__do_softirq|handle_softirqs|__local_bh_enable|local_bh_enable|net_rx_action|"
-                      r"__napi_poll|irq_exit|__irq_exit|run_ksoftirqd|__dev_queue_xmit|dev_queue_xmit|"
-                      r"dev_hard_start_xmit|tcp_sendmsg|tcp_write_xmit|__tcp_push_pending_frames|tcp_push|"
-                      r"__tcp_transmit_skb|tcp_transmit_skb|__ip_queue_xmit|ip_queue_xmit|ip_output|ip_finish_output|"
-                      r"__ip_finish_output|ip_local_out|__ip_local_out|ip6_|inet6_|inet_sendmsg|inet_recvmsg|"
-                      r"tcp_recvmsg)")
+DISPATCH = re.compile(
+    r"^(do_softirq|__do_softirq|handle_softirqs|__local_bh_enable|local_bh_enable|net_rx_action|"
+    r"__napi_poll|irq_exit|__irq_exit|run_ksoftirqd|__dev_queue_xmit|dev_queue_xmit|"
+    r"dev_hard_start_xmit|tcp_sendmsg|tcp_write_xmit|__tcp_push_pending_frames|tcp_push|"
+    r"__tcp_transmit_skb|tcp_transmit_skb|__ip_queue_xmit|ip_queue_xmit|ip_output|ip_finish_output|"
+    r"__ip_finish_output|ip_local_out|__ip_local_out|ip6_|inet6_|inet_sendmsg|inet_recvmsg|"
+    r"tcp_recvmsg)"
+)
 NO_SYMBOLS = "no kernel symbols: kernel.kptr_restrict hid them"
 NO_PROFILES = "No CPU profiles: experiment.profile_runs is 0 (or the campaign predates profiles)"
 
 # metric -> (unit of work, scale of CPU seconds per unit, unit of the result)
-_WORK = {"transaction_rate": ("transaction", 1e6, "µs per transaction"),
-         "connection_rate": ("connection", 1e6, "µs per connection"),
-         "http_qps": ("request", 1e6, "µs per request"),
-         "dns_qps": ("query", 1e6, "µs per query"),
-         "throughput": ("Gbit/s", 1.0, "cores per Gbit/s")}  # CPU-s per Gbit = cores per Gbit/s
+_WORK = {
+    "transaction_rate": ("transaction", 1e6, "µs per transaction"),
+    "connection_rate": ("connection", 1e6, "µs per connection"),
+    "http_qps": ("request", 1e6, "µs per request"),
+    "dns_qps": ("query", 1e6, "µs per query"),
+    "throughput": ("Gbit/s", 1.0, "cores per Gbit/s"),
+}  # CPU-s per Gbit = cores per Gbit/s
 
-PROFILES_SCHEMA = {"run_id": pl.String, "campaign": pl.String, "environment": pl.String, "scenario": pl.String,
-                   "test": pl.String, "kind": pl.String, "side": pl.String, "comm": pl.String, "stack": pl.String,
-                   "category": pl.String, "samples": pl.Int64}
-PROFILE_RUNS_SCHEMA = {"run_id": pl.String, "campaign": pl.String, "environment": pl.String, "scenario": pl.String,
-                       "test": pl.String, "kind": pl.String, "block": pl.Int64, "attribution": pl.String,
-                       "frequency_hz": pl.Float64, "window_s": pl.Float64, "samples": pl.Int64,
-                       "kernel_symbols": pl.Boolean, "perf_version": pl.String, "kernel": pl.String,
-                       "metric": pl.String, "value": pl.Float64, "outcome": pl.String}
+PROFILES_SCHEMA = {
+    "run_id": pl.String,
+    "campaign": pl.String,
+    "environment": pl.String,
+    "scenario": pl.String,
+    "test": pl.String,
+    "kind": pl.String,
+    "side": pl.String,
+    "comm": pl.String,
+    "stack": pl.String,
+    "category": pl.String,
+    "samples": pl.Int64,
+}
+PROFILE_RUNS_SCHEMA = {
+    "run_id": pl.String,
+    "campaign": pl.String,
+    "environment": pl.String,
+    "scenario": pl.String,
+    "test": pl.String,
+    "kind": pl.String,
+    "block": pl.Int64,
+    "attribution": pl.String,
+    "frequency_hz": pl.Float64,
+    "window_s": pl.Float64,
+    "samples": pl.Int64,
+    "kernel_symbols": pl.Boolean,
+    "perf_version": pl.String,
+    "kernel": pl.String,
+    "metric": pl.String,
+    "value": pl.Float64,
+    "outcome": pl.String,
+}
 _CONFIG_SCHEMA = {"environment": pl.String, "scenario": pl.String, "test": pl.String}
-CATEGORIES_SCHEMA = {**_CONFIG_SCHEMA, "side": pl.String, "category": pl.String, "cpu_per_unit": pl.Float64,
-                     "unit": pl.String, "share_pct": pl.Float64, "samples": pl.Int64, "n_runs": pl.UInt32}
-FRAMES_SCHEMA = {**_CONFIG_SCHEMA, "side": pl.String, "level": pl.String, "id": pl.String, "parent": pl.String,
-                 "name": pl.String, "depth": pl.Int64, "category": pl.String, "samples": pl.Int64,
-                 "cpu_per_unit": pl.Float64, "unit": pl.String, "share_pct": pl.Float64}
-DIFFERENCES_SCHEMA = {"environment": pl.String, "test": pl.String, "scenario": pl.String, "baseline": pl.String,
-                      "side": pl.String, "level": pl.String, "id": pl.String, "parent": pl.String, "name": pl.String,
-                      "depth": pl.Int64, "category": pl.String, "samples": pl.Int64, "samples_base": pl.Int64,
-                      "cpu_per_unit": pl.Float64, "cpu_per_unit_base": pl.Float64, "delta": pl.Float64,
-                      "unit": pl.String}
-EXPLANATIONS_SCHEMA = {"environment": pl.String, "test": pl.String, "scenario": pl.String, "baseline": pl.String,
-                       "side": pl.String, "sentence": pl.String}
-METHOD_SCHEMA = {"environment": pl.String, "perf_version": pl.String, "kernel": pl.String, "event": pl.String,
-                 "frequency_hz": pl.String, "attribution": pl.String, "profiled_runs": pl.UInt32,
-                 "failed": pl.UInt32, "samples": pl.Int64, "kernel_symbols": pl.Boolean}
+CATEGORIES_SCHEMA = {
+    **_CONFIG_SCHEMA,
+    "side": pl.String,
+    "category": pl.String,
+    "cpu_per_unit": pl.Float64,
+    "unit": pl.String,
+    "share_pct": pl.Float64,
+    "samples": pl.Int64,
+    "n_runs": pl.UInt32,
+}
+FRAMES_SCHEMA = {
+    **_CONFIG_SCHEMA,
+    "side": pl.String,
+    "level": pl.String,
+    "id": pl.String,
+    "parent": pl.String,
+    "name": pl.String,
+    "depth": pl.Int64,
+    "category": pl.String,
+    "samples": pl.Int64,
+    "cpu_per_unit": pl.Float64,
+    "unit": pl.String,
+    "share_pct": pl.Float64,
+}
+DIFFERENCES_SCHEMA = {
+    "environment": pl.String,
+    "test": pl.String,
+    "scenario": pl.String,
+    "baseline": pl.String,
+    "side": pl.String,
+    "level": pl.String,
+    "id": pl.String,
+    "parent": pl.String,
+    "name": pl.String,
+    "depth": pl.Int64,
+    "category": pl.String,
+    "samples": pl.Int64,
+    "samples_base": pl.Int64,
+    "cpu_per_unit": pl.Float64,
+    "cpu_per_unit_base": pl.Float64,
+    "delta": pl.Float64,
+    "unit": pl.String,
+}
+EXPLANATIONS_SCHEMA = {
+    "environment": pl.String,
+    "test": pl.String,
+    "scenario": pl.String,
+    "baseline": pl.String,
+    "side": pl.String,
+    "sentence": pl.String,
+}
+METHOD_SCHEMA = {
+    "environment": pl.String,
+    "perf_version": pl.String,
+    "kernel": pl.String,
+    "event": pl.String,
+    "frequency_hz": pl.String,
+    "attribution": pl.String,
+    "profiled_runs": pl.UInt32,
+    "failed": pl.UInt32,
+    "samples": pl.Int64,
+    "kernel_symbols": pl.Boolean,
+}
 
 
 def empty(table: str) -> pl.DataFrame:
@@ -89,6 +166,7 @@ def read_tables(profiles_path, profile_runs_path) -> tuple[pl.DataFrame, pl.Data
 
     def read(path, schema):
         return _conform(pl.read_parquet(path), schema) if Path(path).exists() else pl.DataFrame(schema=schema)
+
     return read(profiles_path, PROFILES_SCHEMA), read(profile_runs_path, PROFILE_RUNS_SCHEMA)
 
 
@@ -107,30 +185,47 @@ def pooled_configs(profile_runs: pl.DataFrame) -> pl.DataFrame:
     """Per configuration, its usable profiled runs pooled: successful, with kernel symbols and some work.
     Columns: KEYS, n_runs, work (metric value x window, summed), metric, scale, unit, frequency_hz."""
     r = _conform(profile_runs, PROFILE_RUNS_SCHEMA).filter(
-        pl.col("outcome") == "ok", pl.col("kernel_symbols"), pl.col("value").is_finite(), pl.col("value") > 0,
-        pl.col("window_s") > 0)
-    out = (r.group_by(KEYS).agg(n_runs=pl.len(), work=(pl.col("value") * pl.col("window_s")).sum(),
-                                metric=pl.col("metric").first(), run_ids=pl.col("run_id"))
-           .sort(KEYS))
+        pl.col("outcome") == "ok",
+        pl.col("kernel_symbols"),
+        pl.col("value").is_finite(),
+        pl.col("value") > 0,
+        pl.col("window_s") > 0,
+    )
+    out = (
+        r.group_by(KEYS)
+        .agg(
+            n_runs=pl.len(),
+            work=(pl.col("value") * pl.col("window_s")).sum(),
+            metric=pl.col("metric").first(),
+            run_ids=pl.col("run_id"),
+        )
+        .sort(KEYS)
+    )
     units = [unit_of(m) for m in out["metric"]]
-    return out.with_columns(scale=pl.Series([u[1] for u in units], dtype=pl.Float64),
-                            unit=pl.Series([u[2] for u in units], dtype=pl.String))
+    return out.with_columns(
+        scale=pl.Series([u[1] for u in units], dtype=pl.Float64), unit=pl.Series([u[2] for u in units], dtype=pl.String)
+    )
 
 
 def _busy(profiles: pl.DataFrame, profile_runs: pl.DataFrame, configs: pl.DataFrame) -> pl.DataFrame:
     """The busy rows of the usable runs, with their CPU seconds (samples / frequency)."""
     runs = _conform(profile_runs, PROFILE_RUNS_SCHEMA).select("run_id", "frequency_hz")
     usable = configs.select("run_ids").explode("run_ids").rename({"run_ids": "run_id"})
-    return (_conform(profiles, PROFILES_SCHEMA).filter(pl.col("category") != IDLE)
-            .join(usable, on="run_id").join(runs, on="run_id")
-            .with_columns(cpu_s=pl.col("samples") / pl.col("frequency_hz")))
+    return (
+        _conform(profiles, PROFILES_SCHEMA)
+        .filter(pl.col("category") != IDLE)
+        .join(usable, on="run_id")
+        .join(runs, on="run_id")
+        .with_columns(cpu_s=pl.col("samples") / pl.col("frequency_hz"))
+    )
 
 
 def _per_unit(df: pl.DataFrame, configs: pl.DataFrame) -> pl.DataFrame:
     """``df`` (KEYS, side, cpu_s, samples, ...) with cpu_per_unit, unit and its share of the side's busy CPU."""
-    return (df.join(configs.select(*KEYS, "work", "scale", "unit", "n_runs"), on=KEYS)
-            .with_columns(cpu_per_unit=pl.col("cpu_s") * pl.col("scale") / pl.col("work"),
-                          share_pct=100 * pl.col("samples") / pl.col("busy")))
+    return df.join(configs.select(*KEYS, "work", "scale", "unit", "n_runs"), on=KEYS).with_columns(
+        cpu_per_unit=pl.col("cpu_s") * pl.col("scale") / pl.col("work"),
+        share_pct=100 * pl.col("samples") / pl.col("busy"),
+    )
 
 
 def categories(profiles: pl.DataFrame, profile_runs: pl.DataFrame) -> pl.DataFrame:
@@ -141,10 +236,17 @@ def categories(profiles: pl.DataFrame, profile_runs: pl.DataFrame) -> pl.DataFra
     if b.is_empty():
         return pl.DataFrame(schema=CATEGORIES_SCHEMA)
     order = {c: i for i, c in enumerate(CATEGORIES)}
-    g = (b.group_by(*KEYS, "side", "category").agg(pl.col("cpu_s").sum(), pl.col("samples").sum())
-         .with_columns(busy=pl.col("samples").sum().over(*KEYS, "side")))
-    return (_per_unit(g, configs).with_columns(_o=pl.col("category").replace_strict(order, default=len(order)))
-            .sort(*KEYS, "side", "_o").select(CATEGORIES_SCHEMA.keys()))
+    g = (
+        b.group_by(*KEYS, "side", "category")
+        .agg(pl.col("cpu_s").sum(), pl.col("samples").sum())
+        .with_columns(busy=pl.col("samples").sum().over(*KEYS, "side"))
+    )
+    return (
+        _per_unit(g, configs)
+        .with_columns(_o=pl.col("category").replace_strict(order, default=len(order)))
+        .sort(*KEYS, "side", "_o")
+        .select(CATEGORIES_SCHEMA.keys())
+    )
 
 
 def _trees(profiles: pl.DataFrame, profile_runs: pl.DataFrame) -> pl.DataFrame:
@@ -154,28 +256,49 @@ def _trees(profiles: pl.DataFrame, profile_runs: pl.DataFrame) -> pl.DataFrame:
     b = _busy(profiles, profile_runs, configs)
     if b.is_empty():
         return pl.DataFrame(schema={**FRAMES_SCHEMA, "busy": pl.Int64})
-    b = (b.group_by(*KEYS, "side", "comm", "stack").agg(pl.col("cpu_s").sum(), pl.col("samples").sum())
-         .with_columns(busy=pl.col("samples").sum().over(*KEYS, "side"),
-                       full=pl.concat_str("side", "comm", "stack", separator=";").str.strip_chars_end(";")))
+    b = (
+        b.group_by(*KEYS, "side", "comm", "stack")
+        .agg(pl.col("cpu_s").sum(), pl.col("samples").sum())
+        .with_columns(
+            busy=pl.col("samples").sum().over(*KEYS, "side"),
+            full=pl.concat_str("side", "comm", "stack", separator=";").str.strip_chars_end(";"),
+        )
+    )
     # one integer per configuration and side, and each prefix as a slice of the whole path: exploding lists
     # of frames (or the key strings) once per prefix would copy them, a slice of one string does not
     groups = b.select(*KEYS, "side", "busy").unique(maintain_order=True).with_row_index("_g")
-    b = (b.join(groups.select(*KEYS, "side", "_g"), on=[*KEYS, "side"]).with_row_index("_row")
-         .select("_g", "_row", "full", "cpu_s", "samples", parts=pl.col("full").str.split(";")))
-    paths = (b.with_columns(name=pl.col("parts"), depth=pl.int_ranges(0, pl.col("parts").list.len()),
-                            end=pl.col("parts").list.eval((pl.element().str.len_bytes() + 1).cum_sum() - 1))
-             .drop("parts").explode("name", "depth", "end")
-             .with_columns(id=pl.col("full").str.slice(0, pl.col("end")))
-             .group_by("_g", "id").agg(pl.col("name").first(), pl.col("depth").first(),
-                                       pl.col("cpu_s").sum(), pl.col("samples").sum())
-             .with_columns(level=pl.lit("path"),
-                           parent=pl.when(pl.col("depth") > 0).then(pl.col("id").str.replace(r";[^;]*$", ""))
-                           .otherwise(pl.lit(""))))
-    frames = (b.select("_g", "_row", "cpu_s", "samples", name=pl.col("parts").list.slice(2)).explode("name")
-              .drop_nulls("name").unique(["_row", "name"])
-              .group_by("_g", "name").agg(pl.col("cpu_s").sum(), pl.col("samples").sum())
-              .with_columns(level=pl.lit("frame"), id=pl.col("name"), parent=pl.lit(None, pl.String),
-                            depth=pl.lit(None, pl.Int64)))
+    b = (
+        b.join(groups.select(*KEYS, "side", "_g"), on=[*KEYS, "side"])
+        .with_row_index("_row")
+        .select("_g", "_row", "full", "cpu_s", "samples", parts=pl.col("full").str.split(";"))
+    )
+    paths = (
+        b.with_columns(
+            name=pl.col("parts"),
+            depth=pl.int_ranges(0, pl.col("parts").list.len()),
+            end=pl.col("parts").list.eval((pl.element().str.len_bytes() + 1).cum_sum() - 1),
+        )
+        .drop("parts")
+        .explode("name", "depth", "end")
+        .with_columns(id=pl.col("full").str.slice(0, pl.col("end")))
+        .group_by("_g", "id")
+        .agg(pl.col("name").first(), pl.col("depth").first(), pl.col("cpu_s").sum(), pl.col("samples").sum())
+        .with_columns(
+            level=pl.lit("path"),
+            parent=pl.when(pl.col("depth") > 0).then(pl.col("id").str.replace(r";[^;]*$", "")).otherwise(pl.lit("")),
+        )
+    )
+    frames = (
+        b.select("_g", "_row", "cpu_s", "samples", name=pl.col("parts").list.slice(2))
+        .explode("name")
+        .drop_nulls("name")
+        .unique(["_row", "name"])
+        .group_by("_g", "name")
+        .agg(pl.col("cpu_s").sum(), pl.col("samples").sum())
+        .with_columns(
+            level=pl.lit("frame"), id=pl.col("name"), parent=pl.lit(None, pl.String), depth=pl.lit(None, pl.Int64)
+        )
+    )
     cols = ["_g", "level", "id", "parent", "name", "depth", "samples", "cpu_s"]
     out = pl.concat([paths.select(cols), frames.select(cols)]).join(groups, on="_g").drop("_g")
     names = out["name"].unique()
@@ -195,13 +318,16 @@ def frames(profiles: pl.DataFrame, profile_runs: pl.DataFrame, trees: pl.DataFra
     nodes, id = side;comm;frame;...) and of each frame (level "frame"), per configuration and side, without
     those under PRUNE_SHARE of the side's busy samples."""
     t = _trees(profiles, profile_runs) if trees is None else trees
-    return (t.filter(pl.col("samples") >= PRUNE_SHARE * pl.col("busy"))
-            .sort(*KEYS, "side", "level", "depth", "samples", descending=[False] * 6 + [True], nulls_last=True)
-            .select(FRAMES_SCHEMA.keys()))
+    return (
+        t.filter(pl.col("samples") >= PRUNE_SHARE * pl.col("busy"))
+        .sort(*KEYS, "side", "level", "depth", "samples", descending=[False] * 6 + [True], nulls_last=True)
+        .select(FRAMES_SCHEMA.keys())
+    )
 
 
-def differences(profiles: pl.DataFrame, profile_runs: pl.DataFrame, baseline: str,
-                trees: pl.DataFrame | None = None) -> pl.DataFrame:
+def differences(
+    profiles: pl.DataFrame, profile_runs: pl.DataFrame, baseline: str, trees: pl.DataFrame | None = None
+) -> pl.DataFrame:
     """profile_differences: per path prefix and frame, each scenario's CPU per unit against the baseline's
     in the same environment, test and side (delta = scenario - baseline, 0 where one has none), kept where
     either side of the comparison reaches PRUNE_SHARE."""
@@ -215,20 +341,32 @@ def differences(profiles: pl.DataFrame, profile_runs: pl.DataFrame, baseline: st
     attrs = ("parent", "name", "depth", "category", "unit")
     # every scenario paired with the baseline's nodes too, so what the scenario lost is there
     pairs = other.select(*side, "scenario", "busy").unique([*side, "scenario"])
-    b = (base.select(*on, *(pl.col(c).alias(f"{c}_b") for c in attrs), samples_base="samples",
-                     cpu_per_unit_base="cpu_per_unit", busy_base="busy")
-         .join(pairs.drop("busy"), on=side))
-    d = (other.drop("busy").join(b, on=[*on, "scenario"], how="full", coalesce=True)
-         .join(pairs, on=[*side, "scenario"])
-         .with_columns(pl.col("busy_base").fill_null(strategy="max").over(*side))
-         .with_columns(*(pl.coalesce(c, f"{c}_b").alias(c) for c in attrs),
-                       pl.col("samples", "samples_base").fill_null(0),
-                       pl.col("cpu_per_unit", "cpu_per_unit_base").fill_null(0.0))
-         .filter((pl.col("samples") >= PRUNE_SHARE * pl.col("busy"))
-                 | (pl.col("samples_base") >= PRUNE_SHARE * pl.col("busy_base")))
-         .with_columns(baseline=pl.lit(baseline), delta=pl.col("cpu_per_unit") - pl.col("cpu_per_unit_base")))
+    b = base.select(
+        *on,
+        *(pl.col(c).alias(f"{c}_b") for c in attrs),
+        samples_base="samples",
+        cpu_per_unit_base="cpu_per_unit",
+        busy_base="busy",
+    ).join(pairs.drop("busy"), on=side)
+    d = (
+        other.drop("busy")
+        .join(b, on=[*on, "scenario"], how="full", coalesce=True)
+        .join(pairs, on=[*side, "scenario"])
+        .with_columns(pl.col("busy_base").fill_null(strategy="max").over(*side))
+        .with_columns(
+            *(pl.coalesce(c, f"{c}_b").alias(c) for c in attrs),
+            pl.col("samples", "samples_base").fill_null(0),
+            pl.col("cpu_per_unit", "cpu_per_unit_base").fill_null(0.0),
+        )
+        .filter(
+            (pl.col("samples") >= PRUNE_SHARE * pl.col("busy"))
+            | (pl.col("samples_base") >= PRUNE_SHARE * pl.col("busy_base"))
+        )
+        .with_columns(baseline=pl.lit(baseline), delta=pl.col("cpu_per_unit") - pl.col("cpu_per_unit_base"))
+    )
     return d.sort("environment", "test", "scenario", "side", "level", "depth", nulls_last=True).select(
-        DIFFERENCES_SCHEMA.keys())
+        DIFFERENCES_SCHEMA.keys()
+    )
 
 
 def _num(v: float, unit: str) -> str:
@@ -253,9 +391,14 @@ def _side_text(side: str) -> str:
     return "both sides" if side == "total" else f"{side} side"
 
 
-def explanations(profiles: pl.DataFrame, profile_runs: pl.DataFrame, baseline: str,
-                 cats: pl.DataFrame | None = None, diffs: pl.DataFrame | None = None,
-                 top: int = 3) -> pl.DataFrame:
+def explanations(
+    profiles: pl.DataFrame,
+    profile_runs: pl.DataFrame,
+    baseline: str,
+    cats: pl.DataFrame | None = None,
+    diffs: pl.DataFrame | None = None,
+    top: int = 3,
+) -> pl.DataFrame:
     """profile_explanations: per scenario, test and side a sentence on what the scenario's CPU per unit
     adds over the baseline's: which categories carry the difference, which frames gained or lost most
     (ranked among the DISTINCTIVE categories), on how many profiled runs and samples. A configuration
@@ -265,50 +408,90 @@ def explanations(profiles: pl.DataFrame, profile_runs: pl.DataFrame, baseline: s
     diffs = differences(profiles, profile_runs, baseline) if diffs is None else diffs
     out = []
     # configurations whose successful profiled runs all lack kernel symbols
-    blind = (runs.filter(pl.col("outcome") == "ok").group_by("environment", "test", "scenario")
-             .agg(pl.col("kernel_symbols").any()).filter(~pl.col("kernel_symbols")).sort("environment", "test", "scenario"))
+    blind = (
+        runs.filter(pl.col("outcome") == "ok")
+        .group_by("environment", "test", "scenario")
+        .agg(pl.col("kernel_symbols").any())
+        .filter(~pl.col("kernel_symbols"))
+        .sort("environment", "test", "scenario")
+    )
     for r in blind.iter_rows(named=True):
-        out.append({**{k: r[k] for k in ("environment", "test", "scenario")}, "baseline": baseline, "side": "",
-                    "sentence": f"{r['scenario']} ({r['test']}): {NO_SYMBOLS}; its profile is not shown."})
+        out.append(
+            {
+                **{k: r[k] for k in ("environment", "test", "scenario")},
+                "baseline": baseline,
+                "side": "",
+                "sentence": f"{r['scenario']} ({r['test']}): {NO_SYMBOLS}; its profile is not shown.",
+            }
+        )
     if not cats.is_empty():
-        tot = cats.group_by(*KEYS, "side").agg(cpu=pl.col("cpu_per_unit").sum(), samples=pl.col("samples").sum(),
-                                               n_runs=pl.col("n_runs").first(), unit=pl.col("unit").first())
+        tot = cats.group_by(*KEYS, "side").agg(
+            cpu=pl.col("cpu_per_unit").sum(),
+            samples=pl.col("samples").sum(),
+            n_runs=pl.col("n_runs").first(),
+            unit=pl.col("unit").first(),
+        )
         base = tot.filter(scenario=baseline).drop("scenario")
-        pairs = tot.filter(pl.col("scenario") != baseline).join(base, on=["environment", "test", "side"], suffix="_base")
+        pairs = tot.filter(pl.col("scenario") != baseline).join(
+            base, on=["environment", "test", "side"], suffix="_base"
+        )
         for p in pairs.sort("environment", "test", "scenario", "side").iter_rows(named=True):
-            out.append({**{k: p[k] for k in ("environment", "test", "scenario", "side")}, "baseline": baseline,
-                        "sentence": _sentence(p, baseline, cats, diffs, top)})
+            out.append(
+                {
+                    **{k: p[k] for k in ("environment", "test", "scenario", "side")},
+                    "baseline": baseline,
+                    "sentence": _sentence(p, baseline, cats, diffs, top),
+                }
+            )
     return pl.DataFrame(out, schema=EXPLANATIONS_SCHEMA) if out else pl.DataFrame(schema=EXPLANATIONS_SCHEMA)
 
 
 def _sentence(p: dict, baseline: str, cats: pl.DataFrame, diffs: pl.DataFrame, top: int) -> str:
     unit, short = p["unit"], _short(p["unit"])
     where = dict(environment=p["environment"], test=p["test"], side=p["side"])
-    c = (cats.filter(scenario=p["scenario"], **where).select("category", "cpu_per_unit")
-         .join(cats.filter(scenario=baseline, **where).select("category", base="cpu_per_unit"), on="category", how="full",
-               coalesce=True)
-         .with_columns(delta=pl.col("cpu_per_unit").fill_null(0.0) - pl.col("base").fill_null(0.0))
-         .sort(pl.col("delta").abs(), descending=True))
+    c = (
+        cats.filter(scenario=p["scenario"], **where)
+        .select("category", "cpu_per_unit")
+        .join(
+            cats.filter(scenario=baseline, **where).select("category", base="cpu_per_unit"),
+            on="category",
+            how="full",
+            coalesce=True,
+        )
+        .with_columns(delta=pl.col("cpu_per_unit").fill_null(0.0) - pl.col("base").fill_null(0.0))
+        .sort(pl.col("delta").abs(), descending=True)
+    )
     delta = p["cpu"] - p["cpu_base"]
     spread = float(c["delta"].abs().sum()) or 1.0
-    named = [f"{r['category']} {_num(r['delta'], unit)} {short}" for r in c.head(top).iter_rows(named=True)
-             if abs(r["delta"]) >= 0.1 * spread]
+    named = [
+        f"{r['category']} {_num(r['delta'], unit)} {short}"
+        for r in c.head(top).iter_rows(named=True)
+        if abs(r["delta"]) >= 0.1 * spread
+    ]
     # the frame that gained or lost most in each distinctive category, dispatchers left out
-    f = (diffs.filter(scenario=p["scenario"], level="frame", **where)
-         .filter(pl.col("category").is_in(DISTINCTIVE), ~pl.col("name").str.contains(DISPATCH.pattern))
-         .sort(pl.col("delta").abs(), descending=True).unique("category", keep="first", maintain_order=True)
-         .head(top))
-    frames_text = ", ".join(f"{'+' if r['delta'] >= 0 else '-'}{r['name']} ({_num(r['delta'], unit)} {short})"
-                            for r in f.iter_rows(named=True) if r["delta"] != 0)
+    f = (
+        diffs.filter(scenario=p["scenario"], level="frame", **where)
+        .filter(pl.col("category").is_in(DISTINCTIVE), ~pl.col("name").str.contains(DISPATCH.pattern))
+        .sort(pl.col("delta").abs(), descending=True)
+        .unique("category", keep="first", maintain_order=True)
+        .head(top)
+    )
+    frames_text = ", ".join(
+        f"{'+' if r['delta'] >= 0 else '-'}{r['name']} ({_num(r['delta'], unit)} {short})"
+        for r in f.iter_rows(named=True)
+        if r["delta"] != 0
+    )
     pct = f" ({100 * delta / p['cpu_base']:+.0f} %)" if p["cpu_base"] else ""
     per = unit.split(" ", 1)[1]  # "per transaction", "per Gbit/s"
-    text = (f"{p['scenario']} vs {baseline} ({p['test']}, {per}, {_side_text(p['side'])}): "
-            f"{_num(delta, unit)} {short} CPU{pct}, {_val(p['cpu'], unit)} vs {_val(p['cpu_base'], unit)} {short}")
+    text = (
+        f"{p['scenario']} vs {baseline} ({p['test']}, {per}, {_side_text(p['side'])}): "
+        f"{_num(delta, unit)} {short} CPU{pct}, {_val(p['cpu'], unit)} vs {_val(p['cpu_base'], unit)} {short}"
+    )
     if named:
         text += ": " + ", ".join(named)
     if frames_text:
         text += f"; frames {frames_text}"
-    runs = (f"{p['n_runs']} vs {p['n_runs_base']} profiled run{'s' if max(p['n_runs'], p['n_runs_base']) > 1 else ''}")
+    runs = f"{p['n_runs']} vs {p['n_runs_base']} profiled run{'s' if max(p['n_runs'], p['n_runs_base']) > 1 else ''}"
     return text + f" ({runs}, {p['samples']:,} vs {p['samples_base']:,} busy samples)."
 
 
@@ -322,13 +505,24 @@ def method(profile_runs: pl.DataFrame) -> pl.DataFrame:
     def distinct(c: str) -> pl.Expr:
         v = pl.col(c).drop_nulls().cast(pl.String)
         return v.unique().sort().str.join(", ")
-    return (r.with_columns(pl.col("frequency_hz").round(0).cast(pl.Int64))
-            .group_by("environment")
-            .agg(perf_version=distinct("perf_version"), kernel=distinct("kernel"), event=pl.lit("cpu-clock"),
-                 frequency_hz=distinct("frequency_hz"), attribution=distinct("attribution"),
-                 profiled_runs=pl.len(), failed=(pl.col("outcome") != "ok").sum().cast(pl.UInt32),
-                 samples=pl.col("samples").sum(), kernel_symbols=pl.col("kernel_symbols").all())
-            .sort("environment").select(METHOD_SCHEMA.keys()))
+
+    return (
+        r.with_columns(pl.col("frequency_hz").round(0).cast(pl.Int64))
+        .group_by("environment")
+        .agg(
+            perf_version=distinct("perf_version"),
+            kernel=distinct("kernel"),
+            event=pl.lit("cpu-clock"),
+            frequency_hz=distinct("frequency_hz"),
+            attribution=distinct("attribution"),
+            profiled_runs=pl.len(),
+            failed=(pl.col("outcome") != "ok").sum().cast(pl.UInt32),
+            samples=pl.col("samples").sum(),
+            kernel_symbols=pl.col("kernel_symbols").all(),
+        )
+        .sort("environment")
+        .select(METHOD_SCHEMA.keys())
+    )
 
 
 def method_text(method_table: pl.DataFrame) -> str:
@@ -337,15 +531,21 @@ def method_text(method_table: pl.DataFrame) -> str:
         return NO_PROFILES + "."
     lines = []
     for r in method_table.iter_rows(named=True):
-        how = ("each side's samples from its own CPUs" if r["attribution"] == "cpu" else
-               "client and server shared CPUs: one profile of both" if r["attribution"] == "shared" else
-               f"attribution {r['attribution']}")
-        lines.append(f"{r['environment']}: `perf record -a -g` ({r['perf_version'] or 'perf'}, kernel {r['kernel']}), "
-                     f"{r['event']} at {r['frequency_hz']} Hz; {r['profiled_runs']} profiled run(s)"
-                     + (f" ({r['failed']} failed)" if r["failed"] else "")
-                     + f", {r['samples']:,} samples; {how}"
-                     + ("" if r["kernel_symbols"] else f"; {NO_SYMBOLS}")
-                     + ". Profiled runs are separate from the measured runs.")
+        how = (
+            "each side's samples from its own CPUs"
+            if r["attribution"] == "cpu"
+            else "client and server shared CPUs: one profile of both"
+            if r["attribution"] == "shared"
+            else f"attribution {r['attribution']}"
+        )
+        lines.append(
+            f"{r['environment']}: `perf record -a -g` ({r['perf_version'] or 'perf'}, kernel {r['kernel']}), "
+            f"{r['event']} at {r['frequency_hz']} Hz; {r['profiled_runs']} profiled run(s)"
+            + (f" ({r['failed']} failed)" if r["failed"] else "")
+            + f", {r['samples']:,} samples; {how}"
+            + ("" if r["kernel_symbols"] else f"; {NO_SYMBOLS}")
+            + ". Profiled runs are separate from the measured runs."
+        )
     return "\n\n".join(lines)
 
 
@@ -355,10 +555,19 @@ def analyse(profiles: pl.DataFrame | None, profile_runs: pl.DataFrame | None, ba
     trees = _trees(profiles, profile_runs)
     cats = categories(profiles, profile_runs)
     diffs = differences(profiles, profile_runs, baseline, trees)
-    return {"profile_method": method(profile_runs), "profile_categories": cats,
-            "profile_frames": frames(profiles, profile_runs, trees), "profile_differences": diffs,
-            "profile_explanations": explanations(profiles, profile_runs, baseline, cats, diffs)}
+    return {
+        "profile_method": method(profile_runs),
+        "profile_categories": cats,
+        "profile_frames": frames(profiles, profile_runs, trees),
+        "profile_differences": diffs,
+        "profile_explanations": explanations(profiles, profile_runs, baseline, cats, diffs),
+    }
 
 
-EMPTY = {"profile_method": METHOD_SCHEMA, "profile_categories": CATEGORIES_SCHEMA, "profile_frames": FRAMES_SCHEMA,
-         "profile_differences": DIFFERENCES_SCHEMA, "profile_explanations": EXPLANATIONS_SCHEMA}
+EMPTY = {
+    "profile_method": METHOD_SCHEMA,
+    "profile_categories": CATEGORIES_SCHEMA,
+    "profile_frames": FRAMES_SCHEMA,
+    "profile_differences": DIFFERENCES_SCHEMA,
+    "profile_explanations": EXPLANATIONS_SCHEMA,
+}

@@ -6,6 +6,7 @@ them as notebook objects, so no .ipynb has to exist before execution.
     python -m benchlib.analysis.report [notebooks/01_....py ...] [--out-dir reports]
         [--parameters params.yaml]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,8 +33,15 @@ from . import project_root, resolve
 from .stats import CONFIG, failed_runs
 
 # report order: the answer first, then the results, then how they were measured
-NOTEBOOKS = ("00_summary.py", "02_significance.py", "03_figures.py", "04_reference.py", "05_cpu_profiles.py",
-             "06_mesh.py", "07_setup_and_method.py")
+NOTEBOOKS = (
+    "00_summary.py",
+    "02_significance.py",
+    "03_figures.py",
+    "04_reference.py",
+    "05_cpu_profiles.py",
+    "06_mesh.py",
+    "07_setup_and_method.py",
+)
 
 # The lab template, with plotly.js inlined once in the head and none of the
 # CDN scripts (require.js, MathJax, mermaid) the report does not need.
@@ -57,13 +65,22 @@ def setup_table(runs: pl.DataFrame) -> pl.DataFrame:
     """Where and with what the runs were measured, per campaign and environment."""
     df = runs.with_columns(
         tool_with_version=pl.col("tool") + " " + pl.col("tool_version").fill_null(""),
-        cpus=pl.format("{} client / {} server", "client_cpus", "server_cpus"))
-    return (df.group_by("campaign", "environment")
-            .agg(kernel=_distinct("kernel"), tools=_distinct("tool_with_version"),
-                 client_nodes=_distinct("client_node"), server_nodes=_distinct("server_node"),
-                 cpus_per_side=_distinct("cpus"), nodes_share_kernel=_distinct("nodes_share_kernel"),
-                 first_run=pl.col("started_at").min(), last_run=pl.col("ended_at").max())
-            .sort("campaign", "environment"))
+        cpus=pl.format("{} client / {} server", "client_cpus", "server_cpus"),
+    )
+    return (
+        df.group_by("campaign", "environment")
+        .agg(
+            kernel=_distinct("kernel"),
+            tools=_distinct("tool_with_version"),
+            client_nodes=_distinct("client_node"),
+            server_nodes=_distinct("server_node"),
+            cpus_per_side=_distinct("cpus"),
+            nodes_share_kernel=_distinct("nodes_share_kernel"),
+            first_run=pl.col("started_at").min(),
+            last_run=pl.col("ended_at").max(),
+        )
+        .sort("campaign", "environment")
+    )
 
 
 def shared_kernel_note(runs: pl.DataFrame) -> str:
@@ -71,33 +88,48 @@ def shared_kernel_note(runs: pl.DataFrame) -> str:
     shared = sorted(runs.filter(pl.col("nodes_share_kernel").fill_null(False))["environment"].unique())
     if not shared:
         return ""
-    return (f"In {', '.join(shared)} the client and server nodes run on one kernel and share its CPUs "
-            "(namespaces or local nodes of one machine): per-side CPU is that of each side's CPU set, "
-            "not of a machine of its own, and an inter-node link is not a NIC.")
+    return (
+        f"In {', '.join(shared)} the client and server nodes run on one kernel and share its CPUs "
+        "(namespaces or local nodes of one machine): per-side CPU is that of each side's CPU set, "
+        "not of a machine of its own, and an inter-node link is not a NIC."
+    )
 
 
 def method_table(runs: pl.DataFrame) -> pl.DataFrame:
     """How each test was run: CPU placement, scenarios, runs per configuration, blocks, outcomes, run length."""
     keys = ["campaign", "environment", "test"]
-    reps = (runs.group_by(*keys, "scenario").len()
-            .group_by(keys).agg(lo=pl.col("len").min(), hi=pl.col("len").max()))
-    return (runs.group_by(keys)
-            .agg(kind=_distinct("kind"), streams=_distinct("streams"), message_size=_distinct("message_size"),
-                 cpu_placement=_distinct("cpu_placement"), scenarios=_distinct("scenario"), blocks=pl.col("block").n_unique(), runs=pl.len(),
-                 ok=(pl.col("outcome") == "ok").sum(), median_duration_s=pl.col("duration_s").median(),
-                 attempts_max=pl.col("attempts").max())
-            .join(reps, on=keys)
-            .with_columns(runs_per_scenario=pl.when(pl.col("lo") == pl.col("hi")).then(pl.col("lo").cast(pl.String))
-                          .otherwise(pl.format("{}-{}", "lo", "hi")),
-                          failed=pl.col("runs") - pl.col("ok"))
-            .drop("lo", "hi")
-            .sort(keys))
+    reps = runs.group_by(*keys, "scenario").len().group_by(keys).agg(lo=pl.col("len").min(), hi=pl.col("len").max())
+    return (
+        runs.group_by(keys)
+        .agg(
+            kind=_distinct("kind"),
+            streams=_distinct("streams"),
+            message_size=_distinct("message_size"),
+            cpu_placement=_distinct("cpu_placement"),
+            scenarios=_distinct("scenario"),
+            blocks=pl.col("block").n_unique(),
+            runs=pl.len(),
+            ok=(pl.col("outcome") == "ok").sum(),
+            median_duration_s=pl.col("duration_s").median(),
+            attempts_max=pl.col("attempts").max(),
+        )
+        .join(reps, on=keys)
+        .with_columns(
+            runs_per_scenario=pl.when(pl.col("lo") == pl.col("hi"))
+            .then(pl.col("lo").cast(pl.String))
+            .otherwise(pl.format("{}-{}", "lo", "hi")),
+            failed=pl.col("runs") - pl.col("ok"),
+        )
+        .drop("lo", "hi")
+        .sort(keys)
+    )
 
 
 def caveats(summary: pl.DataFrame, runs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(flagged configurations, failed runs per configuration with reasons)."""
     flagged = summary.filter(pl.col("flags") != "").select(
-        *CONFIG, "n", "cv_pct", "drift_rho", "drift_p", "excluded", "flags")
+        *CONFIG, "n", "cv_pct", "drift_rho", "drift_p", "excluded", "flags"
+    )
     return flagged, failed_runs(runs)
 
 
@@ -145,22 +177,29 @@ def declared_parameters(nb) -> set[str]:
     return set(re.findall(r"^(\w+)\s*(?::[^=\n]+)?=", cell.source, re.M)) if cell else set()
 
 
-def execute_notebook(source: str | Path, output: str | Path, parameters: dict | None = None,
-                     kernel_name: str = "python3") -> Path:
+def execute_notebook(
+    source: str | Path, output: str | Path, parameters: dict | None = None, kernel_name: str = "python3"
+) -> Path:
     """Run a jupytext .py notebook with papermill at the project root; write the executed .ipynb."""
     output = resolve(output)
     output.parent.mkdir(parents=True, exist_ok=True)
     nb = jupytext.read(resolve(source))
     declared = declared_parameters(nb)  # each notebook gets only what it declares: papermill warns on the rest
     try:
-        papermill.execute_notebook(nb, str(output), parameters={k: v for k, v in (parameters or {}).items()
-                                                                if k in declared},
-                                   kernel_name=kernel_name, cwd=str(project_root()), progress_bar=False,
-                                   kernel_manager_class=LocalKernelManager)
+        papermill.execute_notebook(
+            nb,
+            str(output),
+            parameters={k: v for k, v in (parameters or {}).items() if k in declared},
+            kernel_name=kernel_name,
+            cwd=str(project_root()),
+            progress_bar=False,
+            kernel_manager_class=LocalKernelManager,
+        )
     except PapermillExecutionError as exc:
         evalue = " ".join(str(exc.evalue).split())[:300]
-        raise NotebookError(f"{resolve(source)}: cell {exc.exec_count} raised {exc.ename}: {evalue} "
-                            f"(the traceback is in {output})") from None
+        raise NotebookError(
+            f"{resolve(source)}: cell {exc.exec_count} raised {exc.ename}: {evalue} (the traceback is in {output})"
+        ) from None
     return output
 
 
@@ -169,17 +208,22 @@ _HEADING = re.compile(r"^(#{1,2}) +(.+?) *#*$", re.M)
 
 def _headings(cell) -> list[tuple[int, str]]:
     """The level-1 and -2 headings a cell shows: its own Markdown, or the Markdown its outputs display."""
-    texts = [cell.source] if cell.cell_type == "markdown" else [
-        o.get("data", {}).get("text/markdown", "") for o in cell.get("outputs", [])]
+    texts = (
+        [cell.source]
+        if cell.cell_type == "markdown"
+        else [o.get("data", {}).get("text/markdown", "") for o in cell.get("outputs", [])]
+    )
     return [(len(h), t) for text in texts for h, t in _HEADING.findall(re.sub(r"```.*?```", "", text, flags=re.S))]
 
 
 def contents(cells) -> str:
     """A table of contents of the page as one Markdown paragraph: each section, its subsections in
     brackets. Links go to the ids nbconvert gives headings (the text, spaces as dashes)."""
+
     def link(text: str) -> str:
         plain = re.sub(r"[`*]", "", text)
         return f"[{plain}](#{plain.replace(' ', '-')})"
+
     sections: list[tuple[str, list[str]]] = []
     for cell in cells:
         for level, text in _headings(cell):
@@ -191,17 +235,23 @@ def contents(cells) -> str:
     return '<nav aria-label="Contents">\n\n**Contents**: ' + " · ".join(items) + "\n\n</nav>"
 
 
-def render_report(executed: Sequence[str | Path], output: str | Path,
-                  title: str = "CNI network benchmark report") -> Path:
+def render_report(
+    executed: Sequence[str | Path], output: str | Path, title: str = "CNI network benchmark report"
+) -> Path:
     """Concatenate executed notebooks into one HTML page: code hidden, plotly.js inlined once, no CDN."""
     cells = []
     for path in executed:
         cells += nbformat.read(resolve(path), as_version=4).cells
-    merged = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(contents(cells)), *cells],
-                                      metadata={"title": title})
-    exporter = HTMLExporter(extra_loaders=[DictLoader({"benchlib_report.html.j2": _TEMPLATE})],
-                            template_file="benchlib_report.html.j2",
-                            exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
+    merged = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_markdown_cell(contents(cells)), *cells], metadata={"title": title}
+    )
+    exporter = HTMLExporter(
+        extra_loaders=[DictLoader({"benchlib_report.html.j2": _TEMPLATE})],
+        template_file="benchlib_report.html.j2",
+        exclude_input=True,
+        exclude_input_prompt=True,
+        exclude_output_prompt=True,
+    )
     html, _ = exporter.from_notebook_node(merged, resources={"plotly_js": get_plotlyjs()})
     output = resolve(output)
     output.parent.mkdir(parents=True, exist_ok=True)
@@ -209,12 +259,15 @@ def render_report(executed: Sequence[str | Path], output: str | Path,
     return output
 
 
-def build_report(sources: Sequence[str | Path], out_dir: str | Path = "reports",
-                 parameters: dict | None = None, title: str = "CNI network benchmark report") -> Path:
+def build_report(
+    sources: Sequence[str | Path],
+    out_dir: str | Path = "reports",
+    parameters: dict | None = None,
+    title: str = "CNI network benchmark report",
+) -> Path:
     """Execute each notebook into <out_dir>/notebooks/ and render <out_dir>/report.html."""
     out = resolve(out_dir)
-    executed = [execute_notebook(src, out / "notebooks" / (Path(src).stem + ".ipynb"), parameters)
-                for src in sources]
+    executed = [execute_notebook(src, out / "notebooks" / (Path(src).stem + ".ipynb"), parameters) for src in sources]
     return render_report(executed, out / "report.html", title=title)
 
 
@@ -228,15 +281,22 @@ def build_compare(res, out_dir: str | Path = "reports") -> Path:
     # rev:campaign names a revision: keep file names to safe characters
     out, stem = resolve(out_dir), re.sub(r"[^A-Za-z0-9._-]", "_", f"compare-{res.a}-vs-{res.b}")
     saved = res.save(out / stem)
-    executed = execute_notebook(project_root() / "notebooks" / COMPARE_NOTEBOOK, out / "notebooks" / f"{stem}.ipynb",
-                                {"result_dir": str(saved)})
+    executed = execute_notebook(
+        project_root() / "notebooks" / COMPARE_NOTEBOOK, out / "notebooks" / f"{stem}.ipynb", {"result_dir": str(saved)}
+    )
     return render_report([executed], out / f"{stem}.html", title=f"{res.b} against {res.a}")
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchlib.analysis.report", description=(__doc__ or "").split("\n")[0])
-    parser.add_argument("notebooks", nargs="*", default=[f"notebooks/{n}" for n in NOTEBOOKS],
-                        help="jupytext .py notebooks, in report order")
+    parser = argparse.ArgumentParser(
+        prog="python -m benchlib.analysis.report", description=(__doc__ or "").split("\n")[0]
+    )
+    parser.add_argument(
+        "notebooks",
+        nargs="*",
+        default=[f"notebooks/{n}" for n in NOTEBOOKS],
+        help="jupytext .py notebooks, in report order",
+    )
     parser.add_argument("--out-dir", default="reports")
     parser.add_argument("--parameters", help="YAML file of papermill parameters passed to every notebook")
     args = parser.parse_args(argv)

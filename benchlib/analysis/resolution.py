@@ -38,6 +38,7 @@ the design asks for: the tools keep no per-transaction timings (netperf -j keeps
 histogram), so the run is the unit and its percentile the sample. Its bounds are run values, hence
 whole steps: annotate_summary marks a CI narrower than one step (e.g. [17, 17]) as such.
 """
+
 from __future__ import annotations
 
 import math
@@ -55,10 +56,67 @@ NETPERF_MEAN_STEP_US = 0.01
 NETPERF_SAMPLE_STEP_US = 1.0
 FORTIO_PERCENTILES = tuple(fortio.PERCENTILES.values())
 # fortio's histogramBucketValues (stats/stats.go): the upper ends of its buckets, in units of -r
-FORTIO_BUCKET_ENDS = np.array([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 16, 18, 20, 25, 30, 35, 40, 45, 50,
-                               60, 70, 80, 90, 100, 120, 140, 160, 180, 200, 250, 300, 350, 400, 450, 500,
-                               600, 700, 800, 900, 1000, 2000, 3000, 4000, 5000, 7500, 10000,
-                               20000, 30000, 40000, 50000, 75000, 100000], dtype=float)
+FORTIO_BUCKET_ENDS = np.array(
+    [
+        0,
+        1,
+        2,
+        3,
+        4,
+        5,
+        6,
+        7,
+        8,
+        9,
+        10,
+        11,
+        12,
+        14,
+        16,
+        18,
+        20,
+        25,
+        30,
+        35,
+        40,
+        45,
+        50,
+        60,
+        70,
+        80,
+        90,
+        100,
+        120,
+        140,
+        160,
+        180,
+        200,
+        250,
+        300,
+        350,
+        400,
+        450,
+        500,
+        600,
+        700,
+        800,
+        900,
+        1000,
+        2000,
+        3000,
+        4000,
+        5000,
+        7500,
+        10000,
+        20000,
+        30000,
+        40000,
+        50000,
+        75000,
+        100000,
+    ],
+    dtype=float,
+)
 FORTIO_UNIT_US = fortio.RESOLUTION_S * 1e6
 DNS_PERCENTILES = ("dns_latency_p50", "dns_latency_p99")
 DNS_STEP_US = 1.0  # dnsperf prints each query's latency in seconds with 6 decimals
@@ -75,8 +133,18 @@ BELOW = "below resolution"
 CHANGE, INTERVAL = "change", "interval"
 
 # columns annotate() adds to the comparisons
-COLUMNS = ["resolution", "resolution_base", "step", "steps", "delta_low_res", "delta_high_res", "unresolved",
-           "below_resolution", "finer_metric", "change"]
+COLUMNS = [
+    "resolution",
+    "resolution_base",
+    "step",
+    "steps",
+    "delta_low_res",
+    "delta_high_res",
+    "unresolved",
+    "below_resolution",
+    "finer_metric",
+    "change",
+]
 
 
 def netperf_percentile_step(value_us: pl.Expr) -> pl.Expr:
@@ -103,14 +171,22 @@ def fortio_bucket_width(value_us: np.ndarray, unit_us: float = FORTIO_UNIT_US) -
 def step_expr(metric: pl.Expr, value: pl.Expr) -> pl.Expr:
     """The resolution (in the metric's unit, us) of ``value`` of ``metric``; null for metrics
     without one (rates, CPU: continuous)."""
-    fortio_width = value.map_batches(lambda s: pl.Series(fortio_bucket_width(s.to_numpy()), dtype=pl.Float64),
-                                     return_dtype=pl.Float64)
-    return (pl.when(metric.is_in(NETPERF_PERCENTILES)).then(netperf_percentile_step(value))
-            .when(metric.is_in(NETPERF_SAMPLE)).then(pl.lit(NETPERF_SAMPLE_STEP_US))
-            .when(metric.is_in(NETPERF_MEAN)).then(pl.lit(NETPERF_MEAN_STEP_US))
-            .when(metric.is_in(FORTIO_PERCENTILES)).then(fortio_width)
-            .when(metric.is_in(DNS_PERCENTILES)).then(pl.lit(DNS_STEP_US))
-            .otherwise(pl.lit(None, dtype=pl.Float64)))
+    fortio_width = value.map_batches(
+        lambda s: pl.Series(fortio_bucket_width(s.to_numpy()), dtype=pl.Float64), return_dtype=pl.Float64
+    )
+    return (
+        pl.when(metric.is_in(NETPERF_PERCENTILES))
+        .then(netperf_percentile_step(value))
+        .when(metric.is_in(NETPERF_SAMPLE))
+        .then(pl.lit(NETPERF_SAMPLE_STEP_US))
+        .when(metric.is_in(NETPERF_MEAN))
+        .then(pl.lit(NETPERF_MEAN_STEP_US))
+        .when(metric.is_in(FORTIO_PERCENTILES))
+        .then(fortio_width)
+        .when(metric.is_in(DNS_PERCENTILES))
+        .then(pl.lit(DNS_STEP_US))
+        .otherwise(pl.lit(None, dtype=pl.Float64))
+    )
 
 
 def with_resolution(df: pl.DataFrame, value: str = "value", name: str = "resolution") -> pl.DataFrame:
@@ -123,9 +199,13 @@ def annotate_summary(summary: pl.DataFrame) -> pl.DataFrame:
     """stats.summarize's table plus ``resolution`` (the step at the median), ``ci_steps`` (the
     CI's width in steps) and ``ci_below_resolution`` (the CI is narrower than one step: the runs
     agree to within the instrument's step, not exactly)."""
-    return with_resolution(summary, "median").with_columns(
-        ci_steps=(pl.col("ci_high") - pl.col("ci_low")) / pl.col("resolution"),
-    ).with_columns(ci_below_resolution=(pl.col("ci_steps") < 1).fill_null(False))
+    return (
+        with_resolution(summary, "median")
+        .with_columns(
+            ci_steps=(pl.col("ci_high") - pl.col("ci_low")) / pl.col("resolution"),
+        )
+        .with_columns(ci_below_resolution=(pl.col("ci_steps") < 1).fill_null(False))
+    )
 
 
 def _word(verdict: str) -> str | None:
@@ -151,8 +231,7 @@ def change_text(r: dict) -> str:
     if not r.get("below_resolution"):
         return stats.change_text(r)
     steps = _steps_text(r["steps"], r["step"], r["unit"])
-    interval = (f"[{r['delta_low_res']:+.0f}, {r['delta_high_res']:+.0f}] ± 1 step @ "
-                f"{100 * r['ci_level']:.4g} %")
+    interval = f"[{r['delta_low_res']:+.0f}, {r['delta_high_res']:+.0f}] ± 1 step @ {100 * r['ci_level']:.4g} %"
     if r["unresolved"] == CHANGE:
         return f"{r['delta_pct']:+.0f} % ({steps}: {BELOW}) {interval}"
     return f"{r['delta_pct']:+.0f} % {interval} ({steps}; interval {BELOW})"
@@ -167,12 +246,16 @@ def _verdict(r: dict) -> str:
         steps = _steps_text(r["steps"], r["step"], r["unit"])
         if r["unresolved"] == CHANGE:
             return f"{word} by {steps} ({BELOW})"
-        return (f"{r['delta_pct']:+.0f} % [{r['delta_low_res']:+.0f}, {r['delta_high_res']:+.0f}] {word} "
-                f"(± 1 step of {r['step']:g} {r['unit']})")
+        return (
+            f"{r['delta_pct']:+.0f} % [{r['delta_low_res']:+.0f}, {r['delta_high_res']:+.0f}] {word} "
+            f"(± 1 step of {r['step']:g} {r['unit']})"
+        )
     step_pct = 100 * r["step"] / r["median_base"]
     if v == stats.NEGLIGIBLE and step_pct > r["noise_band_pct"]:
-        return (f"not resolved: 1 step of {r['step']:g} {r['unit']} = {step_pct:.1f} % "
-                f"> noise band {r['noise_band_pct']:g} %")
+        return (
+            f"not resolved: 1 step of {r['step']:g} {r['unit']} = {step_pct:.1f} % "
+            f"> noise band {r['noise_band_pct']:g} %"
+        )
     return v
 
 
@@ -199,20 +282,30 @@ def annotate(comparisons: pl.DataFrame) -> pl.DataFrame:
     """
     q = 100 * pl.col("step") / pl.col("median_base")
     half_width_pct = (pl.col("delta_high") - pl.col("delta_low")) / 2
-    df = comparisons.with_columns(
-        resolution=step_expr(pl.col("metric"), pl.col("median")),
-        resolution_base=step_expr(pl.col("metric"), pl.col("median_base")),
-    ).with_columns(step=pl.max_horizontal("resolution", "resolution_base")).with_columns(
-        steps=(pl.col("median") - pl.col("median_base")) / pl.col("step"),
-        delta_low_res=pl.col("delta_low") - q,
-        delta_high_res=pl.col("delta_high") + q,
-        unresolved=pl.when(pl.col("step").is_null() | pl.col("delta_pct").is_nan()).then(None)
-        .when((pl.col("median") - pl.col("median_base")).abs() <= pl.col("step")).then(pl.lit(CHANGE))
-        .when(half_width_pct < q).then(pl.lit(INTERVAL)),
-    ).with_columns(
-        below_resolution=pl.col("unresolved").is_not_null(),
-        finer_metric=pl.col("metric").replace_strict(FINER, default=None, return_dtype=pl.String),
+    df = (
+        comparisons.with_columns(
+            resolution=step_expr(pl.col("metric"), pl.col("median")),
+            resolution_base=step_expr(pl.col("metric"), pl.col("median_base")),
+        )
+        .with_columns(step=pl.max_horizontal("resolution", "resolution_base"))
+        .with_columns(
+            steps=(pl.col("median") - pl.col("median_base")) / pl.col("step"),
+            delta_low_res=pl.col("delta_low") - q,
+            delta_high_res=pl.col("delta_high") + q,
+            unresolved=pl.when(pl.col("step").is_null() | pl.col("delta_pct").is_nan())
+            .then(None)
+            .when((pl.col("median") - pl.col("median_base")).abs() <= pl.col("step"))
+            .then(pl.lit(CHANGE))
+            .when(half_width_pct < q)
+            .then(pl.lit(INTERVAL)),
+        )
+        .with_columns(
+            below_resolution=pl.col("unresolved").is_not_null(),
+            finer_metric=pl.col("metric").replace_strict(FINER, default=None, return_dtype=pl.String),
+        )
     )
     rows = list(df.iter_rows(named=True))  # one per comparison, for the text only
-    return df.with_columns(change=pl.Series([change_text(r) for r in rows], dtype=pl.String),
-                           verdict=pl.Series([_verdict(r) for r in rows], dtype=pl.String))
+    return df.with_columns(
+        change=pl.Series([change_text(r) for r in rows], dtype=pl.String),
+        verdict=pl.Series([_verdict(r) for r in rows], dtype=pl.String),
+    )

@@ -10,6 +10,7 @@ CPUs over the steady-state window, see benchlib.cpu.side_usage) and marks the co
 The check is generic: any test, any tool (netperf TCP_STREAM, fortio at qps max, ...), any side a run
 recorded (client, server; total where client and server shared one CPU set, cpu_placement shared).
 """
+
 from __future__ import annotations
 
 import polars as pl
@@ -35,9 +36,13 @@ def side_utilisation(metrics: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
     cpu = stats.ok_values(metrics.filter(pl.col("metric") == CPU_METRIC), runs)
     medians = cpu.group_by([*stats.RUN_CONFIG, "side"]).agg(pl.col("value").median())
     wide = medians.pivot(on="side", index=stats.RUN_CONFIG, values="value")
-    return wide.select(*stats.RUN_CONFIG, *[
-        (pl.col(s) if s in wide.columns else pl.lit(None, dtype=pl.Float64)).alias(f"cpu_{s}")
-        for s in CPU_SIDE_NAMES])
+    return wide.select(
+        *stats.RUN_CONFIG,
+        *[
+            (pl.col(s) if s in wide.columns else pl.lit(None, dtype=pl.Float64)).alias(f"cpu_{s}")
+            for s in CPU_SIDE_NAMES
+        ],
+    )
 
 
 def bound_configs(metrics: pl.DataFrame, runs: pl.DataFrame, threshold_pct: float = CPU_BOUND_PCT) -> pl.DataFrame:
@@ -48,7 +53,9 @@ def bound_configs(metrics: pl.DataFrame, runs: pl.DataFrame, threshold_pct: floa
     return util.with_columns(
         cpu_bound=pl.any_horizontal(*bound.values()).fill_null(False),
         cpu_bound_side=pl.concat_list([pl.when(b).then(pl.lit(s)) for s, b in bound.items()])
-        .list.drop_nulls().list.join(", ").replace("", None),
+        .list.drop_nulls()
+        .list.join(", ")
+        .replace("", None),
         cpu_bound_pct=pl.max_horizontal([pl.when(b).then(pl.col(f"cpu_{s}")) for s, b in bound.items()]),
     )
 
@@ -57,19 +64,34 @@ def _note(metric: pl.Expr, side: pl.Expr, bound_in: pl.Expr, pct: pl.Expr, pct_b
     """'client at the CPU limit (median busy 99 %, baseline 99 %): throughput then measures that CPU as
     much as the path; compare cpu_pct_at_target (CPU per work), side client'."""
     who = pl.when(side == TOTAL_SIDE).then(pl.lit("client and server's shared CPU set")).otherwise(side)
-    where = pl.format("{} at the CPU limit{} (median busy {} %, baseline {} %)", who,
-                      bound_in.replace_strict({"both": "", "scenario": " in this scenario",
-                                               "baseline": " in the baseline"}, return_dtype=pl.String),
-                      pct.round(0).cast(pl.Int64).cast(pl.String).fill_null("-"),
-                      pct_base.round(0).cast(pl.Int64).cast(pl.String).fill_null("-"))
-    return (pl.when(metric.str.contains("cpu"))
-            .then(pl.format("{}: CPU per work is the comparison that is meaningful here", where))
-            .otherwise(pl.format("{}: {} then measures that CPU as much as the path; compare " + CPU_AT_TARGET
-                                 + " (CPU per work), side {}", where, metric, side)))
+    where = pl.format(
+        "{} at the CPU limit{} (median busy {} %, baseline {} %)",
+        who,
+        bound_in.replace_strict(
+            {"both": "", "scenario": " in this scenario", "baseline": " in the baseline"}, return_dtype=pl.String
+        ),
+        pct.round(0).cast(pl.Int64).cast(pl.String).fill_null("-"),
+        pct_base.round(0).cast(pl.Int64).cast(pl.String).fill_null("-"),
+    )
+    return (
+        pl.when(metric.str.contains("cpu"))
+        .then(pl.format("{}: CPU per work is the comparison that is meaningful here", where))
+        .otherwise(
+            pl.format(
+                "{}: {} then measures that CPU as much as the path; compare "
+                + CPU_AT_TARGET
+                + " (CPU per work), side {}",
+                where,
+                metric,
+                side,
+            )
+        )
+    )
 
 
-def annotate(comparisons: pl.DataFrame, runs: pl.DataFrame, metrics: pl.DataFrame,
-             threshold_pct: float = CPU_BOUND_PCT) -> pl.DataFrame:
+def annotate(
+    comparisons: pl.DataFrame, runs: pl.DataFrame, metrics: pl.DataFrame, threshold_pct: float = CPU_BOUND_PCT
+) -> pl.DataFrame:
     """The comparisons (stats.compare's rows, scenario vs the ``baseline`` scenario) with the CPU limit
     of either side of each.
 
@@ -93,22 +115,41 @@ def annotate(comparisons: pl.DataFrame, runs: pl.DataFrame, metrics: pl.DataFram
     keys = [c for c in stats.RUN_CONFIG if c != "scenario"]
     mine = conf.select(*stats.RUN_CONFIG, *util)
     base = conf.select(*keys, baseline=pl.col("scenario"), **{f"{c}_base": pl.col(c) for c in util})
-    df = (comparisons.with_row_index("_row")
-          .join(mine, on=stats.RUN_CONFIG, how="left", nulls_equal=True)
-          .join(base, on=[*keys, "baseline"], how="left", nulls_equal=True))
-    bound = {s: (pl.col(f"cpu_{s}") >= threshold_pct).fill_null(False)
-             | (pl.col(f"cpu_{s}_base") >= threshold_pct).fill_null(False) for s in CPU_SIDE_NAMES}
+    df = (
+        comparisons.with_row_index("_row")
+        .join(mine, on=stats.RUN_CONFIG, how="left", nulls_equal=True)
+        .join(base, on=[*keys, "baseline"], how="left", nulls_equal=True)
+    )
+    bound = {
+        s: (pl.col(f"cpu_{s}") >= threshold_pct).fill_null(False)
+        | (pl.col(f"cpu_{s}_base") >= threshold_pct).fill_null(False)
+        for s in CPU_SIDE_NAMES
+    }
     here = pl.any_horizontal([(pl.col(f"cpu_{s}") >= threshold_pct).fill_null(False) for s in CPU_SIDE_NAMES])
     there = pl.any_horizontal([(pl.col(f"cpu_{s}_base") >= threshold_pct).fill_null(False) for s in CPU_SIDE_NAMES])
     df = df.with_columns(
         cpu_bound=pl.any_horizontal(*bound.values()),
-        cpu_bound_in=pl.when(here & there).then(pl.lit("both")).when(here).then(pl.lit("scenario"))
-        .when(there).then(pl.lit("baseline")),
+        cpu_bound_in=pl.when(here & there)
+        .then(pl.lit("both"))
+        .when(here)
+        .then(pl.lit("scenario"))
+        .when(there)
+        .then(pl.lit("baseline")),
         cpu_bound_side=pl.concat_list([pl.when(b).then(pl.lit(s)) for s, b in bound.items()])
-        .list.drop_nulls().list.join(", ").replace("", None),
+        .list.drop_nulls()
+        .list.join(", ")
+        .replace("", None),
         cpu_bound_pct=pl.max_horizontal([pl.when(b).then(pl.col(f"cpu_{s}")) for s, b in bound.items()]),
         cpu_bound_pct_base=pl.max_horizontal([pl.when(b).then(pl.col(f"cpu_{s}_base")) for s, b in bound.items()]),
     ).with_columns(
-        note=pl.when(pl.col("cpu_bound")).then(_note(pl.col("metric"), pl.col("cpu_bound_side"), pl.col("cpu_bound_in"),
-                                                     pl.col("cpu_bound_pct"), pl.col("cpu_bound_pct_base"))))
+        note=pl.when(pl.col("cpu_bound")).then(
+            _note(
+                pl.col("metric"),
+                pl.col("cpu_bound_side"),
+                pl.col("cpu_bound_in"),
+                pl.col("cpu_bound_pct"),
+                pl.col("cpu_bound_pct_base"),
+            )
+        )
+    )
     return df.sort("_row").drop("_row", *util, *[f"{c}_base" for c in util])

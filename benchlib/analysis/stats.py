@@ -13,6 +13,7 @@ The comparisons live here; the estimators, the power and the families are
 modules of their own (estimators.py, power.py, families.py), whose public
 names this module also gives, so that ``stats.X`` reads the same everywhere.
 """
+
 from __future__ import annotations
 
 import math
@@ -135,8 +136,9 @@ def _maritz_jarrett_ci(x: np.ndarray, y: np.ndarray, confidence: np.ndarray) -> 
     return center - half, center + half
 
 
-def _delta_rows(x: np.ndarray, y: np.ndarray, seed: int, n_resamples: int,
-                confidence: float | np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _delta_rows(
+    x: np.ndarray, y: np.ndarray, seed: int, n_resamples: int, confidence: float | np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(delta %, low, high) per row: median(x)/median(y) - 1 with a CI of the log median ratio
     at ``confidence`` (one level, or one per row).
 
@@ -156,8 +158,15 @@ def _delta_rows(x: np.ndarray, y: np.ndarray, seed: int, n_resamples: int,
     if delta_ci_method(x.shape[1], y.shape[1]) == "bootstrap":
         lo, hi = np.empty(len(xs)), np.empty(len(xs))
         for i in range(len(xs)):
-            ci = stats.bootstrap((xs[i], ys[i]), _log_median_ratio, n_resamples=n_resamples, vectorized=True,
-                                 method="percentile", confidence_level=level[i], rng=seed).confidence_interval
+            ci = stats.bootstrap(
+                (xs[i], ys[i]),
+                _log_median_ratio,
+                n_resamples=n_resamples,
+                vectorized=True,
+                method="percentile",
+                confidence_level=level[i],
+                rng=seed,
+            ).confidence_interval
             lo[i], hi[i] = ci.low, ci.high
     else:
         lo, hi = _maritz_jarrett_ci(xs, ys, level)
@@ -165,11 +174,11 @@ def _delta_rows(x: np.ndarray, y: np.ndarray, seed: int, n_resamples: int,
     return out[0], out[1], out[2]
 
 
-def delta_pct(x: np.ndarray, y: np.ndarray, seed: int = 0, n_resamples: int = 9999,
-              confidence: float = 0.95) -> tuple[float, float, float]:
+def delta_pct(
+    x: np.ndarray, y: np.ndarray, seed: int = 0, n_resamples: int = 9999, confidence: float = 0.95
+) -> tuple[float, float, float]:
     """median(x)/median(y) - 1 in %, with the CI of delta_ci_method(len(x), len(y)); see _delta_rows."""
-    d, lo, hi = _delta_rows(np.asarray(x, float)[None, :], np.asarray(y, float)[None, :], seed, n_resamples,
-                            confidence)
+    d, lo, hi = _delta_rows(np.asarray(x, float)[None, :], np.asarray(y, float)[None, :], seed, n_resamples, confidence)
     return float(d[0]), float(lo[0]), float(hi[0])
 
 
@@ -183,8 +192,9 @@ def noise_band(metric: str, noise_band_pct: float | Mapping[str, float]) -> floa
     return float(band)
 
 
-def verdict(p_adj: float, delta: float, low: float, high: float, alpha: float,
-            band_pct: float, higher_is_better: bool) -> str:
+def verdict(
+    p_adj: float, delta: float, low: float, high: float, alpha: float, band_pct: float, higher_is_better: bool
+) -> str:
     """The label shown next to a comparison (NaN p_adj means it was not tested: too few runs).
 
     [low, high] is the interval at the level the family's correction decided at (decision_level),
@@ -199,8 +209,11 @@ def verdict(p_adj: float, delta: float, low: float, high: float, alpha: float,
         return "different (median ratio undefined: values <= 0)" if significant else WITHIN_NOISE
     excludes_0 = low > 0 or high < 0
     if significant != excludes_0:
-        return (f"{UNCLEAR}: p_adj < {alpha:g} but the CI includes 0" if significant
-                else f"{UNCLEAR}: the CI excludes 0 but p_adj >= {alpha:g}")
+        return (
+            f"{UNCLEAR}: p_adj < {alpha:g} but the CI includes 0"
+            if significant
+            else f"{UNCLEAR}: the CI excludes 0 but p_adj >= {alpha:g}"
+        )
     if not significant:
         return WITHIN_NOISE
     if -band_pct <= low and high <= band_pct:
@@ -212,17 +225,57 @@ def verdict(p_adj: float, delta: float, low: float, high: float, alpha: float,
     return f"{delta:+.1f} % [{low:+.1f}, {high:+.1f}] {word}"
 
 
-COMPARISON_COLUMNS = [*CONFIG, "unit", "baseline", "family", "n", "n_base", "median", "median_base", "u", "p",
-                      "test_method", "p_adj", "correction", "ci_level", "delta_pct", "delta_low", "delta_high",
-                      "delta_method", "excluded", "noise_band_pct", "verdict", "sd_log", "mde_pct", "n_attainable"]
+COMPARISON_COLUMNS = [
+    *CONFIG,
+    "unit",
+    "baseline",
+    "family",
+    "n",
+    "n_base",
+    "median",
+    "median_base",
+    "u",
+    "p",
+    "test_method",
+    "p_adj",
+    "correction",
+    "ci_level",
+    "delta_pct",
+    "delta_low",
+    "delta_high",
+    "delta_method",
+    "excluded",
+    "noise_band_pct",
+    "verdict",
+    "sd_log",
+    "mde_pct",
+    "n_attainable",
+]
 
 
 _COMPARISON_DTYPES = {
-    "unit": pl.String, "baseline": pl.String, "family": pl.String, "n": pl.Int64, "n_base": pl.Int64,
-    "median": pl.Float64, "median_base": pl.Float64, "u": pl.Float64, "p": pl.Float64, "test_method": pl.String,
-    "p_adj": pl.Float64, "correction": pl.String, "ci_level": pl.Float64, "delta_pct": pl.Float64,
-    "delta_low": pl.Float64, "delta_high": pl.Float64, "delta_method": pl.String, "excluded": pl.Int64,
-    "noise_band_pct": pl.Float64, "verdict": pl.String, "sd_log": pl.Float64, "mde_pct": pl.Float64,
+    "unit": pl.String,
+    "baseline": pl.String,
+    "family": pl.String,
+    "n": pl.Int64,
+    "n_base": pl.Int64,
+    "median": pl.Float64,
+    "median_base": pl.Float64,
+    "u": pl.Float64,
+    "p": pl.Float64,
+    "test_method": pl.String,
+    "p_adj": pl.Float64,
+    "correction": pl.String,
+    "ci_level": pl.Float64,
+    "delta_pct": pl.Float64,
+    "delta_low": pl.Float64,
+    "delta_high": pl.Float64,
+    "delta_method": pl.String,
+    "excluded": pl.Int64,
+    "noise_band_pct": pl.Float64,
+    "verdict": pl.String,
+    "sd_log": pl.Float64,
+    "mde_pct": pl.Float64,
     "n_attainable": pl.Int64,
 }
 
@@ -231,19 +284,28 @@ def _pairs(cells: pl.DataFrame, against: list[tuple[str, str]]) -> pl.DataFrame 
     """Each configuration of scenario s beside its peer of the reference (x_base), for every (s, ref)."""
     pairs = [
         cells.filter(pl.col("scenario") == s)
-        .join(cells.filter(pl.col("scenario") == ref).drop("scenario", "unit"), on=PEERS, suffix="_base",
-              nulls_equal=True)
+        .join(
+            cells.filter(pl.col("scenario") == ref).drop("scenario", "unit"), on=PEERS, suffix="_base", nulls_equal=True
+        )
         .with_columns(baseline=pl.lit(ref))
         for s, ref in against
     ]
     return pl.concat(pairs) if pairs else None
 
 
-def compare(metrics: pl.DataFrame, runs: pl.DataFrame, baseline: str = "host", alpha: float = 0.05,
-            correction: str = "holm", noise_band_pct: float | Mapping[str, float] = 2.0,
-            seed: int = 0, n_resamples: int = 9999,
-            contrasts: Sequence[Sequence[str]] = (), family: str | None = None,
-            confidence: float | None = None) -> pl.DataFrame:
+def compare(
+    metrics: pl.DataFrame,
+    runs: pl.DataFrame,
+    baseline: str = "host",
+    alpha: float = 0.05,
+    correction: str = "holm",
+    noise_band_pct: float | Mapping[str, float] = 2.0,
+    seed: int = 0,
+    n_resamples: int = 9999,
+    contrasts: Sequence[Sequence[str]] = (),
+    family: str | None = None,
+    confidence: float | None = None,
+) -> pl.DataFrame:
     """Every configuration vs the same configuration in the baseline scenario, plus each
     (scenario, reference) of `contrasts` (e.g. notrack vs conntrack), wherever both were measured.
 
@@ -264,14 +326,31 @@ def compare(metrics: pl.DataFrame, runs: pl.DataFrame, baseline: str = "host", a
     present = set(cells["scenario"])
     against = [(s, baseline) for s in sorted(present - {baseline})] if baseline in present else []
     against += [(s, ref) for s, ref in contrasts if {s, ref} <= present and (s, ref) not in against]
-    return _compare_pairs(_pairs(cells, against), cells.schema, headlines(metrics, runs), alpha, correction,
-                          noise_band_pct, seed, n_resamples, family, confidence)
+    return _compare_pairs(
+        _pairs(cells, against),
+        cells.schema,
+        headlines(metrics, runs),
+        alpha,
+        correction,
+        noise_band_pct,
+        seed,
+        n_resamples,
+        family,
+        confidence,
+    )
 
 
-def compare_campaigns(metrics: pl.DataFrame, runs: pl.DataFrame, metrics_base: pl.DataFrame,
-                      runs_base: pl.DataFrame, alpha: float = 0.05, correction: str = "holm",
-                      noise_band_pct: float | Mapping[str, float] = 2.0, seed: int = 0,
-                      n_resamples: int = 9999) -> pl.DataFrame:
+def compare_campaigns(
+    metrics: pl.DataFrame,
+    runs: pl.DataFrame,
+    metrics_base: pl.DataFrame,
+    runs_base: pl.DataFrame,
+    alpha: float = 0.05,
+    correction: str = "holm",
+    noise_band_pct: float | Mapping[str, float] = 2.0,
+    seed: int = 0,
+    n_resamples: int = 9999,
+) -> pl.DataFrame:
     """Every configuration of one campaign vs the same configuration (every CONFIG key but the
     campaign) of a base campaign, wherever both were measured; the families of compare().
 
@@ -281,22 +360,48 @@ def compare_campaigns(metrics: pl.DataFrame, runs: pl.DataFrame, metrics_base: p
         raise ValueError(f"correction must be one of {sorted(CORRECTIONS)}, got {correction!r}")
     cells, base = samples(metrics, runs), samples(metrics_base, runs_base)
     keys = [c for c in CONFIG if c != "campaign"]
-    pairs = (cells.join(base.drop("unit"), on=keys, suffix="_base", nulls_equal=True)
-             .with_columns(baseline=pl.col("campaign_base")).drop("campaign_base"))
-    return _compare_pairs(pairs, cells.schema, headlines(metrics, runs), alpha, correction, noise_band_pct, seed,
-                          n_resamples)
+    pairs = (
+        cells.join(base.drop("unit"), on=keys, suffix="_base", nulls_equal=True)
+        .with_columns(baseline=pl.col("campaign_base"))
+        .drop("campaign_base")
+    )
+    return _compare_pairs(
+        pairs, cells.schema, headlines(metrics, runs), alpha, correction, noise_band_pct, seed, n_resamples
+    )
 
 
-def _compare_pairs(pairs: pl.DataFrame | None, schema: pl.Schema, heads: pl.DataFrame, alpha: float,
-                   correction: str, noise_band_pct: float | Mapping[str, float], seed: int, n_resamples: int,
-                   family: str | None = None, confidence: float | None = None) -> pl.DataFrame:
+def _compare_pairs(
+    pairs: pl.DataFrame | None,
+    schema: pl.Schema,
+    heads: pl.DataFrame,
+    alpha: float,
+    correction: str,
+    noise_band_pct: float | Mapping[str, float],
+    seed: int,
+    n_resamples: int,
+    family: str | None = None,
+    confidence: float | None = None,
+) -> pl.DataFrame:
     """The tests, the correction per family, the effects at each family's decision level, the MDE
     and the verdicts over all ``pairs``: the rows compare() returns."""
     if pairs is None or pairs.is_empty():
         return pl.DataFrame(schema={**{c: schema[c] for c in CONFIG}, **_COMPARISON_DTYPES})
     k = len(pairs)
-    num = {c: np.full(k, math.nan) for c in ("median", "median_base", "u", "p", "sd_log", "delta_pct",
-                                             "delta_low", "delta_high", "p_adj", "alpha_family")}
+    num = {
+        c: np.full(k, math.nan)
+        for c in (
+            "median",
+            "median_base",
+            "u",
+            "p",
+            "sd_log",
+            "delta_pct",
+            "delta_low",
+            "delta_high",
+            "p_adj",
+            "alpha_family",
+        )
+    }
     test_method, delta_method = np.full(k, "", dtype=object), np.full(k, "", dtype=object)
     for idx, (x, y) in buckets(pairs["x"], pairs["x_base"]):
         n, m = x.shape[1], y.shape[1]
@@ -327,32 +432,50 @@ def _compare_pairs(pairs: pl.DataFrame | None, schema: pl.Schema, heads: pl.Data
     for idx, (x, y) in buckets(pairs["x"], pairs["x_base"]):
         if min(x.shape[1], y.shape[1]) >= MIN_N:
             num["delta_pct"][idx], num["delta_low"][idx], num["delta_high"][idx] = _delta_rows(
-                x, y, seed, n_resamples, 1 - num["alpha_family"][idx])
+                x, y, seed, n_resamples, 1 - num["alpha_family"][idx]
+            )
     n_runs, n_base = pairs["x"].list.len().to_numpy(), pairs["x_base"].list.len().to_numpy()
-    mde = [mde_pct(int(a), int(b), sd, lvl) for a, b, sd, lvl in zip(n_runs, n_base, num["sd_log"],
-                                                                       num["alpha_family"], strict=True)]
-    attainable = [n_attainable(float(lvl)) if not math.isnan(lvl) and never_reaches(int(a), int(b), lvl)
-                  else None
-                  for a, b, lvl in zip(n_runs, n_base, num["alpha_family"], strict=True)]
+    mde = [
+        mde_pct(int(a), int(b), sd, lvl)
+        for a, b, sd, lvl in zip(n_runs, n_base, num["sd_log"], num["alpha_family"], strict=True)
+    ]
+    attainable = [
+        n_attainable(float(lvl)) if not math.isnan(lvl) and never_reaches(int(a), int(b), lvl) else None
+        for a, b, lvl in zip(n_runs, n_base, num["alpha_family"], strict=True)
+    ]
     df = pairs.with_columns(
-        n=pl.Series(n_runs, dtype=pl.Int64), n_base=pl.Series(n_base, dtype=pl.Int64),
+        n=pl.Series(n_runs, dtype=pl.Int64),
+        n_base=pl.Series(n_base, dtype=pl.Int64),
         excluded=(pl.col("excluded") + pl.col("excluded_base")).cast(pl.Int64),
         family=pl.Series(families, dtype=pl.String),
-        test_method=pl.Series(test_method, dtype=pl.String), delta_method=pl.Series(delta_method, dtype=pl.String),
+        test_method=pl.Series(test_method, dtype=pl.String),
+        delta_method=pl.Series(delta_method, dtype=pl.String),
         correction=pl.Series([CORRECTIONS[corrections[f]] for f in families], dtype=pl.String),
         ci_level=pl.Series(1 - num.pop("alpha_family")),
-        mde_pct=pl.Series(mde, dtype=pl.Float64), n_attainable=pl.Series(attainable, dtype=pl.Int64),
+        mde_pct=pl.Series(mde, dtype=pl.Float64),
+        n_attainable=pl.Series(attainable, dtype=pl.Int64),
         noise_band_pct=pl.col("metric").replace_strict(
-            {m: noise_band(m, noise_band_pct) for m in pairs["metric"].unique()}, return_dtype=pl.Float64),
-        **{c: pl.Series(v) for c, v in num.items()})
+            {m: noise_band(m, noise_band_pct) for m in pairs["metric"].unique()}, return_dtype=pl.Float64
+        ),
+        **{c: pl.Series(v) for c, v in num.items()},
+    )
     labels = []
     for r in df.iter_rows(named=True):
         if math.isnan(r["p_adj"]) and r["excluded"]:
             # not "insufficient n": the runs were there, their values were not numbers
             labels.append(f"not tested: {r['excluded']} non-finite value(s) excluded")
         else:
-            labels.append(verdict(r["p_adj"], r["delta_pct"], r["delta_low"], r["delta_high"], alpha,
-                                  r["noise_band_pct"], metric_info(r["metric"]).higher_is_better))
+            labels.append(
+                verdict(
+                    r["p_adj"],
+                    r["delta_pct"],
+                    r["delta_low"],
+                    r["delta_high"],
+                    alpha,
+                    r["noise_band_pct"],
+                    metric_info(r["metric"]).higher_is_better,
+                )
+            )
     return df.with_columns(verdict=pl.Series(labels, dtype=pl.String)).select(COMPARISON_COLUMNS)
 
 
@@ -378,8 +501,19 @@ def mde_text(r: dict) -> str:
 
 
 # columns resolution.annotate and saturation.annotate add to comparisons that headline carries when present
-ANNOTATIONS = ("below_resolution", "unresolved", "step", "steps", "delta_low_res", "delta_high_res", "change",
-               "cpu_bound", "cpu_bound_side", "cpu_bound_pct", "cpu_bound_pct_base")
+ANNOTATIONS = (
+    "below_resolution",
+    "unresolved",
+    "step",
+    "steps",
+    "delta_low_res",
+    "delta_high_res",
+    "change",
+    "cpu_bound",
+    "cpu_bound_side",
+    "cpu_bound_pct",
+    "cpu_bound_pct_base",
+)
 CPU_LIMIT = "CPU limit"  # headline's column: the sides at their CPU limit (saturation.annotate explains)
 
 
@@ -390,33 +524,85 @@ def headline(summary: pl.DataFrame, comparisons: pl.DataFrame, baseline: str = "
     where the comparisons carry saturation.annotate's columns, the sides at their CPU limit with the
     highest median busy % (e.g. "client (100 %)")."""
     vs_base = comparisons.filter(pl.col("baseline") == baseline).select(
-        *CONFIG, "family", "correction", "delta_pct", "delta_low", "delta_high", "ci_level", "p_adj", "verdict",
-        "mde_pct", "n_attainable", *[c for c in ANNOTATIONS if c in comparisons.columns])
+        *CONFIG,
+        "family",
+        "correction",
+        "delta_pct",
+        "delta_low",
+        "delta_high",
+        "ci_level",
+        "p_adj",
+        "verdict",
+        "mde_pct",
+        "n_attainable",
+        *[c for c in ANNOTATIONS if c in comparisons.columns],
+    )
     df = summary.join(vs_base, on=CONFIG, how="left", nulls_equal=True)
-    ci = [f"{_fmt(r['median'])} [{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]" if r["n"] >= MIN_N
-          else f"{_fmt(r['median'])} ({INSUFFICIENT})" for r in df.iter_rows(named=True)]
+    ci = [
+        f"{_fmt(r['median'])} [{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]"
+        if r["n"] >= MIN_N
+        else f"{_fmt(r['median'])} ({INSUFFICIENT})"
+        for r in df.iter_rows(named=True)
+    ]
     rows = list(df.iter_rows(named=True))
     keys = ["environment", "test", "metric", "side"]
-    return (df.with_columns(
-                verdict=pl.when(pl.col("scenario") == baseline).then(pl.lit("baseline"))
-                .otherwise(pl.col("verdict").fill_null("")),
-                # the baseline's row belongs to the family of its comparisons
-                family=pl.col("family").drop_nulls().first().over(keys, order_by="scenario"),
-                correction=pl.col("correction").drop_nulls().first().over(keys, order_by="scenario"),
-                _base_first=pl.col("scenario") != baseline,
-                **{"median [95 % CI]": pl.Series(ci, dtype=pl.String),
-                   "change % [CI @ level]": pl.Series([change_text(r) for r in rows], dtype=pl.String),
-                   "MDE %": pl.Series([mde_text(r) for r in rows], dtype=pl.String)})
-            .with_columns(_family_order=pl.col("family").replace_strict(
-                {f: i for i, f in enumerate(FAMILY_ORDER)}, default=len(FAMILY_ORDER), return_dtype=pl.Int64))
-            .sort(["_family_order", "environment", "test", "metric", "side", "_base_first", "scenario"],
-                  maintain_order=True)
-            .select("family", "correction", "environment", "test", "metric", "side", "unit", "scenario", "n",
-                    "median [95 % CI]", "change % [CI @ level]", "p_adj", "verdict", "MDE %", "flags",
-                    *([pl.when(pl.col("cpu_bound")).then(pl.format(
-                        "{} ({} %)", "cpu_bound_side",
-                        pl.max_horizontal("cpu_bound_pct", "cpu_bound_pct_base").round(0).cast(pl.Int64)))
-                       .otherwise(pl.lit("")).alias(CPU_LIMIT)] if "cpu_bound" in df.columns else [])))
+    return (
+        df.with_columns(
+            verdict=pl.when(pl.col("scenario") == baseline)
+            .then(pl.lit("baseline"))
+            .otherwise(pl.col("verdict").fill_null("")),
+            # the baseline's row belongs to the family of its comparisons
+            family=pl.col("family").drop_nulls().first().over(keys, order_by="scenario"),
+            correction=pl.col("correction").drop_nulls().first().over(keys, order_by="scenario"),
+            _base_first=pl.col("scenario") != baseline,
+            **{
+                "median [95 % CI]": pl.Series(ci, dtype=pl.String),
+                "change % [CI @ level]": pl.Series([change_text(r) for r in rows], dtype=pl.String),
+                "MDE %": pl.Series([mde_text(r) for r in rows], dtype=pl.String),
+            },
+        )
+        .with_columns(
+            _family_order=pl.col("family").replace_strict(
+                {f: i for i, f in enumerate(FAMILY_ORDER)}, default=len(FAMILY_ORDER), return_dtype=pl.Int64
+            )
+        )
+        .sort(
+            ["_family_order", "environment", "test", "metric", "side", "_base_first", "scenario"], maintain_order=True
+        )
+        .select(
+            "family",
+            "correction",
+            "environment",
+            "test",
+            "metric",
+            "side",
+            "unit",
+            "scenario",
+            "n",
+            "median [95 % CI]",
+            "change % [CI @ level]",
+            "p_adj",
+            "verdict",
+            "MDE %",
+            "flags",
+            *(
+                [
+                    pl.when(pl.col("cpu_bound"))
+                    .then(
+                        pl.format(
+                            "{} ({} %)",
+                            "cpu_bound_side",
+                            pl.max_horizontal("cpu_bound_pct", "cpu_bound_pct_base").round(0).cast(pl.Int64),
+                        )
+                    )
+                    .otherwise(pl.lit(""))
+                    .alias(CPU_LIMIT)
+                ]
+                if "cpu_bound" in df.columns
+                else []
+            ),
+        )
+    )
 
 
 def _json_number(v):
@@ -429,17 +615,37 @@ def to_metrics_dict(summary: pl.DataFrame, comparisons: pl.DataFrame, baseline: 
     A contrast (a comparison not against `baseline`) names its reference in
     the scenario part: ".../notrack vs conntrack/...".
     """
+
     def key(r: dict) -> str:
         scenario = r["scenario"] if r.get("baseline", baseline) == baseline else f"{r['scenario']} vs {r['baseline']}"
         return "/".join(str(v) for v in (r["campaign"], r["environment"], scenario, r["test"], r["metric"], r["side"]))
 
     return {
-        "summary": {key(r): {c: _json_number(r[c]) for c in ("n", "median", "ci_low", "ci_high", "cv_pct")}
-                    for r in summary.iter_rows(named=True)},
-        "comparisons": {key(r): {**{c: _json_number(r[c])
-                                    for c in ("median_base", "median", "delta_pct", "delta_low", "delta_high",
-                                              "ci_level", "p", "p_adj", "mde_pct")},
-                                 "baseline": r["baseline"], "family": r["family"], "correction": r["correction"],
-                                 "verdict": r["verdict"]}
-                        for r in comparisons.iter_rows(named=True)},
+        "summary": {
+            key(r): {c: _json_number(r[c]) for c in ("n", "median", "ci_low", "ci_high", "cv_pct")}
+            for r in summary.iter_rows(named=True)
+        },
+        "comparisons": {
+            key(r): {
+                **{
+                    c: _json_number(r[c])
+                    for c in (
+                        "median_base",
+                        "median",
+                        "delta_pct",
+                        "delta_low",
+                        "delta_high",
+                        "ci_level",
+                        "p",
+                        "p_adj",
+                        "mde_pct",
+                    )
+                },
+                "baseline": r["baseline"],
+                "family": r["family"],
+                "correction": r["correction"],
+                "verdict": r["verdict"],
+            }
+            for r in comparisons.iter_rows(named=True)
+        },
     }

@@ -5,6 +5,7 @@ Pure functions of the analysis tables (runs, comparisons, families) and settings
 notebook only displays what they return, and a degenerate campaign (nothing succeeded, one
 scenario, too few runs, a baseline without a successful run) gets sentences that say so.
 """
+
 from __future__ import annotations
 
 import html
@@ -16,16 +17,29 @@ from . import stats
 
 # Short names of metrics for sentences and table headers (the schema's descriptions are longer).
 METRIC_LABELS = {
-    "throughput": "throughput", "transaction_rate": "transaction rate", "connection_rate": "connection rate",
-    "udp_loss_pct": "UDP loss", "udp_jitter": "UDP jitter", "retransmits": "retransmits",
-    "http_qps": "HTTP request rate", "dns_qps": "DNS query rate",
-    "latency_min": "minimum latency", "latency_mean": "mean latency", "latency_p50": "median latency",
-    "latency_p90": "p90 latency", "latency_p99": "p99 latency",
-    "http_latency_p50": "median HTTP latency", "http_latency_p90": "p90 HTTP latency",
-    "http_latency_p99": "p99 HTTP latency", "http_latency_p999": "p99.9 HTTP latency",
-    "dns_latency_p50": "median DNS latency", "dns_latency_p99": "p99 DNS latency",
-    "cpu_pct_at_target": "CPU per work", "proxy_cpu_pct_at_target": "proxy CPU per work",
-    "cpu_busy_pct": "CPU busy", "cpu_busy_cores": "busy cores",
+    "throughput": "throughput",
+    "transaction_rate": "transaction rate",
+    "connection_rate": "connection rate",
+    "udp_loss_pct": "UDP loss",
+    "udp_jitter": "UDP jitter",
+    "retransmits": "retransmits",
+    "http_qps": "HTTP request rate",
+    "dns_qps": "DNS query rate",
+    "latency_min": "minimum latency",
+    "latency_mean": "mean latency",
+    "latency_p50": "median latency",
+    "latency_p90": "p90 latency",
+    "latency_p99": "p99 latency",
+    "http_latency_p50": "median HTTP latency",
+    "http_latency_p90": "p90 HTTP latency",
+    "http_latency_p99": "p99 HTTP latency",
+    "http_latency_p999": "p99.9 HTTP latency",
+    "dns_latency_p50": "median DNS latency",
+    "dns_latency_p99": "p99 DNS latency",
+    "cpu_pct_at_target": "CPU per work",
+    "proxy_cpu_pct_at_target": "proxy CPU per work",
+    "cpu_busy_pct": "CPU busy",
+    "cpu_busy_cores": "busy cores",
 }
 
 FINDING, NOISE, NEGLIGIBLE, INCONCLUSIVE, UNTESTED = "finding", "noise", "negligible", "inconclusive", "untested"
@@ -61,7 +75,7 @@ def _what(r: dict) -> str:
 
 
 def cpu_caveat(r: dict) -> str:
-    """"" or, for a comparison made where a side ran at its CPU limit, a short clause saying which."""
+    """ "" or, for a comparison made where a side ran at its CPU limit, a short clause saying which."""
     if not r.get("cpu_bound"):
         return ""
     pcts = [p for p in (r.get("cpu_bound_pct"), r.get("cpu_bound_pct_base")) if p is not None and not math.isnan(p)]
@@ -82,12 +96,15 @@ def finding_sentence(r: dict, family_size: int | None = None, cpu_note: bool = T
     if kind == FINDING:
         text = f"{_what(r)}: **{r['verdict']}**, significant after {r['correction']}{over}"
     elif kind == NEGLIGIBLE:
-        text = (f"{_what(r)}: {stats.change_text(r).split(' @')[0]}, significant after {r['correction']}{over} "
-                "but inside the noise band (negligible)")
+        text = (
+            f"{_what(r)}: {stats.change_text(r).split(' @')[0]}, significant after {r['correction']}{over} "
+            "but inside the noise band (negligible)"
+        )
     elif kind == NOISE:
         mde = stats.mde_text(r)
         text = f"{_what(r)}: no change beyond the noise" + (
-            f" (it could detect {mde} %)" if mde and not mde.startswith("not") else "")
+            f" (it could detect {mde} %)" if mde and not mde.startswith("not") else ""
+        )
     elif kind == INCONCLUSIVE or (r["verdict"] or "").startswith("not tested"):
         text = f"{_what(r)}: {r['verdict']}"
     else:
@@ -103,10 +120,15 @@ def ordered_findings(comparisons: pl.DataFrame, family: str | None = stats.PRIMA
     c = comparisons if family is None else comparisons.filter(pl.col("family") == family)
     order = {k: i for i, k in enumerate((FINDING, NEGLIGIBLE, INCONCLUSIVE, NOISE, UNTESTED))}
     kinds = [kind_of(v) for v in c["verdict"]]
-    return (c.with_columns(kind=pl.Series(kinds, dtype=pl.String),
-                           _k=pl.Series([order[k] for k in kinds], dtype=pl.Int64),
-                           _size=pl.col("delta_pct").fill_nan(None).abs().fill_null(-1.0))
-            .sort(["_k", "_size"], descending=[False, True], maintain_order=True).drop("_k", "_size"))
+    return (
+        c.with_columns(
+            kind=pl.Series(kinds, dtype=pl.String),
+            _k=pl.Series([order[k] for k in kinds], dtype=pl.Int64),
+            _size=pl.col("delta_pct").fill_nan(None).abs().fill_null(-1.0),
+        )
+        .sort(["_k", "_size"], descending=[False, True], maintain_order=True)
+        .drop("_k", "_size")
+    )
 
 
 def _join(items: list[str]) -> str:
@@ -124,10 +146,15 @@ def campaign_text(runs: pl.DataFrame, comparisons: pl.DataFrame, baseline: str) 
     lo, hi = int(per_config.min()), int(per_config.max())  # pyright: ignore[reportArgumentType] (polars types Series.min/max as any literal or None)
     n = f"{lo}" if lo == hi else f"{lo} to {hi}"
     others = [s for s in scenarios if s != baseline]
-    what = (f"**{_join(others)}** against the baseline **{baseline}**" if others
-            else f"only the scenario **{_join(scenarios)}**")
-    return (f"Campaign **{_join(campaigns)}** in {_join(envs)}: {what}, on {len(tests)} test(s) "
-            f"({_join(tests)}); {n} successful run(s) per configuration, {len(runs) - len(ok)} failed of {len(runs)}.")
+    what = (
+        f"**{_join(others)}** against the baseline **{baseline}**"
+        if others
+        else f"only the scenario **{_join(scenarios)}**"
+    )
+    return (
+        f"Campaign **{_join(campaigns)}** in {_join(envs)}: {what}, on {len(tests)} test(s) "
+        f"({_join(tests)}); {n} successful run(s) per configuration, {len(runs) - len(ok)} failed of {len(runs)}."
+    )
 
 
 def stats_order(scenarios: list[str], baseline: str) -> list[str]:
@@ -136,25 +163,31 @@ def stats_order(scenarios: list[str], baseline: str) -> list[str]:
 
 
 def degenerate_text(runs: pl.DataFrame, comparisons: pl.DataFrame, baseline: str) -> str:
-    """"" for a campaign with comparisons to read, else why there is nothing (or little) to conclude."""
+    """ "" for a campaign with comparisons to read, else why there is nothing (or little) to conclude."""
     ok = runs.filter(pl.col("outcome") == "ok")
     if ok.is_empty():
         return "**No finding:** no run of this campaign succeeded; the failures are listed under Caveats."
     scenarios = set(runs["scenario"].unique())
     if scenarios == {baseline} or len(scenarios) == 1:
-        return (f"**No finding:** only one scenario ({_join(sorted(scenarios))}) was measured: "
-                "there is nothing to compare it with.")
+        return (
+            f"**No finding:** only one scenario ({_join(sorted(scenarios))}) was measured: "
+            "there is nothing to compare it with."
+        )
     if baseline not in set(ok["scenario"]):
-        return (f"**No finding:** the baseline **{baseline}** has no successful run"
-                + (" (it was not measured)" if baseline not in scenarios else "")
-                + ", so no scenario was compared with it.")
+        return (
+            f"**No finding:** the baseline **{baseline}** has no successful run"
+            + (" (it was not measured)" if baseline not in scenarios else "")
+            + ", so no scenario was compared with it."
+        )
     if comparisons.is_empty():
         return "**No finding:** no comparison was made."
     untested = comparisons.filter(pl.Series([kind_of(v) == UNTESTED for v in comparisons["verdict"]], dtype=pl.Boolean))
     if len(untested) == len(comparisons):
         n = int(pl.concat([untested["n"], untested["n_base"]]).min())  # pyright: ignore[reportArgumentType] (polars types Series.min/max as any literal or None)
-        return (f"**No finding:** too few runs: no comparison could be tested (as few as {n} successful "
-                f"run(s) per configuration, at least {stats.MIN_N} needed).")
+        return (
+            f"**No finding:** too few runs: no comparison could be tested (as few as {n} successful "
+            f"run(s) per configuration, at least {stats.MIN_N} needed)."
+        )
     return ""
 
 
@@ -162,8 +195,9 @@ def profile_notes(r: dict, explanations: pl.DataFrame | None) -> list[str]:
     """The CPU-profile sentences (profiles.explanations) of a comparison's scenario, test and baseline."""
     if explanations is None or explanations.is_empty():
         return []
-    e = explanations.filter(environment=r["environment"], test=r["test"], scenario=r["scenario"],
-                            baseline=r["baseline"])
+    e = explanations.filter(
+        environment=r["environment"], test=r["test"], scenario=r["scenario"], baseline=r["baseline"]
+    )
     return list(e["sentence"])
 
 
@@ -178,15 +212,22 @@ def explained_markdown(comparisons: pl.DataFrame, explanations: pl.DataFrame, fa
     return "\n".join(lines)
 
 
-def findings_markdown(comparisons: pl.DataFrame, families: pl.DataFrame, family: str = stats.PRIMARY,
-                      limit: int | None = None, explanations: pl.DataFrame | None = None) -> str:
+def findings_markdown(
+    comparisons: pl.DataFrame,
+    families: pl.DataFrame,
+    family: str = stats.PRIMARY,
+    limit: int | None = None,
+    explanations: pl.DataFrame | None = None,
+) -> str:
     """The findings of one family as a bullet list, largest change first; within-noise and untested
     comparisons summed up in a closing sentence each. With ``explanations`` (profiles.explanations) a
     finding's CPU-profile sentences follow it."""
     rows = ordered_findings(comparisons, family)
     if rows.is_empty():
         return ""
-    size = dict(zip(families["family"], families["comparisons"], strict=True)) if "comparisons" in families.columns else {}
+    size = (
+        dict(zip(families["family"], families["comparisons"], strict=True)) if "comparisons" in families.columns else {}
+    )
     m = int(size.get(family, len(rows)))
     listed = rows.filter(pl.col("kind").is_in([FINDING, NEGLIGIBLE, INCONCLUSIVE]))
     shown = listed.head(limit) if limit else listed
@@ -201,12 +242,17 @@ def findings_markdown(comparisons: pl.DataFrame, families: pl.DataFrame, family:
         lines.append(f"- ... and {len(listed) - len(shown)} more in the results below.")
     noise = rows.filter(kind=NOISE)
     if len(noise):
-        lines.append(f"- No change beyond the noise in {len(noise)} of {len(rows)}: "
-                     + "; ".join(_what(r) for r in noise.iter_rows(named=True)) + ".")
+        lines.append(
+            f"- No change beyond the noise in {len(noise)} of {len(rows)}: "
+            + "; ".join(_what(r) for r in noise.iter_rows(named=True))
+            + "."
+        )
     untested = rows.filter(kind=UNTESTED)
     if len(untested):
-        lines.append(f"- Not tested ({len(untested)} of {len(rows)}, fewer than {stats.MIN_N} successful runs "
-                     "or no finite value): " + "; ".join(_what(r) for r in untested.iter_rows(named=True)) + ".")
+        lines.append(
+            f"- Not tested ({len(untested)} of {len(rows)}, fewer than {stats.MIN_N} successful runs "
+            "or no finite value): " + "; ".join(_what(r) for r in untested.iter_rows(named=True)) + "."
+        )
     return "\n".join(lines)
 
 
@@ -219,19 +265,26 @@ def caveats_markdown(comparisons: pl.DataFrame) -> str:
     if "cpu_bound" in comparisons.columns and (k := int(comparisons["cpu_bound"].fill_null(False).sum())):
         named = comparisons.filter(pl.col("cpu_bound"))["cpu_bound_side"].drop_nulls()
         sides = sorted({s for cell in named for s in cell.split(", ") if s})
-        out.append(f"**CPU limit:** in {k} of {m} comparisons a side" + (f" ({_join(sides)})" if sides else "")
-                   + " kept its CPUs busy: "
-                   "there a rate or a latency measures that CPU as much as the network path; "
-                   "compare the CPU per work (cpu_pct_at_target) of that side.")
+        out.append(
+            f"**CPU limit:** in {k} of {m} comparisons a side"
+            + (f" ({_join(sides)})" if sides else "")
+            + " kept its CPUs busy: "
+            "there a rate or a latency measures that CPU as much as the network path; "
+            "compare the CPU per work (cpu_pct_at_target) of that side."
+        )
     below = comparisons["below_resolution"].fill_null(False) if "below_resolution" in comparisons.columns else None
     if below is not None and (k := int(below.sum())):
-        out.append(f"**Below the instrument's resolution:** {k} of {m} comparisons are latency changes finer "
-                   "than one step of the tool's histogram: they are given in steps (± 1 step) instead of exact "
-                   "digits.")
-    if (k := int(comparisons["n_attainable"].is_not_null().sum())):
+        out.append(
+            f"**Below the instrument's resolution:** {k} of {m} comparisons are latency changes finer "
+            "than one step of the tool's histogram: they are given in steps (± 1 step) instead of exact "
+            "digits."
+        )
+    if k := int(comparisons["n_attainable"].is_not_null().sum()):
         need = int(comparisons["n_attainable"].max())  # pyright: ignore[reportArgumentType] (polars types Series.min/max as any literal or None)
-        out.append(f"**Too few runs:** {k} of {m} comparisons cannot reach significance at their n whatever "
-                   f"the data; {need} runs per configuration could.")
+        out.append(
+            f"**Too few runs:** {k} of {m} comparisons cannot reach significance at their n whatever "
+            f"the data; {need} runs per configuration could."
+        )
     return "\n\n".join(out)
 
 
@@ -242,19 +295,29 @@ def rerun_box(campaign: str | list[str], commands: list[tuple[str, str]] | None 
     names = [campaign] if isinstance(campaign, str) else list(campaign)
     commands = commands or [
         ("dvc repro analyse report", "this report again, from the stored measurements"),
-        ("dvc repro", f"measure again, with experiment.campaign: {_join(names)} in params.yaml")]
+        ("dvc repro", f"measure again, with experiment.campaign: {_join(names)} in params.yaml"),
+    ]
     width = max(len(c) for c, _ in commands)
     lines = "\n".join(f"{html.escape(c).ljust(width)}  # {html.escape(why)}" for c, why in commands)
-    return ('<aside class="rerun" aria-label="How to rerun this" style="border:1px solid #c8ccd1;'
-            'border-left:4px solid #0072B2;background:#f6f8fa;padding:.6em 1em;margin:1em 0;max-width:960px">'
-            f"<strong>How to rerun this</strong>: campaign <code>{html.escape(_join(names))}</code>; every number "
-            "and sentence above is computed from its tables, none is typed in by hand."
-            f'<pre style="margin:.5em 0 0 0;white-space:pre-wrap">{lines}</pre></aside>')
+    return (
+        '<aside class="rerun" aria-label="How to rerun this" style="border:1px solid #c8ccd1;'
+        'border-left:4px solid #0072B2;background:#f6f8fa;padding:.6em 1em;margin:1em 0;max-width:960px">'
+        f"<strong>How to rerun this</strong>: campaign <code>{html.escape(_join(names))}</code>; every number "
+        "and sentence above is computed from its tables, none is typed in by hand."
+        f'<pre style="margin:.5em 0 0 0;white-space:pre-wrap">{lines}</pre></aside>'
+    )
 
 
-def summary_markdown(runs: pl.DataFrame, comparisons: pl.DataFrame, families: pl.DataFrame, baseline: str,
-                     correction: str = "holm", limit: int | None = 12,
-                     explanations: pl.DataFrame | None = None, caveats: bool = True) -> str:
+def summary_markdown(
+    runs: pl.DataFrame,
+    comparisons: pl.DataFrame,
+    families: pl.DataFrame,
+    baseline: str,
+    correction: str = "holm",
+    limit: int | None = 12,
+    explanations: pl.DataFrame | None = None,
+    caveats: bool = True,
+) -> str:
     """The whole opening section: the campaign, then the primary findings (or why there are none), each
     with its CPU-profile sentences where ``explanations`` has them, then (``caveats``) the campaign-wide
     caveats."""
@@ -267,17 +330,23 @@ def summary_markdown(runs: pl.DataFrame, comparisons: pl.DataFrame, families: pl
         n_sig = int(rows["kind"].eq(FINDING).sum())
         levels = sorted({f"{100 * v:.4g} %" for v in rows["ci_level"].drop_nulls().drop_nans()})
         corr = stats.CORRECTIONS.get(correction, correction)
-        head = (f"**Findings**: the headline metric of each test, {n_sig} of {len(rows)} comparisons significant "
-                f"after {corr} correction, largest change first (change in % of the baseline median [interval"
-                + (f" at {', '.join(levels)}" if levels else "") + "])" if n_sig else
-                f"**Findings**: none of the {len(rows)} comparisons of each test's headline metric is significant "
-                f"after {corr} correction")
+        head = (
+            f"**Findings**: the headline metric of each test, {n_sig} of {len(rows)} comparisons significant "
+            f"after {corr} correction, largest change first (change in % of the baseline median [interval"
+            + (f" at {', '.join(levels)}" if levels else "")
+            + "])"
+            if n_sig
+            else f"**Findings**: none of the {len(rows)} comparisons of each test's headline metric is significant "
+            f"after {corr} correction"
+        )
         parts.append(f"{head}:\n\n{primary}")
     secondary = comparisons.filter(pl.col("family") != stats.PRIMARY)
     if len(secondary):
         k = int(ordered_findings(secondary, None)["kind"].eq(FINDING).sum())
-        parts.append(f"The secondary metrics (latency, CPU per work) show {k} significant change(s) of "
-                     f"{len(secondary)}, FDR-corrected: see the headline table.")
+        parts.append(
+            f"The secondary metrics (latency, CPU per work) show {k} significant change(s) of "
+            f"{len(secondary)}, FDR-corrected: see the headline table."
+        )
     if caveats and (cav := caveats_markdown(comparisons)):
         parts.append(cav)
     return "\n\n".join(parts)
@@ -288,11 +357,15 @@ def terminal_text(runs: pl.DataFrame, comparisons: pl.DataFrame, baseline: str, 
     how many comparisons were tested, and where the report is. Plain text (no Markdown)."""
     findings = ordered_findings(comparisons)
     significant = findings.filter(pl.col("kind") == FINDING)
-    lines = [campaign_text(runs, comparisons, baseline).replace("**", ""),
-             f"{len(significant)} of {len(findings)} primary comparisons are significant"
-             + (":" if len(significant) else ".")]
-    lines += [f"  - {finding_sentence(r, cpu_note=False).replace('**', '')}"
-              for r in significant.head(top).iter_rows(named=True)]
+    lines = [
+        campaign_text(runs, comparisons, baseline).replace("**", ""),
+        f"{len(significant)} of {len(findings)} primary comparisons are significant"
+        + (":" if len(significant) else "."),
+    ]
+    lines += [
+        f"  - {finding_sentence(r, cpu_note=False).replace('**', '')}"
+        for r in significant.head(top).iter_rows(named=True)
+    ]
     if len(significant) > top:
         lines.append(f"  ... and {len(significant) - top} more in the report")
     lines.append(f"Report: {report}")

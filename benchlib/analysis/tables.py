@@ -4,6 +4,7 @@ Human labels (with units) in the headers, numbers at a sensible precision, blank
 dtype rows or quotes, verdicts coloured by better/worse, an optional column as row groups. The
 HTML is self-contained (system fonts, inline CSS): the report stays offline.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -18,15 +19,31 @@ from .summary import metric_label
 
 # Header labels of the analysis tables' columns; others are the name with spaces, capitalised.
 LABELS = {
-    "n": "n", "n_base": "n (baseline)", "p": "p", "p_adj": "p (adjusted)", "cv_pct": "CV %",
-    "ci_low": "95 % CI low", "ci_high": "95 % CI high", "delta_pct": "Change %", "mde_pct": "MDE %",
-    "drift_rho": "Drift ρ", "drift_p": "Drift p", "interval_level_pct": "Interval level",
-    "median_duration_s": "Median run length (s)", "attempts_max": "Most attempts",
-    "runs_per_scenario": "Runs per scenario", "cpu_placement": "CPU placement",
-    "nodes_share_kernel": "Nodes share a kernel", "cpus_per_side": "CPUs per side",
-    "first_run": "First run", "last_run": "Last run", "failed_runs": "Failed runs",
-    "failure_reasons": "Failure reasons", "message_size": "Message size (bytes)",
-    "vcpu_per_proxy": "vCPU per proxy per 1000 req/s", "istio_label": "Istio's proxy",
+    "n": "n",
+    "n_base": "n (baseline)",
+    "p": "p",
+    "p_adj": "p (adjusted)",
+    "cv_pct": "CV %",
+    "ci_low": "95 % CI low",
+    "ci_high": "95 % CI high",
+    "delta_pct": "Change %",
+    "mde_pct": "MDE %",
+    "drift_rho": "Drift ρ",
+    "drift_p": "Drift p",
+    "interval_level_pct": "Interval level",
+    "median_duration_s": "Median run length (s)",
+    "attempts_max": "Most attempts",
+    "runs_per_scenario": "Runs per scenario",
+    "cpu_placement": "CPU placement",
+    "nodes_share_kernel": "Nodes share a kernel",
+    "cpus_per_side": "CPUs per side",
+    "first_run": "First run",
+    "last_run": "Last run",
+    "failed_runs": "Failed runs",
+    "failure_reasons": "Failure reasons",
+    "message_size": "Message size (bytes)",
+    "vcpu_per_proxy": "vCPU per proxy per 1000 req/s",
+    "istio_label": "Istio's proxy",
     "istio_vcpu": "Istio: vCPU per 1000 req/s",
 }
 BETTER, WORSE, MUTED = "#1a7f37", "#b42318", "#6b7280"
@@ -76,24 +93,37 @@ def as_text(df: pl.DataFrame, formats: dict[str, str] | None = None) -> pl.DataF
     """Every column as display text: ``formats`` ("{:+.1f}") where given, floats to 4 significant
     digits, booleans yes/no, times to the minute; null and NaN -> ''."""
     formats = formats or {}
-    return pl.DataFrame([pl.Series(c, [_cell(v, formats.get(c)) for v in df[c]], dtype=pl.String)
-                         for c in df.columns])
+    return pl.DataFrame([pl.Series(c, [_cell(v, formats.get(c)) for v in df[c]], dtype=pl.String) for c in df.columns])
 
 
-def publication_table(df: pl.DataFrame, formats: dict[str, str] | None = None, labels: dict[str, str] | None = None,
-                      group: str | None = None, verdict: str | None = None, title: str | None = None,
-                      note: str | None = None, hide: tuple[str, ...] = ("test_params",)) -> GT:
+def publication_table(
+    df: pl.DataFrame,
+    formats: dict[str, str] | None = None,
+    labels: dict[str, str] | None = None,
+    group: str | None = None,
+    verdict: str | None = None,
+    title: str | None = None,
+    note: str | None = None,
+    hide: tuple[str, ...] = ("test_params",),
+) -> GT:
     """``df`` as a great_tables table: headers from ``labels`` (else label()), cells by as_text,
     rows grouped by the ``group`` column, the ``verdict`` column coloured (better green, worse red,
     within noise or not tested grey, the baseline bold). The ``hide`` columns are left out (the
     test's parameters as JSON are for machines), and so are campaign and environment where the
     table has one of each (the summary names them)."""
-    single = [c for c in ("campaign", "environment") if c in df.columns and c != group and df[c].n_unique() <= 1
-              and len(df) > 1]
+    single = [
+        c
+        for c in ("campaign", "environment")
+        if c in df.columns and c != group and df[c].n_unique() <= 1 and len(df) > 1
+    ]
     df = df.drop([c for c in (*hide, *single) if c in df.columns])
     text = as_text(df, formats).with_columns(  # booleans that reached here as text ("true"): yes/no
-        pl.col(c).replace({"true": "yes", "false": "no"}) for c in df.columns if df[c].dtype == pl.String
-        and set(df[c].drop_nulls().unique()) <= {"true", "false", "true, false"} and df[c].drop_nulls().len())
+        pl.col(c).replace({"true": "yes", "false": "no"})
+        for c in df.columns
+        if df[c].dtype == pl.String
+        and set(df[c].drop_nulls().unique()) <= {"true", "false", "true, false"}
+        and df[c].drop_nulls().len()
+    )
     gt = GT(text, groupname_col=group).sub_missing(missing_text="")
     gt = gt.cols_label(cases={c: (labels or {}).get(c, label(c)) for c in df.columns if c != group})
     numeric = [c for c, t in df.schema.items() if t.is_numeric() and c != group]
@@ -101,18 +131,32 @@ def publication_table(df: pl.DataFrame, formats: dict[str, str] | None = None, l
     if verdict and verdict in df.columns:
         v = pl.col(verdict)
         better, worse = v.str.contains(r"\bbetter\b"), v.str.contains(r"\bworse\b")
-        gt = (gt.tab_style(style.text(color=BETTER, weight="bold"), loc.body(columns=verdict, rows=better))
-              .tab_style(style.text(color=WORSE, weight="bold"), loc.body(columns=verdict, rows=worse))
-              .tab_style(style.text(color=MUTED), loc.body(columns=verdict, rows=v.str.starts_with("~")
-                                                            | v.str.starts_with(stats.INSUFFICIENT)
-                                                            | v.str.starts_with(stats.NEGLIGIBLE)))
-              .tab_style(style.text(weight="bold"), loc.body(columns=verdict, rows=v == "baseline")))
+        gt = (
+            gt.tab_style(style.text(color=BETTER, weight="bold"), loc.body(columns=verdict, rows=better))
+            .tab_style(style.text(color=WORSE, weight="bold"), loc.body(columns=verdict, rows=worse))
+            .tab_style(
+                style.text(color=MUTED),
+                loc.body(
+                    columns=verdict,
+                    rows=v.str.starts_with("~")
+                    | v.str.starts_with(stats.INSUFFICIENT)
+                    | v.str.starts_with(stats.NEGLIGIBLE),
+                ),
+            )
+            .tab_style(style.text(weight="bold"), loc.body(columns=verdict, rows=v == "baseline"))
+        )
     if title:
         gt = gt.tab_header(title=title)
     if note:
         gt = gt.tab_source_note(note)
-    return gt.tab_options(table_font_size="13px", data_row_padding="3px", row_group_font_weight="bold",
-                          column_labels_font_weight="bold", table_margin_left="0", table_margin_right="0")
+    return gt.tab_options(
+        table_font_size="13px",
+        data_row_padding="3px",
+        row_group_font_weight="bold",
+        column_labels_font_weight="bold",
+        table_margin_left="0",
+        table_margin_right="0",
+    )
 
 
 def html(gt: GT) -> str:
@@ -123,6 +167,7 @@ def html(gt: GT) -> str:
 def show(gt: GT) -> None:
     """Display the table in a notebook (and so in the report)."""
     from IPython.display import HTML, display
+
     display(HTML(html(gt)))
 
 
@@ -133,11 +178,26 @@ def headline_table(summary: pl.DataFrame, comparisons: pl.DataFrame, baseline: s
     t = t.with_columns(
         family=pl.format("{} ({})", "family", "correction"),
         **{"median [95 % CI]": pl.col("median [95 % CI]").map_elements(numbers_in, return_dtype=pl.String)},
-        metric=pl.Series([f"{metric_label(m, s)} ({u})" if u else metric_label(m, s)
-                          for m, s, u in zip(t["metric"], t["side"], t["unit"], strict=True)], dtype=pl.String))
+        metric=pl.Series(
+            [
+                f"{metric_label(m, s)} ({u})" if u else metric_label(m, s)
+                for m, s, u in zip(t["metric"], t["side"], t["unit"], strict=True)
+            ],
+            dtype=pl.String,
+        ),
+    )
     drop = ["correction", "side", "unit"] + (["environment"] if t["environment"].n_unique() <= 1 else [])
     t = t.drop(drop)
     return publication_table(
-        t, labels={"median [95 % CI]": "Median [95 % CI]", "change % [CI @ level]": "Change % [CI @ level]",
-                   "p_adj": "p (adjusted)", "verdict": "Verdict", "flags": "Flags"},
-        formats={"p_adj": "{:.2g}"}, group="family", verdict="verdict")
+        t,
+        labels={
+            "median [95 % CI]": "Median [95 % CI]",
+            "change % [CI @ level]": "Change % [CI @ level]",
+            "p_adj": "p (adjusted)",
+            "verdict": "Verdict",
+            "flags": "Flags",
+        },
+        formats={"p_adj": "{:.2g}"},
+        group="family",
+        verdict="verdict",
+    )

@@ -4,6 +4,7 @@
 A figure states its caption and alt text in ``layout.meta`` ({"caption": ..., "alt": ...}); the
 report renderer puts them beside the figure and the blog export writes them under it.
 """
+
 # plotly generates its figure and layout properties at run time, so pyright cannot see them here:
 # pyright: reportAttributeAccessIssue=false, reportOptionalMemberAccess=false
 from __future__ import annotations
@@ -64,8 +65,11 @@ def describe(fig: go.Figure, caption: str | None = None, alt: str | None = None)
     if alt is None:
         kinds = sorted({type(t).__name__.lower() for t in fig.data}) or ["figure"]
         axes = [a.title.text for a in (fig.layout.xaxis, fig.layout.yaxis) if a.title.text]
-        alt = (f"{' and '.join(kinds)} chart" + (f" of {' against '.join(reversed(axes))}" if axes else "")
-               + f": {plain(fig.layout.title.text).split('. ')[0]}")
+        alt = (
+            f"{' and '.join(kinds)} chart"
+            + (f" of {' against '.join(reversed(axes))}" if axes else "")
+            + f": {plain(fig.layout.title.text).split('. ')[0]}"
+        )
     fig.update_layout(meta={"caption": caption, "alt": alt})
     return fig
 
@@ -88,13 +92,21 @@ class _ReportRenderer(MimetypeRenderer):
     """
 
     def to_mimebundle(self, fig_dict):
-        div = pio.to_html(fig_dict, include_plotlyjs=False, include_mathjax=False, full_html=False,
-                          default_width="100%", validate=False)
+        div = pio.to_html(
+            fig_dict,
+            include_plotlyjs=False,
+            include_mathjax=False,
+            full_html=False,
+            default_width="100%",
+            validate=False,
+        )
         caption, alt = words(fig_dict)
-        figure = (f'<figure class="benchlib-figure" role="img" aria-label="{html.escape(alt)}" '
-                  f'style="margin:0 0 1.5em 0;max-width:{BLOG_WIDTH + 260}px">{div}'
-                  f'<figcaption style="font-size:13px;color:#444;margin-top:.3em">{html.escape(caption)}'
-                  "</figcaption></figure>")
+        figure = (
+            f'<figure class="benchlib-figure" role="img" aria-label="{html.escape(alt)}" '
+            f'style="margin:0 0 1.5em 0;max-width:{BLOG_WIDTH + 260}px">{div}'
+            f'<figcaption style="font-size:13px;color:#444;margin-top:.3em">{html.escape(caption)}'
+            "</figcaption></figure>"
+        )
         return {**PlotlyRenderer().to_mimebundle(fig_dict), "text/html": figure}
 
 

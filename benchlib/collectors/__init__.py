@@ -4,6 +4,7 @@ Every collector module satisfies `Collector` (checked by the tests). Collectors
 depend on nothing but benchlib.errors: targets and the runner use them, never
 the other way round.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -28,9 +29,12 @@ def _tool(value) -> str | None:
 # boolean guard every settings model has).
 # Written out (not built from MODULES) so that type checkers read it too.
 TestSpec = Annotated[
-    Annotated[netperf.Spec, Tag("netperf")] | Annotated[iperf3.Spec, Tag("iperf3")]
-    | Annotated[fortio.Spec, Tag("fortio")] | Annotated[dns.Spec, Tag("dns")],
-    Discriminator(_tool)]
+    Annotated[netperf.Spec, Tag("netperf")]
+    | Annotated[iperf3.Spec, Tag("iperf3")]
+    | Annotated[fortio.Spec, Tag("fortio")]
+    | Annotated[dns.Spec, Tag("dns")],
+    Discriminator(_tool),
+]
 
 
 def get(tool: str) -> Collector[Any]:

@@ -1,5 +1,6 @@
 """What every collector shares: the test spec base models, the Collector protocol, invocations,
 servers, reading output."""
+
 from __future__ import annotations
 
 import json
@@ -50,8 +51,17 @@ class Strict(BaseModel):
 # Every test parameter a raw record keeps (test_params), in its order, with the value it has for a tool
 # that does not use it: records kept every field of one model common to all tools, and a campaign's
 # records must read the same whichever code wrote them.
-RECORDED_PARAMS = {"tool": None, "kind": None, "duration_s": None, "streams": 1, "message_size": None,
-                   "timeout_s": None, "bitrate": None, "qps": None, "connection_close": False}
+RECORDED_PARAMS = {
+    "tool": None,
+    "kind": None,
+    "duration_s": None,
+    "streams": 1,
+    "message_size": None,
+    "timeout_s": None,
+    "bitrate": None,
+    "qps": None,
+    "connection_close": False,
+}
 
 
 class Spec(Strict):
@@ -61,8 +71,12 @@ class Spec(Strict):
     tool: str
     kind: str = Field(description="test kind; the tool's collector lists the allowed ones (KINDS)")
     duration_s: float = Field(gt=0, le=3600, description="length of one run")
-    streams: int = Field(1, ge=1, le=256, description=(
-        "parallel instances, results summed (iperf3 -P streams, fortio connections, dnsperf clients)"))
+    streams: int = Field(
+        1,
+        ge=1,
+        le=256,
+        description=("parallel instances, results summed (iperf3 -P streams, fortio connections, dnsperf clients)"),
+    )
     timeout_s: float | None = Field(None, gt=0, description="kill the run after this; default duration + 30 s")
 
     @classmethod
@@ -106,8 +120,9 @@ class WholeSecondsSpec(Spec):
 class PacedSpec(Spec):
     """A test of a tool that offers requests at a set rate."""
 
-    qps: Annotated[int, Field(gt=0)] | Literal["max"] = Field(None, validate_default=True, description=(
-        "offered requests (queries) per second, or 'max' for no pacing"))
+    qps: Annotated[int, Field(gt=0)] | Literal["max"] = Field(
+        None, validate_default=True, description=("offered requests (queries) per second, or 'max' for no pacing")
+    )
 
     @field_validator("qps", mode="before")
     @classmethod

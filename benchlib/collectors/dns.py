@@ -14,6 +14,7 @@ The server side answers one name: in the lab a dnsmasq started by the target
 (no upstream; the name answered from its own host record); in a cluster
 the cluster DNS, which answers the same name.
 """
+
 from __future__ import annotations
 
 import math
@@ -31,9 +32,23 @@ KINDS = typing.get_args(Kind)
 PORT = 53
 NAME = "kubernetes.default.svc.cluster.local"
 ANSWER = "198.18.0.2"  # a lab address; nothing connects to it
-SERVER = Server("dnsmasq", ["dnsmasq", "--keep-in-foreground", "--conf-file=/dev/null", "--no-resolv",
-                            "--no-hosts", "--pid-file=", "--user=root", "--log-facility=-",
-                            f"--port={PORT}", f"--host-record={NAME},{ANSWER}"], PORT, "udp")
+SERVER = Server(
+    "dnsmasq",
+    [
+        "dnsmasq",
+        "--keep-in-foreground",
+        "--conf-file=/dev/null",
+        "--no-resolv",
+        "--no-hosts",
+        "--pid-file=",
+        "--user=root",
+        "--log-facility=-",
+        f"--port={PORT}",
+        f"--host-record={NAME},{ANSWER}",
+    ],
+    PORT,
+    "udp",
+)
 VERSION_COMMAND = ["dnsperf", "-h"]
 TIMEOUT_S = 1  # a query unanswered for this long is lost (dnsperf's default, 5 s, outlasts short runs)
 
@@ -67,17 +82,41 @@ def build(spec: Spec, host: str, client_cpus: list[int], server_cpus: list[int])
     return [command(spec.kind, host, spec.duration_s, spec.qps, spec.streams, client_cpus, server_cpus)]
 
 
-def command(kind: str, host: str, duration_s: float, qps: int | str, clients: int,
-            client_cpus: list[int], server_cpus: list[int], port: int = PORT) -> Invocation:
+def command(
+    kind: str,
+    host: str,
+    duration_s: float,
+    qps: int | str,
+    clients: int,
+    client_cpus: list[int],
+    server_cpus: list[int],
+    port: int = PORT,
+) -> Invocation:
     if kind not in KINDS:
         raise ValueError(f"dns: unsupported test kind {kind!r}; allowed: {list(KINDS)}")
     if qps != "max" and not (isinstance(qps, int) and qps > 0):
         raise ValueError(f"dns: qps must be a positive integer or 'max', got {qps!r}")
     if not re.fullmatch(r"[\w.:-]+", host):  # it goes into a shell command line
         raise ValueError(f"dns: {host!r} is not an address or host name")
-    dnsperf = ["taskset", "-c", ",".join(map(str, client_cpus)), "dnsperf", "-s", host, "-p", str(port),
-               "-m", "udp", "-l", f"{duration_s:g}", "-t", str(TIMEOUT_S),
-               "-c", str(clients), "-v"]
+    dnsperf = [
+        "taskset",
+        "-c",
+        ",".join(map(str, client_cpus)),
+        "dnsperf",
+        "-s",
+        host,
+        "-p",
+        str(port),
+        "-m",
+        "udp",
+        "-l",
+        f"{duration_s:g}",
+        "-t",
+        str(TIMEOUT_S),
+        "-c",
+        str(clients),
+        "-v",
+    ]
     if qps != "max":
         dnsperf += ["-Q", str(qps)]
     # dnsperf reads queries from stdin and, at its end, rewinds it ("cannot
@@ -120,18 +159,24 @@ def parse(kind: str, stdouts: Sequence[bytes | str]) -> dict[str, float]:
         elif _TIMEOUT.match(line):
             pending_timeouts += 1
     if not latencies:
-        raise ParseError(f"dnsperf: no query was answered with NOERROR ({errors} errors, "
-                         f"{pending_timeouts} timeouts); "
-                         "was it run with -v against a server that knows the name?")
+        raise ParseError(
+            f"dnsperf: no query was answered with NOERROR ({errors} errors, "
+            f"{pending_timeouts} timeouts); "
+            "was it run with -v against a server that knows the name?"
+        )
     qps = _QPS.search(out)
     if not qps:
         raise ParseError("dnsperf output lacks 'Queries per second'")
     latencies.sort()
-    return finite("dnsperf", {
-        "dns_qps": _number("Queries per second", utf8("dnsperf", "Queries per second", qps.group(1))),
-        "dns_latency_p50": _percentile(latencies, 50) * 1e6,
-        "dns_latency_p99": _percentile(latencies, 99) * 1e6,
-        "dns_errors": float(errors)})
+    return finite(
+        "dnsperf",
+        {
+            "dns_qps": _number("Queries per second", utf8("dnsperf", "Queries per second", qps.group(1))),
+            "dns_latency_p50": _percentile(latencies, 50) * 1e6,
+            "dns_latency_p99": _percentile(latencies, 99) * 1e6,
+            "dns_errors": float(errors),
+        },
+    )
 
 
 def _number(field: str, value: str) -> float:

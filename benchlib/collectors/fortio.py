@@ -10,6 +10,7 @@ a pod (the benchmark image has it in /usr/bin), on an SSH host, or in the lab,
 where ``benchlib`` puts the checkout's ``.tools/bin`` (scripts/setup.sh installs
 fortio there) first on PATH.
 """
+
 from __future__ import annotations
 
 import typing
@@ -25,17 +26,34 @@ KINDS = typing.get_args(Kind)
 PORT = 8080
 BINARY = "fortio"
 # Only the HTTP echo server: the gRPC, redirect, TCP/UDP echo servers and the UI stay off.
-SERVER = Server("fortio", [BINARY, "server", "-http-port", str(PORT), "-grpc-port", "disabled",
-                           "-redirect-port", "disabled", "-tcp-port", "disabled", "-udp-port", "disabled",
-                           "-ui-path", ""], PORT, l7="http")
+SERVER = Server(
+    "fortio",
+    [
+        BINARY,
+        "server",
+        "-http-port",
+        str(PORT),
+        "-grpc-port",
+        "disabled",
+        "-redirect-port",
+        "disabled",
+        "-tcp-port",
+        "disabled",
+        "-udp-port",
+        "disabled",
+        "-ui-path",
+        "",
+    ],
+    PORT,
+    l7="http",
+)
 VERSION_COMMAND = [BINARY, "version"]
 # fortio's latency histogram has 1 ms buckets at the low end by default: a
 # pod-to-pod request takes well under 1 ms, so its percentiles would be
 # interpolated inside the first bucket (p99 ~ 0.99 ms whatever happened).
 # 10 us buckets resolve them.
 RESOLUTION_S = 0.00001
-PERCENTILES = {50.0: "http_latency_p50", 90.0: "http_latency_p90", 99.0: "http_latency_p99",
-               99.9: "http_latency_p999"}
+PERCENTILES = {50.0: "http_latency_p50", 90.0: "http_latency_p90", 99.0: "http_latency_p99", 99.9: "http_latency_p999"}
 
 
 class Spec(PacedSpec):
@@ -43,8 +61,9 @@ class Spec(PacedSpec):
 
     tool: Literal["fortio"]
     kind: Kind
-    connection_close: bool = Field(False, description=(
-        "a new connection per request (Connection: close) instead of keep-alive"))
+    connection_close: bool = Field(
+        False, description=("a new connection per request (Connection: close) instead of keep-alive")
+    )
 
 
 def warmup_s(spec: Spec) -> float:
@@ -65,13 +84,37 @@ def build(spec: Spec, host: str, client_cpus: list[int], server_cpus: list[int])
     return [command(host, spec.duration_s, spec.qps, spec.streams, spec.connection_close, client_cpus, server_cpus)]
 
 
-def command(host: str, duration_s: float, qps: int | str, connections: int, connection_close: bool,
-            client_cpus: list[int], server_cpus: list[int], port: int = PORT) -> Invocation:
+def command(
+    host: str,
+    duration_s: float,
+    qps: int | str,
+    connections: int,
+    connection_close: bool,
+    client_cpus: list[int],
+    server_cpus: list[int],
+    port: int = PORT,
+) -> Invocation:
     if qps != "max" and not (isinstance(qps, int) and qps > 0):
         raise ValueError(f"fortio: qps must be a positive integer or 'max', got {qps!r}")
-    argv = ["taskset", "-c", ",".join(map(str, client_cpus)), BINARY, "load",
-            "-qps", "0" if qps == "max" else str(qps), "-t", f"{duration_s:g}s", "-c", str(connections),
-            "-p", ",".join(f"{p:g}" for p in PERCENTILES), "-r", f"{RESOLUTION_S:g}", "-json", "-"]
+    argv = [
+        "taskset",
+        "-c",
+        ",".join(map(str, client_cpus)),
+        BINARY,
+        "load",
+        "-qps",
+        "0" if qps == "max" else str(qps),
+        "-t",
+        f"{duration_s:g}s",
+        "-c",
+        str(connections),
+        "-p",
+        ",".join(f"{p:g}" for p in PERCENTILES),
+        "-r",
+        f"{RESOLUTION_S:g}",
+        "-json",
+        "-",
+    ]
     if connection_close:
         argv.append("-keepalive=false")
     argv.append(f"http://{host}:{port}/echo")
@@ -88,7 +131,7 @@ def parse(kind: str, stdouts: Sequence[bytes | str]) -> dict[str, float]:
         raise ParseError("fortio printed no JSON result (it aborts before writing one when it cannot connect)")
     doc = json_document("fortio", stdouts[0])
     if not isinstance(doc, dict) or doc.get("RunType") != "HTTP":
-        raise ParseError("fortio output is not the result of an HTTP load run (RunType is not \"HTTP\")")
+        raise ParseError('fortio output is not the result of an HTTP load run (RunType is not "HTTP")')
     out = {"http_qps": json_number("fortio", doc, "ActualQPS", minimum=0)}
     entries = json_get(doc, "DurationHistogram", "Percentiles")
     if not isinstance(entries, list):

@@ -9,6 +9,7 @@ issue #1489, fixed in 3.14 by pull request #1498).
 UDP goes at a target bitrate, or unlimited (``-b 0``: send as fast as the
 sender can, the loss then says how much the path dropped).
 """
+
 from __future__ import annotations
 
 import re
@@ -46,8 +47,11 @@ class Spec(WholeSecondsSpec):
     tool: Literal["iperf3"]
     kind: Kind
     message_size: int | None = Field(None, gt=0, description="-l buffer size (bytes); default iperf3's")
-    bitrate: str | None = Field(None, validate_default=True, description=(
-        "UDP_STREAM: target bitrate per stream (e.g. 1G, 500M) or 'unlimited'"))
+    bitrate: str | None = Field(
+        None,
+        validate_default=True,
+        description=("UDP_STREAM: target bitrate per stream (e.g. 1G, 500M) or 'unlimited'"),
+    )
 
     @field_validator("bitrate")
     @classmethod
@@ -60,7 +64,9 @@ class Spec(WholeSecondsSpec):
         if kind == "UDP_STREAM" and bitrate is None:
             raise ValueError(f"iperf3 {kind} needs bitrate: a bitrate such as 1G, or 'unlimited'")
         if bitrate is not None and not re.fullmatch(BITRATE_RE, bitrate):
-            raise ValueError(f"{bitrate!r} is not a bitrate: a number with an optional K, M or G suffix, or 'unlimited'")
+            raise ValueError(
+                f"{bitrate!r} is not a bitrate: a number with an optional K, M or G suffix, or 'unlimited'"
+            )
         return bitrate
 
 
@@ -79,19 +85,50 @@ def server_wait_s(spec: Spec) -> float:
 
 def build(spec: Spec, host: str, client_cpus: list[int], server_cpus: list[int]) -> list[Invocation]:
     """The command line of one run of a test (parallel streams are one process, ``-P``)."""
-    return [command(spec.kind, host, spec.duration_s, spec.streams, spec.message_size, spec.bitrate,
-                    client_cpus[0], server_cpus[0])]
+    return [
+        command(
+            spec.kind,
+            host,
+            spec.duration_s,
+            spec.streams,
+            spec.message_size,
+            spec.bitrate,
+            client_cpus[0],
+            server_cpus[0],
+        )
+    ]
 
 
-def command(kind: str, host: str, duration_s: float, streams: int, message_size: int | None,
-            bitrate: str | None, client_cpu: int, server_cpu: int, port: int = PORT) -> Invocation:
+def command(
+    kind: str,
+    host: str,
+    duration_s: float,
+    streams: int,
+    message_size: int | None,
+    bitrate: str | None,
+    client_cpu: int,
+    server_cpu: int,
+    port: int = PORT,
+) -> Invocation:
     if kind not in KINDS:
         raise ValueError(f"iperf3: unsupported test kind {kind!r}; allowed: {list(KINDS)}")
     if duration_s != int(duration_s):
         raise ValueError(f"iperf3: duration must be whole seconds, got {duration_s}")
     # -A n,m pins the client to n and, for this test only, the server to m.
-    argv = ["iperf3", "-c", host, "-p", str(port), "-J", "-t", str(int(duration_s)),
-            "-P", str(streams), "-A", f"{client_cpu},{server_cpu}"]
+    argv = [
+        "iperf3",
+        "-c",
+        host,
+        "-p",
+        str(port),
+        "-J",
+        "-t",
+        str(int(duration_s)),
+        "-P",
+        str(streams),
+        "-A",
+        f"{client_cpu},{server_cpu}",
+    ]
     if kind == "TCP_STREAM":
         if bitrate is not None:
             raise ValueError("iperf3: bitrate applies to UDP_STREAM only")

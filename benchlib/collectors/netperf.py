@@ -3,6 +3,7 @@
 netperf 2.7's omni tests print ``KEY=value`` lines for the output selectors
 given with ``-k``; that is the only output format parsed here.
 """
+
 from __future__ import annotations
 
 import math
@@ -14,14 +15,36 @@ from pydantic import Field
 
 from .base import Invocation, ParseError, Server, WholeSecondsSpec, finite, text, utf8
 
-STREAM_KEYS = ("THROUGHPUT", "THROUGHPUT_UNITS", "ELAPSED_TIME", "LOCAL_SEND_SIZE",
-               "LOCAL_TRANSPORT_RETRANS", "LOCAL_CPU_BIND", "REMOTE_CPU_BIND")
-RR_KEYS = ("THROUGHPUT", "THROUGHPUT_UNITS", "ELAPSED_TIME", "REQUEST_SIZE", "RESPONSE_SIZE",
-           "MIN_LATENCY", "P50_LATENCY", "P90_LATENCY", "P99_LATENCY", "MEAN_LATENCY",
-           "LOCAL_CPU_BIND", "REMOTE_CPU_BIND")
-LATENCY_METRICS = {"MIN_LATENCY": "latency_min", "P50_LATENCY": "latency_p50",
-                   "P90_LATENCY": "latency_p90", "P99_LATENCY": "latency_p99",
-                   "MEAN_LATENCY": "latency_mean"}
+STREAM_KEYS = (
+    "THROUGHPUT",
+    "THROUGHPUT_UNITS",
+    "ELAPSED_TIME",
+    "LOCAL_SEND_SIZE",
+    "LOCAL_TRANSPORT_RETRANS",
+    "LOCAL_CPU_BIND",
+    "REMOTE_CPU_BIND",
+)
+RR_KEYS = (
+    "THROUGHPUT",
+    "THROUGHPUT_UNITS",
+    "ELAPSED_TIME",
+    "REQUEST_SIZE",
+    "RESPONSE_SIZE",
+    "MIN_LATENCY",
+    "P50_LATENCY",
+    "P90_LATENCY",
+    "P99_LATENCY",
+    "MEAN_LATENCY",
+    "LOCAL_CPU_BIND",
+    "REMOTE_CPU_BIND",
+)
+LATENCY_METRICS = {
+    "MIN_LATENCY": "latency_min",
+    "P50_LATENCY": "latency_p50",
+    "P90_LATENCY": "latency_p90",
+    "P99_LATENCY": "latency_p99",
+    "MEAN_LATENCY": "latency_mean",
+}
 RATE_METRIC = {"TCP_RR": "transaction_rate", "TCP_CRR": "connection_rate"}
 Kind = Literal["TCP_STREAM", "TCP_RR", "TCP_CRR"]
 KINDS = typing.get_args(Kind)
@@ -46,8 +69,9 @@ class Spec(WholeSecondsSpec):
 
     tool: Literal["netperf"]
     kind: Kind
-    message_size: int | None = Field(None, gt=0, description=(
-        "TCP_STREAM send size, or RR/CRR request and response size (bytes); default netperf's"))
+    message_size: int | None = Field(
+        None, gt=0, description=("TCP_STREAM send size, or RR/CRR request and response size (bytes); default netperf's")
+    )
 
 
 def warmup_s(spec: Spec) -> float:
@@ -68,8 +92,16 @@ def build(spec: Spec, host: str, client_cpus: list[int], server_cpus: list[int])
     return commands(spec.kind, host, spec.duration_s, spec.streams, spec.message_size, client_cpus, server_cpus)
 
 
-def commands(kind: str, host: str, duration_s: float, streams: int, message_size: int | None,
-             client_cpus: list[int], server_cpus: list[int], port: int = PORT) -> list[Invocation]:
+def commands(
+    kind: str,
+    host: str,
+    duration_s: float,
+    streams: int,
+    message_size: int | None,
+    client_cpus: list[int],
+    server_cpus: list[int],
+    port: int = PORT,
+) -> list[Invocation]:
     """The netperf command lines for one run, one per stream, CPUs assigned round-robin."""
     if kind not in KINDS:
         raise ValueError(f"netperf: unsupported test kind {kind!r}")
@@ -80,8 +112,21 @@ def commands(kind: str, host: str, duration_s: float, streams: int, message_size
     out = []
     for i in range(streams):
         lcpu, rcpu = client_cpus[i % len(client_cpus)], server_cpus[i % len(server_cpus)]
-        argv = ["netperf", "-H", host, "-p", str(port), "-t", kind,
-                "-l", _seconds(duration_s), "-T", f"{lcpu},{rcpu}", "-P", "0"]
+        argv = [
+            "netperf",
+            "-H",
+            host,
+            "-p",
+            str(port),
+            "-t",
+            kind,
+            "-l",
+            _seconds(duration_s),
+            "-T",
+            f"{lcpu},{rcpu}",
+            "-P",
+            "0",
+        ]
         if kind != "TCP_STREAM":
             argv.append("-j")  # keep the per-transaction timings behind the percentiles
         argv += ["--", *test_opts, "-P", f",{DATA_PORT + i}", "-k", ",".join(keys)]

@@ -4,6 +4,7 @@ A target knows nothing about tools or statistics: the runner hands it the
 servers to start and the command lines to run, and gets back what the
 processes printed. `Target` declares everything the runner relies on.
 """
+
 from __future__ import annotations
 
 import os
@@ -102,8 +103,9 @@ class Target(ABC):
     # then says, per scenario once activated, whether it can indeed
     profiles = False
 
-    def __init__(self, env, scenarios: list[str], servers: Sequence[Server] = (), commands: Sequence[str] = (),
-                 log=print):
+    def __init__(
+        self, env, scenarios: list[str], servers: Sequence[Server] = (), commands: Sequence[str] = (), log=print
+    ):
         self.env, self.scenarios, self.log = env, scenarios, log
         self.servers, self.commands = list(servers), list(commands)
         self.placements: dict[str, Placement] = {}
@@ -196,8 +198,16 @@ def service_ports(servers: Sequence[Server]) -> list[tuple[int, str]]:
     return sorted({p for s in servers for p in s.ports()})
 
 
-def wait_listening(server, proc, ss: Callable[[list[str]], str], target: str, place: str,
-                   output: Callable[[], str], timeout_s: float, poll_s: float) -> None:
+def wait_listening(
+    server,
+    proc,
+    ss: Callable[[list[str]], str],
+    target: str,
+    place: str,
+    output: Callable[[], str],
+    timeout_s: float,
+    poll_s: float,
+) -> None:
     """Return once `ss`, run beside the server, shows its port listening.
 
     Errors read "<target>: <server> <place> exited ..."; `output()` is what
@@ -211,8 +221,7 @@ def wait_listening(server, proc, ss: Callable[[list[str]], str], target: str, pl
         if ss(["ss", flag, f"sport = :{server.port}"]).strip():
             return
         time.sleep(poll_s)
-    raise TargetError(f"{target}: {server.name} {place} did not listen on port {server.port} "
-                      f"within {timeout_s:g} s")
+    raise TargetError(f"{target}: {server.name} {place} did not listen on port {server.port} within {timeout_s:g} s")
 
 
 class LocalProcess:
@@ -230,8 +239,7 @@ class LocalProcess:
     """
 
     def __init__(self, argv: list[str]):
-        self._p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                   start_new_session=True)
+        self._p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
         self._output = (b"", b"")
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()

@@ -6,6 +6,7 @@ read over ssh. Host keys are checked (``StrictHostKeyChecking=yes``, with
 ``known_hosts`` from the environment when given) and ssh never prompts
 (``BatchMode=yes``).
 """
+
 from __future__ import annotations
 
 import os
@@ -34,8 +35,19 @@ def ssh_argv(env: Environment, side: str, remote: list[str]) -> list[str]:
     if s is None:
         raise TargetError(f"environment {env.name}: target ssh needs an ssh: section")
     h: SshHost = getattr(s, side)
-    argv = [*s.command, "-p", str(h.port), "-l", h.user, "-o", "BatchMode=yes",
-            "-o", "StrictHostKeyChecking=yes", "-o", "ConnectTimeout=10"]
+    argv = [
+        *s.command,
+        "-p",
+        str(h.port),
+        "-l",
+        h.user,
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        "StrictHostKeyChecking=yes",
+        "-o",
+        "ConnectTimeout=10",
+    ]
     if h.identity_file:
         argv += ["-i", os.path.expanduser(h.identity_file), "-o", "IdentitiesOnly=yes"]
     if s.known_hosts:
@@ -50,8 +62,12 @@ def render(env: Environment, scenarios: list[str], servers: list[Server]) -> lis
     """What the target runs on entry, as (title, command)."""
     out: list[tuple[str, object]] = [(f"{side}: check", shlex.join(ssh_argv(env, side, ["true"]))) for side in SIDES]
     for server in servers:
-        out.append((f"server: start {server.name}",
-                    shlex.join(ssh_argv(env, "server", ["sh", "-c", 'echo $$; exec "$@"', "sh", *server.argv]))))
+        out.append(
+            (
+                f"server: start {server.name}",
+                shlex.join(ssh_argv(env, "server", ["sh", "-c", 'echo $$; exec "$@"', "sh", *server.argv])),
+            )
+        )
     return out
 
 
@@ -60,8 +76,14 @@ class SshTarget(Target):
     # one pair of hosts serves every scenario: nothing to switch between runs
     interleaves_scenarios = True
 
-    def __init__(self, env: Environment, scenarios: list[str], servers: Sequence[Server] = (),
-                 commands: Sequence[str] = (), log=print):
+    def __init__(
+        self,
+        env: Environment,
+        scenarios: list[str],
+        servers: Sequence[Server] = (),
+        commands: Sequence[str] = (),
+        log=print,
+    ):
         if env.ssh is None:
             raise TargetError(f"environment {env.name}: target ssh needs an ssh: section")
         super().__init__(env, scenarios, servers, commands, log)
@@ -75,8 +97,9 @@ class SshTarget(Target):
         except subprocess.TimeoutExpired:
             raise TargetError(f"ssh: `{shlex.join(remote)}` on {self._host(side)} took over {timeout} s") from None
         if proc.returncode != 0:
-            raise TargetError(f"ssh: `{shlex.join(remote)}` on {self._host(side)} exited {proc.returncode}: "
-                              f"{proc.stderr.strip()}")
+            raise TargetError(
+                f"ssh: `{shlex.join(remote)}` on {self._host(side)} exited {proc.returncode}: {proc.stderr.strip()}"
+            )
         return proc.stdout
 
     def _host(self, side: str) -> str:
@@ -97,10 +120,14 @@ class SshTarget(Target):
         s = self.env.ssh
         for name in self.scenarios:
             self.placements[name] = Placement(
-                scenario=name, server_address=s.server.address or s.server.host,
-                client_node=s.client.host, server_node=s.server.host,
-                client_cpus=cpus["client"], server_cpus=cpus["server"],
-                details={"ssh_client": self._host("client"), "ssh_server": self._host("server")})
+                scenario=name,
+                server_address=s.server.address or s.server.host,
+                client_node=s.client.host,
+                server_node=s.server.host,
+                client_cpus=cpus["client"],
+                server_cpus=cpus["server"],
+                details={"ssh_client": self._host("client"), "ssh_server": self._host("server")},
+            )
 
     def _cpus(self) -> dict[str, list[int]]:
         if self.env.cpus:
@@ -115,8 +142,13 @@ class SshTarget(Target):
         # by that PID, since ending the ssh session does not end a command
         # that has no terminal.
         remote = ["sh", "-c", 'echo $$; exec "$@"', "sh", "taskset", "-c", ",".join(map(str, cpus)), *server.argv]
-        proc = subprocess.Popen(ssh_argv(self.env, "server", remote), stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+        proc = subprocess.Popen(
+            ssh_argv(self.env, "server", remote),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
         assert proc.stdout is not None and proc.stderr is not None  # both piped
         # bounded: a login that never runs our command (a forced command, a shell
         # startup file waiting for input) would otherwise hang the campaign here
@@ -127,11 +159,20 @@ class SshTarget(Target):
         if not first.isdigit():
             proc.kill()
             _, err = proc.communicate(timeout=KILL_WAIT_S)
-            raise TargetError(f"ssh: {server.name} on {self._host('server')} did not start: "
-                              f"{err.strip() or first or 'no output'}")
+            raise TargetError(
+                f"ssh: {server.name} on {self._host('server')} did not start: {err.strip() or first or 'no output'}"
+            )
         self._servers.append((server.name, proc, int(first)))
-        wait_listening(server, proc, lambda argv: self._check("server", argv), "ssh", f"on {self._host('server')}",
-                       proc.stderr.read, timeout_s=SERVER_LISTEN_TIMEOUT_S, poll_s=SERVER_POLL_S)
+        wait_listening(
+            server,
+            proc,
+            lambda argv: self._check("server", argv),
+            "ssh",
+            f"on {self._host('server')}",
+            proc.stderr.read,
+            timeout_s=SERVER_LISTEN_TIMEOUT_S,
+            poll_s=SERVER_POLL_S,
+        )
 
     def teardown(self) -> None:
         errors = []
@@ -163,7 +204,12 @@ class SshTarget(Target):
         return cpu.take(self._check(side, ["cat", "/proc/stat"]))
 
     def describe(self) -> dict:
-        versions = {"kernel": self._check("client", ["uname", "-r"]).strip(),
-                    "server_kernel": self._check("server", ["uname", "-r"]).strip()}
-        return {"target": "ssh", "versions": versions,
-                "clk_tck": int(self._check("client", ["getconf", "CLK_TCK"]).strip())}
+        versions = {
+            "kernel": self._check("client", ["uname", "-r"]).strip(),
+            "server_kernel": self._check("server", ["uname", "-r"]).strip(),
+        }
+        return {
+            "target": "ssh",
+            "versions": versions,
+            "clk_tck": int(self._check("client", ["getconf", "CLK_TCK"]).strip()),
+        }

@@ -12,6 +12,7 @@ A hook (mkdocs' own `hooks:` setting) rather than a plugin: it needs no dependen
 runs inside the build and `mkdocs serve` (which watches benchlib/ and pipelines/, see mkdocs.yml),
 and `File.generated` is mkdocs' API for pages that exist only in the build.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,6 +37,7 @@ def on_files(files: Files, config) -> Files:
 
 
 # --- pydantic models ----------------------------------------------------------------------------
+
 
 def _type(annotation) -> str:
     """An annotation as a reader of a YAML file thinks of it: `int or 'max'`, `list of str`."""
@@ -72,8 +74,15 @@ def _default(field) -> str:
 
 
 def _bounds(field) -> str:
-    names = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<", "min_length": "length >=",
-             "max_length": "length <=", "pattern": "matches"}
+    names = {
+        "ge": ">=",
+        "gt": ">",
+        "le": "<=",
+        "lt": "<",
+        "min_length": "length >=",
+        "max_length": "length <=",
+        "pattern": "matches",
+    }
     out = []
     for meta in field.metadata:
         for attr, word in names.items():
@@ -99,16 +108,32 @@ def _model_tables(model: type[BaseModel], key: str, seen: set) -> list[str]:
         return []
     seen.add((model, key))
     doc = _cell(model.__doc__ or "") if "__doc__" in vars(model) and model.__doc__ else ""
-    out = [f"### `{key}`", "", *([doc, ""] if doc else []), "| key | type | default | bounds | meaning |", "|---|---|---|---|---|"]
+    out = [
+        f"### `{key}`",
+        "",
+        *([doc, ""] if doc else []),
+        "| key | type | default | bounds | meaning |",
+        "|---|---|---|---|---|",
+    ]
     nested = []
     for name, field in model.model_fields.items():
-        out.append(f"| `{name}` | {_cell(_type(field.annotation))} | {_default(field)} | {_bounds(field)} "
-                   f"| {_cell(field.description or '')} |")
+        out.append(
+            f"| `{name}` | {_cell(_type(field.annotation))} | {_default(field)} | {_bounds(field)} "
+            f"| {_cell(field.description or '')} |"
+        )
         origin = typing.get_origin(field.annotation)
         for sub in _models_in(field.annotation):
             many = origin is dict or any(typing.get_origin(a) is dict for a in typing.get_args(field.annotation))
-            nested.append((sub, f"{key}.{name}.<name>" if many else
-                           f"{key}.{name}[]" if "list" in _type(field.annotation) else f"{key}.{name}"))
+            nested.append(
+                (
+                    sub,
+                    f"{key}.{name}.<name>"
+                    if many
+                    else f"{key}.{name}[]"
+                    if "list" in _type(field.annotation)
+                    else f"{key}.{name}",
+                )
+            )
     out.append("")
     for sub, sub_key in nested:
         out += _model_tables(sub, sub_key, seen)
@@ -117,12 +142,19 @@ def _model_tables(model: type[BaseModel], key: str, seen: set) -> list[str]:
 
 def render_params() -> str:
     from benchlib import collectors, config
-    out = ["# params.yaml", "",
-           "The campaign definition. `benchlib validate` checks it against these models "
-           "(`benchlib/config.py`), and every error names the file and the key. Generated from the code.", ""]
+
+    out = [
+        "# params.yaml",
+        "",
+        "The campaign definition. `benchlib validate` checks it against these models "
+        "(`benchlib/config.py`), and every error names the file and the key. Generated from the code.",
+        "",
+    ]
     out += ["## Top level", "", "| key | type | default | meaning |", "|---|---|---|---|"]
-    out += [f"| `{name}` | {_cell(_type(field.annotation))} | {_default(field)} | {_cell(field.description or '')} |"
-            for name, field in config.Params.model_fields.items()]
+    out += [
+        f"| `{name}` | {_cell(_type(field.annotation))} | {_default(field)} | {_cell(field.description or '')} |"
+        for name, field in config.Params.model_fields.items()
+    ]
     out.append("")
     seen: set = set()
     for name, field in config.Params.model_fields.items():
@@ -131,9 +163,13 @@ def render_params() -> str:
         for model in _models_in(field.annotation):
             key = "environments.<env>" if name == "environments" else name
             out += _model_tables(model, key, seen)
-    out += ["## `tests.<name>`", "",
-            "A test is one tool invocation; its `tool` picks the model, which holds the kinds that tool "
-            "runs and only the fields it uses (a field of another tool is refused).", ""]
+    out += [
+        "## `tests.<name>`",
+        "",
+        "A test is one tool invocation; its `tool` picks the model, which holds the kinds that tool "
+        "runs and only the fields it uses (a field of another tool is refused).",
+        "",
+    ]
     for tool, module in collectors.MODULES.items():
         out += _model_tables(module.Spec, f"tests.<name> with tool: {tool}", seen)
     return "\n".join(out)
@@ -141,11 +177,16 @@ def render_params() -> str:
 
 def render_environment() -> str:
     from benchlib import config
-    out = ["# environment.yaml", "",
-           "`pipelines/<env>/environment.yaml`: where a campaign runs (its `target`) and its scenarios. "
-           "A scenario with `services: [a, b]` expands into one scenario per count, named `<name>-<count>`. "
-           "Generated from `benchlib/config.py`; the shipped environments are listed in "
-           "[Shipped environments](environments.md).", ""]
+
+    out = [
+        "# environment.yaml",
+        "",
+        "`pipelines/<env>/environment.yaml`: where a campaign runs (its `target`) and its scenarios. "
+        "A scenario with `services: [a, b]` expands into one scenario per count, named `<name>-<count>`. "
+        "Generated from `benchlib/config.py`; the shipped environments are listed in "
+        "[Shipped environments](environments.md).",
+        "",
+    ]
     fields = dict(config.Environment.model_fields)
     fields.pop("name")  # the folder's name, not a key of the file
     out += _environment_table(fields)
@@ -159,12 +200,15 @@ def render_environment() -> str:
 def _environment_table(fields: dict) -> list[str]:
     out = ["## Top level", "", "| key | type | default | bounds | meaning |", "|---|---|---|---|---|"]
     for name, field in fields.items():
-        out.append(f"| `{name}` | {_cell(_type(field.annotation))} | {_default(field)} | {_bounds(field)} "
-                   f"| {_cell(field.description or '')} |")
+        out.append(
+            f"| `{name}` | {_cell(_type(field.annotation))} | {_default(field)} | {_bounds(field)} "
+            f"| {_cell(field.description or '')} |"
+        )
     return out + [""]
 
 
 # --- the CLI ------------------------------------------------------------------------------------
+
 
 def _commands(parser: argparse.ArgumentParser, words: list[str]):
     yield words, parser
@@ -176,12 +220,17 @@ def _commands(parser: argparse.ArgumentParser, words: list[str]):
 
 def render_cli() -> str:
     from benchlib import cli
+
     old = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = "100"  # argparse wraps to the terminal: the page must not depend on it
     try:
-        out = ["# The benchlib command", "",
-               "Every command's `--help`, generated from `benchlib/cli.py`. `benchlib COMMAND --help` prints "
-               "the same. Exit codes: [Exit codes](exit-codes.md).", ""]
+        out = [
+            "# The benchlib command",
+            "",
+            "Every command's `--help`, generated from `benchlib/cli.py`. `benchlib COMMAND --help` prints "
+            "the same. Exit codes: [Exit codes](exit-codes.md).",
+            "",
+        ]
         for words, parser in _commands(cli.build_parser(), ["benchlib"]):
             out += [f"## `{' '.join(words)}`", "", "```text", parser.format_help().rstrip(), "```", ""]
         return "\n".join(out)
@@ -193,6 +242,7 @@ def render_cli() -> str:
 
 
 # --- tidy tables --------------------------------------------------------------------------------
+
 
 def _column_comments() -> dict[tuple[str, str], str]:
     """(schema name, column) -> the comment on that column's line in benchlib/schema.py."""
@@ -210,58 +260,104 @@ def _column_comments() -> dict[tuple[str, str], str]:
 
 def render_schema() -> str:
     from benchlib import schema
+
     comments = _column_comments()
-    out = ["# Tidy tables", "",
-           "`benchlib parse` writes these parquet files to `data/processed/`; `benchlib/schema.py` holds every "
-           "table to exactly these columns and dtypes (strict casts). Generated from the code.", ""]
-    tables = {"runs.parquet": ("RUNS_SCHEMA", "one row per measured run"),
-              "metrics.parquet": ("METRICS_SCHEMA", "one row per run and metric (long format)"),
-              "profile_runs.parquet": ("PROFILE_RUNS_SCHEMA", "one row per profiled run (never in runs)"),
-              "profiles.parquet": ("PROFILES_SCHEMA", "one row per profiled run, side, task and stack")}
+    out = [
+        "# Tidy tables",
+        "",
+        "`benchlib parse` writes these parquet files to `data/processed/`; `benchlib/schema.py` holds every "
+        "table to exactly these columns and dtypes (strict casts). Generated from the code.",
+        "",
+    ]
+    tables = {
+        "runs.parquet": ("RUNS_SCHEMA", "one row per measured run"),
+        "metrics.parquet": ("METRICS_SCHEMA", "one row per run and metric (long format)"),
+        "profile_runs.parquet": ("PROFILE_RUNS_SCHEMA", "one row per profiled run (never in runs)"),
+        "profiles.parquet": ("PROFILES_SCHEMA", "one row per profiled run, side, task and stack"),
+    }
     for file, (name, what) in tables.items():
         out += [f"## `{file}`", "", f"{what.capitalize()}.", "", "| column | dtype | note |", "|---|---|---|"]
         for col, dtype in getattr(schema, name).items():
             out.append(f"| `{col}` | {dtype} | {_cell(comments.get((name, col), ''))} |")
         out.append("")
-    out += ["Older runs tables (written before a column existed) read with these values filled in "
-            "(`schema.RUNS_DEFAULTS`): " + ", ".join(f"`{k}` = `{v!r}`" for k, v in schema.RUNS_DEFAULTS.items())
-            + ".", ""]
-    out += ["## Metrics", "", "`metric` in `metrics.parquet` is one of these (`schema.METRICS`). *Better*: the "
-            "direction a verdict calls better. *Headline*: the metric of a test's primary comparison.", "",
-            "| metric | unit | better | sides | headline | meaning |", "|---|---|---|---|---|---|"]
+    out += [
+        "Older runs tables (written before a column existed) read with these values filled in "
+        "(`schema.RUNS_DEFAULTS`): " + ", ".join(f"`{k}` = `{v!r}`" for k, v in schema.RUNS_DEFAULTS.items()) + ".",
+        "",
+    ]
+    out += [
+        "## Metrics",
+        "",
+        "`metric` in `metrics.parquet` is one of these (`schema.METRICS`). *Better*: the "
+        "direction a verdict calls better. *Headline*: the metric of a test's primary comparison.",
+        "",
+        "| metric | unit | better | sides | headline | meaning |",
+        "|---|---|---|---|---|---|",
+    ]
     for name, m in schema.METRICS.items():
-        out.append(f"| `{name}` | {m.unit} | {'higher' if m.higher_is_better else 'lower'} | "
-                   f"{', '.join(m.sides)} | {'yes' if m.primary else ''} | {_cell(m.description)} |")
-    out += ["", "Derived by `benchlib analyse` (`schema.DERIVED_METRICS`), not stored by `parse`:", "",
-            "| metric | unit | better | sides | meaning |", "|---|---|---|---|---|"]
+        out.append(
+            f"| `{name}` | {m.unit} | {'higher' if m.higher_is_better else 'lower'} | "
+            f"{', '.join(m.sides)} | {'yes' if m.primary else ''} | {_cell(m.description)} |"
+        )
+    out += [
+        "",
+        "Derived by `benchlib analyse` (`schema.DERIVED_METRICS`), not stored by `parse`:",
+        "",
+        "| metric | unit | better | sides | meaning |",
+        "|---|---|---|---|---|",
+    ]
     for name, m in schema.DERIVED_METRICS.items():
-        out.append(f"| `{name}` | {m.unit} | {'higher' if m.higher_is_better else 'lower'} | "
-                   f"{', '.join(m.sides)} | {_cell(m.description)} |")
-    out += ["", "Each test kind's headline metric (`schema.HEADLINE_BY_KIND`; a paced HTTP or DNS test, whose "
-            "client fixes the rate, is judged by its median latency instead: "
-            + ", ".join(f"`{a}` -> `{b}`" for a, b in schema.PACED_HEADLINE.items()) + "):", "",
-            "| kind | headline metric |", "|---|---|"]
+        out.append(
+            f"| `{name}` | {m.unit} | {'higher' if m.higher_is_better else 'lower'} | "
+            f"{', '.join(m.sides)} | {_cell(m.description)} |"
+        )
+    out += [
+        "",
+        "Each test kind's headline metric (`schema.HEADLINE_BY_KIND`; a paced HTTP or DNS test, whose "
+        "client fixes the rate, is judged by its median latency instead: "
+        + ", ".join(f"`{a}` -> `{b}`" for a, b in schema.PACED_HEADLINE.items())
+        + "):",
+        "",
+        "| kind | headline metric |",
+        "|---|---|",
+    ]
     out += [f"| {kind} | `{metric}` |" for kind, metric in schema.HEADLINE_BY_KIND.items()]
     return "\n".join(out) + "\n"
 
 
 # --- shipped environments -----------------------------------------------------------------------
 
+
 def render_environments() -> str:
     from benchlib import config
-    out = ["# Shipped environments", "",
-           "The scenarios of every environment under `pipelines/`, read from its `environment.yaml` at build "
-           "time (a scenario with a list of service counts is listed once per count).", ""]
+
+    out = [
+        "# Shipped environments",
+        "",
+        "The scenarios of every environment under `pipelines/`, read from its `environment.yaml` at build "
+        "time (a scenario with a list of service counts is listed once per count).",
+        "",
+    ]
     for path in sorted((ROOT / "pipelines").glob("*/environment.yaml")):
         env = config.load_environment(path.parent.name)
-        out += [f"## `{env.name}` (target: {env.target})", "", _cell(env.description), "",
-                "| scenario | what it is | corresponds to |", "|---|---|---|"]
+        out += [
+            f"## `{env.name}` (target: {env.target})",
+            "",
+            _cell(env.description),
+            "",
+            "| scenario | what it is | corresponds to |",
+            "|---|---|---|",
+        ]
         for name, sc in env.scenarios.items():
             out.append(f"| `{name}` | {_cell(sc.description)} | {_cell(sc.maps_to)} |")
         out.append("")
     return "\n".join(out)
 
 
-PAGES = {"reference/params.md": render_params, "reference/environment.md": render_environment,
-         "reference/cli.md": render_cli, "reference/schema.md": render_schema,
-         "reference/environments.md": render_environments}
+PAGES = {
+    "reference/params.md": render_params,
+    "reference/environment.md": render_environment,
+    "reference/cli.md": render_cli,
+    "reference/schema.md": render_schema,
+    "reference/environments.md": render_environments,
+}

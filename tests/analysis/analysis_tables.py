@@ -1,4 +1,5 @@
 """Small schema-conforming tidy tables with known values, for the analysis tests (not measurements)."""
+
 from __future__ import annotations
 
 import json
@@ -12,9 +13,14 @@ from benchlib import schema
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def make_tables(samples: dict, failed: dict | None = None, cpus: tuple[int, int] = (1, 1),
-                campaign: str = "c1", environment: str = "local-lab",
-                run_columns: dict | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+def make_tables(
+    samples: dict,
+    failed: dict | None = None,
+    cpus: tuple[int, int] = (1, 1),
+    campaign: str = "c1",
+    environment: str = "local-lab",
+    run_columns: dict | None = None,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(runs, metrics) from {(scenario, test): {(metric, side): [value of run 0, run 1, ...]}}.
 
     Run i of every configuration is in block i; within a block configurations
@@ -31,26 +37,59 @@ def make_tables(samples: dict, failed: dict | None = None, cpus: tuple[int, int]
             run_id = f"{scenario}-{test}-{i}"
             ok = i < n
             start = T0 + timedelta(minutes=i * n_configs + j)
-            runs.append({
-                "campaign": campaign, "environment": environment, "scenario": scenario, "test": test,
-                "tool": "netperf", "kind": "TCP_STREAM", "streams": 1, "message_size": None,
-                "offered_qps": None, "connection_close": False, "services": None,
-                "test_params": json.dumps({"duration_s": 30}), "block": i, "order": i * n_configs + j,
-                "run_id": run_id, "attempts": 1,
-                "outcome": "ok" if ok else "failed", "failure_reason": None if ok else "netperf exited 1",
-                "started_at": start, "ended_at": start + timedelta(seconds=30), "duration_s": 30.0,
-                "client_cpus": cpus[0], "server_cpus": cpus[1], "client_node": "n1", "server_node": "n2",
-                "nodes_share_kernel": True, "kernel": "6.1.0-test", "tool_version": "2.7.0", "record": f"data/raw/{run_id}",
-                **(run_columns or {}).get((scenario, test), {}),
-            })
+            runs.append(
+                {
+                    "campaign": campaign,
+                    "environment": environment,
+                    "scenario": scenario,
+                    "test": test,
+                    "tool": "netperf",
+                    "kind": "TCP_STREAM",
+                    "streams": 1,
+                    "message_size": None,
+                    "offered_qps": None,
+                    "connection_close": False,
+                    "services": None,
+                    "test_params": json.dumps({"duration_s": 30}),
+                    "block": i,
+                    "order": i * n_configs + j,
+                    "run_id": run_id,
+                    "attempts": 1,
+                    "outcome": "ok" if ok else "failed",
+                    "failure_reason": None if ok else "netperf exited 1",
+                    "started_at": start,
+                    "ended_at": start + timedelta(seconds=30),
+                    "duration_s": 30.0,
+                    "client_cpus": cpus[0],
+                    "server_cpus": cpus[1],
+                    "client_node": "n1",
+                    "server_node": "n2",
+                    "nodes_share_kernel": True,
+                    "kernel": "6.1.0-test",
+                    "tool_version": "2.7.0",
+                    "record": f"data/raw/{run_id}",
+                    **(run_columns or {}).get((scenario, test), {}),
+                }
+            )
             if not ok:
                 continue
             for (metric, side), values in columns.items():
-                metrics.append({
-                    "campaign": campaign, "environment": environment, "scenario": scenario, "test": test,
-                    "streams": 1, "message_size": None, "block": i, "run_id": run_id,
-                    "metric": metric, "value": float(values[i]), "unit": schema.METRICS[metric].unit, "side": side,
-                })
+                metrics.append(
+                    {
+                        "campaign": campaign,
+                        "environment": environment,
+                        "scenario": scenario,
+                        "test": test,
+                        "streams": 1,
+                        "message_size": None,
+                        "block": i,
+                        "run_id": run_id,
+                        "metric": metric,
+                        "value": float(values[i]),
+                        "unit": schema.METRICS[metric].unit,
+                        "side": side,
+                    }
+                )
     # through the schema so types are exactly those of the real tables
     runs_df = schema.conform(pl.DataFrame(runs, infer_schema_length=None), "runs")
     metrics_df = schema.conform(pl.DataFrame(metrics, schema=schema.METRICS_SCHEMA), "metrics")
@@ -64,17 +103,29 @@ def lab_like_samples(n: int = 8, seed: int = 1) -> dict:
     slow = {"host": 1.0, "veth-routed": 0.97, "bridge": 0.96, "vxlan": 0.8}
     samples = {}
     for scenario, f in slow.items():
+
         def noisy(center, rel=0.01):
             return center * (1 + rel * rng.standard_normal(n))
 
-        cpu = {("cpu_busy_cores", "client"): noisy(0.9), ("cpu_busy_cores", "server"): noisy(0.7),
-               ("cpu_busy_pct", "client"): noisy(90.0), ("cpu_busy_pct", "server"): noisy(70.0)}
-        samples[(scenario, "tcp_stream_1")] = {("throughput", "none"): noisy(40 * f),
-                                               ("retransmits", "none"): rng.integers(0, 3, n), **cpu}
+        cpu = {
+            ("cpu_busy_cores", "client"): noisy(0.9),
+            ("cpu_busy_cores", "server"): noisy(0.7),
+            ("cpu_busy_pct", "client"): noisy(90.0),
+            ("cpu_busy_pct", "server"): noisy(70.0),
+        }
+        samples[(scenario, "tcp_stream_1")] = {
+            ("throughput", "none"): noisy(40 * f),
+            ("retransmits", "none"): rng.integers(0, 3, n),
+            **cpu,
+        }
         samples[(scenario, "tcp_stream_n")] = {("throughput", "none"): noisy(60 * f), **cpu}
-        lat = {("latency_min", "none"): noisy(20 / f), ("latency_p50", "none"): noisy(30 / f),
-               ("latency_p90", "none"): noisy(40 / f), ("latency_p99", "none"): noisy(60 / f),
-               ("latency_mean", "none"): noisy(32 / f)}
+        lat = {
+            ("latency_min", "none"): noisy(20 / f),
+            ("latency_p50", "none"): noisy(30 / f),
+            ("latency_p90", "none"): noisy(40 / f),
+            ("latency_p99", "none"): noisy(60 / f),
+            ("latency_mean", "none"): noisy(32 / f),
+        }
         samples[(scenario, "tcp_rr")] = {("transaction_rate", "none"): noisy(30000 * f), **lat, **cpu}
         samples[(scenario, "tcp_crr")] = {("connection_rate", "none"): noisy(8000 * f), **lat, **cpu}
     return samples
@@ -103,9 +154,13 @@ def datapath_samples(n: int = 8, seed: int = 2) -> tuple[dict, dict]:
     for scenario, factor in (("veth-routed", 1.0), ("slow", 2.0)):
         for test, qps in (("http_1000", 1000.0), ("http_5000", 5000.0), ("http_max", None)):
             f = 1.0 if qps == 1000.0 else factor
-            samples[(scenario, test)] = {("http_qps", "none"): noisy(qps or 9000),
-                                         **{(f"http_latency_{p}", "none"): noisy(v * f) for p, v in
-                                            (("p50", 200), ("p90", 300), ("p99", 500), ("p999", 900))}}
+            samples[(scenario, test)] = {
+                ("http_qps", "none"): noisy(qps or 9000),
+                **{
+                    (f"http_latency_{p}", "none"): noisy(v * f)
+                    for p, v in (("p50", 200), ("p90", 300), ("p99", 500), ("p999", 900))
+                },
+            }
             columns[(scenario, test)] = {"tool": "fortio", "kind": "HTTP", "offered_qps": qps}
     return samples, columns
 
@@ -114,6 +169,7 @@ def settings(params_path: str = "params.yaml"):
     """The analysis section of a params file of the project (relative to the project root)."""
     from benchlib.analysis import resolve
     from benchlib.config import load_params
+
     return load_params(resolve(params_path)).analysis
 
 
@@ -122,6 +178,7 @@ def analysed(runs: pl.DataFrame, metrics: pl.DataFrame, directory, analysis_sett
     returns (analysis directory, the analysis)."""
     from benchlib import tidy
     from benchlib.analysis import analyse
+
     tidy.write_tables(runs, metrics, directory)
     result = analyse.run(runs, metrics, analysis_settings or settings())
     out = analyse.write(result, directory / "analysis", directory / "runs.parquet", directory / "metrics.parquet")
@@ -133,6 +190,7 @@ def report_comparisons(fixture: str) -> tuple[dict, pl.DataFrame, pl.DataFrame, 
     `benchlib analyse` compares them with the project's analysis settings, before resolution.annotate
     and saturation.annotate."""
     from benchlib.analysis import analyse, load_tables, normalize, stats
+
     s = settings()
     runs, metrics = load_tables(f"{fixture}/runs.parquet", f"{fixture}/metrics.parquet")
     values = normalize.with_cpu_at_target(metrics, runs, **analyse.targets(s))
@@ -145,22 +203,29 @@ def degenerate(case: str, tmp_path):
     cpu = {("cpu_busy_cores", "client"): [0.9, 0.8], ("cpu_busy_cores", "server"): [0.7, 0.6]}
     failed = None
     if case == "every run failed":
-        samples = {("host", "tcp_stream_1"): {("throughput", "none"): [40.0]},
-                   ("vxlan", "tcp_stream_1"): {("throughput", "none"): [30.0]}}
+        samples = {
+            ("host", "tcp_stream_1"): {("throughput", "none"): [40.0]},
+            ("vxlan", "tcp_stream_1"): {("throughput", "none"): [30.0]},
+        }
         failed = {("host", "tcp_stream_1"): 2, ("vxlan", "tcp_stream_1"): 2}
     elif case == "tiny n":
-        samples = {("host", "tcp_rr"): {("transaction_rate", "none"): [9e3, 9.1e3], **cpu},
-                   ("vxlan", "tcp_rr"): {("transaction_rate", "none"): [8e3, 8.1e3], **cpu}}
+        samples = {
+            ("host", "tcp_rr"): {("transaction_rate", "none"): [9e3, 9.1e3], **cpu},
+            ("vxlan", "tcp_rr"): {("transaction_rate", "none"): [8e3, 8.1e3], **cpu},
+        }
     elif case == "one scenario":
         samples = {("host", "tcp_rr"): {("transaction_rate", "none"): [9e3 + i for i in range(8)]}}
     else:  # the baseline never succeeded
-        samples = {("host", "tcp_rr"): {("transaction_rate", "none"): [1.0]},
-                   ("vxlan", "tcp_rr"): {("transaction_rate", "none"): [8e3 + i for i in range(8)]}}
+        samples = {
+            ("host", "tcp_rr"): {("transaction_rate", "none"): [1.0]},
+            ("vxlan", "tcp_rr"): {("transaction_rate", "none"): [8e3 + i for i in range(8)]},
+        }
         failed = {("host", "tcp_rr"): 2}
     runs, metrics = make_tables(samples, failed=failed)
     if case == "every run failed":
         runs = runs.with_columns(outcome=pl.lit("failed"), failure_reason=pl.lit("netperf exited 1"))
     elif case == "no baseline":
-        runs = runs.with_columns(outcome=pl.when(pl.col("scenario") == "host").then(pl.lit("failed"))
-                                 .otherwise("outcome"))
+        runs = runs.with_columns(
+            outcome=pl.when(pl.col("scenario") == "host").then(pl.lit("failed")).otherwise("outcome")
+        )
     return analysed(runs, metrics.join(runs.filter(outcome="ok").select("run_id"), on="run_id"), tmp_path)[1]

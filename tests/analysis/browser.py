@@ -5,6 +5,7 @@ in the DOM after the scripts ran; the protocol also reports every request the pa
 how "opens offline" is checked. websocket-client (a dependency of the kubernetes client) speaks the
 protocol's websocket.
 """
+
 from __future__ import annotations
 
 import base64
@@ -33,10 +34,22 @@ class Page:
     def __enter__(self) -> Page:
         self._profile = tempfile.TemporaryDirectory(prefix="chromium-")
         self._proc = subprocess.Popen(
-            [CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
-             "--remote-debugging-port=0", f"--user-data-dir={self._profile.name}",
-             f"--window-size={self.width},{self.height}", "--hide-scrollbars", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            [
+                CHROMIUM,
+                "--headless=new",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--remote-debugging-port=0",
+                f"--user-data-dir={self._profile.name}",
+                f"--window-size={self.width},{self.height}",
+                "--hide-scrollbars",
+                "about:blank",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         port = self._devtools_port()
         deadline = time.monotonic() + self.timeout_s
         while True:
@@ -45,12 +58,18 @@ class Page:
             if pages or time.monotonic() > deadline:
                 break
             time.sleep(0.2)
-        self._ws = websocket.create_connection(pages[0]["webSocketDebuggerUrl"], timeout=self.timeout_s,
-                                               suppress_origin=True)
+        self._ws = websocket.create_connection(
+            pages[0]["webSocketDebuggerUrl"], timeout=self.timeout_s, suppress_origin=True
+        )
         self.call("Network.enable")
         self.call("Page.enable")
-        self.call("Emulation.setDeviceMetricsOverride", width=self.width, height=self.height,
-                  deviceScaleFactor=1, mobile=False)
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            width=self.width,
+            height=self.height,
+            deviceScaleFactor=1,
+            mobile=False,
+        )
         return self
 
     def __exit__(self, *exc) -> None:
@@ -93,8 +112,9 @@ class Page:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{path}: no load event in {self.timeout_s} s")
             self._note(json.loads(self._ws.recv()))
-        while not self.evaluate("[...document.querySelectorAll('.plotly-graph-div')]"
-                                ".every(d => d.querySelector('.main-svg'))"):
+        while not self.evaluate(
+            "[...document.querySelectorAll('.plotly-graph-div')].every(d => d.querySelector('.main-svg'))"
+        ):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{path}: plotly figures not drawn in {self.timeout_s} s")
             time.sleep(0.2)

@@ -1,4 +1,5 @@
 """`benchlib compare` corrects within the report's families (no lab: two campaigns made of known values)."""
+
 from __future__ import annotations
 
 import polars as pl
@@ -18,8 +19,11 @@ def test_compare_uses_the_report_families():
     primary = rows.filter(family=stats.PRIMARY)
     # each test's headline metric, every scenario: 4 tests x 4 scenarios, Holm
     assert dict(primary.select("test", "metric").unique().iter_rows()) == {
-        "tcp_stream_1": "throughput", "tcp_stream_n": "throughput", "tcp_rr": "transaction_rate",
-        "tcp_crr": "connection_rate"}
+        "tcp_stream_1": "throughput",
+        "tcp_stream_n": "throughput",
+        "tcp_rr": "transaction_rate",
+        "tcp_crr": "connection_rate",
+    }
     assert len(primary) == 16 and set(primary["correction"]) == {"Holm"}
     secondary = rows.filter(pl.col("family") != stats.PRIMARY)
     assert set(secondary["family"]) == {stats.LATENCY, stats.CPU, stats.OTHER}
@@ -30,8 +34,9 @@ def test_compare_uses_the_report_families():
         assert g["p_adj"].to_numpy().tolist() == stats.adjust(g["p"].to_numpy(), correction).tolist()
     shown = compare.display_rows(primary)
     assert {"change % [CI @ level]", "MDE %"} <= set(shown.columns)
-    text = compare.text(compare.Result("a", "b", pl.DataFrame(), pl.DataFrame(), rows,
-                                       compare.geomean_summary(rows), 0.05, "holm"))
+    text = compare.text(
+        compare.Result("a", "b", pl.DataFrame(), pl.DataFrame(), rows, compare.geomean_summary(rows), 0.05, "holm")
+    )
     assert "primary family 16 (Holm)" in text and "latency family" in text
 
 
@@ -40,6 +45,7 @@ def test_compare_normalizes_cpu_with_the_analysis_settings_of_the_report():
     from analysis_tables import settings
 
     from benchlib.analysis import analyse, load_tables
+
     fixture = "tests/fixtures/tidy/lab-mesh-short-001"  # a real campaign with fortio and proxies
     runs, metrics = load_tables(f"{fixture}/runs.parquet", f"{fixture}/metrics.parquet")
     real = compare.Campaign("mesh", runs, metrics, pl.DataFrame(schema={"field": pl.String}))

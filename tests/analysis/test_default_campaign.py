@@ -4,6 +4,7 @@ agree with the verdicts and each comparison's detectable effect stated.
 
 tests/fixtures/tidy/lab-default-003/ holds the tables `bash scripts/reproduce.sh` wrote on this machine.
 """
+
 from __future__ import annotations
 
 import polars as pl

@@ -1,4 +1,5 @@
 """Figures: one template, readable labels, offline HTML and valid static files."""
+
 from __future__ import annotations
 
 import re
@@ -20,8 +21,13 @@ def tables(lab_tables):
     runs, metrics = lab_tables
     values = normalize.with_cpu_at_target(metrics, runs)
     fam = values.filter(pl.col("metric").is_in(["throughput", "transaction_rate", "cpu_pct_at_target"]))
-    return {"runs": runs, "summary": stats.summarize(values, runs), "values": stats.ok_values(values, runs),
-            "per_run": normalize.per_run_cpu(metrics, runs), "comparisons": stats.compare(fam, runs)}
+    return {
+        "runs": runs,
+        "summary": stats.summarize(values, runs),
+        "values": stats.ok_values(values, runs),
+        "per_run": normalize.per_run_cpu(metrics, runs),
+        "comparisons": stats.compare(fam, runs),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +79,9 @@ def test_strip_shows_every_run(all_figures, tables):
 def test_forest_has_noise_band_and_one_row_per_comparison(all_figures, tables):
     fig = all_figures["forest"]
     bands = [t for t in fig.data if t.name == "noise band"]
-    assert sum(len(b.base) for b in bands) == len(tables["comparisons"]) and {v for b in bands for v in b.base} == {-2.0}
+    assert sum(len(b.base) for b in bands) == len(tables["comparisons"]) and {v for b in bands for v in b.base} == {
+        -2.0
+    }
     assert sum(len(t.x) for t in fig.data if t.name != "noise band") == len(tables["comparisons"])
     assert "interval (bootstrap)" in fig.layout.title.text  # n = 8 per side: the bootstrap's range
 
@@ -96,7 +104,9 @@ def test_forest_splits_families_and_directions_and_marks_the_better_side(all_fig
 
 def test_figures_have_axis_titles_in_words_with_units_and_a_caption_with_numbers(all_figures):
     for name, fig in all_figures.items():
-        titles = [fig.layout[k].title.text for k in fig.layout if k[:5] in ("xaxis", "yaxis") and fig.layout[k].title.text]
+        titles = [
+            fig.layout[k].title.text for k in fig.layout if k[:5] in ("xaxis", "yaxis") and fig.layout[k].title.text
+        ]
         assert titles and not any("_" in t for t in titles), (name, titles)
         assert any(re.search(r"\(.+\)", t) for t in titles), (name, titles)
         caption, alt = fig.layout.meta["caption"], fig.layout.meta["alt"]
@@ -134,11 +144,13 @@ def test_report_renderer_leaves_plotly_js_to_the_page(all_figures):
 
 def test_write_figures_html_svg_png(all_figures, tmp_path):
     blog = tmp_path / "blog"
-    paths = figures.write_figures({"bars": all_figures["bars"], "forest": all_figures["forest"]}, tmp_path,
-                                  blog_dir=blog)
+    paths = figures.write_figures(
+        {"bars": all_figures["bars"], "forest": all_figures["forest"]}, tmp_path, blog_dir=blog
+    )
     assert sorted(p.relative_to(tmp_path).as_posix() for p in paths) == sorted(
         [f"{n}.{e}" for n in ("bars", "forest") for e in ("html", "svg", "png")]
-        + [f"blog/{n}.{e}" for n in ("bars", "forest") for e in ("md", "svg", "png")])
+        + [f"blog/{n}.{e}" for n in ("bars", "forest") for e in ("md", "svg", "png")]
+    )
     # the blog snippet: the SVG at blog width with its alt text, then the generated caption with its numbers
     image, caption = (blog / "bars.md").read_text().split("\n\n")[:2]
     assert image.startswith("![bar chart of Throughput (Gbit/s) against Scenario: tcp\\_stream\\_1: ")
@@ -163,23 +175,29 @@ def test_write_figures_html_svg_png(all_figures, tmp_path):
 @pytest.fixture(scope="module")
 def datapaths():
     from analysis_tables import datapath_samples, make_tables
+
     samples, columns = datapath_samples()
     runs, metrics = make_tables(samples, run_columns=columns)
     family = metrics.filter(pl.col("metric").is_in(["connection_rate", "http_latency_p50", "http_latency_p99"]))
-    return {"runs": runs, "summary": stats.summarize(metrics, runs),
-            "comparisons": stats.compare(family, runs, baseline="veth-routed")}
+    return {
+        "runs": runs,
+        "summary": stats.summarize(metrics, runs),
+        "comparisons": stats.compare(family, runs, baseline="veth-routed"),
+    }
 
 
 def test_service_scaling_one_line_and_ribbon_per_datapath(datapaths):
     s, runs = datapaths["summary"], datapaths["runs"]
-    fig = figures.service_scaling(s, runs, "tcp_crr", "connection_rate", baseline="veth-routed",
-                                  comparisons=datapaths["comparisons"])
+    fig = figures.service_scaling(
+        s, runs, "tcp_crr", "connection_rate", baseline="veth-routed", comparisons=datapaths["comparisons"]
+    )
     lines = {t.name: t for t in fig.data if t.mode == "lines+markers+text"}
     assert set(lines) == {"kube-proxy-iptables", "kube-proxy-nftables"}
     ipt = lines["kube-proxy-iptables"]
     assert list(ipt.x) == [4, 1000, 10000]
-    expected = s.filter(pl.col("metric") == "connection_rate",
-                        pl.col("scenario").str.starts_with("kube-proxy-iptables-"))
+    expected = s.filter(
+        pl.col("metric") == "connection_rate", pl.col("scenario").str.starts_with("kube-proxy-iptables-")
+    )
     expected = expected.sort(pl.col("scenario").str.extract(r"-(\d+)$").cast(pl.Int64))
     assert list(ipt.y) == pytest.approx(list(expected["median"]))
     ribbons = [t for t in fig.data if t.fill == "toself"]
@@ -192,9 +210,14 @@ def test_service_scaling_one_line_and_ribbon_per_datapath(datapaths):
 
 
 def test_rate_sweep_orders_rates_and_marks_significance(datapaths):
-    fig = figures.rate_sweep(datapaths["summary"], datapaths["runs"], ["http_max", "http_5000", "http_1000"],
-                             ("http_latency_p50", "http_latency_p99"), baseline="veth-routed",
-                             comparisons=datapaths["comparisons"])
+    fig = figures.rate_sweep(
+        datapaths["summary"],
+        datapaths["runs"],
+        ["http_max", "http_5000", "http_1000"],
+        ("http_latency_p50", "http_latency_p99"),
+        baseline="veth-routed",
+        comparisons=datapaths["comparisons"],
+    )
     assert list(fig.layout.xaxis.categoryarray) == ["1000", "5000", "max"]
     assert [a.text for a in fig.layout.annotations] == ["p50", "p99"]  # a panel per percentile
     assert len(fig.data) == 4  # 2 scenarios x 2 percentiles
@@ -205,10 +228,15 @@ def test_rate_sweep_orders_rates_and_marks_significance(datapaths):
 
 
 def test_bars_label_each_scenario_with_its_verdict(datapaths):
-    fig = figures.bars(datapaths["summary"], "tcp_crr", "connection_rate", baseline="veth-routed",
-                       comparisons=datapaths["comparisons"])
-    assert list(fig.data[0].x)[:4] == ["veth-routed", "kube-proxy-iptables-4", "kube-proxy-iptables-1000",
-                                       "kube-proxy-iptables-10000"]  # numbers sort by value
+    fig = figures.bars(
+        datapaths["summary"], "tcp_crr", "connection_rate", baseline="veth-routed", comparisons=datapaths["comparisons"]
+    )
+    assert list(fig.data[0].x)[:4] == [
+        "veth-routed",
+        "kube-proxy-iptables-4",
+        "kube-proxy-iptables-1000",
+        "kube-proxy-iptables-10000",
+    ]  # numbers sort by value
     labels = {a.x: a.text for a in fig.layout.annotations}
     assert labels["veth-routed"] == "baseline"
     assert labels["kube-proxy-iptables-10000"].startswith("-") and labels["kube-proxy-iptables-10000"].endswith("%")

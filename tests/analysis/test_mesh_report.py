@@ -1,6 +1,7 @@
 """The mesh section of the report on a real campaign: tests/fixtures/tidy/lab-mesh-short-001/ holds the tidy
 tables `benchlib parse` wrote for a short run of the mesh preset's scenarios on this machine's lab (n = 6;
 fortio at 1000 req/s with keep-alive and Connection: close, netperf TCP_RR), the machine shared and loaded."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -19,23 +20,29 @@ PRESET = "pipelines/local-lab/params-mesh.yaml"
 def campaign():
     p = settings(PRESET).model_dump()
     runs, metrics = load_tables(f"{FIXTURE}/runs.parquet", f"{FIXTURE}/metrics.parquet")
-    values = normalize.with_cpu_at_target(metrics, runs, per_transactions=p["rr_per_transactions"],
-                                          per_requests=p["http_per_requests"])
+    values = normalize.with_cpu_at_target(
+        metrics, runs, per_transactions=p["rr_per_transactions"], per_requests=p["http_per_requests"]
+    )
     summary = stats.summarize(values, runs, alpha=p["alpha"])
-    compared = mesh.comparisons(values, runs, p["baseline"], p["alpha"], p["noise_band_pct"], p["seed"],
-                                p["contrasts"])
-    return {"p": p, "runs": runs, "values": values, "summary": summary, "compared": compared,
-            "ok": stats.ok_values(values, runs)}
+    compared = mesh.comparisons(values, runs, p["baseline"], p["alpha"], p["noise_band_pct"], p["seed"], p["contrasts"])
+    return {
+        "p": p,
+        "runs": runs,
+        "values": values,
+        "summary": summary,
+        "compared": compared,
+        "ok": stats.ok_values(values, runs),
+    }
 
 
 def test_the_section_is_there_only_with_proxies_on_the_path(campaign):
     assert mesh.has_mesh(campaign["runs"])
-    default_runs, _ = load_tables("tests/fixtures/tidy/lab-default-002/runs.parquet",
-                                  "tests/fixtures/tidy/lab-default-002/metrics.parquet")
+    default_runs, _ = load_tables(
+        "tests/fixtures/tidy/lab-default-002/runs.parquet", "tests/fixtures/tidy/lab-default-002/metrics.parquet"
+    )
     assert not mesh.has_mesh(default_runs)
     hops = dict(mesh.paths(campaign["runs"]).select("scenario", "proxy_hops").iter_rows())
-    assert hops == {"veth-routed": 0, "proxy-server": 1, "proxy-both": 2, "proxy-both-mtls": 2,
-                    "node-proxy-mtls": 2}
+    assert hops == {"veth-routed": 0, "proxy-server": 1, "proxy-both": 2, "proxy-both-mtls": 2, "node-proxy-mtls": 2}
 
 
 def test_ladder_has_each_percentile_with_its_ci_and_the_p99_range(campaign):
@@ -77,12 +84,15 @@ def test_cost_per_hop_is_what_each_scenario_adds_over_its_reference(campaign):
         side = "total" if metric == normalize.PROXY_CPU_AT_TARGET else "none"
         return s.filter(scenario=scenario, test=test, metric=metric, side=side)["median"].item()
 
-    assert set(cost.select("scenario", "reference").unique().iter_rows()) == \
-        {(x, p["baseline"]) for x in ("proxy-server", "proxy-both", "proxy-both-mtls", "node-proxy-mtls")} \
-        | {tuple(x) for x in p["contrasts"]}
+    assert set(cost.select("scenario", "reference").unique().iter_rows()) == {
+        (x, p["baseline"]) for x in ("proxy-server", "proxy-both", "proxy-both-mtls", "node-proxy-mtls")
+    } | {tuple(x) for x in p["contrasts"]}
     for r in cost.iter_rows(named=True):
-        ref = 0.0 if r["hops_reference"] == 0 and r["metric"] == normalize.PROXY_CPU_AT_TARGET \
+        ref = (
+            0.0
+            if r["hops_reference"] == 0 and r["metric"] == normalize.PROXY_CPU_AT_TARGET
             else median(r["reference"], r["test"], r["metric"])
+        )
         assert r["added"] == pytest.approx(median(r["scenario"], r["test"], r["metric"]) - ref)
         if r["hops"] == r["hops_reference"]:
             assert r["added_per_hop"] is None
@@ -121,8 +131,9 @@ def test_the_report_has_the_mesh_section(tmp_path):
     runs, metrics = load_tables(f"{FIXTURE}/runs.parquet", f"{FIXTURE}/metrics.parquet")
     analysis_dir, result = analysed(runs, metrics, tmp_path, settings(PRESET))
     out = tmp_path / "reports"
-    html = report.build_report([f"notebooks/{n}" for n in report.NOTEBOOKS], out,
-                               {"analysis_dir": str(analysis_dir), "out_dir": str(out)}).read_text()
+    html = report.build_report(
+        [f"notebooks/{n}" for n in report.NOTEBOOKS], out, {"analysis_dir": str(analysis_dir), "out_dir": str(out)}
+    ).read_text()
     assert '"ename"' not in "".join(p.read_text() for p in (out / "notebooks").glob("*.ipynb"))
     for heading in ("Service-mesh proxy hops", "Latency percentiles per hop count", "Cost per hop"):
         assert f'id="{heading.replace(" ", "-")}"' in html
@@ -135,23 +146,30 @@ def test_the_report_has_the_mesh_section(tmp_path):
 def test_sized_paths_only_where_a_scenario_set_sizes(campaign):
     runs = campaign["runs"]
     assert not mesh.has_sized_datapath(runs)
-    big = runs.with_columns(gso_gro_max_size=pl.when(pl.col("scenario") == "proxy-server").then(pl.lit(185000)),
-                            big_tcp=pl.col("scenario") == "proxy-server")
+    big = runs.with_columns(
+        gso_gro_max_size=pl.when(pl.col("scenario") == "proxy-server").then(pl.lit(185000)),
+        big_tcp=pl.col("scenario") == "proxy-server",
+    )
     assert mesh.has_sized_datapath(big)
     assert mesh.sized_paths(big).filter(big_tcp=True)["scenario"].to_list() == ["proxy-server"]
 
 
 def test_proxy_cpu_per_proxy_stands_beside_istios_published_figure(campaign):
     from benchlib.analysis import reference
+
     s, p, runs = campaign["summary"], campaign["p"], campaign["runs"]
     istio = reference.load_istio_proxy_cpu()
-    assert dict(istio.select("proxy", "vcpu_per_1000_rps").iter_rows()) == {"sidecar": 0.20, "waypoint": 0.25,
-                                                                           "ztunnel": 0.06}
+    assert dict(istio.select("proxy", "vcpu_per_1000_rps").iter_rows()) == {
+        "sidecar": 0.20,
+        "waypoint": 0.25,
+        "ztunnel": 0.06,
+    }
     beside = mesh.beside_istio(s, runs, istio, p["http_per_requests"])
     assert set(beside["test"]) == {"http_1000", "http_1000_close"}  # HTTP only, the kind Istio published
     for r in beside.iter_rows(named=True):
-        total = s.filter(test=r["test"], scenario=r["scenario"], metric=normalize.PROXY_CPU_AT_TARGET,
-                         side="total")["median"].item()
+        total = s.filter(test=r["test"], scenario=r["scenario"], metric=normalize.PROXY_CPU_AT_TARGET, side="total")[
+            "median"
+        ].item()
         # % of a core per http_per_requests req/s, over the scenario's proxies -> vCPU per proxy per 1000 req/s
         assert r["vcpu_per_proxy"] == pytest.approx(total / 100 * 1000 / p["http_per_requests"] / r["proxy_hops"])
         assert r["ci_low"] <= r["vcpu_per_proxy"] <= r["ci_high"]

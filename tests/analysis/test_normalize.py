@@ -1,4 +1,5 @@
 """CPU normalization: sum first, then divide, per run."""
+
 from __future__ import annotations
 
 import polars as pl
@@ -10,8 +11,11 @@ from benchlib.schema import METRICS_SCHEMA
 
 
 def one_run(work_metric, work, client_cores, server_cores, cpus=(2, 2)):
-    cols = {(work_metric, "none"): [work], ("cpu_busy_cores", "client"): [client_cores],
-            ("cpu_busy_cores", "server"): [server_cores]}
+    cols = {
+        (work_metric, "none"): [work],
+        ("cpu_busy_cores", "client"): [client_cores],
+        ("cpu_busy_cores", "server"): [server_cores],
+    }
     return make_tables({("host", "t"): cols}, cpus=cpus)
 
 
@@ -53,9 +57,15 @@ def test_rr_per_transactions_and_crr_per_connections():
 
 
 def test_runs_without_work_are_left_out():
-    runs, metrics = make_tables({("host", "t"): {("throughput", "none"): [10.0, 0.0],
-                                                 ("cpu_busy_cores", "client"): [1.0, 1.0],
-                                                 ("cpu_busy_cores", "server"): [1.0, 1.0]}})
+    runs, metrics = make_tables(
+        {
+            ("host", "t"): {
+                ("throughput", "none"): [10.0, 0.0],
+                ("cpu_busy_cores", "client"): [1.0, 1.0],
+                ("cpu_busy_cores", "server"): [1.0, 1.0],
+            }
+        }
+    )
     out = normalize.cpu_at_target(metrics, runs)
     assert set(out["run_id"]) == {"host-t-0"}
 

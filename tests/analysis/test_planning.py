@@ -1,4 +1,5 @@
 """`benchlib validate`'s planned power, from the default campaign's real tables as the pilot."""
+
 from __future__ import annotations
 
 import math
@@ -27,8 +28,11 @@ def test_planned_power_from_a_pilot():
     assert len(lines) == 5  # one line per test, short
     crr = next(line for line in lines if "tcp_crr connection_rate" in line)
     # each scenario's MDE at the planned n and the runs for the 2 % band / 5 %
-    assert set(re.findall(r"(bridge|veth-routed|vxlan) [\d.]+ % \(\d+/\d+\)", crr)) == {"bridge", "veth-routed",
-                                                                                       "vxlan"}
+    assert set(re.findall(r"(bridge|veth-routed|vxlan) [\d.]+ % \(\d+/\d+\)", crr)) == {
+        "bridge",
+        "veth-routed",
+        "vxlan",
+    }
 
 
 def test_planned_power_numbers_are_the_stats_functions():
@@ -43,14 +47,17 @@ def test_planned_power_numbers_are_the_stats_functions():
     n = params.experiment.repetitions
     mde = stats.mde_pct(n, n, sd, 0.05 / 12)
     rr = next(line for line in lines if "tcp_rr transaction_rate" in line)
-    assert f"vxlan {mde:.1f} % ({stats.n_for_effect(2.0, sd, 0.05 / 12)}/{stats.n_for_effect(5.0, sd, 0.05 / 12)})" in rr
+    assert (
+        f"vxlan {mde:.1f} % ({stats.n_for_effect(2.0, sd, 0.05 / 12)}/{stats.n_for_effect(5.0, sd, 0.05 / 12)})" in rr
+    )
 
 
 def test_no_previous_campaign_is_one_line(tmp_path):
     params = config.load_params(project_root() / "params.yaml")
     lines = planning.planned_power(params, validate_all(params), tmp_path)
-    assert lines == ["planned power: no previous campaign (data/processed, data/raw or --pilot) to take the spread "
-                     "from"]
+    assert lines == [
+        "planned power: no previous campaign (data/processed, data/raw or --pilot) to take the spread from"
+    ]
 
 
 def test_too_few_repetitions_say_how_many_could(tmp_path):
@@ -88,17 +95,26 @@ def test_validate_on_degenerate_real_spreads(tmp_path):
     config_is = lambda scenario, test: (pl.col("scenario") == scenario) & (pl.col("test") == test)  # noqa: E731
     rank = pl.col("run_id").rank("dense").over("scenario", "test", "metric").cast(pl.Float64)
     metrics = metrics.with_columns(
-        value=pl.when(config_is("vxlan", "tcp_rr") | config_is("host", "tcp_rr")).then(pl.col("value").median().over("scenario", "test", "metric"))
+        value=pl.when(config_is("vxlan", "tcp_rr") | config_is("host", "tcp_rr"))
+        .then(pl.col("value").median().over("scenario", "test", "metric"))
         .when(config_is("bridge", "tcp_crr") | config_is("host", "tcp_crr"))
         .then(pl.col("value").median().over("test", "metric") * (1 + 1e-9 * rank))
-        .when(config_is("vxlan", "tcp_stream_1")).then(pl.col("value") * 10.0 ** (rank * 3))
-        .otherwise(pl.col("value"))).filter(~config_is("bridge", "tcp_stream_n"))
+        .when(config_is("vxlan", "tcp_stream_1"))
+        .then(pl.col("value") * 10.0 ** (rank * 3))
+        .otherwise(pl.col("value"))
+    ).filter(~config_is("bridge", "tcp_stream_n"))
     pilot = tmp_path / "pilot"
     pilot.mkdir()
     runs.write_parquet(pilot / "runs.parquet")
     metrics.write_parquet(pilot / "metrics.parquet")
-    proc = subprocess.run(["benchlib", "validate", "--pilot", str(pilot)], cwd=project_root(), env=venv_env(),
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        ["benchlib", "validate", "--pilot", str(pilot)],
+        cwd=project_root(),
+        env=venv_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr and "Warning" not in proc.stderr, proc.stderr
     lines = proc.stdout.splitlines()

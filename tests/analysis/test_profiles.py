@@ -1,5 +1,6 @@
 """CPU profiles in the analysis and the report, on the captured `perf script` output of a netperf TCP_RR in
 the lab (tests/fixtures/perf via profile_tables: host and veth-routed, client and server on CPU 0)."""
+
 from __future__ import annotations
 
 import polars as pl
@@ -74,7 +75,8 @@ def test_empty_inputs_give_empty_tables_and_the_no_profiles_message():
     out = profiles.analyse(None, pl.DataFrame(schema=profiles.PROFILE_RUNS_SCHEMA), "host")
     assert all(t.is_empty() for t in out.values())
     assert {name: dict(t.schema) for name, t in out.items()} == {
-        name: dict(pl.DataFrame(schema=s).schema) for name, s in profiles.EMPTY.items()}
+        name: dict(pl.DataFrame(schema=s).schema) for name, s in profiles.EMPTY.items()
+    }
     assert profiles.method_text(out["profile_method"]).startswith("No CPU profiles: experiment.profile_runs is 0")
 
 
@@ -97,8 +99,10 @@ def test_throughput_is_per_gbit_per_second():
 
 def _by_side(p: pl.DataFrame, r: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The one shared profile as if client and server had CPUs of their own (the same stacks each)."""
-    return (pl.concat([p.with_columns(side=pl.lit(s)) for s in ("client", "server")]),
-            r.with_columns(attribution=pl.lit("cpu")))
+    return (
+        pl.concat([p.with_columns(side=pl.lit(s)) for s in ("client", "server")]),
+        r.with_columns(attribution=pl.lit("cpu")),
+    )
 
 
 def test_flamegraph_has_a_trace_per_scenario_and_side_and_a_dropdown_per_scenario():
@@ -121,11 +125,14 @@ def test_flamegraph_has_a_trace_per_scenario_and_side_and_a_dropdown_per_scenari
         assert {tr.xaxis for tr in bars.data} == ({"x"} if sides == 1 else {"x", "x2"})
         # each bar stacks to its scenario's whole busy CPU per unit, also where a scenario lacks a
         # category (a null there would restart plotly's stack and hide what is under it)
-        cats = t["profile_categories"].filter(test="tcp_rr").filter(
-            ~((pl.col("scenario") == "host") & (pl.col("category") == "devices")))
+        cats = (
+            t["profile_categories"]
+            .filter(test="tcp_rr")
+            .filter(~((pl.col("scenario") == "host") & (pl.col("category") == "devices")))
+        )
         bars = flamegraphs.category_bars(cats, "tcp_rr", baseline="host")
         assert all(v is not None for tr in bars.data for v in tr.y)
-        for tr_side in ({"x"} if sides == 1 else {"x", "x2"}):
+        for tr_side in {"x"} if sides == 1 else {"x", "x2"}:
             heights = {}
             for tr in (tr for tr in bars.data if tr.xaxis == tr_side):
                 for x, y in zip(tr.x, tr.y, strict=True):
@@ -146,14 +153,23 @@ def test_a_finding_carries_its_profile_sentence():
 def _campaign(tmp_path, with_profiles: str):
     """A campaign's analysis with a clear tcp_rr change, written as `benchlib analyse` writes it."""
     from benchlib import tidy
-    samples = {(s, "tcp_rr"): {("transaction_rate", "none"): [rate * (1 + 0.002 * i) for i in range(8)]}
-               for s, rate in RATES.items()}
+
+    samples = {
+        (s, "tcp_rr"): {("transaction_rate", "none"): [rate * (1 + 0.002 * i) for i in range(8)]}
+        for s, rate in RATES.items()
+    }
     runs, metrics = make_tables(samples)
     tidy.write_tables(runs, metrics, tmp_path)
-    stacks_, profile_runs = (profile_tables(kernel_symbols=with_profiles == "profiles") if with_profiles != "none"
-                             else (None, None))
-    result = analyse.run(runs, metrics, settings().model_copy(update={"baseline": "host", "contrasts": []}),
-                         profile_stacks=stacks_, profile_runs=profile_runs)
+    stacks_, profile_runs = (
+        profile_tables(kernel_symbols=with_profiles == "profiles") if with_profiles != "none" else (None, None)
+    )
+    result = analyse.run(
+        runs,
+        metrics,
+        settings().model_copy(update={"baseline": "host", "contrasts": []}),
+        profile_stacks=stacks_,
+        profile_runs=profile_runs,
+    )
     return analyse.write(result, tmp_path / "analysis", tmp_path / "runs.parquet", tmp_path / "metrics.parquet")
 
 
@@ -164,8 +180,11 @@ def test_the_report_section_shows_the_profiles(tmp_path, with_profiles):
     loaded = analyse.load(analysis_dir)
     assert len(loaded.profile_explanations) == {"profiles": 1, "none": 0, "no-symbols": 2}[with_profiles]
     out = tmp_path / "reports"
-    html = report.build_report(["notebooks/00_summary.py", "notebooks/05_cpu_profiles.py"], out,
-                               {"analysis_dir": str(analysis_dir), "out_dir": str(out)}).read_text()
+    html = report.build_report(
+        ["notebooks/00_summary.py", "notebooks/05_cpu_profiles.py"],
+        out,
+        {"analysis_dir": str(analysis_dir), "out_dir": str(out)},
+    ).read_text()
     assert 'id="CPU-profiles"' in html
     if with_profiles == "profiles":
         assert "Profiled runs are separate from the measured runs" in html and "499 Hz" in html

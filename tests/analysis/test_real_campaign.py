@@ -6,6 +6,7 @@ tests/fixtures/tidy/lab-default-002/ holds the campaign's runs/metrics parquet (
 and comparisons_pandas.csv / summary_pandas.csv: the outputs of the pandas analysis (the code this branch
 forked from) on the same records, saved before the rewrite.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -25,8 +26,13 @@ REL = 1e-12
 @pytest.fixture(scope="module")
 def campaign():
     p, runs, values, comparisons = report_comparisons(FIXTURE)
-    return {"p": p, "runs": runs, "values": values, "comparisons": comparisons,
-            "summary": stats.summarize(values, runs, alpha=p["alpha"])}
+    return {
+        "p": p,
+        "runs": runs,
+        "values": values,
+        "comparisons": comparisons,
+        "summary": stats.summarize(values, runs, alpha=p["alpha"]),
+    }
 
 
 def _joined(new: pl.DataFrame, old_csv: str) -> pl.DataFrame:
@@ -63,8 +69,11 @@ def test_families_of_the_default_campaign(campaign):
     fam = {f: g for (f,), g in c.group_by("family")}
     assert set(fam) == {stats.PRIMARY, stats.LATENCY, stats.CPU}
     assert dict(fam[stats.PRIMARY].select("test", "metric").unique().iter_rows()) == {
-        "tcp_stream_1": "throughput", "tcp_stream_n": "throughput", "tcp_rr": "transaction_rate",
-        "tcp_crr": "connection_rate"}
+        "tcp_stream_1": "throughput",
+        "tcp_stream_n": "throughput",
+        "tcp_rr": "transaction_rate",
+        "tcp_crr": "connection_rate",
+    }
     assert len(fam[stats.PRIMARY]) == 12 and set(fam[stats.PRIMARY]["correction"]) == {"Holm"}
     assert set(fam[stats.LATENCY]["metric"]) == {"latency_p50", "latency_p99"}
     assert set(fam[stats.CPU]["metric"]) == {"cpu_pct_at_target"} and len(fam[stats.CPU]) == 36
@@ -83,8 +92,14 @@ def test_verdicts_and_intervals_never_contradict(campaign):
     c = campaign["comparisons"]
     alpha = campaign["p"]["alpha"]
     old = pl.read_csv(f"{FIXTURE}/comparisons_pandas.csv")
-    assert len(old.filter((pl.col("verdict") == stats.WITHIN_NOISE)
-                          & ((pl.col("delta_low") > 0) | (pl.col("delta_high") < 0)))) == 11
+    assert (
+        len(
+            old.filter(
+                (pl.col("verdict") == stats.WITHIN_NOISE) & ((pl.col("delta_low") > 0) | (pl.col("delta_high") < 0))
+            )
+        )
+        == 11
+    )
     for r in c.iter_rows(named=True):
         significant = r["p_adj"] < alpha
         assert significant == (r["p"] < 1 - r["ci_level"]), r
@@ -100,8 +115,10 @@ def test_verdicts_and_intervals_never_contradict(campaign):
     # two of the pandas report's contradictions: vxlan TCP_CRR client CPU "~ within noise" beside
     # +33.0 % [+7.3, +59.4], bridge TCP_RR transaction rate beside -17.0 % [-34.3, -2.4]; at their
     # families' levels both intervals include 0
-    for scenario, test, metric, side in (("vxlan", "tcp_crr", "cpu_pct_at_target", "client"),
-                                         ("bridge", "tcp_rr", "transaction_rate", "none")):
+    for scenario, test, metric, side in (
+        ("vxlan", "tcp_crr", "cpu_pct_at_target", "client"),
+        ("bridge", "tcp_rr", "transaction_rate", "none"),
+    ):
         row = c.filter(scenario=scenario, test=test, metric=metric, side=side).row(0, named=True)
         assert row["verdict"] == stats.WITHIN_NOISE and row["delta_low"] < 0 < row["delta_high"], row
 
@@ -122,8 +139,16 @@ def test_comparisons_equal_scipy_and_statsmodels_called_directly(campaign):
     ok = set(runs.filter(outcome="ok")["run_id"])
 
     def sample(scenario, r):
-        return values.filter(scenario=scenario, test=r["test"], metric=r["metric"], side=r["side"],
-                             ).filter(pl.col("run_id").is_in(ok))["value"].to_numpy()
+        return (
+            values.filter(
+                scenario=scenario,
+                test=r["test"],
+                metric=r["metric"],
+                side=r["side"],
+            )
+            .filter(pl.col("run_id").is_in(ok))["value"]
+            .to_numpy()
+        )
 
     p_direct = {}
     for r in c.iter_rows(named=True):
@@ -139,8 +164,7 @@ def test_comparisons_equal_scipy_and_statsmodels_called_directly(campaign):
         p_direct.setdefault(r["family"], []).append(p)
     for family, p in p_direct.items():
         method = "holm" if family == stats.PRIMARY else "fdr_bh"
-        assert c.filter(family=family)["p_adj"].to_numpy() == pytest.approx(multipletests(p, method=method)[1],
-                                                                            rel=REL)
+        assert c.filter(family=family)["p_adj"].to_numpy() == pytest.approx(multipletests(p, method=method)[1], rel=REL)
 
 
 def test_runs_carry_their_test_parameters(campaign):

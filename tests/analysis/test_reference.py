@@ -1,4 +1,5 @@
 """Published reference data and its derived claims."""
+
 from __future__ import annotations
 
 import math
@@ -48,8 +49,12 @@ def test_service_scaling_growth():
 
 def test_side_by_side_ours_next_to_theirs(scenarios):
     base = np.linspace(39.5, 40.5, 8)
-    runs, metrics = make_tables({("veth-routed", "tcp_stream_1"): {("throughput", "none"): base},
-                                 ("vxlan", "tcp_stream_1"): {("throughput", "none"): base * 0.9}})
+    runs, metrics = make_tables(
+        {
+            ("veth-routed", "tcp_stream_1"): {("throughput", "none"): base},
+            ("vxlan", "tcp_stream_1"): {("throughput", "none"): base * 0.9},
+        }
+    )
     both = reference.side_by_side(metrics, runs, reference.eks_relative_changes(scenarios))
     both = {r["claim"]: r for r in both.iter_rows(named=True)}
     tput = both["TCP throughput: VXLAN overlay vs routed pods"]
@@ -63,6 +68,7 @@ def test_side_by_side_ours_next_to_theirs(scenarios):
 
 def test_scaling_growth_pairs_with_our_kube_proxy_scenarios():
     from benchlib.analysis import reference
+
     changes = reference.eks_scaling_changes(reference.load_eks_service_scaling())
     row = changes.filter(metric="conn_setup_time_connection_close").row(0, named=True)
     assert (row["scenario"], row["baseline"]) == ("kube-proxy-iptables-1000", "kube-proxy-iptables-4")
@@ -76,6 +82,7 @@ def test_every_claim_names_what_the_study_published_and_what_a_shipped_campaign_
 
     from benchlib.config import load_environment
     from benchlib.schema import METRICS
+
     published = reference.published_changes()
     presets = list((project_root() / "pipelines").glob("*/params*.yaml")) + [project_root() / "params.yaml"]
     campaigns = []  # (scenarios, tests) each preset measures
@@ -85,9 +92,12 @@ def test_every_claim_names_what_the_study_published_and_what_a_shipped_campaign_
             scenarios = set(load_environment(env_name).scenarios)
             campaigns.append((scenarios, set(params["tests"])))
     for pair in reference.LIKE_FOR_LIKE:
-        theirs = published.filter(metric=pair["theirs_metric"], scenario=pair["theirs_scenario"],
-                                  baseline=pair["theirs_baseline"])
+        theirs = published.filter(
+            metric=pair["theirs_metric"], scenario=pair["theirs_scenario"], baseline=pair["theirs_baseline"]
+        )
         assert len(theirs) == 1, pair["claim"]
         assert pair["ours_metric"] in METRICS, pair["claim"]
-        assert any({pair["ours_scenario"], pair["ours_baseline"]} <= scenarios and pair["ours_test"] in tests
-                   for scenarios, tests in campaigns), f"{pair['claim']}: no shipped preset measures it"
+        assert any(
+            {pair["ours_scenario"], pair["ours_baseline"]} <= scenarios and pair["ours_test"] in tests
+            for scenarios, tests in campaigns
+        ), f"{pair['claim']}: no shipped preset measures it"

@@ -1,4 +1,5 @@
 """Report: notebooks run headless on tidy tables and render one offline HTML page."""
+
 from __future__ import annotations
 
 import re
@@ -18,7 +19,7 @@ def test_project_root_from_notebooks_dir(monkeypatch):
     monkeypatch.chdir(root / "notebooks")
     assert project_root() == root
     assert resolve("data/processed/x.parquet") == root / "data/processed/x.parquet"
-    assert resolve("/abs/x") .as_posix() == "/abs/x"
+    assert resolve("/abs/x").as_posix() == "/abs/x"
 
 
 def test_setup_and_method_tables(lab_tables):
@@ -43,11 +44,18 @@ def test_caveats_list_flags_and_failures(lab_tables):
 @pytest.mark.slow
 def test_notebooks_execute_and_render_offline_report(lab_tables, tmp_path):
     runs, metrics = lab_tables
-    analysis_dir, result = analysed(runs, metrics, tmp_path, settings().model_copy(update={
-        "noise_band_pct": {"default": 2.0, "latency_p99": 5.0}, "contrasts": [("vxlan", "bridge")]}))
+    analysis_dir, result = analysed(
+        runs,
+        metrics,
+        tmp_path,
+        settings().model_copy(
+            update={"noise_band_pct": {"default": 2.0, "latency_p99": 5.0}, "contrasts": [("vxlan", "bridge")]}
+        ),
+    )
     out = tmp_path / "reports"
-    html_path = report.build_report([f"notebooks/{n}" for n in report.NOTEBOOKS], out,
-                                    {"analysis_dir": str(analysis_dir), "out_dir": str(out)})
+    html_path = report.build_report(
+        [f"notebooks/{n}" for n in report.NOTEBOOKS], out, {"analysis_dir": str(analysis_dir), "out_dir": str(out)}
+    )
 
     html = html_path.read_text()
     assert html.count(PLOTLYJS_BANNER) == 1  # plotly.js exactly once for all figures
@@ -55,12 +63,20 @@ def test_notebooks_execute_and_render_offline_report(lab_tables, tmp_path):
     assert not REMOTE_SCRIPT.search(html)  # opens offline
     assert "@import" not in html and "fonts.googleapis" not in html  # tables in system fonts, none fetched
     assert "figures.use_report_renderer" not in html  # code hidden
-    headings = ("Summary", "Significance vs the baseline", "Headline table", "Caveats", "Results per test", "Setup", "Method",
-                "CPU normalization")
+    headings = (
+        "Summary",
+        "Significance vs the baseline",
+        "Headline table",
+        "Caveats",
+        "Results per test",
+        "Setup",
+        "Method",
+        "CPU normalization",
+    )
     at = [html.index(f'id="{heading.replace(" ", "-")}"') for heading in headings]
     assert at == sorted(at)  # the answer first, the results next, how they were measured last
     assert 'class="gt_table"' in html  # publication tables
-    summary_part = html[at[0]:at[1]]
+    summary_part = html[at[0] : at[1]]
     assert "**" not in summary_part  # markdown rendered
     assert "vxlan vs host, tcp_stream_1 throughput: <strong>" in summary_part and "worse" in summary_part
     assert "dvc repro" in summary_part and 'class="plotly-graph-div"' in summary_part  # headline figure
@@ -83,8 +99,9 @@ def test_notebooks_take_only_where_the_data_is(notebook):
     import jupytext
 
     from benchlib.cli import build_parser
+
     nb = jupytext.read(project_root() / "notebooks" / notebook)
-    cell, = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    (cell,) = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
     namespace = {}
     exec(cell.source, namespace)  # plain assignments: nothing to import, nothing hidden
     declared = {k: v for k, v in namespace.items() if not k.startswith("__")}
@@ -98,32 +115,45 @@ def test_notebooks_take_only_where_the_data_is(notebook):
 @pytest.mark.parametrize("case", ["every run failed", "tiny n", "one scenario", "no baseline"])
 def test_report_renders_without_a_traceback_on_degenerate_campaigns(case, tmp_path):
     from analysis_tables import make_tables
+
     if case in ("one scenario", "no baseline"):
         from analysis_tables import degenerate
+
         analysis_dir = tmp_path / "analysis"
         result = degenerate(case, tmp_path)
     elif case == "every run failed":
-        runs, metrics = make_tables({("host", "tcp_stream_1"): {("throughput", "none"): [40.0]},
-                                     ("vxlan", "tcp_stream_1"): {("throughput", "none"): [30.0]}},
-                                    failed={("host", "tcp_stream_1"): 2, ("vxlan", "tcp_stream_1"): 2})
+        runs, metrics = make_tables(
+            {
+                ("host", "tcp_stream_1"): {("throughput", "none"): [40.0]},
+                ("vxlan", "tcp_stream_1"): {("throughput", "none"): [30.0]},
+            },
+            failed={("host", "tcp_stream_1"): 2, ("vxlan", "tcp_stream_1"): 2},
+        )
         runs = runs.with_columns(outcome=pl.lit("failed"), failure_reason=pl.lit("netperf exited 1"))
     else:  # two runs each, and a scenario whose every run failed
         cpu = {("cpu_busy_cores", "client"): [0.9, 0.8], ("cpu_busy_cores", "server"): [0.7, 0.6]}
-        runs, metrics = make_tables({("host", "tcp_rr"): {("transaction_rate", "none"): [9e3, 9.1e3], **cpu},
-                                     ("vxlan", "tcp_rr"): {("transaction_rate", "none"): [8e3, 8.1e3], **cpu},
-                                     ("bridge", "tcp_rr"): {("transaction_rate", "none"): [1.0]}},
-                                    failed={("bridge", "tcp_rr"): 2})
-        runs = runs.with_columns(outcome=pl.when(pl.col("scenario") == "bridge").then(pl.lit("failed"))
-                                 .otherwise("outcome"))
+        runs, metrics = make_tables(
+            {
+                ("host", "tcp_rr"): {("transaction_rate", "none"): [9e3, 9.1e3], **cpu},
+                ("vxlan", "tcp_rr"): {("transaction_rate", "none"): [8e3, 8.1e3], **cpu},
+                ("bridge", "tcp_rr"): {("transaction_rate", "none"): [1.0]},
+            },
+            failed={("bridge", "tcp_rr"): 2},
+        )
+        runs = runs.with_columns(
+            outcome=pl.when(pl.col("scenario") == "bridge").then(pl.lit("failed")).otherwise("outcome")
+        )
     if case not in ("one scenario", "no baseline"):
-        analysis_dir, result = analysed(runs, metrics.join(runs.filter(outcome="ok").select("run_id"), on="run_id"),
-                                        tmp_path)
+        analysis_dir, result = analysed(
+            runs, metrics.join(runs.filter(outcome="ok").select("run_id"), on="run_id"), tmp_path
+        )
     out = tmp_path / "reports"
-    html = report.build_report([f"notebooks/{n}" for n in report.NOTEBOOKS], out,
-                               {"analysis_dir": str(analysis_dir), "out_dir": str(out)}).read_text()
+    html = report.build_report(
+        [f"notebooks/{n}" for n in report.NOTEBOOKS], out, {"analysis_dir": str(analysis_dir), "out_dir": str(out)}
+    ).read_text()
     assert '"ename"' not in "".join(p.read_text() for p in (out / "notebooks").glob("*.ipynb"))
     m = result.metrics_json()
-    summary_part = html[:html.index('id="Significance-vs-the-baseline"')]
+    summary_part = html[: html.index('id="Significance-vs-the-baseline"')]
     # never an empty figure: every figure drawn has something to draw
     assert '"data": []' not in html and '"data":[]' not in html
     if case == "one scenario":

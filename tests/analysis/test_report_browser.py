@@ -4,6 +4,7 @@ over the DevTools protocol, after plotly drew the figures.
 Both reports are rendered from real campaigns' tidy tables (tests/fixtures/tidy). Screenshots of each
 report's first screen are written to reports/screenshots/ (kept by CI as artefacts; the path is printed).
 """
+
 from __future__ import annotations
 
 import re
@@ -50,12 +51,16 @@ INSPECT = """(() => {
 
 
 def build_default(out: Path) -> Path:
-    runs, metrics = load_tables(FIXTURES / "lab-default-003" / "runs.parquet",
-                                FIXTURES / "lab-default-003" / "metrics.parquet")
+    runs, metrics = load_tables(
+        FIXTURES / "lab-default-003" / "runs.parquet", FIXTURES / "lab-default-003" / "metrics.parquet"
+    )
     analysis_dir, _ = analysed(runs, metrics, out / "data")
     reports = out / "reports"
-    return report.build_report([f"notebooks/{n}" for n in report.NOTEBOOKS], reports,
-                               {"analysis_dir": str(analysis_dir), "out_dir": str(reports)})
+    return report.build_report(
+        [f"notebooks/{n}" for n in report.NOTEBOOKS],
+        reports,
+        {"analysis_dir": str(analysis_dir), "out_dir": str(reports)},
+    )
 
 
 def build_compare(out: Path) -> Path:
@@ -64,6 +69,7 @@ def build_compare(out: Path) -> Path:
         # the fixtures keep the tidy tables, not the raw records the setup facts are read from
         facts = pl.DataFrame(schema={c: pl.String for c in ("environment", "scenario", "test", "field", "value")})
         return compare.Campaign(name, runs, metrics, facts)
+
     return report.build_compare(compare.run(campaign("lab-default-002"), campaign("lab-default-003")), out)
 
 
@@ -97,8 +103,12 @@ def test_the_summary_is_the_first_section_with_the_findings_and_the_headline_fig
 
 def test_the_sections_are_in_reading_order_and_the_contents_reach_them(pages):
     order = [h["text"] for h in pages["report"]["h1"]]
-    for earlier, later in [("Summary", "Significance vs the baseline"), ("Significance vs the baseline", "Results per test"),
-                           ("Results per test", "CPU profiles"), ("CPU profiles", "Setup, method and CPU normalization")]:
+    for earlier, later in [
+        ("Summary", "Significance vs the baseline"),
+        ("Significance vs the baseline", "Results per test"),
+        ("Results per test", "CPU profiles"),
+        ("CPU profiles", "Setup, method and CPU normalization"),
+    ]:
         assert order.index(earlier) < order.index(later), order
     for name in ("report", "compare"):
         links = pages[name]["links"]

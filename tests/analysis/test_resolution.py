@@ -1,5 +1,6 @@
 """Latency percentiles with the resolution of the instrument that produced them (benchlib.analysis.resolution),
 on the real campaigns in tests/fixtures/tidy (netperf, fortio) and a captured dnsperf output."""
+
 from __future__ import annotations
 
 import re
@@ -25,7 +26,17 @@ def test_netperf_percentile_steps_are_its_histogram_sub_buckets():
     """netperf 2.7 (netlib.c HIST_add / HIST_get_percentile, hist.h HIST_NUM_OF_BUCKET 100): integer
     microseconds, 100 sub-buckets per decade, the percentile truncated to int."""
     assert _steps("latency_p50", [0, 5, 13, 99, 100, 137, 999, 1000, 1157, 12000]) == [
-        1, 1, 1, 1, 10, 10, 10, 100, 100, 1000]
+        1,
+        1,
+        1,
+        1,
+        10,
+        10,
+        10,
+        100,
+        100,
+        1000,
+    ]
     assert _steps("latency_min", [12, 5000]) == [1, 1]  # one integer sample
     assert _steps("latency_mean", [13.55]) == [0.01]  # printed %.2f
     assert _steps("throughput", [12.6]) == [None]  # continuous
@@ -43,8 +54,9 @@ def test_netperf_prints_whole_microseconds_in_the_real_campaigns():
 def test_fortio_steps_are_its_bucket_widths():
     """fortio stats.go buckets in units of -r (benchlib: 10 us): 1 unit up to 12, then 2, 5, 10, 20, ..."""
     assert resolution.FORTIO_UNIT_US == pytest.approx(10)
-    assert _steps("http_latency_p50", [5, 95, 115, 130, 200, 250, 1564.27, 9866.26, 19528.8, 57758.6]) == \
-        pytest.approx([10, 10, 10, 20, 20, 50, 200, 1000, 10000, 25000])
+    assert _steps("http_latency_p50", [5, 95, 115, 130, 200, 250, 1564.27, 9866.26, 19528.8, 57758.6]) == pytest.approx(
+        [10, 10, 10, 20, 20, 50, 200, 1000, 10000, 25000]
+    )
     # the mesh campaign's real percentiles (a loaded machine: 0.4 to 360 ms): each in a bucket no wider
     # than itself and at least 1/12 of it (fortio's widest relative step is 11 -> 12 units)
     _, metrics = load_tables(f"{MESH}/runs.parquet", f"{MESH}/metrics.parquet")
@@ -64,8 +76,14 @@ def test_dnsperf_prints_each_latency_to_the_microsecond():
 @pytest.fixture(scope="module")
 def default_campaign():
     p, runs, values, comparisons = report_comparisons(DEFAULT)
-    return {"p": p, "runs": runs, "values": values, "comparisons": comparisons,
-            "annotated": resolution.annotate(comparisons), "summary": stats.summarize(values, runs, alpha=p["alpha"])}
+    return {
+        "p": p,
+        "runs": runs,
+        "values": values,
+        "comparisons": comparisons,
+        "annotated": resolution.annotate(comparisons),
+        "summary": stats.summarize(values, runs, alpha=p["alpha"]),
+    }
 
 
 def _row(df: pl.DataFrame, scenario: str, test: str, metric: str, side: str = "none") -> dict:
@@ -126,8 +144,13 @@ def test_a_change_of_one_step_is_not_given_a_size():
 def test_a_precise_verdict_one_step_apart_keeps_its_direction_only():
     """Constructed (no fixture has it significant): 8 runs at 14 us against 8 at 13 us."""
     from analysis_tables import make_tables
-    runs, metrics = make_tables({("host", "tcp_rr"): {("latency_p50", "none"): [13.0] * 8},
-                                 ("bridge", "tcp_rr"): {("latency_p50", "none"): [14.0] * 8}})
+
+    runs, metrics = make_tables(
+        {
+            ("host", "tcp_rr"): {("latency_p50", "none"): [13.0] * 8},
+            ("bridge", "tcp_rr"): {("latency_p50", "none"): [14.0] * 8},
+        }
+    )
     c = stats.compare(metrics, runs, baseline="host", correction="holm")
     assert c["verdict"][0] == "+7.7 % [+7.7, +7.7] worse"
     r = resolution.annotate(c).row(0, named=True)
@@ -150,7 +173,8 @@ def test_netperf_mean_latency_is_the_finer_source(default_campaign):
     mean the brief asked for: no second derived metric is needed."""
     v = default_campaign["values"].filter(test="tcp_rr")
     wide = v.filter(pl.col("metric").is_in(["latency_mean", "transaction_rate"])).pivot(
-        on="metric", index="run_id", values="value")
+        on="metric", index="run_id", values="value"
+    )
     ratio = wide["latency_mean"] / (1e6 / wide["transaction_rate"])
     assert len(wide) == 40 and ratio.min() > 0.99 and ratio.max() < 1.0
     host = _row(default_campaign["summary"], "host", "tcp_rr", "latency_mean")
@@ -164,4 +188,5 @@ def test_headline_shows_the_resolution(default_campaign):
     assert r["verdict"] == "+31 % [+18, +38] worse (± 1 step of 1 us)"
     plain = stats.headline(default_campaign["summary"], default_campaign["comparisons"])
     assert "note" not in plain.columns and plain.drop("change % [CI @ level]", "verdict").equals(
-        table.drop("change % [CI @ level]", "verdict"))
+        table.drop("change % [CI @ level]", "verdict")
+    )

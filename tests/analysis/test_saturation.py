@@ -1,5 +1,6 @@
 """Comparisons made at a side's CPU limit, found from the runs' own CPU samples (benchlib.analysis.saturation),
 on the real campaigns in tests/fixtures/tidy."""
+
 from __future__ import annotations
 
 import polars as pl
@@ -16,8 +17,12 @@ MESH = "tests/fixtures/tidy/lab-mesh-short-001"
 @pytest.fixture(scope="module")
 def default_campaign():
     _, runs, values, comparisons = report_comparisons(DEFAULT)
-    return {"runs": runs, "values": values, "comparisons": comparisons,
-            "annotated": saturation.annotate(comparisons, runs, values)}
+    return {
+        "runs": runs,
+        "values": values,
+        "comparisons": comparisons,
+        "annotated": saturation.annotate(comparisons, runs, values),
+    }
 
 
 def test_every_tcp_stream_of_the_default_campaign_is_bound_by_its_sender(default_campaign):
@@ -43,8 +48,10 @@ def test_the_throughput_comparison_says_what_it_measures(default_campaign):
     assert (r["cpu_bound"], r["cpu_bound_in"], r["cpu_bound_side"]) == (True, "both", "client")
     assert r["cpu_bound_pct"] == pytest.approx(99.58, abs=0.01)
     assert r["cpu_bound_pct_base"] == pytest.approx(99.25, abs=0.01)
-    assert r["note"] == ("client at the CPU limit (median busy 100 %, baseline 99 %): throughput then measures "
-                         "that CPU as much as the path; compare cpu_pct_at_target (CPU per work), side client")
+    assert r["note"] == (
+        "client at the CPU limit (median busy 100 %, baseline 99 %): throughput then measures "
+        "that CPU as much as the path; compare cpu_pct_at_target (CPU per work), side client"
+    )
     cpu = a.filter(scenario="bridge", test="tcp_stream_n", metric="cpu_pct_at_target", side="client").row(0, named=True)
     assert cpu["note"].endswith("CPU per work is the comparison that is meaningful here")
     shared = a.filter(scenario="vxlan", test="tcp_rr", metric="transaction_rate").row(0, named=True)
@@ -67,8 +74,17 @@ def test_the_check_is_generic_fortio_and_either_configuration():
     runs, metrics = load_tables(f"{MESH}/runs.parquet", f"{MESH}/metrics.parquet")
     r0 = runs.filter(scenario="proxy-server", test="http_1000").row(0, named=True)
     # the comparison's keys, from the runs (the mesh section compares with mesh.comparisons)
-    rows = pl.DataFrame([{**{c: r0[c] for c in stats.RUN_CONFIG}, "metric": "http_latency_p50", "side": "none",
-                          "baseline": "veth-routed"}], schema_overrides={"message_size": pl.Int64})
+    rows = pl.DataFrame(
+        [
+            {
+                **{c: r0[c] for c in stats.RUN_CONFIG},
+                "metric": "http_latency_p50",
+                "side": "none",
+                "baseline": "veth-routed",
+            }
+        ],
+        schema_overrides={"message_size": pl.Int64},
+    )
     a = saturation.annotate(rows, runs, metrics).row(0, named=True)
     conf = saturation.bound_configs(metrics, runs).filter(test="http_1000")
     mine = conf.filter(scenario="proxy-server").row(0, named=True)
@@ -80,11 +96,16 @@ def test_the_check_is_generic_fortio_and_either_configuration():
 
 def test_a_side_with_headroom_is_not_bound():
     """Constructed: a path whose client runs at 50-60 % and server at 40 % (no fixture has one)."""
-    samples = {(s, "tcp_stream_1"): {("throughput", "none"): [10.0 + i * 0.01 for i in range(8)],
-                                     ("cpu_busy_pct", "client"): [55.0 + i for i in range(8)],
-                                     ("cpu_busy_pct", "server"): [40.0] * 8,
-                                     ("cpu_busy_cores", "client"): [0.55] * 8, ("cpu_busy_cores", "server"): [0.4] * 8}
-               for s in ("host", "bridge")}
+    samples = {
+        (s, "tcp_stream_1"): {
+            ("throughput", "none"): [10.0 + i * 0.01 for i in range(8)],
+            ("cpu_busy_pct", "client"): [55.0 + i for i in range(8)],
+            ("cpu_busy_pct", "server"): [40.0] * 8,
+            ("cpu_busy_cores", "client"): [0.55] * 8,
+            ("cpu_busy_cores", "server"): [0.4] * 8,
+        }
+        for s in ("host", "bridge")
+    }
     samples[("bridge", "tcp_stream_1")][("cpu_busy_pct", "client")] = [88.0, 89.0, 90.0, 91.0, 92.0, 85.0, 86.0, 87.0]
     runs, metrics = make_tables(samples)
     c = stats.compare(metrics, runs, baseline="host")

@@ -1,4 +1,5 @@
 """The project's table library is polars: no module of ours or notebook imports pandas."""
+
 import re
 
 from benchlib.analysis import project_root

@@ -1,4 +1,5 @@
 """Statistics checked against independent computations on known data."""
+
 from __future__ import annotations
 
 import itertools
@@ -57,6 +58,7 @@ def two_configs(base, other, metric="throughput", test="tcp_stream_1"):
 
 # -- median CI ---------------------------------------------------------------
 
+
 @pytest.mark.parametrize("n", [6, 7, 10, 15, 30])
 def test_median_ci_matches_binomial_order_statistics(n):
     x = np.random.default_rng(n).normal(100, 5, n)
@@ -75,6 +77,7 @@ def test_median_ci_needs_six_runs():
 
 
 # -- Mann-Whitney ------------------------------------------------------------
+
 
 def test_mann_whitney_separated_samples_exact_p():
     x, y = np.arange(1.0, 11), np.arange(21.0, 31)
@@ -113,6 +116,7 @@ def test_mann_whitney_constant_but_different_groups_significant():
 
 # -- effect ------------------------------------------------------------------
 
+
 def test_delta_pct_point_estimate_and_ci_brackets_it():
     rng = np.random.default_rng(3)
     y = 10 * (1 + 0.02 * rng.standard_normal(10))
@@ -128,8 +132,9 @@ def test_delta_pct_ci_agrees_with_independent_percentile_bootstrap():
     x, y = rng.lognormal(0, 0.05, 12) * 0.95, rng.lognormal(0, 0.05, 12)
     _, lo, hi = stats.delta_pct(x, y, seed=0, n_resamples=20_000)
     boot = np.random.default_rng(99)
-    ratios = [np.log(np.median(boot.choice(x, x.size))) - np.log(np.median(boot.choice(y, y.size)))
-              for _ in range(20_000)]
+    ratios = [
+        np.log(np.median(boot.choice(x, x.size))) - np.log(np.median(boot.choice(y, y.size))) for _ in range(20_000)
+    ]
     ref_lo, ref_hi = 100 * np.expm1(np.percentile(ratios, [2.5, 97.5]))
     assert lo == pytest.approx(ref_lo, abs=0.5)
     assert hi == pytest.approx(ref_hi, abs=0.5)
@@ -146,6 +151,7 @@ def test_delta_pct_identical_samples_is_zero():
 
 # -- multiple comparisons -----------------------------------------------------
 
+
 def test_holm_by_hand():
     # sorted p: .005*4=.02, .01*3=.03, .03*2=.06, .04*1=.04 -> monotone .02 .03 .06 .06
     p = [0.01, 0.04, 0.03, 0.005]
@@ -155,6 +161,7 @@ def test_holm_by_hand():
 def test_holm_differs_from_statsmodels_default_holm_sidak():
     p = [0.01, 0.04, 0.03, 0.005]
     from statsmodels.stats.multitest import multipletests
+
     assert not np.allclose(stats.adjust(p, "holm"), multipletests(p)[1])
 
 
@@ -174,6 +181,7 @@ def test_adjust_rejects_unknown_correction():
 
 
 # -- verdicts ------------------------------------------------------------------
+
 
 def test_verdict_labels():
     assert stats.verdict(math.nan, 1, 0, 2, 0.05, 2, True) == "insufficient n"
@@ -199,6 +207,7 @@ def test_noise_band_lookup():
 
 
 # -- compare on tables ----------------------------------------------------------
+
 
 def test_compare_clear_throughput_drop_is_worse():
     base = np.linspace(39.5, 40.5, 10)
@@ -265,6 +274,7 @@ def test_compare_missing_baseline_names_it():
 
 # -- summary and flags ----------------------------------------------------------
 
+
 def test_summarize_matches_numpy(lab_tables):
     runs, metrics = lab_tables
     s = stats.summarize(metrics, runs)
@@ -279,9 +289,13 @@ def test_summarize_matches_numpy(lab_tables):
 
 def test_summarize_flags_cv_drift_failures_and_small_n():
     trend = np.linspace(30, 40, 10)  # rises with run order, CV ~ 10 %
-    runs, metrics = make_tables({("host", "tcp_stream_1"): {("throughput", "none"): trend},
-                                 ("vxlan", "tcp_stream_1"): {("throughput", "none"): [40, 40.1, 39.9, 40, 40.05]}},
-                                failed={("vxlan", "tcp_stream_1"): 2})
+    runs, metrics = make_tables(
+        {
+            ("host", "tcp_stream_1"): {("throughput", "none"): trend},
+            ("vxlan", "tcp_stream_1"): {("throughput", "none"): [40, 40.1, 39.9, 40, 40.05]},
+        },
+        failed={("vxlan", "tcp_stream_1"): 2},
+    )
     s = by(stats.summarize(metrics, runs), "scenario")
     ranks = np.arange(10)
     assert s["host"]["drift_rho"] == pytest.approx(np.corrcoef(ranks, rankdata(trend))[0, 1])
@@ -294,8 +308,9 @@ def test_summarize_flags_cv_drift_failures_and_small_n():
 
 def test_summarize_excludes_metric_rows_of_failed_runs():
     runs, metrics = two_configs(np.arange(1.0, 9), np.arange(1.0, 9))
-    runs = runs.with_columns(outcome=pl.when(pl.col("run_id") == "host-tcp_stream_1-0").then(pl.lit("failed"))
-                             .otherwise("outcome"))
+    runs = runs.with_columns(
+        outcome=pl.when(pl.col("run_id") == "host-tcp_stream_1-0").then(pl.lit("failed")).otherwise("outcome")
+    )
     s = by(stats.summarize(metrics, runs), "scenario")
     assert s["host"]["n"] == 7 and s["host"]["failed_runs"] == 1
 
@@ -316,6 +331,7 @@ def test_constant_sample_has_no_drift_or_cv_flag():
 
 
 # -- headline and JSON ----------------------------------------------------------------
+
 
 def test_headline_puts_baseline_first(lab_tables):
     runs, metrics = lab_tables
@@ -377,6 +393,7 @@ def test_large_samples_use_the_normal_approximation():
 
 # -- the CI of the change at large n ------------------------------------------------
 
+
 def test_delta_ci_method_switches_above_fifty_runs_per_side():
     assert stats.delta_ci_method(50, 200) == "bootstrap"
     assert stats.delta_ci_method(51, 51) == "maritz-jarrett"
@@ -395,8 +412,14 @@ def test_maritz_jarrett_ci_agrees_with_the_bootstrap(n):
     for seed in range(5):
         rng = np.random.default_rng(seed)
         x, y = rng.lognormal(0, 0.08, n) * 0.95, rng.lognormal(0, 0.08, n)
-        boot = scipy_stats.bootstrap((x, y), lambda a, b, axis: np.log(np.median(a, axis=axis) / np.median(b, axis=axis)),
-                                     n_resamples=9999, vectorized=True, method="percentile", rng=0)
+        boot = scipy_stats.bootstrap(
+            (x, y),
+            lambda a, b, axis: np.log(np.median(a, axis=axis) / np.median(b, axis=axis)),
+            n_resamples=9999,
+            vectorized=True,
+            method="percentile",
+            rng=0,
+        )
         ref = 100 * np.expm1([boot.confidence_interval.low, boot.confidence_interval.high])
         delta, lo, hi = stats.delta_pct(x, y)
         assert delta == pytest.approx(100 * (np.median(x) / np.median(y) - 1))
@@ -417,8 +440,9 @@ def test_maritz_jarrett_ci_covers_the_true_ratio():
 def test_non_finite_values_are_excluded_with_a_note_not_called_insufficient():
     runs, metrics = two_configs(np.linspace(39.5, 40.5, 8), np.linspace(31.5, 32.5, 8))
     nan_runs = ["vxlan-tcp_stream_1-0", "vxlan-tcp_stream_1-1", "vxlan-tcp_stream_1-2"]
-    metrics = metrics.with_columns(value=pl.when(pl.col("run_id").is_in(nan_runs)).then(float("nan"))
-                                   .otherwise("value"))
+    metrics = metrics.with_columns(
+        value=pl.when(pl.col("run_id").is_in(nan_runs)).then(float("nan")).otherwise("value")
+    )
     s = by(stats.summarize(metrics, runs), "scenario")
     assert s["vxlan"]["n"] == 5 and s["vxlan"]["excluded"] == 3
     assert "3 non-finite value(s) excluded" in s["vxlan"]["flags"]
@@ -449,6 +473,7 @@ def test_two_settings_of_one_test_are_never_pooled():
 
 # -- families, decision level, intervals at that level ----------------------------------
 
+
 @pytest.mark.slow  # thousands of simulated families
 @pytest.mark.parametrize("correction", ["holm", "fdr_bh"])
 def test_decision_level_separates_rejected_from_the_rest(correction):
@@ -472,18 +497,22 @@ def test_decision_level_by_hand():
     assert math.isnan(stats.decision_level([math.nan], 0.05, "holm"))
 
 
-@pytest.mark.parametrize("kind,paced,present,expected", [
-    ("TCP_STREAM", False, {"throughput", "retransmits"}, "throughput"),
-    ("TCP_CRR", False, {"connection_rate", "latency_p50"}, "connection_rate"),
-    ("UDP_STREAM", False, {"throughput", "udp_loss_pct"}, "udp_loss_pct"),
-    ("HTTP", False, {"http_qps", "http_latency_p50"}, "http_qps"),
-    ("HTTP", True, {"http_qps", "http_latency_p50"}, "http_latency_p50"),  # the rate is the client's
-    ("DNS_UDP", True, {"dns_qps", "dns_latency_p50"}, "dns_latency_p50"),
-    ("TCP_STREAM", False, {"transaction_rate"}, "transaction_rate"),  # kind's metric absent: first primary
-    ("TCP_RR", False, {"latency_p99"}, None),
-])
+@pytest.mark.parametrize(
+    "kind,paced,present,expected",
+    [
+        ("TCP_STREAM", False, {"throughput", "retransmits"}, "throughput"),
+        ("TCP_CRR", False, {"connection_rate", "latency_p50"}, "connection_rate"),
+        ("UDP_STREAM", False, {"throughput", "udp_loss_pct"}, "udp_loss_pct"),
+        ("HTTP", False, {"http_qps", "http_latency_p50"}, "http_qps"),
+        ("HTTP", True, {"http_qps", "http_latency_p50"}, "http_latency_p50"),  # the rate is the client's
+        ("DNS_UDP", True, {"dns_qps", "dns_latency_p50"}, "dns_latency_p50"),
+        ("TCP_STREAM", False, {"transaction_rate"}, "transaction_rate"),  # kind's metric absent: first primary
+        ("TCP_RR", False, {"latency_p99"}, None),
+    ],
+)
 def test_headline_metric(kind, paced, present, expected):
     from benchlib.schema import headline_metric
+
     assert headline_metric(kind, paced, present) == expected
 
 
@@ -503,10 +532,16 @@ def test_compare_corrects_within_families(lab_tables):
         assert g["ci_level"].to_numpy() == pytest.approx(1 - level)
     # the interval drawn is the bootstrap interval at that level
     r = c.filter(family=stats.PRIMARY, scenario="vxlan", test="tcp_rr").row(0, named=True)
-    x, y = (stats.ok_values(compared, runs).filter(scenario=s, test="tcp_rr", metric="transaction_rate")
-            .sort("started_at")["value"].to_numpy() for s in ("vxlan", "host"))
+    x, y = (
+        stats.ok_values(compared, runs)
+        .filter(scenario=s, test="tcp_rr", metric="transaction_rate")
+        .sort("started_at")["value"]
+        .to_numpy()
+        for s in ("vxlan", "host")
+    )
     assert (r["delta_pct"], r["delta_low"], r["delta_high"]) == pytest.approx(
-        stats.delta_pct(x, y, confidence=r["ci_level"]))
+        stats.delta_pct(x, y, confidence=r["ci_level"])
+    )
     # one family of its own when asked (a report section)
     one = stats.compare(compared, runs, baseline="host", correction="fdr_bh", family="mesh")
     assert set(one["family"]) == {"mesh"} and set(one["correction"]) == {"FDR (Benjamini-Hochberg)"}
@@ -514,11 +549,13 @@ def test_compare_corrects_within_families(lab_tables):
 
 def normalize_values(tables):
     from benchlib.analysis import normalize
+
     runs, metrics = tables
     return normalize.with_cpu_at_target(metrics, runs)
 
 
 # -- minimum detectable effect ----------------------------------------------------------
+
 
 @pytest.mark.parametrize("n,n_base,alpha", [(8, 8, 0.05 / 12), (10, 10, 0.05 / 12), (8, 12, 0.05 / 4)])
 def test_mde_has_the_planned_power_in_a_simulation(n, n_base, alpha):
@@ -535,7 +572,8 @@ def test_mde_has_the_planned_power_in_a_simulation(n, n_base, alpha):
 
 def test_mde_scales_with_spread_and_falls_with_n():
     assert stats.mde_pct(8, 8, 0.02, 0.01) == pytest.approx(
-        100 * math.expm1(2 * math.log1p(stats.mde_pct(8, 8, 0.01, 0.01) / 100)))
+        100 * math.expm1(2 * math.log1p(stats.mde_pct(8, 8, 0.01, 0.01) / 100))
+    )
     assert stats.mde_pct(20, 20, 0.02, 0.01) < stats.mde_pct(10, 10, 0.02, 0.01)
     assert math.isnan(stats.mde_pct(8, 8, 0.0, 0.01)) and math.isnan(stats.mde_pct(5, 8, 0.02, 0.01))
 

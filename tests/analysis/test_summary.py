@@ -1,4 +1,5 @@
 """The report's opening section: sentences built from the analysis of real and degenerate campaigns."""
+
 from __future__ import annotations
 
 import polars as pl
@@ -23,8 +24,10 @@ def text_of(result) -> str:
 
 def test_the_campaign_says_what_was_compared_where_and_with_how_many_runs(real):
     text = summary.campaign_text(real.runs, real.comparisons, "host")
-    assert text.startswith("Campaign **lab-default-003** in local-lab: **bridge, veth-routed and vxlan** against "
-                           "the baseline **host**, on 4 test(s)")
+    assert text.startswith(
+        "Campaign **lab-default-003** in local-lab: **bridge, veth-routed and vxlan** against "
+        "the baseline **host**, on 4 test(s)"
+    )
     assert "10 successful run(s) per configuration, 0 failed of 160" in text
 
 
@@ -36,11 +39,14 @@ def test_findings_are_sentences_with_their_numbers_largest_change_first(real):
     assert sizes == sorted(sizes, reverse=True)
     assert found.row(0, named=True)["scenario"] == "vxlan" and found.row(0, named=True)["test"] == "tcp_crr"
     r = rows.filter(scenario="bridge", test="tcp_rr").row(0, named=True)
-    assert summary.finding_sentence(r, 12) == ("bridge vs host, tcp_rr transaction rate: **-33.7 % [-35.4, -32.2] "
-                                              "worse**, significant after Holm over 12; CPU limit (total, 100 % busy).")
+    assert summary.finding_sentence(r, 12) == (
+        "bridge vs host, tcp_rr transaction rate: **-33.7 % [-35.4, -32.2] "
+        "worse**, significant after Holm over 12; CPU limit (total, 100 % busy)."
+    )
     noise = rows.filter(scenario="veth-routed", test="tcp_stream_1").row(0, named=True)
     assert summary.finding_sentence(noise, 12, cpu_note=False).startswith(
-        "veth-routed vs host, tcp_stream_1 throughput: no change beyond the noise (it could detect ")
+        "veth-routed vs host, tcp_stream_1 throughput: no change beyond the noise (it could detect "
+    )
 
 
 def test_the_summary_states_the_caveats_the_comparisons_carry(real):
@@ -68,13 +74,19 @@ def test_the_rerun_box_names_the_campaign_and_the_commands():
     assert "<code>a and b</code>" in compare and "benchlib compare a b  # this comparison again" in compare
 
 
-@pytest.mark.parametrize("case, says", [
-    ("every run failed", "**No finding:** no run of this campaign succeeded"),
-    ("tiny n", "**No finding:** too few runs: no comparison could be tested (as few as 2 successful run(s) per "
-               "configuration, at least 6 needed)"),
-    ("one scenario", "**No finding:** only one scenario (host) was measured"),
-    ("no baseline", "**No finding:** the baseline **host** has no successful run"),
-])
+@pytest.mark.parametrize(
+    "case, says",
+    [
+        ("every run failed", "**No finding:** no run of this campaign succeeded"),
+        (
+            "tiny n",
+            "**No finding:** too few runs: no comparison could be tested (as few as 2 successful run(s) per "
+            "configuration, at least 6 needed)",
+        ),
+        ("one scenario", "**No finding:** only one scenario (host) was measured"),
+        ("no baseline", "**No finding:** the baseline **host** has no successful run"),
+    ],
+)
 def test_a_degenerate_campaign_gets_a_summary_that_says_so(case, says, tmp_path):
     text = text_of(degenerate(case, tmp_path))
     assert says in text, text
@@ -92,8 +104,14 @@ def test_the_headline_table_is_a_publication_table(real):
 
 
 def test_publication_cells_are_text_without_nulls_or_quotes():
-    df = pl.DataFrame({"cv_pct": [1.23456, None, float("nan")], "ok": [True, False, None],
-                       "name": ["a", None, "c"], "n": [1, 2, None]})
+    df = pl.DataFrame(
+        {
+            "cv_pct": [1.23456, None, float("nan")],
+            "ok": [True, False, None],
+            "name": ["a", None, "c"],
+            "n": [1, 2, None],
+        }
+    )
     text = tables.as_text(df, {"cv_pct": "{:.2f}"})
     assert text.rows() == [("1.23", "yes", "a", "1"), ("", "no", "", "2"), ("", "", "c", "")]
     assert tables.numbers_in("1.7e+04 [1.663e+04, 1.734e+04]") == "17,000 [16,630, 17,340]"

@@ -16,6 +16,7 @@ nodes' facts from the API and the scenario's ``record`` outputs. Commands
 reach pods through the exec API (api.py); CPU is read per node by a hostPID
 DaemonSet (sampling.py). The manifests are pure builders (manifests.py).
 """
+
 from __future__ import annotations
 
 import os
@@ -58,8 +59,14 @@ class KubernetesTarget(Target):
     # switching a CNI costs minutes: scenarios run one after another
     interleaves_scenarios = False
 
-    def __init__(self, env: Environment, scenarios: list[str], servers: Sequence[Server] = (),
-                 commands: Sequence[str] = (), log=print):
+    def __init__(
+        self,
+        env: Environment,
+        scenarios: list[str],
+        servers: Sequence[Server] = (),
+        commands: Sequence[str] = (),
+        log=print,
+    ):
         if env.kubernetes is None:
             raise TargetError(f"environment {env.name}: target kubernetes needs a kubernetes: section")
         super().__init__(env, scenarios, servers, commands, log)
@@ -104,8 +111,9 @@ class KubernetesTarget(Target):
             try:  # in parallel: faster than the namespace controller for many Services
                 services.delete(self.cluster, self._active, self.log)
             except Exception as exc:
-                self.log(f"kubernetes: deleting the Services failed ({reason(exc)}); "
-                         "the namespace deletion removes them")
+                self.log(
+                    f"kubernetes: deleting the Services failed ({reason(exc)}); the namespace deletion removes them"
+                )
         self._delete_namespace(self.namespace)
 
     def clean_leftovers(self) -> list[str]:
@@ -127,17 +135,27 @@ class KubernetesTarget(Target):
         except k.client.ApiException as exc:
             raise TargetError(f"kubernetes: cannot create namespace {self.namespace}: {reason(exc)}") from None
         # the runner's own permissions inside its namespace (pipelines/kubernetes/rbac.yaml)
-        user = k.client.AuthenticationV1Api(self.cluster.client).create_self_subject_review(
-            {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}).status.user_info.username
+        user = (
+            k.client.AuthenticationV1Api(self.cluster.client)
+            .create_self_subject_review({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
+            .status.user_info.username
+        )
         try:
-            self.cluster.rbac.create_namespaced_role_binding(self.namespace, {  # pyright: ignore[reportArgumentType] (the client sends a manifest dict as it is; the annotation names only its model)
-                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-                "metadata": {"name": "benchlib-runner"},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": WORKLOAD_ROLE},
-                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]})
+            self.cluster.rbac.create_namespaced_role_binding(
+                self.namespace,
+                {  # pyright: ignore[reportArgumentType] (the client sends a manifest dict as it is; the annotation names only its model)
+                    "apiVersion": "rbac.authorization.k8s.io/v1",
+                    "kind": "RoleBinding",
+                    "metadata": {"name": "benchlib-runner"},
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": WORKLOAD_ROLE},
+                    "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+                },
+            )
         except k.client.ApiException as exc:
-            raise TargetError(f"kubernetes: cannot bind ClusterRole {WORKLOAD_ROLE} in {self.namespace} "
-                              f"(apply pipelines/kubernetes/rbac.yaml): {reason(exc)}") from None
+            raise TargetError(
+                f"kubernetes: cannot bind ClusterRole {WORKLOAD_ROLE} in {self.namespace} "
+                f"(apply pipelines/kubernetes/rbac.yaml): {reason(exc)}"
+            ) from None
         deadline = time.monotonic() + RBAC_SETTLE_S
         while time.monotonic() < deadline:
             try:
@@ -172,18 +190,33 @@ class KubernetesTarget(Target):
         self.switch.apply(scenario)
         self._label_namespace(sc.namespace_labels)
         timeout = self.settings.pod_ready_timeout_s
-        server = self.cluster.start_pod(pod_manifest(self.env, scenario, "server", self.session, self.servers),
-                                        timeout)
+        server = self.cluster.start_pod(pod_manifest(self.env, scenario, "server", self.session, self.servers), timeout)
         server_pod, server_node, server_ip = placed(server)
-        client = self.cluster.start_pod(pod_manifest(
-            self.env, scenario, "client", self.session, self.servers,
-            server_node if sc.placement == "same-node" else None), timeout)
+        client = self.cluster.start_pod(
+            pod_manifest(
+                self.env,
+                scenario,
+                "client",
+                self.session,
+                self.servers,
+                server_node if sc.placement == "same-node" else None,
+            ),
+            timeout,
+        )
         client_pod, client_node, client_ip = placed(client)
         self._active = scenario  # from here on, _remove_scenario_objects cleans up after a failure
         service_ip, extra = None, {}
         if sc.placement == "service":
-            service_ip, extra = services.create(self.cluster, scenario, self.session, service_ports(self.servers),
-                                                sc.services or 1, server_ip, timeout, self.log)
+            service_ip, extra = services.create(
+                self.cluster,
+                scenario,
+                self.session,
+                service_ports(self.servers),
+                sc.services or 1,
+                server_ip,
+                timeout,
+                self.log,
+            )
         if sc.programmed:
             start = time.monotonic()
             self.switch.retry_until_ok(scenario, sc.programmed, "not programmed")
@@ -191,16 +224,31 @@ class KubernetesTarget(Target):
         for node in (client_node, server_node):
             self.node_cpu.require(node)
         client_cpus, server_cpus = self._side_cpus(client_node, server_node)
-        details = {"placement": sc.placement, "namespace": self.namespace, "session": self.session,
-                   "client_pod": client_pod, "server_pod": server_pod,
-                   "client_pod_ip": client_ip, "server_pod_ip": server_ip,
-                   "host_network": sc.placement == "host-network", "service_ip": service_ip,
-                   **extra, "scenario_settings": dict(sc.settings), "scenario_record": self.switch.record(scenario),
-                   "cni_agent_usage": agent_usage(self.cluster, self.settings.cni_agent),
-                   **node_facts(self.cluster, client_node, server_node)}
+        details = {
+            "placement": sc.placement,
+            "namespace": self.namespace,
+            "session": self.session,
+            "client_pod": client_pod,
+            "server_pod": server_pod,
+            "client_pod_ip": client_ip,
+            "server_pod_ip": server_ip,
+            "host_network": sc.placement == "host-network",
+            "service_ip": service_ip,
+            **extra,
+            "scenario_settings": dict(sc.settings),
+            "scenario_record": self.switch.record(scenario),
+            "cni_agent_usage": agent_usage(self.cluster, self.settings.cni_agent),
+            **node_facts(self.cluster, client_node, server_node),
+        }
         self.placements[scenario] = Placement(
-            scenario=scenario, server_address=service_ip or server_ip, client_node=client_node,
-            server_node=server_node, client_cpus=client_cpus, server_cpus=server_cpus, details=details)
+            scenario=scenario,
+            server_address=service_ip or server_ip,
+            client_node=client_node,
+            server_node=server_node,
+            client_cpus=client_cpus,
+            server_cpus=server_cpus,
+            details=details,
+        )
 
     def profile_unavailable(self, scenario: str) -> str | None:
         """perf here sees a node's work only where the node runs on this machine's kernel (same boot ID)."""
@@ -216,8 +264,9 @@ class KubernetesTarget(Target):
         try:
             self.cluster.core.patch_namespace(self.namespace, namespace_labels_patch(self._namespace_labels, labels))
         except k8s().client.ApiException as exc:
-            raise TargetError(f"kubernetes: cannot label namespace {self.namespace} with {labels}: "
-                              f"{reason(exc)}") from None
+            raise TargetError(
+                f"kubernetes: cannot label namespace {self.namespace} with {labels}: {reason(exc)}"
+            ) from None
         self._namespace_labels = dict(labels)
 
     def _remove_scenario_objects(self) -> None:
@@ -234,8 +283,10 @@ class KubernetesTarget(Target):
         if self.env.cpus:
             return self.env.cpus.client, self.env.cpus.server
         # default: every CPU of each side's node
-        return (sorted(self.node_cpu.snapshot(client_node).counters),
-                sorted(self.node_cpu.snapshot(server_node).counters))
+        return (
+            sorted(self.node_cpu.snapshot(client_node).counters),
+            sorted(self.node_cpu.snapshot(server_node).counters),
+        )
 
     def start_server(self, scenario: str, server: Server, cpus: list[int]) -> None:
         pod = self.placements[scenario].details["server_pod"]
@@ -246,8 +297,16 @@ class KubernetesTarget(Target):
             r = self.cluster.run(pod, argv)
             return shown(r.stdout) if r.returncode == 0 else ""
 
-        wait_listening(server, proc, ss, "kubernetes", f"in pod {pod}", lambda: shown(b"".join(proc.communicate())),
-                       timeout_s=SERVER_LISTEN_TIMEOUT_S, poll_s=SERVER_POLL_S)
+        wait_listening(
+            server,
+            proc,
+            ss,
+            "kubernetes",
+            f"in pod {pod}",
+            lambda: shown(b"".join(proc.communicate())),
+            timeout_s=SERVER_LISTEN_TIMEOUT_S,
+            poll_s=SERVER_POLL_S,
+        )
 
     def _stop_servers(self) -> None:
         for proc in self._servers:
@@ -264,11 +323,19 @@ class KubernetesTarget(Target):
 
     def describe(self) -> dict:
         pod = self.node_cpu.any_pod()
-        versions = {"kernel": self.cluster.check(pod, ["uname", "-r"]).strip(),
-                    "kubernetes": self.cluster.server_version}
-        return {"target": "kubernetes", "context": self.settings.context, "namespace": self.namespace,
-                "session": self.session, "image": self.settings.image, "versions": versions,
-                "clk_tck": int(self.cluster.check(pod, ["getconf", "CLK_TCK"]).strip())}
+        versions = {
+            "kernel": self.cluster.check(pod, ["uname", "-r"]).strip(),
+            "kubernetes": self.cluster.server_version,
+        }
+        return {
+            "target": "kubernetes",
+            "context": self.settings.context,
+            "namespace": self.namespace,
+            "session": self.session,
+            "image": self.settings.image,
+            "versions": versions,
+            "clk_tck": int(self.cluster.check(pod, ["getconf", "CLK_TCK"]).strip()),
+        }
 
 
 def _alive(pid: int) -> bool:
@@ -279,4 +346,3 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
-

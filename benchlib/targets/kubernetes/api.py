@@ -8,6 +8,7 @@ printed, whatever the exec implementation does with exit codes. Closing an
 exec stream does not end the command in a kubelet, so a kill is an exec of
 ``kill`` with that PID.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,6 +33,7 @@ POLL_S = 0.3  # between looks at a pod that is starting
 
 def k8s():
     import kubernetes  # imported lazily: the lab never needs it
+
     return kubernetes
 
 
@@ -70,7 +72,8 @@ def placed(pod) -> tuple[str, str, str]:
 
 def is_ready(pod) -> bool:
     return pod.status.phase == "Running" and any(
-        c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
+        c.type == "Ready" and c.status == "True" for c in pod.status.conditions or []
+    )
 
 
 class Cluster:
@@ -90,17 +93,29 @@ class Cluster:
             self.discovery = k.client.DiscoveryV1Api(self.client)
             self.server_version = k.client.VersionApi(self.client).get_code().git_version
         except Exception as exc:
-            raise TargetError(f"kubernetes: cannot reach the cluster (kubeconfig {path or 'default'}, "
-                              f"context {context or 'current'}): {reason(exc)}") from None
+            raise TargetError(
+                f"kubernetes: cannot reach the cluster (kubeconfig {path or 'default'}, "
+                f"context {context or 'current'}): {reason(exc)}"
+            ) from None
         self._exec_lock = threading.Lock()
 
     # -- exec ----------------------------------------------------------------------
     def open_exec(self, pod: str, command: list[str]):
         from kubernetes.stream import stream
+
         with self._exec_lock:
-            return stream(self._exec_api.connect_get_namespaced_pod_exec, pod, self.namespace,
-                          command=command, container=CONTAINER, stderr=True, stdin=False, stdout=True,
-                          tty=False, _preload_content=False)
+            return stream(
+                self._exec_api.connect_get_namespaced_pod_exec,
+                pod,
+                self.namespace,
+                command=command,
+                container=CONTAINER,
+                stderr=True,
+                stdin=False,
+                stdout=True,
+                tty=False,
+                _preload_content=False,
+            )
 
     def spawn(self, pod: str, argv: list[str]) -> ExecProcess:
         return ExecProcess(self, pod, argv)
@@ -118,8 +133,9 @@ class Cluster:
         """stdout of a command that must succeed."""
         r = self.run(pod, argv)
         if r.returncode != 0:
-            raise TargetError(f"kubernetes: `{shlex.join(argv)}` in pod {pod} exited {r.returncode}: "
-                              f"{shown(r.stderr).strip()}")
+            raise TargetError(
+                f"kubernetes: `{shlex.join(argv)}` in pod {pod} exited {r.returncode}: {shown(r.stderr).strip()}"
+            )
         return shown(r.stdout)
 
     # -- pods ----------------------------------------------------------------------
@@ -139,8 +155,10 @@ class Cluster:
             if pod.status.phase in ("Failed", "Succeeded"):
                 break
             time.sleep(POLL_S)
-        raise TargetError(f"kubernetes: pod {self.namespace}/{name} did not become ready within "
-                          f"{timeout_s:g} s (phase {pod.status.phase})\n" + self.events(name))
+        raise TargetError(
+            f"kubernetes: pod {self.namespace}/{name} did not become ready within "
+            f"{timeout_s:g} s (phase {pod.status.phase})\n" + self.events(name)
+        )
 
     def delete_pod(self, name: str) -> None:
         k = k8s()

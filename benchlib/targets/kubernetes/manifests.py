@@ -5,6 +5,7 @@ session (one `benchlib collect` on one environment), and a role; pods and
 Services also name their scenario. `render` lists them all, in order, for
 `benchlib render` and for the dry-run test against a real API server.
 """
+
 from __future__ import annotations
 
 import re
@@ -25,6 +26,7 @@ NAME_MAX = 40  # scenario part of an object name (names are at most 63 character
 # the benchmark container of every pod the target creates: exec names it, because a mesh's
 # injected sidecar makes a pod hold more than one container
 CONTAINER = "bench"
+
 
 def object_name(scenario: str) -> str:
     return re.sub(r"[^a-z0-9-]", "-", scenario.lower())[:NAME_MAX].strip("-")
@@ -51,16 +53,31 @@ def scenario_commands(env: Environment, scenario: str) -> list[str]:
     commands = list(sc.apply)
     if sc.helm:
         h = sc.helm
-        argv = ["helm", "upgrade", "--install", h.release, h.chart, "--version", h.version,
-                "--namespace", h.namespace, "--values", h.values, "--wait", "--timeout", HELM_TIMEOUT]
+        argv = [
+            "helm",
+            "upgrade",
+            "--install",
+            h.release,
+            h.chart,
+            "--version",
+            h.version,
+            "--namespace",
+            h.namespace,
+            "--values",
+            h.values,
+            "--wait",
+            "--timeout",
+            HELM_TIMEOUT,
+        ]
         if h.repo:
             argv += ["--repo", h.repo]
         commands.append(" ".join([shlex.join(argv), *h.extra_args]))
     return commands
 
 
-def pod_manifest(env: Environment, scenario: str, role: str, session: str, servers: list[Server],
-                 server_node: str | None = None) -> dict:
+def pod_manifest(
+    env: Environment, scenario: str, role: str, session: str, servers: list[Server], server_node: str | None = None
+) -> dict:
     """The client or server pod of a scenario. The client of a same-node
     scenario follows the server (``server_node`` once known, else pod affinity)."""
     k = kubernetes_settings(env)
@@ -68,8 +85,15 @@ def pod_manifest(env: Environment, scenario: str, role: str, session: str, serve
     labels = {LABEL_SESSION: session, LABEL_ROLE: role, LABEL_SCENARIO: object_name(scenario)}
     ports = [{"containerPort": s.port, "protocol": s.protocol.upper()} for s in servers] if role == "server" else []
     spec: dict = {
-        "containers": [{"name": CONTAINER, "image": k.image, "imagePullPolicy": k.image_pull_policy,
-                        "command": ["sleep", "infinity"], "ports": ports}],
+        "containers": [
+            {
+                "name": CONTAINER,
+                "image": k.image,
+                "imagePullPolicy": k.image_pull_policy,
+                "command": ["sleep", "infinity"],
+                "ports": ports,
+            }
+        ],
         "terminationGracePeriodSeconds": 1,
         "restartPolicy": "Never",
         "nodeSelector": dict(k.node_selector),
@@ -77,8 +101,13 @@ def pod_manifest(env: Environment, scenario: str, role: str, session: str, serve
     if sc.placement == "host-network":
         spec["hostNetwork"] = True
         spec["dnsPolicy"] = "ClusterFirstWithHostNet"
-    other = {"matchLabels": {LABEL_SESSION: session, LABEL_SCENARIO: object_name(scenario),
-                             LABEL_ROLE: "server" if role == "client" else "client"}}
+    other = {
+        "matchLabels": {
+            LABEL_SESSION: session,
+            LABEL_SCENARIO: object_name(scenario),
+            LABEL_ROLE: "server" if role == "client" else "client",
+        }
+    }
     term = {"labelSelector": other, "topologyKey": "kubernetes.io/hostname"}
     if sc.placement == "same-node":
         node = server_node or k.server_node
@@ -92,8 +121,12 @@ def pod_manifest(env: Environment, scenario: str, role: str, session: str, serve
         spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
     if not spec["nodeSelector"]:
         del spec["nodeSelector"]
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": pod_name(scenario, role), "labels": labels}, "spec": spec}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": pod_name(scenario, role), "labels": labels},
+        "spec": spec,
+    }
 
 
 def service_manifest(scenario: str, session: str, ports: list[tuple[int, str]], filler: int = 0) -> dict:
@@ -103,14 +136,21 @@ def service_manifest(scenario: str, session: str, ports: list[tuple[int, str]], 
     name, role = (f"{name}-server", "service") if not filler else (f"{name}-fill-{filler}", "filler")
     if filler:
         ports = sorted(ports, key=lambda p: p[1] != "tcp")[:1]
-    return {"apiVersion": "v1", "kind": "Service",
-            "metadata": {"name": name, "labels": {LABEL_SESSION: session, LABEL_SCENARIO: object_name(scenario),
-                                                  LABEL_ROLE: role}},
-            "spec": {"type": "ClusterIP",
-                     "selector": {LABEL_SESSION: session, LABEL_SCENARIO: object_name(scenario),
-                                  LABEL_ROLE: "server"},
-                     "ports": [{"name": f"{proto}-{p}", "port": p, "targetPort": p, "protocol": proto.upper()}
-                               for p, proto in ports]}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": name,
+            "labels": {LABEL_SESSION: session, LABEL_SCENARIO: object_name(scenario), LABEL_ROLE: role},
+        },
+        "spec": {
+            "type": "ClusterIP",
+            "selector": {LABEL_SESSION: session, LABEL_SCENARIO: object_name(scenario), LABEL_ROLE: "server"},
+            "ports": [
+                {"name": f"{proto}-{p}", "port": p, "targetPort": p, "protocol": proto.upper()} for p, proto in ports
+            ],
+        },
+    }
 
 
 def cpu_daemonset(env: Environment, session: str) -> dict:
@@ -118,16 +158,28 @@ def cpu_daemonset(env: Environment, session: str) -> dict:
     that they outlive a CNI switch between scenarios (and never depend on the network measured)."""
     labels = {LABEL_SESSION: session, LABEL_ROLE: "cpu"}
     k = kubernetes_settings(env)
-    pod = {"hostPID": True, "hostNetwork": True, "terminationGracePeriodSeconds": 1,
-           "tolerations": [{"operator": "Exists"}],
-           "containers": [{"name": CONTAINER, "image": k.image,
-                           "imagePullPolicy": k.image_pull_policy, "command": ["sleep", "infinity"]}]}
+    pod = {
+        "hostPID": True,
+        "hostNetwork": True,
+        "terminationGracePeriodSeconds": 1,
+        "tolerations": [{"operator": "Exists"}],
+        "containers": [
+            {
+                "name": CONTAINER,
+                "image": k.image,
+                "imagePullPolicy": k.image_pull_policy,
+                "command": ["sleep", "infinity"],
+            }
+        ],
+    }
     if k.node_selector:
         pod["nodeSelector"] = dict(k.node_selector)
-    return {"apiVersion": "apps/v1", "kind": "DaemonSet",
-            "metadata": {"name": "benchlib-cpu", "labels": labels},
-            "spec": {"selector": {"matchLabels": labels},
-                     "template": {"metadata": {"labels": labels}, "spec": pod}}}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": "benchlib-cpu", "labels": labels},
+        "spec": {"selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": pod}},
+    }
 
 
 def namespace_labels_patch(previous: dict[str, str], labels: dict[str, str]) -> dict:
@@ -138,24 +190,34 @@ def namespace_labels_patch(previous: dict[str, str], labels: dict[str, str]) -> 
 
 def namespace_manifest(env: Environment, session: str, owner: str) -> dict:
     # hostNetwork and hostPID pods need the privileged Pod Security level
-    return {"apiVersion": "v1", "kind": "Namespace",
-            "metadata": {"name": namespace_name(env, session),
-                         "labels": {LABEL_SESSION: session, LABEL_OWNER: owner,
-                                    "pod-security.kubernetes.io/enforce": "privileged"}}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {
+            "name": namespace_name(env, session),
+            "labels": {LABEL_SESSION: session, LABEL_OWNER: owner, "pod-security.kubernetes.io/enforce": "privileged"},
+        },
+    }
 
 
 def render(env: Environment, scenarios: list[str], servers: list[Server]) -> list[tuple[str, object]]:
     """Everything the target would apply, in order, as (title, manifest or command)."""
-    out: list[tuple[str, object]] = [("namespace", namespace_manifest(env, "<id>", "<host>.<pid>")),
-                                     ("daemonset", cpu_daemonset(env, "<id>"))]
+    out: list[tuple[str, object]] = [
+        ("namespace", namespace_manifest(env, "<id>", "<host>.<pid>")),
+        ("daemonset", cpu_daemonset(env, "<id>")),
+    ]
     for name in scenarios:
         sc = env.scenarios[name]
         for command in scenario_commands(env, name):
             out.append((f"{name}: apply", command))
         if sc.namespace_labels:  # a patch of the namespace above, as kubectl would put it
             labels = " ".join(f"{k}={v}" for k, v in sc.namespace_labels.items())
-            out.append((f"{name}: namespace labels, set before its pods are created and removed after",
-                        f"kubectl label namespace {namespace_name(env, '<id>')} {labels} --overwrite"))
+            out.append(
+                (
+                    f"{name}: namespace labels, set before its pods are created and removed after",
+                    f"kubectl label namespace {namespace_name(env, '<id>')} {labels} --overwrite",
+                )
+            )
         if sc.helm:
             out.append((f"{name}: helm values {sc.helm.values}", (environment_dir(env.name) / sc.helm.values)))
         for command in sc.ready:
@@ -169,7 +231,11 @@ def render(env: Environment, scenarios: list[str], servers: list[Server]) -> lis
         if sc.placement == "service":
             out.append((f"{name}: service", service_manifest(name, "<id>", service_ports(servers))))
         if isinstance(sc.services, int) and sc.services > 1:  # (a list was expanded into scenarios on load)
-            out.append((f"{name}: filler services: {sc.services - 1} like this one, "
-                        f"named {object_name(name)}-fill-1 to -{sc.services - 1}",
-                        service_manifest(name, "<id>", service_ports(servers), filler=1)))
+            out.append(
+                (
+                    f"{name}: filler services: {sc.services - 1} like this one, "
+                    f"named {object_name(name)}-fill-1 to -{sc.services - 1}",
+                    service_manifest(name, "<id>", service_ports(servers), filler=1),
+                )
+            )
     return out

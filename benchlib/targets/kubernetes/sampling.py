@@ -1,6 +1,7 @@
 """CPU per node: a hostPID pod of a DaemonSet on every node reads that node's
 /proc/stat; and the CNI agent's CPU and memory from the metrics API.
 """
+
 from __future__ import annotations
 
 import time
@@ -25,16 +26,19 @@ class NodeCpu:
         self.cluster.apps.create_namespaced_daemon_set(self.cluster.namespace, cpu_daemonset(env, session))  # pyright: ignore[reportArgumentType] (the client sends a manifest dict as it is; the annotation names only its model)
         deadline = time.monotonic() + timeout_s
         while True:
-            pods = self.cluster.core.list_namespaced_pod(self.cluster.namespace,
-                                                         label_selector=f"{LABEL_ROLE}=cpu").items
+            pods = self.cluster.core.list_namespaced_pod(
+                self.cluster.namespace, label_selector=f"{LABEL_ROLE}=cpu"
+            ).items
             ready = [p for p in pods if is_ready(p)]
             if pods and len(ready) == len(pods):
                 self.pods = {node: name for name, node, _ in map(placed, ready)}
                 return
             if time.monotonic() > deadline:
                 pending = [p.metadata.name for p in pods if not is_ready(p) and p.metadata.name] or ["(none created)"]
-                raise TargetError(f"kubernetes: CPU sampling pods not ready after {timeout_s:g} s: {pending}\n"
-                                  + self.cluster.events(pending[0]))
+                raise TargetError(
+                    f"kubernetes: CPU sampling pods not ready after {timeout_s:g} s: {pending}\n"
+                    + self.cluster.events(pending[0])
+                )
             time.sleep(POLL_S)
 
     def require(self, node: str) -> None:
@@ -55,8 +59,11 @@ def agent_usage(cluster: Cluster, agent: dict[str, str] | None) -> dict:
     k = k8s()
     try:
         data = k.client.CustomObjectsApi(cluster.client).list_namespaced_custom_object(
-            "metrics.k8s.io", "v1beta1", agent["namespace"], "pods", label_selector=agent["selector"])
+            "metrics.k8s.io", "v1beta1", agent["namespace"], "pods", label_selector=agent["selector"]
+        )
     except k.client.ApiException as exc:
         return {"absent": f"metrics API: {reason(exc)}"}
-    return {item["metadata"]["name"]: {c["name"]: c["usage"] for c in item["containers"]}
-            for item in (data.get("items", []) if isinstance(data, dict) else [])} or {"absent": "no agent pods matched"}
+    return {
+        item["metadata"]["name"]: {c["name"]: c["usage"] for c in item["containers"]}
+        for item in (data.get("items", []) if isinstance(data, dict) else [])
+    } or {"absent": "no agent pods matched"}

@@ -5,6 +5,7 @@ Services), what to record, and the facts of the nodes the pods landed on.
 Commands run in the environment's folder with the environment's kubeconfig
 and context, normally an admin's: switching a CNI is beyond the runner's RBAC.
 """
+
 from __future__ import annotations
 
 import os
@@ -32,8 +33,14 @@ class Switch:
             env["KUBECONFIG"] = os.path.expanduser(settings.kubeconfig)
         if settings.context:
             env["BENCHLIB_KUBE_CONTEXT"] = settings.context
-        return subprocess.run(["sh", "-c", command], cwd=environment_dir(self.env.name), env=env,
-                              capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(
+            ["sh", "-c", command],
+            cwd=environment_dir(self.env.name),
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
 
     def apply(self, scenario: str) -> None:
         """The scenario's commands and helm release, then until its ready checks pass."""
@@ -42,8 +49,10 @@ class Switch:
             self.log(f"kubernetes: {scenario}: {command}")
             proc = self.shell(command, sc.ready_timeout_s)
             if proc.returncode != 0:
-                raise TargetError(f"kubernetes: scenario {scenario}: `{command}` exited {proc.returncode}: "
-                                  f"{proc.stderr.strip()[-ERROR_TAIL:]}")
+                raise TargetError(
+                    f"kubernetes: scenario {scenario}: `{command}` exited {proc.returncode}: "
+                    f"{proc.stderr.strip()[-ERROR_TAIL:]}"
+                )
         self.retry_until_ok(scenario, sc.ready, "not ready")
 
     def retry_until_ok(self, scenario: str, commands: list[str], state: str) -> None:
@@ -57,8 +66,10 @@ class Switch:
                 if proc.returncode == 0:
                     break
                 if time.monotonic() > deadline:
-                    raise TargetError(f"kubernetes: scenario {scenario} {state} after {timeout_s:g} s: "
-                                      f"`{command}` exited {proc.returncode}: {proc.stderr.strip()[-ERROR_TAIL:]}")
+                    raise TargetError(
+                        f"kubernetes: scenario {scenario} {state} after {timeout_s:g} s: "
+                        f"`{command}` exited {proc.returncode}: {proc.stderr.strip()[-ERROR_TAIL:]}"
+                    )
                 time.sleep(pause)
                 pause = min(pause * 2, MAX_RETRY_S)
 
@@ -77,10 +88,14 @@ def node_facts(cluster: Cluster, client_node: str, server_node: str) -> dict:
     for name in dict.fromkeys((client_node, server_node)):
         node = cluster.core.read_node(name)
         info = node.status.node_info
-        facts[name] = {"pod_cidrs": node.spec.pod_cidrs or [node.spec.pod_cidr],
-                       "kernel": info.kernel_version, "kubelet": info.kubelet_version,
-                       "container_runtime": info.container_runtime_version, "os_image": info.os_image,
-                       "boot_id": info.boot_id,
-                       "addresses": {a.type: a.address for a in node.status.addresses or []}}
+        facts[name] = {
+            "pod_cidrs": node.spec.pod_cidrs or [node.spec.pod_cidr],
+            "kernel": info.kernel_version,
+            "kubelet": info.kubelet_version,
+            "container_runtime": info.container_runtime_version,
+            "os_image": info.os_image,
+            "boot_id": info.boot_id,
+            "addresses": {a.type: a.address for a in node.status.addresses or []},
+        }
     shared = facts[client_node]["boot_id"] == facts[server_node]["boot_id"]
     return {"nodes": facts, "nodes_share_kernel": shared}

@@ -11,6 +11,7 @@ encryption, netfilter (firewall and kube-proxy rules), bpf (host routing),
 probes (what the machine must offer), locking (which lab owns what), netns
 (commands in namespaces).
 """
+
 from __future__ import annotations
 
 import os
@@ -34,8 +35,15 @@ from .locking import clean_leftovers, lab_id_of, new_lab_id, release, temp_dir, 
 from .netns import COMMAND_TIMEOUT_S, in_ns, ip, list_namespaces, remove_namespace, stop
 from .probes import check_machine, preflight, scenario_problems
 
-__all__ = ["LabTarget", "check_machine", "clean_leftovers", "default_cpus", "in_ns", "list_namespaces",
-           "scenario_problems"]
+__all__ = [
+    "LabTarget",
+    "check_machine",
+    "clean_leftovers",
+    "default_cpus",
+    "in_ns",
+    "list_namespaces",
+    "scenario_problems",
+]
 
 SERVER_LISTEN_TIMEOUT_S = 10
 SERVER_POLL_S = 0.05
@@ -75,8 +83,14 @@ class LabTarget(Target):
     interleaves_scenarios = True
     ends_server_wait = True  # the servers are this machine's processes
 
-    def __init__(self, env: Environment, scenarios: list[str], servers: Sequence[Server] = (),
-                 commands: Sequence[str] = (), log=print):
+    def __init__(
+        self,
+        env: Environment,
+        scenarios: list[str],
+        servers: Sequence[Server] = (),
+        commands: Sequence[str] = (),
+        log=print,
+    ):
         super().__init__(env, scenarios, servers, commands, log)
         self.lab_id = new_lab_id()
         if env.cpus:
@@ -144,13 +158,24 @@ class LabTarget(Target):
         ns = self.namespace(scenario, "server")
         logfile = self._logs / f"{server.name}-{scenario}.log"
         with open(logfile, "w") as log:
-            proc = subprocess.Popen(["ip", "netns", "exec", ns, "taskset", "-c", ",".join(map(str, cpus)),
-                                     *server.argv],
-                                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            proc = subprocess.Popen(
+                ["ip", "netns", "exec", ns, "taskset", "-c", ",".join(map(str, cpus)), *server.argv],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         self._servers.append(proc)
         self._server_pids[(scenario, server.name)] = proc.pid  # ip netns exec and taskset exec the server
-        wait_listening(server, proc, lambda argv: in_ns(ns, *argv), "lab", f"in {ns}", logfile.read_text,
-                       timeout_s=SERVER_LISTEN_TIMEOUT_S, poll_s=SERVER_POLL_S)
+        wait_listening(
+            server,
+            proc,
+            lambda argv: in_ns(ns, *argv),
+            "lab",
+            f"in {ns}",
+            logfile.read_text,
+            timeout_s=SERVER_LISTEN_TIMEOUT_S,
+            poll_s=SERVER_POLL_S,
+        )
 
     def placement_for(self, scenario: str, kind: str) -> Placement:
         """split: the scenario's placement. shared (environment cpu_placement): client and server both on
@@ -181,11 +206,18 @@ class LabTarget(Target):
         return cpu.read_local()  # both lab "nodes" share this kernel's /proc/stat
 
     def describe(self) -> dict:
-        iproute2 = subprocess.run(["ip", "-V"], capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S).stdout.strip()
+        iproute2 = subprocess.run(
+            ["ip", "-V"], capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S
+        ).stdout.strip()
         versions = {"kernel": platform.release(), "iproute2": iproute2}
         versions.update(self._proxy_versions)
-        return {"target": "lab", "lab_id": self.lab_id, "versions": versions, "clk_tck": cpu.clk_tck(),
-                "machine": cpu.machine()}
+        return {
+            "target": "lab",
+            "lab_id": self.lab_id,
+            "versions": versions,
+            "clk_tck": cpu.clk_tck(),
+            "machine": cpu.machine(),
+        }
 
     # -- building -------------------------------------------------------------------------
     def _ns(self, scenario: str, role: str, ipv6: bool = False) -> str:
@@ -194,18 +226,27 @@ class LabTarget(Target):
         self._namespaces.append(name)
         ip(name, "link", "set", "lo", "up")
         # IPv6 stays off unless the scenario's traffic uses it (no router solicitations, no DAD waits)
-        for key, value in (("net.ipv6.conf.all.disable_ipv6", int(not ipv6)), ("net.ipv4.conf.all.rp_filter", 0),
-                           ("net.ipv4.conf.default.rp_filter", 0),
-                           *((("net.ipv6.conf.default.accept_dad", 0),) if ipv6 else ())):
+        for key, value in (
+            ("net.ipv6.conf.all.disable_ipv6", int(not ipv6)),
+            ("net.ipv4.conf.all.rp_filter", 0),
+            ("net.ipv4.conf.default.rp_filter", 0),
+            *((("net.ipv6.conf.default.accept_dad", 0),) if ipv6 else ()),
+        ):
             in_ns(name, "sysctl", "-qw", f"{key}={value}")
         return name
 
     def _build(self, name: str) -> Placement:
         sc = self.env.scenarios[name]
         topology = topologies.topology_of(name, sc)
-        built = topologies.build(name, topology, sc.mtu, lambda role: self._ns(name, role, sc.ip_family == 6),
-                                 netfilter_needed=bool(sc.firewall or sc.service_proxy or sc.filter_rules),
-                                 ip_family=sc.ip_family, big_tcp=sc.big_tcp)
+        built = topologies.build(
+            name,
+            topology,
+            sc.mtu,
+            lambda role: self._ns(name, role, sc.ip_family == 6),
+            netfilter_needed=bool(sc.firewall or sc.service_proxy or sc.filter_rules),
+            ip_family=sc.ip_family,
+            big_tcp=sc.big_tcp,
+        )
         nodes, sides, server_address = built.nodes, built.sides, built.server_address
         # the lab's "nodes" are namespaces of this one kernel: per-side CPU is per CPU set
         details = {**built.details, "namespaces": sides, "nodes_share_kernel": True}
@@ -231,9 +272,14 @@ class LabTarget(Target):
         self._steer_receive(name, "split")
         details["cpu_placement"] = "split"
         return Placement(
-            scenario=name, server_address=server_address,
-            client_node=nodes[1], server_node=nodes[2],
-            client_cpus=self.client_cpus, server_cpus=self.server_cpus, details=details)
+            scenario=name,
+            server_address=server_address,
+            client_node=nodes[1],
+            server_node=nodes[2],
+            client_cpus=self.client_cpus,
+            server_cpus=self.server_cpus,
+            details=details,
+        )
 
     def _mesh(self, name: str, mesh: str, kind: str, nodes: dict[int, str], sides: dict[str, str]) -> dict:
         """Start the scenario's proxies (``kind``: haproxy or envoy) on their side's CPUs and capture the
@@ -259,13 +305,39 @@ class LabTarget(Target):
         for proxy in plan:
             self._proxies[name].append((proxy, self._start_proxy(name, proxy)))
             proxies.install_capture(proxy, http_ports)
-        return {"kind": mesh, "proxy": kind, "proxy_version": self._proxy_versions[kind], "http_ports": http_ports,
-                "proxies": {p.name: {"side": p.side, "namespace": p.namespace,
-                                     "listeners": [{"name": ln.name, "port": ln.port, "mode": ln.mode,
-                                                    "tls_in": ln.tls_in, "tls_out": ln.tls_out is not None}
-                                                   for ln in p.listeners]} for p in plan},
-                **({"mtls": {"certificates": "EC P-256, one CA per lab; generated per lab, never recorded",
-                             "verify": "required both ways"}} if tls_dir else {})}
+        return {
+            "kind": mesh,
+            "proxy": kind,
+            "proxy_version": self._proxy_versions[kind],
+            "http_ports": http_ports,
+            "proxies": {
+                p.name: {
+                    "side": p.side,
+                    "namespace": p.namespace,
+                    "listeners": [
+                        {
+                            "name": ln.name,
+                            "port": ln.port,
+                            "mode": ln.mode,
+                            "tls_in": ln.tls_in,
+                            "tls_out": ln.tls_out is not None,
+                        }
+                        for ln in p.listeners
+                    ],
+                }
+                for p in plan
+            },
+            **(
+                {
+                    "mtls": {
+                        "certificates": "EC P-256, one CA per lab; generated per lab, never recorded",
+                        "verify": "required both ways",
+                    }
+                }
+                if tls_dir
+                else {}
+            ),
+        }
 
     def _start_proxy(self, scenario: str, proxy: proxies.Proxy) -> subprocess.Popen:
         """Start one of the scenario's proxies on its side's CPUs and wait for its listeners."""
@@ -276,11 +348,16 @@ class LabTarget(Target):
         for ln in proxy.listeners:
             # on its own address, a listener must be told from another proxy's on the same port
             where = "" if ln.address == "0.0.0.0" else f" and src {ln.address}"
-            wait_listening(Server(f"{self.env.scenarios[scenario].proxy} {proxy.name}", [], ln.port), proc,
-                           lambda argv, ns=proxy.namespace, where=where: in_ns(ns, *argv[:-1], argv[-1] + where),
-                           "lab", f"in {proxy.namespace}",
-                           lambda: backend.output(workdir, proxy),
-                           timeout_s=SERVER_LISTEN_TIMEOUT_S, poll_s=SERVER_POLL_S)
+            wait_listening(
+                Server(f"{self.env.scenarios[scenario].proxy} {proxy.name}", [], ln.port),
+                proc,
+                lambda argv, ns=proxy.namespace, where=where: in_ns(ns, *argv[:-1], argv[-1] + where),
+                "lab",
+                f"in {proxy.namespace}",
+                lambda: backend.output(workdir, proxy),
+                timeout_s=SERVER_LISTEN_TIMEOUT_S,
+                poll_s=SERVER_POLL_S,
+            )
         return proc
 
     def stats_socket(self, scenario: str, proxy: str) -> Path:
@@ -296,11 +373,16 @@ class LabTarget(Target):
             backend = self._backends[scenario]  # every scenario with proxies has its backend
             if proc.poll() is not None:
                 tail = backend.output(self._logs / scenario, proxy).strip()[-400:]
-                raise DatapathError(f"lab: scenario {scenario}: proxy {proxy.name} exited {proc.returncode}: "
-                                    f"{tail or '(it logged nothing)'}")
-            out[proxy.name] = {"side": proxy.side, "cpus": cpus[proxy.side],
-                               "version": self._proxy_versions[self.env.scenarios[scenario].proxy],
-                               **proxies.usage(proc.pid, reset_peak)}
+                raise DatapathError(
+                    f"lab: scenario {scenario}: proxy {proxy.name} exited {proc.returncode}: "
+                    f"{tail or '(it logged nothing)'}"
+                )
+            out[proxy.name] = {
+                "side": proxy.side,
+                "cpus": cpus[proxy.side],
+                "version": self._proxy_versions[self.env.scenarios[scenario].proxy],
+                **proxies.usage(proc.pid, reset_peak),
+            }
             # the bytes it has carried so far, by its own live counters, where it keeps them: a run during
             # which they did not move did not go through it
             carried = backend.bytes_carried(self.stats_socket(scenario, proxy.name))
@@ -328,5 +410,7 @@ class LabTarget(Target):
         for side, namespaces in self._side_namespaces[scenario].items():
             cpus = self.client_cpus if side == "client" or mode == "shared" else self.server_cpus
             for ns in namespaces:
-                in_ns(ns, "sh", "-c", f"for f in /sys/class/net/*/queues/rx-*/rps_cpus; do echo {_mask(cpus)} > $f; done")
+                in_ns(
+                    ns, "sh", "-c", f"for f in /sys/class/net/*/queues/rx-*/rps_cpus; do echo {_mask(cpus)} > $f; done"
+                )
         self._steered[scenario] = mode

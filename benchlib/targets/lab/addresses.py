@@ -1,5 +1,6 @@
 """The lab's addresses: all from 198.18.0.0/15, the range RFC 2544 reserves for
 benchmark networks. The namespaces have no route out of the machine."""
+
 from __future__ import annotations
 
 import ipaddress
@@ -26,6 +27,7 @@ def bridge_ip(i: int) -> str:
 def vxlan_ip(i: int) -> str:
     """Node i's address on its VXLAN device (the network address of its pod subnet, as flannel does)."""
     return f"198.19.{i}.0"
+
 
 # IPv6 (the BIG TCP scenarios): 2001:2::/48, the prefix RFC 5180 reserves for
 # benchmarking, laid out like the IPv4 plan: the wire 2001:2::/64, node i's
@@ -54,11 +56,12 @@ CLUSTER_SERVICE_CIDR = "198.18.96.0/19"
 def cluster_shell() -> str:
     """The cluster's address plan as KEY=VALUE lines, which scripts/cluster/common.sh reads."""
     wire = ipaddress.ip_network(CLUSTER_WIRE)
-    plan = {"WIRE_NET": str(wire.network_address).rsplit(".", 1)[0],
-            "WIRE_PREFIX": wire.prefixlen,
-            "CLUSTER_CIDR": CLUSTER_POD_CIDR,
-            "NODE_CIDR_PREFIX": CLUSTER_NODE_POD_PREFIX,
-            "SERVICE_CIDR": CLUSTER_SERVICE_CIDR,
-            "API_SERVICE_IP": ipaddress.ip_network(CLUSTER_SERVICE_CIDR)[1]}
+    plan = {
+        "WIRE_NET": str(wire.network_address).rsplit(".", 1)[0],
+        "WIRE_PREFIX": wire.prefixlen,
+        "CLUSTER_CIDR": CLUSTER_POD_CIDR,
+        "NODE_CIDR_PREFIX": CLUSTER_NODE_POD_PREFIX,
+        "SERVICE_CIDR": CLUSTER_SERVICE_CIDR,
+        "API_SERVICE_IP": ipaddress.ip_network(CLUSTER_SERVICE_CIDR)[1],
+    }
     return "".join(f"{key}={value}\n" for key, value in plan.items())
-

@@ -4,6 +4,7 @@ runs them, and the check that pod traffic really goes through them.
 Keys are made for each lab and live only in memory: they reach `wg` and `ip`
 on stdin, never in a command line, a file or the record.
 """
+
 from __future__ import annotations
 
 import re
@@ -32,12 +33,33 @@ def wireguard(nodes: dict[int, str], mtu: int) -> dict:
     for i, node in nodes.items():
         j = OTHER[i]
         ip(node, "link", "add", "wg0", "mtu", str(mtu), "type", "wireguard")
-        apply(node, ["wg", "set", "wg0", "listen-port", str(WG_PORT), "private-key", "/dev/stdin",
-                     "peer", public[j], "allowed-ips", pod_subnet(j),
-                     "endpoint", f"{NODE_IP[j]}:{WG_PORT}"], private[i] + "\n")
+        apply(
+            node,
+            [
+                "wg",
+                "set",
+                "wg0",
+                "listen-port",
+                str(WG_PORT),
+                "private-key",
+                "/dev/stdin",
+                "peer",
+                public[j],
+                "allowed-ips",
+                pod_subnet(j),
+                "endpoint",
+                f"{NODE_IP[j]}:{WG_PORT}",
+            ],
+            private[i] + "\n",
+        )
         ip(node, "link", "set", "wg0", "up")
-    return {"protocol": "wireguard", "cipher": "ChaCha20-Poly1305 (Noise_IK, Curve25519)",
-            "udp_port": WG_PORT, "tunnel_mtu": mtu, "keys": "generated per lab, not recorded"}
+    return {
+        "protocol": "wireguard",
+        "cipher": "ChaCha20-Poly1305 (Noise_IK, Curve25519)",
+        "udp_port": WG_PORT,
+        "tunnel_mtu": mtu,
+        "keys": "generated per lab, not recorded",
+    }
 
 
 def spi(sender: int) -> int:
@@ -46,8 +68,10 @@ def spi(sender: int) -> int:
 
 def xfrm_state(a: int, b: int, key: str) -> str:
     """The SA for ESP from node a to node b (a line for `ip -batch`)."""
-    return (f"xfrm state add src {NODE_IP[a]} dst {NODE_IP[b]} proto esp spi {hex(spi(a))} "
-            f"reqid {IPSEC_REQID} mode tunnel aead {IPSEC_AEAD} {key} {IPSEC_ICV_BITS}")
+    return (
+        f"xfrm state add src {NODE_IP[a]} dst {NODE_IP[b]} proto esp spi {hex(spi(a))} "
+        f"reqid {IPSEC_REQID} mode tunnel aead {IPSEC_AEAD} {key} {IPSEC_ICV_BITS}"
+    )
 
 
 def random_key() -> str:
@@ -64,14 +88,22 @@ def ipsec(nodes: dict[int, str]) -> dict:
         lines = [xfrm_state(a, b, key) for (a, b), key in keys.items()]
         # out: encrypt what leaves for the remote pods; fwd: admit remote pod
         # traffic only if it arrived through the SA (plaintext is dropped)
-        lines += [f"xfrm policy add src {pod_subnet(i)} dst {pod_subnet(j)} dir out "
-                  f"tmpl src {NODE_IP[i]} dst {NODE_IP[j]} {tmpl}",
-                  f"xfrm policy add src {pod_subnet(j)} dst {pod_subnet(i)} dir fwd "
-                  f"tmpl src {NODE_IP[j]} dst {NODE_IP[i]} {tmpl}"]
+        lines += [
+            f"xfrm policy add src {pod_subnet(i)} dst {pod_subnet(j)} dir out "
+            f"tmpl src {NODE_IP[i]} dst {NODE_IP[j]} {tmpl}",
+            f"xfrm policy add src {pod_subnet(j)} dst {pod_subnet(i)} dir fwd "
+            f"tmpl src {NODE_IP[j]} dst {NODE_IP[i]} {tmpl}",
+        ]
         apply_ip(node, lines, f"lab: ip xfrm in {node}")
-    return {"protocol": "esp", "mode": "tunnel", "aead": IPSEC_AEAD, "key_bits": 8 * IPSEC_KEY_BYTES,
-            "icv_bits": IPSEC_ICV_BITS, "spi": {f"{a}->{b}": hex(spi(a)) for a, b in keys},
-            "keys": "random per lab, not recorded"}
+    return {
+        "protocol": "esp",
+        "mode": "tunnel",
+        "aead": IPSEC_AEAD,
+        "key_bits": 8 * IPSEC_KEY_BYTES,
+        "icv_bits": IPSEC_ICV_BITS,
+        "spi": {f"{a}->{b}": hex(spi(a)) for a, b in keys},
+        "keys": "random per lab, not recorded",
+    }
 
 
 # one packet each way: a SYN to a closed port and the RST it earns
@@ -103,17 +135,26 @@ def _encrypted_count(topology: str, node: str, i: int) -> int:
 def verify_encrypted(scenario: str, topology: str, nodes: dict[int, str], pods: dict[int, str]) -> None:
     """A path that silently skipped the encryption would be a fake result: prove
     that pod traffic in both directions went through it, or refuse the scenario."""
+
     def round_trip() -> None:
-        proc = subprocess.run(["ip", "netns", "exec", pods[1], sys.executable, "-c", _ROUND_TRIP, POD_IP[2]],
-                              capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S)
+        proc = subprocess.run(
+            ["ip", "netns", "exec", pods[1], sys.executable, "-c", _ROUND_TRIP, POD_IP[2]],
+            capture_output=True,
+            text=True,
+            timeout=COMMAND_TIMEOUT_S,
+        )
         if proc.returncode != 0:
-            raise TargetError(f"lab: scenario {scenario}: pod {POD_IP[1]} cannot reach pod {POD_IP[2]} "
-                              f"through {topology}: {proc.stderr.strip()}")
+            raise TargetError(
+                f"lab: scenario {scenario}: pod {POD_IP[1]} cannot reach pod {POD_IP[2]} "
+                f"through {topology}: {proc.stderr.strip()}"
+            )
 
     round_trip()  # the first one also completes WireGuard's handshake, which the counters would include
     before = {i: _encrypted_count(topology, node, i) for i, node in nodes.items()}
     round_trip()
     idle = [node for i, node in nodes.items() if _encrypted_count(topology, node, i) <= before[i]]
     if idle:
-        raise TargetError(f"lab: scenario {scenario}: pod traffic left {idle} without going through "
-                          f"{topology} (its counters did not move); refusing to measure an unencrypted path")
+        raise TargetError(
+            f"lab: scenario {scenario}: pod traffic left {idle} without going through "
+            f"{topology} (its counters did not move); refusing to measure an unencrypted path"
+        )

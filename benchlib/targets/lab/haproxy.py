@@ -9,6 +9,7 @@ each hop is on the path. stunnel is L4 only and lacks per-listener counters;
 nginx needs a separate stream module for TCP and has no original-destination
 support.
 """
+
 from __future__ import annotations
 
 import socket
@@ -33,16 +34,18 @@ def _mtls(tls_dir: Path | None, identity: str) -> str:
 
 def haproxy_cfg(proxy: Proxy, stats_socket: Path, tls_dir: Path | None) -> str:
     """The proxy's haproxy.cfg. Pure: certificates are referenced by path."""
-    lines = ["global",
-             f"    uid {PROXY_UID}",
-             f"    gid {PROXY_UID}",
-             f"    stats socket {stats_socket} mode 600 level admin",
-             # HAProxy wants two descriptors per connection: its default exceeds this machine's limit
-             "    maxconn 4096",
-             "defaults",
-             "    timeout connect 5s",
-             f"    timeout client {TIMEOUT}",
-             f"    timeout server {TIMEOUT}"]
+    lines = [
+        "global",
+        f"    uid {PROXY_UID}",
+        f"    gid {PROXY_UID}",
+        f"    stats socket {stats_socket} mode 600 level admin",
+        # HAProxy wants two descriptors per connection: its default exceeds this machine's limit
+        "    maxconn 4096",
+        "defaults",
+        "    timeout connect 5s",
+        f"    timeout client {TIMEOUT}",
+        f"    timeout server {TIMEOUT}",
+    ]
     for ln in proxy.listeners:
         bind = f"    bind :{ln.port}"
         if ln.tls_in:
@@ -69,9 +72,24 @@ def start(proxy: Proxy, cpus: list[int], workdir: Path, tls_dir: Path | None) ->
     log = workdir / f"{proxy.name}.log"
     with open(log, "w") as out:
         # ip netns exec and taskset exec the next program: the Popen's pid is haproxy's
-        return subprocess.Popen(["ip", "netns", "exec", proxy.namespace, "taskset", "-c", ",".join(map(str, cpus)),
-                                 BINARY, "-db", "-f", str(cfg)], stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        return subprocess.Popen(
+            [
+                "ip",
+                "netns",
+                "exec",
+                proxy.namespace,
+                "taskset",
+                "-c",
+                ",".join(map(str, cpus)),
+                BINARY,
+                "-db",
+                "-f",
+                str(cfg),
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
 
 def stats_socket(workdir: Path, proxy: Proxy) -> Path:

@@ -11,6 +11,7 @@ The lab's benchmark service sits in the middle of the service list, where a
 service of a real cluster sits on average; the other services are decoys with
 two endpoints each that never receive traffic.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -58,9 +59,9 @@ def iptables_rules(svcs: list[Service], pod_cidr: str) -> str:
     """The nat table as kube-proxy's iptables mode writes it (iptables-restore format)."""
     chains = [":KUBE-SERVICES - [0:0]", ":KUBE-MARK-MASQ - [0:0]", ":KUBE-POSTROUTING - [0:0]"]
     rules = [
-        "-A PREROUTING -m comment --comment \"kubernetes service portals\" -j KUBE-SERVICES",
-        "-A OUTPUT -m comment --comment \"kubernetes service portals\" -j KUBE-SERVICES",
-        "-A POSTROUTING -m comment --comment \"kubernetes postrouting rules\" -j KUBE-POSTROUTING",
+        '-A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES',
+        '-A OUTPUT -m comment --comment "kubernetes service portals" -j KUBE-SERVICES',
+        '-A POSTROUTING -m comment --comment "kubernetes postrouting rules" -j KUBE-POSTROUTING',
         "-A KUBE-MARK-MASQ -j MARK --set-xmark 0x4000/0x4000",
         "-A KUBE-POSTROUTING -m mark ! --mark 0x4000/0x4000 -j RETURN",
         "-A KUBE-POSTROUTING -j MARK --set-xmark 0x4000/0x0",
@@ -70,10 +71,13 @@ def iptables_rules(svcs: list[Service], pod_cidr: str) -> str:
         for port in svc.ports:
             svc_chain = _chain("KUBE-SVC", svc.name, str(port))
             chains.append(f":{svc_chain} - [0:0]")
-            rules.append(f"-A KUBE-SERVICES -d {svc.cluster_ip}/32 -p tcp -m comment --comment \"{svc.name}:{port} "
-                         f"cluster IP\" -m tcp --dport {port} -j {svc_chain}")
-            rules.append(f"-A {svc_chain} ! -s {pod_cidr} -d {svc.cluster_ip}/32 -p tcp -m tcp --dport {port} "
-                         f"-j KUBE-MARK-MASQ")
+            rules.append(
+                f'-A KUBE-SERVICES -d {svc.cluster_ip}/32 -p tcp -m comment --comment "{svc.name}:{port} '
+                f'cluster IP" -m tcp --dport {port} -j {svc_chain}'
+            )
+            rules.append(
+                f"-A {svc_chain} ! -s {pod_cidr} -d {svc.cluster_ip}/32 -p tcp -m tcp --dport {port} -j KUBE-MARK-MASQ"
+            )
             n = len(svc.endpoints)
             for k, ep in enumerate(svc.endpoints):
                 sep_chain = _chain("KUBE-SEP", svc.name, str(port), ep)
@@ -88,26 +92,32 @@ def iptables_rules(svcs: list[Service], pod_cidr: str) -> str:
 
 def nftables_ruleset(svcs: list[Service], pod_cidr: str) -> str:
     """The table kube-proxy's nftables mode writes: a verdict map from address . protocol . port."""
-    lines = ["table ip kube-proxy {",
-             "  chain mark-for-masquerade { meta mark set meta mark | 0x4000; }",
-             "  chain masquerading { type nat hook postrouting priority 100; policy accept;",
-             "    meta mark & 0x4000 == 0 return; meta mark set meta mark ^ 0x4000; masquerade fully-random; }",
-             "  map service-ips { type ipv4_addr . inet_proto . inet_service : verdict; }",
-             "  chain services { ip daddr . meta l4proto . th dport vmap @service-ips; }",
-             "  chain nat-prerouting { type nat hook prerouting priority -100; policy accept; jump services; }",
-             "  chain nat-output { type nat hook output priority -100; policy accept; jump services; }"]
+    lines = [
+        "table ip kube-proxy {",
+        "  chain mark-for-masquerade { meta mark set meta mark | 0x4000; }",
+        "  chain masquerading { type nat hook postrouting priority 100; policy accept;",
+        "    meta mark & 0x4000 == 0 return; meta mark set meta mark ^ 0x4000; masquerade fully-random; }",
+        "  map service-ips { type ipv4_addr . inet_proto . inet_service : verdict; }",
+        "  chain services { ip daddr . meta l4proto . th dport vmap @service-ips; }",
+        "  chain nat-prerouting { type nat hook prerouting priority -100; policy accept; jump services; }",
+        "  chain nat-output { type nat hook output priority -100; policy accept; jump services; }",
+    ]
     elements = []
     for svc in svcs:
         for port in svc.ports:
             svc_chain = _chain("service", svc.name, str(port))
             eps = [_chain("endpoint", svc.name, str(port), ep) for ep in svc.endpoints]
             for ep, ep_chain in zip(svc.endpoints, eps, strict=True):
-                lines.append(f"  chain {ep_chain} {{ ip saddr {ep} jump mark-for-masquerade; "
-                             f"meta l4proto tcp dnat to {ep}:{port}; }}")
+                lines.append(
+                    f"  chain {ep_chain} {{ ip saddr {ep} jump mark-for-masquerade; "
+                    f"meta l4proto tcp dnat to {ep}:{port}; }}"
+                )
             picks = ", ".join(f"{k} : goto {c}" for k, c in enumerate(eps))
-            lines.append(f"  chain {svc_chain} {{ ip daddr {svc.cluster_ip} tcp dport {port} "
-                         f"ip saddr != {pod_cidr} jump mark-for-masquerade; "
-                         f"numgen random mod {len(eps)} vmap {{ {picks} }}; }}")
+            lines.append(
+                f"  chain {svc_chain} {{ ip daddr {svc.cluster_ip} tcp dport {port} "
+                f"ip saddr != {pod_cidr} jump mark-for-masquerade; "
+                f"numgen random mod {len(eps)} vmap {{ {picks} }}; }}"
+            )
             elements.append(f"{svc.cluster_ip} . tcp . {port} : goto {svc_chain}")
     lines.append("}")
     lines.append("add element ip kube-proxy service-ips { " + ", ".join(elements) + " }")

@@ -7,6 +7,7 @@ for the lab's lifetime. Namespaces and directories whose lock is free belong
 to a campaign that died without tearing down (SIGKILL), and the next start
 (or ``benchlib lab clean``) removes them.
 """
+
 from __future__ import annotations
 
 import fcntl

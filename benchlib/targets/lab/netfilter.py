@@ -1,5 +1,6 @@
 """What the lab puts in the nodes' netfilter: a stateful firewall, and service
 rules rendered as kube-proxy renders them (kubeproxy.py)."""
+
 from __future__ import annotations
 
 import json
@@ -14,11 +15,13 @@ def firewall_rules(kind: str) -> str:
     """A stateful node firewall: every packet goes through connection tracking,
     unless ``notrack`` exempts the TCP benchmark traffic in the raw table (as the
     2021 study did with -j NOTRACK)."""
-    filter_table = ["*filter",
-                    "-A INPUT -m conntrack --ctstate ESTABLISHED,RELATED,NEW,UNTRACKED -j ACCEPT",
-                    "-A FORWARD -m conntrack --ctstate ESTABLISHED,RELATED,NEW,UNTRACKED -j ACCEPT",
-                    "-A OUTPUT -m conntrack --ctstate ESTABLISHED,RELATED,NEW,UNTRACKED -j ACCEPT",
-                    "COMMIT"]
+    filter_table = [
+        "*filter",
+        "-A INPUT -m conntrack --ctstate ESTABLISHED,RELATED,NEW,UNTRACKED -j ACCEPT",
+        "-A FORWARD -m conntrack --ctstate ESTABLISHED,RELATED,NEW,UNTRACKED -j ACCEPT",
+        "-A OUTPUT -m conntrack --ctstate ESTABLISHED,RELATED,NEW,UNTRACKED -j ACCEPT",
+        "COMMIT",
+    ]
     raw_table = ["*raw", "-A PREROUTING -p tcp -j NOTRACK", "-A OUTPUT -p tcp -j NOTRACK", "COMMIT"]
     return "\n".join(filter_table + (raw_table if kind == "notrack" else [])) + "\n"
 
@@ -35,8 +38,11 @@ _NEVER_SOURCE = "192.0.2.1/32"
 def rule_chain(count: int) -> str:
     """``count`` filter rules in front of the server that match nothing, in INPUT (node-to-node
     traffic) and FORWARD (traffic to pods): the cost of a long node firewall, rule by rule."""
-    rules = [f"-A {chain} -s {_NEVER_SOURCE} -p tcp --dport {1 + i} -j DROP"
-             for chain in ("INPUT", "FORWARD") for i in range(count)]
+    rules = [
+        f"-A {chain} -s {_NEVER_SOURCE} -p tcp --dport {1 + i} -j DROP"
+        for chain in ("INPUT", "FORWARD")
+        for i in range(count)
+    ]
     return "\n".join(["*filter", *rules, "COMMIT"]) + "\n"
 
 
@@ -64,6 +70,11 @@ def install_services(node: str, proxy: str, count: int, endpoint: str, ports: li
     started = time.monotonic()
     apply(node, argv, text)
     elapsed = time.monotonic() - started
-    return {"service_proxy": proxy, "services": count, "cluster_ip": bench.cluster_ip,
-            "service_position": svcs.index(bench), "service_rules": count_rules(node, proxy),
-            "service_rules_apply_s": round(elapsed, 3)}
+    return {
+        "service_proxy": proxy,
+        "services": count,
+        "cluster_ip": bench.cluster_ip,
+        "service_position": svcs.index(bench),
+        "service_rules": count_rules(node, proxy),
+        "service_rules_apply_s": round(elapsed, 3),
+    }

@@ -1,4 +1,5 @@
 """Running commands in the lab's network namespaces, and removing them."""
+
 from __future__ import annotations
 
 import json

@@ -3,6 +3,7 @@
 Kernel features are tried, once each, in a throwaway namespace: a config
 file can say a feature is built, only trying it says it works here.
 """
+
 from __future__ import annotations
 
 import os
@@ -38,8 +39,12 @@ def preflight(env: Environment, scenarios: list[str], commands: list[str]) -> No
     check_machine(env, commands)
     problems = scenario_problems(env, scenarios)
     if problems:
-        raise TargetError("lab: cannot run these scenarios here (nothing was built):\n  - " + "\n  - ".join(
-            f"scenario {name} needs {reason}" for name, reasons in problems.items() for reason in reasons))
+        raise TargetError(
+            "lab: cannot run these scenarios here (nothing was built):\n  - "
+            + "\n  - ".join(
+                f"scenario {name} needs {reason}" for name, reasons in problems.items() for reason in reasons
+            )
+        )
 
 
 def check_machine(env: Environment, commands: list[str]) -> None:
@@ -127,11 +132,18 @@ def _try_feature(probe: str, feature: str) -> None:
         apply(probe, ["iptables-restore", "--noflush"], proxies.capture_rules(sidecar, [80]))
     elif feature == "ipsec":
         # a throwaway key: this SA never carries a packet
-        apply_ip(probe, [encryption.xfrm_state(1, 2, encryption.random_key())],
-                 f"ip xfrm state add ... proto esp ... aead {encryption.IPSEC_AEAD}")
+        apply_ip(
+            probe,
+            [encryption.xfrm_state(1, 2, encryption.random_key())],
+            f"ip xfrm state add ... proto esp ... aead {encryption.IPSEC_AEAD}",
+        )
     else:
         extra = {"veth": ["peer", "name", "pv1"], "vxlan": ["id", "1", "dstport", str(VXLAN_PORT)]}.get(feature, [])
-        proc = subprocess.run(["ip", "-n", probe, "link", "add", f"p{feature[:4]}0", "type", feature, *extra],
-                              capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S)
+        proc = subprocess.run(
+            ["ip", "-n", probe, "link", "add", f"p{feature[:4]}0", "type", feature, *extra],
+            capture_output=True,
+            text=True,
+            timeout=COMMAND_TIMEOUT_S,
+        )
         if proc.returncode != 0:
             raise TargetError(f"ip link add type {feature}: {proc.stderr.strip()}")

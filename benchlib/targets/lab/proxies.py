@@ -26,6 +26,7 @@ Sidecars parse HTTP on the ports a server declares as HTTP (`Server.l7`), as
 Envoy does; everything else is forwarded as TCP. Certificates are made for
 each lab with openssl in the lab's private directory and never recorded.
 """
+
 from __future__ import annotations
 
 import os
@@ -105,33 +106,62 @@ def proxies(mesh: str, nodes: dict[int, str], pods: dict[int, str], http_ports: 
     mtls = mesh == "sidecars-mtls"
     if mesh in NODE_MESHES:
         # each node proxy does both directions for its own pods, as ztunnel does
-        node_proxies = [Proxy(f"node{i}", "client" if i == 1 else "server", nodes[i],
-                              (Listener("outbound", OUTBOUND_TCP, "tcp", "0.0.0.0", tls_out=f"node{3 - i}"),
-                               Listener("inbound", TUNNEL, "tcp", "0.0.0.0", tls_in=True)), f"node{i}")
-                        for i in nodes]
+        node_proxies = [
+            Proxy(
+                f"node{i}",
+                "client" if i == 1 else "server",
+                nodes[i],
+                (
+                    Listener("outbound", OUTBOUND_TCP, "tcp", "0.0.0.0", tls_out=f"node{3 - i}"),
+                    Listener("inbound", TUNNEL, "tcp", "0.0.0.0", tls_in=True),
+                ),
+                f"node{i}",
+            )
+            for i in nodes
+        ]
         if mesh == "node-proxies-mtls":
             return node_proxies
         # the client's node tunnels to the waypoint, which tunnels on to the server's node; the waypoint
         # starts before the server's node proxy, which listens on the same port in the same namespace
-        client_node = Proxy("node1", "client", nodes[1],
-                            (Listener("outbound", OUTBOUND_TCP, "tcp", WAYPOINT_IP, tls_out="waypoint"),
-                             node_proxies[0].listeners[1]), "node1")
-        waypoint = Proxy("waypoint", "server", nodes[2],
-                         (Listener("inbound", TUNNEL, "http", "0.0.0.0", tls_in=True, tls_out="node2",
-                                   address=WAYPOINT_IP),),
-                         "waypoint", tuple(http_ports))
+        client_node = Proxy(
+            "node1",
+            "client",
+            nodes[1],
+            (Listener("outbound", OUTBOUND_TCP, "tcp", WAYPOINT_IP, tls_out="waypoint"), node_proxies[0].listeners[1]),
+            "node1",
+        )
+        waypoint = Proxy(
+            "waypoint",
+            "server",
+            nodes[2],
+            (Listener("inbound", TUNNEL, "http", "0.0.0.0", tls_in=True, tls_out="node2", address=WAYPOINT_IP),),
+            "waypoint",
+            tuple(http_ports),
+        )
         return [client_node, waypoint, node_proxies[1]]
-    server = Proxy("server-sidecar", "server", pods[2],
-                   (Listener("inbound_tcp", INBOUND_TCP, "tcp", "127.0.0.1", tls_in=mtls),
-                    *([Listener("inbound_http", INBOUND_HTTP, "http", "127.0.0.1", tls_in=mtls)]
-                      if http_ports else [])), "server-sidecar")
+    server = Proxy(
+        "server-sidecar",
+        "server",
+        pods[2],
+        (
+            Listener("inbound_tcp", INBOUND_TCP, "tcp", "127.0.0.1", tls_in=mtls),
+            *([Listener("inbound_http", INBOUND_HTTP, "http", "127.0.0.1", tls_in=mtls)] if http_ports else []),
+        ),
+        "server-sidecar",
+    )
     if mesh == "server-sidecar":
         return [server]
     peer = "server-sidecar" if mtls else None
-    client = Proxy("client-sidecar", "client", pods[1],
-                   (Listener("outbound_tcp", OUTBOUND_TCP, "tcp", "0.0.0.0", tls_out=peer),
-                    *([Listener("outbound_http", OUTBOUND_HTTP, "http", "0.0.0.0", tls_out=peer)]
-                      if http_ports else [])), "client-sidecar")
+    client = Proxy(
+        "client-sidecar",
+        "client",
+        pods[1],
+        (
+            Listener("outbound_tcp", OUTBOUND_TCP, "tcp", "0.0.0.0", tls_out=peer),
+            *([Listener("outbound_http", OUTBOUND_HTTP, "http", "0.0.0.0", tls_out=peer)] if http_ports else []),
+        ),
+        "client-sidecar",
+    )
     return [client, server]
 
 
@@ -148,17 +178,31 @@ def capture_rules(proxy: Proxy, http_ports: list[int]) -> str:
         # what arrives for the waypoint is its own, not the node's to capture (inserted before the node's
         # rules); its tunnels to the node's pods are caught by the node's proxy, as they would be had
         # the waypoint run in a pod
-        return "\n".join(["*nat",
-                          f"-I PREROUTING 1 -p tcp -d {WAYPOINT_IP} -j RETURN",
-                          f"-A OUTPUT -p tcp -d {pod_subnet(2)} --dport {TUNNEL} -j REDIRECT --to-ports {TUNNEL}",
-                          "COMMIT"]) + "\n"
+        return (
+            "\n".join(
+                [
+                    "*nat",
+                    f"-I PREROUTING 1 -p tcp -d {WAYPOINT_IP} -j RETURN",
+                    f"-A OUTPUT -p tcp -d {pod_subnet(2)} --dport {TUNNEL} -j REDIRECT --to-ports {TUNNEL}",
+                    "COMMIT",
+                ]
+            )
+            + "\n"
+        )
     else:  # a node: its pods' traffic to other nodes' pods, and pod traffic arriving from the wire
         i = int(proxy.name.removeprefix("node"))
-        return "\n".join(["*nat",
-                          f"-A PREROUTING -p tcp -i veth0 -s {pod_subnet(i)} -d {pod_subnet(OTHER[i])} "
-                          f"-j REDIRECT --to-ports {OUTBOUND_TCP}",
-                          f"-A PREROUTING -p tcp -i eth0 -d {pod_subnet(i)} -j REDIRECT --to-ports {TUNNEL}",
-                          "COMMIT"]) + "\n"
+        return (
+            "\n".join(
+                [
+                    "*nat",
+                    f"-A PREROUTING -p tcp -i veth0 -s {pod_subnet(i)} -d {pod_subnet(OTHER[i])} "
+                    f"-j REDIRECT --to-ports {OUTBOUND_TCP}",
+                    f"-A PREROUTING -p tcp -i eth0 -d {pod_subnet(i)} -j REDIRECT --to-ports {TUNNEL}",
+                    "COMMIT",
+                ]
+            )
+            + "\n"
+        )
     rules = [f"-A {chain} {match} {port} -j REDIRECT --to-ports {http_port}" for port in http]
     rules.append(f"-A {chain} {match} -j REDIRECT --to-ports {tcp_port}")
     return "\n".join(["*nat", *rules, "COMMIT"]) + "\n"
@@ -184,18 +228,53 @@ def make_certificates(tls_dir: Path, identities: list[str]) -> None:
     tls_dir.chmod(0o700)
     ca_key, ca_crt = tls_dir / "ca.key", tls_dir / "ca.crt"
     ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-    run(["openssl", "req", "-x509", *ec, "-keyout", str(ca_key), "-out", str(ca_crt), "-days", "1",
-         "-subj", "/CN=benchlib lab CA"], "openssl: the lab's CA")
+    run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            *ec,
+            "-keyout",
+            str(ca_key),
+            "-out",
+            str(ca_crt),
+            "-days",
+            "1",
+            "-subj",
+            "/CN=benchlib lab CA",
+        ],
+        "openssl: the lab's CA",
+    )
     for name in identities:
         key, csr, crt = (tls_dir / f"{name}.{ext}" for ext in ("key", "csr", "crt"))
-        run(["openssl", "req", *ec, "-keyout", str(key), "-out", str(csr), "-subj", f"/CN={name}"],
-            f"openssl: {name}'s key")
+        run(
+            ["openssl", "req", *ec, "-keyout", str(key), "-out", str(csr), "-subj", f"/CN={name}"],
+            f"openssl: {name}'s key",
+        )
         ext = tls_dir / f"{name}.ext"
         # the DNS name for HAProxy's verifyhost, the SPIFFE URI for Envoy's SAN match
         ext.write_text(f"subjectAltName=DNS:{name},URI:{spiffe_id(name)}\nextendedKeyUsage=serverAuth,clientAuth\n")
-        run(["openssl", "x509", "-req", "-in", str(csr), "-CA", str(ca_crt), "-CAkey", str(ca_key),
-             "-CAcreateserial", "-days", "1", "-extfile", str(ext), "-out", str(crt)],
-            f"openssl: {name}'s certificate")
+        run(
+            [
+                "openssl",
+                "x509",
+                "-req",
+                "-in",
+                str(csr),
+                "-CA",
+                str(ca_crt),
+                "-CAkey",
+                str(ca_key),
+                "-CAcreateserial",
+                "-days",
+                "1",
+                "-extfile",
+                str(ext),
+                "-out",
+                str(crt),
+            ],
+            f"openssl: {name}'s certificate",
+        )
         write_private(tls_dir / f"{name}.pem", crt.read_text() + key.read_text())
         for p in (csr, ext):
             p.unlink()

@@ -5,6 +5,7 @@ iproute2 (6.1) has no words for them: IPv4 BIG TCP sizes
 A request runs in a namespace by entering it (setns) just long enough to open
 the netlink socket: a socket stays in the namespace it was created in.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -62,7 +63,7 @@ def attrs(data: bytes) -> dict[int, bytes]:
         length, kind = struct.unpack_from("=HH", data, off)
         if length < 4:
             break
-        out[kind & 0x3FFF] = data[off + 4:off + length]
+        out[kind & 0x3FFF] = data[off + 4 : off + length]
         off += (length + 3) & ~3
     return out
 
@@ -82,16 +83,21 @@ def _request(ns: str, msg_type: int, flags: int, index: int, payload: bytes) -> 
             return b""
         # after the error code: our header (and body unless capped), then the extack attributes
         echoed_len = struct.unpack_from("=I", reply, 20)[0] if not rflags & 0x100 else 16
-        text = attrs(reply[20 + echoed_len:length]).get(NLMSGERR_ATTR_MSG, b"").rstrip(b"\0").decode()
+        text = attrs(reply[20 + echoed_len : length]).get(NLMSGERR_ATTR_MSG, b"").rstrip(b"\0").decode()
         raise TargetError(f"{errno.errorcode.get(-code, -code)}: {text or os.strerror(-code)}")
-    return reply[16 + 16:length]
+    return reply[16 + 16 : length]
 
 
 def set_ipv4_big_tcp(ns: str, index: int, size: int) -> None:
     """Set a link's IPv4 GSO and GRO max sizes (BIG TCP for IPv4)."""
     u32 = struct.Struct("=I").pack
-    _request(ns, RTM_NEWLINK, NLM_F_ACK, index,
-             attr(IFLA_GSO_IPV4_MAX_SIZE, u32(size)) + attr(IFLA_GRO_IPV4_MAX_SIZE, u32(size)))
+    _request(
+        ns,
+        RTM_NEWLINK,
+        NLM_F_ACK,
+        index,
+        attr(IFLA_GSO_IPV4_MAX_SIZE, u32(size)) + attr(IFLA_GRO_IPV4_MAX_SIZE, u32(size)),
+    )
 
 
 def ipv4_big_tcp(ns: str, index: int) -> tuple[int, int]:

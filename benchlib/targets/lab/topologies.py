@@ -5,6 +5,7 @@ Every scenario has two nodes joined by a veth "wire". ``host`` runs client
 and server on the nodes themselves; every other topology gives each node a
 pod (a namespace behind a veth pair) and routes pod traffic between nodes.
 """
+
 from __future__ import annotations
 
 import json
@@ -57,13 +58,14 @@ TOPOLOGIES: dict[str, Topology] = {
     "veth-routed": Topology("routed", "wire"),
     "bridge": Topology("bridged", "wire", features=("bridge",)),
     "vxlan": Topology("bridged", "vxlan", features=("vxlan",)),
-    "ebpf-host-routing": Topology("routed", "wire", host_routing=True, commands=("tc",),
-                                  features=("ebpf-host-routing",)),
-    "wireguard": Topology("routed", "wireguard", encrypt=encryption.wireguard, commands=("wg",),
-                          features=("wireguard",)),
+    "ebpf-host-routing": Topology(
+        "routed", "wire", host_routing=True, commands=("tc",), features=("ebpf-host-routing",)
+    ),
+    "wireguard": Topology(
+        "routed", "wireguard", encrypt=encryption.wireguard, commands=("wg",), features=("wireguard",)
+    ),
     # the xfrm policy catches pod traffic on the plain route
-    "ipsec": Topology("routed", "wire", encrypt=lambda nodes, mtu: encryption.ipsec(nodes),
-                      features=("ipsec",)),
+    "ipsec": Topology("routed", "wire", encrypt=lambda nodes, mtu: encryption.ipsec(nodes), features=("ipsec",)),
     # refused at preflight wherever the kernel lacks netkit (Linux < 6.7 or CONFIG_NETKIT off)
     "netkit": Topology("netkit", "wire", features=("netkit",)),
 }
@@ -89,8 +91,15 @@ class Built:
     details: dict  # what the record says about the datapath
 
 
-def build(scenario: str, topology: str, mtu: int, new_ns: Callable[[str], str],
-          netfilter_needed: bool, ip_family: int = 4, big_tcp: int | None = None) -> Built:
+def build(
+    scenario: str,
+    topology: str,
+    mtu: int,
+    new_ns: Callable[[str], str],
+    netfilter_needed: bool,
+    ip_family: int = 4,
+    big_tcp: int | None = None,
+) -> Built:
     """Build a scenario's nodes and pods with ``new_ns(role)``, which creates a namespace the lab owns.
 
     ``ip_family`` 6 adds IPv6 addresses and routes (the benchmark traffic then
@@ -113,8 +122,10 @@ def build(scenario: str, topology: str, mtu: int, new_ns: Callable[[str], str],
             details["big_tcp"] = set_big_tcp(links, big_tcp, ip_family)
         return Built(nodes, {"client": nodes[1], "server": nodes[2]}, (NODE_IP6 if ipv6 else NODE_IP)[2], details)
     if topo.host_routing and netfilter_needed:
-        raise TargetError(f"lab: scenario {scenario}: the BPF programs bypass the node's netfilter, "
-                          "so firewall and service_proxy would not apply")
+        raise TargetError(
+            f"lab: scenario {scenario}: the BPF programs bypass the node's netfilter, "
+            "so firewall and service_proxy would not apply"
+        )
     pods = {i: _pod(new_ns(f"p{i}"), i, nodes[i], topo.pods, mtu) for i in NODES}
     if topo.encrypt:
         details["encryption"] = topo.encrypt(nodes, mtu)  # algorithms and parameters, never a key
@@ -182,8 +193,25 @@ def _pod(pod: str, i: int, node: str, attach: str, mtu: int) -> str:
         # the probe refuses netkit scenarios on kernels without it, this one included: no
         # kernel here has ever built a netkit pod, so none is built untested
         raise TargetError("lab: netkit pods are not implemented (no kernel with netkit was at hand to test them)")
-    ip(None, "link", "add", "eth0", "netns", pod, "mtu", str(mtu),
-       "type", "veth", "peer", "name", "veth0", "netns", node, "mtu", str(mtu))
+    ip(
+        None,
+        "link",
+        "add",
+        "eth0",
+        "netns",
+        pod,
+        "mtu",
+        str(mtu),
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "veth0",
+        "netns",
+        node,
+        "mtu",
+        str(mtu),
+    )
     ip(pod, "link", "set", "eth0", "up")
     if attach == "routed":
         ip(pod, "addr", "add", f"{POD_IP[i]}/32", "dev", "eth0")
@@ -207,8 +235,24 @@ def _pod(pod: str, i: int, node: str, attach: str, mtu: int) -> str:
 def _route_remote_pods(node: str, i: int, remote: str | None) -> None:
     j = OTHER[i]
     if remote == "vxlan":
-        ip(node, "link", "add", "vxlan0", "type", "vxlan", "id", str(VXLAN_ID), "local", NODE_IP[i],
-           "remote", NODE_IP[j], "dstport", str(VXLAN_PORT), "dev", "eth0")
+        ip(
+            node,
+            "link",
+            "add",
+            "vxlan0",
+            "type",
+            "vxlan",
+            "id",
+            str(VXLAN_ID),
+            "local",
+            NODE_IP[i],
+            "remote",
+            NODE_IP[j],
+            "dstport",
+            str(VXLAN_PORT),
+            "dev",
+            "eth0",
+        )
         ip(node, "addr", "add", f"{vxlan_ip(i)}/32", "dev", "vxlan0")
         ip(node, "link", "set", "vxlan0", "up")
         ip(node, "route", "add", pod_subnet(j), "via", vxlan_ip(j), "dev", "vxlan0", "onlink")

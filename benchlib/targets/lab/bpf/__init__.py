@@ -4,6 +4,7 @@ The object is compiled lazily with clang against Debian's libbpf headers
 (libbpf-dev) and cached under a name that carries the source's hash, so an
 edited program is rebuilt and a stale object is never loaded.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -20,7 +21,7 @@ from benchlib.errors import TargetError
 from ..netns import COMMAND_TIMEOUT_S
 
 SOURCE = Path(__file__).with_name("host_routing.c")
-FROM_POD = "tc/from_pod"    # on the node end of the pod veth: pod -> wire
+FROM_POD = "tc/from_pod"  # on the node end of the pod veth: pod -> wire
 FROM_WIRE = "tc/from_wire"  # on the node's wire device: wire -> pod
 COMMANDS = ("clang", "tc")
 HEADERS = Path("/usr/include/bpf/bpf_helpers.h")
@@ -59,17 +60,28 @@ def object_path() -> Path:
 def attach(ns: str, dev: str, section: str) -> None:
     """Attach ``section`` of the object to ``dev``'s ingress in namespace ``ns``."""
     obj = object_path()
-    for argv in (["tc", "qdisc", "add", "dev", dev, "clsact"],
-                 ["tc", "filter", "add", "dev", dev, "ingress", "bpf", "direct-action",
-                  "obj", str(obj), "sec", section]):
-        proc = subprocess.run(["ip", "netns", "exec", ns, *argv], capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S)
+    for argv in (
+        ["tc", "qdisc", "add", "dev", dev, "clsact"],
+        ["tc", "filter", "add", "dev", dev, "ingress", "bpf", "direct-action", "obj", str(obj), "sec", section],
+    ):
+        proc = subprocess.run(
+            ["ip", "netns", "exec", ns, *argv], capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S
+        )
         if proc.returncode != 0:
             raise TargetError(f"bpf: `{' '.join(argv)}` in {ns} failed: {proc.stderr.strip()[-2000:]}")
 
 
 def attached(ns: str, dev: str) -> list[str]:
     """Names of the BPF programs on ``dev``'s ingress, as the kernel reports them."""
-    out = subprocess.run(["ip", "netns", "exec", ns, "tc", "-j", "filter", "show", "dev", dev, "ingress"],
-                         capture_output=True, text=True, check=True, timeout=COMMAND_TIMEOUT_S).stdout
-    return [f["options"]["prog"]["name"] for f in json.loads(out or "[]")
-            if f.get("kind") == "bpf" and "prog" in f.get("options", {})]
+    out = subprocess.run(
+        ["ip", "netns", "exec", ns, "tc", "-j", "filter", "show", "dev", dev, "ingress"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=COMMAND_TIMEOUT_S,
+    ).stdout
+    return [
+        f["options"]["prog"]["name"]
+        for f in json.loads(out or "[]")
+        if f.get("kind") == "bpf" and "prog" in f.get("options", {})
+    ]
