@@ -3,7 +3,7 @@
 # system tools (netperf from Debian non-free, iperf3, iproute2, iptables,
 # nftables, chromium for static figure export, clang + libbpf-dev for the
 # lab's tc BPF programs, containerd/runc/CNI plugins for the local cluster),
-# shellcheck (scripts/lint.sh), uv, the locked Python
+# the shell linter for scripts/lint.sh, uv, the locked Python
 # environment, and fortio. Idempotent: a second run only checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
