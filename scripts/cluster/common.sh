@@ -24,8 +24,10 @@ kubectl() { "$HYPERKUBE" kubectl --kubeconfig "$STATE/admin.kubeconfig" "$@"; }
 ctr_of() { ctr -a "$STATE/node$1/containerd/containerd.sock" -n k8s.io "${@:2}"; }
 
 load_addresses() {  # WIRE_NET, WIRE_PREFIX, CLUSTER_CIDR, NODE_CIDR_PREFIX, SERVICE_CIDR, API_SERVICE_IP
-  local plan key value
-  plan=$("$PROJECT/.venv/bin/python" -c \
+  local plan key value python="$PROJECT/.venv/bin/python"
+  # the project's venv; else the python on PATH (a copy of the project run with another venv's commands)
+  [ -x "$python" ] || python=python3
+  plan=$("$python" -c \
     'from benchlib.targets.lab.addresses import cluster_shell; print(cluster_shell(), end="")') ||
     die "cannot read the address plan from benchlib.targets.lab.addresses (is the venv set up? bash scripts/setup.sh)"
   while IFS='=' read -r key value; do
