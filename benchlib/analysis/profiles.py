@@ -16,6 +16,7 @@ import re
 
 import polars as pl
 
+from benchlib.schema import PROFILES_SCHEMA
 from benchlib.stacks import CATEGORIES, frame_category, is_user
 
 KEYS = ["environment", "scenario", "test"]
@@ -48,19 +49,6 @@ _WORK = {
     "throughput": ("Gbit/s", 1.0, "cores per Gbit/s"),
 }  # CPU-s per Gbit = cores per Gbit/s
 
-PROFILES_SCHEMA = {
-    "run_id": pl.String,
-    "campaign": pl.String,
-    "environment": pl.String,
-    "scenario": pl.String,
-    "test": pl.String,
-    "kind": pl.String,
-    "side": pl.String,
-    "comm": pl.String,
-    "stack": pl.String,
-    "category": pl.String,
-    "samples": pl.Int64,
-}
 PROFILE_RUNS_SCHEMA = {
     "run_id": pl.String,
     "campaign": pl.String,
