@@ -7,11 +7,10 @@ import subprocess
 import time
 from contextlib import contextmanager
 
-import pytest
 import yaml
 
 from benchlib import doctor
-from tests.conftest import REPO, venv_env
+from tests.conftest import REPO, require_root, venv_env
 
 LAB_PARAMS = {
     "experiment": {"campaign": "doctor-test", "environments": ["local-lab"], "repetitions": 1},
@@ -57,8 +56,7 @@ def test_a_missing_tool_is_named_with_its_fix(tmp_path):
 
 
 def test_every_check_passes_with_the_tools_on_path(tmp_path):
-    if os.geteuid() != 0:
-        pytest.skip("the lab's checks need root (network namespaces); without it their FAIL line is the answer")
+    require_root()  # the lab's checks need network namespaces
     params = tmp_path / "params.yaml"
     params.write_text(yaml.safe_dump(LAB_PARAMS))
     proc, _ = run_doctor(params, venv_env())
