@@ -105,8 +105,8 @@ def cmd_validate(args) -> int:
             runner.expected_run_s(target, r.spec) + PER_RUN_OVERHEAD_S + (profiling.EXTRA_S if r.profiled else 0.0)
             for r in runs
         )
-        if params.experiment.profile_runs:
-            profiling.check_plan(target.kind, target.profiles)
+        if params.experiment.profile_runs and not target.perf_is_remote:  # validate contacts no host
+            target.check_profiling()
         cdir = record.campaign_dir(params.experiment.campaign)
         done = sum(record.exists(cdir, r.run_id) for r in runs)
         print(

@@ -112,7 +112,12 @@ def profile_check(plan: Plan) -> Check:
     """perf, and the kernel settings it needs, for experiment.profile_runs (profiling.check_plan)."""
     target = plan.environment.target
     try:
-        version = profiling.check_plan(target, _target_class(target).profiles)
+        if target == "ssh":  # perf on each host, asked over ssh
+            from .targets.ssh import SshTarget
+
+            version = SshTarget(plan.environment, plan.scenarios, log=lambda m: None).check_profiling()
+        else:
+            version = profiling.check_plan(target, _target_class(target).profiles)
     except TargetError as exc:
         return Check(False, "perf (experiment.profile_runs)", "; ".join(exc.args[0].splitlines()[1:]).strip())
     return Check(True, "perf (experiment.profile_runs)", version)

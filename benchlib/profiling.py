@@ -22,9 +22,11 @@ import shutil
 import signal
 import subprocess
 import tempfile
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from . import stacks
 from .errors import TargetError
@@ -115,8 +117,19 @@ class Profile:
     meta: dict  # as a record's meta.json keeps it under "profile"
 
 
+class ProfileRecorder(Protocol):
+    """What records a profiled run: perf from `start` until `stop`; `profile` folds the CPU window
+    (time.monotonic() here); `close` leaves no perf process and no perf.data behind."""
+
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
+    def profile(self, start: float, end: float) -> Profile: ...
+    def close(self) -> None: ...
+
+
 class Recorder:
-    """`perf record` on ``cpus`` from `start` until `stop`; `profile` folds what it recorded."""
+    """`perf record` on this machine from `start` until `stop`, kept for ``cpus``; `profile` folds
+    what it recorded."""
 
     def __init__(self, cpus: dict[str, list[int]], hz: int, version: str):
         self.cpus, self.hz, self.version = cpus, hz, version
@@ -156,26 +169,8 @@ class Recorder:
     def profile(self, start: float, end: float) -> Profile:
         """perf script's stacks between ``start`` and ``end`` (time.monotonic()), folded, and what
         the record says of them."""
-        window_s = end - start
         argv = ["perf", "script", "-F", stacks.PERF_SCRIPT_FIELDS + ",time", "-i", str(self.data)]
-        err_path = self.dir / "script.stderr"
-        with open(err_path, "wb") as err:
-            proc = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err, text=True, errors="replace"
-            )
-            assert proc.stdout is not None  # piped
-            events: set[str] = set()
-            timer = _Deadline(proc, SCRIPT_TIMEOUT_S)
-            try:
-                folded = stacks.fold(_window(proc.stdout, start, end, self.union, events))
-            finally:
-                proc.stdout.close()
-                timer.cancel()
-                proc.wait()
-        if timer.fired:
-            raise PerfError(f"script still running after {SCRIPT_TIMEOUT_S} s; killed it")
-        if proc.returncode != 0:
-            raise PerfError(f"script exited {proc.returncode}: {_last_line(err_path)}")
+        folded, events = fold_window(argv, start, end, self.union, self.dir / "script.stderr")
         samples = sum(folded.values())
         if not samples:
             raise PerfError(f"recorded no samples: {self._last_line()}")
@@ -188,7 +183,7 @@ class Recorder:
                 "kernel": os.uname().release,
                 "cpus": self.cpus,
                 "attribution": stacks.attribution(self.cpus),
-                "window_s": round(window_s, 6),
+                "window_s": round(end - start, 6),
                 "samples": samples,
                 "kernel_symbols": stacks.kernel_symbols(folded),
                 "command": self.argv,
@@ -203,10 +198,36 @@ class Recorder:
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def _last_line(self) -> str:
-        return _last_line(self.stderr)
+        return last_line(self.stderr)
 
 
-def _last_line(path: Path) -> str:
+def fold_window(
+    argv: list[str], start: float, end: float, cpus: frozenset[int], err_path: Path
+) -> tuple[Counter, set[str]]:
+    """The stacks `argv` (a `perf script -F PERF_SCRIPT_FIELDS,time`, here or over ssh) prints for
+    samples taken on ``cpus`` between ``start`` and ``end`` (perf's clock), folded, and the events they
+    were taken on; read as perf prints them, so a long profile is never held whole as text."""
+    with open(err_path, "wb") as err:
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err, text=True, errors="replace"
+        )
+        assert proc.stdout is not None  # piped
+        events: set[str] = set()
+        timer = _Deadline(proc, SCRIPT_TIMEOUT_S)
+        try:
+            folded = stacks.fold(_window(proc.stdout, start, end, cpus, events))
+        finally:
+            proc.stdout.close()
+            timer.cancel()
+            proc.wait()
+    if timer.fired:
+        raise PerfError(f"script still running after {SCRIPT_TIMEOUT_S} s; killed it")
+    if proc.returncode != 0:
+        raise PerfError(f"script exited {proc.returncode}: {last_line(err_path)}")
+    return folded, events
+
+
+def last_line(path: Path) -> str:
     try:
         lines = [ln.strip() for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
     except OSError:

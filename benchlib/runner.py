@@ -221,11 +221,7 @@ def measure(target: Target, run: RunSpec, trim_s: float, profile: tuple[int, str
     collector = collectors.get(spec.tool)
     placement = target.placement_for(run.scenario, spec.kind)
     invocations = collector.build(spec, placement.server_address, placement.client_cpus, placement.server_cpus)
-    recorder = (
-        profiling.Recorder({"client": placement.client_cpus, "server": placement.server_cpus}, *profile)
-        if profile
-        else None
-    )
+    recorder = target.recorder(placement, *profile) if profile else None
     perf_error = None
     started = time.time()
     deadline = time.monotonic() + spec.run_timeout_s + (profiling.START_S if recorder else 0.0)
@@ -473,7 +469,7 @@ def run_environment(params: Params, plan: Plan, target: Target, raw_root: Path |
     todo = [r for r in runs if not record.exists(cdir, r.run_id)]
     perf = None
     if any(r.profiled for r in todo):  # before any run: a campaign must not find out halfway
-        perf = (exp.profile_hz, profiling.check_plan(target.kind, target.profiles))
+        perf = (exp.profile_hz, target.check_profiling())
     counts = {"planned": len(runs), "already_done": len(runs) - len(todo), "ok": 0, "failed": 0}
     if not todo:
         log(f"collect: {plan.environment.name}: all {len(runs)} runs of campaign {exp.campaign} are recorded")

@@ -4,7 +4,8 @@ Folded stacks are the flamegraph tools' common format, one line per distinct
 stack: ``cpu0;netperf;entry_SYSCALL_64;...;tcp_v4_rcv 12``, frames from the
 root to the sampled leaf, then the number of samples. The first two frames
 are the CPU the sample was taken on and the task's name, so a profile can be
-split by side (by CPU) and by process. Kernel frames are bare symbols;
+split by side (by CPU) and by process. Where each side is a host of its own
+(SSH targets), the CPU frame names the side too: ``server:cpu1``. Kernel frames are bare symbols;
 user-space frames carry their object: ``__send [libc.so.6]``, or ``[netperf]``
 where the binary has no symbols.
 
@@ -83,7 +84,18 @@ def read_folded(data: bytes) -> Counter:
 def split(stack: str) -> tuple[int, str, list[str]]:
     """(cpu, task name, frames root -> leaf) of a folded stack."""
     cpu, comm, *frames = stack.split(";")
-    return int(cpu.removeprefix("cpu")), comm, frames
+    return int(cpu.rpartition(":")[2].removeprefix("cpu")), comm, frames
+
+
+def on_host(folded: Counter, side: str) -> Counter:
+    """A profile recorded on one side's own host, its CPU frames naming that side."""
+    return Counter({f"{side}:{stack}": n for stack, n in folded.items()})
+
+
+def host_side(stack: str) -> str | None:
+    """The side a stack's CPU frame names (on_host), None where it names only a CPU."""
+    side, sep, _ = stack.partition(";")[0].rpartition(":")
+    return side if sep else None
 
 
 def is_user(frame: str) -> bool:
@@ -190,22 +202,24 @@ def classify(comm: str, frames: list[str]) -> str:
 
 
 def attribution(cpus: dict[str, list[int]]) -> str:
-    """How a profile's samples are split by side: "cpu" where the sides' CPU sets are disjoint (each
-    sample belongs to the side whose CPU took it), else "shared" (one profile of both sides)."""
+    """How a profile's samples are split by side on one kernel: "cpu" where the sides' CPU sets are
+    disjoint (each sample belongs to the side whose CPU took it), else "shared" (one profile of both
+    sides). A profile of each side's own host is "host" (on_host)."""
     sets = [set(c) for c in cpus.values()]
     return "cpu" if all(a.isdisjoint(b) for i, a in enumerate(sets) for b in sets[i + 1 :]) else "shared"
 
 
 def rows(folded: Counter, cpus: dict[str, list[int]], shared_side: str = "total") -> list[dict]:
     """A profile as tidy rows (side, comm, stack, category, samples), merged over CPUs. ``cpus``: each
-    side's CPU set. Where the sets are disjoint a sample counts for the side whose CPU took it, and a
-    sample on no side's CPU is dropped; where they overlap every sample counts for ``shared_side``."""
+    side's CPU set. A stack whose CPU frame names its side (on_host) counts for that side. Else, where
+    the sets are disjoint a sample counts for the side whose CPU took it, and a sample on no side's
+    CPU is dropped; where they overlap every sample counts for ``shared_side``."""
     by_cpu = attribution(cpus) == "cpu"
     side_of = {cpu: side for side, cs in cpus.items() for cpu in cs}
     merged: Counter = Counter()
     for stack, n in folded.items():
         cpu, comm, frames = split(stack)
-        side = side_of.get(cpu) if by_cpu else shared_side
+        side = host_side(stack) or (side_of.get(cpu) if by_cpu else shared_side)
         if side is not None:
             merged[(side, comm, ";".join(frames))] += n
     return [

@@ -26,7 +26,8 @@ LAYERS = [
     ["benchlib.config"],  # the settings: tests are the collectors' models, metric names the schema's
     ["benchlib.plan"],  # what each environment runs, from params and the environment definitions
     ["benchlib.record"],
-    ["benchlib.targets", "benchlib.images", "benchlib.profiling"],  # profiling: perf on this machine
+    ["benchlib.profiling"],  # perf records a run's CPU window; each target says where perf runs
+    ["benchlib.targets", "benchlib.images"],
     ["benchlib.runner", "benchlib.tidy", "benchlib.analysis", "benchlib.store"],  # store: records against DVC
     ["benchlib.doctor"],  # what a campaign needs, asked of the targets' checks before collect
     ["benchlib.cli"],

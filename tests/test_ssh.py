@@ -5,12 +5,14 @@ the lab's 198.18.0.0/24 wire and nothing leaves the machine."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
-from benchlib import collectors, runner
+from benchlib import collectors, record, runner, tidy
 from benchlib.config import Environment
 from benchlib.plan import Plan
 from benchlib.targets import TargetError
@@ -113,6 +115,64 @@ def test_campaign_over_ssh_records_real_netperf_and_stops_the_server(hosts, tmp_
     left = subprocess.run(["ip", "netns", "pids", hosts["nodes"][2]], capture_output=True, text=True).stdout.split()
     commands = {open(f"/proc/{p}/comm").read().strip() for p in left}
     assert "netserver" not in commands, commands
+
+
+def test_a_profiled_campaign_over_ssh_profiles_each_side_on_its_own_host(hosts, tmp_path):
+    """perf record runs on each host over ssh; each side keeps its own host's samples on its CPUs,
+    within the CPU window mapped onto the host's clock."""
+    env = ssh_env(hosts)
+    params = short_params("ssh-prof", ["node-to-node"], {"rr": SHORT_TESTS["rr"]}, repetitions=1, retries=0)
+    data = params.model_dump(mode="json")
+    data["experiment"]["profile_runs"] = 1
+    params = type(params).model_validate(data)
+    plan = Plan(environment=env, scenarios=["node-to-node"], tests=params.tests)
+    counts = runner.run_environment(
+        params, plan, SshTarget(env, plan.scenarios, log=lambda m: None), tmp_path, lambda m: None
+    )
+    assert counts["ok"] == 2 and counts["failed"] == 0, counts
+
+    rec = record.load(tmp_path / "ssh-prof" / "bare-metal-test" / "node-to-node" / "rr" / "p000")
+    assert rec.profile["attribution"] == "host" and rec.profile["kernel_symbols"] is True
+    assert rec.profile["command"][:7] == ["perf", "record", "-a", "-g", "-k", "CLOCK_BOOTTIME", "-F"]
+    # both hosts are this machine's kernel here: the host's clock is this one's, give or take the mapping
+    assert all(abs(c["offset_s"] - (_uptime() - time.monotonic())) < 0.5 for c in rec.profile["clock"].values())
+    _, rows = tidy.load_profiled(rec, tmp_path)
+    tasks = {side: {r["comm"] for r in rows if r["side"] == side} for side in ("client", "server")}
+    assert "netperf" in tasks["client"] and "netserver" in tasks["server"], tasks
+    # one CPU per side at 499 Hz over the window: about 499 x window samples per side
+    for side in ("client", "server"):
+        n = sum(r["samples"] for r in rows if r["side"] == side)
+        assert 0.8 < n / (499 * rec.profile["window_s"]) < 1.1, (side, n)
+    # perf.data is deleted on each host
+    assert not list(Path("/tmp").glob("benchlib-perf.*"))
+
+
+def _uptime() -> float:
+    return float(Path("/proc/uptime").read_text().split()[0])
+
+
+def test_a_host_without_perf_is_named_before_any_run(hosts):
+    """The key's forced command runs every command with a PATH of the shell and coreutils alone:
+    a host without perf."""
+    d = hosts["dir"]
+    bare = d / "bin-without-perf"
+    bare.mkdir(exist_ok=True)
+    for tool in ("sh", "cat", "id"):
+        (bare / tool).unlink(missing_ok=True)
+        (bare / tool).symlink_to(shutil.which(tool))
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / "id-noperf")], check=True)
+    with open(d / "authorized_keys", "a") as keys:
+        keys.write(f'command="PATH={bare}; eval \\"$SSH_ORIGINAL_COMMAND\\"" {(d / "id-noperf.pub").read_text()}')
+    target = SshTarget(ssh_env(hosts, identity="id-noperf"), ["node-to-node"], log=lambda m: None)
+    with pytest.raises(TargetError) as err:
+        target.check_profiling()
+    lines = str(err.value).splitlines()
+    assert lines[0] == "cannot record profiled runs:"
+    assert [ln.split(":", 1)[0].strip() for ln in lines[1:]] == [
+        "client host root@198.18.0.1",
+        "server host root@198.18.0.2",
+    ]
+    assert all("`perf` is not on PATH" in ln and "apt-get install linux-perf" in ln for ln in lines[1:])
 
 
 def test_unknown_host_key_is_refused(hosts, tmp_path):

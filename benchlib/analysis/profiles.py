@@ -524,6 +524,8 @@ def method_text(method_table: pl.DataFrame) -> str:
             if r["attribution"] == "cpu"
             else "client and server shared CPUs: one profile of both"
             if r["attribution"] == "shared"
+            else "each side's samples from its own host's perf, on its CPUs"
+            if r["attribution"] == "host"
             else f"attribution {r['attribution']}"
         )
         lines.append(

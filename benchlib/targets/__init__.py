@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from .. import cpu
+from .. import cpu, profiling
 from ..collectors import Server
 from ..errors import TargetError  # noqa: F401 (targets raise it; callers catch targets.TargetError)
 
@@ -102,6 +102,7 @@ class Target(ABC):
     # whether perf on this machine can profile its runs (profiling.check_plan); `profile_unavailable`
     # then says, per scenario once activated, whether it can indeed
     profiles = False
+    perf_is_remote = False  # whether check_profiling asks other machines (doctor and collect do; validate not)
 
     def __init__(
         self, env, scenarios: list[str], servers: Sequence[Server] = (), commands: Sequence[str] = (), log=print
@@ -187,6 +188,14 @@ class Target(ABC):
     def profile_unavailable(self, scenario: str) -> str | None:
         """Why perf on this machine cannot profile the active scenario's runs; None: it can."""
         return None if self.profiles else f"target {self.kind} runs its commands on other machines"
+
+    def check_profiling(self) -> str:
+        """perf's version where the runs run, or TargetError naming each setting that stops it."""
+        return profiling.check_plan(self.kind, self.profiles)
+
+    def recorder(self, placement: Placement, hz: int, perf_version: str) -> profiling.ProfileRecorder:
+        """What records a profiled run's CPU window: `perf record -a -g` on this machine."""
+        return profiling.Recorder({"client": placement.client_cpus, "server": placement.server_cpus}, hz, perf_version)
 
     @abstractmethod
     def describe(self) -> dict:
