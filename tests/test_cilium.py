@@ -16,6 +16,7 @@ import subprocess
 import threading
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from benchlib import runner, tidy
@@ -304,6 +305,9 @@ def test_campaign_on_the_shipped_cilium_environment_records_ciliums_state(cilium
     env = env.model_copy(update={"scenarios": {s: env.scenarios[s] for s in scenarios}})
     tests = {"rr": {"tool": "netperf", "kind": "TCP_RR", "duration_s": 1, "message_size": 1}}
     params = short_params("cilium", scenarios, tests, repetitions=1, retries=0)
+    data = params.model_dump(mode="json")
+    data["experiment"]["profile_runs"] = 1  # a profile of each datapath, beside its measured run
+    params = type(params).model_validate(data)
     plan = Plan(environment=env, scenarios=scenarios, tests=params.tests)
     logs = []
     counts = runner.run_environment(
@@ -313,9 +317,20 @@ def test_campaign_on_the_shipped_cilium_environment_records_ciliums_state(cilium
         raw_root=tmp_path / "raw",
         log=logs.append,
     )
-    assert counts["ok"] == 3 and counts["failed"] == 0, (counts, logs)
+    assert counts["ok"] == 6 and counts["failed"] == 0, (counts, logs)
     runs, metrics = tidy.build_tables(tmp_path / "raw" / "cilium")
     assert set(runs["outcome"]) == {"ok"}
+    # the profiles say which datapath carried the packets: the bridge's frames with the bridge CNI,
+    # Cilium's BPF programs with Cilium (perf sees the nodes: they run on this machine's kernel)
+    profile_runs, profiles = tidy.build_profile_tables(tmp_path / "raw" / "cilium")
+    assert set(profile_runs["outcome"]) == {"ok"} and set(profile_runs["attribution"]) == {"cpu"}
+    frames = {
+        s: " ".join(profiles.filter(pl.col("scenario") == s)["stack"].to_list())
+        for s in ("bridge-iptables", "cilium-vxlan-ebpf")
+    }
+    assert "br_handle_frame" in frames["bridge-iptables"] and "bpf_prog_" not in frames["bridge-iptables"]
+    assert "bpf_prog_" in frames["cilium-vxlan-ebpf"] and "vxlan_" in frames["cilium-vxlan-ebpf"]
+    assert set(profiles["side"]) == {"client", "server"}
     metas = {
         s: json.loads((tmp_path / "raw" / "cilium" / "local-cilium" / s / "rr" / "r000" / "meta.json").read_text())[
             "placement"
