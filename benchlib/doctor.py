@@ -113,9 +113,9 @@ def profile_check(plan: Plan) -> Check:
     target = plan.environment.target
     try:
         if target == "ssh":  # perf on each host, asked over ssh
-            from .targets.ssh import SshTarget
+            from .targets.ssh import perf
 
-            version = SshTarget(plan.environment, plan.scenarios, log=lambda m: None).check_profiling()
+            version = perf.check_profiling(plan.environment)
         else:
             version = profiling.check_plan(target, _target_class(target).profiles)
     except TargetError as exc:
