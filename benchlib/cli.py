@@ -106,7 +106,8 @@ def cmd_validate(args) -> int:
             for r in runs
         )
         if params.experiment.profile_runs and not target.perf_is_remote:  # validate contacts no host
-            target.check_profiling()
+            # the targets whose perf runs here collect as root (the lab, the local cluster): root's permissions
+            profiling.check_plan(target.kind, target.profiles, root=True)
         cdir = record.campaign_dir(params.experiment.campaign)
         done = sum(record.exists(cdir, r.run_id) for r in runs)
         print(

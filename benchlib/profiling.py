@@ -99,11 +99,13 @@ def _read_int(path: Path) -> int | None:
         return None
 
 
-def check_plan(target: str, target_profiles: bool) -> str:
-    """perf's version, or TargetError with one line per problem (`plan_problems`) on this machine."""
+def check_plan(target: str, target_profiles: bool, root: bool | None = None) -> str:
+    """perf's version, or TargetError with one line per problem (`plan_problems`) on this machine, for
+    perf run as root or not (default: as this process runs)."""
     version = perf_version() if target_profiles else None
+    root = os.geteuid() == 0 if root is None else root
     problems = plan_problems(
-        target, target_profiles, version, _read_int(KPTR_RESTRICT), _read_int(PERF_EVENT_PARANOID), os.geteuid() == 0
+        target, target_profiles, version, _read_int(KPTR_RESTRICT), _read_int(PERF_EVENT_PARANOID), root
     )
     if problems:
         raise TargetError("cannot record profiled runs:\n  " + "\n  ".join(problems))

@@ -87,6 +87,19 @@ def serving_lab(env, scenarios: list[str], tools: list[str] = ("netperf",)):
     return runner.serving(lab_target(env, scenarios, tools))
 
 
+@pytest.fixture
+def intruder_certificate(tmp_path) -> tuple[Path, Path]:
+    """A self-signed certificate and its key, of no CA the lab knows: what a mutual-TLS listener must refuse."""
+    cert, key = tmp_path / "intruder.crt", tmp_path / "intruder.key"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+        + ["-keyout", str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=intruder"],
+        check=True,
+        capture_output=True,
+    )
+    return cert, key
+
+
 def lab_namespaces(lab_id: str) -> list[str]:
     return [ns for ns in list_namespaces() if ns.startswith(lab_id + "-")]
 

@@ -205,6 +205,7 @@ def test_bash_completion_completes_commands_options_and_files():
     assert zsh.returncode == 0 and zsh.stdout.startswith("#compdef benchlib")
 
 
+@pytest.mark.slow  # starts JupyterLab
 def test_lab_sh_needs_only_uv_and_starts_jupyterlab():
     """scripts/lab.sh up to JupyterLab itself (`--version` goes to `jupyter lab`): no set-up as root, no apt."""
     proc = subprocess.run(

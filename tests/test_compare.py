@@ -83,8 +83,9 @@ def collect(project: Path, campaign: str, repetitions: int) -> None:
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory) -> Path:
-    """A project holding campaign cmp-a and cmp-b (B: RULES non-matching rules on veth-routed's server node).
+def project(tmp_path_factory, lab_env) -> Path:
+    """A project holding campaign cmp-a and cmp-b (B: RULES non-matching rules on veth-routed's server node),
+    measured on the local lab (``lab_env``): its tests are of the lab tier, not the unit tier.
 
     The campaigns are measured in alternating rounds of two blocks (A, B, A, B, A, B): other jobs load
     this machine unevenly, and two campaigns measured one after the other compare two loads as well

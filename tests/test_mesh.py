@@ -150,36 +150,12 @@ def openssl_client(node: str, *args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize("scenario", list(MTLS))
-def test_mtls_refuses_a_client_without_a_valid_certificate(mesh_lab, scenario, tmp_path):
+def test_mtls_refuses_a_client_without_a_valid_certificate(mesh_lab, scenario, intruder_certificate):
     node1 = mesh_lab.placement(scenario).details["nodes"][1]
     tls = mesh_lab.stats_socket(scenario, MTLS[scenario][0]).parent / "tls"
-    # a certificate of another CA, made here
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            tmp_path / "k.pem",
-            "-out",
-            tmp_path / "c.pem",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=intruder",
-        ],
-        check=True,
-        capture_output=True,
-    )
+    cert, key = intruder_certificate
     no_cert = openssl_client(node1, "-CAfile", str(tls / "ca.crt"))
-    foreign = openssl_client(
-        node1, "-CAfile", str(tls / "ca.crt"), "-cert", str(tmp_path / "c.pem"), "-key", str(tmp_path / "k.pem")
-    )
+    foreign = openssl_client(node1, "-CAfile", str(tls / "ca.crt"), "-cert", str(cert), "-key", str(key))
     valid = openssl_client(
         node1,
         "-CAfile",

@@ -28,8 +28,9 @@ def write_params(project, params):
 
 
 @pytest.fixture(scope="module")
-def repro(tmp_path_factory):
-    """One short campaign through the whole pipeline: every scenario and test, 6 blocks of 1 s runs."""
+def repro(tmp_path_factory, lab_env):
+    """One short campaign through the whole pipeline: every scenario and test, 6 blocks of 1 s runs.
+    It measures on the local lab (``lab_env``): its tests are of the lab tier, not the unit tier."""
     require_root()
     from tests.conftest import project_copy as _copy
 

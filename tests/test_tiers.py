@@ -3,29 +3,51 @@
 import os
 import subprocess
 
+import pytest
+
 from tests.conftest import REPO, venv_env
 
+# A plugin that prints each collected test with its markers: one collection of the suite gives every tier.
+LIST_MARKERS = """
+def pytest_collection_finish(session):
+    for item in session.items:
+        print("TIERS", item.nodeid, ",".join(sorted({m.name for m in item.iter_markers()})))
+"""
 
-def collected(marker: str) -> set[str]:
+
+def tiers(tmp_path) -> dict[str, set[str]]:
+    """node id -> its markers, as `pytest --collect-only` sees them."""
+    (tmp_path / "list_markers.py").write_text(LIST_MARKERS)
+    env = {**venv_env(), "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))}
     proc = subprocess.run(
-        ["python", "-m", "pytest", "--collect-only", "-q", "-m", marker, "-p", "no:cacheprovider"],
+        ["python", "-m", "pytest", "--collect-only", "-q", "-p", "list_markers", "-p", "no:cacheprovider"],
         cwd=REPO,
-        env=venv_env(),
+        env=env,
         capture_output=True,
         text=True,
     )
     assert proc.returncode == 0, proc.stdout[-2000:]
-    return {line for line in proc.stdout.splitlines() if "::" in line}
+    # a node id may hold spaces (parametrize ids), the markers never do
+    rows = [
+        line.removeprefix("TIERS ").rsplit(" ", 1) for line in proc.stdout.splitlines() if line.startswith("TIERS ")
+    ]
+    return {node: set(marks.split(",")) for node, marks in rows}
 
 
 def modules(ids: set[str]) -> set[str]:
     return {i.split("::")[0] for i in ids}
 
 
-def test_lab_and_cluster_tests_are_outside_the_fast_tier():
-    fast, lab, cluster = collected("unit and not slow"), collected("lab"), collected("cluster")
+@pytest.mark.slow  # collects the whole suite
+def test_lab_and_cluster_tests_are_outside_the_fast_tier(tmp_path):
+    marks = tiers(tmp_path)
+    fast = {n for n, m in marks.items() if "unit" in m and "slow" not in m}
+    lab = {n for n, m in marks.items() if "lab" in m}
+    cluster = {n for n, m in marks.items() if "cluster" in m}
     assert lab and cluster and not fast & lab and not fast & cluster
     assert "tests/test_envoy.py" in modules(lab) and "tests/test_kubernetes.py" in modules(cluster)
+    # module fixtures that measure on the lab make their tests lab tests
+    assert {"tests/test_pipeline.py", "tests/test_compare.py"} <= modules(lab)
     assert "tests/test_stacks.py" in modules(fast) and "tests/test_fuzz.py" not in modules(fast)  # fuzzing is slow
 
 

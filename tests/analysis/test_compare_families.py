@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import polars as pl
+import pytest
 from analysis_tables import lab_like_samples, make_tables
 
 from benchlib.analysis import compare, stats
@@ -40,6 +41,7 @@ def test_compare_uses_the_report_families():
     assert "primary family 16 (Holm)" in text and "latency family" in text
 
 
+@pytest.mark.slow  # the report's whole analysis of a real campaign, twice
 def test_compare_normalizes_cpu_with_the_analysis_settings_of_the_report():
     """HTTP CPU per request rate included: compare and the report's analysis give the same medians."""
     from analysis_tables import settings
