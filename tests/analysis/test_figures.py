@@ -72,8 +72,9 @@ def test_cpu_bars_client_and_server_side_by_side(all_figures):
 def test_strip_shows_every_run(all_figures, tables):
     v = tables["values"]
     expected = len(v.filter(test="tcp_crr", metric="connection_rate"))
-    assert sum(len(t.y) for t in all_figures["strip"].data) == expected
-    assert all(t.boxpoints == "all" for t in all_figures["strip"].data)
+    boxes = [t for t in all_figures["strip"].data if t.type == "box"]
+    assert sum(len(t.y) for t in boxes) == expected
+    assert all(t.boxpoints == "all" for t in boxes)
 
 
 def test_forest_has_noise_band_and_one_row_per_comparison(all_figures, tables):
@@ -240,3 +241,70 @@ def test_bars_label_each_scenario_with_its_verdict(datapaths):
     labels = {a.x: a.text for a in fig.layout.annotations}
     assert labels["veth-routed"] == "baseline"
     assert labels["kube-proxy-iptables-10000"].startswith("-") and labels["kube-proxy-iptables-10000"].endswith("%")
+
+
+# The intervals the run-level figures draw, on real campaigns' tables (tests/fixtures/tidy: what
+# `benchlib parse` wrote for the default campaign on this machine's lab).
+REAL = "tests/fixtures/tidy"
+
+
+@pytest.fixture(scope="module")
+def real():
+    from benchlib.analysis import load_tables
+
+    out = {}
+    for campaign in ("lab-default-002", "lab-default-003"):
+        runs, metrics = load_tables(f"{REAL}/{campaign}/runs.parquet", f"{REAL}/{campaign}/metrics.parquet")
+        values = normalize.with_cpu_at_target(metrics, runs)
+        out[campaign] = {
+            "summary": stats.summarize(values, runs),
+            "values": stats.ok_values(values, runs),
+            "per_run": normalize.per_run_cpu(metrics, runs),
+        }
+    return out
+
+
+def _interval_trace(fig):
+    """The trace of each scenario's median and CI: the one with error bars on the y axis."""
+    (trace,) = [t for t in fig.data if t.type == "scatter" and t.error_y and t.error_y.array is not None]
+    return trace
+
+
+def test_strip_draws_each_scenarios_median_with_the_ci_of_the_summary_table(real):
+    c = real["lab-default-003"]
+    fig = figures.runs_strip(c["values"], "tcp_rr", "transaction_rate")
+    ci = _interval_trace(fig)
+    caption = fig.layout.meta["caption"]
+    for i, scenario in enumerate(ci.x):
+        row = c["summary"].filter(scenario=scenario, test="tcp_rr", metric="transaction_rate").row(0, named=True)
+        assert ci.y[i] == pytest.approx(row["median"])
+        assert ci.y[i] + ci.error_y.array[i] == pytest.approx(row["ci_high"])
+        assert ci.y[i] - ci.error_y.arrayminus[i] == pytest.approx(row["ci_low"])
+        # the caption states the same numbers, with n and the kind of interval
+        n_runs = len(c["values"].filter(scenario=scenario, test="tcp_rr", metric="transaction_rate"))
+        assert f"{scenario} {figures.number(row['median'])} [{figures.number(row['ci_low'])}, " in caption
+        assert f"n = {n_runs}" in caption and row["n"] == n_runs
+    assert sorted(ci.x) == sorted(c["summary"].filter(test="tcp_rr", metric="transaction_rate")["scenario"])
+    assert "95 % CI" in caption and "95 % CI" in fig.layout.title.text
+
+
+def test_throughput_vs_cpu_draws_each_scenarios_ci_on_both_axes(real):
+    c = real["lab-default-002"]  # client and server on CPU sets of their own: per-side CPU too
+    fig = figures.throughput_vs_cpu(c["per_run"], "tcp_stream_n")
+    medians = [t for t in fig.data if t.type == "scatter" and t.error_x and t.error_x.array is not None]
+    assert len(medians) == c["per_run"].filter(test="tcp_stream_n")["scenario"].n_unique() == 4
+    caption = fig.layout.meta["caption"]
+    for t in medians:
+        runs = c["per_run"].filter(test="tcp_stream_n", scenario=t.name)
+        row = c["summary"].filter(scenario=t.name, test="tcp_stream_n", metric="throughput").row(0, named=True)
+        # the throughput interval is the summary table's; the CPU one is made the same way from the runs
+        assert (t.y[0], t.y[0] - t.error_y.arrayminus[0], t.y[0] + t.error_y.array[0]) == pytest.approx(
+            (row["median"], row["ci_low"], row["ci_high"])
+        )
+        cpu = runs["total"].to_numpy()
+        assert t.x[0] == pytest.approx(float(pl.Series(cpu).median()))
+        low, high = t.x[0] - t.error_x.arrayminus[0], t.x[0] + t.error_x.array[0]
+        assert low < t.x[0] < high and low in cpu and high in cpu  # order statistics of the runs
+        assert f"{t.name} {figures.number(row['median'])} [{figures.number(row['ci_low'])}, " in caption
+        assert f"n = {len(runs)}" in caption
+    assert "95 % CI" in caption
