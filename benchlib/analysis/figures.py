@@ -16,6 +16,7 @@ import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
 import polars as pl
+from markdown_it import MarkdownIt
 from plotly.subplots import make_subplots
 
 from benchlib.schema import metric_info, percentiles
@@ -984,7 +985,52 @@ def blog_snippets(figures: Mapping[str, go.Figure], images: Path, blog: Path) ->
             encoding="utf-8",
         )
         written.append(md)
-    return written
+    return written + blog_index(blog, list(figures))
+
+
+INDEX_HEADING = re.compile(r"^## `([^`]+)`$", re.M)
+
+
+def blog_index(blog: Path, names: list[str]) -> list[Path]:
+    """<blog>/index.md and index.html: every figure of the directory (each <name>.md snippet) with its
+    image, caption and links to its SVG, PNG and snippet, so an author sees them all on one page.
+
+    Each report notebook exports its own figures, so the index is rewritten at every export: the
+    figures it listed before keep their place, then ``names`` (this export's) in their order, then any
+    other snippet of the directory by name. index.html is index.md rendered by markdown-it (CommonMark),
+    a page that opens offline: the images are the files beside it."""
+    index = blog / "index.md"
+    present = {p.stem for p in blog.glob("*.md") if p != index}
+    before = INDEX_HEADING.findall(index.read_text(encoding="utf-8")) if index.exists() else []
+    order = list(dict.fromkeys([*before, *names, *sorted(present, key=_natural)]))
+    entries = []
+    for name in (n for n in order if n in present):
+        image, caption = (blog / f"{name}.md").read_text(encoding="utf-8").split("\n\n")[:2]
+        entries.append(
+            f"## `{name}`\n\n{image}\n\n{caption}\n\n"
+            f"Files: [{name}.svg]({name}.svg) · [{name}.png]({name}.png) · [{name}.md]({name}.md) "
+            "(the SVG with its alt text and caption, to paste into a post)\n"
+        )
+    text = (
+        "# Figures for a post\n\n"
+        f"{len(entries)} figures, each drawn {BLOG_WIDTH} px wide for a blog column and captioned with its "
+        "numbers. To use one, copy its `.md` file into the post and its `.svg` (or `.png`) beside it.\n\n"
+        + "\n".join(entries)
+    )
+    index.write_text(text, encoding="utf-8")
+    page = blog / "index.html"
+    page.write_text(
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1"><title>Figures for a post</title>'
+        "<style>body{font-family:Helvetica,Arial,sans-serif;color:#222;max-width:"
+        f"{BLOG_WIDTH + 60}px;margin:2em auto;padding:0 1em;line-height:1.45}}"
+        "img{width:100%;height:auto;border:1px solid #ddd}em{font-style:normal;font-size:14px;color:#444}"
+        "h2{margin-top:2.2em;font-size:18px}</style></head><body>\n"
+        + MarkdownIt("commonmark").render(text)
+        + "</body></html>\n",
+        encoding="utf-8",
+    )
+    return [index, page]
 
 
 def _md_text(text: str) -> str:

@@ -151,6 +151,7 @@ def test_write_figures_html_svg_png(all_figures, tmp_path):
     assert sorted(p.relative_to(tmp_path).as_posix() for p in paths) == sorted(
         [f"{n}.{e}" for n in ("bars", "forest") for e in ("html", "svg", "png")]
         + [f"blog/{n}.{e}" for n in ("bars", "forest") for e in ("md", "svg", "png")]
+        + ["blog/index.md", "blog/index.html"]
     )
     # the blog snippet: the SVG at blog width with its alt text, then the generated caption with its numbers
     image, caption = (blog / "bars.md").read_text().split("\n\n")[:2]
@@ -308,3 +309,54 @@ def test_throughput_vs_cpu_draws_each_scenarios_ci_on_both_axes(real):
         assert f"{t.name} {figures.number(row['median'])} [{figures.number(row['ci_low'])}, " in caption
         assert f"n = {len(runs)}" in caption
     assert "95 % CI" in caption
+
+
+def test_the_blog_index_lists_every_exported_figure_with_its_caption_and_files(all_figures, tmp_path):
+    """Each report notebook exports its own figures into one blog directory: after two exports the
+    index has both, in the order they were exported, each with its image, caption and file links."""
+    from html.parser import HTMLParser
+
+    blog = tmp_path / "blog"
+    first = {"scatter": all_figures["scatter"], "bars": all_figures["bars"]}
+    figures.write_figures(first, tmp_path / "a", blog_dir=blog)
+    figures.write_figures({"forest": all_figures["forest"]}, tmp_path / "b", blog_dir=blog)
+    figures.write_figures({"bars": all_figures["bars"]}, tmp_path / "a", blog_dir=blog)  # a re-export keeps its place
+    md = (blog / "index.md").read_text()
+    assert figures.INDEX_HEADING.findall(md) == ["scatter", "bars", "forest"]
+    assert md.startswith("# Figures for a post\n\n3 figures")
+    for name in ("scatter", "bars", "forest"):
+        image, caption = (blog / f"{name}.md").read_text().split("\n\n")[:2]
+        assert f"## `{name}`\n\n{image}\n\n{caption}\n\n" in md
+        assert f"[{name}.svg]({name}.svg) · [{name}.png]({name}.png) · [{name}.md]({name}.md)" in md
+
+    class Page(HTMLParser):
+        """The images, the emphasised text (the captions) and the links of index.html."""
+
+        def __init__(self):
+            super().__init__()
+            self.images, self.captions, self.links, self._em = [], [], [], None
+
+        def handle_starttag(self, tag, attrs):
+            a = dict(attrs)
+            if tag == "img":
+                self.images.append((a["src"], a["alt"]))
+            elif tag == "a":
+                self.links.append(a["href"])
+            elif tag == "em":
+                self._em = ""
+
+        def handle_data(self, data):
+            if self._em is not None:
+                self._em += data
+
+        def handle_endtag(self, tag):
+            if tag == "em":
+                self.captions.append(self._em)
+                self._em = None
+
+    page = Page()
+    page.feed((blog / "index.html").read_text())
+    # the page shows each figure's own words as theme.describe made them, and every file it links is there
+    assert page.captions == [figures.words(all_figures[n])[0] for n in ("scatter", "bars", "forest")]
+    assert page.images == [(f"{n}.svg", figures.words(all_figures[n])[1]) for n in ("scatter", "bars", "forest")]
+    assert len(page.links) == 9 and all((blog / href).is_file() for href in page.links)
