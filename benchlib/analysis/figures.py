@@ -284,8 +284,8 @@ def medians_with_ci(d: pl.DataFrame, column: str, order: list[str]) -> pl.DataFr
 
 
 def runs_strip(values: pl.DataFrame, test: str, metric: str, side: str = "none", baseline: str = "host") -> go.Figure:
-    """Every run as a point over its scenario's box, and beside them the scenario's median with its
-    95 % CI (the summary tables' interval): spread, outliers, n and the interval at a glance."""
+    """Every run as a point, and over them the scenario's median with its 95 % CI (the summary
+    tables' interval): spread, outliers, n and the interval at a glance."""
     d = _one(values, "runs_strip", test=test, metric=metric, side=side)
     order = scenario_order(d["scenario"], baseline)
     colors = path_colors(order)
@@ -295,12 +295,14 @@ def runs_strip(values: pl.DataFrame, test: str, metric: str, side: str = "none",
             go.Box(
                 y=g["value"],
                 name=s,
+                # the points alone: the box plotly draws with them would hide the interval
                 boxpoints="all",
-                jitter=0.4,
-                pointpos=-0.4,
+                jitter=0.5,
+                pointpos=0,
                 marker=dict(color=colors[s], size=7, opacity=0.6),
-                line=dict(color=colors[s], width=1),
+                line=dict(color="rgba(0,0,0,0)", width=0),
                 fillcolor="rgba(0,0,0,0)",
+                hoveron="points",
                 customdata=g.select("run_id", "block"),
                 hovertemplate="%{y:.4g}<br>run %{customdata[0]}, block %{customdata[1]}<extra>" + s + "</extra>",
             )
@@ -317,7 +319,7 @@ def runs_strip(values: pl.DataFrame, test: str, metric: str, side: str = "none",
             marker=dict(
                 symbol="diamond", size=11, color=[colors[s] for s in ci["scenario"]], line=dict(width=1.5, color="#222")
             ),
-            error_y=ci_whiskers(ci),
+            error_y={**ci_whiskers(ci), "thickness": 2.5, "width": 12, "color": "#222"},
             customdata=ci.select("n", "ci_low", "ci_high"),
             hovertemplate="median %{y:.4g} " + unit + "<br>95 % CI [%{customdata[1]:.4g}, %{customdata[2]:.4g}]"
             "<br>n = %{customdata[0]}<extra>%{x}</extra>",
@@ -327,15 +329,15 @@ def runs_strip(values: pl.DataFrame, test: str, metric: str, side: str = "none",
     fig.update_layout(
         template=TEMPLATE,
         showlegend=False,
-        title=f"{test}: {quantity} of every run<br><sup>points: runs; box: quartiles; "
-        "diamond and whiskers: median with its 95 % CI</sup>",
+        title=f"{test}: {quantity} of every run<br><sup>points: runs; diamond and whiskers: the median "
+        "with its 95 % CI</sup>",
         xaxis_title="Scenario",
         yaxis_title=value_axis(metric, side, unit),
     )
     return describe(
         fig,
         values_caption(ci, f"{quantity} of each run", test, pl.DataFrame())
-        + " Points: the runs; box: their quartiles; diamond and whiskers: the median with its 95 % CI "
+        + " Points: the runs; diamond and whiskers: the median with its 95 % CI "
         "(order statistics, distribution-free; none below "
         f"{MIN_N} runs).",
     )
@@ -581,17 +583,16 @@ def throughput_vs_cpu(
     # the finding: which scenario moves the most and the fewest Gbit/s per busy CPU % (median over runs)
     per_cpu = medians_with_ci(d.with_columns(gbps_per_pct=pl.col("work") / pl.col(side)), "gbps_per_pct", order)
     ranked = per_cpu.drop_nans("median").sort("median", descending=True)
-    found = (
-        f"{test}: {ranked['scenario'][0]} moves the most Gbit/s per CPU %, {ranked['scenario'][-1]} the fewest "
-        f"({ranked['median'][0]:.3g} vs {ranked['median'][-1]:.3g})"
-        if len(ranked) > 1
-        else f"Throughput vs CPU: {test}"
-    )
+    found, numbers = f"Throughput vs CPU: {test}", ""
+    if len(ranked) > 1:
+        found = f"{test}: {ranked['scenario'][0]} moves the most Gbit/s per CPU %, {ranked['scenario'][-1]} the fewest"
+        numbers = f"{ranked['median'][0]:.3g} vs {ranked['median'][-1]:.3g} Gbit/s per CPU % (medians of runs)<br>"
     fig.update_layout(
         template=TEMPLATE,
         legend_title_text="scenario",
-        title=f"{found}<br><sup>points: runs; diamond and whiskers: median with its 95 % CI on both axes; "
-        f"dotted: equal CPU cost per {target_gbps:g} Gbit/s</sup>",
+        title=f"{found}<br><sup>{numbers}points: runs; diamond and whiskers: median with its 95 % CI on both "
+        f"axes; dotted: equal CPU cost per {target_gbps:g} Gbit/s</sup>",
+        margin=dict(t=120),  # three title lines
         xaxis=dict(title=f"CPU busy (% of {SIDE_CPUS[side]} CPUs)", range=[0, xmax]),
         yaxis=dict(title="Throughput (Gbit/s)", range=[0, ymax]),
     )

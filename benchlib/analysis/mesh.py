@@ -399,7 +399,7 @@ def proxy_cpu_figure(
         title=f"Proxy CPU: {test}<br><sup>median of runs, whiskers: 95 % CI; "
         "plain: client's proxies, hatched: server's</sup>",
         xaxis_title="Scenario (proxy hops)",
-        yaxis_title=figures.value_axis(PROXY_CPU_AT_TARGET, "none", unit),
+        yaxis_title=figures.axis_title("proxy CPU", unit),
     )
     caption = _caption(
         d.with_columns(scenario=pl.col("path")),
