@@ -513,7 +513,8 @@ SIDE_CPUS = {"client": "the client's", "server": "the server's", "total": "both 
 def throughput_vs_cpu(
     per_run: pl.DataFrame, test: str, side: str = "total", baseline: str = "host", target_gbps: float = 100.0
 ) -> go.Figure:
-    """Each stream run: CPU busy % vs Gbit/s, with iso lines of equal CPU cost per target_gbps.
+    """Each stream run: CPU busy % vs Gbit/s, with iso lines of equal CPU cost per target_gbps, and
+    each scenario's median throughput and CPU with their 95 % CIs (medians_with_ci) as a cross.
 
     `per_run` is normalize.per_run_cpu(); on an iso line every point costs the
     same CPU for the same throughput, so points above-left are cheaper.
