@@ -205,9 +205,11 @@ if mesh.has_sized_datapath(runs):  # BIG TCP scenarios: which size each one's ru
 
 # %%
 if show:
-    figs = {f"mesh_ladder_{t}": mesh.ladder_figure(ladder, t) for t in ladder["test"].unique(maintain_order=True)}
+    figs = {
+        f"mesh_ladder_{t}": mesh.ladder_figure(ladder, t, compared) for t in ladder["test"].unique(maintain_order=True)
+    }
     for t in summary.filter(metric=normalize.PROXY_CPU_AT_TARGET)["test"].unique(maintain_order=True):
-        figs[f"mesh_proxy_cpu_{t}"] = mesh.proxy_cpu_figure(summary, runs, t)
+        figs[f"mesh_proxy_cpu_{t}"] = mesh.proxy_cpu_figure(summary, runs, t, compared)
     figures.write_figures(figs, resolve(out_dir) / "figures", blog_dir=resolve(out_dir) / "blog")
     for fig in figs.values():
         fig.show()

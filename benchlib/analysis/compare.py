@@ -268,8 +268,9 @@ def comparisons(
     """B vs A per configuration and every metric: the columns of stats.compare() (its families: each
     test's headline metric the primary family under ``correction``, every other metric in the
     Benjamini-Hochberg family of its kind) plus both medians' 95 % CIs, runs and failed runs on both
-    sides (``_base``: A) and ``regression`` (significant, worse, and the change in % itself beyond the
-    threshold; or every run of the configuration failed in B where A measured it).
+    sides (``_base``: A), ``campaign_base`` (A's name) and ``regression`` (significant, worse, and the
+    change in % itself beyond the threshold; or every run of the configuration failed in B where A
+    measured it).
 
     A significant change whose ratio has no interval (a value <= 0: a collapse to 0) is worse or better
     by the medians (_fix_undefined_ratio). A configuration whose every run failed in one campaign has a
@@ -306,6 +307,8 @@ def comparisons(
         nulls_equal=True,
     )
     order = {f: i for i, f in enumerate(stats.FAMILY_ORDER)}
+    # the base campaign by that name: a sentence then names the scenario once, campaign vs campaign
+    rows = rows.with_columns(campaign_base=pl.col("baseline"))
     return rows.sort(
         pl.col("family").replace_strict(order, default=len(order)), "environment", "test", "metric", "side", "scenario"
     )
@@ -401,7 +404,7 @@ def to_json(res: Result) -> dict:
     def records(df: pl.DataFrame) -> list[dict]:
         return [{k: _num(v) for k, v in r.items()} for r in df.iter_rows(named=True)]
 
-    cols = [c for c in res.rows.columns if c not in ("campaign", "baseline")]
+    cols = [c for c in res.rows.columns if c not in ("campaign", "baseline", "campaign_base")]
     return {
         "a": res.a,
         "b": res.b,

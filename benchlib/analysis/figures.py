@@ -16,11 +16,12 @@ import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
 import polars as pl
+from markdown_it import MarkdownIt
 from plotly.subplots import make_subplots
 
 from benchlib.schema import metric_info, percentiles
 
-from .stats import FAMILY_ORDER, INSUFFICIENT, MIN_N, NEGLIGIBLE, UNCLEAR, WITHIN_NOISE
+from .stats import FAMILY_ORDER, INSUFFICIENT, MIN_N, NEGLIGIBLE, UNCLEAR, WITHIN_NOISE, median_ci
 from .summary import FINDING, NOISE, UNTESTED, finding_sentence, metric_label, ordered_findings
 
 # the theme registers the template and the report renderer, once; notebooks reach them through figures
@@ -110,22 +111,47 @@ def finding_title(found: pl.DataFrame, quantity: str, test: str, baseline: str) 
     return f"{test}: {quantity} per scenario, nothing significant vs {baseline}"
 
 
-def values_caption(d: pl.DataFrame, quantity: str, test: str, found: pl.DataFrame) -> str:
+def number(v: float) -> str:
+    """A value for a caption: four significant digits, never in exponent notation (20000, 462.6)."""
+    return np.format_float_positional(v, precision=4, unique=True, fractional=False, trim="-")
+
+
+def values_caption(
+    d: pl.DataFrame, quantity: str, test: str, found: pl.DataFrame, within: str | None = None, limit: int | None = None
+) -> str:
     """The numbers a figure draws, for its caption: each scenario's median with its 95 % CI and n, then
-    each comparison with the baseline as a sentence (change, interval, correction)."""
+    each comparison with the baseline as a sentence (change, interval, correction).
+
+    With ``within`` (a column, e.g. the percentile), the rows of one scenario are one entry, each
+    value named by its ``within``: "host: p50 12 [11, 13], p99 40 [38, 45] us, n = 10". With
+    ``limit``, only the first ``limit`` comparisons are sentences and the rest are counted."""
     unit = d["unit"][0]
-    parts = [
-        f"{r['scenario']} {r['median']:.4g} [{r['ci_low']:.4g}, {r['ci_high']:.4g}] {unit}, n = {r['n']}"
-        if r["n"] >= MIN_N
-        else f"{r['scenario']} {r['median']:.4g} {unit}, n = {r['n']} (too few for a CI)"
-        for r in d.filter(pl.col("median").is_not_null()).iter_rows(named=True)
-    ]
+
+    def value(r: dict) -> str:
+        name = f"{r[within]} " if within else ""
+        ci = f" [{number(r['ci_low'])}, {number(r['ci_high'])}]" if r["n"] >= MIN_N else ""
+        return f"{name}{number(r['median'])}{ci}"
+
+    rows = d.filter(pl.col("median").is_not_null())
+    rows = rows.with_columns(_entry=pl.col("scenario")) if within else rows.with_row_index("_entry")
+    parts = []
+    for _, g in rows.group_by("_entry", maintain_order=True):
+        lo, hi = g["n"].min(), g["n"].max()
+        n = f"n = {lo}" if lo == hi else f"n = {lo}-{hi}"
+        few = " (too few for a CI)" if lo < MIN_N else ""  # pyright: ignore[reportOperatorIssue] (polars types Series.min loosely)
+        values = ", ".join(value(r) for r in g.iter_rows(named=True))
+        parts.append(f"{g['scenario'][0]}{':' if within else ''} {values}{f' {unit}' if unit else ''}, {n}{few}")
     text = f"{quantity[:1].upper() + quantity[1:]}, {test}: median of runs [95 % CI]: " + "; ".join(parts) + "."
-    if len(found):
-        text += " " + " ".join(
-            finding_sentence(r, cpu_note=False, with_n=True).replace("**", "") for r in found.iter_rows(named=True)
-        )
-    return text
+    return " ".join(t for t in (text, comparison_sentences(found, limit)) if t)
+
+
+def comparison_sentences(found: pl.DataFrame, limit: int | None = None) -> str:
+    """Each comparison as a sentence (summary.finding_sentence, with n); beyond ``limit``, a count."""
+    shown = found.head(limit) if limit is not None else found
+    text = " ".join(
+        finding_sentence(r, cpu_note=False, with_n=True).replace("**", "") for r in shown.iter_rows(named=True)
+    )
+    return text + (f" ... and {len(found) - len(shown)} more." if len(shown) < len(found) else "")
 
 
 def bars(
@@ -233,22 +259,50 @@ def cpu_bars(summary: pl.DataFrame, test: str, metric: str = "cpu_pct_at_target"
     )
 
 
+def medians_with_ci(d: pl.DataFrame, column: str, order: list[str]) -> pl.DataFrame:
+    """Per scenario in ``order``: n, the median of ``column`` over its finite values and the median's
+    95 % CI (estimators.median_ci: the order-statistic interval of the summary tables, NaN below
+    MIN_N runs), with the unit of ``d`` where it has one."""
+    rows = []
+    for s in order:
+        x = d.filter(scenario=s)[column].drop_nulls().to_numpy().astype(float)
+        x = x[np.isfinite(x)]
+        low, high = median_ci(x)
+        rows.append((s, len(x), float(np.median(x)) if len(x) else math.nan, low, high))
+    out = pl.DataFrame(
+        rows,
+        orient="row",
+        schema={
+            "scenario": pl.String,
+            "n": pl.Int64,
+            "median": pl.Float64,
+            "ci_low": pl.Float64,
+            "ci_high": pl.Float64,
+        },
+    )
+    return out.with_columns(unit=pl.lit(d["unit"][0])) if "unit" in d.columns else out
+
+
 def runs_strip(values: pl.DataFrame, test: str, metric: str, side: str = "none", baseline: str = "host") -> go.Figure:
-    """Every run as a point over its scenario's box: spread, outliers and n at a glance."""
+    """Every run as a point, and over them the scenario's median with its 95 % CI (the summary
+    tables' interval): spread, outliers, n and the interval at a glance."""
     d = _one(values, "runs_strip", test=test, metric=metric, side=side)
     order = scenario_order(d["scenario"], baseline)
     colors = path_colors(order)
+    ci = medians_with_ci(d, "value", order)
     fig = go.Figure(
         [
             go.Box(
                 y=g["value"],
                 name=s,
+                # the points alone: the box plotly draws with them would hide the interval
                 boxpoints="all",
-                jitter=0.4,
+                jitter=0.5,
                 pointpos=0,
-                marker=dict(color=colors[s], size=7),
-                line=dict(color=colors[s], width=1),
+                marker=dict(color=colors[s], size=7, opacity=0.6),
+                line=dict(color="rgba(0,0,0,0)", width=0),
                 fillcolor="rgba(0,0,0,0)",
+                hoveron="points",
                 customdata=g.select("run_id", "block"),
                 hovertemplate="%{y:.4g}<br>run %{customdata[0]}, block %{customdata[1]}<extra>" + s + "</extra>",
             )
@@ -257,19 +311,35 @@ def runs_strip(values: pl.DataFrame, test: str, metric: str, side: str = "none",
         ]
     )
     unit = d["unit"][0]
-    counts = "; ".join(f"{s} n = {len(d.filter(scenario=s))}" for s in order)
+    fig.add_trace(
+        go.Scatter(
+            x=ci["scenario"],
+            y=ci["median"],
+            mode="markers",
+            marker=dict(
+                symbol="diamond", size=11, color=[colors[s] for s in ci["scenario"]], line=dict(width=1.5, color="#222")
+            ),
+            error_y={**ci_whiskers(ci), "thickness": 2.5, "width": 12, "color": "#222"},
+            customdata=ci.select("n", "ci_low", "ci_high"),
+            hovertemplate="median %{y:.4g} " + unit + "<br>95 % CI [%{customdata[1]:.4g}, %{customdata[2]:.4g}]"
+            "<br>n = %{customdata[0]}<extra>%{x}</extra>",
+        )
+    )
+    quantity = metric_label(metric, side)
     fig.update_layout(
         template=TEMPLATE,
         showlegend=False,
-        title=f"{test}: {metric_label(metric, side)} of every run<br><sup>each point is one run; "
-        "box: median and quartiles</sup>",
+        title=f"{test}: {quantity} of every run<br><sup>points: runs; diamond and whiskers: the median "
+        "with its 95 % CI</sup>",
         xaxis_title="Scenario",
         yaxis_title=value_axis(metric, side, unit),
     )
     return describe(
         fig,
-        f"{metric_label(metric, side)[:1].upper()}{metric_label(metric, side)[1:]} of each run "
-        f"of {test}, per scenario ({counts}); the box spans the quartiles around the median.",
+        values_caption(ci, f"{quantity} of each run", test, pl.DataFrame())
+        + " Points: the runs; diamond and whiskers: the median with its 95 % CI "
+        "(order statistics, distribution-free; none below "
+        f"{MIN_N} runs).",
     )
 
 
@@ -443,7 +513,8 @@ SIDE_CPUS = {"client": "the client's", "server": "the server's", "total": "both 
 def throughput_vs_cpu(
     per_run: pl.DataFrame, test: str, side: str = "total", baseline: str = "host", target_gbps: float = 100.0
 ) -> go.Figure:
-    """Each stream run: CPU busy % vs Gbit/s, with iso lines of equal CPU cost per target_gbps.
+    """Each stream run: CPU busy % vs Gbit/s, with iso lines of equal CPU cost per target_gbps, and
+    each scenario's median throughput and CPU with their 95 % CIs (medians_with_ci) as a cross.
 
     `per_run` is normalize.per_run_cpu(); on an iso line every point costs the
     same CPU for the same throughput, so points above-left are cheaper.
@@ -475,6 +546,7 @@ def throughput_vs_cpu(
             yanchor="bottom",
             font=dict(size=11, color="#777"),
         )
+    throughput, cpu = medians_with_ci(d, "work", order), medians_with_ci(d, side, order)
     for s in order:
         g = d.filter(scenario=s)
         fig.add_trace(
@@ -483,37 +555,62 @@ def throughput_vs_cpu(
                 y=g["work"],
                 mode="markers",
                 name=s,
-                marker=dict(color=colors[s], size=9),
+                legendgroup=s,
+                marker=dict(color=colors[s], size=8, opacity=0.55),
                 customdata=g.select("run_id"),
                 hovertemplate="%{y:.3g} Gbit/s at %{x:.3g} % CPU<br>run %{customdata[0]}<extra>" + s + "</extra>",
             )
         )
+        # the configuration: median throughput and median CPU, each with its 95 % CI
+        t, c = throughput.filter(scenario=s), cpu.filter(scenario=s)
+        fig.add_trace(
+            go.Scatter(
+                x=c["median"],
+                y=t["median"],
+                mode="markers",
+                name=s,
+                legendgroup=s,
+                showlegend=False,
+                marker=dict(symbol="diamond", size=12, color=colors[s], line=dict(width=1.5, color="#222")),
+                error_x={**ci_whiskers(c), "color": colors[s]},
+                error_y={**ci_whiskers(t), "color": colors[s]},
+                customdata=np.stack([t["ci_low"], t["ci_high"], c["ci_low"], c["ci_high"], t["n"]], axis=-1),
+                hovertemplate="median %{y:.3g} Gbit/s [%{customdata[0]:.3g}, %{customdata[1]:.3g}]<br>median "
+                "%{x:.3g} % CPU [%{customdata[2]:.3g}, %{customdata[3]:.3g}]<br>n = %{customdata[4]}<extra>"
+                + s
+                + "</extra>",
+            )
+        )
     # the finding: which scenario moves the most and the fewest Gbit/s per busy CPU % (median over runs)
-    per_cpu = (
-        d.group_by("scenario")
-        .agg((pl.col("work") / pl.col(side)).median().alias("gbps_per_pct"))
-        .drop_nulls()
-        .sort("gbps_per_pct", descending=True)
-    )
-    found = (
-        f"{test}: {per_cpu['scenario'][0]} moves the most Gbit/s per CPU %, {per_cpu['scenario'][-1]} the fewest "
-        f"({per_cpu['gbps_per_pct'][0]:.3g} vs {per_cpu['gbps_per_pct'][-1]:.3g})"
-        if len(per_cpu) > 1
-        else f"Throughput vs CPU: {test}"
-    )
+    per_cpu = medians_with_ci(d.with_columns(gbps_per_pct=pl.col("work") / pl.col(side)), "gbps_per_pct", order)
+    ranked = per_cpu.drop_nans("median").sort("median", descending=True)
+    found, numbers = f"Throughput vs CPU: {test}", ""
+    if len(ranked) > 1:
+        found = f"{test}: {ranked['scenario'][0]} moves the most Gbit/s per CPU %, {ranked['scenario'][-1]} the fewest"
+        numbers = f"{ranked['median'][0]:.3g} vs {ranked['median'][-1]:.3g} Gbit/s per CPU % (medians of runs)<br>"
     fig.update_layout(
         template=TEMPLATE,
         legend_title_text="scenario",
-        title=f"{found}<br><sup>one point per run; dotted: equal CPU cost per {target_gbps:g} Gbit/s</sup>",
+        title=f"{found}<br><sup>{numbers}points: runs; diamond and whiskers: median with its 95 % CI on both "
+        f"axes; dotted: equal CPU cost per {target_gbps:g} Gbit/s</sup>",
+        margin=dict(t=120),  # three title lines
         xaxis=dict(title=f"CPU busy (% of {SIDE_CPUS[side]} CPUs)", range=[0, xmax]),
         yaxis=dict(title="Throughput (Gbit/s)", range=[0, ymax]),
     )
-    runs = "; ".join(f"{s} n = {len(d.filter(scenario=s))}" for s in order)
     return describe(
         fig,
-        f"Throughput against {SIDE_CPUS[side]} CPU busy % for each run of {test} ({runs}); "
-        f"on a dotted line every run costs the same CPU per {target_gbps:g} Gbit/s, so runs "
-        "up and to the left are cheaper.",
+        " ".join(
+            (
+                values_caption(throughput.with_columns(unit=pl.lit("Gbit/s")), "throughput", test, pl.DataFrame()),
+                values_caption(
+                    cpu.with_columns(unit=pl.lit("%")), f"CPU busy of {SIDE_CPUS[side]} CPUs", test, pl.DataFrame()
+                ),
+                values_caption(per_cpu.with_columns(unit=pl.lit("")), "Gbit/s per CPU %", test, pl.DataFrame()),
+                "Points: the runs; diamond and whiskers: each scenario's median with its 95 % CI (order "
+                f"statistics, distribution-free; none below {MIN_N} runs). On a dotted line every run costs the "
+                f"same CPU per {target_gbps:g} Gbit/s, so runs up and to the left are cheaper.",
+            )
+        ),
     )
 
 
@@ -890,7 +987,52 @@ def blog_snippets(figures: Mapping[str, go.Figure], images: Path, blog: Path) ->
             encoding="utf-8",
         )
         written.append(md)
-    return written
+    return written + blog_index(blog, list(figures))
+
+
+INDEX_HEADING = re.compile(r"^## `([^`]+)`$", re.M)
+
+
+def blog_index(blog: Path, names: list[str]) -> list[Path]:
+    """<blog>/index.md and index.html: every figure of the directory (each <name>.md snippet) with its
+    image, caption and links to its SVG, PNG and snippet, so an author sees them all on one page.
+
+    Each report notebook exports its own figures, so the index is rewritten at every export: the
+    figures it listed before keep their place, then ``names`` (this export's) in their order, then any
+    other snippet of the directory by name. index.html is index.md rendered by markdown-it (CommonMark),
+    a page that opens offline: the images are the files beside it."""
+    index = blog / "index.md"
+    present = {p.stem for p in blog.glob("*.md") if p != index}
+    before = INDEX_HEADING.findall(index.read_text(encoding="utf-8")) if index.exists() else []
+    order = list(dict.fromkeys([*before, *names, *sorted(present, key=_natural)]))
+    entries = []
+    for name in (n for n in order if n in present):
+        image, caption = (blog / f"{name}.md").read_text(encoding="utf-8").split("\n\n")[:2]
+        entries.append(
+            f"## `{name}`\n\n{image}\n\n{caption}\n\n"
+            f"Files: [{name}.svg]({name}.svg) · [{name}.png]({name}.png) · [{name}.md]({name}.md) "
+            "(the SVG with its alt text and caption, to paste into a post)\n"
+        )
+    text = (
+        "# Figures for a post\n\n"
+        f"{len(entries)} figures, each drawn {BLOG_WIDTH} px wide for a blog column and captioned with its "
+        "numbers. To use one, copy its `.md` file into the post and its `.svg` (or `.png`) beside it.\n\n"
+        + "\n".join(entries)
+    )
+    index.write_text(text, encoding="utf-8")
+    page = blog / "index.html"
+    page.write_text(
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1"><title>Figures for a post</title>'
+        "<style>body{font-family:Helvetica,Arial,sans-serif;color:#222;max-width:"
+        f"{BLOG_WIDTH + 60}px;margin:2em auto;padding:0 1em;line-height:1.45}}"
+        "img{width:100%;height:auto;border:1px solid #ddd}em{font-style:normal;font-size:14px;color:#444}"
+        "h2{margin-top:2.2em;font-size:18px}</style></head><body>\n"
+        + MarkdownIt("commonmark").render(text)
+        + "</body></html>\n",
+        encoding="utf-8",
+    )
+    return [index, page]
 
 
 def _md_text(text: str) -> str:

@@ -71,7 +71,13 @@ def _pct(v: float | None) -> str:
 
 
 def _what(r: dict) -> str:
-    return f"{r['scenario']} vs {r['baseline']}, {r['test']} {metric_label(r['metric'], r['side'])}"
+    """What a comparison compares: "bridge vs host, tcp_rr transaction rate" for two scenarios;
+    "host: lab-b vs lab-a, tcp_rr transaction rate" for one scenario in two campaigns (the rows of
+    compare.comparisons, whose ``campaign_base`` names the base campaign)."""
+    what = f"{r['test']} {metric_label(r['metric'], r['side'])}"
+    if r.get("campaign_base"):
+        return f"{r['scenario']}: {r['campaign']} vs {r['campaign_base']}, {what}"
+    return f"{r['scenario']} vs {r['baseline']}, {what}"
 
 
 def cpu_caveat(r: dict) -> str:

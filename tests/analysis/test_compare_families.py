@@ -63,3 +63,44 @@ def test_compare_normalizes_cpu_with_the_analysis_settings_of_the_report():
         assert (both["median"] - both["median_report"]).abs().max() < 1e-9
         medians[per_requests] = rows.sort("scenario", "test", "side")["median"].to_numpy()
     assert abs(medians[250.0] / medians[1000.0] - 0.25).max() < 1e-9
+
+
+def test_compare_sentences_name_the_scenario_once_then_campaign_vs_campaign():
+    """The compare page's findings on two real default campaigns (tests/fixtures/tidy, as `benchlib
+    parse` wrote them): "host: lab-default-003 vs lab-default-002, ...", never "host vs lab-default-002"."""
+    from benchlib.analysis import load_tables, summary
+
+    def real(name: str) -> compare.Campaign:
+        runs, metrics = load_tables(
+            f"tests/fixtures/tidy/{name}/runs.parquet", f"tests/fixtures/tidy/{name}/metrics.parquet"
+        )
+        return compare.Campaign(name, runs, metrics, pl.DataFrame(schema={"field": pl.String}))
+
+    rows = compare.comparisons(real("lab-default-002"), real("lab-default-003"))
+    assert set(rows["campaign_base"]) == {"lab-default-002"} and set(rows["campaign"]) == {"lab-default-003"}
+    primary = rows.filter(family=stats.PRIMARY)
+    text = summary.findings_markdown(primary, pl.DataFrame(), stats.PRIMARY)
+    lines = text.splitlines()
+    assert lines and "host vs lab-default-002" not in text
+    # every comparison is stated once, its scenario then the campaigns
+    for r in primary.iter_rows(named=True):
+        what = f"{r['scenario']}: lab-default-003 vs lab-default-002, {r['test']} "
+        assert what in text, (what, text)
+    host_rr = primary.filter(scenario="host", test="tcp_rr").row(0, named=True)
+    sentence = summary.finding_sentence(host_rr, len(primary))
+    assert sentence.startswith("host: lab-default-003 vs lab-default-002, tcp_rr transaction rate: "), sentence
+    # a comparison of scenarios within one campaign keeps its wording
+    within = {**host_rr, "scenario": "bridge", "baseline": "host", "campaign_base": None}
+    assert summary.finding_sentence(within).startswith("bridge vs host, tcp_rr transaction rate: ")
+    # and the machine-readable result leaves the campaigns to its top level
+    res = compare.Result(
+        "lab-default-002",
+        "lab-default-003",
+        pl.DataFrame(),
+        pl.DataFrame(),
+        rows,
+        compare.geomean_summary(rows),
+        0.05,
+        "holm",
+    )
+    assert "campaign_base" not in compare.to_json(res)["comparisons"][0]

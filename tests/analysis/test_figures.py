@@ -72,8 +72,9 @@ def test_cpu_bars_client_and_server_side_by_side(all_figures):
 def test_strip_shows_every_run(all_figures, tables):
     v = tables["values"]
     expected = len(v.filter(test="tcp_crr", metric="connection_rate"))
-    assert sum(len(t.y) for t in all_figures["strip"].data) == expected
-    assert all(t.boxpoints == "all" for t in all_figures["strip"].data)
+    boxes = [t for t in all_figures["strip"].data if t.type == "box"]
+    assert sum(len(t.y) for t in boxes) == expected
+    assert all(t.boxpoints == "all" for t in boxes)
 
 
 def test_forest_has_noise_band_and_one_row_per_comparison(all_figures, tables):
@@ -150,6 +151,7 @@ def test_write_figures_html_svg_png(all_figures, tmp_path):
     assert sorted(p.relative_to(tmp_path).as_posix() for p in paths) == sorted(
         [f"{n}.{e}" for n in ("bars", "forest") for e in ("html", "svg", "png")]
         + [f"blog/{n}.{e}" for n in ("bars", "forest") for e in ("md", "svg", "png")]
+        + ["blog/index.md", "blog/index.html"]
     )
     # the blog snippet: the SVG at blog width with its alt text, then the generated caption with its numbers
     image, caption = (blog / "bars.md").read_text().split("\n\n")[:2]
@@ -240,3 +242,121 @@ def test_bars_label_each_scenario_with_its_verdict(datapaths):
     labels = {a.x: a.text for a in fig.layout.annotations}
     assert labels["veth-routed"] == "baseline"
     assert labels["kube-proxy-iptables-10000"].startswith("-") and labels["kube-proxy-iptables-10000"].endswith("%")
+
+
+# The intervals the run-level figures draw, on real campaigns' tables (tests/fixtures/tidy: what
+# `benchlib parse` wrote for the default campaign on this machine's lab).
+REAL = "tests/fixtures/tidy"
+
+
+@pytest.fixture(scope="module")
+def real():
+    from benchlib.analysis import load_tables
+
+    out = {}
+    for campaign in ("lab-default-002", "lab-default-003"):
+        runs, metrics = load_tables(f"{REAL}/{campaign}/runs.parquet", f"{REAL}/{campaign}/metrics.parquet")
+        values = normalize.with_cpu_at_target(metrics, runs)
+        out[campaign] = {
+            "summary": stats.summarize(values, runs),
+            "values": stats.ok_values(values, runs),
+            "per_run": normalize.per_run_cpu(metrics, runs),
+        }
+    return out
+
+
+def _interval_trace(fig):
+    """The trace of each scenario's median and CI: the one with error bars on the y axis."""
+    (trace,) = [t for t in fig.data if t.type == "scatter" and t.error_y and t.error_y.array is not None]
+    return trace
+
+
+def test_strip_draws_each_scenarios_median_with_the_ci_of_the_summary_table(real):
+    c = real["lab-default-003"]
+    fig = figures.runs_strip(c["values"], "tcp_rr", "transaction_rate")
+    ci = _interval_trace(fig)
+    caption = fig.layout.meta["caption"]
+    for i, scenario in enumerate(ci.x):
+        row = c["summary"].filter(scenario=scenario, test="tcp_rr", metric="transaction_rate").row(0, named=True)
+        assert ci.y[i] == pytest.approx(row["median"])
+        assert ci.y[i] + ci.error_y.array[i] == pytest.approx(row["ci_high"])
+        assert ci.y[i] - ci.error_y.arrayminus[i] == pytest.approx(row["ci_low"])
+        # the caption states the same numbers, with n and the kind of interval
+        n_runs = len(c["values"].filter(scenario=scenario, test="tcp_rr", metric="transaction_rate"))
+        assert f"{scenario} {figures.number(row['median'])} [{figures.number(row['ci_low'])}, " in caption
+        assert f"n = {n_runs}" in caption and row["n"] == n_runs
+    assert sorted(ci.x) == sorted(c["summary"].filter(test="tcp_rr", metric="transaction_rate")["scenario"])
+    assert "95 % CI" in caption and "95 % CI" in fig.layout.title.text
+
+
+def test_throughput_vs_cpu_draws_each_scenarios_ci_on_both_axes(real):
+    c = real["lab-default-002"]  # client and server on CPU sets of their own: per-side CPU too
+    fig = figures.throughput_vs_cpu(c["per_run"], "tcp_stream_n")
+    medians = [t for t in fig.data if t.type == "scatter" and t.error_x and t.error_x.array is not None]
+    assert len(medians) == c["per_run"].filter(test="tcp_stream_n")["scenario"].n_unique() == 4
+    caption = fig.layout.meta["caption"]
+    for t in medians:
+        runs = c["per_run"].filter(test="tcp_stream_n", scenario=t.name)
+        row = c["summary"].filter(scenario=t.name, test="tcp_stream_n", metric="throughput").row(0, named=True)
+        # the throughput interval is the summary table's; the CPU one is made the same way from the runs
+        assert (t.y[0], t.y[0] - t.error_y.arrayminus[0], t.y[0] + t.error_y.array[0]) == pytest.approx(
+            (row["median"], row["ci_low"], row["ci_high"])
+        )
+        cpu = runs["total"].to_numpy()
+        assert t.x[0] == pytest.approx(float(pl.Series(cpu).median()))
+        low, high = t.x[0] - t.error_x.arrayminus[0], t.x[0] + t.error_x.array[0]
+        assert low < t.x[0] < high and low in cpu and high in cpu  # order statistics of the runs
+        assert f"{t.name} {figures.number(row['median'])} [{figures.number(row['ci_low'])}, " in caption
+        assert f"n = {len(runs)}" in caption
+    assert "95 % CI" in caption
+
+
+def test_the_blog_index_lists_every_exported_figure_with_its_caption_and_files(all_figures, tmp_path):
+    """Each report notebook exports its own figures into one blog directory: after two exports the
+    index has both, in the order they were exported, each with its image, caption and file links."""
+    from html.parser import HTMLParser
+
+    blog = tmp_path / "blog"
+    first = {"scatter": all_figures["scatter"], "bars": all_figures["bars"]}
+    figures.write_figures(first, tmp_path / "a", blog_dir=blog)
+    figures.write_figures({"forest": all_figures["forest"]}, tmp_path / "b", blog_dir=blog)
+    figures.write_figures({"bars": all_figures["bars"]}, tmp_path / "a", blog_dir=blog)  # a re-export keeps its place
+    md = (blog / "index.md").read_text()
+    assert figures.INDEX_HEADING.findall(md) == ["scatter", "bars", "forest"]
+    assert md.startswith("# Figures for a post\n\n3 figures")
+    for name in ("scatter", "bars", "forest"):
+        image, caption = (blog / f"{name}.md").read_text().split("\n\n")[:2]
+        assert f"## `{name}`\n\n{image}\n\n{caption}\n\n" in md
+        assert f"[{name}.svg]({name}.svg) · [{name}.png]({name}.png) · [{name}.md]({name}.md)" in md
+
+    class Page(HTMLParser):
+        """The images, the emphasised text (the captions) and the links of index.html."""
+
+        def __init__(self):
+            super().__init__()
+            self.images, self.captions, self.links, self._em = [], [], [], None
+
+        def handle_starttag(self, tag, attrs):
+            a = dict(attrs)
+            if tag == "img":
+                self.images.append((a["src"], a["alt"]))
+            elif tag == "a":
+                self.links.append(a["href"])
+            elif tag == "em":
+                self._em = ""
+
+        def handle_data(self, data):
+            if self._em is not None:
+                self._em += data
+
+        def handle_endtag(self, tag):
+            if tag == "em":
+                self.captions.append(self._em)
+                self._em = None
+
+    page = Page()
+    page.feed((blog / "index.html").read_text())
+    # the page shows each figure's own words as theme.describe made them, and every file it links is there
+    assert page.captions == [figures.words(all_figures[n])[0] for n in ("scatter", "bars", "forest")]
+    assert page.images == [(f"{n}.svg", figures.words(all_figures[n])[1]) for n in ("scatter", "bars", "forest")]
+    assert len(page.links) == 9 and all((blog / href).is_file() for href in page.links)

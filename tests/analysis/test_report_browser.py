@@ -50,6 +50,21 @@ INSPECT = """(() => {
 })()"""
 
 
+# The blog index as a reader sees it: each figure's heading, whether its image loaded, its caption.
+BLOG_INSPECT = """(() => {
+  const text = e => (e ? e.textContent.replace(/\\s+/g, ' ').trim() : '');
+  return {figures: [...document.querySelectorAll('h2')].map(h => {
+    let img = null, caption = null, next = h.nextElementSibling;
+    for (; next && next.tagName !== 'H2'; next = next.nextElementSibling) {
+      img = img || next.querySelector('img');
+      caption = caption || next.querySelector('em');
+    }
+    return {name: text(h), src: img && img.getAttribute('src'), loaded: !!img && img.complete && img.naturalWidth > 0,
+            width: img ? img.getBoundingClientRect().width : 0, caption: text(caption)};
+  })};
+})()"""
+
+
 def build_default(out: Path) -> Path:
     runs, metrics = load_tables(
         FIXTURES / "lab-default-003" / "runs.parquet", FIXTURES / "lab-default-003" / "metrics.parquet"
@@ -87,6 +102,11 @@ def pages(tmp_path_factory):
             seen[name] = {**page.evaluate(INSPECT), "requests": list(page.requests), "path": path}
             shot = page.screenshot(SCREENSHOTS / f"{name}-first-screen.png")
             print(f"first screen of the {name} report: {shot}")
+        index = built["report"].parent / "blog" / "index.html"
+        page.requests.clear()
+        page.open(index)
+        seen["blog"] = {**page.evaluate(BLOG_INSPECT), "requests": list(page.requests), "path": index}
+        print(f"first screen of the blog index: {page.screenshot(SCREENSHOTS / 'blog-index-first-screen.png')}")
     return seen
 
 
@@ -153,10 +173,24 @@ def test_the_blog_export_has_each_figure_with_its_caption(pages):
     blog = pages["report"]["path"].parent / "blog"
     figures = pages["report"]["path"].parent / "figures"
     names = sorted(p.stem for p in figures.glob("*.svg"))
-    assert names and sorted(p.stem for p in blog.glob("*.md")) == names
+    assert names and sorted(p.stem for p in blog.glob("*.md") if p.name != "index.md") == names
     for name in names:
         md = (blog / f"{name}.md").read_text()
         image, caption = md.split("\n\n")[:2]
         assert image.startswith("![") and image.endswith(f"]({name}.svg)"), image
         assert re.search(r"\d", caption), caption
         assert (blog / f"{name}.svg").stat().st_size > 1000 and (blog / f"{name}.png").stat().st_size > 1000
+
+
+def test_the_blog_index_shows_every_figure_with_its_caption_offline(pages):
+    """reports/blog/index.html in the browser: one entry per exported figure, its image drawn from the
+    file beside the page, its caption the one in the figure's snippet; nothing fetched from the network."""
+    blog = pages["blog"]
+    names = sorted(p.stem for p in (pages["report"]["path"].parent / "figures").glob("*.svg"))
+    shown = blog["figures"]
+    assert sorted(f["name"] for f in shown) == names
+    for f in shown:
+        assert f["src"] == f"{f['name']}.svg" and f["loaded"] and f["width"] > 300, f
+        caption = (blog["path"].parent / f"{f['name']}.md").read_text().split("\n\n")[1]
+        assert re.search(r"\d", f["caption"]) and f["caption"] == re.sub(r"\\(.)", r"\1", caption[1:-1]), f
+    assert not [u for u in blog["requests"] if re.match(r"(https?|wss?):", u)]
