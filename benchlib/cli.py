@@ -132,7 +132,8 @@ def cmd_collect(args) -> int:
         counts = runner.run_environment(params, plan, _target(plan, log.info), log=log.info)
     log.info(
         f"collect: {args.env}: {counts['ok']} ok, {counts['failed']} failed, "
-        f"{counts['already_done']} recorded before, {counts['planned']} planned"
+        f"{counts['already_done']} recorded before, {counts['planned']} planned",
+        extra=logs.RESULT,
     )
     return 0
 
