@@ -448,6 +448,9 @@ def cmd_doctor(args) -> int:
     from . import doctor
 
     params = _params(args)
+    if args.profiles:
+        print(" ".join(doctor.setup_profiles(params)))
+        return 0
     failed = total = 0
     for check in doctor.run(params):
         print(check.line(), flush=True)
@@ -581,6 +584,12 @@ def build_parser() -> argparse.ArgumentParser:
         "them; for ssh, a login to each host and the tools there. Each line reads ok or "
         "FAIL with the fix. Creates nothing but throwaway namespaces.",
         epilog="Exit codes: 0 every check passed; 2 a check failed (or params.yaml is invalid).",
+    )
+    s.add_argument(
+        "--profiles",
+        action="store_true",
+        help="only print the scripts/setup.sh profiles the campaign needs (lab, mesh, cluster, cilium, "
+        "calico), checking nothing",
     )
     s.set_defaults(func=cmd_doctor)
 
