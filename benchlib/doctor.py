@@ -260,6 +260,14 @@ def kubernetes_checks(plan: Plan, timeout: float = API_TIMEOUT_S) -> Iterator[Ch
     try:
         version = k.client.VersionApi(api).get_code(_request_timeout=timeout).git_version
     except Exception as exc:
+        if isinstance(exc, k.client.ApiException) and exc.status in (401, 403):
+            yield Check(  # it answered: the identity is the problem, not the network
+                False,
+                f"API server {cfg.host}",
+                f"refuses the kubeconfig's credentials ({' '.join(reason(exc).split())[:300]}): renew the token "
+                f"or certificate in {where}, or point kubernetes.kubeconfig/context in {definition} at a valid one",
+            )
+            return
         yield Check(
             False,
             f"API server {cfg.host}",
