@@ -92,7 +92,8 @@ uv sync --frozen --all-extras --quiet
 
 if [ -n "$params" ]; then
   # the campaign's needs, as benchlib reads them (an invalid file stops here with its error)
-  read -ra needed <<<"$(.venv/bin/benchlib --params "$params" doctor --profiles)"
+  needed=$(.venv/bin/benchlib --params "$params" doctor --profiles)
+  read -ra needed <<<"$needed"
   log "profiles for $params: ${needed[*]}"
   profiles+=("${needed[@]}")
   install_profiles "${profiles[@]}"

@@ -240,3 +240,19 @@ def test_setup_sh_for_the_default_campaign_installs_the_lab_profile_alone():
     assert "[setup] profiles for params.yaml: lab\n" in proc.stderr
     assert proc.stderr.endswith("[setup] done (profiles: lab)\n"), proc.stderr
     assert "apt-get install" not in proc.stderr and "go install" not in proc.stderr, proc.stderr
+
+
+def test_setup_sh_stops_on_an_invalid_params_file_with_its_error(tmp_path):
+    require_root()
+    bad = tmp_path / "params.yaml"
+    bad.write_text("experiment: {campaign: x}\n")
+    proc = subprocess.run(
+        ["bash", "scripts/setup.sh", "--params", str(bad)],
+        cwd=REPO,
+        env=venv_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert f"benchlib: error: {bad}: invalid" in proc.stderr and "[setup] done" not in proc.stderr, proc.stderr
