@@ -27,6 +27,7 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 log = logs.get()
+RESULT = logs.RESULT  # log.info(line, extra=RESULT): a command's result, on the terminal even with -q
 
 
 def _interrupt(signum, frame) -> None:
@@ -133,7 +134,7 @@ def cmd_collect(args) -> int:
     log.info(
         f"collect: {args.env}: {counts['ok']} ok, {counts['failed']} failed, "
         f"{counts['already_done']} recorded before, {counts['planned']} planned",
-        extra=logs.RESULT,
+        extra=RESULT,
     )
     return 0
 
