@@ -27,6 +27,7 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 log = logs.get()
+RESULT = logs.RESULT  # log.info(line, extra=RESULT): a command's result, on the terminal even with -q
 
 
 def _interrupt(signum, frame) -> None:
@@ -133,7 +134,8 @@ def cmd_collect(args) -> int:
         counts = runner.run_environment(params, plan, _target(plan, log.info), log=log.info)
     log.info(
         f"collect: {args.env}: {counts['ok']} ok, {counts['failed']} failed, "
-        f"{counts['already_done']} recorded before, {counts['planned']} planned"
+        f"{counts['already_done']} recorded before, {counts['planned']} planned",
+        extra=RESULT,
     )
     return 0
 
@@ -448,6 +450,9 @@ def cmd_doctor(args) -> int:
     from . import doctor
 
     params = _params(args)
+    if args.profiles:
+        print(" ".join(doctor.setup_profiles(params)))
+        return 0
     failed = total = 0
     for check in doctor.run(params):
         print(check.line(), flush=True)
@@ -581,6 +586,12 @@ def build_parser() -> argparse.ArgumentParser:
         "them; for ssh, a login to each host and the tools there. Each line reads ok or "
         "FAIL with the fix. Creates nothing but throwaway namespaces.",
         epilog="Exit codes: 0 every check passed; 2 a check failed (or params.yaml is invalid).",
+    )
+    s.add_argument(
+        "--profiles",
+        action="store_true",
+        help="only print the scripts/setup.sh profiles the campaign needs (lab, mesh, cluster, cilium, "
+        "calico), checking nothing",
     )
     s.set_defaults(func=cmd_doctor)
 

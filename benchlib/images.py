@@ -66,7 +66,7 @@ def _which(tool: str, extra_dirs: list[Path]) -> Path:
     system = ["/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin"]
     found = shutil.which(tool, path=os.pathsep.join([*map(str, extra_dirs), os.environ.get("PATH", ""), *system]))
     if not found:
-        raise ImageError(f"images: {tool} is not installed (bash scripts/setup.sh installs it)")
+        raise ImageError(f"images: {tool} is not installed (bash scripts/setup.sh cluster installs it)")
     return Path(found)
 
 

@@ -23,15 +23,23 @@ def get(name: str = NAME) -> logging.Logger:
     return logging.getLogger(name)
 
 
-class _Terminal(logging.Filter):
-    """benchlib's records; others only with -v or while no log file holds them."""
+# `log.info(line, extra=RESULT)`: a command's result (collect's counts), on the terminal even with -q
+RESULT = {"result": True}
 
-    def __init__(self, verbose: bool):
+
+class _Terminal(logging.Filter):
+    """benchlib's records at the chosen level, and its results at any; others only with -v or while
+    no log file holds them."""
+
+    def __init__(self, verbosity: int):
         super().__init__()
-        self.verbose = verbose
+        self.verbose = verbosity >= VERBOSE
+        self.level = {QUIET: logging.WARNING, NORMAL: logging.INFO}.get(verbosity, logging.DEBUG)
         self.file_open = False
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < self.level and not getattr(record, "result", False):
+            return False
         ours = record.name == NAME or record.name.startswith(NAME + ".")
         return ours or self.verbose or not self.file_open
 
@@ -40,19 +48,18 @@ _terminal: _Terminal | None = None
 
 
 def setup(verbosity: int = NORMAL) -> None:
-    """The terminal handler on stderr: warnings and errors with -q, progress too by default, debug with -v."""
+    """The terminal handler on stderr: warnings, errors and results with -q, progress too by default, debug with -v."""
     global _terminal
     logging.raiseExceptions = False  # a closed terminal (SIGHUP, EIO) must not stop a teardown
     root = logging.getLogger()
     for handler in [h for h in root.handlers if h.get_name() == "benchlib"]:
         root.removeHandler(handler)
         handler.close()
-    _terminal = _Terminal(verbosity >= VERBOSE)
+    _terminal = _Terminal(verbosity)
     console = logging.StreamHandler(sys.stderr)
     console.set_name("benchlib")  # ours, to replace on the next call
     console.setFormatter(logging.Formatter("%(message)s"))
-    console.setLevel({QUIET: logging.WARNING, NORMAL: logging.INFO}.get(verbosity, logging.DEBUG))
-    console.addFilter(_terminal)
+    console.addFilter(_terminal)  # the level too: a result passes it below the level
     root.addHandler(console)
     root.setLevel(logging.DEBUG if verbosity >= VERBOSE else logging.INFO)
     logging.captureWarnings(True)  # warnings.warn -> logger py.warnings -> the log file

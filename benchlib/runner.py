@@ -8,9 +8,9 @@ appears only when complete, so resuming skips the runs that have one.
 
 from __future__ import annotations
 
+import logging
 import random
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -414,9 +414,17 @@ def probe_versions(target: Target, scenario: str, tool_names: list[str]) -> dict
     return versions
 
 
+# under "benchlib": the terminal shows it at the level -q/-v choose (benchlib/logs.py)
+_progress_log = logging.getLogger("benchlib.progress")
+
+
 class Progress:
-    def __init__(self, total: int, done: int, stream=sys.stderr):
-        self.total, self.done, self.stream = total, done, stream
+    """One line per measured run on the ``benchlib.progress`` logger: a run that measured at INFO, which
+    the terminal shows by default and hides with -q, a failed one at WARNING, which -q shows too. The
+    campaign's log file keeps them all."""
+
+    def __init__(self, total: int, done: int):
+        self.total, self.done = total, done
         self.t0 = time.monotonic()
         self.measured = 0
 
@@ -426,12 +434,11 @@ class Progress:
         elapsed = time.monotonic() - self.t0
         eta = elapsed / self.measured * (self.total - self.done)
         test = f"{run.test} (profiled)" if run.profiled else run.test
-        print(
+        _progress_log.log(
+            logging.INFO if outcome == "ok" else logging.WARNING,
             f"[{self.done:>{len(str(self.total))}}/{self.total}] block {run.block + 1} "
             f"{run.scenario:<14} {test:<14} {outcome:<6} {summary:<22} "
             f"elapsed {_mmss(elapsed)} ETA {_mmss(eta)}",
-            file=self.stream,
-            flush=True,
         )
 
 

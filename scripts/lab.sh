@@ -9,7 +9,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v uv >/dev/null 2>&1; then
-  echo "lab.sh: needs uv: python3 -m pip install --user uv (or see https://docs.astral.sh/uv/)" >&2
+  # Debian's and Ubuntu's python3 refuse `pip install --user` (PEP 668): a venv of its own holds uv
+  echo "lab.sh: needs uv, which installs without root: python3 -m venv ~/.uv && ~/.uv/bin/pip install uv" \
+       "&& export PATH=~/.uv/bin:\$PATH (or see https://docs.astral.sh/uv/getting-started/installation/)" >&2
   exit 2
 fi
 # --inexact: add JupyterLab without removing what a full set-up installed

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The main job: install everything, then run the pipeline (`dvc repro`) on
+# The main job: install what the campaign needs, then run the pipeline (`dvc repro`) on
 # the default params.yaml (the embedded two-node lab). Extra arguments go to
 # `dvc repro`, e.g. `scripts/reproduce.sh parse` to run up to one stage.
 # `--preset FILE` first makes FILE the params.yaml (dvc reads only
@@ -28,7 +28,9 @@ if [[ "${1:-}" == "--preset" ]]; then
   echo "reproduce.sh: params.yaml is now a copy of $preset (git checkout params.yaml restores the default)"
   shift 2
 fi
-bash scripts/setup.sh
+# what this campaign needs (the default lab campaign: the lab profile; a local-cluster preset adds
+# the cluster's; scripts/setup.sh with no argument installs everything)
+bash scripts/setup.sh --params params.yaml
 # setup.sh synced .venv from uv.lock: use it directly, so that dvc is this script's own child
 export PATH="$PWD/.venv/bin:$PWD/.tools/bin:$PATH"
 benchlib validate

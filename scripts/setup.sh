@@ -1,36 +1,71 @@
 #!/usr/bin/env bash
-# Installs everything benchlib needs on Debian 12 / Ubuntu, as root:
-# system tools (netperf from Debian non-free, iperf3, iproute2, iptables,
-# nftables, chromium for static figure export, clang + libbpf-dev for the
-# lab's tc BPF programs, containerd/runc/CNI plugins for the local cluster),
-# the shell linter for scripts/lint.sh, uv, the locked Python
-# environment, and fortio. Idempotent: a second run only checks.
+# Installs what benchlib needs on Debian 12 / Ubuntu, as root, by profile:
+#
+#   setup.sh                  everything (all): what the whole test suite needs
+#   setup.sh PROFILE...       lab, mesh, cluster, cilium, calico, test or all
+#   setup.sh --params FILE    the profiles FILE's campaign needs (`benchlib doctor --profiles`)
+#
+#   lab      the embedded lab and the report: netperf (Debian non-free), iperf3, iproute2,
+#            iptables, nftables, dnsperf and dnsmasq, wireguard-tools, an ssh client, clang and
+#            libbpf-dev for the lab's tc BPF programs, chromium for static figure export; uv and
+#            the locked Python environment (.venv). Every other profile includes it.
+#   mesh     the service-mesh scenarios and HTTP tests: haproxy, fortio (built with go into
+#            .tools/bin; Envoy comes with the Python environment)
+#   cluster  the local Kubernetes cluster (scripts/k8s-local-cluster.sh): containerd, runc, the
+#            CNI plugins, the API forward, the image's contents (busybox, a static pause built by
+#            gcc), conntrack; fortio for the image, as in mesh
+#   cilium   cluster, and bpftool (the Cilium agent probes the kernel with it)
+#   calico   cluster, and what Calico's node agent needs on the host (libpcap, ipset)
+#   test     the test suite's own tools: sshd (ssh target tests), tcpdump, shellcheck (lint)
+#
+# Idempotent: a second run only checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 log() { printf '[setup] %s\n' "$*" >&2; }
+usage() { awk 'NR == 1 {next} /^# Idempotent/ || !/^#/ {exit} {sub(/^# ?/, ""); print}' "$0"; }
+
+declare -A apt_for=(
+  [lab]="netperf iperf3 iproute2 iptables nftables procps chromium clang llvm libbpf-dev
+         dnsutils dnsmasq-base dnsperf wireguard-tools openssh-client"
+  [mesh]="haproxy"
+  [cluster]="containerd runc containernetworking-plugins socat curl openssl busybox-static gcc libc6-dev conntrack"
+  [cilium]="bpftool"
+  [calico]="libpcap-dev ipset"
+  [test]="openssh-server tcpdump shellcheck"
+)
+all_profiles=(lab mesh cluster cilium calico test)
+
+params=
+profiles=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --params) params=${2:?--params needs a params file, e.g. params.yaml}; shift 2 ;;
+    all) profiles+=("${all_profiles[@]}"); shift ;;
+    -h|--help) usage; exit 0 ;;
+    *)
+      [ -n "${apt_for[$1]+x}" ] || { echo "setup.sh: unknown profile '$1' (one of: ${all_profiles[*]} all)" >&2; exit 2; }
+      profiles+=("$1"); shift ;;
+  esac
+done
+[ ${#profiles[@]} -gt 0 ] || [ -n "$params" ] || profiles=("${all_profiles[@]}")
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "setup.sh: must run as root (it installs system packages and the lab needs CAP_NET_ADMIN)" >&2
   exit 1
 fi
 
-apt_packages=(netperf iperf3 iproute2 iptables nftables procps chromium
-              clang llvm libbpf-dev dnsutils dnsmasq-base dnsperf
-              openssh-server openssh-client   # ssh target tests: a real sshd in lab namespaces
-              wireguard-tools                 # `wg` for the lab's wireguard scenario (the kernel module is separate)
-              haproxy                         # the lab's mesh scenarios: sidecar and node proxies (L4/L7, mTLS, a stats socket)
-              tcpdump                         # tests: packets above 64 KiB on a veth (BIG TCP), VXLAN on the wire (Cilium)
-              shellcheck                      # scripts/lint.sh: the shell scripts' checks
-              # the local Kubernetes cluster (scripts/k8s-local-cluster.sh): runtime, CNI plugins,
-              # the API forward, image contents (busybox, a static pause built by gcc), conntrack for tests
-              containerd runc containernetworking-plugins socat curl openssl busybox-static gcc libc6-dev conntrack
-              bpftool)                        # Cilium on the local cluster: the agent probes the kernel with it
-missing=()
-for p in "${apt_packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
+install_profiles() {  # install_profiles PROFILE...: the apt packages of lab and of each profile
+  local want=(lab "$@") p pkg missing=() cluster_needed=
+  for p in "$@"; do [[ $p == cilium || $p == calico ]] && cluster_needed=1; done
+  [ -z "$cluster_needed" ] || want+=(cluster)
+  for p in "${want[@]}"; do
+    for pkg in ${apt_for[$p]}; do
+      dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+    done
+  done
+  [ ${#missing[@]} -gt 0 ] || return 0
+  mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
   # netperf lives in Debian's non-free component: enable it on the sources
   # already configured (deb822 or one-line format).
   if [ -f /etc/apt/sources.list.d/debian.sources ]; then
@@ -43,7 +78,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+}
+
+install_profiles "${profiles[@]}"
 
 if ! command -v uv >/dev/null 2>&1; then
   log "installing uv from PyPI"
@@ -53,14 +90,24 @@ fi
 log "syncing the locked Python environment (.venv)"
 uv sync --frozen --all-extras --quiet
 
+if [ -n "$params" ]; then
+  # the campaign's needs, as benchlib reads them (an invalid file stops here with its error)
+  needed=$(.venv/bin/benchlib --params "$params" doctor --profiles)
+  read -ra needed <<<"$needed"
+  log "profiles for $params: ${needed[*]}"
+  profiles+=("${needed[@]}")
+  install_profiles "${profiles[@]}"
+fi
+
 # fortio (HTTP load generator); v1.65.0 is the newest release whose modules
 # the Go proxy serves here.
-if [ ! -x .tools/bin/fortio ]; then
+# The mesh's HTTP tests run it, and the local cluster's image carries it.
+if [[ " ${profiles[*]} " =~ \ (mesh|cluster|cilium|calico)\  && ! -x .tools/bin/fortio ]]; then
   if command -v go >/dev/null 2>&1; then
     log "go install fortio.org/fortio@v1.65.0"
     GOBIN="$PWD/.tools/bin" go install fortio.org/fortio@v1.65.0
   else
-    log "go not found: fortio tests will be unavailable"
+    log "go not found: fortio (HTTP tests, mesh scenarios) will be unavailable"
   fi
 fi
-log "done"
+log "done (profiles: $(printf '%s\n' lab "${profiles[@]}" | awk '!seen[$0]++' | paste -sd' '))"

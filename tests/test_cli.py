@@ -2,6 +2,7 @@
 
 import re
 import subprocess
+import time
 
 import pytest
 
@@ -227,3 +228,80 @@ def test_a_campaign_log_that_cannot_be_written_stops_nothing(tmp_path):
     lines = proc.stderr.splitlines()
     assert lines[0].startswith(f"benchlib: no log file: {project / 'data' / 'raw' / 'log-test.log'}: "), lines
     assert lines[1].startswith("benchlib: error: ") and "not recorded yet" in lines[1], lines
+
+
+@pytest.fixture
+def terminal(capsys):
+    """benchlib's terminal handler writing to the captured stderr, removed after the test."""
+    import logging
+
+    from benchlib import logs
+
+    def setup(verbosity):
+        logs.setup(verbosity)
+        return capsys
+
+    yield setup
+    root = logging.getLogger()
+    for handler in [h for h in root.handlers if h.get_name() == "benchlib"]:
+        root.removeHandler(handler)
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_quiet_hides_a_measured_runs_progress_line_not_a_failed_run_or_the_result(terminal, quiet):
+    from dataclasses import replace
+
+    from benchlib import logs, runner
+    from benchlib.plan import plan_environment
+    from tests.conftest import SHORT_TESTS, short_params
+
+    capsys = terminal(logs.QUIET if quiet else logs.NORMAL)
+    plan = plan_environment(short_params("p", ["host"], SHORT_TESTS, repetitions=2), "local-lab")
+    first, second = runner.schedule(plan, 2, seed=1)[:2]
+    progress = runner.Progress(total=4, done=0)
+    progress.report(first, "ok", "12,345 trans/s")
+    progress.report(replace(second, block=1), "failed", "netperf exited 1")
+    logs.get().info("collect: local-lab: 1 ok, 1 failed", extra=logs.RESULT)
+    logs.get().info("an ordinary message")
+    lines = capsys.readouterr().err.splitlines()
+    measured = [ln for ln in lines if ln.startswith("[1/4] block 1 host") and " ok " in ln]
+    assert len(measured) == (0 if quiet else 1), lines
+    assert len([ln for ln in lines if ln.startswith("[2/4] block 2 host") and "failed" in ln]) == 1, lines
+    assert "collect: local-lab: 1 ok, 1 failed" in lines
+    assert ("an ordinary message" in lines) == (not quiet)
+
+
+def test_quiet_collect_prints_its_counts_and_the_log_keeps_the_progress(tmp_path, lab_env):
+    """A real one-run campaign on the lab with -q, then another without (lab_env: the lab tier)."""
+    from tests.conftest import require_root
+
+    require_root()
+    project = small_project(tmp_path)
+    deadline = time.monotonic() + 1200
+
+    def collect(*options: str, campaign: str) -> subprocess.CompletedProcess:
+        params = project / f"{campaign}.yaml"
+        params.write_text((project / "params.yaml").read_text().replace("log-test", campaign))
+        while True:
+            proc = subprocess.run(
+                ["benchlib", *options, "--params", str(params), "collect", "--env", "local-lab"],
+                cwd=project,
+                env=venv_env(),
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
+            if proc.returncode == 2 and "another measurement runs" in proc.stderr and time.monotonic() < deadline:
+                time.sleep(10)  # another test measures on this machine: wait for it
+                continue
+            assert proc.returncode == 0, proc.stderr[-3000:]
+            return proc
+
+    counts = "collect: local-lab: 1 ok, 0 failed, 0 recorded before, 1 planned"
+    quiet = collect("-q", campaign="quiet")
+    assert quiet.stderr.splitlines() == [counts], quiet.stderr
+    log = (project / "data" / "raw" / "quiet.log").read_text()
+    assert re.search(r" INFO benchlib\.progress: \[1/1\] block 1 host +tcp_rr +ok ", log), log
+    loud = collect(campaign="loud")
+    assert re.search(r"^\[1/1\] block 1 host +tcp_rr +ok .* elapsed \d+:\d\d ETA 0:00$", loud.stderr, re.M), loud.stderr
+    assert loud.stderr.splitlines()[-1] == counts, loud.stderr

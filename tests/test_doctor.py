@@ -48,7 +48,7 @@ def test_a_missing_tool_is_named_with_its_fix(tmp_path):
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
     assert (
-        "FAIL  netperf: `netperf` is not on PATH: run scripts/setup.sh as root (Debian's non-free package "
+        "FAIL  netperf: `netperf` is not on PATH: run scripts/setup.sh lab as root (Debian's non-free package "
         "netperf)" in lines
     ), proc.stdout
     assert f"ok    server `netserver`: {bin_dir / 'netserver'}" in lines, proc.stdout
@@ -161,3 +161,98 @@ def test_the_placements_need_two_ready_nodes_and_the_image_on_them():
     lacking = list(doctor.node_checks(plan, [node("n1", {}, [image]), node("n2", {}, ["other:1"])]))
     assert lacking[1].what == f"image {image}" and not lacking[1].ok
     assert lacking[1].text.startswith("not on n2 and image_pull_policy is Never")
+
+
+# -- set-up profiles: what scripts/setup.sh installs for a campaign ----------------------------------
+def shipped_profiles(params: str) -> list[str]:
+    from benchlib import config
+
+    return doctor.setup_profiles(config.load_params(REPO / params))
+
+
+def test_each_shipped_campaign_needs_the_set_up_profiles_of_its_tools_and_cluster():
+    assert shipped_profiles("params.yaml") == ["lab"]  # the README's main command: the lab alone
+    assert shipped_profiles("pipelines/local-lab/params-bigtcp.yaml") == ["lab"]
+    assert shipped_profiles("pipelines/local-lab/params-mesh.yaml") == ["lab", "mesh"]  # haproxy, fortio
+    assert shipped_profiles("pipelines/local-k8s/params.yaml") == ["lab", "mesh", "cluster"]
+    assert shipped_profiles("pipelines/local-cilium/params.yaml") == ["lab", "mesh", "cluster", "cilium"]
+    assert "cluster" not in shipped_profiles("pipelines/eks-m6i/params.yaml")  # a cluster of its own
+
+
+def test_a_local_calico_scenario_needs_the_calico_profile(tmp_path, monkeypatch):
+    from benchlib.config import Params
+    from tests.conftest import project_with_environment
+
+    project_with_environment(
+        tmp_path,
+        monkeypatch,
+        "local-calico",
+        "description: Calico on the local cluster\ntarget: kubernetes\ncpus: {client: [0], server: [1]}\n"
+        "kubernetes: {kubeconfig: /nowhere, image: bench:1}\n"
+        "scenarios:\n  calico:\n    description: pod to pod\n    placement: pod-to-pod\n"
+        "    apply: [bash ../../scripts/k8s-local-cluster.sh cni calico]\n    settings: {cni: calico}\n",
+    )
+    params = Params.model_validate(
+        {
+            "experiment": {"campaign": "c", "environments": ["local-calico"], "repetitions": 1},
+            "tests": LAB_PARAMS["tests"],
+            "environments": {"local-calico": {"scenarios": ["calico"]}},
+            "analysis": {"baseline": "calico"},
+        }
+    )
+    assert doctor.setup_profiles(params) == ["lab", "cluster", "calico"]
+
+
+def test_doctor_profiles_prints_them_for_setup_sh():
+    proc = subprocess.run(
+        ["benchlib", "--params", "pipelines/local-cilium/params.yaml", "doctor", "--profiles"],
+        cwd=REPO,
+        env=venv_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0 and proc.stdout == "lab mesh cluster cilium\n", proc.stdout + proc.stderr
+
+
+def test_setup_sh_names_its_profiles_and_refuses_an_unknown_one():
+    usage = subprocess.run(["bash", "scripts/setup.sh", "--help"], cwd=REPO, capture_output=True, text=True)
+    assert usage.returncode == 0
+    for profile in ("lab", "mesh", "cluster", "cilium", "calico", "test"):
+        assert any(line.startswith(f"  {profile} ") for line in usage.stdout.splitlines()), usage.stdout
+    bad = subprocess.run(["bash", "scripts/setup.sh", "clutser"], cwd=REPO, capture_output=True, text=True)
+    assert bad.returncode == 2
+    assert bad.stderr == "setup.sh: unknown profile 'clutser' (one of: lab mesh cluster cilium calico test all)\n"
+
+
+def test_setup_sh_for_the_default_campaign_installs_the_lab_profile_alone():
+    """On this set-up machine: the campaign's profiles read from params.yaml, nothing left to install."""
+    require_root()
+    proc = subprocess.run(
+        ["bash", "scripts/setup.sh", "--params", "params.yaml"],
+        cwd=REPO,
+        env=venv_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "[setup] profiles for params.yaml: lab\n" in proc.stderr
+    assert proc.stderr.endswith("[setup] done (profiles: lab)\n"), proc.stderr
+    assert "apt-get install" not in proc.stderr and "go install" not in proc.stderr, proc.stderr
+
+
+def test_setup_sh_stops_on_an_invalid_params_file_with_its_error(tmp_path):
+    require_root()
+    bad = tmp_path / "params.yaml"
+    bad.write_text("experiment: {campaign: x}\n")
+    proc = subprocess.run(
+        ["bash", "scripts/setup.sh", "--params", str(bad)],
+        cwd=REPO,
+        env=venv_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert f"benchlib: error: {bad}: invalid" in proc.stderr and "[setup] done" not in proc.stderr, proc.stderr

@@ -36,7 +36,7 @@ check_prerequisites() {
   for c in containerd runc ctr nsenter socat curl openssl conntrack iptables nft gcc busybox; do
     command -v "$c" >/dev/null || missing+=("$c")
   done
-  [ ${#missing[@]} = 0 ] || die "missing commands: ${missing[*]} (bash scripts/setup.sh installs them)"
+  [ ${#missing[@]} = 0 ] || die "missing commands: ${missing[*]} (bash scripts/setup.sh cluster installs them)"
   [ -x /usr/lib/cni/bridge ] || die "missing the CNI plugins in /usr/lib/cni (apt-get install containernetworking-plugins)"
 }
 

@@ -157,7 +157,7 @@ SH
 cilium_up() {  # cilium_up <nodes> <proxy-mode> <routing> <lb>
   local nodes=$1 n
   cilium_built || die "no Cilium build at $CILIUM_BIN: run '$0 build cilium' first"
-  command -v bpftool >/dev/null || die "bpftool not found (the agent probes the kernel with it): apt-get install bpftool"
+  command -v bpftool >/dev/null || die "bpftool not found (the agent probes the kernel with it): bash scripts/setup.sh cilium"
   command -v clang >/dev/null || die "clang not found (the agent compiles its datapath with it): apt-get install clang"
   running cilium-operator || cilium_operator
   for n in $(seq 1 "$nodes"); do cilium_cni_plugin "$n"; cilium_agent "$n" "$2" "$3" "$4"; done
