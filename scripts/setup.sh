@@ -25,7 +25,8 @@ apt_packages=(netperf iperf3 iproute2 iptables nftables procps chromium
               # the local Kubernetes cluster (scripts/k8s-local-cluster.sh): runtime, CNI plugins,
               # the API forward, image contents (busybox, a static pause built by gcc), conntrack for tests
               containerd runc containernetworking-plugins socat curl openssl busybox-static gcc libc6-dev conntrack
-              bpftool)                        # Cilium on the local cluster: the agent probes the kernel with it
+              bpftool                         # Cilium on the local cluster: the agent probes the kernel with it
+              libpcap-dev ipset make)         # Calico's build (felix links libpcap) and felix's ipsets
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
