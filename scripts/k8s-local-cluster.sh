@@ -124,10 +124,11 @@ proxy_mode_command() {  # proxy-mode <mode>: kube-proxy in that mode, the CNI ke
 }
 
 switch_proxy_mode() {  # read under the cluster lock: the network a concurrent switch left
-  local cni routing spec
-  read -r cni _ routing _ <"$STATE/network" 2>/dev/null || die "no cluster is up (run: $0 up)"
+  local cni routing last spec
+  read -r cni _ routing last <"$STATE/network" 2>/dev/null || die "no cluster is up (run: $0 up)"
   local args=(--cni "$cni" --proxy-mode "$1")
   [ "$routing" = - ] || args+=(--routing "$routing")
+  [ "$cni" != calico ] || args+=(--dataplane "$last")  # felix's dataplane kept (or the mode refused)
   spec=$(network_args proxy-mode "${args[@]}")
   # shellcheck disable=SC2086 # four words
   pod_network $spec

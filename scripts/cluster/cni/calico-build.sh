@@ -124,7 +124,7 @@ calico_bpf_objects() {  # calico_bpf_objects <tree> <dest>: the programs felix l
     grep -q "bin/$t.o" "$gpl/Makefile" && objs+=" bin/$t.o"  # the releases that have them
   done
   # shellcheck disable=SC2086 # object names, one a word
-  nice -n 10 make -s -C "$gpl" -j2 $objs >/dev/null
+  nice -n 10 make -s -C "$gpl" -j2 $objs >"$1/bpf.log" 2>&1 || { tail -20 "$1/bpf.log" >&2; die "the BPF programs did not compile"; }
   cp "$gpl"/bin/*.o "$2/"
   if [ -f "$1/felix/bpf-apache/Makefile" ]; then  # the XDP filter (felix looks for it at start)
     nice -n 10 make -s -C "$1/felix/bpf-apache" all >/dev/null && cp "$1"/felix/bpf-apache/bin/*.o "$2/"
