@@ -66,8 +66,8 @@ calico_build() {  # calico_build [--calico-src DIR] [--libbpf-src DIR]
     mkdir -p "$work"
     tar -C "$src" --exclude=.git -cf - . | tar -C "$work" -xf -
   else
-    log "cloning Calico $version"
     clone "$CALICO_REPO" "$version" "$work" || no_calico_source "cloning $CALICO_REPO $version failed (no network?)"
+    log "cloned Calico $version"
   fi
   calico_libbpf "$work/felix/bpf-gpl" "$libbpf_src"
   calico_compile "$work" "$version"
@@ -85,9 +85,9 @@ calico_libbpf() {  # calico_libbpf <bpf-gpl dir> <libbpf source|"">: libbpf at <
     mkdir -p "$gpl/libbpf"
     tar -C "$2" --exclude=.git -cf - . | tar -C "$gpl/libbpf" -xf -
   else
-    log "cloning libbpf $want"
     clone "$LIBBPF_REPO" "$want" "$gpl/libbpf" ||
-      die "no libbpf source: this Calico wants libbpf $want; cloning $LIBBPF_REPO failed (no network?): give a checkout of its tag $want with --libbpf-src DIR or BENCHLIB_LIBBPF_SRC=DIR"
+      die "no libbpf source: Calico ${gpl#*src-calico} wants libbpf $want and cloning $LIBBPF_REPO failed (no network?); give a checkout of its tag $want with --libbpf-src DIR or BENCHLIB_LIBBPF_SRC=DIR"
+    log "cloned libbpf $want"
   fi
 }
 

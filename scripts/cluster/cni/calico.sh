@@ -190,8 +190,8 @@ calico_fallback() {  # calico_fallback <nodes> <proxy-mode> <component> <why>: C
   [ ! -f "$log" ] || cp "$log" "$STATE/logs/$3.failed.log"
   log "$4: going back to the bridge CNI"
   calico_down "$1"
-  kube_proxies "$1" "$2" iptables >/dev/null 2>&1 || true
   bridge_up "$1"
+  (kube_proxies "$1" "$2" iptables) >/dev/null 2>&1 || true  # a subshell: its own failure must not end this
   echo "bridge iptables - -" >"$STATE/network"
   fail "$3.failed" "$4 (the cluster is back on the bridge CNI with kube-proxy iptables)"
 }
