@@ -27,7 +27,7 @@ no_calico_source() {  # the one line a machine without a checkout and without th
 tree_version() {  # tree_version <dir>: the release a Calico tree is (its tag, else the images its manifests name)
   local v
   v=$(git -C "$1" describe --tags --exact-match 2>/dev/null) ||
-    v=$(sed -n 's#.*image: .*/calico/ctl:\(v[0-9][^ ]*\).*#\1#p' "$1/manifests/calicoctl.yaml" 2>/dev/null | head -1)
+    v=$(sed -n 's#.*image: [^ ]*calico/ctl:\(v[0-9][^ ]*\).*#\1#p' "$1/manifests/calicoctl.yaml" 2>/dev/null | head -1)
   [ -n "$v" ] || die "$1: cannot tell its Calico release (no git tag, no manifests/calicoctl.yaml): is it a Calico checkout?"
   echo "$v"
 }
@@ -53,9 +53,10 @@ calico_build() {  # calico_build [--calico-src DIR] [--libbpf-src DIR]
     fi
     version=$(tree_version "$src")
   fi
+  if calico_built "$version"; then log "already built: $(calico_bin "$version")"; return; fi
   mkdir -p "$CACHE/calico"
   exec 9>"$CACHE/calico/build.lock"
-  flock 9
+  flock 9  # a second build at the same time waits, then finds it built
   if calico_built "$version"; then log "already built: $(calico_bin "$version")"; return; fi
   command -v go >/dev/null || die "go not found: the Calico build needs Go (and the Go module proxy)"
   local c; for c in clang llc make gcc; do command -v "$c" >/dev/null || die "$c not found (bash scripts/setup.sh installs it)"; done
