@@ -118,12 +118,11 @@ calico_compile() {  # calico_compile <tree> <version>: binaries and BPF objects 
 calico_bpf_objects() {  # calico_bpf_objects <tree> <dest>: the programs felix loads for IPv4 without debug logs
   local gpl="$1/felix/bpf-gpl" objs
   chmod +x "$gpl/list-objs" "$gpl/calculate-flags" "$gpl/list-ut-objs" 2>/dev/null || true
-  # felix picks a program per log level and IP version: no_log IPv4 (v46: the connect-time LB)
-  objs=$(cd "$gpl" && ./list-objs | grep no_log | grep -v '_v6\.o$')
-  objs+=" $(cd "$gpl" && make -s -n -p all 2>/dev/null | sed -n 's/^MAP_OBJS := //p' | head -1)"
-  local t; for t in tc_preamble_ingress tc_preamble_egress xdp_preamble policy_default_ingress policy_default_egress; do
-    grep -q "bin/$t.o" "$gpl/Makefile" && objs+=" bin/$t.o"  # the releases that have them
-  done
+  # the Makefile's own list (it differs between releases), less what felix loads only for IPv6 or
+  # at a debug log level (felix picks a program per log level and IP version; v46 is IPv4's
+  # connect-time load balancer)
+  objs=$(make -s -C "$gpl" -pn all 2>/dev/null | sed -n 's/^OBJS := //p' | head -1 | tr ' ' '\n' |
+    grep -v -e '^$' -e debug -e '_info' -e '_v6\.o$' -e tcx_test) || die "cannot list the BPF programs of $gpl/Makefile"
   # shellcheck disable=SC2086 # object names, one a word
   nice -n 10 make -s -C "$gpl" -j2 $objs >"$1/bpf.log" 2>&1 || { tail -20 "$1/bpf.log" >&2; die "the BPF programs did not compile"; }
   cp "$gpl"/bin/*.o "$2/"
