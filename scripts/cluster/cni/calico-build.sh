@@ -121,7 +121,7 @@ calico_bpf_objects() {  # calico_bpf_objects <tree> <dest>: the programs felix l
   # the Makefile's own list (it differs between releases), less what felix loads only for IPv6 or
   # at a debug log level (felix picks a program per log level and IP version; v46 is IPv4's
   # connect-time load balancer)
-  objs=$(make -s -C "$gpl" -pn all 2>/dev/null | sed -n 's/^OBJS := //p' | head -1 | tr ' ' '\n' |
+  objs=$( (make -s -C "$gpl" -pn all 2>/dev/null || true) | sed -n '/^OBJS := /{s///p;q}' | tr ' ' '\n' |
     grep -v -e '^$' -e debug -e '_info' -e '_v6\.o$' -e tcx_test) || die "cannot list the BPF programs of $gpl/Makefile"
   # shellcheck disable=SC2086 # object names, one a word
   nice -n 10 make -s -C "$gpl" -j2 $objs >"$1/bpf.log" 2>&1 || { tail -20 "$1/bpf.log" >&2; die "the BPF programs did not compile"; }
