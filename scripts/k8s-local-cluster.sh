@@ -1,25 +1,36 @@
 #!/usr/bin/env bash
 # A real Kubernetes cluster on this machine: real kubelets, containerd + runc,
-# a real pod network (the bridge + host-local CNI with kube-proxy, or Cilium)
-# with each node in a network namespace of its own and the nodes joined by a
-# veth "wire".
+# a real pod network (the bridge + host-local CNI with kube-proxy, Cilium, or
+# Calico) with each node in a network namespace of its own and the nodes joined
+# by a veth "wire".
 #
 #   k8s-local-cluster.sh build [cilium]     # Kubernetes (~8 min cold on 2 cores), or Cilium (~10 min)
+#   k8s-local-cluster.sh build calico [--calico-src DIR] [--libbpf-src DIR]
+#                                           # Calico from its source (~10 min): a checkout of
+#                                           #   github.com/projectcalico/calico (or BENCHLIB_CALICO_SRC),
+#                                           #   else a clone of the release tag (BENCHLIB_CALICO_VERSION,
+#                                           #   default v3.32.1); libbpf likewise (or BENCHLIB_LIBBPF_SRC)
 #   k8s-local-cluster.sh up [--nodes 1|2] [NETWORK]
-#   k8s-local-cluster.sh cni bridge|cilium [NETWORK]   # switch the pod network of a running cluster
+#   k8s-local-cluster.sh cni bridge|cilium|calico [NETWORK]   # switch the pod network of a running cluster
 #   k8s-local-cluster.sh proxy-mode iptables|nftables  # kube-proxy in that mode, the CNI kept
 #   k8s-local-cluster.sh status                # exit 0 when every component runs
 #   k8s-local-cluster.sh kubectl ARGS...       # kubectl as the cluster's admin
 #   k8s-local-cluster.sh cilium-dbg NODE ARGS  # Cilium's client against node NODE's agent
+#   k8s-local-cluster.sh calico-node NODE ARGS # calico-node (e.g. -bpf nat dump) in node NODE's felix namespaces
 #   k8s-local-cluster.sh down [--wait]         # leaves nothing behind; --wait: after a running
 #                                              #   measurement (else refused while one runs)
 #
-# NETWORK (defaults: bridge with kube-proxy iptables; Cilium: tunnel, no kube-proxy, socket LB):
-#   --cni bridge|cilium
-#   --proxy-mode iptables|nftables|none   none = Cilium replaces kube-proxy (eBPF Services)
+# NETWORK (defaults: bridge with kube-proxy iptables; Cilium: tunnel, no kube-proxy, socket LB;
+# Calico: iptables dataplane, VXLAN, kube-proxy in the dataplane's mode):
+#   --cni bridge|cilium|calico
+#   --proxy-mode iptables|nftables|none   none = Cilium or Calico eBPF replaces kube-proxy
 #   --routing tunnel|native               Cilium: VXLAN between nodes, or plain routes over the wire
 #   --lb socket|packet                    Cilium without kube-proxy: Services translated at connect(),
 #                                         or per packet by its tc programs
+#   --dataplane iptables|nftables|ebpf    Calico's felix: rules beside kube-proxy iptables (or nftables),
+#                                         its nftables rules beside kube-proxy nftables (3.29+), or eBPF
+#                                         programs replacing kube-proxy
+#   --routing vxlan|native                Calico: VXLAN between nodes, or plain routes (CrossSubnet)
 #
 # `up` is idempotent (a healthy cluster of the same size is kept and its pod
 # network switched if another is asked for), bounded in time, and prints the
@@ -66,6 +77,10 @@ PROJECT=$PWD
 . scripts/cluster/cni/cilium-build.sh
 # shellcheck source=scripts/cluster/cni/cilium.sh
 . scripts/cluster/cni/cilium.sh
+# shellcheck source=scripts/cluster/cni/calico-build.sh
+. scripts/cluster/cni/calico-build.sh
+# shellcheck source=scripts/cluster/cni/calico.sh
+. scripts/cluster/cni/calico.sh
 # shellcheck source=scripts/cluster/lifecycle.sh
 . scripts/cluster/lifecycle.sh
 
@@ -109,10 +124,11 @@ proxy_mode_command() {  # proxy-mode <mode>: kube-proxy in that mode, the CNI ke
 }
 
 switch_proxy_mode() {  # read under the cluster lock: the network a concurrent switch left
-  local cni routing spec
-  read -r cni _ routing _ <"$STATE/network" 2>/dev/null || die "no cluster is up (run: $0 up)"
+  local cni routing last spec
+  read -r cni _ routing last <"$STATE/network" 2>/dev/null || die "no cluster is up (run: $0 up)"
   local args=(--cni "$cni" --proxy-mode "$1")
   [ "$routing" = - ] || args+=(--routing "$routing")
+  [ "$cni" != calico ] || args+=(--dataplane "$last")  # felix's dataplane kept (or the mode refused)
   spec=$(network_args proxy-mode "${args[@]}")
   # shellcheck disable=SC2086 # four words
   pod_network $spec
@@ -123,7 +139,8 @@ case "${1:-}" in
     case "${2:-}" in
       "") build ;;
       cilium) cilium_build ;;
-      *) die "build: unknown argument '$2' (build, or build cilium)" ;;
+      calico) shift 2; calico_build "$@" ;;
+      *) die "build: unknown argument '$2' (build, build cilium, or build calico)" ;;
     esac ;;
   up) shift; up_command "$@" ;;
   down)
@@ -132,6 +149,7 @@ case "${1:-}" in
   cni) shift; cni_command "$@" ;;
   proxy-mode) proxy_mode_command "${2:-}" ;;
   cilium-dbg) [ -n "${2:-}" ] || die "cilium-dbg needs a node number (see $0 --help)"; shift; cilium_dbg "$@" ;;
+  calico-node) [ -n "${2:-}" ] || die "calico-node needs a node number (see $0 --help)"; shift; calico_node_cli "$@" ;;
   status) status ;;
   kubectl) shift; kubectl "$@" ;;
   -h|--help|help) usage ;;

@@ -50,6 +50,12 @@ envs=$(python -c 'import yaml; print(*yaml.safe_load(open("params.yaml"))["exper
 if [[ " $envs " == *" local-k8s "* || " $envs " == *" local-cilium "* ]]; then
   bash scripts/k8s-local-cluster.sh build
   [[ " $envs " != *" local-cilium "* ]] || bash scripts/k8s-local-cluster.sh build cilium
+  # Calico's scenarios: its build from a source checkout (BENCHLIB_CALICO_SRC) or a clone of its release
+  if python -c 'import sys, yaml
+envs = yaml.safe_load(open("params.yaml"))["environments"].values()
+sys.exit(not any(s.startswith("calico-") for e in envs for m in e["matrix"] for s in m["scenarios"]))'; then
+    bash scripts/k8s-local-cluster.sh build calico
+  fi
   # On a signal dvc exits at once while its `benchlib collect` still deletes
   # its namespace; and another measurement on the machine may run: down
   # --wait lets each end (bounded) before the cluster goes away.

@@ -15,7 +15,7 @@
 #            CNI plugins, the API forward, the image's contents (busybox, a static pause built by
 #            gcc), conntrack; fortio for the image, as in mesh
 #   cilium   cluster, and bpftool (the Cilium agent probes the kernel with it)
-#   calico   cluster, and what Calico's node agent needs on the host (libpcap, ipset)
+#   calico   cluster, and what Calico's build and node agent need on the host (make, libpcap, ipset)
 #   test     the test suite's own tools: sshd (ssh target tests), tcpdump, shellcheck (lint)
 #
 # Idempotent: a second run only checks.
@@ -31,7 +31,7 @@ declare -A apt_for=(
   [mesh]="haproxy"
   [cluster]="containerd runc containernetworking-plugins socat curl openssl busybox-static gcc libc6-dev conntrack"
   [cilium]="bpftool"
-  [calico]="libpcap-dev ipset"
+  [calico]="libpcap-dev ipset make"
   [test]="openssh-server tcpdump shellcheck"
 )
 all_profiles=(lab mesh cluster cilium calico test)

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Succeeds once every node's felix in eBPF mode has every ClusterIP Service of
+# the API in its NAT table (Calico's eBPF load balancer), checked twice a second
+# apart (a change felix has not received yet is not in the table).
+#   --print: print what Calico runs instead (recorded with every run): its
+#            release, each felix's dataplane settings, the IP pool (CIDR,
+#            encapsulation) and, in eBPF mode, the NAT table's size.
+set -euo pipefail
+cluster() { bash "$(dirname "$0")/../../scripts/k8s-local-cluster.sh" "$@"; }
+state=/var/lib/benchlib-k8s
+nodes=$(cluster kubectl get nodes -o jsonpath='{.items[*].metadata.name}')
+
+nat_ips() {  # the Service frontends in node N's eBPF NAT table, one address per line
+  cluster calico-node "$1" -bpf nat dump 2>/dev/null | sed -n 's/^\([0-9.]*\) port [0-9]* proto .*/\1/p' | sort -u
+}
+
+if [ "${1:-}" = --print ]; then
+  for node in $nodes; do
+    n=${node##*node}
+    pid=$(cat "$state/run/calico-node$n.pid")
+    echo "node $node: calico-node $(cluster calico-node "$n" -v)"
+    # felix's settings as it was started (calico-node takes them from its environment)
+    tr '\0' '\n' <"/proc/$pid/environ" | grep -E '^(FELIX_|CALICO_|IP=)' | sort
+    if grep -qz '^FELIX_BPFENABLED=true$' "/proc/$pid/environ"; then
+      echo "node $node: $(nat_ips "$n" | wc -l) Service frontends in the eBPF NAT table"
+    fi
+  done
+  cluster kubectl get ippools.crd.projectcalico.org -o jsonpath='{range .items[*]}ippool {.metadata.name}: cidr={.spec.cidr} vxlanMode={.spec.vxlanMode} ipipMode={.spec.ipipMode} blockSize={.spec.blockSize}{"\n"}{end}'
+  exit 0
+fi
+
+check() {
+  local api n missing
+  api=$(cluster kubectl get services -A -o jsonpath='{range .items[*]}{.spec.clusterIP}{"\n"}{end}' | grep -v '^None$' | sort -u)
+  for node in $nodes; do
+    n=${node##*node}
+    missing=$(comm -23 <(echo "$api") <(nat_ips "$n") | wc -l)
+    if [ "$missing" != 0 ]; then
+      echo "node $node: $missing of $(echo "$api" | wc -l) ClusterIPs not yet in felix's eBPF NAT table" >&2
+      return 1
+    fi
+  done
+}
+check && sleep 1 && check
