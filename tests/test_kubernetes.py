@@ -462,9 +462,10 @@ def test_render_rejects_a_missing_values_file(tmp_path, monkeypatch, capsys):
 
 
 @pytest.mark.parametrize("env_name", ["eks-m6i", "ryzen-e810", "local-k8s", "local-cilium"])
-def test_study_presets_validate(env_name):
-    (plan,) = validate_all(load_params(REPO / "pipelines" / env_name / "params.yaml"))
-    assert set(plan.scenarios) == set(load_environment(env_name).scenarios)
+def test_study_presets_validate_and_together_run_every_scenario(env_name):
+    presets = sorted((REPO / "pipelines" / env_name).glob("params*.yaml"))
+    plans = [plan for preset in presets for plan in validate_all(load_params(preset))]
+    assert {s for plan in plans for s in plan.scenarios} == set(load_environment(env_name).scenarios)
 
 
 def test_up_and_down_wait_for_no_running_measurement():
