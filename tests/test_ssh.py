@@ -139,10 +139,11 @@ def test_a_profiled_campaign_over_ssh_profiles_each_side_on_its_own_host(hosts, 
     _, rows = tidy.load_profiled(rec, tmp_path)
     tasks = {side: {r["comm"] for r in rows if r["side"] == side} for side in ("client", "server")}
     assert "netperf" in tasks["client"] and "netserver" in tasks["server"], tasks
-    # one CPU per side at 499 Hz over the window: about 499 x window samples per side
+    # one CPU per side at 499 Hz: at most 499 x window samples each (cpu-clock does not sample an
+    # idle tickless CPU, so fewer where a side idles); more would be samples from outside the window
     for side in ("client", "server"):
         n = sum(r["samples"] for r in rows if r["side"] == side)
-        assert 0.8 < n / (499 * rec.profile["window_s"]) < 1.1, (side, n)
+        assert 0 < n <= 1.1 * 499 * rec.profile["window_s"], (side, n)
     # perf.data is deleted on each host
     assert not list(Path("/tmp").glob("benchlib-perf.*"))
 

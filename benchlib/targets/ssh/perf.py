@@ -1,8 +1,8 @@
 """CPU profiles over SSH: `perf record -a -g` on each host, and what perf needs there.
 
 Each side keeps its own host's samples taken on its CPUs within the CPU window.
-The window is mapped onto each host's clock through /proc/uptime, read as perf
-starts: perf stamps samples with CLOCK_BOOTTIME, the clock /proc/uptime counts,
+The window is mapped onto each host's clock through /proc/uptime, read once perf
+samples: perf stamps samples with CLOCK_BOOTTIME, the clock /proc/uptime counts,
 so the mapping is as exact as /proc/uptime's 10 ms plus the one-way ssh latency.
 """
 
@@ -31,11 +31,16 @@ PERF_FACTS = (
     'printf "perf_event_paranoid=%s\\n" "$(cat /proc/sys/kernel/perf_event_paranoid 2>/dev/null)"; '
     'printf "uid=%s\\n" "$(id -u)"'
 )
-# Makes a directory for perf.data, says (PID, directory, uptime, kernel), then becomes perf record.
+# Makes a directory for perf.data, starts perf record with its events disabled, enables them
+# through perf's control FIFO and waits for its acknowledgement (perf may take a second or more to
+# start on a busy host: sampling must cover the whole window), says (PID, directory, uptime,
+# kernel), then waits for perf. A perf that never acknowledges is killed and the line never comes.
 PERF_RECORD = (
-    "d=$(mktemp -d /tmp/benchlib-perf.XXXXXX) || exit 1; "
-    'echo "$$ $d $(cut -d" " -f1 /proc/uptime) $(uname -r)"; '
-    'exec "$@" -o "$d/perf.data" 2>"$d/record.stderr"'
+    'd=$(mktemp -d /tmp/benchlib-perf.XXXXXX) && mkfifo "$d/ctl" "$d/ack" || exit 1; '
+    '"$@" -D -1 --control "fifo:$d/ctl,$d/ack" -o "$d/perf.data" 2>"$d/record.stderr" & p=$!; '
+    'timeout 20 sh -c \'echo enable >"$1/ctl" && read -r a <"$1/ack"\' sh "$d" || { kill $p; exit 1; }; '
+    'echo "$p $d $(cut -d" " -f1 /proc/uptime) $(uname -r)"; '
+    "wait $p"
 )
 UPTIME_RESOLUTION_S = 0.01
 
@@ -115,10 +120,10 @@ class SshRecorder:
                 raise profiling.PerfError(
                     f"{side} host: record still running {profiling.STOP_TIMEOUT_S} s after SIGINT"
                 ) from None
-            # perf record ends itself with the SIGINT it caught, and ssh says 255 for a command a
-            # signal ended: perf's own last line tells a written perf.data from a failure
+            # perf record ends itself with the SIGINT it caught (the remote shell then says 130):
+            # perf's own last line tells a written perf.data from a failure
             tail = self._remote_tail(h)
-            if h.proc.returncode not in (0, 255) or "Captured and wrote" not in tail:
+            if h.proc.returncode not in (0, 130) or "Captured and wrote" not in tail:
                 raise profiling.PerfError(f"{side} host: record exited {h.proc.returncode}: {tail} {self._tail(side)}")
 
     def profile(self, start: float, end: float) -> profiling.Profile:
