@@ -6,9 +6,9 @@
 #            release, each felix's dataplane settings, the IP pool (CIDR,
 #            encapsulation) and, in eBPF mode, the NAT table's size.
 set -euo pipefail
-cluster() { bash "$(dirname "$0")/../../scripts/k8s-local-cluster.sh" "$@"; }
+# shellcheck source=pipelines/local-cilium/services-synced.sh
+. "$(dirname "$0")/services-synced.sh"
 state=/var/lib/benchlib-k8s
-nodes=$(cluster kubectl get nodes -o jsonpath='{.items[*].metadata.name}')
 
 nat_ips() {  # the Service frontends in node N's eBPF NAT table, one address per line
   cluster calico-node "$1" -bpf nat dump 2>/dev/null | sed -n 's/^\([0-9.]*\) port [0-9]* proto .*/\1/p' | sort -u
@@ -29,16 +29,4 @@ if [ "${1:-}" = --print ]; then
   exit 0
 fi
 
-check() {
-  local api n missing
-  api=$(cluster kubectl get services -A -o jsonpath='{range .items[*]}{.spec.clusterIP}{"\n"}{end}' | grep -v '^None$' | sort -u)
-  for node in $nodes; do
-    n=${node##*node}
-    missing=$(comm -23 <(echo "$api") <(nat_ips "$n") | wc -l)
-    if [ "$missing" != 0 ]; then
-      echo "node $node: $missing of $(echo "$api" | wc -l) ClusterIPs not yet in felix's eBPF NAT table" >&2
-      return 1
-    fi
-  done
-}
-check && sleep 1 && check
+every_cluster_ip_in nat_ips "felix's eBPF NAT table"

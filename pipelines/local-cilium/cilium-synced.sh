@@ -5,8 +5,8 @@
 #   --print: print each node's service map size and Cilium's effective
 #            configuration instead (recorded with every run).
 set -euo pipefail
-cluster() { bash "$(dirname "$0")/../../scripts/k8s-local-cluster.sh" "$@"; }
-nodes=$(cluster kubectl get nodes -o jsonpath='{.items[*].metadata.name}')
+# shellcheck source=pipelines/local-cilium/services-synced.sh
+. "$(dirname "$0")/services-synced.sh"
 
 map_ips() {  # the ClusterIP frontends in node N's service map, one address per line
   cluster cilium-dbg "$1" service list -o json | python3 -c '
@@ -27,16 +27,4 @@ if [ "${1:-}" = --print ]; then
   exit 0
 fi
 
-check() {
-  local api n missing
-  api=$(cluster kubectl get services -A -o jsonpath='{range .items[*]}{.spec.clusterIP}{"\n"}{end}' | grep -v '^None$' | sort -u)
-  for node in $nodes; do
-    n=${node##*node}
-    missing=$(comm -23 <(echo "$api") <(map_ips "$n") | wc -l)
-    if [ "$missing" != 0 ]; then
-      echo "node $node: $missing of $(echo "$api" | wc -l) ClusterIPs not yet in Cilium's service map" >&2
-      return 1
-    fi
-  done
-}
-check && sleep 1 && check
+every_cluster_ip_in map_ips "Cilium's service map"
