@@ -32,6 +32,9 @@
 #                                         programs replacing kube-proxy
 #   --routing vxlan|native                Calico: VXLAN between nodes, or plain routes (CrossSubnet)
 #
+# Bounds: BENCHLIB_K8S_TIMEOUT_S (default 180) for each wait on a component;
+# BENCHLIB_FELIX_READY_S (default the same) for felix's readiness after a switch.
+#
 # `up` is idempotent (a healthy cluster of the same size is kept and its pod
 # network switched if another is asked for), bounded in time, and prints the
 # failing component's log tail on failure. A cluster whose script was killed

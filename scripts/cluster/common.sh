@@ -14,6 +14,7 @@ PREFIX=bk8s                      # netns, node, bridge and cgroup names
 API_PORT=6443                    # inside node 1's namespace
 HOST_API_PORT=16443              # forwarded on the host's loopback
 TIMEOUT_S=${BENCHLIB_K8S_TIMEOUT_S:-180}
+FELIX_READY_S=${BENCHLIB_FELIX_READY_S:-$TIMEOUT_S}
 
 log() { printf '[k8s-local-cluster] %s\n' "$*" >&2; }
 die() { printf 'k8s-local-cluster.sh: %s\n' "$*" >&2; exit 1; }

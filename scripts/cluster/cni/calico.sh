@@ -176,10 +176,10 @@ calico_up() {  # calico_up <nodes> <proxy-mode> <routing> <dataplane>
 }
 
 calico_wait_ready() {  # calico_wait_ready <node> <nodes> <proxy-mode>: felix ready, or the cluster back on the bridge
-  local n=$1 deadline=$((SECONDS + TIMEOUT_S))
+  local n=$1 deadline=$((SECONDS + FELIX_READY_S))
   until calico_ready "$n"; do
     running "calico-node$n" || calico_fallback "$2" "$3" "calico-node$n" "felix exited on node $n before it was ready"
-    [ $SECONDS -lt "$deadline" ] || calico_fallback "$2" "$3" "calico-node$n" "felix on node $n not ready after ${TIMEOUT_S}s"
+    [ $SECONDS -lt "$deadline" ] || calico_fallback "$2" "$3" "calico-node$n" "felix on node $n not ready after ${FELIX_READY_S}s"
     sleep 0.5
   done
 }
