@@ -15,8 +15,9 @@ from benchlib import record, runner
 from benchlib.collectors import fortio
 from benchlib.errors import TargetError
 from benchlib.plan import plan_environment
-from benchlib.targets.lab import envoy, proxies
+from benchlib.targets.lab import envoy
 from benchlib.targets.lab.addresses import POD_IP
+from benchlib.targets.mesh import certificates, shapes
 from tests.conftest import lab_target, require_root, serving_lab, short_params
 from tests.test_mesh import campaign_with_a_proxy_killed, rr_run, run_client
 
@@ -185,13 +186,13 @@ def test_the_proxies_run_as_istios_uid_with_private_keys(envoy_lab):
     for scenario, (client, _) in MTLS.items():
         d = envoy_lab.stats_socket(scenario, client).parent
         key = d / f"{client}.key"
-        assert (key.stat().st_uid, key.stat().st_mode & 0o777) == (proxies.PROXY_UID, 0o600)
+        assert (key.stat().st_uid, key.stat().st_mode & 0o777) == (shapes.PROXY_UID, 0o600)
         assert "BEGIN" not in json.dumps(envoy_lab.placement(scenario).details)
     for scenario in ENVOY:
         for proxy, proc in envoy_lab._proxies[scenario]:
             status = open(f"/proc/{proc.pid}/status").read()
             uid_line = next(line for line in status.splitlines() if line.startswith("Uid:"))
-            assert uid_line.split()[1] == str(proxies.PROXY_UID), (scenario, proxy.name)
+            assert uid_line.split()[1] == str(shapes.PROXY_UID), (scenario, proxy.name)
             assert open(f"/proc/{proc.pid}/comm").read().strip() == "envoy"
 
 
@@ -228,7 +229,7 @@ def test_a_proxy_that_dies_fails_the_run_with_its_log_and_leaves_nothing(lab_env
     assert not left.strip() and not workdir.exists()
 
 
-@pytest.mark.parametrize("mesh", proxies.MESHES)
+@pytest.mark.parametrize("mesh", shapes.MESHES)
 def test_every_generated_bootstrap_passes_envoys_own_validation(mesh):
     require_root()  # the bootstrap is validated as the proxy's uid, as it runs
     with tempfile.TemporaryDirectory() as lab_dir:  # where a lab keeps its files: /tmp/<lab>/<scenario>
@@ -238,20 +239,20 @@ def test_every_generated_bootstrap_passes_envoys_own_validation(mesh):
 
 
 def validate_all(mesh: str, tmp_path: Path) -> None:
-    plan = proxies.proxies(mesh, {1: "n1", 2: "n2"}, {1: "p1", 2: "p2"}, [fortio.PORT])
-    tls = tmp_path / "tls" if mesh in proxies.MTLS_MESHES else None
+    plan = shapes.proxies(mesh, {1: "n1", 2: "n2"}, {1: "p1", 2: "p2"}, [fortio.PORT])
+    tls = tmp_path / "tls" if mesh in shapes.MTLS_MESHES else None
     if tls:
-        proxies.make_certificates(tls, [p.identity for p in plan])
+        certificates.make_certificates(tls, [p.identity for p in plan])
     for p in plan:
         cfg = envoy.prepare(p, tmp_path, tls)
         envoy.validate(p, cfg)
         text = cfg.read_text()
-        assert ("DownstreamTlsContext" in text or "UpstreamTlsContext" in text) == (mesh in proxies.MTLS_MESHES)
+        assert ("DownstreamTlsContext" in text or "UpstreamTlsContext" in text) == (mesh in shapes.MTLS_MESHES)
     # a broken bootstrap is refused before any run, naming the file
-    bad = envoy.prepare(proxies.Proxy("broken", "client", "p1", (), "broken"), tmp_path, None)
+    bad = envoy.prepare(shapes.Proxy("broken", "client", "p1", (), "broken"), tmp_path, None)
     bad.write_text('{"static_resources": {"listeners": [{"name": 1}]}}')
     with pytest.raises(TargetError, match="refused the bootstrap of broken"):
-        envoy.validate(proxies.Proxy("broken", "client", "p1", (), "broken"), bad)
+        envoy.validate(shapes.Proxy("broken", "client", "p1", (), "broken"), bad)
 
 
 def test_each_run_records_the_bytes_its_proxies_carried(envoy_lab):

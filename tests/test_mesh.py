@@ -16,8 +16,9 @@ from benchlib.collectors import fortio, netperf
 from benchlib.config import load_environment
 from benchlib.errors import ConfigError
 from benchlib.plan import plan_environment
-from benchlib.targets.lab import haproxy, proxies
+from benchlib.targets.lab import haproxy
 from benchlib.targets.lab.addresses import POD_IP
+from benchlib.targets.mesh import certificates, shapes
 from tests.conftest import lab_target, require_root, serving_lab, short_params
 
 MESH = ["proxy-server", "proxy-both", "proxy-both-mtls", "node-proxy-mtls"]
@@ -230,15 +231,15 @@ def test_a_campaign_records_the_proxies_cpu_and_peak_rss(lab_env, tmp_path):
 def test_haproxy_accepts_each_generated_configuration(tmp_path, mesh):
     require_root()  # the configuration drops to the proxy's uid, which haproxy -c checks
     nodes, pods = {1: "n1", 2: "n2"}, {1: "p1", 2: "p2"}
-    plan = proxies.proxies(mesh, nodes, pods, [fortio.PORT])
+    plan = shapes.proxies(mesh, nodes, pods, [fortio.PORT])
     tls = tmp_path / "tls"
-    proxies.make_certificates(tls, [p.identity for p in plan])
+    certificates.make_certificates(tls, [p.identity for p in plan])
     for p in plan:
         cfg = tmp_path / f"{p.name}.cfg"
         cfg.write_text(haproxy.haproxy_cfg(p, tmp_path / f"{p.name}.sock", tls))
         proc = subprocess.run(["haproxy", "-c", "-f", str(cfg)], capture_output=True, text=True)
         assert proc.returncode == 0, proc.stdout + proc.stderr
-        assert ("verify required" in cfg.read_text()) == (mesh in proxies.MTLS_MESHES)
+        assert ("verify required" in cfg.read_text()) == (mesh in shapes.MTLS_MESHES)
 
 
 def test_a_mesh_needs_pods(tmp_path, monkeypatch):
@@ -266,7 +267,7 @@ def test_a_waypoint_needs_envoy(tmp_path, monkeypatch):
     )
     with pytest.raises(ConfigError, match=r"scenarios.a.mesh: node-proxies-waypoint needs proxy: envoy"):
         load_environment("m")
-    assert set(haproxy.MESHES) < set(proxies.MESHES)
+    assert set(haproxy.MESHES) < set(shapes.MESHES)
 
 
 def test_the_eks_istio_scenarios_render_their_namespace_label_and_mtls_record(monkeypatch):
@@ -307,7 +308,7 @@ def test_private_keys_are_mode_0600_even_over_an_old_readable_file(tmp_path):
     tls.mkdir(mode=0o755)
     (tls / "client.pem").write_text("an old file left readable\n")
     (tls / "client.pem").chmod(0o644)
-    proxies.make_certificates(tls, ["client", "server"])
+    certificates.make_certificates(tls, ["client", "server"])
     assert tls.stat().st_mode & 0o777 == 0o700
     private = sorted(tls.glob("*.key")) + sorted(tls.glob("*.pem"))
     assert len(private) == 5  # the CA's key, and each identity's key and PEM

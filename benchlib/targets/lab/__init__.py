@@ -29,6 +29,7 @@ from benchlib.config import Environment
 from benchlib.errors import DatapathError, TargetError
 
 from .. import LocalProcess, Placement, Target, service_ports, wait_listening
+from ..mesh import certificates, shapes
 from . import envoy, haproxy, netfilter, proxies, topologies
 from .addresses import POD_GW, POD_IP
 from .locking import clean_leftovers, lab_id_of, new_lab_id, release, temp_dir, try_lock
@@ -103,7 +104,7 @@ class LabTarget(Target):
         self._server_pids: dict[tuple[str, str], int] = {}  # (scenario, server name): the tool's server
         self._logdir: Path | None = None
         # per scenario: its mesh proxies and their processes
-        self._proxies: dict[str, list[tuple[proxies.Proxy, subprocess.Popen]]] = {}
+        self._proxies: dict[str, list[tuple[shapes.Proxy, subprocess.Popen]]] = {}
         self._backends: dict[str, proxies.Backend] = {}  # per scenario with a mesh: its proxy's
         self._tls_dirs: dict[str, Path | None] = {}  # per scenario with a mesh: its certificates, if any
         self._proxy_versions: dict[str, str] = {}  # by proxy kind (haproxy, envoy)
@@ -285,18 +286,18 @@ class LabTarget(Target):
         """Start the scenario's proxies (``kind``: haproxy or envoy) on their side's CPUs and capture the
         pod traffic into them."""
         http_ports = sorted({s.port for s in self.servers if s.l7 == "http"})
-        plan = proxies.proxies(mesh, nodes, {1: sides["client"], 2: sides["server"]}, http_ports)
+        plan = shapes.proxies(mesh, nodes, {1: sides["client"], 2: sides["server"]}, http_ports)
         workdir = self._logs / name
         workdir.mkdir()
-        tls_dir = workdir / "tls" if mesh in proxies.MTLS_MESHES else None
+        tls_dir = workdir / "tls" if mesh in shapes.MTLS_MESHES else None
         if tls_dir:
-            proxies.make_certificates(tls_dir, [p.identity for p in plan])
-        if mesh in proxies.NODE_MESHES:
+            certificates.make_certificates(tls_dir, [p.identity for p in plan])
+        if mesh in shapes.NODE_MESHES:
             # REDIRECT needs an address on the incoming device: the pods' gateway address, on the node's side
             for node in nodes.values():
                 ip(node, "addr", "add", f"{POD_GW}/32", "dev", "veth0")
         if mesh == "node-proxies-waypoint":  # the waypoint's own address, on the server's node
-            ip(nodes[2], "addr", "add", f"{proxies.WAYPOINT_IP}/32", "dev", "lo")
+            ip(nodes[2], "addr", "add", f"{shapes.WAYPOINT_IP}/32", "dev", "lo")
         backend = self._backends[name] = BACKENDS[kind]
         self._tls_dirs[name] = tls_dir
         if kind not in self._proxy_versions:
@@ -305,41 +306,9 @@ class LabTarget(Target):
         for proxy in plan:
             self._proxies[name].append((proxy, self._start_proxy(name, proxy)))
             proxies.install_capture(proxy, http_ports)
-        return {
-            "kind": mesh,
-            "proxy": kind,
-            "proxy_version": self._proxy_versions[kind],
-            "http_ports": http_ports,
-            "proxies": {
-                p.name: {
-                    "side": p.side,
-                    "namespace": p.namespace,
-                    "listeners": [
-                        {
-                            "name": ln.name,
-                            "port": ln.port,
-                            "mode": ln.mode,
-                            "tls_in": ln.tls_in,
-                            "tls_out": ln.tls_out is not None,
-                        }
-                        for ln in p.listeners
-                    ],
-                }
-                for p in plan
-            },
-            **(
-                {
-                    "mtls": {
-                        "certificates": "EC P-256, one CA per lab; generated per lab, never recorded",
-                        "verify": "required both ways",
-                    }
-                }
-                if tls_dir
-                else {}
-            ),
-        }
+        return shapes.describe(mesh, kind, self._proxy_versions[kind], http_ports, plan)
 
-    def _start_proxy(self, scenario: str, proxy: proxies.Proxy) -> subprocess.Popen:
+    def _start_proxy(self, scenario: str, proxy: shapes.Proxy) -> subprocess.Popen:
         """Start one of the scenario's proxies on its side's CPUs and wait for its listeners."""
         backend, workdir = self._backends[scenario], self._logs / scenario
         cpus = {"client": self.client_cpus, "server": self.server_cpus}

@@ -16,8 +16,8 @@ import socket
 import subprocess
 from pathlib import Path
 
+from ..mesh.shapes import PROXY_UID, Proxy
 from .netns import run
-from .proxies import PROXY_UID, Proxy
 
 BINARY = "haproxy"
 # the mesh shapes it runs: a waypoint's tunnels are HBONE (HTTP/2 CONNECT), which HAProxy does not end

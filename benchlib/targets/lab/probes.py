@@ -13,7 +13,8 @@ import subprocess
 from benchlib.config import Environment, Scenario
 from benchlib.errors import TargetError
 
-from . import bpf, encryption, haproxy, proxies
+from ..mesh import shapes
+from . import bpf, encryption, haproxy
 from .locking import new_lab_id, release, try_lock
 from .netns import COMMAND_TIMEOUT_S, apply, apply_ip, ip, remove_namespace
 from .topologies import TOPOLOGIES, VXLAN_PORT, set_big_tcp, topology_of
@@ -128,8 +129,8 @@ def _try_feature(probe: str, feature: str) -> None:
         ip(probe, "link", "add", f"pbig{family}", "type", "veth", "peer", "name", f"pbig{family}p")
         set_big_tcp([(probe, f"pbig{family}")], BIG_TCP_PROBE_SIZE, family)
     elif feature == "mesh-capture":
-        sidecar = proxies.Proxy("client-sidecar", "client", probe, (), "")
-        apply(probe, ["iptables-restore", "--noflush"], proxies.capture_rules(sidecar, [80]))
+        sidecar = shapes.Proxy("client-sidecar", "client", probe, (), "")
+        apply(probe, ["iptables-restore", "--noflush"], shapes.capture_rules(sidecar, [80]))
     elif feature == "ipsec":
         # a throwaway key: this SA never carries a packet
         apply_ip(
