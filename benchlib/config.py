@@ -42,6 +42,8 @@ def find_project() -> tuple[Path, bool]:
 
 NAME_RE = r"^[a-z0-9][a-z0-9_.-]*$"
 NAME_MAX = 100  # names become directory names (a file name has at most 255 bytes)
+# the mesh shapes target kubernetes injects into its pods, as Envoy sidecars (node proxies: lab only)
+CLUSTER_MESHES = ("server-sidecar", "sidecars", "sidecars-mtls")
 
 
 class Experiment(Strict):
@@ -407,17 +409,19 @@ class Scenario(Strict):
     ) = Field(
         default=None,
         description=(
-            "lab: service-mesh proxies on the pod path: server-sidecar (a sidecar on the server's pod), "
-            "sidecars (on both pods, plaintext between them), sidecars-mtls (the same with mutual TLS) or "
-            "node-proxies-mtls (one proxy per node, mutual TLS between them, as Istio's ambient mode) or "
-            "node-proxies-waypoint (those node proxies with an L7 waypoint proxy between them; Envoy only)"
+            "lab and kubernetes: service-mesh proxies on the pod path: server-sidecar (a sidecar on the "
+            "server's pod), sidecars (on both pods, plaintext between them), sidecars-mtls (the same with "
+            "mutual TLS); lab only: node-proxies-mtls (one proxy per node, mutual TLS between them, as Istio's "
+            "ambient mode) or node-proxies-waypoint (those node proxies with an L7 waypoint proxy between "
+            "them; Envoy only). On kubernetes the sidecars are Envoy containers injected into the benchmark "
+            "pods as Istio injects them (proxy: envoy; the image must carry envoy and iptables)"
         ),
     )
     proxy: Literal["haproxy", "envoy"] = Field(
         default="haproxy",
         description=(
-            "lab: the proxy that runs the mesh: haproxy, or envoy configured as Istio configures it (node "
-            "proxies: HBONE)"
+            "the proxy that runs the mesh: haproxy (lab only), or envoy configured as Istio configures it "
+            "(node proxies: HBONE)"
         ),
     )
     ip_family: Literal[4, 6] = Field(
@@ -593,11 +597,8 @@ class Environment(Strict):
                     f"scenarios.{n}.service_proxy: lab only (a cluster's own kube-proxy or CNI "
                     "serves its Services); remove it"
                 )
-            if sc.mesh and self.target != "lab":
-                raise ValueError(
-                    f"scenarios.{n}.mesh: lab only (a cluster's mesh is installed by its "
-                    "scenario's helm release and apply commands); remove it"
-                )
+            if sc.mesh:
+                self.check_mesh(n, sc)
             plain = (sc.topology or n) in ("host", "veth-routed")
             if (sc.ip_family == 6 or sc.big_tcp) and not (self.target == "lab" and plain):
                 raise ValueError(
@@ -624,6 +625,26 @@ class Environment(Strict):
             if self.target == "ssh" and sc.services is not None:
                 raise ValueError(f"scenarios.{n}.services: needs target lab or kubernetes")
         return self
+
+    def check_mesh(self, n: str, sc: Scenario) -> None:
+        """Raises ValueError naming the key if this target cannot run the scenario's mesh: the lab runs
+        every shape; a cluster injects Envoy sidecars into the benchmark pods (no node proxies)."""
+        if self.target == "lab":
+            return
+        if self.target != "kubernetes":
+            raise ValueError(f"scenarios.{n}.mesh: needs target lab or kubernetes; remove it")
+        if sc.mesh not in CLUSTER_MESHES:
+            raise ValueError(
+                f"scenarios.{n}.mesh: {sc.mesh} runs in the lab only; target kubernetes injects sidecars: "
+                f"{', '.join(CLUSTER_MESHES)}"
+            )
+        if sc.proxy != "envoy":
+            raise ValueError(f"scenarios.{n}.proxy: target kubernetes runs its sidecars with envoy; set proxy: envoy")
+        if sc.placement == "host-network":
+            raise ValueError(
+                f"scenarios.{n}.mesh: needs pods with a network of their own (placement pod-to-pod, "
+                "same-node or service), got placement: host-network"
+            )
 
     def check_cpu_placement(self) -> None:
         """Raises ValueError naming the key if cpu_placement is not one this environment can honour."""

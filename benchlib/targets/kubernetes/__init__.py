@@ -10,34 +10,47 @@ Per scenario (``activate``): the scenario's commands and helm release switch
 the cluster (scenarios.py) and its ready checks are retried until they pass;
 then a server pod and a client pod are created (and, for ``placement:
 service``, the Services of services.py) and reused by all runs of that
-scenario; then its ``programmed`` checks are retried, for what the API does
+scenario; a scenario with a ``mesh`` injects Envoy sidecars into them
+(sidecars.py: a ConfigMap of bootstraps and capture rules, a Secret of each
+sidecar's certificates, from a CA made per target session); then its ``programmed`` checks are retried, for what the API does
 not show (a kube-proxy sync, a Cilium service map). Each run records the
 nodes' facts from the API and the scenario's ``record`` outputs. Commands
 reach pods through the exec API (api.py); CPU is read per node by a hostPID
-DaemonSet (sampling.py). The manifests are pure builders (manifests.py).
+DaemonSet (sampling.py). The manifests are pure builders (manifests.py). Each run reads every
+sidecar's Envoy (CPU, peak RSS, bytes carried) at both edges of its CPU
+window, as the lab reads its proxies; a sidecar that died fails that run.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import socket
+import tempfile
 import time
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ... import cpu
 from ...collectors import Server
 from ...config import Environment
+from ...errors import DatapathError
 from .. import Placement, Target, TargetError, service_ports, shown, wait_listening
-from . import services
+from ..mesh import certificates, envoy, shapes
+from . import services, sidecars
 from .api import PID_MARKER, Cluster, ExecProcess, k8s, placed, reason
 from .manifests import (
     LABEL_OWNER,
     LABEL_SESSION,
+    mesh_configmap,
+    mesh_plan,
+    mesh_secret,
     namespace_labels_patch,
     namespace_manifest,
     namespace_name,
+    object_name,
     pod_manifest,
     pod_name,
     render,
@@ -51,6 +64,17 @@ WORKLOAD_ROLE = "benchlib-workload"  # ClusterRole of pipelines/kubernetes/rbac.
 NAMESPACE_DELETE_TIMEOUT_S = 120
 RBAC_SETTLE_S = 10  # RBAC caches refresh quickly but not instantly
 SERVER_LISTEN_TIMEOUT_S, SERVER_POLL_S = 15, 0.2
+SIDECAR_POLL_S = 0.5
+
+
+@dataclass
+class Sidecars:
+    """The active scenario's sidecars: the proxies, their Envoy's version, and each Envoy's start time
+    (ticks since boot) when last seen alive: another start time is a sidecar Kubernetes restarted."""
+
+    plan: list[shapes.Proxy]
+    version: str
+    started: dict[str, int] = field(default_factory=dict)
 
 
 class KubernetesTarget(Target):
@@ -80,6 +104,8 @@ class KubernetesTarget(Target):
         self._active: str | None = None  # the scenario whose pods and Services exist
         self._namespace_labels: dict[str, str] = {}  # the active scenario's namespace_labels
         self._servers: list[ExecProcess] = []
+        self._sidecars: dict[str, Sidecars] = {}  # the active scenario's, if it has a mesh
+        self._tls_dir: Path | None = None  # the session's CA and sidecar certificates (mTLS meshes)
 
     @property
     def cluster(self) -> Cluster:
@@ -105,6 +131,9 @@ class KubernetesTarget(Target):
 
     def teardown(self) -> None:
         self._stop_servers()
+        if self._tls_dir is not None:
+            shutil.rmtree(self._tls_dir, ignore_errors=True)
+            self._tls_dir = None
         if self._cluster is None:
             return
         if self._active is not None and self.env.scenarios[self._active].placement == "service":
@@ -189,6 +218,8 @@ class KubernetesTarget(Target):
         self._remove_scenario_objects()
         self.switch.apply(scenario)
         self._label_namespace(sc.namespace_labels)
+        if sc.mesh:
+            self._create_mesh_objects(scenario)
         timeout = self.settings.pod_ready_timeout_s
         server = self.cluster.start_pod(pod_manifest(self.env, scenario, "server", self.session, self.servers), timeout)
         server_pod, server_node, server_ip = placed(server)
@@ -206,6 +237,8 @@ class KubernetesTarget(Target):
         client_pod, client_node, client_ip = placed(client)
         self._active = scenario  # from here on, _remove_scenario_objects cleans up after a failure
         service_ip, extra = None, {}
+        if sc.mesh:
+            extra["mesh"] = self._meet_sidecars(scenario)
         if sc.placement == "service":
             service_ip, extra = services.create(
                 self.cluster,
@@ -277,7 +310,156 @@ class KubernetesTarget(Target):
             self.cluster.delete_pod(pod_name(self._active, role))
         if self.env.scenarios[self._active].placement == "service":
             services.delete(self.cluster, self._active, self.log)
+        if self.env.scenarios[self._active].mesh:
+            self._delete_mesh_objects(self._active)
         self._active = None
+
+    # -- sidecars ------------------------------------------------------------------
+    def _create_mesh_objects(self, scenario: str) -> None:
+        """The scenario's ConfigMap (bootstraps, capture rules) and, for mTLS, each sidecar's Secret,
+        before its pods. An earlier failed activation's objects are replaced."""
+        sc = self.env.scenarios[scenario]
+        self._delete_mesh_objects(scenario)
+        core, k = self.cluster.core, k8s()
+        try:
+            config = mesh_configmap(self.env, scenario, self.session, self.servers)
+            core.create_namespaced_config_map(self.namespace, config)  # pyright: ignore[reportArgumentType] (a manifest dict, sent as it is)
+            if sc.mesh in shapes.MTLS_MESHES:
+                for proxy in mesh_plan(self.env, scenario, self.servers):
+                    secret = mesh_secret(scenario, self.session, proxy, self._certificate_files(proxy))
+                    core.create_namespaced_secret(self.namespace, secret)  # pyright: ignore[reportArgumentType] (a manifest dict, sent as it is)
+        except k.client.ApiException as exc:
+            raise TargetError(
+                f"kubernetes: scenario {scenario}: cannot create its mesh objects: {reason(exc)}"
+            ) from None
+
+    def _certificate_files(self, proxy: shapes.Proxy) -> dict[str, str]:
+        """The CA certificate and ``proxy``'s certificate and key, from the session's CA (made at the
+        first mTLS scenario, in a private directory removed at teardown)."""
+        if self._tls_dir is None:
+            self._tls_dir = Path(tempfile.mkdtemp(prefix="benchlib-mesh-"))
+            certificates.make_certificates(self._tls_dir, ["client-sidecar", "server-sidecar"])
+        names = ("ca.crt", f"{proxy.identity}.crt", f"{proxy.identity}.key")
+        return {name: (self._tls_dir / name).read_text() for name in names}
+
+    def _delete_mesh_objects(self, scenario: str) -> None:
+        self._sidecars.pop(scenario, None)
+        core, k = self.cluster.core, k8s()
+        name = object_name(scenario)
+        deletions = [(core.delete_namespaced_config_map, sidecars.configmap_name(name))]
+        deletions += [
+            (core.delete_namespaced_secret, sidecars.secret_name(name, p))
+            for p in mesh_plan(self.env, scenario, self.servers)
+        ]
+        for delete, obj in deletions:
+            try:
+                delete(obj, self.namespace)
+            except k.client.ApiException as exc:
+                if exc.status != 404:
+                    raise
+
+    def _meet_sidecars(self, scenario: str) -> dict:
+        """Once the pods are ready: each sidecar's Envoy version and start time; the mesh's record."""
+        sc = self.env.scenarios[scenario]
+        plan = mesh_plan(self.env, scenario, self.servers)
+        first = plan[0].namespace  # a proxy's "namespace" is its pod
+        out = self.cluster.run(first, ["envoy", "--version"], container=sidecars.SIDECAR)
+        version = envoy.parse_version(shown(out.stdout))
+        if out.returncode != 0 or version is None:
+            raise TargetError(
+                f"kubernetes: scenario {scenario}: `envoy --version` in pod {first} exited {out.returncode}: "
+                f"{shown(out.stdout + out.stderr).strip()[-300:]}"
+            )
+        state = self._sidecars[scenario] = Sidecars(plan, version)
+        for proxy in plan:
+            state.started[proxy.name] = self._read_sidecar(scenario, proxy, reset_peak=False)["started"]
+        return {
+            **shapes.describe(sc.mesh or "", "envoy", version, sidecars.http_ports(self.servers), plan),
+            "sidecar": {
+                "container": sidecars.SIDECAR,
+                "admin": f"127.0.0.1:{sidecars.ADMIN_PORT}",
+                "image": self.settings.image,
+            },
+        }
+
+    def _read_sidecar(self, scenario: str, proxy: shapes.Proxy, reset_peak: bool) -> dict:
+        """One reading of a sidecar's Envoy (`sidecars.parse_usage`); DatapathError, with Envoy's log
+        tail, when it cannot be read."""
+        pod = proxy.namespace
+        try:
+            r = self.cluster.run(pod, ["sh", "-c", sidecars.usage_script(reset_peak)], container=sidecars.SIDECAR)
+            if r.returncode != 0:
+                raise ValueError(f"exited {r.returncode}: {shown(r.stderr).strip()[-300:]}")
+            return sidecars.parse_usage(shown(r.stdout))
+        except (ValueError, TargetError) as exc:
+            problem = str(exc)
+        except Exception as exc:  # the exec API refuses a container that is not running
+            problem = reason(exc)
+        raise DatapathError(
+            f"kubernetes: scenario {scenario}: sidecar {proxy.name} in pod {pod} cannot be read ({problem}); "
+            f"Envoy's log ends:\n{self.cluster.log_tail(pod, sidecars.SIDECAR)}"
+        )
+
+    def sidecar_counters(self, scenario: str, proxy: str) -> dict[str, int]:
+        """Every counter and gauge of a sidecar's Envoy (its admin /stats), by name."""
+        pod = next(p.namespace for p in self._sidecars[scenario].plan if p.name == proxy)
+        url = f"http://127.0.0.1:{sidecars.ADMIN_PORT}/stats"
+        return envoy.parse_stats(self.cluster.check(pod, ["wget", "-q", "-O", "-", url], container=sidecars.SIDECAR))
+
+    def datapath_usage(self, scenario: str, reset_peak: bool) -> dict[str, dict]:
+        """Each sidecar's Envoy: its CPU ticks, peak RSS and bytes carried so far. Raises DatapathError,
+        with Envoy's log tail, when one cannot be read or Kubernetes restarted it since last seen."""
+        state = self._sidecars.get(scenario)
+        if state is None:
+            return {}
+        pl = self.placements[scenario]
+        cpus = {"client": pl.client_cpus, "server": pl.server_cpus}
+        out = {}
+        for proxy in state.plan:
+            found = self._read_sidecar(scenario, proxy, reset_peak)
+            if found.pop("started") != state.started[proxy.name]:
+                raise DatapathError(
+                    f"kubernetes: scenario {scenario}: sidecar {proxy.name} in pod {proxy.namespace} was "
+                    f"restarted by Kubernetes (its Envoy exited); the log of the one that exited ends:\n"
+                    f"{self.cluster.log_tail(proxy.namespace, sidecars.SIDECAR)}"
+                )
+            out[proxy.name] = {"side": proxy.side, "cpus": cpus[proxy.side], "version": state.version, **found}
+        return out
+
+    def recover(self, scenario: str) -> list[str]:
+        """Wait until Kubernetes has restarted every sidecar of the scenario that died and its Envoy
+        is ready again (its capture rules stay in the pod), so the next runs find their path whole.
+        Returns the names of those restarted."""
+        state = self._sidecars.get(scenario)
+        if state is None:
+            return []
+        restarted = []
+        timeout = self.settings.pod_ready_timeout_s
+        for proxy in state.plan:
+            deadline = time.monotonic() + timeout
+            while True:
+                if self._sidecar_started(proxy.namespace):
+                    try:
+                        started = self._read_sidecar(scenario, proxy, reset_peak=False)["started"]
+                        break
+                    except DatapathError:
+                        pass  # the one that died, not yet seen dead by the kubelet
+                if time.monotonic() > deadline:
+                    raise TargetError(
+                        f"kubernetes: scenario {scenario}: sidecar {proxy.name} not started again within "
+                        f"{timeout:g} s; Envoy's log ends:\n{self.cluster.log_tail(proxy.namespace, sidecars.SIDECAR)}"
+                    )
+                time.sleep(SIDECAR_POLL_S)
+            if started != state.started[proxy.name]:
+                state.started[proxy.name] = started
+                restarted.append(proxy.name)
+        return restarted
+
+    def _sidecar_started(self, pod: str) -> bool:
+        """Whether the pod's sidecar runs and has passed its startup probe (Envoy is ready)."""
+        status = self.cluster.core.read_namespaced_pod(pod, self.namespace).status
+        found = [c for c in status.init_container_statuses or [] if c.name == sidecars.SIDECAR]
+        return bool(found and found[0].started and found[0].state and found[0].state.running)
 
     def _side_cpus(self, client_node: str, server_node: str) -> tuple[list[int], list[int]]:
         if self.env.cpus:

@@ -29,6 +29,7 @@ _PID_RE = re.compile(rf"^{PID_MARKER}(\d+)\n")
 EXEC_TIMEOUT_S = 60  # a short command in a pod: a probe, ss, cat /proc/stat
 KILL_WAIT_S = 5  # how long a kill waits to learn the command's PID
 POLL_S = 0.3  # between looks at a pod that is starting
+LOG_TAIL_LINES = 20  # of a failed container's log, in errors
 
 
 def k8s():
@@ -70,6 +71,22 @@ def placed(pod) -> tuple[str, str, str]:
     return name, node, ip
 
 
+def failed_container(pod) -> tuple[str, str] | None:
+    """(container, how) of the first container of a pod that is starting that failed: an init
+    container that exited with an error, or any container Kubernetes had to restart (a sidecar
+    that keeps dying never makes its pod ready)."""
+    status = pod.status
+    for c in [*(status.init_container_statuses or []), *(status.container_statuses or [])]:
+        terminated = c.state.terminated if c.state else None
+        last = c.last_state.terminated if c.last_state else None
+        if c.restart_count:
+            code = last.exit_code if last else "?"
+            return c.name, f"exited {code} and was restarted {c.restart_count} time(s)"
+        if terminated and terminated.exit_code != 0:
+            return c.name, f"exited {terminated.exit_code} ({terminated.reason})"
+    return None
+
+
 def is_ready(pod) -> bool:
     return pod.status.phase == "Running" and any(
         c.type == "Ready" and c.status == "True" for c in pod.status.conditions or []
@@ -100,7 +117,7 @@ class Cluster:
         self._exec_lock = threading.Lock()
 
     # -- exec ----------------------------------------------------------------------
-    def open_exec(self, pod: str, command: list[str]):
+    def open_exec(self, pod: str, command: list[str], container: str = CONTAINER):
         from kubernetes.stream import stream
 
         with self._exec_lock:
@@ -109,7 +126,7 @@ class Cluster:
                 pod,
                 self.namespace,
                 command=command,
-                container=CONTAINER,
+                container=container,
                 stderr=True,
                 stdin=False,
                 stdout=True,
@@ -120,8 +137,9 @@ class Cluster:
     def spawn(self, pod: str, argv: list[str]) -> ExecProcess:
         return ExecProcess(self, pod, argv)
 
-    def run(self, pod: str, argv: list[str], timeout: float = EXEC_TIMEOUT_S) -> Result:
-        proc = ExecProcess(self, pod, argv)
+    def run(self, pod: str, argv: list[str], timeout: float = EXEC_TIMEOUT_S, container: str = CONTAINER) -> Result:
+        """``argv`` in a container of the pod (the benchmark's unless named) to its end."""
+        proc = ExecProcess(self, pod, argv, container)
         try:
             out, err = proc.communicate(timeout)
         except subprocess.TimeoutExpired:
@@ -129,9 +147,9 @@ class Cluster:
             raise TargetError(f"kubernetes: `{shlex.join(argv)}` in pod {pod} did not finish in {timeout} s") from None
         return Result(argv, proc.returncode, out, err)
 
-    def check(self, pod: str, argv: list[str]) -> str:
+    def check(self, pod: str, argv: list[str], container: str = CONTAINER) -> str:
         """stdout of a command that must succeed."""
-        r = self.run(pod, argv)
+        r = self.run(pod, argv, container=container)
         if r.returncode != 0:
             raise TargetError(
                 f"kubernetes: `{shlex.join(argv)}` in pod {pod} exited {r.returncode}: {shown(r.stderr).strip()}"
@@ -152,6 +170,15 @@ class Cluster:
             pod = self.core.read_namespaced_pod(name, self.namespace)
             if is_ready(pod):
                 return pod
+            failed = failed_container(pod)
+            if failed:
+                container, how = failed
+                raise TargetError(
+                    f"kubernetes: pod {self.namespace}/{name}: container {container} {how}; its log ends:\n"
+                    + self.log_tail(name, container)
+                    + "\n"
+                    + self.events(name)
+                )
             if pod.status.phase in ("Failed", "Succeeded"):
                 break
             time.sleep(POLL_S)
@@ -168,6 +195,22 @@ class Cluster:
             if exc.status != 404:  # a pod that failed to start may not exist
                 raise
 
+    def log_tail(self, pod: str, container: str, lines: int = LOG_TAIL_LINES) -> str:
+        """The last lines a container logged: its previous instance's, if Kubernetes restarted it (the
+        instance that died), else its own; or why there are none."""
+        k = k8s()
+        for previous in (True, False):
+            try:
+                text = self.core.read_namespaced_pod_log(
+                    pod, self.namespace, container=container, tail_lines=lines, previous=previous
+                )
+            except k.client.ApiException as exc:
+                if previous and exc.status == 400:  # no previous instance
+                    continue
+                return f"  (no log: {reason(exc)})"
+            return "\n".join(f"  {line}" for line in (text or "").splitlines()) or "  (it logged nothing)"
+        return "  (no log)"
+
     def events(self, pod: str) -> str:
         events = self.core.list_namespaced_event(self.namespace, field_selector=f"involvedObject.name={pod}").items
         lines = [f"  {e.type} {e.reason}: {e.message}" for e in events]
@@ -177,10 +220,10 @@ class Cluster:
 class ExecProcess:
     """A command running in a pod through the exec API, shaped like LocalProcess."""
 
-    def __init__(self, cluster: Cluster, pod: str, argv: list[str]):
+    def __init__(self, cluster: Cluster, pod: str, argv: list[str], container: str = CONTAINER):
         self.argv = argv
-        self._cluster, self._pod = cluster, pod
-        self._ws = cluster.open_exec(pod, wrap(argv))
+        self._cluster, self._pod, self._container = cluster, pod, container
+        self._ws = cluster.open_exec(pod, wrap(argv), container)
         self._out: list[str] = []
         self._err: list[str] = []
         self.returncode: int | None = None
@@ -220,7 +263,11 @@ class ExecProcess:
             m = _PID_RE.match("".join(self._err))
             if m:  # the wrapping shell's children, then the shell
                 try:
-                    self._cluster.run(self._pod, ["sh", "-c", f"pkill -KILL -P {m.group(1)}; kill -KILL {m.group(1)}"])
+                    self._cluster.run(
+                        self._pod,
+                        ["sh", "-c", f"pkill -KILL -P {m.group(1)}; kill -KILL {m.group(1)}"],
+                        container=self._container,
+                    )
                 except Exception as exc:  # the pod is gone: so is the command
                     self._err.append(f"\nbenchlib: kill failed: {reason(exc)}\n")
                 break

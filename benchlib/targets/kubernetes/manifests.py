@@ -14,6 +14,8 @@ import shlex
 from ...collectors import Server
 from ...config import Environment, KubernetesSettings, environment_dir
 from .. import TargetError, service_ports
+from ..mesh.shapes import MTLS_MESHES, Proxy
+from . import sidecars
 
 LABEL_SESSION = "benchlib.io/session"
 LABEL_OWNER = "benchlib.io/owner"
@@ -121,12 +123,46 @@ def pod_manifest(
         spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
     if not spec["nodeSelector"]:
         del spec["nodeSelector"]
-    return {
+    pod = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": pod_name(scenario, role), "labels": labels},
         "spec": spec,
     }
+    proxy = sidecars.proxy_of(mesh_plan(env, scenario, servers), role)
+    if proxy is None:
+        return pod
+    cpus = (env.cpus.client if role == "client" else env.cpus.server) if env.cpus else None
+    mtls = sc.mesh in MTLS_MESHES
+    return sidecars.inject(pod, object_name(scenario), proxy, k.image, k.image_pull_policy, cpus, mtls)
+
+
+def mesh_plan(env: Environment, scenario: str, servers: list[Server]) -> list[Proxy]:
+    """The scenario's sidecars (none without a mesh)."""
+    sc = env.scenarios[scenario]
+    if not sc.mesh:
+        return []
+    pods = {role: pod_name(scenario, role) for role in ("client", "server")}
+    return sidecars.plan(sc.mesh, pods, sidecars.http_ports(servers))
+
+
+def mesh_configmap(env: Environment, scenario: str, session: str, servers: list[Server]) -> dict:
+    """The ConfigMap of the scenario's sidecars: their bootstraps and capture rules."""
+    sc = env.scenarios[scenario]
+    labels = {LABEL_SESSION: session, LABEL_ROLE: "mesh", LABEL_SCENARIO: object_name(scenario)}
+    return sidecars.configmap_manifest(
+        object_name(scenario),
+        labels,
+        mesh_plan(env, scenario, servers),
+        sidecars.http_ports(servers),
+        sc.mesh in MTLS_MESHES,
+    )
+
+
+def mesh_secret(scenario: str, session: str, proxy: Proxy, files: dict[str, str]) -> dict:
+    """The Secret of one sidecar's certificate files (``files``: name -> PEM text)."""
+    labels = {LABEL_SESSION: session, LABEL_ROLE: "mesh", LABEL_SCENARIO: object_name(scenario)}
+    return sidecars.secret_manifest(object_name(scenario), labels, proxy, files)
 
 
 def service_manifest(scenario: str, session: str, ports: list[tuple[int, str]], filler: int = 0) -> dict:
@@ -226,6 +262,15 @@ def render(env: Environment, scenarios: list[str], servers: list[Server]) -> lis
             out.append((f"{name}: programmed when", command))
         for key, command in sc.record.items():
             out.append((f"{name}: record {key}", command))
+        if sc.mesh:
+            out.append((f"{name}: mesh config", mesh_configmap(env, name, "<id>", servers)))
+            if sc.mesh in MTLS_MESHES:
+                for proxy in mesh_plan(env, name, servers):
+                    files = {
+                        f: "<generated per campaign>"
+                        for f in ("ca.crt", f"{proxy.identity}.crt", f"{proxy.identity}.key")
+                    }
+                    out.append((f"{name}: mesh certificates of {proxy.name}", mesh_secret(name, "<id>", proxy, files)))
         out.append((f"{name}: server pod", pod_manifest(env, name, "server", "<id>", servers)))
         out.append((f"{name}: client pod", pod_manifest(env, name, "client", "<id>", servers)))
         if sc.placement == "service":
