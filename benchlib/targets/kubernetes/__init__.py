@@ -30,6 +30,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -356,7 +357,7 @@ class KubernetesTarget(Target):
                 delete(obj, self.namespace)
             except k.client.ApiException as exc:
                 if exc.status != 404:
-                    raise
+                    raise TargetError(f"kubernetes: scenario {scenario}: cannot delete {obj}: {reason(exc)}") from None
 
     def _meet_sidecars(self, scenario: str) -> dict:
         """Once the pods are ready: each sidecar's Envoy version and start time; the mesh's record."""
@@ -414,9 +415,13 @@ class KubernetesTarget(Target):
             return {}
         pl = self.placements[scenario]
         cpus = {"client": pl.client_cpus, "server": pl.server_cpus}
+        # both sidecars at once: an exec takes a tenth of a second or more, and the readings bound the
+        # run's CPU window
+        with ThreadPoolExecutor(len(state.plan)) as pool:
+            readings = [pool.submit(self._read_sidecar, scenario, p, reset_peak) for p in state.plan]
         out = {}
-        for proxy in state.plan:
-            found = self._read_sidecar(scenario, proxy, reset_peak)
+        for proxy, reading in zip(state.plan, readings, strict=True):
+            found = reading.result()
             if found.pop("started") != state.started[proxy.name]:
                 raise DatapathError(
                     f"kubernetes: scenario {scenario}: sidecar {proxy.name} in pod {proxy.namespace} was "
@@ -509,6 +514,8 @@ class KubernetesTarget(Target):
             "kernel": self.cluster.check(pod, ["uname", "-r"]).strip(),
             "kubernetes": self.cluster.server_version,
         }
+        if any(self.env.scenarios[s].mesh for s in self.scenarios):  # the sidecars' Envoy: the image's
+            versions["envoy"] = envoy.parse_version(self.cluster.check(pod, ["envoy", "--version"])) or "unknown"
         return {
             "target": "kubernetes",
             "context": self.settings.context,
