@@ -238,8 +238,6 @@ class KubernetesTarget(Target):
         client_pod, client_node, client_ip = placed(client)
         self._active = scenario  # from here on, _remove_scenario_objects cleans up after a failure
         service_ip, extra = None, {}
-        if sc.mesh:
-            extra["mesh"] = self._meet_sidecars(scenario)
         if sc.placement == "service":
             service_ip, extra = services.create(
                 self.cluster,
@@ -251,6 +249,8 @@ class KubernetesTarget(Target):
                 timeout,
                 self.log,
             )
+        if sc.mesh:
+            extra["mesh"] = self._meet_sidecars(scenario)
         if sc.programmed:
             start = time.monotonic()
             self.switch.retry_until_ok(scenario, sc.programmed, "not programmed")
