@@ -42,8 +42,8 @@ def find_project() -> tuple[Path, bool]:
 
 NAME_RE = r"^[a-z0-9][a-z0-9_.-]*$"
 NAME_MAX = 100  # names become directory names (a file name has at most 255 bytes)
-# the mesh shapes target kubernetes injects into its pods, as Envoy sidecars (node proxies: lab only)
-CLUSTER_MESHES = ("server-sidecar", "sidecars", "sidecars-mtls")
+# the mesh shapes target kubernetes runs, with Envoy: sidecars in its pods, or a node proxy pod per node
+CLUSTER_MESHES = ("server-sidecar", "sidecars", "sidecars-mtls", "node-proxies-mtls")
 
 
 class Experiment(Strict):
@@ -409,12 +409,13 @@ class Scenario(Strict):
     ) = Field(
         default=None,
         description=(
-            "lab and kubernetes: service-mesh proxies on the pod path: server-sidecar (a sidecar on the "
-            "server's pod), sidecars (on both pods, plaintext between them), sidecars-mtls (the same with "
-            "mutual TLS); lab only: node-proxies-mtls (one proxy per node, mutual TLS between them, as Istio's "
-            "ambient mode) or node-proxies-waypoint (those node proxies with an L7 waypoint proxy between "
-            "them; Envoy only). On kubernetes the sidecars are Envoy containers injected into the benchmark "
-            "pods as Istio injects them (proxy: envoy; the image must carry envoy and iptables)"
+            "service-mesh proxies on the pod path: server-sidecar (a sidecar on the server's pod), sidecars "
+            "(on both pods, plaintext between them), sidecars-mtls (the same with mutual TLS), "
+            "node-proxies-mtls (one proxy per node, mutual TLS between them, as Istio's ambient mode) or, lab "
+            "only, node-proxies-waypoint (those node proxies with an L7 waypoint proxy between them; Envoy "
+            "only). On kubernetes (proxy: envoy; the image must carry envoy and iptables) the "
+            "sidecars are Envoy containers injected into the benchmark pods as Istio injects them, and "
+            "node-proxies-mtls runs a host-network Envoy pod on each of the two nodes (placement pod-to-pod)"
         ),
     )
     proxy: Literal["haproxy", "envoy"] = Field(
@@ -635,7 +636,7 @@ class Environment(Strict):
             raise ValueError(f"scenarios.{n}.mesh: needs target lab or kubernetes; remove it")
         if sc.mesh not in CLUSTER_MESHES:
             raise ValueError(
-                f"scenarios.{n}.mesh: {sc.mesh} runs in the lab only; target kubernetes injects sidecars: "
+                f"scenarios.{n}.mesh: {sc.mesh} runs in the lab only; target kubernetes runs "
                 f"{', '.join(CLUSTER_MESHES)}"
             )
         if sc.proxy != "envoy":
@@ -644,6 +645,11 @@ class Environment(Strict):
             raise ValueError(
                 f"scenarios.{n}.mesh: needs pods with a network of their own (placement pod-to-pod, "
                 "same-node or service), got placement: host-network"
+            )
+        if sc.mesh == "node-proxies-mtls" and sc.placement != "pod-to-pod":
+            raise ValueError(
+                f"scenarios.{n}.mesh: node-proxies-mtls needs placement pod-to-pod (the node proxies carry "
+                f"traffic between the two nodes' pods), got placement: {sc.placement}"
             )
 
     def check_cpu_placement(self) -> None:

@@ -19,7 +19,7 @@ from benchlib.targets import TargetError
 from benchlib.targets.kubernetes import KubernetesTarget, render, sidecars
 from benchlib.targets.mesh import shapes
 from tests.conftest import require_root, short_params
-from tests.local_cluster import CLUSTER, STATE, cluster_script, execd_commands, k8s_env
+from tests.local_cluster import CLUSTER, STATE, cluster_script, execd_commands, in_node, k8s_env
 
 SERVERS = collectors.servers(["netperf", "fortio"])
 MESH = {
@@ -208,3 +208,37 @@ def admin_api(cluster):
     import kubernetes
 
     return kubernetes.config.new_client_from_config(config_file=str(cluster / "admin.kubeconfig"))
+
+
+def test_node_proxies_carry_cross_node_traffic_over_hbone_and_leave_no_rule_behind(cluster):
+    scenario = "mesh-node-proxies"
+    env = k8s_env(
+        {scenario: {"description": "HBONE", "placement": "pod-to-pod", "mesh": "node-proxies-mtls", "proxy": "envoy"}}
+    )
+    with runner.serving(KubernetesTarget(env, [scenario], SERVERS, log=lambda m: None)) as target:
+        pl = target.placement(scenario)
+        nodes = [pl.client_node, pl.server_node]
+        assert all(sidecars.NODE_CHAIN in in_node(n, "iptables-save", "-t", "nat") for n in nodes)
+        before = {p: target.sidecar_counters(scenario, p) for p in ("node1", "node2")}
+        usage_before = target.datapath_usage(scenario, reset_peak=True)
+        inv = fortio.command(pl.server_address, 2, 200, 3, False, pl.client_cpus, pl.server_cpus)
+        proc = target.spawn(scenario, "client", inv.argv)
+        out, err = proc.communicate(60)
+        assert proc.returncode == 0, err
+        http = fortio.parse("HTTP", [out])
+        usage_after = target.datapath_usage(scenario, reset_peak=False)
+        after = {p: target.sidecar_counters(scenario, p) for p in ("node1", "node2")}
+        assert http["http_errors"] == 0 and http["http_qps"] >= 100
+        # each of fortio's connections became one CONNECT stream, over mutual TLS, ended by the other node
+        tunnelled = grew(before["node1"], after["node1"], "tcp.outbound_hbone.downstream_cx_total")
+        assert tunnelled >= 3
+        assert grew(before["node1"], after["node1"], "cluster.hbone.upstream_rq_total") == tunnelled
+        assert grew(before["node2"], after["node2"], "http.inbound_hbone.downstream_rq_total") == tunnelled
+        for p in ("node1", "node2"):
+            assert sum(v for k, v in after[p].items() if k.endswith("ssl.handshake")) > 0, p
+        assert runner.idle_proxies(usage_before, usage_after) == []
+        assert {n: u["side"] for n, u in usage_after.items()} == {"node1": "client", "node2": "server"}
+        assert pl.details["mesh"]["kind"] == "node-proxies-mtls"
+    # the nodes' network namespaces outlive the pods: the rules went with the target
+    assert not any(sidecars.NODE_CHAIN in in_node(n, "iptables-save", "-t", "nat") for n in nodes)
+    assert not execd_commands()

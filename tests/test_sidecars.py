@@ -29,6 +29,7 @@ def mesh_env(cpus: bool = True) -> Environment:
         for name, mesh in MESH_SCENARIOS.items()
     }
     scenarios["plain"] = {"description": "no mesh", "placement": "pod-to-pod"}
+    scenarios["n1"] = {"description": "x", "placement": "pod-to-pod", "mesh": "node-proxies-mtls", "proxy": "envoy"}
     return Environment.model_validate(
         {
             "name": "k8s-mesh",
@@ -155,13 +156,13 @@ def test_render_shows_the_mesh_objects_without_a_key():
     assert all(set(o["stringData"].values()) == {"<generated per campaign>"} for o in secrets.values())
 
 
-@pytest.mark.parametrize("scenario", list(MESH_SCENARIOS))
-def test_envoy_accepts_every_sidecar_bootstrap(scenario, tmp_path):
+@pytest.mark.parametrize("scenario", [*MESH_SCENARIOS, "n1"])
+def test_envoy_accepts_every_bootstrap_of_a_cluster_mesh(scenario, tmp_path):
     """Envoy's own `--mode validate`, on the ConfigMap's bootstraps with the certificate paths pointed
     at a real CA's files."""
     env = mesh_env()
-    certificates.make_certificates(tmp_path, ["client-sidecar", "server-sidecar"])
-    cm = manifests.mesh_configmap(env, scenario, "sid", SERVERS)
+    certificates.make_certificates(tmp_path, ["client-sidecar", "server-sidecar", "node1", "node2"])
+    cm = manifests.mesh_configmap(env, scenario, "sid", SERVERS, SUBNETS if scenario == "n1" else None)
     for key, text in cm["data"].items():
         if not key.endswith(".json"):
             continue
@@ -275,12 +276,16 @@ def test_the_usage_of_another_process_1_is_refused():
     "scenario,message",
     [
         (
-            "{placement: pod-to-pod, mesh: node-proxies-mtls, proxy: envoy}",
-            r"scenarios\.a\.mesh: node-proxies-mtls runs in the lab only",
+            "{placement: pod-to-pod, mesh: node-proxies-waypoint, proxy: envoy}",
+            r"scenarios\.a\.mesh: node-proxies-waypoint runs in the lab only",
         ),
         (
             "{placement: pod-to-pod, mesh: sidecars}",
             r"scenarios\.a\.proxy: target kubernetes runs its sidecars with envoy",
+        ),
+        (
+            "{placement: same-node, mesh: node-proxies-mtls, proxy: envoy}",
+            r"scenarios\.a\.mesh: node-proxies-mtls needs placement pod-to-pod",
         ),
         (
             "{placement: host-network, mesh: sidecars, proxy: envoy}",
@@ -312,3 +317,77 @@ def test_the_shipped_cluster_mesh_scenarios_load():
         "mesh-sidecars-mtls": "sidecars-mtls",
     }
     assert all(env.scenarios[n].proxy == "envoy" and env.scenarios[n].placement == "pod-to-pod" for n in meshes)
+
+
+SUBNETS = {1: "10.244.1.0/24", 2: "10.244.2.0/24"}
+
+
+def test_node_proxies_run_in_a_host_network_pod_per_node_and_leave_the_benchmark_pods_alone():
+    env = mesh_env()
+    for role in ("client", "server"):  # the benchmark pods carry no sidecar: the nodes capture
+        assert "initContainers" not in manifests.pod_manifest(env, "n1", role, "sid", SERVERS)["spec"]
+    pods = manifests.node_proxy_pods(env, "n1", "sid", SERVERS, {1: "bk8s-node1", 2: "bk8s-node2"})
+    assert [p["metadata"]["name"] for p in pods] == ["n1-node1", "n1-node2"]
+    for i, pod in enumerate(pods, 1):
+        spec = pod["spec"]
+        assert spec["hostNetwork"] and spec["nodeSelector"] == {"kubernetes.io/hostname": f"bk8s-node{i}"}
+        assert [c["name"] for c in spec["initContainers"]] == [sidecars.INIT, sidecars.SIDECAR]
+        init, proxy = spec["initContainers"]
+        assert "iptables" not in init["command"][-1] and "capabilities" not in init["securityContext"]
+        assert proxy["securityContext"]["runAsUser"] == shapes.PROXY_UID and proxy["restartPolicy"] == "Always"
+        assert proxy["command"][:3] == ["taskset", "-c", str(i - 1)]  # on its side's CPU
+        [capture] = spec["containers"]
+        assert capture["name"] == sidecars.CAPTURE
+        assert set(capture["securityContext"]["capabilities"]["add"]) == {"NET_ADMIN", "NET_RAW"}
+        assert capture["startupProbe"]["exec"]["command"] == ["iptables", "-t", "nat", "-S", sidecars.NODE_CHAIN]
+        assert spec["terminationGracePeriodSeconds"] >= 5  # time for the capture container to clean up
+        assert {v["name"] for v in spec["volumes"]} == {"mesh-config", "mesh-secret", "mesh-tls"}  # HBONE: mTLS
+
+
+def test_node_capture_rules_take_only_cross_node_pod_traffic_in_a_chain_of_their_own():
+    env = mesh_env()
+    cm = manifests.mesh_configmap(env, "n1", "sid", SERVERS, SUBNETS)
+    assert sorted(cm["data"]) == ["node1.json", "node1.rules", "node2.json", "node2.rules"]
+    rules = cm["data"]["node1.rules"].splitlines()
+    chain = sidecars.NODE_CHAIN
+    assert rules == [
+        "*nat",
+        f":{chain} - [0:0]",
+        f"-A PREROUTING -j {chain}",
+        f"-A {chain} -p tcp -s 10.244.1.0/24 -d 10.244.2.0/24 -j REDIRECT --to-ports 15001",
+        f"-A {chain} -p tcp -d 10.244.1.0/24 --dport 15008 -j REDIRECT --to-ports 15008",
+        "COMMIT",
+    ]
+    assert "-s 10.244.2.0/24 -d 10.244.1.0/24" in cm["data"]["node2.rules"]
+    node1 = json.loads(cm["data"]["node1.json"])
+    assert [ln["name"] for ln in node1["static_resources"]["listeners"]] == ["outbound", "inbound"]
+    with pytest.raises(ValueError, match="pod subnets"):
+        manifests.mesh_configmap(env, "n1", "sid", SERVERS)
+
+
+def test_a_node_proxys_capture_container_installs_its_rules_and_removes_them_when_stopped(tmp_path):
+    """capture_script, as the capture container runs it (busybox sh, iptables), in a network namespace
+    of its own: the rules are in while it runs; SIGTERM (a pod's deletion) leaves the nat table as it was."""
+    require_root()
+    rules = tmp_path / "capture.rules"
+    rules.write_text(sidecars.node_capture_rules(SUBNETS[1], SUBNETS[2]))
+    script = sidecars.capture_script().replace(f"{sidecars.CONFIG_DIR}/{sidecars.RULES}", str(rules))
+    busybox = shutil.which("busybox")
+    assert busybox
+    r = subprocess.run(
+        [
+            "unshare",
+            "--net",
+            "sh",
+            "-c",
+            f'{busybox} sh -c "$0" & p=$!; sleep 1; iptables -t nat -S; kill -TERM $p; wait $p; echo exit=$?; '
+            "iptables -t nat -S",
+            script,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    running, _, stopped = r.stdout.partition("exit=")
+    assert f"-A PREROUTING -j {sidecars.NODE_CHAIN}" in running and "--to-ports 15008" in running, r.stdout + r.stderr
+    assert stopped.startswith("0") and sidecars.NODE_CHAIN not in stopped, r.stdout + r.stderr

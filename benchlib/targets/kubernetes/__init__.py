@@ -51,6 +51,7 @@ from .manifests import (
     namespace_labels_patch,
     namespace_manifest,
     namespace_name,
+    node_proxy_pods,
     object_name,
     pod_manifest,
     pod_name,
@@ -137,6 +138,8 @@ class KubernetesTarget(Target):
             self._tls_dir = None
         if self._cluster is None:
             return
+        if self._active is not None and self.env.scenarios[self._active].mesh in shapes.NODE_MESHES:
+            self._stop_node_proxies(self._active)  # their rules live in the nodes, not in the namespace
         if self._active is not None and self.env.scenarios[self._active].placement == "service":
             try:  # in parallel: faster than the namespace controller for many Services
                 services.delete(self.cluster, self._active, self.log)
@@ -219,7 +222,7 @@ class KubernetesTarget(Target):
         self._remove_scenario_objects()
         self.switch.apply(scenario)
         self._label_namespace(sc.namespace_labels)
-        if sc.mesh:
+        if sc.mesh and sc.mesh not in shapes.NODE_MESHES:  # node proxies wait for their nodes
             self._create_mesh_objects(scenario)
         timeout = self.settings.pod_ready_timeout_s
         server = self.cluster.start_pod(pod_manifest(self.env, scenario, "server", self.session, self.servers), timeout)
@@ -249,6 +252,8 @@ class KubernetesTarget(Target):
                 timeout,
                 self.log,
             )
+        if sc.mesh in shapes.NODE_MESHES:
+            self._start_node_proxies(scenario, {1: client_node, 2: server_node})
         if sc.mesh:
             extra["mesh"] = self._meet_sidecars(scenario)
         if sc.programmed:
@@ -307,6 +312,8 @@ class KubernetesTarget(Target):
         self._stop_servers()
         if self._active is None:
             return
+        if self.env.scenarios[self._active].mesh in shapes.NODE_MESHES:
+            self._stop_node_proxies(self._active)
         for role in ("client", "server"):
             self.cluster.delete_pod(pod_name(self._active, role))
         if self.env.scenarios[self._active].placement == "service":
@@ -316,14 +323,14 @@ class KubernetesTarget(Target):
         self._active = None
 
     # -- sidecars ------------------------------------------------------------------
-    def _create_mesh_objects(self, scenario: str) -> None:
-        """The scenario's ConfigMap (bootstraps, capture rules) and, for mTLS, each sidecar's Secret,
-        before its pods. An earlier failed activation's objects are replaced."""
+    def _create_mesh_objects(self, scenario: str, pod_subnets: dict[int, str] | None = None) -> None:
+        """The scenario's ConfigMap (bootstraps, capture rules) and, for mTLS, each proxy's Secret,
+        before the proxies' pods. An earlier failed activation's objects are replaced."""
         sc = self.env.scenarios[scenario]
         self._delete_mesh_objects(scenario)
         core, k = self.cluster.core, k8s()
         try:
-            config = mesh_configmap(self.env, scenario, self.session, self.servers)
+            config = mesh_configmap(self.env, scenario, self.session, self.servers, pod_subnets)
             core.create_namespaced_config_map(self.namespace, config)  # pyright: ignore[reportArgumentType] (a manifest dict, sent as it is)
             if sc.mesh in shapes.MTLS_MESHES:
                 for proxy in mesh_plan(self.env, scenario, self.servers):
@@ -339,7 +346,7 @@ class KubernetesTarget(Target):
         first mTLS scenario, in a private directory removed at teardown)."""
         if self._tls_dir is None:
             self._tls_dir = Path(tempfile.mkdtemp(prefix="benchlib-mesh-"))
-            certificates.make_certificates(self._tls_dir, ["client-sidecar", "server-sidecar"])
+            certificates.make_certificates(self._tls_dir, ["client-sidecar", "server-sidecar", "node1", "node2"])
         names = ("ca.crt", f"{proxy.identity}.crt", f"{proxy.identity}.key")
         return {name: (self._tls_dir / name).read_text() for name in names}
 
@@ -358,6 +365,30 @@ class KubernetesTarget(Target):
             except k.client.ApiException as exc:
                 if exc.status != 404:
                     raise TargetError(f"kubernetes: scenario {scenario}: cannot delete {obj}: {reason(exc)}") from None
+
+    def _start_node_proxies(self, scenario: str, nodes: dict[int, str]) -> None:
+        """A node proxy pod on the client's (1) and the server's (2) node, once the benchmark pods are
+        placed: their rules capture traffic between those nodes' pod subnets."""
+        subnets = {}
+        for i, node in nodes.items():
+            spec = self.cluster.core.read_node(node).spec
+            subnets[i] = (spec.pod_cidrs or [spec.pod_cidr])[0]
+        self._create_mesh_objects(scenario, subnets)
+        timeout = self.settings.pod_ready_timeout_s
+        for pod in node_proxy_pods(self.env, scenario, self.session, self.servers, nodes):
+            self.cluster.start_pod(pod, timeout)
+
+    def _stop_node_proxies(self, scenario: str) -> None:
+        """Remove the node proxies' capture rules from their nodes, then their pods (whose capture
+        container removes them as well when told to stop, should this exec not reach it)."""
+        for proxy in mesh_plan(self.env, scenario, self.servers):
+            try:
+                self.cluster.run(proxy.namespace, ["sh", "-c", sidecars.NODE_CLEANUP], container=sidecars.CAPTURE)
+            except Exception as exc:  # a pod that never started, or is gone
+                self.log(f"kubernetes: node proxy {proxy.name}: removing its rules by exec failed ({reason(exc)})")
+            self.cluster.delete_pod(proxy.namespace, grace_period_s=sidecars.NODE_GRACE_S)
+        for proxy in mesh_plan(self.env, scenario, self.servers):  # gone before other rules come
+            self.cluster.wait_deleted(proxy.namespace, sidecars.NODE_GRACE_S + NAMESPACE_DELETE_TIMEOUT_S)
 
     def _meet_sidecars(self, scenario: str) -> dict:
         """Once the pods are ready: each sidecar's Envoy version and start time; the mesh's record."""

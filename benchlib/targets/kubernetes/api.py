@@ -187,10 +187,10 @@ class Cluster:
             f"{timeout_s:g} s (phase {pod.status.phase})\n" + self.events(name)
         )
 
-    def delete_pod(self, name: str) -> None:
+    def delete_pod(self, name: str, grace_period_s: int = 0) -> None:
         k = k8s()
         try:
-            self.core.delete_namespaced_pod(name, self.namespace, grace_period_seconds=0)
+            self.core.delete_namespaced_pod(name, self.namespace, grace_period_seconds=grace_period_s)
         except k.client.ApiException as exc:
             if exc.status != 404:  # a pod that failed to start may not exist
                 raise
@@ -210,6 +210,20 @@ class Cluster:
                 return f"  (no log: {reason(exc)})"
             return "\n".join(f"  {line}" for line in (text or "").splitlines()) or "  (it logged nothing)"
         return "  (no log)"
+
+    def wait_deleted(self, name: str, timeout_s: float) -> None:
+        """Return once the pod is gone; TargetError after ``timeout_s``."""
+        k = k8s()
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                self.core.read_namespaced_pod(name, self.namespace)
+            except k.client.ApiException as exc:
+                if exc.status == 404:
+                    return
+                raise
+            time.sleep(POLL_S)
+        raise TargetError(f"kubernetes: pod {self.namespace}/{name} still exists {timeout_s:g} s after its deletion")
 
     def events(self, pod: str) -> str:
         events = self.core.list_namespaced_event(self.namespace, field_selector=f"involvedObject.name={pod}").items

@@ -14,7 +14,7 @@ import shlex
 from ...collectors import Server
 from ...config import Environment, KubernetesSettings, environment_dir
 from .. import TargetError, service_ports
-from ..mesh.shapes import MTLS_MESHES, Proxy
+from ..mesh.shapes import MTLS_MESHES, NODE_MESHES, Proxy
 from . import sidecars
 
 LABEL_SESSION = "benchlib.io/session"
@@ -138,31 +138,55 @@ def pod_manifest(
 
 
 def mesh_plan(env: Environment, scenario: str, servers: list[Server]) -> list[Proxy]:
-    """The scenario's sidecars (none without a mesh)."""
+    """The scenario's proxies, sidecars or node proxies (none without a mesh)."""
     sc = env.scenarios[scenario]
     if not sc.mesh:
         return []
     pods = {role: pod_name(scenario, role) for role in ("client", "server")}
-    return sidecars.plan(sc.mesh, pods, sidecars.http_ports(servers))
+    return sidecars.plan(sc.mesh, object_name(scenario), pods, sidecars.http_ports(servers))
 
 
-def mesh_configmap(env: Environment, scenario: str, session: str, servers: list[Server]) -> dict:
-    """The ConfigMap of the scenario's sidecars: their bootstraps and capture rules."""
+def mesh_configmap(
+    env: Environment, scenario: str, session: str, servers: list[Server], pod_subnets: dict[int, str] | None = None
+) -> dict:
+    """The ConfigMap of the scenario's proxies: their bootstraps and capture rules (node proxies': for
+    the ``pod_subnets`` of the client's (1) and the server's (2) node)."""
     sc = env.scenarios[scenario]
-    labels = {LABEL_SESSION: session, LABEL_ROLE: "mesh", LABEL_SCENARIO: object_name(scenario)}
     return sidecars.configmap_manifest(
         object_name(scenario),
-        labels,
+        _mesh_labels(scenario, session),
         mesh_plan(env, scenario, servers),
         sidecars.http_ports(servers),
         sc.mesh in MTLS_MESHES,
+        pod_subnets,
     )
+
+
+def _mesh_labels(scenario: str, session: str) -> dict:
+    return {LABEL_SESSION: session, LABEL_ROLE: "mesh", LABEL_SCENARIO: object_name(scenario)}
+
+
+def node_proxy_pods(env: Environment, scenario: str, session: str, servers: list[Server], nodes: dict[int, str]):
+    """The node proxy pods of a node-proxy mesh, on the client's (1) and the server's (2) node."""
+    k = kubernetes_settings(env)
+    cpus = {1: env.cpus.client, 2: env.cpus.server} if env.cpus else {1: None, 2: None}
+    return [
+        sidecars.node_proxy_pod(
+            object_name(scenario),
+            _mesh_labels(scenario, session),
+            proxy,
+            nodes[i],
+            k.image,
+            k.image_pull_policy,
+            cpus[i],
+        )
+        for i, proxy in ((int(p.name.removeprefix("node")), p) for p in mesh_plan(env, scenario, servers))
+    ]
 
 
 def mesh_secret(scenario: str, session: str, proxy: Proxy, files: dict[str, str]) -> dict:
     """The Secret of one sidecar's certificate files (``files``: name -> PEM text)."""
-    labels = {LABEL_SESSION: session, LABEL_ROLE: "mesh", LABEL_SCENARIO: object_name(scenario)}
-    return sidecars.secret_manifest(object_name(scenario), labels, proxy, files)
+    return sidecars.secret_manifest(object_name(scenario), _mesh_labels(scenario, session), proxy, files)
 
 
 def service_manifest(scenario: str, session: str, ports: list[tuple[int, str]], filler: int = 0) -> dict:
@@ -263,7 +287,9 @@ def render(env: Environment, scenarios: list[str], servers: list[Server]) -> lis
         for key, command in sc.record.items():
             out.append((f"{name}: record {key}", command))
         if sc.mesh:
-            out.append((f"{name}: mesh config", mesh_configmap(env, name, "<id>", servers)))
+            nodes = {1: "<the client's node>", 2: "<the server's node>"}
+            subnets = {i: f"<pod CIDR of {nodes[i][1:-1]}>" for i in nodes} if sc.mesh in NODE_MESHES else None
+            out.append((f"{name}: mesh config", mesh_configmap(env, name, "<id>", servers, subnets)))
             if sc.mesh in MTLS_MESHES:
                 for proxy in mesh_plan(env, name, servers):
                     files = {
@@ -273,6 +299,11 @@ def render(env: Environment, scenarios: list[str], servers: list[Server]) -> lis
                     out.append((f"{name}: mesh certificates of {proxy.name}", mesh_secret(name, "<id>", proxy, files)))
         out.append((f"{name}: server pod", pod_manifest(env, name, "server", "<id>", servers)))
         out.append((f"{name}: client pod", pod_manifest(env, name, "client", "<id>", servers)))
+        if sc.mesh in NODE_MESHES:
+            for pod in node_proxy_pods(
+                env, name, "<id>", servers, {1: "<the client's node>", 2: "<the server's node>"}
+            ):
+                out.append((f"{name}: node proxy pod, once both pods are placed", pod))
         if sc.placement == "service":
             out.append((f"{name}: service", service_manifest(name, "<id>", service_ports(servers))))
         if isinstance(sc.services, int) and sc.services > 1:  # (a list was expanded into scenarios on load)

@@ -39,6 +39,16 @@ BOOTSTRAP, RULES = "envoy.json", "capture.rules"
 STARTUP_PERIOD_S, STARTUP_FAILURES = 1, 60
 CLUSTER_NAME = "benchlib-kubernetes"  # Envoy's node cluster, in its stats and logs
 SEPARATOR = "--benchlib--"  # between the parts of `usage_script`'s output
+NET_CAPABILITIES = ["NET_ADMIN", "NET_RAW"]  # iptables in a network namespace
+CAPTURE = "mesh-capture"  # a node proxy pod's container that holds its node's capture rules
+NODE_CHAIN = "BENCHLIB-MESH"
+# removes a node proxy's rules from its node (the node's network namespace outlives the pod)
+NODE_CLEANUP = (
+    f"while iptables -t nat -D PREROUTING -j {NODE_CHAIN} 2>/dev/null; do :; done; "
+    f"iptables -t nat -F {NODE_CHAIN} 2>/dev/null; "
+    f"iptables -t nat -X {NODE_CHAIN} 2>/dev/null; true"
+)
+NODE_GRACE_S = 10  # a node proxy pod's capture container removes its rules when told to stop
 
 
 def http_ports(servers) -> list[int]:
@@ -46,14 +56,22 @@ def http_ports(servers) -> list[int]:
     return sorted({s.port for s in servers if s.l7 == "http"})
 
 
-def plan(mesh: str, pods: dict[str, str], ports: list[int]) -> list[shapes.Proxy]:
-    """The scenario's proxies (`shapes.proxies`); ``pods``: the client and server pod names."""
-    return shapes.proxies(mesh, {}, {1: pods["client"], 2: pods["server"]}, ports)
+def node_pod_name(object_name: str, i: int) -> str:
+    """The node proxy pod on the client's (1) or the server's (2) node."""
+    return f"{object_name}-node{i}"
+
+
+def plan(mesh: str, object_name: str, pods: dict[str, str], ports: list[int]) -> list[shapes.Proxy]:
+    """The scenario's proxies (`shapes.proxies`); ``pods``: the client and server pod names. A proxy's
+    "namespace" is the pod it runs in: its sidecar's pod, or its node proxy pod."""
+    nodes = {i: node_pod_name(object_name, i) for i in (1, 2)}
+    return shapes.proxies(mesh, nodes, {1: pods["client"], 2: pods["server"]}, ports)
 
 
 def proxy_of(proxies: list[shapes.Proxy], role: str) -> shapes.Proxy | None:
-    """The sidecar of the client or server pod, if the shape gives it one."""
-    return next((p for p in proxies if p.side == role), None)
+    """The sidecar of the client or server pod, if the shape gives it one (node proxies run in pods of
+    their own)."""
+    return next((p for p in proxies if p.name == f"{role}-sidecar"), None)
 
 
 def configmap_name(object_name: str) -> str:
@@ -70,12 +88,26 @@ def bootstrap(proxy: shapes.Proxy, mtls: bool) -> dict:
     return envoy.bootstrap(proxy, envoy.admin_loopback(ADMIN_PORT), Path(TLS_DIR) if mtls else None, CLUSTER_NAME)
 
 
-def configmap_manifest(object_name: str, labels: dict, proxies: list[shapes.Proxy], ports: list[int], mtls: bool):
-    """Every proxy's bootstrap (``<proxy>.json``) and capture rules (``<proxy>.rules``)."""
+def configmap_manifest(
+    object_name: str,
+    labels: dict,
+    proxies: list[shapes.Proxy],
+    ports: list[int],
+    mtls: bool,
+    pod_subnets: dict[int, str] | None = None,
+) -> dict:
+    """Every proxy's bootstrap (``<proxy>.json``) and capture rules (``<proxy>.rules``); node proxies'
+    rules need the nodes' ``pod_subnets`` (1: the client's node, 2: the server's)."""
     data = {}
     for p in proxies:
         data[f"{p.name}.json"] = json.dumps(bootstrap(p, mtls), indent=1)
-        data[f"{p.name}.rules"] = shapes.capture_rules(p, ports)
+        if p.name.endswith("-sidecar"):
+            data[f"{p.name}.rules"] = shapes.capture_rules(p, ports)
+        else:
+            if pod_subnets is None:
+                raise ValueError(f"{p.name}: a node proxy's capture rules need the nodes' pod subnets")
+            i = int(p.name.removeprefix("node"))
+            data[f"{p.name}.rules"] = node_capture_rules(pod_subnets[i], pod_subnets[3 - i])
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -99,10 +131,13 @@ def secret_manifest(object_name: str, labels: dict, proxy: shapes.Proxy, files: 
     }
 
 
-def init_script(mtls: bool) -> str:
-    """What ``mesh-init`` runs as root: the capture rules, then the certificate files handed to the
-    proxy's uid (a key never readable by anyone else, not even for a moment: umask 077)."""
-    lines = ["set -e", f"iptables-restore --noflush < {CONFIG_DIR}/{RULES}"]
+def init_script(mtls: bool, capture: bool = True) -> str:
+    """What ``mesh-init`` runs as root: the capture rules (a sidecar's: the pod's network namespace
+    goes with the pod), then the certificate files handed to the proxy's uid (a key never readable by
+    anyone else, not even for a moment: umask 077)."""
+    lines = ["set -e"]
+    if capture:
+        lines.append(f"iptables-restore --noflush < {CONFIG_DIR}/{RULES}")
     if mtls:
         uid = shapes.PROXY_UID
         lines += [
@@ -145,6 +180,27 @@ def inject(
     """``pod`` with ``proxy`` injected as Istio injects its sidecar: the init container that captures
     the pod's traffic, then Envoy as a native sidecar, ready before the benchmark container starts."""
     spec = pod["spec"]
+    init, sidecar, volumes = _proxy_containers(object_name, proxy, image, pull_policy, cpus, mtls, capture=True)
+    return {
+        **pod,
+        "spec": {
+            **spec,
+            "initContainers": [*spec.get("initContainers", []), init, sidecar],
+            "volumes": [*spec.get("volumes", []), *volumes],
+        },
+    }
+
+
+def _proxy_containers(
+    object_name: str,
+    proxy: shapes.Proxy,
+    image: str,
+    pull_policy: str,
+    cpus: list[int] | None,
+    mtls: bool,
+    capture: bool,
+) -> tuple[dict, dict, list[dict]]:
+    """(mesh-init, the Envoy native sidecar, their volumes) of a proxy's pod."""
     config = {
         "name": "mesh-config",
         "configMap": {
@@ -173,8 +229,8 @@ def inject(
         "name": INIT,
         "image": image,
         "imagePullPolicy": pull_policy,
-        "command": ["sh", "-c", init_script(mtls)],
-        "securityContext": {"runAsUser": 0, "capabilities": {"add": ["NET_ADMIN", "NET_RAW"]}},
+        "command": ["sh", "-c", init_script(mtls, capture)],
+        "securityContext": {"runAsUser": 0, **({"capabilities": {"add": NET_CAPABILITIES}} if capture else {})},
         "volumeMounts": init_mounts,
     }
     sidecar = {
@@ -199,12 +255,87 @@ def inject(
         },
         "volumeMounts": envoy_mounts,
     }
+    return init, sidecar, volumes
+
+
+def node_capture_rules(own: str, other: str) -> str:
+    """iptables-restore input (nat table) for a node proxy in its node's network namespace, in a chain
+    of its own (`NODE_CLEANUP` removes it): TCP from this node's pods to the other node's, to the
+    proxy's outbound listener; HBONE tunnels to this node's pods (port 15008), to its tunnel's end.
+    Traffic between pods of one node, and every other connection of the node, is left alone."""
+    chain = NODE_CHAIN
+    return (
+        "\n".join(
+            [
+                "*nat",
+                f":{chain} - [0:0]",
+                f"-A PREROUTING -j {chain}",
+                f"-A {chain} -p tcp -s {own} -d {other} -j REDIRECT --to-ports {shapes.OUTBOUND_TCP}",
+                f"-A {chain} -p tcp -d {own} --dport {shapes.TUNNEL} -j REDIRECT --to-ports {shapes.TUNNEL}",
+                "COMMIT",
+            ]
+        )
+        + "\n"
+    )
+
+
+def capture_script() -> str:
+    """The node proxy pod's capture container: its rules in the node's nat table while it runs (after
+    Envoy is ready: it starts after the native sidecar), removed when it is told to stop."""
+    return (
+        "\n".join(
+            [
+                NODE_CLEANUP,
+                f"iptables-restore --noflush < {CONFIG_DIR}/{RULES}",
+                "sleep infinity & sleeper=$!",
+                f"trap '{NODE_CLEANUP}; kill $sleeper; exit 0' TERM INT",
+                "wait $sleeper",
+            ]
+        )
+        + "\n"
+    )
+
+
+def node_proxy_pod(
+    object_name: str,
+    labels: dict,
+    proxy: shapes.Proxy,
+    node: str,
+    image: str,
+    pull_policy: str,
+    cpus: list[int] | None,
+) -> dict:
+    """A node proxy (Istio ambient's ztunnel, as Envoy): a host-network pod on ``node``: Envoy as its
+    native sidecar, then the container holding the node's capture rules (HBONE is always mutual TLS)."""
+    init, sidecar, volumes = _proxy_containers(object_name, proxy, image, pull_policy, cpus, True, capture=False)
+    capture = {
+        "name": CAPTURE,
+        "image": image,
+        "imagePullPolicy": pull_policy,
+        "command": ["sh", "-c", capture_script()],
+        "securityContext": {"runAsUser": 0, "capabilities": {"add": NET_CAPABILITIES}},
+        "volumeMounts": [{"name": "mesh-config", "mountPath": CONFIG_DIR, "readOnly": True}],
+        # ready once the rules are in: the target measures nothing before
+        "startupProbe": {
+            "exec": {"command": ["iptables", "-t", "nat", "-S", NODE_CHAIN]},
+            "periodSeconds": STARTUP_PERIOD_S,
+            "failureThreshold": STARTUP_FAILURES,
+        },
+    }
     return {
-        **pod,
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": proxy.namespace, "labels": labels},
         "spec": {
-            **spec,
-            "initContainers": [*spec.get("initContainers", []), init, sidecar],
-            "volumes": [*spec.get("volumes", []), *volumes],
+            "hostNetwork": True,
+            "dnsPolicy": "ClusterFirstWithHostNet",
+            "nodeSelector": {"kubernetes.io/hostname": node},
+            "tolerations": [{"operator": "Exists"}],
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": NODE_GRACE_S,
+            "initContainers": [init, sidecar],
+            "containers": [capture],
+            "volumes": volumes,
         },
     }
 
