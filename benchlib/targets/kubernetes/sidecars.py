@@ -1,4 +1,5 @@
-"""Envoy as each benchmark pod's sidecar, as Istio injects it (pure builders).
+"""Envoy as each benchmark pod's sidecar, as Istio injects it, or as each node's proxy, as Istio's
+ambient mode runs ztunnel (pure builders).
 
 The mesh shapes and Envoy bootstraps are the lab's own (`mesh.shapes`, `mesh.envoy`); on a
 cluster they travel as objects of the scenario:
@@ -14,6 +15,11 @@ cluster they travel as objects of the scenario:
   it where Kubernetes has them) running as uid 1337, so the capture rule spares its own
   connections. Kubernetes starts the benchmark container once Envoy's startup probe passes, and
   restarts a sidecar that dies, as it would Istio's.
+
+Node proxies (``node-proxies-mtls``) run in a host-network pod per node, Envoy as its native sidecar
+and a ``mesh-capture`` container that holds the node's capture rules (`node_capture_rules`, in a
+chain of their own) while it runs and removes them when stopped: unlike a pod's, the node's network
+namespace outlives the scenario.
 
 Envoy's admin interface listens on the pod's loopback, port 15000 (Istio's): the target reads it
 through the exec API with the image's busybox wget, in the sidecar's own container, where Envoy is
