@@ -139,7 +139,10 @@ class KubernetesTarget(Target):
         if self._cluster is None:
             return
         if self._active is not None and self.env.scenarios[self._active].mesh in shapes.NODE_MESHES:
-            self._stop_node_proxies(self._active)  # their rules live in the nodes, not in the namespace
+            try:  # their rules live in the nodes, not in the namespace
+                self._stop_node_proxies(self._active)
+            except Exception as exc:  # the namespace goes all the same; its deletion stops their pods
+                self.log(f"kubernetes: stopping the node proxies failed ({reason(exc)})")
         if self._active is not None and self.env.scenarios[self._active].placement == "service":
             try:  # in parallel: faster than the namespace controller for many Services
                 services.delete(self.cluster, self._active, self.log)
