@@ -109,7 +109,7 @@ def test_unsupported_calico_combinations_are_refused_in_one_line_before_anything
         ["bash", str(CLUSTER), "cni", "calico", *args], capture_output=True, text=True, env=env, timeout=60
     )
     [line] = done.stderr.splitlines()
-    assert done.returncode == 1 and line.startswith("k8s-local-cluster.sh: ") and refusal in line, done.stderr
+    assert done.returncode == 2 and line.startswith("k8s-local-cluster.sh: ") and refusal in line, done.stderr
     assert not (tmp_path / "state").exists()
 
 
