@@ -142,6 +142,23 @@ def test_pods_get_calico_ipam_addresses_and_talk_across_and_within_nodes(calico)
         assert run_tool(target, "same-node", "TCP_RR")["transaction_rate"] > 1000
 
 
+def test_native_routing_carries_pod_traffic_on_the_wire_without_vxlan(calico):
+    switch("--dataplane", "iptables", "--routing", "native")
+    env = calico_env({"pod-to-pod": {"description": "two nodes", "placement": "pod-to-pod"}})
+    with serving_cluster(env, "pod-to-pod") as target:
+        node = target.placement("pod-to-pod").client_node
+        result, packets = {}, {}
+
+        def plain_pod_packets():
+            packets["pods"] = count_packets(
+                node, f"tcp and net {POOL}", lambda: result.update(run_tool(target, "pod-to-pod", "TCP_RR"))
+            )
+
+        vxlan = count_packets(node, "udp port 4789", plain_pod_packets)
+        # the pods' own addresses on the wire (routes to the other node's block), nothing encapsulated
+        assert vxlan == 0 and packets["pods"] >= result["transaction_rate"], (vxlan, packets, result)
+
+
 @pytest.mark.parametrize("dataplane", ["iptables", "nftables", "ebpf"])
 def test_a_cluster_ip_answers_in_each_dataplane(calico, dataplane):
     switch("--dataplane", dataplane)
