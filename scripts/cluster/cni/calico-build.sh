@@ -41,8 +41,8 @@ calico_build() {  # calico_build [--calico-src DIR] [--libbpf-src DIR]
   local src=${BENCHLIB_CALICO_SRC:-} libbpf_src=${BENCHLIB_LIBBPF_SRC:-}
   while [ $# -gt 0 ]; do
     case $1 in
-      --calico-src) src=${2:?--calico-src needs a directory}; shift 2 ;;
-      --libbpf-src) libbpf_src=${2:?--libbpf-src needs a directory}; shift 2 ;;
+      --calico-src) [ $# -ge 2 ] || bad_input "--calico-src needs a directory"; src=$2; shift 2 ;;
+      --libbpf-src) [ $# -ge 2 ] || bad_input "--libbpf-src needs a directory"; libbpf_src=$2; shift 2 ;;
       *) bad_input "build calico: unknown argument '$1' (build calico [--calico-src DIR] [--libbpf-src DIR])" ;;
     esac
   done
