@@ -495,7 +495,10 @@ class KubernetesSettings(Strict):
     pod_ready_timeout_s: float = Field(
         default=180,
         gt=0,
-        description=("wait this long for pods to be ready, and for the EndpointSlices of a scenario's Services"),
+        description=(
+            "wait this long for pods to be ready, and for the EndpointSlices of a scenario's Services "
+            "(from the last one created)"
+        ),
     )
     cni_agent: dict[str, str] | None = Field(
         default=None, description="{namespace, selector} of the CNI agent pods, for CPU/memory from the metrics API"

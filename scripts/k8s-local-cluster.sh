@@ -32,6 +32,9 @@
 #                                         programs replacing kube-proxy
 #   --routing vxlan|native                Calico: VXLAN between nodes, or plain routes (CrossSubnet)
 #
+# Exit status: 0 done, 1 failed (with the failing component's log tail), 2 a wrong
+# option or value (refused before anything changes).
+#
 # Bounds: BENCHLIB_K8S_TIMEOUT_S (default 180) for each wait on a component;
 # BENCHLIB_FELIX_READY_S (default the same) for felix's readiness after a switch.
 #
@@ -95,12 +98,12 @@ up_command() {  # up [--nodes 1|2] [NETWORK]
   local nodes=2 net_args=() spec
   while [ $# -gt 0 ]; do
     case $1 in
-      --nodes) nodes=${2:?--nodes needs 1 or 2}; shift 2 ;;
+      --nodes) [ $# -ge 2 ] || bad_input "--nodes needs 1 or 2"; nodes=$2; shift 2 ;;
       -h|--help) usage; exit 0 ;;
       *) net_args+=("$1"); shift ;;
     esac
   done
-  case $nodes in 1|2) ;; *) die "--nodes $nodes: choose 1 or 2" ;; esac
+  case $nodes in 1|2) ;; *) bad_input "--nodes $nodes: choose 1 or 2" ;; esac
   spec=$(network_args up "${net_args[@]}")
   no_measurement_running up
   load_addresses
@@ -109,7 +112,7 @@ up_command() {  # up [--nodes 1|2] [NETWORK]
 }
 
 cni_command() {  # cni <cni> [NETWORK]: switch the running cluster's pod network
-  [ $# -gt 0 ] || die "cni needs one of: ${CNIS[*]} (see $0 --help)"
+  [ $# -gt 0 ] || bad_input "cni needs one of: ${CNIS[*]} (see $0 --help)"
   local spec
   spec=$(network_args cni --cni "$@")
   hold_measurement_lock "cni $*"
@@ -120,7 +123,7 @@ cni_command() {  # cni <cni> [NETWORK]: switch the running cluster's pod network
 
 proxy_mode_command() {  # proxy-mode <mode>: kube-proxy in that mode, the CNI kept
   local mode=$1
-  [ -n "$mode" ] || die "proxy-mode needs iptables or nftables (see $0 --help)"
+  [ -n "$mode" ] || bad_input "proxy-mode needs iptables or nftables (see $0 --help)"
   hold_measurement_lock "proxy-mode $mode"
   load_addresses
   with_cluster_lock switch_proxy_mode "$mode"
@@ -143,16 +146,16 @@ case "${1:-}" in
       "") build ;;
       cilium) cilium_build ;;
       calico) shift 2; calico_build "$@" ;;
-      *) die "build: unknown argument '$2' (build, build cilium, or build calico)" ;;
+      *) bad_input "build: unknown argument '$2' (build, build cilium, or build calico)" ;;
     esac ;;
   up) shift; up_command "$@" ;;
   down)
-    case "${2:-}" in ""|--wait) ;; *) die "down: unknown argument '$2' (see $0 --help)" ;; esac
+    case "${2:-}" in ""|--wait) ;; *) bad_input "down: unknown argument '$2' (see $0 --help)" ;; esac
     no_measurement_running down "${2:-}"; with_cluster_lock down ;;
   cni) shift; cni_command "$@" ;;
   proxy-mode) proxy_mode_command "${2:-}" ;;
-  cilium-dbg) [ -n "${2:-}" ] || die "cilium-dbg needs a node number (see $0 --help)"; shift; cilium_dbg "$@" ;;
-  calico-node) [ -n "${2:-}" ] || die "calico-node needs a node number (see $0 --help)"; shift; calico_node_cli "$@" ;;
+  cilium-dbg) [ -n "${2:-}" ] || bad_input "cilium-dbg needs a node number (see $0 --help)"; shift; cilium_dbg "$@" ;;
+  calico-node) [ -n "${2:-}" ] || bad_input "calico-node needs a node number (see $0 --help)"; shift; calico_node_cli "$@" ;;
   status) status ;;
   kubectl) shift; kubectl "$@" ;;
   -h|--help|help) usage ;;

@@ -109,7 +109,7 @@ def test_unsupported_calico_combinations_are_refused_in_one_line_before_anything
         ["bash", str(CLUSTER), "cni", "calico", *args], capture_output=True, text=True, env=env, timeout=60
     )
     [line] = done.stderr.splitlines()
-    assert done.returncode == 1 and line.startswith("k8s-local-cluster.sh: ") and refusal in line, done.stderr
+    assert done.returncode == 2 and line.startswith("k8s-local-cluster.sh: ") and refusal in line, done.stderr
     assert not (tmp_path / "state").exists()
 
 
@@ -140,6 +140,23 @@ def test_pods_get_calico_ipam_addresses_and_talk_across_and_within_nodes(calico)
         pl = target.placement("same-node")
         assert pl.client_node == pl.server_node
         assert run_tool(target, "same-node", "TCP_RR")["transaction_rate"] > 1000
+
+
+def test_native_routing_carries_pod_traffic_on_the_wire_without_vxlan(calico):
+    switch("--dataplane", "iptables", "--routing", "native")
+    env = calico_env({"pod-to-pod": {"description": "two nodes", "placement": "pod-to-pod"}})
+    with serving_cluster(env, "pod-to-pod") as target:
+        node = target.placement("pod-to-pod").client_node
+        result, packets = {}, {}
+
+        def plain_pod_packets():
+            packets["pods"] = count_packets(
+                node, f"tcp and net {POOL}", lambda: result.update(run_tool(target, "pod-to-pod", "TCP_RR"))
+            )
+
+        vxlan = count_packets(node, "udp port 4789", plain_pod_packets)
+        # the pods' own addresses on the wire (routes to the other node's block), nothing encapsulated
+        assert vxlan == 0 and packets["pods"] >= result["transaction_rate"], (vxlan, packets, result)
 
 
 @pytest.mark.parametrize("dataplane", ["iptables", "nftables", "ebpf"])

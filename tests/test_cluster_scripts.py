@@ -123,8 +123,10 @@ def test_bad_network_options_are_refused_before_any_lock(measurement):
     _, script = measurement
     bad = script("cni", "flannel")
     assert (
-        bad.returncode == 1
+        bad.returncode == 2
         and bad.stderr.strip() == "k8s-local-cluster.sh: --cni flannel: choose one of: bridge cilium calico"
     )
     bad = script("cni", "bridge", "--lb", "socket")
-    assert bad.returncode == 1 and "--routing and --lb are Cilium's options" in bad.stderr
+    assert bad.returncode == 2 and "--routing and --lb are Cilium's options" in bad.stderr
+    bad = script("up", "--nodes", "3")
+    assert bad.returncode == 2 and bad.stderr.strip() == "k8s-local-cluster.sh: --nodes 3: choose 1 or 2"

@@ -18,6 +18,7 @@ FELIX_READY_S=${BENCHLIB_FELIX_READY_S:-$TIMEOUT_S}
 
 log() { printf '[k8s-local-cluster] %s\n' "$*" >&2; }
 die() { printf 'k8s-local-cluster.sh: %s\n' "$*" >&2; exit 1; }
+bad_input() { printf 'k8s-local-cluster.sh: %s\n' "$*" >&2; exit 2; }  # a wrong option or value: nothing changed
 node_ip() { echo "$WIRE_NET.$1"; }
 netns() { echo "$PREFIX-node$1"; }
 innode() { local n=$1; shift; nsenter --net="/run/netns/$(netns "$n")" "$@"; }

@@ -53,8 +53,8 @@ network_args() {  # network_args <up|cni|proxy-mode> ARGS: validated "<cni> <pro
   local cmd=$1 cni="" proxy="" own=() rest; shift
   while [ $# -gt 0 ]; do
     case $1 in
-      --*) [ $# -ge 2 ] || die "$1 needs a value (see $0 --help)" ;;
-      *) die "$cmd: unknown argument '$1' (see $0 --help)" ;;
+      --*) [ $# -ge 2 ] || bad_input "$1 needs a value (see $0 --help)" ;;
+      *) bad_input "$cmd: unknown argument '$1' (see $0 --help)" ;;
     esac
     case $1 in
       --cni) cni=$2 ;;
@@ -64,9 +64,9 @@ network_args() {  # network_args <up|cni|proxy-mode> ARGS: validated "<cni> <pro
     shift 2
   done
   cni=${cni:-bridge}
-  cni_known "$cni" || die "--cni $cni: choose one of: ${CNIS[*]}"
-  rest=$("${cni}_network" "$cmd" "$proxy" "${own[@]}") || exit 1
+  cni_known "$cni" || bad_input "--cni $cni: choose one of: ${CNIS[*]}"
+  rest=$("${cni}_network" "$cmd" "$proxy" "${own[@]}") || exit $?
   read -r proxy _ _ <<<"$rest"
-  case " $PROXY_MODES none " in *" $proxy "*) ;; *) die "--proxy-mode $proxy: choose one of: $PROXY_MODES none" ;; esac
+  case " $PROXY_MODES none " in *" $proxy "*) ;; *) bad_input "--proxy-mode $proxy: choose one of: $PROXY_MODES none" ;; esac
   echo "$cni $rest"
 }

@@ -44,8 +44,10 @@ def create(
                     f"({time.monotonic() - start:.1f} s)"
                 )
     create_s = time.monotonic() - start
+    # the wait has its own bound, from now: 5000 Services can take minutes to create on a busy
+    # API server, and their EndpointSlices follow them (a deadline from the start left seconds)
     _wait_endpoint_slices(
-        cluster, scenario, {m["metadata"]["name"] for m in manifests}, server_ip, start + timeout_s, log
+        cluster, scenario, {m["metadata"]["name"] for m in manifests}, server_ip, time.monotonic() + timeout_s, log
     )
     return created[0].spec.cluster_ip, {
         "services": count,

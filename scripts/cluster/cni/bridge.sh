@@ -7,10 +7,10 @@ CNIS+=(bridge)
 bridge_network() {  # bridge_network <command> <proxy-mode>: "<proxy-mode> - -" with its default; no options of its own
   case ${3:-} in
     "") ;;
-    --routing|--lb) die "--routing and --lb are Cilium's options (add --cni cilium)" ;;
-    *) die "$1: unknown argument '$3' (see $0 --help)" ;;
+    --routing|--lb) bad_input "--routing and --lb are Cilium's options (add --cni cilium)" ;;
+    *) bad_input "$1: unknown argument '$3' (see $0 --help)" ;;
   esac
-  [ "$2" != none ] || die "--proxy-mode none needs a CNI that replaces kube-proxy (--cni cilium)"
+  [ "$2" != none ] || bad_input "--proxy-mode none needs a CNI that replaces kube-proxy (--cni cilium)"
   echo "${2:-iptables} - -"
 }
 

@@ -41,15 +41,15 @@ calico_build() {  # calico_build [--calico-src DIR] [--libbpf-src DIR]
   local src=${BENCHLIB_CALICO_SRC:-} libbpf_src=${BENCHLIB_LIBBPF_SRC:-}
   while [ $# -gt 0 ]; do
     case $1 in
-      --calico-src) src=${2:?--calico-src needs a directory}; shift 2 ;;
-      --libbpf-src) libbpf_src=${2:?--libbpf-src needs a directory}; shift 2 ;;
-      *) die "build calico: unknown argument '$1' (build calico [--calico-src DIR] [--libbpf-src DIR])" ;;
+      --calico-src) [ $# -ge 2 ] || bad_input "--calico-src needs a directory"; src=$2; shift 2 ;;
+      --libbpf-src) [ $# -ge 2 ] || bad_input "--libbpf-src needs a directory"; libbpf_src=$2; shift 2 ;;
+      *) bad_input "build calico: unknown argument '$1' (build calico [--calico-src DIR] [--libbpf-src DIR])" ;;
     esac
   done
   local version=$CALICO_VERSION
   if [ -n "$src" ]; then
     if [ ! -d "$src/felix/bpf-gpl" ] || [ ! -f "$src/go.mod" ]; then
-      die "--calico-src $src: not a Calico checkout (no go.mod, felix/bpf-gpl)"
+      bad_input "--calico-src $src: not a Calico checkout (no go.mod, felix/bpf-gpl)"
     fi
     version=$(tree_version "$src")
   fi
@@ -82,7 +82,7 @@ calico_libbpf() {  # calico_libbpf <bpf-gpl dir> <libbpf source|"">: libbpf at <
   if [ -d "$gpl/include/libbpf/src" ]; then ln -s include/libbpf "$gpl/libbpf"; return; fi  # 3.28
   want=$(sed -n 's/^LIBBPF_VERSION=//p' "$gpl/../../metadata.mk")
   if [ -n "$2" ]; then
-    [ -f "$2/src/libbpf.h" ] || die "--libbpf-src $2: not a libbpf checkout (no src/libbpf.h)"
+    [ -f "$2/src/libbpf.h" ] || bad_input "--libbpf-src $2: not a libbpf checkout (no src/libbpf.h)"
     mkdir -p "$gpl/libbpf"
     tar -C "$2" --exclude=.git -cf - . | tar -C "$gpl/libbpf" -xf -
   else

@@ -22,24 +22,24 @@ calico_network() {  # calico_network <command> <proxy-mode> [--dataplane D] [--r
     case $1 in
       --dataplane) dataplane=$2 ;;
       --routing) routing=$2 ;;
-      *) die "$cmd: unknown argument '$1' (see $0 --help)" ;;
+      *) bad_input "$cmd: unknown argument '$1' (see $0 --help)" ;;
     esac
     shift 2
   done
-  case $routing in vxlan|native) ;; *) die "--routing $routing: choose vxlan or native (Calico)" ;; esac
+  case $routing in vxlan|native) ;; *) bad_input "--routing $routing: choose vxlan or native (Calico)" ;; esac
   case $dataplane in
     iptables) proxy=${proxy:-iptables}
-      [ "$proxy" != none ] || die "--dataplane iptables --proxy-mode none: Calico's iptables dataplane leaves Services to kube-proxy (use --proxy-mode iptables or nftables)" ;;
+      [ "$proxy" != none ] || bad_input "--dataplane iptables --proxy-mode none: Calico's iptables dataplane leaves Services to kube-proxy (use --proxy-mode iptables or nftables)" ;;
     nftables) proxy=${proxy:-nftables}
-      [ "$proxy" = nftables ] || die "--dataplane nftables --proxy-mode $proxy: Calico's nftables dataplane runs beside kube-proxy in nftables mode only (use --proxy-mode nftables)" ;;
+      [ "$proxy" = nftables ] || bad_input "--dataplane nftables --proxy-mode $proxy: Calico's nftables dataplane runs beside kube-proxy in nftables mode only (use --proxy-mode nftables)" ;;
     ebpf) proxy=${proxy:-none}
-      [ "$proxy" = none ] || die "--dataplane ebpf --proxy-mode $proxy: Calico's eBPF dataplane replaces kube-proxy (use --proxy-mode none)" ;;
-    *) die "--dataplane $dataplane: choose iptables, nftables or ebpf" ;;
+      [ "$proxy" = none ] || bad_input "--dataplane ebpf --proxy-mode $proxy: Calico's eBPF dataplane replaces kube-proxy (use --proxy-mode none)" ;;
+    *) bad_input "--dataplane $dataplane: choose iptables, nftables or ebpf" ;;
   esac
   calico_built "$CALICO_VERSION" ||
     die "no Calico $CALICO_VERSION build at $CALICO_BIN: run '$0 build calico' first (BENCHLIB_CALICO_VERSION picks another built release)"
   if [ "$dataplane" = nftables ] && [ "$(calico_minor "$CALICO_VERSION")" -lt 329 ]; then
-    die "--dataplane nftables: Calico $CALICO_VERSION has no nftables dataplane (3.29 and later)"
+    bad_input "--dataplane nftables: Calico $CALICO_VERSION has no nftables dataplane (3.29 and later)"
   fi
   echo "$proxy $routing $dataplane"
 }

@@ -18,16 +18,16 @@ cilium_network() {  # cilium_network <command> <proxy-mode> [--routing tunnel|na
     case $1 in
       --routing) routing=$2 ;;
       --lb) lb=$2 ;;
-      *) die "$cmd: unknown argument '$1' (see $0 --help)" ;;
+      *) bad_input "$cmd: unknown argument '$1' (see $0 --help)" ;;
     esac
     shift 2
   done
-  case $routing in tunnel|native) ;; *) die "--routing $routing: choose tunnel or native" ;; esac
+  case $routing in tunnel|native) ;; *) bad_input "--routing $routing: choose tunnel or native" ;; esac
   if [ "$proxy" = none ]; then
     lb=${lb:-socket}
-    case $lb in socket|packet) ;; *) die "--lb $lb: choose socket or packet" ;; esac
+    case $lb in socket|packet) ;; *) bad_input "--lb $lb: choose socket or packet" ;; esac
   else
-    [ -z "$lb" ] || die "--lb: with kube-proxy running, kube-proxy balances Services (drop --lb or use --proxy-mode none)"
+    [ -z "$lb" ] || bad_input "--lb: with kube-proxy running, kube-proxy balances Services (drop --lb or use --proxy-mode none)"
     lb=-
   fi
   echo "$proxy $routing $lb"
