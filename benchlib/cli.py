@@ -511,7 +511,7 @@ def build_parser() -> argparse.ArgumentParser:
         "previous campaign of the same configurations (data/processed, the newest "
         "campaign under data/raw, or --pilot), the minimum detectable effect of each "
         "primary comparison at the planned repetitions and the runs needed for the "
-        "noise band and for 5 %%. Touches nothing.",
+        "noise band and for 5 %. Touches nothing.",
     )
     s.add_argument(
         "--pilot", metavar="DIR", help="tidy tables (runs.parquet, metrics.parquet) of a previous campaign to plan from"

@@ -632,7 +632,8 @@ class Environment(Strict):
 
     def check_mesh(self, n: str, sc: Scenario) -> None:
         """Raises ValueError naming the key if this target cannot run the scenario's mesh: the lab runs
-        every shape; a cluster injects Envoy sidecars into the benchmark pods (no node proxies)."""
+        every shape; a cluster injects Envoy sidecars into the benchmark pods or runs one Envoy per node
+        (no waypoint)."""
         if self.target == "lab":
             return
         if self.target != "kubernetes":

@@ -62,8 +62,7 @@ def cpu_sides(rec: record.RunRecord) -> list[tuple[str, record.SideCpu]]:
 
 def proxy_usage(rec: record.RunRecord) -> dict[tuple[str, str], float]:
     """Per side: the proxies' CPU seconds and cores over the CPU window (a side without a proxy: 0),
-    and their largest peak RSS. Nothing for a run whose target recorded no datapath process: its
-    proxies' cost is unknown (a cluster's sidecars), or there were none."""
+    and their largest peak RSS. Nothing for a run whose target recorded no datapath process (no mesh)."""
     if not rec.processes:
         return {}
     out = {}
