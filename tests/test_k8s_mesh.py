@@ -189,7 +189,12 @@ def test_the_shipped_mesh_scenarios_pass_a_server_side_dry_run(admin_api):
     env = load_environment("local-k8s")
     names = [n for n, sc in env.scenarios.items() if sc.mesh]
     objects = [obj for _, obj in render(env, names, SERVERS) if isinstance(obj, dict)]
-    objects = json.loads(json.dumps(objects).replace("<id>", "dryrun").replace("<host>.<pid>", "host.1"))
+    placeholders = {"<id>": "dryrun", "<host>.<pid>": "host.1", "<the client's node>": "bk8s-node1"}
+    placeholders["<the server's node>"] = "bk8s-node2"  # the node proxy pods' nodeSelector
+    text = json.dumps(objects)
+    for placeholder, value in placeholders.items():
+        text = text.replace(placeholder, value)
+    objects = json.loads(text)
     assert {o["kind"] for o in objects} >= {"ConfigMap", "Secret", "Pod"}
     dynamic = kubernetes.dynamic.DynamicClient(admin_api)
     namespace = "benchlib-dryrun-mesh"

@@ -67,6 +67,7 @@ NAMESPACE_DELETE_TIMEOUT_S = 120
 RBAC_SETTLE_S = 10  # RBAC caches refresh quickly but not instantly
 SERVER_LISTEN_TIMEOUT_S, SERVER_POLL_S = 15, 0.2
 SIDECAR_POLL_S = 0.5
+CAPTURE_PROBE_TIMEOUT_S = 10  # one connection through the node proxies, or its refusal
 
 
 @dataclass
@@ -259,6 +260,8 @@ class KubernetesTarget(Target):
             self._start_node_proxies(scenario, {1: client_node, 2: server_node})
         if sc.mesh:
             extra["mesh"] = self._meet_sidecars(scenario)
+        if sc.mesh in shapes.NODE_MESHES:
+            self._check_node_capture(scenario, client_pod, server_ip)
         if sc.programmed:
             start = time.monotonic()
             self.switch.retry_until_ok(scenario, sc.programmed, "not programmed")
@@ -380,6 +383,23 @@ class KubernetesTarget(Target):
         timeout = self.settings.pod_ready_timeout_s
         for pod in node_proxy_pods(self.env, scenario, self.session, self.servers, nodes):
             self.cluster.start_pod(pod, timeout)
+
+    def _check_node_capture(self, scenario: str, client_pod: str, server_ip: str) -> None:
+        """One connection from the client pod to the server pod must reach the client node's proxy.
+        A pod network that takes pod traffic past the node's netfilter leaves the capture rules idle,
+        and every run would fail as carrying nothing: stop before the runs, saying why."""
+        before = self.sidecar_counters(scenario, "node1").get(sidecars.NODE_CAPTURED, 0)
+        url = f"http://{server_ip}:{self.servers[0].port}/"  # the rules capture every TCP port
+        self.cluster.run(client_pod, ["fortio", "curl", "-timeout", "3s", url], timeout=CAPTURE_PROBE_TIMEOUT_S)
+        if self.sidecar_counters(scenario, "node1").get(sidecars.NODE_CAPTURED, 0) > before:
+            return
+        raise TargetError(
+            f"kubernetes: scenario {scenario}: the node proxies captured nothing: a connection from the client "
+            f"pod to {server_ip} never reached node 1's proxy, so its rules in the node's nat table (chain "
+            f"{sidecars.NODE_CHAIN}) never saw it. mesh: node-proxies-mtls needs a pod network whose pod "
+            "traffic crosses the node's iptables, as the bridge CNI's does; Cilium's eBPF host routing and its "
+            "VXLAN tunnel take it past them (Istio ambient redirects inside each pod's namespace instead)"
+        )
 
     def _stop_node_proxies(self, scenario: str) -> None:
         """Remove the node proxies' capture rules from their nodes, then their pods (whose capture

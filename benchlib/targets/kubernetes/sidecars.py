@@ -48,6 +48,8 @@ SEPARATOR = "--benchlib--"  # between the parts of `usage_script`'s output
 NET_CAPABILITIES = ["NET_ADMIN", "NET_RAW"]  # iptables in a network namespace
 CAPTURE = "mesh-capture"  # a node proxy pod's container that holds its node's capture rules
 NODE_CHAIN = "BENCHLIB-MESH"
+# a node proxy's count of the connections its rules captured (its outbound listener's tcp_proxy)
+NODE_CAPTURED = "tcp.outbound_hbone.downstream_cx_total"
 # removes a node proxy's rules from its node (the node's network namespace outlives the pod)
 NODE_CLEANUP = (
     f"while iptables -t nat -D PREROUTING -j {NODE_CHAIN} 2>/dev/null; do :; done; "
