@@ -110,6 +110,19 @@ def _spread_problem(sd_log: float) -> str | None:
     return None
 
 
+def unreachable(params: config.Params, planned: list) -> list[str]:
+    """One line when no primary comparison can be significant at the planned n, whatever the data:
+    the smallest exact p of n runs against n exceeds alpha over the family (Holm's first step)."""
+    n, m, alpha = params.experiment.repetitions, len(planned), params.analysis.alpha
+    if not m or stats.smallest_p(n, n) < alpha / m:
+        return []
+    return [
+        f"  n = {n} cannot reach significance: its smallest exact p ({stats.smallest_p(n, n):.2g}) exceeds "
+        f"alpha {alpha:g} over the {m} primary comparisons ({alpha / m:.2g}); "
+        f"experiment.repetitions needs >= {stats.n_attainable(alpha / m)}"
+    ]
+
+
 def planned_power(
     params: config.Params,
     plans: list[Plan],
@@ -118,10 +131,13 @@ def planned_power(
     parse_raw: Callable[[Path], tuple[pl.DataFrame, pl.DataFrame]] | None = None,
 ) -> list[str]:
     """The lines `benchlib validate` prints about power: one header, one line per test (a raw pilot
-    is parsed by ``parse_raw``)."""
+    is parsed by ``parse_raw``). Without a pilot, whether the planned n can reach significance at all."""
     found = find_pilot(params, root, pilot)
     if found is None:
-        return ["planned power: no previous campaign (data/processed, data/raw or --pilot) to take the spread from"]
+        return [
+            "planned power: no previous campaign (data/processed, data/raw or --pilot) to take the spread from",
+            *unreachable(params, planned_comparisons(params, plans)),
+        ]
     what, directory = found
     try:
         runs, metrics = load_pilot(directory, parse_raw)

@@ -60,6 +60,20 @@ def test_no_previous_campaign_is_one_line(tmp_path):
     ]
 
 
+def test_without_a_pilot_too_few_repetitions_for_the_family_are_named(tmp_path):
+    """Whatever the spread, 5 runs against 5 cannot pass Holm over 12 comparisons (smallest p 0.0079)."""
+    params = config.load_params(project_root() / "params.yaml")
+    few = params.model_copy(update={"experiment": params.experiment.model_copy(update={"repetitions": 5})})
+    lines = planning.planned_power(few, validate_all(few), tmp_path)
+    assert lines[0].startswith("planned power: no previous campaign")
+    assert lines[1] == (
+        "  n = 5 cannot reach significance: its smallest exact p (0.0079) exceeds alpha 0.05 over the 12 "
+        "primary comparisons (0.0042); experiment.repetitions needs >= 6"
+    )
+    enough = few.model_copy(update={"experiment": few.experiment.model_copy(update={"repetitions": 6})})
+    assert len(planning.planned_power(enough, validate_all(enough), tmp_path)) == 1
+
+
 def test_too_few_repetitions_say_how_many_could(tmp_path):
     params = config.load_params(project_root() / "params.yaml")
     few = params.model_copy(update={"experiment": params.experiment.model_copy(update={"repetitions": 5})})
