@@ -13,12 +13,24 @@ from benchlib import collectors, runner
 from benchlib.config import Environment
 from benchlib.targets.kubernetes import PID_MARKER, KubernetesTarget
 from benchlib.targets.lab.addresses import CLUSTER_SERVICE_CIDR
-from tests.conftest import REPO
+from tests.conftest import REPO, require_root
 
 NETPERF = collectors.servers(["netperf"])
 CLUSTER = REPO / "scripts" / "k8s-local-cluster.sh"
 STATE = Path("/var/lib/benchlib-k8s")
 SERVICE_CIDR = ipaddress.ip_network(CLUSTER_SERVICE_CIDR)
+
+
+def bridge_cluster():
+    """The local two-node cluster, bridge CNI and kube-proxy iptables, for a test module (a fixture
+    generator: up before, down after)."""
+    require_root()
+    subprocess.run(["bash", str(CLUSTER), "build"], check=True)  # a no-op once built (cached per machine)
+    up = cluster_script("up", "--nodes", "2", "--proxy-mode", "iptables")
+    assert up.returncode == 0, up.stderr
+    yield STATE
+    down = cluster_script("down")
+    assert down.returncode == 0, down.stderr
 
 
 def cluster_script(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:

@@ -7,7 +7,6 @@ kubelets, containerd, iptables in the pods' namespaces, Envoy 1.40, the exec API
 from __future__ import annotations
 
 import json
-import subprocess
 
 import pytest
 
@@ -18,8 +17,8 @@ from benchlib.plan import Plan
 from benchlib.targets import TargetError
 from benchlib.targets.kubernetes import KubernetesTarget, render, sidecars
 from benchlib.targets.mesh import shapes
-from tests.conftest import require_root, short_params
-from tests.local_cluster import CLUSTER, STATE, cluster_script, execd_commands, in_node, k8s_env
+from tests.conftest import short_params
+from tests.local_cluster import bridge_cluster, execd_commands, in_node, k8s_env
 
 SERVERS = collectors.servers(["netperf", "fortio"])
 MESH = {
@@ -38,15 +37,7 @@ TESTS = {
 }
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    require_root()
-    subprocess.run(["bash", str(CLUSTER), "build"], check=True)  # a no-op once built (cached per machine)
-    up = cluster_script("up", "--nodes", "2", "--proxy-mode", "iptables")
-    assert up.returncode == 0, up.stderr
-    yield STATE
-    down = cluster_script("down")
-    assert down.returncode == 0, down.stderr
+cluster = pytest.fixture(scope="module", name="cluster")(bridge_cluster)
 
 
 def mesh_env(**settings) -> Environment:

@@ -34,6 +34,7 @@ from tests.local_cluster import (
     NETPERF,
     SERVICE_CIDR,
     STATE,
+    bridge_cluster,
     cluster_script,
     execd_commands,
     in_node,
@@ -50,15 +51,7 @@ RR_CRR = {**RR, "crr": {"tool": "netperf", "kind": "TCP_CRR", "duration_s": 1, "
 SYNCED = f"bash {REPO}/pipelines/local-k8s/kube-proxy-synced.sh"
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    require_root()
-    subprocess.run(["bash", str(CLUSTER), "build"], check=True)  # a no-op once built (cached per machine)
-    up = cluster_script("up", "--nodes", "2", "--proxy-mode", "iptables")
-    assert up.returncode == 0, up.stderr
-    yield STATE
-    down = cluster_script("down")
-    assert down.returncode == 0, down.stderr
+cluster = pytest.fixture(scope="module", name="cluster")(bridge_cluster)
 
 
 @pytest.fixture(autouse=True)
