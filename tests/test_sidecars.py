@@ -15,7 +15,7 @@ import pytest
 
 from benchlib import cli, collectors
 from benchlib.config import ConfigError, Environment, load_environment
-from benchlib.targets.kubernetes import manifests, render, sidecars
+from benchlib.targets.kubernetes import TLS_PREFIX, manifests, remove_stale_certificates, render, sidecars
 from benchlib.targets.mesh import certificates, envoy, shapes
 from tests.conftest import project_with_environment, require_root
 
@@ -391,3 +391,16 @@ def test_a_node_proxys_capture_container_installs_its_rules_and_removes_them_whe
     running, _, stopped = r.stdout.partition("exit=")
     assert f"-A PREROUTING -j {sidecars.NODE_CHAIN}" in running and "--to-ports 15008" in running, r.stdout + r.stderr
     assert stopped.startswith("0") and sidecars.NODE_CHAIN not in stopped, r.stdout + r.stderr
+
+
+def test_a_killed_sessions_certificates_are_removed_and_a_live_ones_kept(tmp_path):
+    ended = subprocess.Popen(["true"])
+    ended.wait()  # its pid names a session that is gone
+    dead = tmp_path / f"{TLS_PREFIX}{ended.pid}-x1"
+    live = tmp_path / f"{TLS_PREFIX}{os.getpid()}-x2"
+    other = tmp_path / "benchlib-mesh-notapid"
+    for d in (dead, live, other):
+        d.mkdir()
+        (d / "ca.key").write_text("key")
+    assert remove_stale_certificates(lambda m: None, tmp_path) == [str(dead)]
+    assert not dead.exists() and live.exists() and other.exists()

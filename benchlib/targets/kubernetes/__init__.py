@@ -67,6 +67,7 @@ NAMESPACE_DELETE_TIMEOUT_S = 120
 RBAC_SETTLE_S = 10  # RBAC caches refresh quickly but not instantly
 SERVER_LISTEN_TIMEOUT_S, SERVER_POLL_S = 15, 0.2
 SIDECAR_POLL_S = 0.5
+TLS_PREFIX = "benchlib-mesh-"  # + the owner's pid: a killed session's keys are found and removed
 CAPTURE_PROBE_TIMEOUT_S = 10  # one connection through the node proxies, or its refusal
 
 
@@ -154,9 +155,10 @@ class KubernetesTarget(Target):
         self._delete_namespace(self.namespace)
 
     def clean_leftovers(self) -> list[str]:
-        """Delete the namespaces of sessions started on this host whose process is gone."""
+        """Delete the namespaces, and the certificate directories, of sessions started on this host
+        whose process is gone."""
         host = socket.gethostname()
-        removed = []
+        removed = remove_stale_certificates(self.log)
         for ns in self.cluster.core.list_namespace(label_selector=LABEL_OWNER).items:
             owner_host, _, pid = ns.metadata.labels.get(LABEL_OWNER, "").rpartition(".")
             if owner_host == host and pid.isdigit() and not _alive(int(pid)) and ns.metadata.name:
@@ -349,9 +351,10 @@ class KubernetesTarget(Target):
 
     def _certificate_files(self, proxy: shapes.Proxy) -> dict[str, str]:
         """The CA certificate and ``proxy``'s certificate and key, from the session's CA (made at the
-        first mTLS scenario, in a private directory removed at teardown)."""
+        first mTLS scenario, in a private directory removed at teardown, or by the next session's
+        `clean_leftovers` after a kill)."""
         if self._tls_dir is None:
-            self._tls_dir = Path(tempfile.mkdtemp(prefix="benchlib-mesh-"))
+            self._tls_dir = Path(tempfile.mkdtemp(prefix=f"{TLS_PREFIX}{os.getpid()}-"))
             certificates.make_certificates(self._tls_dir, ["client-sidecar", "server-sidecar", "node1", "node2"])
         names = ("ca.crt", f"{proxy.identity}.crt", f"{proxy.identity}.key")
         return {name: (self._tls_dir / name).read_text() for name in names}
@@ -579,6 +582,19 @@ class KubernetesTarget(Target):
             "versions": versions,
             "clk_tck": int(self.cluster.check(pod, ["getconf", "CLK_TCK"]).strip()),
         }
+
+
+def remove_stale_certificates(log=print, directory: Path | None = None) -> list[str]:
+    """Remove the mesh certificate directories (CA and proxy keys) left by killed sessions: those whose
+    owner pid, in the name, is gone."""
+    removed = []
+    for path in Path(directory or tempfile.gettempdir()).glob(f"{TLS_PREFIX}*"):
+        pid = path.name[len(TLS_PREFIX) :].split("-")[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            log(f"kubernetes: removing {path}, the mesh certificates of a killed campaign")
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(str(path))
+    return removed
 
 
 def _alive(pid: int) -> bool:
