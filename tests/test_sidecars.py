@@ -315,8 +315,15 @@ def test_the_shipped_cluster_mesh_scenarios_load():
         "mesh-server-sidecar": "server-sidecar",
         "mesh-sidecars": "sidecars",
         "mesh-sidecars-mtls": "sidecars-mtls",
+        "mesh-node-proxies": "node-proxies-mtls",
     }
     assert all(env.scenarios[n].proxy == "envoy" and env.scenarios[n].placement == "pod-to-pod" for n in meshes)
+    cilium = load_environment("local-cilium")
+    assert {n: sc.mesh for n, sc in cilium.scenarios.items() if sc.mesh} == {
+        "bridge-sidecars-mtls": "sidecars-mtls",
+        "bridge-node-proxies": "node-proxies-mtls",
+        "cilium-native-ebpf-sidecars-mtls": "sidecars-mtls",
+    }
 
 
 SUBNETS = {1: "10.244.1.0/24", 2: "10.244.2.0/24"}
