@@ -49,7 +49,8 @@ SLOW_FIXTURES = {"short_campaign", "project_copy"}
 def pytest_collection_modifyitems(config, items):
     for item in items:
         names = set(item.fixturenames)
-        tier = "cluster" if names & CLUSTER_FIXTURES else "lab" if names & LAB_FIXTURES else "unit"
+        marked = {m.name for m in item.iter_markers()} & {"cluster", "lab"}  # a tier the test names itself
+        tier = "cluster" if names & CLUSTER_FIXTURES else "lab" if names & LAB_FIXTURES or marked else "unit"
         item.add_marker(tier)
         if names & SLOW_FIXTURES:
             item.add_marker("slow")

@@ -461,6 +461,7 @@ def test_study_presets_validate_and_together_run_every_scenario(env_name):
     assert {s for plan in plans for s in plan.scenarios} == set(load_environment(env_name).scenarios)
 
 
+@pytest.mark.lab  # root, and the machine-wide measurement lock: never beside another test run
 def test_up_and_down_wait_for_no_running_measurement():
     """A running `benchlib collect` holds the machine's lock: the cluster is neither built nor torn
     down under it (`cni`, which a scenario runs from inside the collection, is not refused)."""
