@@ -15,7 +15,7 @@ from benchlib.collectors import fortio
 from benchlib.config import Environment, load_environment
 from benchlib.plan import Plan
 from benchlib.targets import TargetError
-from benchlib.targets.kubernetes import KubernetesTarget, render, sidecars
+from benchlib.targets.kubernetes import KubernetesTarget, manifests, render, sidecars
 from benchlib.targets.mesh import shapes
 from tests.conftest import short_params
 from tests.local_cluster import bridge_cluster, execd_commands, in_node, k8s_env
@@ -180,8 +180,8 @@ def test_the_shipped_mesh_scenarios_pass_a_server_side_dry_run(admin_api):
     env = load_environment("local-k8s")
     names = [n for n, sc in env.scenarios.items() if sc.mesh]
     objects = [obj for _, obj in render(env, names, SERVERS) if isinstance(obj, dict)]
-    placeholders = {"<id>": "dryrun", "<host>.<pid>": "host.1", "<the client's node>": "bk8s-node1"}
-    placeholders["<the server's node>"] = "bk8s-node2"  # the node proxy pods' nodeSelector
+    placeholders = {"<id>": "dryrun", "<host>.<pid>": "host.1"}
+    placeholders |= {manifests.RENDERED_NODES[i]: f"bk8s-node{i}" for i in (1, 2)}  # node proxies' nodeSelector
     text = json.dumps(objects)
     for placeholder, value in placeholders.items():
         text = text.replace(placeholder, value)

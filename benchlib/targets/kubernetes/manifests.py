@@ -260,6 +260,10 @@ def namespace_manifest(env: Environment, session: str, owner: str) -> dict:
     }
 
 
+# the nodes `render` shows for node proxies, which are placed only once the benchmark pods are
+RENDERED_NODES = {1: "<the client's node>", 2: "<the server's node>"}
+
+
 def render(env: Environment, scenarios: list[str], servers: list[Server]) -> list[tuple[str, object]]:
     """Everything the target would apply, in order, as (title, manifest or command)."""
     out: list[tuple[str, object]] = [
@@ -287,8 +291,11 @@ def render(env: Environment, scenarios: list[str], servers: list[Server]) -> lis
         for key, command in sc.record.items():
             out.append((f"{name}: record {key}", command))
         if sc.mesh:
-            nodes = {1: "<the client's node>", 2: "<the server's node>"}
-            subnets = {i: f"<pod CIDR of {nodes[i][1:-1]}>" for i in nodes} if sc.mesh in NODE_MESHES else None
+            subnets = (
+                {i: f"<pod CIDR of {node[1:-1]}>" for i, node in RENDERED_NODES.items()}
+                if sc.mesh in NODE_MESHES
+                else None
+            )
             out.append((f"{name}: mesh config", mesh_configmap(env, name, "<id>", servers, subnets)))
             if sc.mesh in MTLS_MESHES:
                 for proxy in mesh_plan(env, name, servers):
@@ -300,9 +307,7 @@ def render(env: Environment, scenarios: list[str], servers: list[Server]) -> lis
         out.append((f"{name}: server pod", pod_manifest(env, name, "server", "<id>", servers)))
         out.append((f"{name}: client pod", pod_manifest(env, name, "client", "<id>", servers)))
         if sc.mesh in NODE_MESHES:
-            for pod in node_proxy_pods(
-                env, name, "<id>", servers, {1: "<the client's node>", 2: "<the server's node>"}
-            ):
+            for pod in node_proxy_pods(env, name, "<id>", servers, RENDERED_NODES):
                 out.append((f"{name}: node proxy pod, once both pods are placed", pod))
         if sc.placement == "service":
             out.append((f"{name}: service", service_manifest(name, "<id>", service_ports(servers))))
