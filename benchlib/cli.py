@@ -142,6 +142,7 @@ def cmd_collect(args) -> int:
 
 def cmd_verify(args) -> int:
     campaign = args.campaign or _params(args).experiment.campaign
+    config.require_name(campaign, "campaign")
     verified, problems = store.verify_campaign(config.project_root(), campaign)
     if problems:
         raise BenchlibError(
@@ -303,15 +304,12 @@ def _not_fetched() -> str:
 
 def load_campaign(spec: str):
     """Campaign ``spec`` (an id under data/raw/, or rev:id through DVC) as compare's tidy tables."""
-    import re
-
     import polars as pl
 
     from .analysis.compare import Campaign, CompareError
 
     rev, _, name = spec.rpartition(":")
-    if not re.match(config.NAME_RE, name):
-        raise CompareError(f"campaign {spec!r}: not a campaign id (lower-case letters, digits, '.', '_', '-')")
+    config.require_name(name, f"campaign {spec!r}")
     raw_root = _from_revision(rev, name) if rev else config.project_root() / "data" / "raw"
     cdir = record.campaign_dir(name, raw_root)
     if not cdir.is_dir():

@@ -12,10 +12,10 @@ import os
 import re
 import typing
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import yaml
-from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, Field, PrivateAttr, ValidationError, field_validator, model_validator
 from pydantic_core import ErrorDetails
 
 from .collectors import TOOLS, TestSpec, get
@@ -40,21 +40,53 @@ def find_project() -> tuple[Path, bool]:
     return Path(__file__).resolve().parent.parent, False
 
 
-NAME_RE = r"^[a-z0-9][a-z0-9_.-]*$"
-NAME_MAX = 100  # names become directory names (a file name has at most 255 bytes)
+# Campaign, environment, scenario and test names become directory names (data/raw/<campaign>/<environment>/
+# <scenario>/<test>/, pipelines/<environment>/), lab namespace names and the tables' key columns: one rule
+# for all, so that none can climb out of its directory, pass for an option or hide a character.
+NAME_RE = r"(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9_.-]*"  # whole names (re.fullmatch): no '..' anywhere
+NAME_MAX = 100  # a file name has at most 255 bytes; a record's path holds four names
+NAME_RULE = f"1 to {NAME_MAX} ASCII letters, digits, '.', '_' and '-', starting with a letter or digit, without '..'"
+
+
+def check_name(name: object) -> str:
+    """``name`` if it follows NAME_RULE; else ValueError saying so."""
+    if isinstance(name, str) and len(name) <= NAME_MAX and re.fullmatch(NAME_RE, name):
+        return name
+    shown = repr(name) if not isinstance(name, str) or len(name) <= 40 else f"{name[:40]!r}... ({len(name)} characters)"
+    raise ValueError(f"{shown} is not a name: {NAME_RULE}")
+
+
+def require_name(name: str, what: str) -> str:
+    """``name`` given by ``what`` (a command-line argument, say), checked before it becomes a path."""
+    try:
+        return check_name(name)
+    except ValueError as exc:
+        raise ConfigError(f"{what}: {exc}") from None
+
+
+def check_distinct(names: typing.Iterable[str]) -> None:
+    """ValueError if two names differ only in case: on a case-insensitive file system (macOS,
+    Windows) their records would share one directory."""
+    seen: dict[str, str] = {}
+    for name in names:
+        other = seen.setdefault(name.casefold(), name)
+        if other != name:
+            raise ValueError(f"{other!r} and {name!r} differ only in case (one directory where case is ignored)")
+
+
+Name = Annotated[str, AfterValidator(check_name)]
+
 # the mesh shapes target kubernetes runs, with Envoy: sidecars in its pods, or a node proxy pod per node
 CLUSTER_MESHES = ("server-sidecar", "sidecars", "sidecars-mtls", "node-proxies-mtls")
 
 
 class Experiment(Strict):
-    campaign: str = Field(
-        pattern=NAME_RE, max_length=NAME_MAX, description="names the raw data; change it to measure anew"
-    )
-    environments: list[str] = Field(
+    campaign: Name = Field(description="names the raw data (data/raw/<campaign>/); change it to measure anew")
+    environments: list[Name] = Field(
         min_length=1,
         description=(
             "the environments this campaign runs in: folder names under pipelines/, each holding an "
-            "environment.yaml, e.g. [local-lab]"
+            "environment.yaml, e.g. [local-lab]; each once"
         ),
     )
     repetitions: int = Field(ge=1, le=1000, description="blocks: every configuration runs once per block")
@@ -85,6 +117,15 @@ class Experiment(Strict):
             "perf's sampling frequency per CPU; not a multiple of the timer tick, so samples do not lock onto it"
         ),
     )
+
+    @field_validator("environments")
+    @classmethod
+    def _environments_once(cls, names: list[str]) -> list[str]:
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"{twice} listed more than once")
+        check_distinct(names)
+        return names
 
     @field_validator("profile_runs")
     @classmethod
@@ -240,10 +281,10 @@ class Report(Strict):
 
 class Params(Strict):
     experiment: Experiment = Field(description=("the campaign: its name, environments, repetitions and run order"))
-    tests: dict[str, TestSpec] = Field(
+    tests: dict[Name, TestSpec] = Field(
         min_length=1, description="name -> test; its tool's collector defines its fields"
     )
-    environments: dict[str, EnvironmentOverride] = Field(
+    environments: dict[Name, EnvironmentOverride] = Field(
         default={},
         description=(
             "environment name (from experiment.environments) -> which of its scenarios and tests run; an "
@@ -262,9 +303,7 @@ class Params(Strict):
     @field_validator("tests")
     @classmethod
     def _test_names(cls, tests: dict) -> dict:
-        for name in tests:
-            if not re.match(NAME_RE, name) or len(name) > NAME_MAX:
-                raise ValueError(f"test name {name!r} must match {NAME_RE}, at most {NAME_MAX} characters")
+        check_distinct(tests)
         return tests
 
     @model_validator(mode="after")
@@ -277,6 +316,8 @@ class Params(Strict):
                     f"after trimming experiment.cpu_trim_s={trim} s at both ends"
                 )
         for env, override in self.environments.items():
+            if env not in self.experiment.environments:  # a typo would run every scenario, silently
+                raise ValueError(f"environments.{env}: not in experiment.environments {self.experiment.environments}")
             for key, t in override.test_names():
                 if t not in self.tests:
                     raise ValueError(
@@ -537,7 +578,7 @@ class SshSettings(Strict):
 
 
 class Environment(Strict):
-    name: str = Field(description="the environment's folder name under pipelines/ (not a key of the file)")
+    name: Name = Field(description="the environment's folder name under pipelines/ (not a key of the file)")
     description: str = Field(description="what this environment is, in one line, for readers")
     target: Literal["lab", "kubernetes", "ssh"] = Field(
         description=(
@@ -565,13 +606,19 @@ class Environment(Strict):
         default=None, description="target kubernetes (required there): the cluster"
     )
     ssh: SshSettings | None = Field(default=None, description="target ssh (required there): the two hosts")
-    scenarios: dict[str, Scenario] = Field(
+    scenarios: dict[Name, Scenario] = Field(
         min_length=1,
         description=(
             "scenario name -> scenario: the configurations this environment can measure (a cluster runs them one "
             "after another, in this order)"
         ),
     )
+
+    @field_validator("scenarios")
+    @classmethod
+    def _scenario_names(cls, scenarios: dict) -> dict:
+        check_distinct(scenarios)
+        return scenarios
 
     @model_validator(mode="after")
     def _target_settings(self) -> Environment:
@@ -670,15 +717,26 @@ class Environment(Strict):
 
 
 def _format(exc: ValidationError, source: str) -> str:
-    lines = [f"{source}: invalid"]
+    """One line naming the file and the key; several errors: a line per key below the file's."""
+    lines = []
     for err in exc.errors():
-        loc = [str(p) for p in err["loc"]]
+        loc = [_key(p) for p in err["loc"] if p != "[key]"]  # a bad key: named by itself
         msg = err["msg"].removeprefix("Value error, ")
         if loc[:1] == ["tests"] and len(loc) >= 2:
             loc, msg = _test_error(loc, msg, err)
         key = ".".join(loc)
-        lines.append(f"  {key}: {msg}" if key else f"  {msg}")
-    return "\n".join(lines)
+        lines.append(f"{key}: {msg}" if key else msg)
+    if len(lines) == 1:
+        return f"{source}: {lines[0]}"
+    return "\n  ".join([f"{source}: invalid", *lines])
+
+
+def _key(part: str | int) -> str:
+    """A part of a key as the message shows it: a name as written, unless it hides characters or runs long."""
+    text = str(part)
+    if not text.isprintable():
+        text = repr(text)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _test_error(loc: list[str], msg: str, err: ErrorDetails) -> tuple[list[str], str]:
@@ -732,7 +790,7 @@ def _load_yaml(path: Path) -> dict:
         raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
     except _DuplicateKey as exc:
         raise ConfigError(f"{path}: {exc}") from None
-    except yaml.YAMLError as exc:
+    except (yaml.YAMLError, ValueError) as exc:  # ValueError: an integer of more than 4300 digits
         raise ConfigError(f"{path}: not valid YAML: {exc}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
@@ -754,7 +812,7 @@ def environment_dir(name: str) -> Path:
 
 
 def load_environment(name: str) -> Environment:
-    path = environment_dir(name) / "environment.yaml"
+    path = environment_dir(require_name(name, "environment")) / "environment.yaml"
     if not path.exists():
         known = sorted(p.parent.name for p in (project_root() / "pipelines").glob("*/environment.yaml"))
         raise ConfigError(f"environment {name!r}: {path} not found; known environments: {known}")

@@ -48,7 +48,7 @@ from pathlib import Path
 
 from . import cpu
 from .collectors import RECORDED_PARAMS
-from .config import PROSE_KEYS, Environment, Scenario, environment_dir, project_root
+from .config import PROSE_KEYS, Environment, Scenario, check_name, environment_dir, project_root
 from .errors import RecordError
 from .schema import SIDES
 
@@ -588,11 +588,24 @@ def load(path: Path) -> RunRecord:
         raise
     except (KeyError, TypeError, ValueError, AttributeError) as exc:  # JSON and UTF-8 errors are ValueErrors
         raise RecordError(f"{path}: malformed record ({type(exc).__name__}: {exc})") from None
+    check_names(rec, path)
     if rec.run_id != meta["run_id"]:
         raise RecordError(f"{path}: {META} says run {meta['run_id']!r}, its keys make {rec.run_id!r}")
     if not path.as_posix().endswith("/" + rec.run_id):
         raise RecordError(f"{path}: holds run {rec.run_id!r} (moved or renamed after it was recorded?)")
     return rec
+
+
+def check_names(rec: RunRecord, path: Path) -> None:
+    """The names of a record read back become its path and the tables' key columns: each must be one
+    that params.yaml and the environment could have given (config.NAME_RULE), its block a number >= 0."""
+    for key in ("campaign", "environment", "scenario", "test"):
+        try:
+            check_name(getattr(rec, key))
+        except ValueError as exc:
+            raise RecordError(f"{path}: {META}: {key}: {exc}") from None
+    if type(rec.block) is not int or rec.block < 0:
+        raise RecordError(f"{path}: {META}: block: {rec.block!r} is not a whole number >= 0")
 
 
 def utc(ts: float) -> datetime:

@@ -89,7 +89,24 @@ def _bounds(field) -> str:
             value = getattr(meta, attr, None)
             if value is not None:
                 out.append(f"{word} `{value}`")
+        if getattr(meta, "allow_inf_nan", None) is False:
+            out.append("finite")
     return ", ".join(out)
+
+
+def _names_rule() -> list[str]:
+    from benchlib import config
+
+    return [
+        "## Names",
+        "",
+        "Every name that becomes a directory or a table's key (the campaign, environments, scenarios, "
+        "tests, also those a `services` list makes) is "
+        f"{_cell(config.NAME_RULE)}. Names of one kind differ in more than upper and lower case (on a "
+        "case-insensitive file system their records would share a directory). `validate`, `collect`, "
+        "`parse` and `compare` refuse any other, naming the file and key or the record.",
+        "",
+    ]
 
 
 def _cell(text: str) -> str:
@@ -149,6 +166,7 @@ def render_params() -> str:
         "The campaign definition. `benchlib validate` checks it against these models "
         "(`benchlib/config.py`), and every error names the file and the key. Generated from the code.",
         "",
+        *_names_rule(),
     ]
     out += ["## Top level", "", "| key | type | default | meaning |", "|---|---|---|---|"]
     out += [
@@ -186,6 +204,7 @@ def render_environment() -> str:
         "Generated from `benchlib/config.py`; the shipped environments are listed in "
         "[Shipped environments](environments.md).",
         "",
+        *_names_rule(),
     ]
     fields = dict(config.Environment.model_fields)
     fields.pop("name")  # the folder's name, not a key of the file

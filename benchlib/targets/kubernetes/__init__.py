@@ -99,7 +99,8 @@ class KubernetesTarget(Target):
             raise TargetError(f"environment {env.name}: target kubernetes needs a kubernetes: section")
         super().__init__(env, scenarios, servers, commands, log)
         self.settings = env.kubernetes
-        self.session = f"{env.name[:20]}-{uuid.uuid4().hex[:8]}".lower()
+        # part of the namespace's name, a DNS label: an environment's '.' and '_' become '-'
+        self.session = f"{object_name(env.name[:20])}-{uuid.uuid4().hex[:8]}"
         self.owner = f"{socket.gethostname()}.{os.getpid()}"
         self.namespace = namespace_name(env, self.session)
         self._cluster: Cluster | None = None
