@@ -343,15 +343,17 @@ def cmd_compare(args) -> int:
     from .analysis import analyse, compare, report
 
     analysis = _params(args).analysis
-    if args.threshold is not None and not 0 <= args.threshold < 1000:
-        raise config.ConfigError(f"--threshold: a percentage in [0, 1000), got {args.threshold:g}")
+    try:
+        threshold = analysis.compare_threshold() if args.threshold is None else config.check_band(args.threshold)
+    except ValueError as exc:
+        raise config.ConfigError(f"--threshold: {exc}") from None
     a, b = load_campaign(args.a), load_campaign(args.b)
     res = compare.run(
         a,
         b,
         alpha=analysis.alpha,
         correction=args.correction or analysis.correction,
-        threshold_pct=analysis.compare_threshold() if args.threshold is None else args.threshold,
+        threshold_pct=threshold,
         seed=analysis.seed,
         targets=analyse.targets(analysis),
     )

@@ -194,14 +194,51 @@ class EnvironmentOverride(Strict):
         return [(f"matrix[{i}].tests", t) for i, entry in enumerate(self.matrix) for t in entry.tests]
 
 
+# Bounds of the analysis parameters: each decides verdicts, so a value outside them is refused, not
+# analysed. Numbers are YAML numbers (a quoted "5" is refused), finite and in these ranges.
+ALPHA_MAX = 0.2  # a larger level calls one chance difference in five significant: no verdict to report
+GBPS_MAX = 10_000.0  # 10 Tbit/s: beyond any host's links today
+RATE_MAX = 1e9  # transactions, connections or requests per second: beyond any host today
+BAND_MAX = 100.0  # % : a band of 100 or more calls a fall to zero negligible and lets it pass compare's gate
+SEED_MAX = 2**32 - 1  # the seeds every random generator takes (numpy refuses a negative one)
+
+
+def check_band(value: object) -> float | dict[str, float]:
+    """A noise band or compare threshold: a % in [0, BAND_MAX), or {metric: %} with a 'default' for the
+    metrics not named; else ValueError naming what is wrong."""
+    if not isinstance(value, dict):
+        return _percent(value, "")
+    from .schema import DERIVED_METRICS, METRICS
+
+    known = sorted(METRICS) + sorted(DERIVED_METRICS)
+    unknown = sorted(str(m) for m in value if m not in known and m != "default")
+    if unknown:
+        raise ValueError(f"unknown metric(s) {unknown}; allowed: 'default', {known}")
+    if "default" not in value:  # every compared metric needs a band
+        raise ValueError(f"per-metric bands need a 'default' for the other metrics, got {sorted(value)}")
+    return {metric: _percent(band, f"{metric}: ") for metric, band in value.items()}
+
+
+def _percent(value: object, where: str) -> float:
+    # type(): a boolean is no number here; a NaN fails the comparison
+    if type(value) not in (int, float) or not 0 <= value < BAND_MAX:  # type: ignore[operator]
+        raise ValueError(f"{where}{value!r} is not a percentage in [0, {BAND_MAX:g})")
+    return float(value)  # type: ignore[arg-type]
+
+
+def _number(gt: float, le: float, **kw) -> typing.Any:
+    """A finite YAML number in (gt, le]."""
+    return Field(strict=True, allow_inf_nan=False, gt=gt, le=le, **kw)
+
+
 class Analysis(Strict):
     """Parameters of the analysis notebooks (passed to papermill as they are)."""
 
-    baseline: str = Field(default="host", description="scenario every other scenario is compared with")
-    alpha: float = Field(
+    baseline: Name = Field(default="host", description="scenario every other scenario is compared with")
+    alpha: float = _number(
+        0,
+        ALPHA_MAX,
         default=0.05,
-        gt=0,
-        lt=1,
         description=(
             "significance level of each family of comparisons, after its correction; 0.05 is usual, 0.01 for "
             "fewer false positives at the cost of missing small changes"
@@ -210,34 +247,45 @@ class Analysis(Strict):
     correction: Literal["holm", "fdr_bh"] = Field(
         default="holm", description="holm for a report, fdr_bh (FDR) for sweeps"
     )
-    cpu_target_gbps: float = Field(default=100.0, gt=0, description="stream tests: CPU % needed for this throughput")
-    rr_per_transactions: float = Field(default=10_000, gt=0, description="TCP_RR: CPU % per this many transactions/s")
-    crr_per_connections: float = Field(default=10_000, gt=0, description="TCP_CRR: CPU % per this many connections/s")
-    http_per_requests: float = Field(default=1_000, gt=0, description="HTTP (fortio): CPU % per this many requests/s")
+    cpu_target_gbps: float = _number(
+        0, GBPS_MAX, default=100.0, description="stream tests: CPU % needed for this throughput"
+    )
+    rr_per_transactions: float = _number(
+        0, RATE_MAX, default=10_000, description="TCP_RR: CPU % per this many transactions/s"
+    )
+    crr_per_connections: float = _number(
+        0, RATE_MAX, default=10_000, description="TCP_CRR: CPU % per this many connections/s"
+    )
+    http_per_requests: float = _number(
+        0, RATE_MAX, default=1_000, description="HTTP (fortio): CPU % per this many requests/s"
+    )
     noise_band_pct: float | dict[str, float] = Field(
-        default=2.0, description="changes inside +/- this % are 'negligible'; a number or {metric: %, default: %}"
+        default=2.0,
+        description=(
+            f"changes inside +/- this % are 'negligible'; a number in [0, {BAND_MAX:g}) or {{metric: %, default: %}}"
+        ),
     )
     family_metrics: list[str] = Field(
         default=["latency_p50", "latency_p99", "cpu_pct_at_target"],
         description=(
             "secondary metrics compared besides each test's headline metric (the primary family, always "
             "compared, under `correction`); each in the Benjamini-Hochberg family of its kind (latency, CPU, "
-            "other), labelled FDR"
+            "other), labelled FDR; each once"
         ),
     )
-    seed: int = Field(default=0, description="bootstrap seed")
+    seed: int = Field(default=0, strict=True, ge=0, le=SEED_MAX, description="bootstrap seed")
     threshold_pct: float | dict[str, float] | None = Field(
         default=None,
         description=(
             "benchlib compare: a significant change whose CI lies inside +/- this % reads 'negligible' and fails "
-            "no gate; a number or {metric: %, default: %}; unset: noise_band_pct"
+            f"no gate; a number in [0, {BAND_MAX:g}) or {{metric: %, default: %}}; unset: noise_band_pct"
         ),
     )
-    contrasts: list[tuple[str, str]] = Field(
+    contrasts: list[tuple[Name, Name]] = Field(
         default=[],
         description=(
             "extra comparisons [scenario, reference], e.g. [notrack, conntrack]: of the headline metric in the "
-            "primary family, of the others in their secondary families"
+            "primary family, of the others in their secondary families; two different scenarios, each pair once"
         ),
     )
 
@@ -249,26 +297,25 @@ class Analysis(Strict):
         unknown = [n for n in names if n not in METRICS and n not in DERIVED_METRICS]
         if unknown:
             raise ValueError(f"unknown metric(s) {unknown}; allowed: {sorted(METRICS) + sorted(DERIVED_METRICS)}")
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"{twice} listed more than once")
         return names
 
-    @field_validator("threshold_pct")
+    @field_validator("noise_band_pct", "threshold_pct", mode="before")
     @classmethod
-    def _threshold(cls, value: float | dict[str, float] | None) -> float | dict[str, float] | None:
-        from .schema import DERIVED_METRICS, METRICS
+    def _band(cls, value: object) -> object:
+        return value if value is None else check_band(value)
 
-        bands = value.values() if isinstance(value, dict) else [] if value is None else [value]
-        if any(not 0 <= b < 1000 for b in bands):
-            raise ValueError(f"thresholds are percentages in [0, 1000), got {value}")
-        unknown = (
-            sorted(set(value) - set(METRICS) - set(DERIVED_METRICS) - {"default"}) if isinstance(value, dict) else []
-        )
-        if unknown:
-            raise ValueError(
-                f"unknown metric(s) {unknown}; allowed: 'default', {sorted(METRICS) + sorted(DERIVED_METRICS)}"
-            )
-        if isinstance(value, dict) and "default" not in value:  # every compared metric needs a threshold
-            raise ValueError(f"per-metric thresholds need a 'default' for the other metrics, got {value}")
-        return value
+    @field_validator("contrasts")
+    @classmethod
+    def _contrasts(cls, pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        for i, (scenario, reference) in enumerate(pairs):
+            if scenario == reference:
+                raise ValueError(f"[{i}]: {scenario!r} compared with itself")
+            if pairs.index((scenario, reference)) < i:
+                raise ValueError(f"[{i}]: {[scenario, reference]} listed more than once")
+        return pairs
 
     def compare_threshold(self) -> float | dict[str, float]:
         """The threshold `benchlib compare` applies: threshold_pct, else the noise band."""

@@ -456,7 +456,7 @@ def test_thresholds_per_metric_are_validated():
     for bad, says in (
         ({"thruput": 5, "default": 2}, "unknown metric"),
         ({"throughput": 5}, "'default'"),
-        (-1, "[0, 1000)"),
+        (-1, "[0, 100)"),
     ):
         with pytest.raises(ValueError, match=re.escape(says)):
             Analysis(threshold_pct=bad)

@@ -1,11 +1,14 @@
 """params.yaml validation: bad input is rejected with the key and the allowed values."""
 
+import shutil
+import subprocess
+
 import pytest
 import yaml
 
 from benchlib.config import ConfigError, load_environment, load_params
 from benchlib.plan import plan_environment, validate_all
-from tests.conftest import REPO, project_with_environment
+from tests.conftest import REPO, project_with_environment, venv_env
 
 
 def write(tmp_path, mutate):
@@ -262,3 +265,92 @@ def test_non_utf8_and_overlong_names_are_one_line_errors(tmp_path):
         ConfigError, match=r"experiment.campaign: 'c+'\.\.\. \(300 characters\) is not a name: 1 to 100 "
     ):
         load_params(write(tmp_path, lambda d: d["experiment"].update(campaign="c" * 300)))
+
+
+# Each analysis parameter decides verdicts: a value outside its bounds is refused in one line naming it
+@pytest.mark.parametrize(
+    "key, value, says",
+    [
+        ("noise_band_pct", 1000, "1000 is not a percentage in [0, 100)"),  # a -50 % drop read 'within noise'
+        ("noise_band_pct", 100, "100 is not a percentage in [0, 100)"),  # a fall to zero 'negligible'
+        ("noise_band_pct", -1, "-1 is not a percentage"),
+        ("noise_band_pct", float("nan"), "nan is not a percentage"),
+        ("noise_band_pct", float("inf"), "inf is not a percentage"),
+        ("noise_band_pct", "5", "'5' is not a percentage"),
+        ("noise_band_pct", True, "True is not a percentage"),
+        ("noise_band_pct", {"latency_p99": 5}, "need a 'default' for the other metrics"),
+        ("noise_band_pct", {"default": 2, "thruput": 5}, "unknown metric(s) ['thruput']"),
+        ("noise_band_pct", {"default": 2, "latency_p99": 150}, "latency_p99: 150 is not a percentage"),
+        ("noise_band_pct", {"default": float("nan")}, "default: nan is not a percentage"),
+        ("threshold_pct", 1000, "1000 is not a percentage in [0, 100)"),
+        ("threshold_pct", {"default": -3}, "default: -3 is not a percentage"),
+        ("alpha", 0, "greater than 0"),
+        ("alpha", 0.5, "less than or equal to 0.2"),
+        ("alpha", float("nan"), "finite number"),
+        ("alpha", "0.05", "valid number"),
+        ("correction", "bonferroni", "'holm' or 'fdr_bh'"),
+        ("cpu_target_gbps", 0, "greater than 0"),
+        ("cpu_target_gbps", float("inf"), "finite number"),
+        ("cpu_target_gbps", 1e5, "less than or equal to 10000"),
+        ("cpu_target_gbps", "100", "valid number"),
+        ("rr_per_transactions", -1, "greater than 0"),
+        ("rr_per_transactions", 1e12, "less than or equal to 1000000000"),
+        ("crr_per_connections", float("nan"), "finite number"),
+        ("http_per_requests", 0, "greater than 0"),
+        ("seed", -1, "greater than or equal to 0"),  # numpy refuses it: a traceback in analyse
+        ("seed", 2**32, "less than or equal to 4294967295"),
+        ("seed", 1.5, "valid integer"),
+        ("seed", "0", "valid integer"),
+        ("family_metrics", ["latency_p50", "latency_p50"], "['latency_p50'] listed more than once"),
+        ("contrasts", [["bridge", "bridge"]], "[0]: 'bridge' compared with itself"),
+        ("contrasts", [["bridge", "host"], ["bridge", "host"]], "[1]: ['bridge', 'host'] listed more than once"),
+        ("contrasts", [["../x", "host"]], "'../x' is not a name"),
+        ("baseline", "../x", "'../x' is not a name"),
+    ],
+)
+def test_every_analysis_parameter_has_bounds(tmp_path, key, value, says):
+    path = write(tmp_path, lambda d: d["analysis"].update({key: value}))
+    with pytest.raises(ConfigError) as err:
+        load_params(path)
+    message = str(err.value)
+    assert message.startswith(f"{path}: analysis.{key}") and "\n" not in message, message
+    assert says in message, message
+
+
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("noise_band_pct", 0),
+        ("noise_band_pct", 99.9),
+        ("noise_band_pct", {"default": 0, "latency_p99": 5}),
+        ("threshold_pct", 15),
+        ("alpha", 0.2),
+        ("cpu_target_gbps", 10_000),
+        ("rr_per_transactions", 1e9),
+        ("seed", 2**32 - 1),
+    ],
+)
+def test_the_analysis_bounds_admit_their_edges(tmp_path, key, value):
+    params = load_params(write(tmp_path, lambda d: d["analysis"].update({key: value})))
+    assert getattr(params.analysis, key) == value
+
+
+def test_a_noise_band_that_passes_a_collapse_is_refused_by_every_command_that_reads_it(tmp_path, monkeypatch, capsys):
+    from benchlib import cli
+
+    shutil.copytree(REPO / "pipelines", tmp_path / "pipelines")
+    (tmp_path / "dvc.yaml").write_text("stages: {}\n")
+    path = write(tmp_path, lambda d: d["analysis"].update(noise_band_pct=1000))
+    says = f"benchlib: error: {path}: analysis.noise_band_pct: 1000 is not a percentage in [0, 100)\n"
+    done = subprocess.run(["benchlib", "validate"], cwd=tmp_path, env=venv_env(), capture_output=True, text=True)
+    assert done.returncode == 2 and done.stderr == says, done.stderr
+    monkeypatch.chdir(tmp_path)
+    for args in (["analyse"], ["compare", "a", "b"]):  # before the tables or campaigns are read
+        assert cli.main(args) == 2
+        assert capsys.readouterr().err == says
+    write(tmp_path, lambda d: None)
+    for threshold in ("1000", "nan", "-1"):
+        assert cli.main(["compare", "a", "b", "--threshold", threshold]) == 2
+        assert capsys.readouterr().err == (
+            f"benchlib: error: --threshold: {float(threshold)} is not a percentage in [0, 100)\n"
+        )

@@ -131,6 +131,11 @@ def test_environment_reference_lists_every_key(site):
             assert " ".join(description.replace("`", "").split()) in text, f"{model.__name__}.{name}'s description"
 
 
+def test_the_name_rule_is_on_both_reference_pages(site):
+    for page in ("reference/params", "reference/environment"):
+        assert f"tests, also those a services list makes) is {config.NAME_RULE}." in _text(site, page), page
+
+
 def test_cli_reference_has_every_command_and_option(site):
     page = _page(site, "reference/cli")
     todo = [(["benchlib"], cli.build_parser())]
