@@ -354,3 +354,20 @@ def test_a_noise_band_that_passes_a_collapse_is_refused_by_every_command_that_re
         assert capsys.readouterr().err == (
             f"benchlib: error: --threshold: {float(threshold)} is not a percentage in [0, 100)\n"
         )
+
+
+def test_no_setting_is_infinite(tmp_path):
+    # a timeout of .inf overflowed in subprocess during collect
+    with pytest.raises(ConfigError, match=r": tests\.tcp_rr\.timeout_s: Input should be a finite number$"):
+        load_params(write(tmp_path, lambda d: d["tests"]["tcp_rr"].update(timeout_s=float("inf"))))
+
+
+def test_a_scenario_setting_recorded_in_meta_json_is_finite(tmp_path, monkeypatch):
+    folder = project_with_environment(
+        tmp_path,
+        monkeypatch,
+        "lab",
+        "description: d\ntarget: lab\nscenarios:\n  host: {description: d, settings: {gso: .nan}}\n",
+    )
+    with pytest.raises(ConfigError, match=f"^{folder / 'environment.yaml'}: invalid\n  scenarios.host.settings.gso"):
+        load_environment("lab")

@@ -34,9 +34,10 @@ def _describe(annotation) -> str:
 
 
 class Strict(BaseModel):
-    """A settings model: unknown keys refused, values frozen, no boolean taken for a number."""
+    """A settings model: unknown keys refused, values frozen, no boolean taken for a number, no
+    infinity or NaN (a timeout of .inf overflows, and a record's meta.json must stay JSON)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     @field_validator("*", mode="before")
     @classmethod
