@@ -461,9 +461,26 @@ def read(path, name: str) -> pl.DataFrame:
         df = conform(df, name)
         if name == "metrics":
             check_metrics(df)
+        check_names(df)
     except SchemaError as exc:
         raise SchemaError(f"{path}: {exc}") from None
     return df
+
+
+NAME_COLUMNS = ("campaign", "environment", "scenario", "test")
+
+
+def check_names(df: pl.DataFrame) -> None:
+    """A table's names are ones a campaign can give (config.NAME_RULE), as parse wrote them: a table
+    from elsewhere could name figure files out of reports/ or a scenario that is markup."""
+    from .config import check_name
+
+    for column in (c for c in NAME_COLUMNS if c in df.columns):
+        for value in df[column].unique().drop_nulls().to_list():
+            try:
+                check_name(value)
+            except ValueError as exc:
+                raise SchemaError(f"{column}: {exc}") from None
 
 
 def read_runs(path) -> pl.DataFrame:

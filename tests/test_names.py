@@ -219,3 +219,33 @@ def test_a_cluster_namespace_is_a_dns_label_whatever_the_environment_name():
     )
     target = KubernetesTarget(env, ["pod-to-pod"], collectors.servers(["netperf"]))
     assert re.fullmatch(r"benchlib-my-cluster-v2-[0-9a-f]{8}", target.namespace), target.namespace
+
+
+def test_tables_whose_names_a_campaign_cannot_give_are_refused(tmp_path):
+    # what analyse, report and validate --pilot read: a test's name becomes figure files' names
+    # (reports/figures/<test>_<metric>.html), a scenario's is page text
+    import polars as pl
+
+    from benchlib.analysis import load_tables
+    from benchlib.errors import SchemaError
+
+    for table in ("runs", "metrics"):
+        df = pl.read_parquet(REPO / f"tests/fixtures/tidy/lab-default-003/{table}.parquet")
+        df.with_columns(pl.col("test").replace("tcp_rr", "../../x")).write_parquet(tmp_path / f"{table}.parquet")
+    with pytest.raises(SchemaError) as err:
+        load_tables(tmp_path / "runs.parquet", tmp_path / "metrics.parquet")
+    assert str(err.value) == f"{tmp_path / 'runs.parquet'}: test: '../../x' is not a name: {NAME_RULE}"
+
+
+def test_profile_tables_whose_names_a_campaign_cannot_give_are_refused(tmp_path):
+    # a profiled test's name becomes the profile figures' file names (cpu_profile_<test>_flamegraph.html)
+    from benchlib.analysis import profiles
+    from benchlib.errors import SchemaError
+    from tests.analysis.profile_tables import profile_tables
+
+    stacks_table, runs = profile_tables(test="../../x")
+    stacks_table.write_parquet(tmp_path / "profiles.parquet")
+    runs.write_parquet(tmp_path / "profile_runs.parquet")
+    with pytest.raises(SchemaError) as err:
+        profiles.read_tables(tmp_path / "profiles.parquet", tmp_path / "profile_runs.parquet")
+    assert str(err.value) == f"{tmp_path / 'profile_runs.parquet'}: test: '../../x' is not a name: {NAME_RULE}"

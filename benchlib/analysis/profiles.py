@@ -16,7 +16,8 @@ import re
 
 import polars as pl
 
-from benchlib.schema import PROFILES_SCHEMA
+from benchlib.errors import SchemaError
+from benchlib.schema import PROFILES_SCHEMA, check_names
 from benchlib.stacks import CATEGORIES, frame_category, is_user
 
 KEYS = ["environment", "scenario", "test"]
@@ -155,7 +156,12 @@ def read_tables(profiles_path, profile_runs_path) -> tuple[pl.DataFrame, pl.Data
     def read(path, schema):
         return _conform(pl.read_parquet(path), schema) if Path(path).exists() else pl.DataFrame(schema=schema)
 
-    return read(profiles_path, PROFILES_SCHEMA), read(profile_runs_path, PROFILE_RUNS_SCHEMA)
+    profile_runs = read(profile_runs_path, PROFILE_RUNS_SCHEMA)
+    try:
+        check_names(profile_runs)  # its tests and environments name the profile figures' files
+    except SchemaError as exc:
+        raise SchemaError(f"{profile_runs_path}: {exc}") from None
+    return read(profiles_path, PROFILES_SCHEMA), profile_runs
 
 
 def unit_of(metric: str) -> tuple[str, float, str]:
