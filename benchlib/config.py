@@ -21,6 +21,7 @@ from pydantic_core import ErrorDetails
 from .collectors import TOOLS, TestSpec, get
 from .collectors.base import Strict
 from .errors import ConfigError  # noqa: F401 (callers catch config.ConfigError)
+from .schema import NAME_MAX, NAME_RE, NAME_RULE, check_name  # noqa: F401 (the name rule; callers use config's)
 
 
 def project_root() -> Path:
@@ -40,20 +41,8 @@ def find_project() -> tuple[Path, bool]:
     return Path(__file__).resolve().parent.parent, False
 
 
-# Campaign, environment, scenario and test names become directory names (data/raw/<campaign>/<environment>/
-# <scenario>/<test>/, pipelines/<environment>/), lab namespace names and the tables' key columns: one rule
-# for all, so that none can climb out of its directory, pass for an option or hide a character.
-NAME_RE = r"(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9_.-]*"  # whole names (re.fullmatch): no '..' anywhere
-NAME_MAX = 100  # a file name has at most 255 bytes; a record's path holds four names
-NAME_RULE = f"1 to {NAME_MAX} ASCII letters, digits, '.', '_' and '-', starting with a letter or digit, without '..'"
-
-
-def check_name(name: object) -> str:
-    """``name`` if it follows NAME_RULE; else ValueError saying so."""
-    if isinstance(name, str) and len(name) <= NAME_MAX and re.fullmatch(NAME_RE, name):
-        return name
-    shown = repr(name) if not isinstance(name, str) or len(name) <= 40 else f"{name[:40]!r}... ({len(name)} characters)"
-    raise ValueError(f"{shown} is not a name: {NAME_RULE}")
+# Every name that becomes a path or a key column follows schema.NAME_RULE: checked where it enters, by the
+# models below (Name) and by require_name for a name given on the command line.
 
 
 def require_name(name: str, what: str) -> str:

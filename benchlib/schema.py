@@ -467,14 +467,29 @@ def read(path, name: str) -> pl.DataFrame:
     return df
 
 
+# Campaign, environment, scenario and test names become directory names (data/raw/<campaign>/<environment>/
+# <scenario>/<test>/, pipelines/<environment>/), lab namespace names and the tables' key columns: one rule
+# for all, so that none can climb out of its directory, pass for an option or hide a character. Here, with
+# the key columns, so that every layer can check it; config's models (config.Name) check it where names enter.
+NAME_RE = r"(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9_.-]*"  # whole names (re.fullmatch): no '..' anywhere
+NAME_MAX = 100  # a file name has at most 255 bytes; a record's path holds four names
+NAME_RULE = f"1 to {NAME_MAX} ASCII letters, digits, '.', '_' and '-', starting with a letter or digit, without '..'"
+
+
+def check_name(name: object) -> str:
+    """``name`` if it follows NAME_RULE; else ValueError saying so."""
+    if isinstance(name, str) and len(name) <= NAME_MAX and re.fullmatch(NAME_RE, name):
+        return name
+    shown = repr(name) if not isinstance(name, str) or len(name) <= 40 else f"{name[:40]!r}... ({len(name)} characters)"
+    raise ValueError(f"{shown} is not a name: {NAME_RULE}")
+
+
 NAME_COLUMNS = ("campaign", "environment", "scenario", "test")
 
 
 def check_names(df: pl.DataFrame) -> None:
     """A table's names are ones a campaign can give (config.NAME_RULE), as parse wrote them: a table
     from elsewhere could name figure files out of reports/ or a scenario that is markup."""
-    from .config import check_name
-
     for column in (c for c in NAME_COLUMNS if c in df.columns):
         for value in df[column].unique().drop_nulls().to_list():
             try:
