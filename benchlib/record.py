@@ -635,7 +635,9 @@ def _record_files(record_dir: str) -> set[str]:
                 elif entry.is_file(follow_symlinks=False):
                     names.add(name)
                 else:
-                    raise RecordError(_foreign_in_record(record_dir, name, _what(entry.stat(follow_symlinks=False).st_mode)))
+                    raise RecordError(
+                        _foreign_in_record(record_dir, name, _what(entry.stat(follow_symlinks=False).st_mode))
+                    )
     return names
 
 

@@ -252,12 +252,16 @@ def _untracked(cdir: Path, campaign: str, committed: list[Output]) -> list[str]:
     directory it has not: those are checked against their SHA256SUMS only."""
     fallback = "its records are checked against their own SHA256SUMS only"
     if not committed:
-        return [f"data/raw/{campaign}: not tracked by DVC (never committed: no output of dvc.lock or a .dvc file): {fallback}"]
+        return [
+            f"data/raw/{campaign}: not tracked by DVC (never committed: no output of dvc.lock or a .dvc file): {fallback}"
+        ]
     if any(not out.within for out in committed):
         return []
     covered = {out.within.split(os.sep)[0] for out in committed}
     try:
-        envs = sorted(e.name for e in os.scandir(cdir) if e.is_dir(follow_symlinks=False) and not e.name.startswith("."))
+        envs = sorted(
+            e.name for e in os.scandir(cdir) if e.is_dir(follow_symlinks=False) and not e.name.startswith(".")
+        )
     except (FileNotFoundError, NotADirectoryError):
         envs = []
     return [

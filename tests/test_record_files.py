@@ -33,9 +33,7 @@ def project(real_project, tmp_path) -> Path:
 
 def benchlib(project: Path, *args: str) -> subprocess.CompletedProcess:
     # the timeout fails a test whose command waits on a FIFO
-    return subprocess.run(
-        ["benchlib", *args], cwd=project, env=venv_env(), capture_output=True, text=True, timeout=120
-    )
+    return subprocess.run(["benchlib", *args], cwd=project, env=venv_env(), capture_output=True, text=True, timeout=120)
 
 
 READERS = {

@@ -51,7 +51,10 @@ def verify(project: Path) -> subprocess.CompletedProcess:
 def test_records_as_dvc_committed_them_are_whole(project):
     done = verify(project)
     assert done.returncode == 0, done.stderr
-    assert done.stdout == f"verify: 36 records of {REAL_RAW.name} are whole, as DVC committed them and as their SHA256SUMS say\n"
+    assert (
+        done.stdout
+        == f"verify: 36 records of {REAL_RAW.name} are whole, as DVC committed them and as their SHA256SUMS say\n"
+    )
 
 
 def test_a_record_rewritten_with_fresh_checksums_is_named(project):
