@@ -143,13 +143,16 @@ def cmd_collect(args) -> int:
 def cmd_verify(args) -> int:
     campaign = args.campaign or _params(args).experiment.campaign
     config.require_name(campaign, "campaign")
-    verified, problems = store.verify_campaign(config.project_root(), campaign)
-    if problems:
+    checked = store.verify_campaign(config.project_root(), campaign)
+    for note in checked.notes:
+        log.info(f"verify: {note}", extra=RESULT)
+    if checked.problems:
         raise BenchlibError(
-            f"campaign {campaign}: {len(problems)} problem(s) after {verified} record(s) were "
-            "checked:\n  " + "\n  ".join(problems)
+            f"campaign {campaign}: {len(checked.problems)} problem(s) after {checked.records} record(s) were "
+            "checked:\n  " + "\n  ".join(checked.problems)
         )
-    print(f"verify: {verified} records of {campaign} are whole (SHA256SUMS, and DVC's listing where dvc.lock has one)")
+    how = "as DVC committed them and as their SHA256SUMS say" if checked.against_dvc else "by their SHA256SUMS"
+    print(f"verify: {checked.records} records of {campaign} are whole, {how}")
     return 0
 
 
@@ -271,8 +274,16 @@ def _from_revision(rev: str, name: str) -> Path:
             fs.get(src, str(tmp / name), recursive=True)
         except (DataIndexError, FileNotFoundError):  # a .dir manifest or a file in neither cache nor remote
             raise CompareError(f"campaign {rev}:{name}: {src} of revision {rev} {_not_fetched()}") from None
+        tracked = [os.path.relpath(out.fs_path, fs.repo.root_dir) for out in fs.repo.index.outs]
     except (DvcException, SCMError, DataIndexError) as exc:
         raise CompareError(f"campaign {rev}:{name}: {type(exc).__name__}: {' '.join(str(exc).split())}") from None
+    if not any(p == src or p.startswith(src + "/") or src.startswith(p + "/") for p in tracked):
+        # git has the directory (DVC's .gitignore in it), but that revision's dvc.lock tracks another campaign
+        raise CompareError(
+            f"campaign {rev}:{name}: revision {rev} has {src} but DVC tracks no records there (its dvc.lock "
+            f"and .dvc files track {', '.join(p for p in tracked if p.startswith('data/raw/')) or 'no raw records'}): "
+            "give the revision that measured it (`git log -- dvc.lock`)"
+        )
     return tmp
 
 
@@ -549,9 +560,11 @@ def build_parser() -> argparse.ArgumentParser:
         "verify",
         help="check a campaign's raw records after `dvc pull`",
         description="Check that every raw record of a campaign is whole: each file against "
-        "the record's SHA256SUMS and, for the campaign dvc.lock names, against "
-        "DVC's listing of the stage output. Each missing or changed file is named "
-        "by its record, also when `dvc pull` refused or could not fetch its object. "
+        "what DVC committed of the stage output (dvc.lock: each file's md5), then against the "
+        "record's own SHA256SUMS. Each changed or missing file, each record DVC does not track "
+        "and each link or special file is named by its record, also when `dvc pull` refused or "
+        "could not fetch an object. A campaign (or environment) DVC never committed is checked "
+        "against SHA256SUMS only, and a line says so. "
         "Exit 0 when all is whole, 2 with the list of problems.",
     )
     s.add_argument("campaign", nargs="?", help="campaign id under data/raw/ (default: experiment.campaign)")

@@ -10,7 +10,10 @@ or DVC stage output contains it, so appending to it changes no stage's inputs.
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
+import stat
 import sys
 from pathlib import Path
 
@@ -70,9 +73,15 @@ def campaign_log(raw_root: Path, campaign: str) -> Path:
 
 
 def to_file(path: Path) -> Path:
-    """Append every record from here on to ``path`` (with time, level and logger)."""
+    """Append every record from here on to ``path`` (with time, level and logger). A link or a FIFO
+    there is refused (OSError), never written through: the log sits beside the records, where
+    anyone who can write the project could plant one (collect runs as root)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(path, encoding="utf-8", errors="replace")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    handler = logging.StreamHandler(open(fd, "a", encoding="utf-8", errors="replace"))  # noqa: SIM115 (the handler's for the process)
     handler.set_name("benchlib")
     handler.setFormatter(logging.Formatter(_FILE_FORMAT))
     logging.getLogger().addHandler(handler)

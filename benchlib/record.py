@@ -21,6 +21,11 @@ and measures the run again. Records are read back only through `load`, which
 verifies the checksums, refuses a ``schema_version`` it does not know and
 migrates older ones; `survey` checks a campaign's directories against its plan.
 
+A campaign holds only the directories and regular files benchlib wrote. A symbolic link, a FIFO, a
+device or a socket anywhere in it is refused, never followed, opened or quoted: a link out of the
+project would be read as a record (and cached and pushed by DVC), a read of a FIFO would wait forever.
+`foreign` lists them; every read of a record file goes through `read_file`.
+
 Versions: 1 the first; 2 dropped ``repetition`` (it always equalled ``block``);
 3 added ``processes``: the CPU ticks and peak RSS of the processes a target runs
 on the datapath itself (the lab's service-mesh proxies), over the CPU window;
@@ -36,10 +41,12 @@ record is a measured run without a profile.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import shutil
+import stat
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -76,8 +83,95 @@ def exists(cdir: Path, rid: str) -> bool:
 
 
 def complete(path: Path) -> bool:
-    """Whether ``path`` holds a whole record (its checksums are checked when it is loaded)."""
-    return (path / META).is_file() and (path / CHECKSUMS).is_file()
+    """Whether ``path`` is a directory (not a link to one) holding a whole record: its meta.json and
+    SHA256SUMS are there (whether they are its own files is checked when it is loaded)."""
+    return os.path.isdir(path) and not os.path.islink(path) and _present(path / META) and _present(path / CHECKSUMS)
+
+
+def _present(path: Path) -> bool:
+    return os.path.lexists(path)
+
+
+def _what(mode: int) -> str:
+    """What a directory entry that is not a regular file is, for a message."""
+    for test, what in (
+        (stat.S_ISLNK, "a symbolic link"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a device"),
+        (stat.S_ISBLK, "a device"),
+        (stat.S_ISDIR, "a directory"),
+    ):
+        if test(mode):
+            return what
+    return "not a regular file"
+
+
+def _foreign_in_record(record_dir: Path | str, name: str, what: str) -> str:
+    return f"{record_dir}: {name}: {what}: a record holds only the regular files benchlib wrote (refused, not read)"
+
+
+def _foreign_on_the_way(path: Path, what: str, should: str) -> str:
+    return (
+        f"{path}: {what} where {should} should be: a campaign holds only the directories and files "
+        "benchlib wrote (refused, not followed)"
+    )
+
+
+# what stands at each depth below a campaign directory (0: the campaign directory itself)
+_DEPTHS = ("the campaign's directory", "an environment's directory", "a scenario's directory", "a test's directory")
+
+
+def _foreign_at(cdir: Path, path: Path, what: str) -> str:
+    parts = path.relative_to(cdir).parts
+    if len(parts) > 4:
+        return _foreign_in_record(cdir.joinpath(*parts[:4]), "/".join(parts[4:]), what)
+    return _foreign_on_the_way(path, what, _DEPTHS[len(parts)] if len(parts) < 4 else "a record")
+
+
+def foreign(cdir: Path) -> list[str]:
+    """One line for each entry of the campaign directory ``cdir`` (and ``cdir`` itself) that is
+    neither a directory nor a regular file, hidden ones included (DVC commits those too). Nothing is
+    followed, opened or read."""
+    found, todo = [], [cdir]
+    while todo:
+        path = todo.pop()
+        try:
+            mode = os.lstat(path).st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        if not stat.S_ISDIR(mode):
+            if not stat.S_ISREG(mode):
+                found.append(_foreign_at(cdir, path, _what(mode)))
+            continue
+        with os.scandir(path) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    todo.append(Path(entry.path))
+                elif not entry.is_file(follow_symlinks=False):
+                    found.append(_foreign_at(cdir, Path(entry.path), _what(entry.stat(follow_symlinks=False).st_mode)))
+    return sorted(found)
+
+
+def read_file(record_dir: str, name: str) -> bytes:
+    """The bytes of file ``name`` of a record. Anything but a regular file is refused (RecordError)
+    without being followed or opened: a FIFO never blocks the read, a link never leaks what it points
+    to. FileNotFoundError if there is nothing by that name."""
+    path = os.path.join(record_dir, name)
+    mode = os.lstat(path).st_mode
+    if not stat.S_ISREG(mode):
+        raise RecordError(_foreign_in_record(record_dir, name, _what(mode)))
+    try:  # no link and no FIFO either, should one have taken the file's place since the lstat
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise RecordError(_foreign_in_record(record_dir, name, "a symbolic link")) from None
+        raise
+    with os.fdopen(fd, "rb") as f:
+        mode = os.fstat(f.fileno()).st_mode
+        if not stat.S_ISREG(mode):
+            raise RecordError(_foreign_in_record(record_dir, name, _what(mode)))
+        return f.read()
 
 
 def set_aside_incomplete(cdir: Path, rids: Iterable[str]) -> list[tuple[Path, Path]]:
@@ -96,8 +190,8 @@ def set_aside_incomplete(cdir: Path, rids: Iterable[str]) -> list[tuple[Path, Pa
 def recorded_meta(cdir: Path, rid: str) -> dict | None:
     """A complete record's meta.json, unverified; None if unreadable (load() names it at parse time)."""
     try:
-        meta = json.loads((cdir / rid / META).read_bytes())
-    except (OSError, ValueError):
+        meta = json.loads(read_file(str(cdir / rid), META))
+    except (OSError, ValueError):  # RecordError is a ValueError
         return None
     return meta if isinstance(meta, dict) else None
 
@@ -188,12 +282,13 @@ def survey(
     gives it; a record measured under another one is named, a record that predates them is not.
     """
     good, problems, seen = [], [], {}
-    for path in sorted(cdir.glob("*/*/*/*")):
-        if path.name.startswith("."):
-            continue  # being written, or set aside
+    for path in _slots(cdir, problems):
         rid = path.relative_to(cdir).as_posix()
-        if not path.is_dir():
+        mode = os.lstat(path).st_mode
+        if stat.S_ISREG(mode):
             problems.append(f"{path}: not a directory, where a record should be")
+        elif not stat.S_ISDIR(mode):
+            problems.append(_foreign_at(cdir, path, _what(mode)))
         elif not complete(path):
             problems.append(
                 f"{path}: incomplete record ({META} or {CHECKSUMS} missing); "
@@ -203,8 +298,11 @@ def survey(
             problems.append(f"{path}: run {rid} is not in the plan (scenarios, tests, repetitions)")
         else:
             try:
-                meta = json.loads((path / META).read_bytes())
+                meta = json.loads(read_file(str(path), META))
                 holds = meta["run_id"]
+            except RecordError as exc:
+                problems.append(str(exc))
+                continue
             except (OSError, ValueError, KeyError, TypeError) as exc:
                 problems.append(f"{path}: {META} unreadable ({type(exc).__name__}: {exc})")
                 continue
@@ -237,20 +335,51 @@ def find(cdir: Path) -> list[Path]:
 
 def walk(cdir: Path) -> Iterator[Path]:
     """Every complete record of a campaign, in path order, one at a time: a million records'
-    paths held in a list take about 280 MB."""
+    paths held in a list take about 280 MB. A link or special file where a directory of the campaign
+    or a record should be is a RecordError."""
+    for path in _slots(cdir, None):
+        mode = os.lstat(path).st_mode
+        if stat.S_ISDIR(mode):
+            if _present(path / META):
+                yield path
+        elif not stat.S_ISREG(mode):
+            raise RecordError(_foreign_at(cdir, path, _what(mode)))
 
-    def subdirs(path: Path) -> list[Path]:
+
+def _slots(cdir: Path, problems: list[str] | None) -> Iterator[Path]:
+    """Every entry where a record should stand (four levels below ``cdir``; names starting with "."
+    are being written or set aside), in path order, reached without following a link: a link or
+    special file on the way is named in ``problems``, or raised (RecordError) where that is None."""
+
+    def refuse(path: Path, mode: int) -> None:
+        line = _foreign_at(cdir, path, _what(mode))
+        if problems is None:
+            raise RecordError(line)
+        problems.append(line)
+
+    def below(path: Path, depth: int) -> Iterator[Path]:
         try:
-            with os.scandir(path) as entries:  # names starting with "." are being written or set aside
-                names = [e.name for e in entries if not e.name.startswith(".") and e.is_dir()]
+            with os.scandir(path) as it:
+                entries = sorted((e for e in it if not e.name.startswith(".")), key=lambda e: e.name)
         except (FileNotFoundError, NotADirectoryError):
-            return []
-        return [path / name for name in sorted(names)]
+            return
+        for entry in entries:
+            child = path / entry.name
+            if depth == 4:
+                yield child
+            elif entry.is_dir(follow_symlinks=False):
+                yield from below(child, depth + 1)
+            elif not entry.is_file(follow_symlinks=False):  # a regular file there is no record: passed over
+                refuse(child, entry.stat(follow_symlinks=False).st_mode)
 
-    for env in subdirs(cdir):
-        for scenario in subdirs(env):
-            for test in subdirs(scenario):
-                yield from (run for run in subdirs(test) if (run / META).exists())
+    try:
+        mode = os.lstat(cdir).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    if stat.S_ISDIR(mode):
+        yield from below(cdir, 1)
+    elif not stat.S_ISREG(mode):
+        refuse(cdir, mode)
 
 
 def remove_partial(cdir: Path) -> int:
@@ -443,38 +572,73 @@ def write_checksums(path: Path) -> None:
 def verify(path: Path) -> dict[str, bytes]:
     """Check every file of a record against its checksums; returns their contents.
 
+    The record directory holds regular files (in directories) only, each listed in its SHA256SUMS:
+    a link, a FIFO, a device or a file added after the run was recorded is refused unread.
     Loading uses the contents returned here, so each file is read once (at
     100k runs, reading every file twice was half the parse time).
     """
-    base = os.fspath(path)  # plain strings and open(): pathlib's per-file overhead was a third of a parse
+    base = os.fspath(path)  # plain strings and os calls: pathlib's per-file overhead was a third of a parse
     try:
-        sums = _read_bytes(os.path.join(base, CHECKSUMS)).decode()
+        mode = os.lstat(base).st_mode
     except FileNotFoundError:
-        raise RecordError(f"{path}: {CHECKSUMS} missing (incomplete or foreign record)") from None
+        raise RecordError(f"{path}: no such record") from None
+    if stat.S_ISREG(mode):
+        raise RecordError(f"{path}: not a directory, where a record should be")
+    if not stat.S_ISDIR(mode):
+        raise RecordError(_foreign_on_the_way(path, _what(mode), "a record"))
+    present = _record_files(base)
+    if CHECKSUMS not in present:
+        raise RecordError(f"{path}: {CHECKSUMS} missing (incomplete or foreign record)")
+    try:
+        sums = read_file(base, CHECKSUMS).decode()
     except UnicodeDecodeError:
         raise RecordError(f"{path / CHECKSUMS}: not text (overwritten?)") from None
     except OSError as exc:
         raise RecordError(f"{path / CHECKSUMS}: unreadable: {exc.strerror}") from None
     files = {}
-    for line in sums.splitlines():
+    for n, line in enumerate(sums.splitlines(), start=1):
         digest, _, name = line.partition("  ")
         if not name or name.startswith("/") or ".." in name.split("/"):
-            raise RecordError(f"{path / CHECKSUMS}: malformed line {line[:80]!r}")
+            # its text is not quoted: SHA256SUMS replaced by another file must not show that file
+            raise RecordError(f"{path / CHECKSUMS}: line {n} is not '<sha256>  <file name>'")
+        if name not in present:
+            if os.path.isdir(os.path.join(base, name)):  # no link: _record_files refused those
+                raise RecordError(f"{path / name}: unreadable: {os.strerror(errno.EISDIR)}")
+            raise RecordError(f"{path / name}: listed in {CHECKSUMS} but missing")
         try:
-            data = _read_bytes(os.path.join(base, name))
-        except FileNotFoundError:
-            raise RecordError(f"{path / name}: listed in {CHECKSUMS} but missing") from None
+            data = read_file(base, name)
         except OSError as exc:
             raise RecordError(f"{path / name}: unreadable: {exc.strerror}") from None
         if hashlib.sha256(data).hexdigest() != digest:
             raise RecordError(f"{path / name}: checksum mismatch (file changed after it was recorded)")
         files[name] = data
+    unlisted = sorted(present - files.keys() - {CHECKSUMS})
+    if unlisted:
+        more = f" (and {len(unlisted) - 1} more)" if len(unlisted) > 1 else ""
+        raise RecordError(
+            f"{path}: {unlisted[0]}{more}: not listed in {CHECKSUMS} (added after the run was recorded; not read)"
+        )
     return files
 
 
-def _read_bytes(path: str) -> bytes:
-    with open(path, "rb") as f:
-        return f.read()
+def _record_files(record_dir: str) -> set[str]:
+    """The names ('/'-separated, relative) of the regular files below a record directory; anything
+    that is neither a regular file nor a directory is a RecordError, and is never followed or opened."""
+    names, todo = set(), [""]
+    while todo:
+        rel = todo.pop()
+        with os.scandir(os.path.join(record_dir, rel)) as entries:
+            for entry in entries:
+                name = f"{rel}/{entry.name}" if rel else entry.name
+                if entry.is_dir(follow_symlinks=False):
+                    todo.append(name)
+                elif entry.is_file(follow_symlinks=False):
+                    names.add(name)
+                else:
+                    raise RecordError(
+                        _foreign_in_record(record_dir, name, _what(entry.stat(follow_symlinks=False).st_mode))
+                    )
+    return names
 
 
 def _v4_to_v5(meta: dict, path: Path) -> dict:

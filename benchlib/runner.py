@@ -20,7 +20,7 @@ from pathlib import Path
 from . import collectors, cpu, profiling, record
 from .collectors import TestSpec
 from .config import Params, scenario_definition
-from .errors import ConfigError, DatapathError, ParseError, TargetError
+from .errors import ConfigError, DatapathError, ParseError, RecordError, TargetError
 from .plan import Plan, validate_all
 from .schema import METRICS, PRIMARY_METRICS, SIDES
 from .targets import KILL_WAIT_S, Placement, Result, Target, shown
@@ -461,6 +461,14 @@ def run_environment(params: Params, plan: Plan, target: Target, raw_root: Path |
     """Run (or resume) every run of one environment. Returns counts."""
     exp = params.experiment
     cdir = record.campaign_dir(exp.campaign, raw_root)
+    # before reading or removing anything there, and before DVC commits the records as the stage's
+    # output (it would follow a link, and cache and push what it points to)
+    foreign = record.foreign(cdir)
+    if foreign:
+        raise RecordError(
+            f"{cdir}: {len(foreign)} link(s) or special file(s) in the campaign's records "
+            "(remove them, or restore the records: `dvc checkout`):\n  " + "\n  ".join(foreign)
+        )
     runs = schedule(plan, exp.repetitions, exp.seed, target.interleaves_scenarios, exp.profile_runs)
     unchecked = check_same_plan(params, runs, cdir)
     if unchecked:
@@ -473,6 +481,19 @@ def run_environment(params: Params, plan: Plan, target: Target, raw_root: Path |
         log(f"collect: removed {cleaned} incomplete record(s) of an interrupted run")
     for path, aside in record.set_aside_incomplete(cdir, [r.run_id for r in runs]):
         log(f"collect: {path} was not a whole record: moved to {aside.name}, measuring the run again")
+    # Under `dvc repro`, DVC has already replaced a link in the records by a copy of what it points to
+    # (it "unprotects" the stage's output): only the checksums tell; DVC commits the output after collect.
+    changed = []
+    for path in (p for p in record.walk(cdir) if record.complete(p)):
+        try:
+            record.verify(path)
+        except RecordError as exc:
+            changed.append(str(exc))
+    if changed:
+        raise RecordError(
+            f"{cdir}: {len(changed)} record(s) are not as they were recorded (restore them: `dvc checkout`; "
+            "or remove them, and collect measures those runs again):\n  " + "\n  ".join(changed)
+        )
     todo = [r for r in runs if not record.exists(cdir, r.run_id)]
     perf = None
     if any(r.profiled for r in todo):  # before any run: a campaign must not find out halfway

@@ -252,9 +252,9 @@ def _run_order(paths: list[str]) -> pl.DataFrame:
     rows = []
     for path in paths:
         try:
-            meta = json.loads((Path(path) / record.META).read_bytes())
+            meta = json.loads(record.read_file(path, record.META))
             env, order = meta["environment"], meta["order"]
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError):  # a RecordError (a link, a FIFO) is a ValueError
             env = order = None
         if not (isinstance(env, str) and type(order) is int):
             env = order = None
@@ -439,7 +439,7 @@ def build_facts(runs: pl.DataFrame) -> pl.DataFrame:
     keys = ["environment", "scenario", "test"]
     rows = []
     for r in runs.select(*keys, "record").iter_rows(named=True):
-        meta = json.loads((Path(r["record"]) / record.META).read_text())
+        meta = json.loads(record.read_file(r["record"], record.META))
         rows += [{**{k: r[k] for k in keys}, "field": f, "value": v} for f, v in record_facts(meta).items()]
     return (
         pl.DataFrame(rows, schema=FACTS_SCHEMA)

@@ -108,7 +108,11 @@ def lab_namespaces(lab_id: str) -> list[str]:
 @pytest.fixture
 def project_copy(tmp_path) -> Path:
     """A copy of the project (code, pipelines, dvc.yaml) to run campaigns in."""
-    dst = tmp_path / "project"
+    return copy_project(tmp_path / "project")
+
+
+def copy_project(dst: Path) -> Path:
+    """A copy of the project in ``dst`` (code, pipelines, dvc.yaml, DVC's config), a git repository."""
     dst.mkdir()
     for name in (
         "benchlib",

@@ -447,7 +447,14 @@ def test_parse_names_every_record_that_does_not_match_the_plan_and_collect_remea
     assert f"{cdir / 'r002' / 'SHA256SUMS'}: not text" in skipped.stderr
     assert f"{cdir / 'r003' / 'stdout-0.txt'}: unreadable" in skipped.stderr
     assert "parse: 3 runs" in skipped.stdout  # r000, r005, r006
-    # collect: r001 is not done; it is set aside (kept) and measured again, and reported only once kept
+    # collect: r002 and r003 are not as recorded: it refuses (DVC would commit them after it), naming them
+    collect = benchlib(project_copy, "collect", "--env", "local-lab")
+    assert collect.returncode == 2 and "2 record(s) are not as they were recorded" in collect.stderr, collect.stderr
+    assert f"{cdir / 'r002' / 'SHA256SUMS'}: not text" in collect.stderr
+    assert f"{cdir / 'r003' / 'stdout-0.txt'}: unreadable" in collect.stderr
+    shutil.rmtree(cdir / "r002")
+    shutil.rmtree(cdir / "r003")
+    # r001 is not done; it is set aside (kept) and measured again, and reported only once kept
     collect = benchlib(project_copy, "collect", "--env", "local-lab")
     assert collect.returncode == 0, collect.stderr
     assert f"{cdir / 'r001'} was not a whole record: moved to .r001.incomplete-" in collect.stderr
