@@ -476,11 +476,6 @@ def run_environment(params: Params, plan: Plan, target: Target, raw_root: Path |
             f"collect: {unchecked} record(s) of campaign {exp.campaign} predate recorded scenario definitions: "
             "their scenarios are not compared with the environment as it is now"
         )
-    cleaned = record.remove_partial(cdir)
-    if cleaned:
-        log(f"collect: removed {cleaned} incomplete record(s) of an interrupted run")
-    for path, aside in record.set_aside_incomplete(cdir, [r.run_id for r in runs]):
-        log(f"collect: {path} was not a whole record: moved to {aside.name}, measuring the run again")
     # Under `dvc repro`, DVC has already replaced a link in the records by a copy of what it points to
     # (it "unprotects" the stage's output): only the checksums tell; DVC commits the output after collect.
     changed = []
@@ -494,6 +489,11 @@ def run_environment(params: Params, plan: Plan, target: Target, raw_root: Path |
             f"{cdir}: {len(changed)} record(s) are not as they were recorded (restore them: `dvc checkout`; "
             "or remove them, and collect measures those runs again):\n  " + "\n  ".join(changed)
         )
+    cleaned = record.remove_partial(cdir)
+    if cleaned:
+        log(f"collect: removed {cleaned} incomplete record(s) of an interrupted run")
+    for path, aside in record.set_aside_incomplete(cdir, [r.run_id for r in runs]):
+        log(f"collect: {path} was not a whole record: moved to {aside.name}, measuring the run again")
     todo = [r for r in runs if not record.exists(cdir, r.run_id)]
     perf = None
     if any(r.profiled for r in todo):  # before any run: a campaign must not find out halfway
