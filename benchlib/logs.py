@@ -14,6 +14,8 @@ import logging
 import sys
 from pathlib import Path
 
+from . import escape
+
 NAME = "benchlib"
 QUIET, NORMAL, VERBOSE = -1, 0, 1
 _FILE_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -44,6 +46,15 @@ class _Terminal(logging.Filter):
         return ours or self.verbose or not self.file_open
 
 
+class _Escaping(logging.Formatter):
+    """Messages carry names, failure reasons and tool output from records: their control characters
+    (an ANSI escape, a carriage return) are written as escapes, so they cannot drive the terminal
+    or hide what the line says, on the terminal or when the log file is read on one."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return escape.terminal(super().format(record))
+
+
 _terminal: _Terminal | None = None
 
 
@@ -58,7 +69,7 @@ def setup(verbosity: int = NORMAL) -> None:
     _terminal = _Terminal(verbosity)
     console = logging.StreamHandler(sys.stderr)
     console.set_name("benchlib")  # ours, to replace on the next call
-    console.setFormatter(logging.Formatter("%(message)s"))
+    console.setFormatter(_Escaping("%(message)s"))
     console.addFilter(_terminal)  # the level too: a result passes it below the level
     root.addHandler(console)
     root.setLevel(logging.DEBUG if verbosity >= VERBOSE else logging.INFO)
@@ -74,7 +85,7 @@ def to_file(path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     handler = logging.FileHandler(path, encoding="utf-8", errors="replace")
     handler.set_name("benchlib")
-    handler.setFormatter(logging.Formatter(_FILE_FORMAT))
+    handler.setFormatter(_Escaping(_FILE_FORMAT))
     logging.getLogger().addHandler(handler)
     if _terminal is not None:
         _terminal.file_open = True
