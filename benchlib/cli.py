@@ -51,7 +51,7 @@ def _stop_on_signals() -> None:
 def _print(text: str, **kw) -> None:
     """A command's output on stdout: names and reasons in it come from records, so their control
     characters are written as escapes (stderr's messages get the same from benchlib.logs)."""
-    print(escape.terminal(text), **kw)
+    print(escape.printable(text), **kw)
 
 
 def _params(args) -> config.Params:

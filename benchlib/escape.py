@@ -15,7 +15,7 @@ import re
 _CONTROLS = "\x00-\x08\x0b-\x1f\x7f-\x9f"
 # Unicode bidirectional overrides and isolates: they reorder what a terminal or an editor shows
 _BIDI = "\u202a-\u202e\u2066-\u2069"
-_TERMINAL_UNSAFE = re.compile(f"[{_CONTROLS}{_BIDI}]")
+_UNPRINTABLE = re.compile(f"[{_CONTROLS}{_BIDI}]")
 # what XML 1.0 cannot hold at all (its Char production), plus the C1 controls and DEL it discourages
 _XML_UNSAFE = re.compile("[^\x09\x0a\x0d\x20-\x7e\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 # Markdown markup that data could start anywhere in a line: emphasis, code, links and images,
@@ -33,10 +33,10 @@ def _visible(match: re.Match) -> str:
     return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
 
 
-def terminal(text: object) -> str:
-    """Text for a terminal: control characters (ESC and so ANSI sequences, CR, BEL, NUL, ...) and
-    bidirectional overrides written as escapes; newline and tab kept."""
-    return _TERMINAL_UNSAFE.sub(_visible, str(text))
+def printable(text: object) -> str:
+    """Text for a terminal, a log file or a table cell: control characters (ESC and so ANSI sequences,
+    CR, BEL, NUL, ...) and bidirectional overrides written as escapes; newline and tab kept."""
+    return _UNPRINTABLE.sub(_visible, str(text))
 
 
 def xml(text: object) -> str:
@@ -60,7 +60,7 @@ def markdown(text: object) -> str:
     """Text for Markdown that a page renders (the report through nbconvert, the blog kit), where it may
     stand at a line's start: on one line, every character that could start Markdown markup
     backslash-escaped, and the HTML characters as entities, since Markdown passes raw HTML through."""
-    line = terminal(" ".join(str(text).split()))
+    line = printable(" ".join(str(text).split()))
     line = _MARKDOWN_INLINE.sub(r"\\\1", line)
     line = _MARKDOWN_UNDERSCORE.sub(r"\\_", line)
     line = _MARKDOWN_LINE_START.sub(r"\1\\\2", line)

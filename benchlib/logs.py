@@ -52,7 +52,7 @@ class _Escaping(logging.Formatter):
     or hide what the line says, on the terminal or when the log file is read on one."""
 
     def format(self, record: logging.LogRecord) -> str:
-        return escape.terminal(super().format(record))
+        return escape.printable(super().format(record))
 
 
 _terminal: _Terminal | None = None
