@@ -221,13 +221,15 @@ def _headings(cell) -> list[tuple[int, str]]:
 
 def contents(cells) -> str:
     """A table of contents of the page as one Markdown paragraph: each section, its subsections in
-    brackets. Links go to the ids nbconvert gives headings (the text, spaces as dashes)."""
+    brackets. Links go to the ids nbconvert gives headings (the text, spaces as dashes, URL-quoted)."""
 
     def link(text: str) -> str:
         shown = re.sub(r"(?<!\\)[`*]", "", text)  # the heading's own emphasis goes, escaped data stays
-        # the id nbconvert gives it: the heading's text as the page shows it, spaces as dashes
+        # the heading's text as the page shows it, and the id nbconvert makes of it (its _convert_header_id);
+        # a raw <a>, since a Markdown link would quote the id again where it holds a quote or a percent
         plain = html.unescape(re.sub(r"\\(.)", r"\1", re.sub(r"<[^>]+>", "", shown)))
-        return f"[{shown}](#{quote(plain.replace(' ', '-'), safe='')})"
+        target = quote(plain.replace(" ", "-"), safe="?/:@!$&'()*+,;=")
+        return f'<a href="#{html.escape(target)}">{shown}</a>'
 
     sections: list[tuple[str, list[str]]] = []
     for cell in cells:
