@@ -14,7 +14,7 @@ from pathlib import Path
 import shtab
 import yaml
 
-from . import collectors, config, logs, machine, profiling, record, runner, store, tidy
+from . import collectors, config, escape, logs, machine, profiling, record, runner, store, tidy
 from .errors import BenchlibError
 from .plan import Plan, plan_environment, validate_all
 from .targets import Target, lab
@@ -46,6 +46,12 @@ def _stop_on_signals() -> None:
         signal.signal(sig, _interrupt)  # SIGINT too where a background job inherited it ignored
     if "DVC_STAGE" in os.environ:
         machine.die_with_parent(signal.SIGTERM)
+
+
+def _print(text: str, **kw) -> None:
+    """A command's output on stdout: names and reasons in it come from records, so their control
+    characters are written as escapes (stderr's messages get the same from benchlib.logs)."""
+    print(escape.printable(text), **kw)
 
 
 def _params(args) -> config.Params:
@@ -111,7 +117,7 @@ def cmd_validate(args) -> int:
             profiling.check_plan(target.kind, target.profiles, root=True)
         cdir = record.campaign_dir(params.experiment.campaign)
         done = sum(record.exists(cdir, r.run_id) for r in runs)
-        print(
+        _print(
             f"{plan.environment.name}: {len(plan.scenarios)} scenarios {plan.scenarios}, "
             f"{len(plan.tests)} tests {list(plan.tests)}: {len(plan.configurations())} configurations "
             f"x {params.experiment.repetitions} blocks "
@@ -121,8 +127,8 @@ def cmd_validate(args) -> int:
     from .analysis import planning  # scipy and statsmodels only here
 
     for line in planning.planned_power(params, plans, config.project_root(), args.pilot, tidy.build_tables):
-        print(line)
-    print(f"{params.source} is valid")
+        _print(line)
+    _print(f"{params.source} is valid")
     return 0
 
 
@@ -152,7 +158,7 @@ def cmd_verify(args) -> int:
             "checked:\n  " + "\n  ".join(checked.problems)
         )
     how = "as DVC committed them and as their SHA256SUMS say" if checked.against_dvc else "by their SHA256SUMS"
-    print(f"verify: {checked.records} records of {campaign} are whole, {how}")
+    _print(f"verify: {checked.records} records of {campaign} are whole, {how}")
     return 0
 
 
@@ -183,7 +189,7 @@ def cmd_parse(args) -> int:
         log.warning(f"parse: {what}; parsing the {len(records)} recorded that match the plan (--skip-corrupt)")
     out = Path(args.out) if args.out else config.project_root() / "data" / "processed"
     parsed = tidy.parse_campaign(cdir, out, skip_corrupt=args.skip_corrupt, log=log.warning, records=records)
-    print(
+    _print(
         f"parse: {parsed.runs} runs ({parsed.failed} failed), {parsed.metric_rows} metric rows, "
         f"{parsed.profiled} profiled runs ({parsed.profile_rows} stack rows) -> {out}"
     )
@@ -223,7 +229,7 @@ def cmd_analyse(args) -> int:
     finally:
         staged.unlink(missing_ok=True)
     significant = int((result.comparisons["p_adj"] < params.analysis.alpha).sum())
-    print(
+    _print(
         f"analyse: {len(result.comparisons)} comparisons ({significant} significant at alpha = "
         f"{params.analysis.alpha:g}) -> {out}, {metrics_json}"
     )
@@ -242,7 +248,7 @@ def cmd_report(args) -> int:
     html = report.build_report(
         notebooks, out_dir, {"analysis_dir": str(args.analysis), "out_dir": str(out_dir)}, title=params.report.title
     )
-    print(f"report: {html}")
+    _print(f"report: {html}")
     return 0
 
 
@@ -368,7 +374,7 @@ def cmd_compare(args) -> int:
         seed=analysis.seed,
         targets=analyse.targets(analysis),
     )
-    print(json.dumps(compare.to_json(res), indent=1) if args.json else compare.text(res))
+    _print(json.dumps(compare.to_json(res), indent=1) if args.json else compare.text(res))
     if args.junit:
         log.info(f"compare: JUnit -> {compare.write_junit(res, Path(args.junit), strict_setup=args.strict_setup)}")
     if not args.no_html:
@@ -429,7 +435,7 @@ def cmd_lab_clean(args) -> int:
     # a collect starting its lab would race us; a running one owns what it built
     with machine.exclusive("benchlib lab clean"):
         removed = lab.clean_leftovers()
-    print(
+    _print(
         f"lab: {len(removed)} leftover namespace(s) and temporary director(ies) removed"
         if removed
         else "lab: nothing left over"
@@ -446,14 +452,14 @@ def cmd_lab_probe(args) -> int:
     )  # what every scenario needs: stops here if missing
     problems = lab.scenario_problems(env, list(env.scenarios))
     ready = [s for s in env.scenarios if s not in problems]
-    print(
+    _print(
         f"lab: can run {len(ready)} of {len(env.scenarios)} scenarios {ready}; CPUs client/server: "
         f"{env.cpus.client if env.cpus else lab.default_cpus()[0]} / "
         f"{env.cpus.server if env.cpus else lab.default_cpus()[1]}"
     )
     for name, reasons in problems.items():
         for reason in reasons:
-            print(f"lab: cannot run scenario {name}: needs {reason}")
+            _print(f"lab: cannot run scenario {name}: needs {reason}")
     return 1 if problems else 0
 
 
@@ -462,13 +468,13 @@ def cmd_doctor(args) -> int:
 
     params = _params(args)
     if args.profiles:
-        print(" ".join(doctor.setup_profiles(params)))
+        _print(" ".join(doctor.setup_profiles(params)))
         return 0
     failed = total = 0
     for check in doctor.run(params):
-        print(check.line(), flush=True)
+        _print(check.line(), flush=True)
         total, failed = total + 1, failed + (not check.ok)
-    print(
+    _print(
         f"doctor: {total - failed} of {total} checks ok for {params.source}"
         + (f"; fix the {failed} FAIL line(s) above before `benchlib collect`" if failed else "")
     )
@@ -486,7 +492,7 @@ def cmd_summary(args) -> int:
     a = analyse.load(resolve(args.analysis))
     report = resolve(args.report)
     where = str(report) if report.exists() else f"{report} (not rendered yet: benchlib report)"
-    print(summary.terminal_text(a.runs, a.comparisons, a.settings.baseline, where, args.top))
+    _print(summary.terminal_text(a.runs, a.comparisons, a.settings.baseline, where, args.top))
     return 0
 
 

@@ -17,6 +17,8 @@ import stat
 import sys
 from pathlib import Path
 
+from . import escape
+
 NAME = "benchlib"
 QUIET, NORMAL, VERBOSE = -1, 0, 1
 _FILE_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -47,6 +49,15 @@ class _Terminal(logging.Filter):
         return ours or self.verbose or not self.file_open
 
 
+class _Escaping(logging.Formatter):
+    """Messages carry names, failure reasons and tool output from records: their control characters
+    (an ANSI escape, a carriage return) are written as escapes, so they cannot drive the terminal
+    or hide what the line says, on the terminal or when the log file is read on one."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return escape.printable(super().format(record))
+
+
 _terminal: _Terminal | None = None
 
 
@@ -61,7 +72,7 @@ def setup(verbosity: int = NORMAL) -> None:
     _terminal = _Terminal(verbosity)
     console = logging.StreamHandler(sys.stderr)
     console.set_name("benchlib")  # ours, to replace on the next call
-    console.setFormatter(logging.Formatter("%(message)s"))
+    console.setFormatter(_Escaping("%(message)s"))
     console.addFilter(_terminal)  # the level too: a result passes it below the level
     root.addHandler(console)
     root.setLevel(logging.DEBUG if verbosity >= VERBOSE else logging.INFO)
@@ -83,7 +94,7 @@ def to_file(path: Path) -> Path:
         raise OSError(errno.EINVAL, "not a regular file", str(path))
     handler = logging.StreamHandler(open(fd, "a", encoding="utf-8", errors="replace"))  # noqa: SIM115 (the handler's for the process)
     handler.set_name("benchlib")
-    handler.setFormatter(logging.Formatter(_FILE_FORMAT))
+    handler.setFormatter(_Escaping(_FILE_FORMAT))
     logging.getLogger().addHandler(handler)
     if _terminal is not None:
         _terminal.file_open = True

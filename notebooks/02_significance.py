@@ -26,6 +26,7 @@ out_dir = "reports"  # where figures and exported tables go
 import polars as pl
 from IPython.display import Markdown, display
 
+from benchlib import escape
 from benchlib.analysis import analyse, figures, report, resolve, saturation, stats, tables
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
@@ -43,13 +44,17 @@ out = resolve(out_dir)
 out.mkdir(parents=True, exist_ok=True)
 display(
     Markdown(
-        f"Each scenario against **{baseline}**"
-        + (f", plus the contrasts {', '.join(f'{a} vs {b}' for a, b in contrasts)}" if contrasts else "")
+        f"Each scenario against **{escape.markdown(baseline)}**"
+        + (
+            f", plus the contrasts {', '.join(f'{escape.markdown(a)} vs {escape.markdown(b)}' for a, b in contrasts)}"
+            if contrasts
+            else ""
+        )
         + f": {len(comparisons)} comparisons, two-sided Mann-Whitney U at alpha = {alpha}, corrected within "
         "families. The **primary** family is the headline metric of each test (throughput, transaction or "
         "connection rate, UDP loss, request rate; the median latency of a paced test), "
         f"{stats.CORRECTIONS[correction]}-corrected; the **secondary** metrics (`family_metrics`: "
-        f"{', '.join(f'`{m}`' for m in family_metrics) or 'none'}) form one family per kind (latency, CPU, other), "
+        f"{', '.join(escape.markdown_code(m) for m in family_metrics) or 'none'}) form one family per kind (latency, CPU, other), "
         "Benjamini-Hochberg (FDR: a share of the secondary findings may be false). How the intervals, verdicts "
         "and the MDE are read: see [Method](#Method)."
     )
@@ -61,7 +66,7 @@ if comparisons.is_empty():
         Markdown(
             "**No comparison was made:** "
             + (
-                f"the baseline `{baseline}` has no successful run."
+                f"the baseline {escape.markdown_code(baseline)} has no successful run."
                 if ok_scenarios
                 else "no run of this campaign succeeded (see Caveats)."
             )

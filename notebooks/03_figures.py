@@ -31,6 +31,7 @@ from collections import defaultdict
 import polars as pl
 from IPython.display import Markdown, display
 
+from benchlib import escape
 from benchlib.analysis import analyse, figures, normalize, resolve, stats
 from benchlib.schema import PRIMARY_METRICS
 
@@ -119,6 +120,6 @@ paths = figures.write_figures(
 # %%
 # one section per test, so a reader can jump to a test
 for section, shown in figs.items():
-    display(Markdown(f"## {section}"))
+    display(Markdown(f"## {escape.markdown(section)}"))
     for fig in shown.values():
         fig.show()

@@ -28,6 +28,7 @@ out_dir = "reports"  # where figures and exported tables go
 import polars as pl
 from IPython.display import Markdown, display
 
+from benchlib import escape
 from benchlib.analysis import analyse, figures, flamegraphs, profiles, resolve, stats, summary
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
@@ -44,7 +45,8 @@ keys = ["environment", "test", "scenario", "baseline"]
 primary = a.comparisons.filter(pl.col("family") == stats.PRIMARY).select(keys).unique()
 rest = a.profile_explanations.join(primary, on=keys, how="anti")["sentence"]
 if explained or len(rest):
-    display(Markdown("## What the profiles say\n" + "\n".join(filter(None, [explained, *(f"- {s}" for s in rest)]))))
+    others = (f"- {escape.markdown(s)}" for s in rest)
+    display(Markdown("## What the profiles say\n" + "\n".join(filter(None, [explained, *others]))))
 
 # %%
 figs = {}

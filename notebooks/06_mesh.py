@@ -25,6 +25,7 @@ out_dir = "reports"  # where figures and exported tables go
 import polars as pl
 from IPython.display import Markdown, display
 
+from benchlib import escape
 from benchlib.analysis import analyse, figures, mesh, normalize, reference, report, resolve, stats, tables
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
@@ -43,8 +44,9 @@ if show:
     display(
         Markdown(
             "# Service-mesh proxy hops\n"
-            f"What each proxy hop and mutual TLS cost, against **{baseline}** (0 hops) and the contrasts "
-            f"{', '.join(f'{a} vs {b}' for a, b in contrasts) or '(none declared)'}. The scenarios and what "
+            f"What each proxy hop and mutual TLS cost, against **{escape.markdown(baseline)}** (0 hops) and the "
+            f"contrasts {', '.join(f'{escape.markdown(a)} vs {escape.markdown(b)}' for a, b in contrasts) or '(none declared)'}. "
+            "The scenarios and what "
             "their runs recorded on the path:"
         )
     )
@@ -107,7 +109,7 @@ if show:
     display(
         Markdown(
             "## Comparisons (secondary family, FDR)\n"
-            f"Every percentile and the proxies' total CPU against {baseline} and the contrasts: "
+            f"Every percentile and the proxies' total CPU against {escape.markdown(baseline)} and the contrasts: "
             f"{len(compared)} comparisons, two-sided Mann-Whitney U, "
             f"{stats.CORRECTIONS[mesh.FDR]} over this family alone (apart from the primary family above), "
             f"alpha = {alpha}; the change's interval (delta_low, delta_high) is at the level the FDR procedure decided "

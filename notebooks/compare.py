@@ -22,6 +22,7 @@ result_dir = "reports/compare-lab-cmp-a-vs-lab-cmp-b"
 import polars as pl
 from IPython.display import HTML, Markdown, display
 
+from benchlib import escape
 from benchlib.analysis import compare, figures, report, resolve, summary, tables
 from benchlib.config import load_params
 
@@ -29,13 +30,14 @@ figures.use_report_renderer()  # headless kernels need it; the page carries plot
 report.display_tables()
 res = compare.load_result(result_dir)
 campaign_a, campaign_b, alpha, correction = res.a, res.b, res.alpha, res.correction
+md_a, md_b = escape.markdown(campaign_a), escape.markdown(campaign_b)  # the campaigns' names in the text
 tested = res.rows.filter(pl.col("all_failed").is_null())  # rows of configurations whose every run failed: not tested
 findings = summary.findings_markdown(tested, pl.DataFrame(), compare.stats.PRIMARY, limit=6)
 display(
     Markdown(
-        f"# {campaign_b} against {campaign_a}\n\n"
+        f"# {md_b} against {md_a}\n\n"
         f"**{len(res.regressions)} regression(s)** (significant and beyond the threshold, or every run failed in "
-        f"{campaign_b}) out of {len(res.rows)} comparisons (alpha = {alpha})"
+        f"{md_b}) out of {len(res.rows)} comparisons (alpha = {alpha})"
         + (
             f"; {len(res.differences)} setting(s) differ between the campaigns (see [Setup](#Setup))."
             if len(res.differences)
@@ -119,8 +121,7 @@ if len(res.unmatched):
 if len(res.failed):
     display(
         Markdown(
-            f"Configurations with failed runs (`_base`: {campaign_a}); one whose every run failed in "
-            f"{campaign_b} is a regression:"
+            f"Configurations with failed runs (`_base`: {md_a}); one whose every run failed in {md_b} is a regression:"
         )
     )
     tables.show(tables.publication_table(res.failed.drop("streams", "message_size")))

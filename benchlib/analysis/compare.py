@@ -23,7 +23,7 @@ from xml.etree import ElementTree as ET
 import polars as pl
 from scipy import stats as sps
 
-from benchlib import schema
+from benchlib import escape, schema
 from benchlib.errors import BenchlibError
 
 from . import normalize, resolve, stats
@@ -490,6 +490,9 @@ def write_junit(res: Result, path: Path, strict_setup: bool = False) -> Path:
             ET.SubElement(case, "skipped", message=r["verdict"] + (f"; {failed}" if failed else ""))
         else:
             ET.SubElement(case, "system-out").text = detail
+    for element in suite.iter():  # names, verdicts and failure reasons come from records: XML must hold them
+        element.attrib = {key: escape.xml(value) for key, value in element.attrib.items()}
+        element.text = None if element.text is None else escape.xml(element.text)
     path.parent.mkdir(parents=True, exist_ok=True)
     ET.ElementTree(suite).write(path, encoding="utf-8", xml_declaration=True)
     return path

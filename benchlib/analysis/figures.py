@@ -19,6 +19,7 @@ import polars as pl
 from markdown_it import MarkdownIt
 from plotly.subplots import make_subplots
 
+from benchlib import escape
 from benchlib.schema import metric_info, percentiles
 
 from .stats import FAMILY_ORDER, INSUFFICIENT, MIN_N, NEGLIGIBLE, UNCLEAR, WITHIN_NOISE, median_ci
@@ -149,7 +150,7 @@ def comparison_sentences(found: pl.DataFrame, limit: int | None = None) -> str:
     """Each comparison as a sentence (summary.finding_sentence, with n); beyond ``limit``, a count."""
     shown = found.head(limit) if limit is not None else found
     text = " ".join(
-        finding_sentence(r, cpu_note=False, with_n=True).replace("**", "") for r in shown.iter_rows(named=True)
+        finding_sentence(r, cpu_note=False, with_n=True, markdown=False) for r in shown.iter_rows(named=True)
     )
     return text + (f" ... and {len(found) - len(shown)} more." if len(shown) < len(found) else "")
 
@@ -479,8 +480,7 @@ def forest(comparisons: pl.DataFrame, baseline: str | None = None, colour_baseli
         f"Change of each scenario vs {baseline} in % of the baseline median, with its interval at the level "
         "its family's correction decided at; grey: the noise band. "
         + " ".join(
-            finding_sentence(r, cpu_note=False, with_n=True).replace("**", "")
-            for r in sig.head(6).iter_rows(named=True)
+            finding_sentence(r, cpu_note=False, with_n=True, markdown=False) for r in sig.head(6).iter_rows(named=True)
         )
         + (f" ... and {len(sig) - 6} more significant." if len(sig) > 6 else "")
         + note
@@ -983,7 +983,8 @@ def blog_snippets(figures: Mapping[str, go.Figure], images: Path, blog: Path) ->
         caption, alt = words(fig)
         md = blog / f"{name}.md"
         md.write_text(
-            f"![{_md_text(alt)}]({name}.svg)\n\n*{_md_text(caption)}*\n\n<!-- the same figure as PNG: {name}.png -->\n",
+            f"![{escape.markdown(alt)}]({name}.svg)\n\n*{escape.markdown(caption)}*\n\n"
+            f"<!-- the same figure as PNG: {name}.png -->\n",
             encoding="utf-8",
         )
         written.append(md)
@@ -1033,8 +1034,3 @@ def blog_index(blog: Path, names: list[str]) -> list[Path]:
         encoding="utf-8",
     )
     return [index, page]
-
-
-def _md_text(text: str) -> str:
-    """Text that Markdown prints as it is: its emphasis, code and HTML characters escaped."""
-    return re.sub(r"([\\`*_<>~])", r"\\\1", " ".join(text.split()))

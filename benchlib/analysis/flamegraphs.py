@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 import polars as pl
 from plotly.subplots import make_subplots
 
+from benchlib import escape
 from benchlib.stacks import CATEGORIES
 
 from .figures import TEMPLATE, scenario_order
@@ -104,7 +105,7 @@ def _icicles(
             fig.add_trace(
                 go.Icicle(
                     ids=ids,
-                    labels=t["name"],
+                    labels=[escape.plotly(n) for n in t["name"]],  # perf's names: plotly reads tags in labels
                     parents=parents,
                     values=t["samples"],
                     branchvalues="total",

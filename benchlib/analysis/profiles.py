@@ -16,6 +16,7 @@ import re
 
 import polars as pl
 
+from benchlib import escape
 from benchlib.errors import SchemaError
 from benchlib.schema import PROFILES_SCHEMA, check_names
 from benchlib.stacks import CATEGORIES, frame_category, is_user
@@ -520,7 +521,8 @@ def method(profile_runs: pl.DataFrame) -> pl.DataFrame:
 
 
 def method_text(method_table: pl.DataFrame) -> str:
-    """One line per environment on how the profiles were taken, or NO_PROFILES."""
+    """One Markdown line per environment on how the profiles were taken (what the records say escaped),
+    or NO_PROFILES."""
     if method_table.is_empty():
         return NO_PROFILES + "."
     lines = []
@@ -532,11 +534,12 @@ def method_text(method_table: pl.DataFrame) -> str:
             if r["attribution"] == "shared"
             else "each side's samples from its own host's perf, on its CPUs"
             if r["attribution"] == "host"
-            else f"attribution {r['attribution']}"
+            else f"attribution {escape.markdown(r['attribution'])}"
         )
         lines.append(
-            f"{r['environment']}: `perf record -a -g` ({r['perf_version'] or 'perf'}, kernel {r['kernel']}), "
-            f"{r['event']} at {r['frequency_hz']} Hz; {r['profiled_runs']} profiled run(s)"
+            f"{escape.markdown(r['environment'])}: `perf record -a -g` ({escape.markdown(r['perf_version'] or 'perf')}, "
+            f"kernel {escape.markdown(r['kernel'])}), {escape.markdown(r['event'])} at "
+            f"{escape.markdown(r['frequency_hz'])} Hz; {r['profiled_runs']} profiled run(s)"
             + (f" ({r['failed']} failed)" if r["failed"] else "")
             + f", {r['samples']:,} samples; {how}"
             + ("" if r["kernel_symbols"] else f"; {NO_SYMBOLS}")

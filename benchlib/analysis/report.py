@@ -10,12 +10,14 @@ them as notebook objects, so no .ipynb has to exist before execution.
 from __future__ import annotations
 
 import argparse
+import html
 import logging
 import os
 import re
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from urllib.parse import quote
 
 import jupytext
 import nbformat
@@ -28,6 +30,7 @@ from nbconvert import HTMLExporter
 from papermill.exceptions import PapermillExecutionError
 from plotly.offline import get_plotlyjs
 
+from .. import escape
 from ..errors import NotebookError
 from . import project_root, resolve
 from .stats import CONFIG, failed_runs
@@ -84,12 +87,12 @@ def setup_table(runs: pl.DataFrame) -> pl.DataFrame:
 
 
 def shared_kernel_note(runs: pl.DataFrame) -> str:
-    """A sentence for the environments whose client and server nodes ran on one kernel, or ''."""
+    """A Markdown sentence for the environments whose client and server nodes ran on one kernel, or ''."""
     shared = sorted(runs.filter(pl.col("nodes_share_kernel").fill_null(False))["environment"].unique())
     if not shared:
         return ""
     return (
-        f"In {', '.join(shared)} the client and server nodes run on one kernel and share its CPUs "
+        f"In {', '.join(escape.markdown(e) for e in shared)} the client and server nodes run on one kernel and share its CPUs "
         "(namespaces or local nodes of one machine): per-side CPU is that of each side's CPU set, "
         "not of a machine of its own, and an inter-node link is not a NIC."
     )
@@ -218,11 +221,15 @@ def _headings(cell) -> list[tuple[int, str]]:
 
 def contents(cells) -> str:
     """A table of contents of the page as one Markdown paragraph: each section, its subsections in
-    brackets. Links go to the ids nbconvert gives headings (the text, spaces as dashes)."""
+    brackets. Links go to the ids nbconvert gives headings (the text, spaces as dashes, URL-quoted)."""
 
     def link(text: str) -> str:
-        plain = re.sub(r"[`*]", "", text)
-        return f"[{plain}](#{plain.replace(' ', '-')})"
+        shown = re.sub(r"(?<!\\)[`*]", "", text)  # the heading's own emphasis goes, escaped data stays
+        # the heading's text as the page shows it, and the id nbconvert makes of it (its _convert_header_id);
+        # a raw <a>, since a Markdown link would quote the id again where it holds a quote or a percent
+        plain = html.unescape(re.sub(r"\\(.)", r"\1", re.sub(r"<[^>]+>", "", shown)))
+        target = quote(plain.replace(" ", "-"), safe="?/:@!$&'()*+,;=")
+        return f'<a href="#{html.escape(target)}">{shown}</a>'
 
     sections: list[tuple[str, list[str]]] = []
     for cell in cells:

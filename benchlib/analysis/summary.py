@@ -8,11 +8,11 @@ scenario, too few runs, a baseline without a successful run) gets sentences that
 
 from __future__ import annotations
 
-import html
 import math
 
 import polars as pl
 
+from .. import escape
 from . import stats
 
 # Short names of metrics for sentences and table headers (the schema's descriptions are longer).
@@ -70,52 +70,65 @@ def _pct(v: float | None) -> str:
     return "" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.4g} %"
 
 
-def _what(r: dict) -> str:
+def _names(markdown: bool):
+    """How names from the tables enter a sentence: escaped for Markdown, or as they are in plain text
+    (which the terminal's writer makes safe)."""
+    return escape.markdown if markdown else str
+
+
+def _what(r: dict, markdown: bool = True) -> str:
     """What a comparison compares: "bridge vs host, tcp_rr transaction rate" for two scenarios;
     "host: lab-b vs lab-a, tcp_rr transaction rate" for one scenario in two campaigns (the rows of
     compare.comparisons, whose ``campaign_base`` names the base campaign)."""
-    what = f"{r['test']} {metric_label(r['metric'], r['side'])}"
+    name = _names(markdown)
+    what = f"{name(r['test'])} {name(metric_label(r['metric'], r['side']))}"
     if r.get("campaign_base"):
-        return f"{r['scenario']}: {r['campaign']} vs {r['campaign_base']}, {what}"
-    return f"{r['scenario']} vs {r['baseline']}, {what}"
+        return f"{name(r['scenario'])}: {name(r['campaign'])} vs {name(r['campaign_base'])}, {what}"
+    return f"{name(r['scenario'])} vs {name(r['baseline'])}, {what}"
 
 
-def cpu_caveat(r: dict) -> str:
+def cpu_caveat(r: dict, markdown: bool = True) -> str:
     """ "" or, for a comparison made where a side ran at its CPU limit, a short clause saying which."""
     if not r.get("cpu_bound"):
         return ""
     pcts = [p for p in (r.get("cpu_bound_pct"), r.get("cpu_bound_pct_base")) if p is not None and not math.isnan(p)]
     busy = f", {max(pcts):.0f} % busy" if pcts else ""
-    return f"CPU limit ({r.get('cpu_bound_side') or 'a side'}{busy})"
+    return f"CPU limit ({_names(markdown)(r.get('cpu_bound_side') or 'a side')}{busy})"
 
 
-def finding_sentence(r: dict, family_size: int | None = None, cpu_note: bool = True, with_n: bool = False) -> str:
+def finding_sentence(
+    r: dict, family_size: int | None = None, cpu_note: bool = True, with_n: bool = False, markdown: bool = True
+) -> str:
     """One comparison as a sentence: what against what, the change with its interval (the verdict's
     text, so resolution wording comes with it), the correction it is significant after, and where
-    ``cpu_note``, the side at its CPU limit; ``with_n``, the runs on each side.
+    ``cpu_note``, the side at its CPU limit; ``with_n``, the runs on each side. Markdown (names escaped,
+    the verdict bold), else plain text.
 
     "bridge vs host, tcp_rr transaction rate: -33.7 % [-35.4, -32.2] worse, significant after Holm over 12;
     CPU limit (total, 100 % busy)."
     """
-    kind = kind_of(r["verdict"])
+    # the verdict, change, MDE and correction are the statistics' own words and numbers: only the
+    # names in _what come from the tables
+    kind, what = kind_of(r["verdict"]), _what(r, markdown)
     over = f" over {family_size}" if family_size else ""
     if kind == FINDING:
-        text = f"{_what(r)}: **{r['verdict']}**, significant after {r['correction']}{over}"
+        verdict = f"**{r['verdict']}**" if markdown else r["verdict"]
+        text = f"{what}: {verdict}, significant after {r['correction']}{over}"
     elif kind == NEGLIGIBLE:
         text = (
-            f"{_what(r)}: {stats.change_text(r).split(' @')[0]}, significant after {r['correction']}{over} "
+            f"{what}: {stats.change_text(r).split(' @')[0]}, significant after {r['correction']}{over} "
             "but inside the noise band (negligible)"
         )
     elif kind == NOISE:
         mde = stats.mde_text(r)
-        text = f"{_what(r)}: no change beyond the noise" + (
+        text = f"{what}: no change beyond the noise" + (
             f" (it could detect {mde} %)" if mde and not mde.startswith("not") else ""
         )
     elif kind == INCONCLUSIVE or (r["verdict"] or "").startswith("not tested"):
-        text = f"{_what(r)}: {r['verdict']}"
+        text = f"{what}: {r['verdict']}"
     else:
-        text = f"{_what(r)}: not tested, {r['n']} vs {r['n_base']} successful runs (at least {stats.MIN_N} needed)"
-    caveat = cpu_caveat(r) if cpu_note else ""
+        text = f"{what}: not tested, {r['n']} vs {r['n_base']} successful runs (at least {stats.MIN_N} needed)"
+    caveat = cpu_caveat(r, markdown) if cpu_note else ""
     runs = f" (n = {r['n']} vs {r['n_base']} runs)" if with_n and kind != UNTESTED else ""
     return text + runs + (f"; {caveat}" if caveat else "") + "."
 
@@ -141,24 +154,28 @@ def _join(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + ", ".join(items[-1:])
 
 
-def campaign_text(runs: pl.DataFrame, comparisons: pl.DataFrame, baseline: str) -> str:
-    """Who was compared with which baseline, where, with how many runs per configuration, in which campaign."""
-    campaigns = sorted(runs["campaign"].unique().to_list())
-    envs = sorted(runs["environment"].unique().to_list())
-    scenarios = stats_order(runs["scenario"].unique().to_list(), baseline)
-    tests = sorted(runs["test"].unique().to_list())
+def campaign_text(runs: pl.DataFrame, comparisons: pl.DataFrame, baseline: str, markdown: bool = True) -> str:
+    """Who was compared with which baseline, where, with how many runs per configuration, in which
+    campaign: Markdown (names escaped, the scenarios and campaign bold), else plain text."""
+    name = _names(markdown)
+    bold = (lambda text: f"**{text}**") if markdown else str
+    campaigns = [name(c) for c in sorted(runs["campaign"].unique().to_list())]
+    envs = [name(e) for e in sorted(runs["environment"].unique().to_list())]
+    scenarios = [name(s) for s in stats_order(runs["scenario"].unique().to_list(), baseline)]
+    tests = [name(t) for t in sorted(runs["test"].unique().to_list())]
+    baseline = name(baseline)
     ok = runs.filter(pl.col("outcome") == "ok")
     per_config = ok.group_by("environment", "scenario", "test").len()["len"] if len(ok) else pl.Series([0])
     lo, hi = int(per_config.min()), int(per_config.max())  # pyright: ignore[reportArgumentType] (polars types Series.min/max as any literal or None)
     n = f"{lo}" if lo == hi else f"{lo} to {hi}"
     others = [s for s in scenarios if s != baseline]
     what = (
-        f"**{_join(others)}** against the baseline **{baseline}**"
+        f"{bold(_join(others))} against the baseline {bold(baseline)}"
         if others
-        else f"only the scenario **{_join(scenarios)}**"
+        else f"only the scenario {bold(_join(scenarios))}"
     )
     return (
-        f"Campaign **{_join(campaigns)}** in {_join(envs)}: {what}, on {len(tests)} test(s) "
+        f"Campaign {bold(_join(campaigns))} in {_join(envs)}: {what}, on {len(tests)} test(s) "
         f"({_join(tests)}); {n} successful run(s) per configuration, {len(runs) - len(ok)} failed of {len(runs)}."
     )
 
@@ -176,12 +193,12 @@ def degenerate_text(runs: pl.DataFrame, comparisons: pl.DataFrame, baseline: str
     scenarios = set(runs["scenario"].unique())
     if scenarios == {baseline} or len(scenarios) == 1:
         return (
-            f"**No finding:** only one scenario ({_join(sorted(scenarios))}) was measured: "
+            f"**No finding:** only one scenario ({_join([escape.markdown(s) for s in sorted(scenarios)])}) was measured: "
             "there is nothing to compare it with."
         )
     if baseline not in set(ok["scenario"]):
         return (
-            f"**No finding:** the baseline **{baseline}** has no successful run"
+            f"**No finding:** the baseline **{escape.markdown(baseline)}** has no successful run"
             + (" (it was not measured)" if baseline not in scenarios else "")
             + ", so no scenario was compared with it."
         )
@@ -214,7 +231,7 @@ def explained_markdown(comparisons: pl.DataFrame, explanations: pl.DataFrame, fa
     for r in ordered_findings(comparisons, family).iter_rows(named=True):
         if notes := profile_notes(r, explanations):
             lines.append(f"- {finding_sentence(r)}")
-            lines += [f"  - CPU profile: {n}" for n in notes]
+            lines += [f"  - CPU profile: {escape.markdown(n)}" for n in notes]
     return "\n".join(lines)
 
 
@@ -243,7 +260,7 @@ def findings_markdown(
     for r in shown.iter_rows(named=True):
         lines.append(f"- {finding_sentence(r, m, cpu_note=not every_bound)}")
         if r["kind"] == FINDING:
-            lines += [f"  - CPU profile: {n}" for n in profile_notes(r, explanations)]
+            lines += [f"  - CPU profile: {escape.markdown(n)}" for n in profile_notes(r, explanations)]
     if len(shown) < len(listed):
         lines.append(f"- ... and {len(listed) - len(shown)} more in the results below.")
     noise = rows.filter(kind=NOISE)
@@ -270,7 +287,7 @@ def caveats_markdown(comparisons: pl.DataFrame) -> str:
         return ""
     if "cpu_bound" in comparisons.columns and (k := int(comparisons["cpu_bound"].fill_null(False).sum())):
         named = comparisons.filter(pl.col("cpu_bound"))["cpu_bound_side"].drop_nulls()
-        sides = sorted({s for cell in named for s in cell.split(", ") if s})
+        sides = sorted({escape.markdown(s) for cell in named for s in cell.split(", ") if s})
         out.append(
             f"**CPU limit:** in {k} of {m} comparisons a side"
             + (f" ({_join(sides)})" if sides else "")
@@ -304,11 +321,11 @@ def rerun_box(campaign: str | list[str], commands: list[tuple[str, str]] | None 
         ("dvc repro", f"measure again, with experiment.campaign: {_join(names)} in params.yaml"),
     ]
     width = max(len(c) for c, _ in commands)
-    lines = "\n".join(f"{html.escape(c).ljust(width)}  # {html.escape(why)}" for c, why in commands)
+    lines = "\n".join(f"{escape.html(c).ljust(width)}  # {escape.html(why)}" for c, why in commands)
     return (
         '<aside class="rerun" aria-label="How to rerun this" style="border:1px solid #c8ccd1;'
         'border-left:4px solid #0072B2;background:#f6f8fa;padding:.6em 1em;margin:1em 0;max-width:960px">'
-        f"<strong>How to rerun this</strong>: campaign <code>{html.escape(_join(names))}</code>; every number "
+        f"<strong>How to rerun this</strong>: campaign <code>{escape.html(_join(names))}</code>; every number "
         "and sentence above is computed from its tables, none is typed in by hand."
         f'<pre style="margin:.5em 0 0 0;white-space:pre-wrap">{lines}</pre></aside>'
     )
@@ -364,12 +381,12 @@ def terminal_text(runs: pl.DataFrame, comparisons: pl.DataFrame, baseline: str, 
     findings = ordered_findings(comparisons)
     significant = findings.filter(pl.col("kind") == FINDING)
     lines = [
-        campaign_text(runs, comparisons, baseline).replace("**", ""),
+        campaign_text(runs, comparisons, baseline, markdown=False),
         f"{len(significant)} of {len(findings)} primary comparisons are significant"
         + (":" if len(significant) else "."),
     ]
     lines += [
-        f"  - {finding_sentence(r, cpu_note=False).replace('**', '')}"
+        f"  - {finding_sentence(r, cpu_note=False, markdown=False)}"
         for r in significant.head(top).iter_rows(named=True)
     ]
     if len(significant) > top:

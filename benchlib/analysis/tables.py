@@ -14,6 +14,7 @@ import re
 import polars as pl
 from great_tables import GT, loc, style
 
+from .. import escape
 from . import stats
 from .summary import metric_label
 
@@ -86,7 +87,7 @@ def _cell(v, spec: str | None) -> str:
         return number(v)
     if isinstance(v, dt.datetime):
         return v.strftime("%Y-%m-%d %H:%M") + (" UTC" if v.tzinfo else "")
-    return str(v)
+    return escape.printable(v)  # a name or a failure reason from the records: no raw control character
 
 
 def as_text(df: pl.DataFrame, formats: dict[str, str] | None = None) -> pl.DataFrame:

@@ -51,9 +51,10 @@ def axis_title(quantity: str, unit: str | None) -> str:
 
 
 def plain(text: str) -> str:
-    """A plotly title as plain text: <br> and <sup> become sentence breaks, other tags go."""
+    """A plotly title as plain text: <br> and <sup> become sentence breaks, other tags go, entities
+    are the characters they stand for."""
     text = re.sub(r"<br\s*/?>", ". ", text or "")
-    text = re.sub(r"<[^>]+>", "", text)
+    text = html.unescape(re.sub(r"<[^>]+>", "", text))
     text = re.sub(r"\s*\.\s*\.", ".", text)
     return " ".join(text.split()).strip(" .")
 

@@ -155,9 +155,9 @@ def test_write_figures_html_svg_png(all_figures, tmp_path):
     )
     # the blog snippet: the SVG at blog width with its alt text, then the generated caption with its numbers
     image, caption = (blog / "bars.md").read_text().split("\n\n")[:2]
-    assert image.startswith("![bar chart of Throughput (Gbit/s) against Scenario: tcp\\_stream\\_1: ")
+    assert image.startswith("![bar chart of Throughput \\(Gbit/s\\) against Scenario: tcp_stream_1: ")
     assert image.endswith("](bars.svg)")
-    assert re.fullmatch(r"\*Throughput, tcp\\_stream\\_1: median of runs \[95 % CI\]: host .* n = 8\..*\*", caption)
+    assert re.fullmatch(r"\*Throughput, tcp_stream_1: median of runs \\\[95 % CI\\\]: host .* n = 8\..*\*", caption)
     assert (blog / "bars.svg").read_bytes() == (tmp_path / "bars.svg").read_bytes()
     html = (tmp_path / "bars.html").read_text()
     assert html.count('class="plotly-graph-div"') == 1
