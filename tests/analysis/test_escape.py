@@ -159,7 +159,7 @@ def test_the_terminal_shows_control_characters_as_escapes(capsys):
     assert capsys.readouterr().err == f"reason: \\x1b[31mred\\x07\\x0d{SCRIPT}\n"
 
 
-def test_benchlib_summary_prints_names_from_the_tables_without_their_control_characters(tmp_path):
+def test_benchlib_summary_refuses_a_name_from_the_tables_without_passing_its_control_characters(tmp_path):
     hostile = "vxlan\x1b]0;pwned\x07\x1b[2J"
     c = hostile_campaign("lab-default-003", hostile, "", ("tcp_rr",))
     analysis_dir, _ = analysed(c.runs, c.metrics, tmp_path)
@@ -171,5 +171,6 @@ def test_benchlib_summary_prints_names_from_the_tables_without_their_control_cha
         text=True,
         timeout=120,
     )
-    assert out.returncode == 0, out.stderr
-    assert "vxlan\\x1b]0;pwned\\x07\\x1b[2J" in out.stdout and "\x1b" not in out.stdout + out.stderr
+    assert out.returncode == 2, out.stderr
+    assert "'vxlan\\x1b]0;pwned\\x07\\x1b[2J' is not a name" in out.stderr, out.stderr
+    assert "\x1b" not in out.stdout + out.stderr and "Traceback" not in out.stderr
