@@ -31,7 +31,7 @@ from collections import defaultdict
 import polars as pl
 from IPython.display import Markdown, display
 
-from benchlib import escape
+import benchlib.escape as escape
 from benchlib.analysis import analyse, figures, normalize, resolve, stats
 from benchlib.schema import PRIMARY_METRICS
 

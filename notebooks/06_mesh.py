@@ -25,7 +25,7 @@ out_dir = "reports"  # where figures and exported tables go
 import polars as pl
 from IPython.display import Markdown, display
 
-from benchlib import escape
+import benchlib.escape as escape
 from benchlib.analysis import analyse, figures, mesh, normalize, reference, report, resolve, stats, tables
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once

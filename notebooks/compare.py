@@ -22,7 +22,7 @@ result_dir = "reports/compare-lab-cmp-a-vs-lab-cmp-b"
 import polars as pl
 from IPython.display import HTML, Markdown, display
 
-from benchlib import escape
+import benchlib.escape as escape
 from benchlib.analysis import compare, figures, report, resolve, summary, tables
 from benchlib.config import load_params
 

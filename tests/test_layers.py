@@ -15,7 +15,8 @@ from tests.conftest import REPO
 PACKAGE = REPO / "benchlib"
 # lowest first; a package's name stands for all its modules
 LAYERS = [
-    ["benchlib.errors", "benchlib.logs"],  # logs: where messages go (logging), for the CLI
+    ["benchlib.errors", "benchlib.escape"],  # escape: text from data made safe to show
+    ["benchlib.logs"],  # where messages go (logging), for the CLI
     [
         "benchlib.schema",
         "benchlib.collectors",
@@ -33,7 +34,7 @@ LAYERS = [
     ["benchlib.cli"],
 ]
 # what notebooks may use: the analysis and what it stands on
-NOTEBOOK_IMPORTS = ("benchlib.analysis", "benchlib.schema", "benchlib.config")
+NOTEBOOK_IMPORTS = ("benchlib.analysis", "benchlib.schema", "benchlib.config", "benchlib.escape")
 
 
 def modules() -> dict[str, Path]:
