@@ -13,6 +13,8 @@ import argparse
 import logging
 import os
 import re
+import shutil
+import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,7 +31,7 @@ from papermill.exceptions import PapermillExecutionError
 from plotly.offline import get_plotlyjs
 
 from ..errors import NotebookError
-from . import project_root, resolve
+from . import figures, project_root, resolve
 from .stats import CONFIG, failed_runs
 
 # report order: the answer first, then the results, then how they were measured
@@ -152,6 +154,18 @@ class LocalKernelManager(AsyncKernelManager):
 
     transport = "ipc"
 
+    def __init__(self, **kw) -> None:
+        super().__init__(**kw)
+        # The kernel's sockets in a directory of its own: by default they are kernel-ipc-<n> in the working
+        # directory (the project root), where a second report at once takes the first one's, and both die.
+        self._socket_dir = tempfile.mkdtemp(prefix="benchlib-kernel-")
+        self.ip = os.path.join(self._socket_dir, "kernel-ipc")
+
+    async def _async_cleanup_resources(self, restart: bool = False) -> None:
+        await super()._async_cleanup_resources(restart)
+        if not restart:
+            shutil.rmtree(self._socket_dir, ignore_errors=True)
+
     async def _async_launch_kernel(self, kernel_cmd: list[str], **kw) -> None:
         read, write = os.pipe()
         try:
@@ -267,6 +281,8 @@ def build_report(
 ) -> Path:
     """Execute each notebook into <out_dir>/notebooks/ and render <out_dir>/report.html."""
     out = resolve(out_dir)
+    for folder in ("figures", "blog"):  # only this report's figures in them, and in the blog index
+        figures.clear_written(out / folder)
     executed = [execute_notebook(src, out / "notebooks" / (Path(src).stem + ".ipynb"), parameters) for src in sources]
     return render_report(executed, out / "report.html", title=title)
 

@@ -148,7 +148,9 @@ def campaign_text(runs: pl.DataFrame, comparisons: pl.DataFrame, baseline: str) 
     scenarios = stats_order(runs["scenario"].unique().to_list(), baseline)
     tests = sorted(runs["test"].unique().to_list())
     ok = runs.filter(pl.col("outcome") == "ok")
-    per_config = ok.group_by("environment", "scenario", "test").len()["len"] if len(ok) else pl.Series([0])
+    # every configuration, those without a successful run (a baseline whose runs all failed) included
+    per_config = runs.group_by("environment", "scenario", "test").agg((pl.col("outcome") == "ok").sum())["outcome"]
+    per_config = per_config if len(per_config) else pl.Series([0])
     lo, hi = int(per_config.min()), int(per_config.max())  # pyright: ignore[reportArgumentType] (polars types Series.min/max as any literal or None)
     n = f"{lo}" if lo == hi else f"{lo} to {hi}"
     others = [s for s in scenarios if s != baseline]
@@ -363,8 +365,10 @@ def terminal_text(runs: pl.DataFrame, comparisons: pl.DataFrame, baseline: str, 
     how many comparisons were tested, and where the report is. Plain text (no Markdown)."""
     findings = ordered_findings(comparisons)
     significant = findings.filter(pl.col("kind") == FINDING)
+    degenerate = degenerate_text(runs, comparisons, baseline).replace("**", "")
     lines = [
         campaign_text(runs, comparisons, baseline).replace("**", ""),
+        *([degenerate] if degenerate else []),
         f"{len(significant)} of {len(findings)} primary comparisons are significant"
         + (":" if len(significant) else "."),
     ]
