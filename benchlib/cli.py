@@ -198,7 +198,8 @@ def cmd_analyse(args) -> int:
     validate_all(params)  # the baseline and contrasts name scenarios of the campaign's environments
     paths = {name: analysis.resolve(p) for name, p in analyse.PROCESSED.items()}
     runs_path = analyse.PROCESSED["runs"]
-    runs, metrics = analysis.load_tables(runs_path, analyse.PROCESSED["metrics"])  # a missing or broken table is named here
+    # a missing or broken table is named here
+    runs, metrics = analysis.load_tables(runs_path, analyse.PROCESSED["metrics"])
     # written by parse when the campaign has profiled runs; absent files are empty tables
     profile_stacks, profile_runs = profiles.read_tables(paths["profiles"], paths["profile_runs"])
     parse = analyse.check_inputs(

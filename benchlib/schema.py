@@ -478,7 +478,9 @@ class TableWriter:
     def prepare(self, metadata: dict[str, str] | None = None) -> None:
         """The whole table, joined from its parts, beside its place, with ``metadata`` (parquet key-value)."""
         if self._parts:
-            writing(self.path, self._tmp, lambda: pl.scan_parquet(self._parts).sink_parquet(self._tmp, metadata=metadata))
+            writing(
+                self.path, self._tmp, lambda: pl.scan_parquet(self._parts).sink_parquet(self._tmp, metadata=metadata)
+            )
         else:
             writing(self.path, self._tmp, lambda: empty(self.name).write_parquet(self._tmp, metadata=metadata))
 

@@ -752,10 +752,13 @@ def test_summary_and_report_refuse_an_analysis_of_other_tables_or_a_mixed_one(pr
     assert benchlib(project_copy, "parse", "--skip-corrupt").returncode == 0
     for command in ("summary", "report"):
         line = _one_error(benchlib(project_copy, command, timeout=300))
-        assert line.startswith(
-            f"benchlib: error: {processed / 'runs.parquet'}: not the table the analysis in {analysis} was made from "
-            "(now: campaign local-cilium-demo-001, parse "
-        ) and "run `benchlib analyse` (or `dvc repro`)" in line, line
+        assert (
+            line.startswith(
+                f"benchlib: error: {processed / 'runs.parquet'}: not the table the analysis in {analysis} was made from "
+                "(now: campaign local-cilium-demo-001, parse "
+            )
+            and "run `benchlib analyse` (or `dvc repro`)" in line
+        ), line
     assert not (project_copy / "reports/notebooks").exists()
     # swapped analysis tables, and headline numbers of another analysis
     assert benchlib(project_copy, "analyse", timeout=300).returncode == 0
@@ -764,7 +767,9 @@ def test_summary_and_report_refuse_an_analysis_of_other_tables_or_a_mixed_one(pr
     summary.write_bytes(b)
     comparisons.write_bytes(a)
     line = _one_error(benchlib(project_copy, "summary"))
-    assert line.startswith(f"benchlib: error: {summary}: not the table the analysis of {analysis}/settings.json wrote (its sha256 differs"), line
+    assert line.startswith(
+        f"benchlib: error: {summary}: not the table the analysis of {analysis}/settings.json wrote (its sha256 differs"
+    ), line
     summary.write_bytes(a)
     comparisons.write_bytes(b)
     metrics_json = project_copy / "reports/metrics.json"
@@ -780,7 +785,9 @@ def test_analyse_says_plainly_that_the_baseline_has_no_successful_run(project_co
     baseline = "host"
     failed = runs.with_columns(
         outcome=pl.when(pl.col("scenario") == baseline).then(pl.lit("failed")).otherwise("outcome"),
-        failure_reason=pl.when(pl.col("scenario") == baseline).then(pl.lit("netperf exited 1")).otherwise("failure_reason"),
+        failure_reason=pl.when(pl.col("scenario") == baseline)
+        .then(pl.lit("netperf exited 1"))
+        .otherwise("failure_reason"),
     )
     schema.write(failed, "runs", processed / "runs.parquet")
     out = benchlib(project_copy, "analyse", timeout=300)
@@ -828,7 +835,10 @@ def test_the_next_parse_and_analyse_remove_what_a_killed_one_left_but_not_a_live
     dead.wait()
     live = os.getpid()
     left = []
-    for directory, names in ((processed, ["runs.parquet", "profiles.parquet"]), (analysis, ["summary.parquet", "settings.json"])):
+    for directory, names in (
+        (processed, ["runs.parquet", "profiles.parquet"]),
+        (analysis, ["summary.parquet", "settings.json"]),
+    ):
         directory.mkdir(parents=True, exist_ok=True)
         for name in names:
             for pid in (dead.pid, live):
@@ -839,7 +849,11 @@ def test_the_next_parse_and_analyse_remove_what_a_killed_one_left_but_not_a_live
     # DVC would not cache them in data/analysis, an output directory
     check = subprocess.run(
         ["dvc", "check-ignore", *(str(p.relative_to(project_copy)) for p in left)],
-        cwd=project_copy, env=venv_env(), capture_output=True, text=True, timeout=60,
+        cwd=project_copy,
+        env=venv_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert check.returncode == 0 and len(check.stdout.split()) == len(left), check.stdout + check.stderr
     assert benchlib(project_copy, "parse").returncode == 0
@@ -879,6 +893,31 @@ def test_a_failing_report_names_the_cell_and_leaves_the_analysis_alone(project_c
     assert (project_copy / "reports/notebooks/02_significance.ipynb").exists()  # it ran
     assert (project_copy / "reports/metrics.json").read_bytes() == analysed
     assert not list((project_copy / "reports").glob(".metrics.json*"))
+
+
+def test_two_reports_at_once_both_render(project_copy, tmp_path):
+    """Each report's kernels have their sockets in a directory of their own, not at fixed names in the
+    project, so two reports (here into two folders) run side by side."""
+    _reported_before(project_copy)
+    assert benchlib(project_copy, "analyse", timeout=300).returncode == 0
+    outs = [tmp_path / "a", tmp_path / "b"]
+    procs = [
+        subprocess.Popen(
+            ["benchlib", "report", "--out-dir", str(out)],
+            cwd=project_copy,
+            env=venv_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for out in outs
+    ]
+    for proc, out in zip(procs, outs, strict=True):
+        stdout, stderr = proc.communicate(timeout=1500)
+        assert proc.returncode == 0, stderr[-3000:]
+        assert stdout == f"report: {out / 'report.html'}\n"
+        assert "Significance" in (out / "report.html").read_text()
+    assert not list(project_copy.glob("kernel-ipc*"))
 
 
 def test_an_over_long_campaign_id_is_one_line(project_copy):

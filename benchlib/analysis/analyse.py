@@ -185,7 +185,7 @@ def check_inputs(
                     f"{paths[name]}: not written by the same `benchlib parse` as {paths[first].name} "
                     f"({_parse_text(i)}; {paths[first].name}: {_parse_text(ids[first])}); run `benchlib parse`"
                 )
-        identity = ids[first]
+        identity = ids[first] or {}
         if identity.get("campaign") != campaign:
             raise AnalysisError(
                 f"{paths[first]}: parsed from campaign {identity.get('campaign')}, but {source} names campaign "
@@ -196,14 +196,22 @@ def check_inputs(
                 f"{paths[first]}: parsed with another plan than the one of {source} (its experiment, tests or "
                 "environments changed since); run `benchlib parse`"
             )
-    orphans = metrics.select("campaign", "run_id").unique().join(runs.select("campaign", "run_id"), on=["campaign", "run_id"], how="anti")
+    orphans = (
+        metrics.select("campaign", "run_id")
+        .unique()
+        .join(runs.select("campaign", "run_id"), on=["campaign", "run_id"], how="anti")
+    )
     if len(orphans):
         o = orphans.sort("campaign", "run_id").row(0, named=True)
         raise AnalysisError(
             f"{paths['metrics']}: metric rows of {len(orphans)} run(s) that {paths['runs']} does not hold (the first: "
             f"{o['run_id']} of campaign {o['campaign']}): the tables are of different parses; run `benchlib parse`"
         )
-    foreign = set(profile_runs["campaign"].unique()) - set(runs["campaign"].unique()) if "campaign" in profile_runs.columns else set()
+    foreign = (
+        set(profile_runs["campaign"].unique()) - set(runs["campaign"].unique())
+        if "campaign" in profile_runs.columns
+        else set()
+    )
     if foreign:
         raise AnalysisError(
             f"{paths['profile_runs']}: profiled runs of campaign {', '.join(sorted(foreign))}, which {paths['runs']} "
@@ -312,7 +320,11 @@ def load(directory: str | Path = ANALYSIS_DIR) -> Result:
         if not path.is_file() or sha256(path) != written.get(name):
             raise AnalysisError(
                 f"{path}: not the table the analysis of {d / SETTINGS_FILE} wrote ("
-                + ("missing" if not path.exists() else "its sha256 differs: swapped, edited or left by an interrupted analysis")
+                + (
+                    "missing"
+                    if not path.exists()
+                    else "its sha256 differs: swapped, edited or left by an interrupted analysis"
+                )
                 + f"); {RERUN}"
             )
     for given, digest in saved["inputs"].items():
@@ -334,6 +346,8 @@ def load(directory: str | Path = ANALYSIS_DIR) -> Result:
     try:
         tables = {name: pl.read_parquet(d / f"{name}.parquet") for name in TABLES}
     except (OSError, pl.exceptions.PolarsError) as exc:
-        raise AnalysisError(f"{d}: no complete analysis ({type(exc).__name__}: {' '.join(str(exc).split())[:200]}); {RERUN}") from None
+        raise AnalysisError(
+            f"{d}: no complete analysis ({type(exc).__name__}: {' '.join(str(exc).split())[:200]}); {RERUN}"
+        ) from None
     runs, metrics = schema.read_runs(resolve(saved["runs_path"])), schema.read_metrics(resolve(saved["metrics_path"]))
     return Result(settings=settings, runs=runs, metrics=metrics, **tables)

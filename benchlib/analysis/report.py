@@ -209,6 +209,10 @@ def execute_notebook(
             progress_bar=False,
             kernel_manager_class=LocalKernelManager,
         )
+    except OSError as exc:  # a full disk while papermill saved the notebook: name what was written
+        if exc.filename is not None:
+            raise
+        raise OSError(exc.errno, exc.strerror, str(output)) from None
     except PapermillExecutionError as exc:
         evalue = " ".join(str(exc.evalue).split())[:300]
         raise NotebookError(
@@ -269,7 +273,14 @@ def render_report(
     html, _ = exporter.from_notebook_node(merged, resources={"plotly_js": get_plotlyjs()})
     output = resolve(output)
     output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(html, encoding="utf-8")
+    tmp = output.with_name(f".{output.name}.tmp-{os.getpid()}")
+    try:  # beside its place first: a full disk leaves the previous page whole, and names it
+        tmp.write_text(html, encoding="utf-8")
+        tmp.replace(output)
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, str(output)) from None
+    finally:
+        tmp.unlink(missing_ok=True)
     return output
 
 

@@ -212,7 +212,7 @@ def test_an_analysis_by_an_older_benchlib_is_refused_in_one_line(tmp_path):
     settings = analysis_dir / analyse.SETTINGS_FILE
     saved = json.loads(settings.read_text())
     settings.write_text(json.dumps({k: v for k, v in saved.items() if k not in ("tables", "inputs", "parse")}))
-    with pytest.raises(analyse.AnalysisError, match=rf"^{settings}: written by an older benchlib, which recorded no digest"):
+    with pytest.raises(
+        analyse.AnalysisError, match=rf"^{settings}: written by an older benchlib, which recorded no digest"
+    ):
         analyse.load(analysis_dir)
-
-
