@@ -188,7 +188,9 @@ def cmd_parse(args) -> int:
             raise record.RecordError(f"{what} (--skip-corrupt parses the {len(planned) - len(missing)} recorded)")
         log.warning(f"parse: {what}; parsing the {len(records)} recorded that match the plan (--skip-corrupt)")
     out = Path(args.out) if args.out else config.project_root() / "data" / "processed"
-    parsed = tidy.parse_campaign(cdir, out, skip_corrupt=args.skip_corrupt, log=log.warning, records=records)
+    parsed = tidy.parse_campaign(
+        cdir, out, skip_corrupt=args.skip_corrupt, log=log.warning, records=records, plan=runner.plan_digest(params)
+    )
     _print(
         f"parse: {parsed.runs} runs ({parsed.failed} failed), {parsed.metric_rows} metric rows, "
         f"{parsed.profiled} profiled runs ({parsed.profile_rows} stack rows) -> {out}"
@@ -197,41 +199,54 @@ def cmd_parse(args) -> int:
 
 
 def cmd_analyse(args) -> int:
+    import polars as pl
+
     from . import analysis
     from .analysis import analyse, profiles
 
     params = _params(args)
     validate_all(params)  # the baseline and contrasts name scenarios of the campaign's environments
-    runs_path, metrics_path = "data/processed/runs.parquet", "data/processed/metrics.parquet"
-    runs, metrics = analysis.load_tables(runs_path, metrics_path)  # a missing or broken table is named here
+    paths = {name: analysis.resolve(p) for name, p in analyse.PROCESSED.items()}
+    runs_path = analyse.PROCESSED["runs"]
+    # a missing or broken table is named here
+    runs, metrics = analysis.load_tables(runs_path, analyse.PROCESSED["metrics"])
+    # written by parse when the campaign has profiled runs; absent files are empty tables
+    profile_stacks, profile_runs = profiles.read_tables(paths["profiles"], paths["profile_runs"])
+    parse = analyse.check_inputs(
+        paths, runs, metrics, profile_runs, params.experiment.campaign, runner.plan_digest(params), params.source
+    )
     measured = sorted(runs["scenario"].unique())
-    if params.analysis.baseline not in measured:
+    baseline = params.analysis.baseline
+    if baseline not in measured:
         raise config.ConfigError(
-            f"{params.source}: analysis.baseline: {params.analysis.baseline!r} has no run in {runs_path} "
+            f"{params.source}: analysis.baseline: {baseline!r} has no run in {runs_path} "
             f"(campaign {params.experiment.campaign}); scenarios there: {', '.join(measured) or 'none'}"
         )
     out = Path(args.out) if args.out else Path(analyse.ANALYSIS_DIR)
     log.info(f"analyse: {len(runs)} runs, {len(metrics)} metric rows with the analysis section of {params.source}")
-    # written by parse when the campaign has profiled runs; absent files are empty tables
-    profile_stacks, profile_runs = profiles.read_tables(
-        analysis.resolve("data/processed/profiles.parquet"), analysis.resolve("data/processed/profile_runs.parquet")
-    )
     result = analyse.run(runs, metrics, params.analysis, profile_stacks=profile_stacks, profile_runs=profile_runs)
-    analyse.write(result, out, runs_path, metrics_path)
     # metrics.json is no DVC-cached output (dvc.yaml: cache: false, persist: true): DVC cannot restore it,
-    # so it is written beside its place and moved there whole
-    metrics_json = analysis.resolve(args.metrics_json or "reports/metrics.json")
-    metrics_json.parent.mkdir(parents=True, exist_ok=True)
-    staged = metrics_json.with_name(f".{metrics_json.name}.tmp-{os.getpid()}")
-    try:
-        staged.write_text(json.dumps(result.metrics_json(), indent=2, allow_nan=False))
-        os.replace(staged, metrics_json)
-    finally:
-        staged.unlink(missing_ok=True)
+    # so it is written with the tables as one set, which a failure leaves as it was
+    metrics_json = args.metrics_json or "reports/metrics.json"
+    analyse.write(
+        result,
+        out,
+        runs_path,
+        analyse.PROCESSED["metrics"],
+        profile_paths=(analyse.PROCESSED["profile_runs"], analyse.PROCESSED["profiles"]),
+        metrics_json=metrics_json,
+        parse=parse,
+    )
     significant = int((result.comparisons["p_adj"] < params.analysis.alpha).sum())
+    base = runs.filter(pl.col("scenario") == baseline)
+    failed_baseline = (
+        f"; the baseline {baseline} has no successful run ({len(base)} failed), so nothing was compared with it"
+        if not (base["outcome"] == "ok").any()
+        else ""
+    )
     _print(
         f"analyse: {len(result.comparisons)} comparisons ({significant} significant at alpha = "
-        f"{params.analysis.alpha:g}) -> {out}, {metrics_json}"
+        f"{params.analysis.alpha:g}){failed_baseline} -> {out}, {analysis.resolve(metrics_json)}"
     )
     return 0
 

@@ -8,6 +8,8 @@ appears only when complete, so resuming skips the runs that have one.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import random
 import subprocess
@@ -109,6 +111,13 @@ def planned_definitions(params: Params) -> dict[str, dict]:
         for r in schedule(plan, e.repetitions, e.seed, profile_runs=e.profile_runs)
         if r.definition is not None
     }
+
+
+def plan_digest(params: Params) -> str:
+    """A digest of the campaign's plan (every run's test parameters and scenario definition): which
+    plan the tidy tables were parsed with, so that the analysis refuses tables of another plan."""
+    plan = {"params": planned_params(params), "definitions": planned_definitions(params)}
+    return hashlib.sha256(json.dumps(plan, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def check_same_plan(params: Params, runs: list[RunSpec], cdir: Path) -> int:

@@ -7,6 +7,8 @@ pivot as they like; figures and tables pivot, nothing else does.
 from __future__ import annotations
 
 import errno
+import hashlib
+import json
 import os
 import re
 import shutil
@@ -359,7 +361,7 @@ def check_metrics(df: pl.DataFrame) -> None:
 FULL_BELOW_BYTES = 1 << 20  # a write failing with less free space than this failed for want of space
 
 
-def _writing(table: Path, target: Path, write) -> None:
+def writing(table: Path, target: Path, write) -> None:
     """``write()``, a polars write of ``target`` on the way to table file ``table``. Polars reports a
     failure of the disk (full, read-only, gone) as a ComputeError, with its errno in the text or, when
     the disk filled up while it wrote the footer, lost: either is an OSError naming ``table``, and
@@ -384,9 +386,59 @@ def write(df: pl.DataFrame, name: str, path: Path) -> None:
     df = conform(df, name)
     if name == "metrics":
         check_metrics(df)
-    tmp = path.with_name(f".{path.name}.tmp")
-    _writing(path, tmp, lambda: df.write_parquet(tmp))
+    tmp = temporary(path)
+    writing(path, tmp, lambda: df.write_parquet(tmp))
     tmp.replace(path)
+
+
+def temporary(path: Path, what: str = "") -> Path:
+    """Where ``path`` is written before it is renamed into place: a hidden name beside it carrying this
+    process's pid, so that the next writer tells a killed writer's leftovers from a live one's
+    (`remove_stale_temporaries`); .dvcignore keeps DVC from caching them."""
+    return path.with_name(f".{path.name}.tmp-{os.getpid()}{what}")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def remove_stale_temporaries(directory: Path, names) -> list[Path]:
+    """Remove from ``directory`` the temporaries of files ``names`` (`temporary`) whose writer is dead
+    (a SIGKILL, a power cut): what no later run would otherwise remove. A live writer's are kept."""
+    stale = re.compile(rf"^\.({'|'.join(map(re.escape, names))})\.tmp-(\d+)(-.*)?$")
+    removed = []
+    for p in sorted(directory.iterdir()) if directory.is_dir() else []:
+        m = stale.match(p.name)
+        if m and not _alive(int(m.group(2))):
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                p.unlink(missing_ok=True)
+            removed.append(p)
+    return removed
+
+
+PARSE_KEY = "benchlib.parse"  # parquet key-value metadata: which parse wrote the table (`parse_identity`)
+
+
+def parse_identity(path: Path) -> dict | None:
+    """What `benchlib parse` stamped on the table at ``path``: the campaign, a digest of the plan and one
+    of the whole set of tables it wrote together; None for a table without it (an older benchlib)."""
+    try:
+        text = pl.read_parquet_metadata(path).get(PARSE_KEY)
+    except (OSError, pl.exceptions.PolarsError):
+        return None
+    try:
+        identity = json.loads(text) if text else None
+    except ValueError:
+        return None
+    return identity if isinstance(identity, dict) else None
 
 
 class TableWriter:
@@ -398,30 +450,39 @@ class TableWriter:
     row groups at a time, then renames the result into place. Leaving the ``with`` block removes
     the parts; without `commit` (an error), ``path`` is left as it was. Tables that go together are
     each `prepare`d (joined beside their place) before any is `publish`ed (renamed into place), so
-    that a full disk leaves all of them as they were.
+    that a full disk leaves all of them as they were. ``digest`` is the sha256 of the parts' bytes:
+    what the set's identity is made of.
     """
 
     def __init__(self, name: str, path: Path):
         self.name, self.path, self.rows = name, path, 0
-        self._parts_dir = Path(tempfile.mkdtemp(prefix=f".{path.name}.parts-", dir=path.parent))
+        self._parts_dir = Path(tempfile.mkdtemp(prefix=temporary(path, "-parts-").name, dir=path.parent))
         self._parts: list[Path] = []
-        self._tmp = path.with_name(f".{path.name}.tmp")
+        self._tmp = temporary(path)
+        self._digest = hashlib.sha256()
+
+    @property
+    def digest(self) -> str:
+        return self._digest.hexdigest()
 
     def append(self, df: pl.DataFrame) -> None:
         df = conform(df, self.name)
         if self.name == "metrics":
             check_metrics(df)
         part = self._parts_dir / f"{len(self._parts):08d}.parquet"
-        _writing(self.path, part, lambda: df.write_parquet(part))
+        writing(self.path, part, lambda: df.write_parquet(part))
+        self._digest.update(part.read_bytes())
         self._parts.append(part)
         self.rows += len(df)
 
-    def prepare(self) -> None:
-        """The whole table, joined from its parts, beside its place."""
+    def prepare(self, metadata: dict[str, str] | None = None) -> None:
+        """The whole table, joined from its parts, beside its place, with ``metadata`` (parquet key-value)."""
         if self._parts:
-            _writing(self.path, self._tmp, lambda: pl.scan_parquet(self._parts).sink_parquet(self._tmp))
+            writing(
+                self.path, self._tmp, lambda: pl.scan_parquet(self._parts).sink_parquet(self._tmp, metadata=metadata)
+            )
         else:
-            _writing(self.path, self._tmp, lambda: empty(self.name).write_parquet(self._tmp))
+            writing(self.path, self._tmp, lambda: empty(self.name).write_parquet(self._tmp, metadata=metadata))
 
     def publish(self) -> None:
         """The prepared table renamed into place."""

@@ -9,6 +9,7 @@ exactly as printed, so a parser fix applies to old campaigns too.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -357,12 +358,19 @@ TABLES = ("runs", "metrics", "profile_runs", "profiles")  # what parse_campaign 
 
 
 def parse_campaign(
-    campaign_dir: Path, out_dir: Path, skip_corrupt: bool = False, log=print, records: Iterable[Path] | None = None
+    campaign_dir: Path,
+    out_dir: Path,
+    skip_corrupt: bool = False,
+    log=print,
+    records: Iterable[Path] | None = None,
+    plan: str = "",
 ) -> Parsed:
     """The tables of `build_tables` and `build_profile_tables`, written to out_dir/<table>.parquet
     (TABLES) chunk by chunk as the records are parsed, so memory stays about flat however many runs
-    the campaign has."""
+    the campaign has. Each table carries the set's identity (schema.PARSE_KEY, `identity`), so that
+    what reads them can tell tables of one parse from tables of several; ``plan`` is the plan's digest."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    schema.remove_stale_temporaries(out_dir, [f"{name}.parquet" for name in TABLES])
     failed = 0
     with ExitStack() as stack:
         out = {name: stack.enter_context(schema.TableWriter(name, out_dir / f"{name}.parquet")) for name in TABLES}
@@ -370,11 +378,18 @@ def parse_campaign(
             for name, writer in out.items():
                 writer.append(getattr(chunk, name))
             failed += int((chunk.runs["outcome"] != "ok").sum())
+        stamp = {schema.PARSE_KEY: json.dumps(identity(campaign_dir.name, plan, {n: w.digest for n, w in out.items()}))}
         for writer in out.values():  # every table written before any replaces the old one
-            writer.prepare()
+            writer.prepare(stamp)
         for writer in out.values():
             writer.publish()
     return Parsed(out["runs"].rows, failed, out["metrics"].rows, out["profile_runs"].rows, out["profiles"].rows)
+
+
+def identity(campaign: str, plan: str, digests: dict[str, str]) -> dict[str, str]:
+    """One parse's identity: its campaign, the plan's digest, and a digest of the set of tables."""
+    tables = hashlib.sha256(json.dumps(digests, sort_keys=True).encode()).hexdigest()
+    return {"campaign": campaign, "plan": plan, "tables": tables}
 
 
 def write_tables(runs: pl.DataFrame, metrics: pl.DataFrame, out_dir: Path) -> None:

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from benchlib import collectors, machine, record, runner, schema, tidy
@@ -696,6 +697,178 @@ def test_a_failed_analysis_under_dvc_keeps_the_previous_metrics_json(project_cop
     assert (project_copy / "reports/metrics.json").read_bytes() == (REPO / "reports/metrics.json").read_bytes()
 
 
+def _one_error(out: subprocess.CompletedProcess) -> str:
+    """The one line a refused command printed (exit 2, nothing else on stderr, no traceback)."""
+    assert out.returncode == 2 and len(out.stderr.splitlines()) == 1 and "Traceback" not in out.stderr, out.stderr
+    return out.stderr.rstrip("\n")
+
+
+def _files(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in directory.iterdir() if p.is_file()}
+
+
+def test_analyse_refuses_tables_of_different_parses_campaigns_or_plans(project_copy, tmp_path):
+    _real_campaign(project_copy)
+    params = project_copy / "params.yaml"
+    plan = params.read_text()
+    processed, other = project_copy / "data/processed", tmp_path / "other"
+    params.write_text(plan.replace("repetitions: 3", "repetitions: 2"))
+    assert benchlib(project_copy, "parse", "--skip-corrupt", "--out", str(other)).returncode == 0
+    params.write_text(plan)
+    assert benchlib(project_copy, "parse").returncode == 0
+    new_metrics = (processed / "metrics.parquet").read_bytes()
+    shutil.copy2(other / "metrics.parquet", processed / "metrics.parquet")  # the metrics of another parse
+    line = _one_error(benchlib(project_copy, "analyse", timeout=300))
+    assert line.startswith(
+        f"benchlib: error: {processed / 'metrics.parquet'}: not written by the same `benchlib parse` as runs.parquet "
+        "(campaign local-cilium-demo-001, parse "
+    ) and line.endswith("; run `benchlib parse`"), line
+    (processed / "metrics.parquet").write_bytes(new_metrics)
+    params.write_text(plan.replace("repetitions: 3", "repetitions: 2"))  # tables of another plan than params.yaml's
+    assert "parsed with another plan than the one of" in _one_error(benchlib(project_copy, "analyse", timeout=300))
+    params.write_text(plan.replace("campaign: local-cilium-demo-001", "campaign: lab-other-001"))
+    assert "parsed from campaign local-cilium-demo-001, but" in _one_error(benchlib(project_copy, "analyse"))
+    assert not (project_copy / "data/analysis").exists()
+    # tables without a parse identity (an older benchlib): their contents must still be of one campaign
+    processed = project_copy / "data/processed"
+    shutil.copy2(TIDY / "runs.parquet", processed / "runs.parquet")
+    shutil.copy2(REPO / "tests/fixtures/tidy/lab-default-002/metrics.parquet", processed / "metrics.parquet")
+    for name in ("profile_runs", "profiles"):
+        schema.write(schema.empty(name), name, processed / f"{name}.parquet")
+    params.write_text(plan)
+    line = _one_error(benchlib(project_copy, "analyse", timeout=300))
+    assert re.match(
+        rf"benchlib: error: {processed / 'metrics.parquet'}: metric rows of \d+ run\(s\) that {processed / 'runs.parquet'} "
+        r"does not hold \(the first: \S+ of campaign lab-default-002\): the tables are of different parses",
+        line,
+    ), line
+
+
+def test_summary_and_report_refuse_an_analysis_of_other_tables_or_a_mixed_one(project_copy, tmp_path):
+    _real_campaign(project_copy)
+    assert benchlib(project_copy, "parse").returncode == 0
+    analysed = benchlib(project_copy, "analyse", timeout=300)
+    assert analysed.returncode == 0, analysed.stderr
+    assert benchlib(project_copy, "summary").returncode == 0
+    analysis, processed = project_copy / "data/analysis", project_copy / "data/processed"
+    kept = tmp_path / "kept"
+    shutil.copytree(analysis, kept)
+    # a newer parse (another plan) beside the older analysis
+    params = project_copy / "params.yaml"
+    params.write_text(params.read_text().replace("repetitions: 3", "repetitions: 2"))
+    assert benchlib(project_copy, "parse", "--skip-corrupt").returncode == 0
+    for command in ("summary", "report"):
+        line = _one_error(benchlib(project_copy, command, timeout=300))
+        assert (
+            line.startswith(
+                f"benchlib: error: {processed / 'runs.parquet'}: not the table the analysis in {analysis} was made from "
+                "(now: campaign local-cilium-demo-001, parse "
+            )
+            and "run `benchlib analyse` (or `dvc repro`)" in line
+        ), line
+    assert not (project_copy / "reports/notebooks").exists()
+    # swapped analysis tables, and headline numbers of another analysis
+    assert benchlib(project_copy, "analyse", timeout=300).returncode == 0
+    summary, comparisons = analysis / "summary.parquet", analysis / "comparisons.parquet"
+    a, b = summary.read_bytes(), comparisons.read_bytes()
+    summary.write_bytes(b)
+    comparisons.write_bytes(a)
+    line = _one_error(benchlib(project_copy, "summary"))
+    assert line.startswith(
+        f"benchlib: error: {summary}: not the table the analysis of {analysis}/settings.json wrote (its sha256 differs"
+    ), line
+    summary.write_bytes(a)
+    comparisons.write_bytes(b)
+    metrics_json = project_copy / "reports/metrics.json"
+    metrics_json.write_text(json.dumps({**json.loads(metrics_json.read_text()), "alpha": 0.5}))
+    assert _one_error(benchlib(project_copy, "summary")).startswith(
+        f"benchlib: error: {metrics_json}: not the headline numbers the analysis in {analysis} wrote"
+    )
+
+
+def test_analyse_says_plainly_that_the_baseline_has_no_successful_run(project_copy):
+    processed = _reported_before(project_copy)
+    runs = schema.read_runs(processed / "runs.parquet")
+    baseline = "host"
+    failed = runs.with_columns(
+        outcome=pl.when(pl.col("scenario") == baseline).then(pl.lit("failed")).otherwise("outcome"),
+        failure_reason=pl.when(pl.col("scenario") == baseline)
+        .then(pl.lit("netperf exited 1"))
+        .otherwise("failure_reason"),
+    )
+    schema.write(failed, "runs", processed / "runs.parquet")
+    out = benchlib(project_copy, "analyse", timeout=300)
+    assert out.returncode == 0, out.stderr
+    n = int((runs["scenario"] == baseline).sum())
+    assert f"the baseline host has no successful run ({n} failed), so nothing was compared with it" in out.stdout
+    summary = benchlib(project_copy, "summary")
+    assert "No finding: the baseline host has no successful run" in summary.stdout, summary.stdout
+    assert "0 to " in summary.stdout.splitlines()[0]
+
+
+@pytest.mark.parametrize("full", ["data/analysis", "reports"])
+def test_a_full_disk_during_analyse_is_one_line_and_keeps_the_previous_set(project_copy, full):
+    """The analysis tables and reports/metrics.json are one set: the disk filling up while either is
+    written leaves the previous set whole (summary still reads it), and no temporary file."""
+    require_root()
+    _reported_before(project_copy)
+    assert benchlib(project_copy, "analyse", timeout=300).returncode == 0
+    analysis, reports = project_copy / "data/analysis", project_copy / "reports"
+    before = {d: _files(d) for d in (analysis, reports)}
+    params = project_copy / "params.yaml"
+    params.write_text(params.read_text().replace("alpha: 0.05", "alpha: 0.01"))  # a new analysis differs
+    target = project_copy / full
+    _mount("-t", "tmpfs", "-o", "size=2m", "tmpfs", str(target))
+    try:
+        for name, data in before[target].items():
+            (target / name).write_bytes(data)
+        _fill(target)
+        line = _one_error(benchlib(project_copy, "-q", "analyse", timeout=300))
+        assert re.match(rf"benchlib: error: {target}/[\w.]+: No space left on device$", line), line
+        assert {d: _files(d) for d in (analysis, reports)} == {
+            d: {**files, **({"filler": (target / "filler").read_bytes()} if d == target else {})}
+            for d, files in before.items()
+        }
+        assert not [p for d in (analysis, reports) for p in d.iterdir() if ".tmp-" in p.name]
+        assert benchlib(project_copy, "summary").returncode == 0
+    finally:
+        subprocess.run(["umount", "-l", str(target)], capture_output=True, timeout=30)
+
+
+def test_the_next_parse_and_analyse_remove_what_a_killed_one_left_but_not_a_live_ones(project_copy):
+    _real_campaign(project_copy)
+    processed, analysis = project_copy / "data/processed", project_copy / "data/analysis"
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    live = os.getpid()
+    left = []
+    for directory, names in (
+        (processed, ["runs.parquet", "profiles.parquet"]),
+        (analysis, ["summary.parquet", "settings.json"]),
+    ):
+        directory.mkdir(parents=True, exist_ok=True)
+        for name in names:
+            for pid in (dead.pid, live):
+                (directory / f".{name}.tmp-{pid}").write_bytes(b"PAR1")
+                left.append(directory / f".{name}.tmp-{pid}")
+        (directory / f".{names[0]}.tmp-{dead.pid}-parts-x1").mkdir()  # a killed parse's parts
+        (directory / f".{names[0]}.tmp-{dead.pid}-parts-x1" / "00000000.parquet").write_bytes(b"PAR1")
+    # DVC would not cache them in data/analysis, an output directory
+    check = subprocess.run(
+        ["dvc", "check-ignore", *(str(p.relative_to(project_copy)) for p in left)],
+        cwd=project_copy,
+        env=venv_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert check.returncode == 0 and len(check.stdout.split()) == len(left), check.stdout + check.stderr
+    assert benchlib(project_copy, "parse").returncode == 0
+    assert benchlib(project_copy, "analyse", timeout=300).returncode == 0
+    remaining = sorted(p.name for d in (processed, analysis) for p in d.iterdir() if ".tmp-" in p.name)
+    assert remaining == sorted(p.name for p in left if p.name.endswith(f"-{live}")), remaining
+
+
 def test_a_report_without_an_analysis_is_one_line(project_copy):
     _reported_before(project_copy)
     out = benchlib(project_copy, "report", timeout=300)
@@ -727,6 +900,31 @@ def test_a_failing_report_names_the_cell_and_leaves_the_analysis_alone(project_c
     assert (project_copy / "reports/notebooks/02_significance.ipynb").exists()  # it ran
     assert (project_copy / "reports/metrics.json").read_bytes() == analysed
     assert not list((project_copy / "reports").glob(".metrics.json*"))
+
+
+def test_two_reports_at_once_both_render(project_copy, tmp_path):
+    """Each report's kernels have their sockets in a directory of their own, not at fixed names in the
+    project, so two reports (here into two folders) run side by side."""
+    _reported_before(project_copy)
+    assert benchlib(project_copy, "analyse", timeout=300).returncode == 0
+    outs = [tmp_path / "a", tmp_path / "b"]
+    procs = [
+        subprocess.Popen(
+            ["benchlib", "report", "--out-dir", str(out)],
+            cwd=project_copy,
+            env=venv_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for out in outs
+    ]
+    for proc, out in zip(procs, outs, strict=True):
+        stdout, stderr = proc.communicate(timeout=1500)
+        assert proc.returncode == 0, stderr[-3000:]
+        assert stdout == f"report: {out / 'report.html'}\n"
+        assert "Significance" in (out / "report.html").read_text()
+    assert not list(project_copy.glob("kernel-ipc*"))
 
 
 def test_an_over_long_campaign_id_is_one_line(project_copy):

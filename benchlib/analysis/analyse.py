@@ -10,6 +10,7 @@ cell can re-run the analysis with changed settings:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import dataclass, field, fields
@@ -24,7 +25,9 @@ from benchlib.errors import BenchlibError
 from . import mesh, normalize, profiles, reference, resolution, resolve, saturation, stats
 
 ANALYSIS_DIR = "data/analysis"
-SETTINGS_FILE = "settings.json"  # the settings analysed with, and which tidy tables
+SETTINGS_FILE = "settings.json"  # the settings analysed with, which tidy tables, and the digests of the set
+# the tidy tables `benchlib parse` writes, which `benchlib analyse` reads
+PROCESSED = {name: f"data/processed/{name}.parquet" for name in ("runs", "metrics", "profile_runs", "profiles")}
 
 
 class AnalysisError(BenchlibError, ValueError):
@@ -154,51 +157,197 @@ def run(
     )
 
 
-def write(result: Result, directory: str | Path, runs_path: str | Path, metrics_path: str | Path) -> Path:
-    """The derived tables as <directory>/<table>.parquet, and settings.json naming the settings and the
-    tidy tables they came from (paths as given: relative ones stay anchored at the project root).
-    Each file is written beside its place and moved there, so a failure leaves the old one whole."""
+def _parse_text(identity: dict | None) -> str:
+    if identity is None:
+        return "no parse identity (written by an older benchlib or another tool)"
+    return f"campaign {identity.get('campaign')}, parse {str(identity.get('tables'))[:12]}"
+
+
+def check_inputs(
+    paths: dict[str, Path],
+    runs: pl.DataFrame,
+    metrics: pl.DataFrame,
+    profile_runs: pl.DataFrame,
+    campaign: str,
+    plan: str,
+    source: str | Path,
+) -> dict | None:
+    """Refuse tidy tables that do not belong together: not of one `benchlib parse` (the identity parse
+    stamps on each, schema.parse_identity), of another campaign or plan than ``source`` (params.yaml)
+    describes, or, whatever wrote them, metric rows of runs the runs table does not hold or profiled runs
+    of another campaign. Returns the tables' common identity (None for tables from before identities)."""
+    ids = {name: schema.parse_identity(p) if p.exists() else None for name, p in paths.items()}
+    first = next((name for name, i in ids.items() if i is not None), None)
+    if first is not None:
+        for name, i in ids.items():
+            if i != ids[first]:
+                raise AnalysisError(
+                    f"{paths[name]}: not written by the same `benchlib parse` as {paths[first].name} "
+                    f"({_parse_text(i)}; {paths[first].name}: {_parse_text(ids[first])}); run `benchlib parse`"
+                )
+        identity = ids[first] or {}
+        if identity.get("campaign") != campaign:
+            raise AnalysisError(
+                f"{paths[first]}: parsed from campaign {identity.get('campaign')}, but {source} names campaign "
+                f"{campaign}; run `benchlib parse`"
+            )
+        if identity.get("plan") != plan:
+            raise AnalysisError(
+                f"{paths[first]}: parsed with another plan than the one of {source} (its experiment, tests or "
+                "environments changed since); run `benchlib parse`"
+            )
+    orphans = (
+        metrics.select("campaign", "run_id")
+        .unique()
+        .join(runs.select("campaign", "run_id"), on=["campaign", "run_id"], how="anti")
+    )
+    if len(orphans):
+        o = orphans.sort("campaign", "run_id").row(0, named=True)
+        raise AnalysisError(
+            f"{paths['metrics']}: metric rows of {len(orphans)} run(s) that {paths['runs']} does not hold (the first: "
+            f"{o['run_id']} of campaign {o['campaign']}): the tables are of different parses; run `benchlib parse`"
+        )
+    foreign = (
+        set(profile_runs["campaign"].unique()) - set(runs["campaign"].unique())
+        if "campaign" in profile_runs.columns
+        else set()
+    )
+    if foreign:
+        raise AnalysisError(
+            f"{paths['profile_runs']}: profiled runs of campaign {', '.join(sorted(foreign))}, which {paths['runs']} "
+            "does not hold: the tables are of different parses; run `benchlib parse`"
+        )
+    return ids[first] if first is not None else None
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _stage_text(path: Path, text: str) -> Path:
+    """``text`` written beside ``path`` (schema.temporary); a failure (a full disk) names ``path``."""
+    tmp = schema.temporary(path)
+    try:
+        tmp.write_text(text)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise OSError(exc.errno, exc.strerror, str(path)) from None
+    return tmp
+
+
+def write(
+    result: Result,
+    directory: str | Path,
+    runs_path: str | Path,
+    metrics_path: str | Path,
+    profile_paths: tuple[str | Path, ...] = (),
+    metrics_json: str | Path | None = None,
+    parse: dict | None = None,
+) -> Path:
+    """The derived tables as <directory>/<table>.parquet, ``metrics_json`` (result.metrics_json), and
+    settings.json naming the settings, the tidy tables they came from (paths as given: relative ones stay
+    anchored at the project root) with their digests and ``parse`` identity, and the digest of every file
+    of the set, which `load` checks.
+
+    One set: every file is staged beside its place first (a failure, a full disk, leaves the old set as it
+    was and no temporary behind), then each is renamed into place, settings.json last; a kill between two
+    renames leaves files that settings.json does not name, which `load` refuses."""
     out = resolve(directory)
     out.mkdir(parents=True, exist_ok=True)
-    staged = []
-    for name in TABLES:
-        tmp = out / f".{name}.parquet.tmp-{os.getpid()}"
-        getattr(result, name).write_parquet(tmp)
-        staged.append((tmp, out / f"{name}.parquet"))
-    tmp = out / f".{SETTINGS_FILE}.tmp-{os.getpid()}"
-    tmp.write_text(
-        json.dumps(
-            {
-                "settings": result.settings.model_dump(mode="json"),
-                "runs_path": str(runs_path),
-                "metrics_path": str(metrics_path),
-            },
-            indent=1,
-        )
-    )
-    staged.append((tmp, out / SETTINGS_FILE))
-    for src, dst in staged:
-        os.replace(src, dst)
+    schema.remove_stale_temporaries(out, [f"{name}.parquet" for name in TABLES] + [SETTINGS_FILE])
+    staged: list[tuple[Path, Path]] = []
+    try:
+        digests = {}
+        for name in TABLES:
+            dst = out / f"{name}.parquet"
+            tmp = schema.temporary(dst)
+            staged.append((tmp, dst))
+            schema.writing(dst, tmp, lambda: getattr(result, name).write_parquet(tmp))  # noqa: B023 (called at once)
+            digests[name] = sha256(tmp)
+        inputs = [runs_path, metrics_path, *profile_paths]
+        saved = {
+            "settings": result.settings.model_dump(mode="json"),
+            "runs_path": str(runs_path),
+            "metrics_path": str(metrics_path),
+            "inputs": {str(p): sha256(resolve(p)) for p in inputs if resolve(p).exists()},
+            "parse": parse,
+            "tables": digests,
+        }
+        if metrics_json is not None:
+            dst = resolve(metrics_json)
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            schema.remove_stale_temporaries(dst.parent, [dst.name])
+            text = json.dumps(result.metrics_json(), indent=2, allow_nan=False)
+            staged.append((_stage_text(dst, text), dst))
+            saved["metrics_json"] = {"path": str(metrics_json), "sha256": hashlib.sha256(text.encode()).hexdigest()}
+        staged.append((_stage_text(out / SETTINGS_FILE, json.dumps(saved, indent=1)), out / SETTINGS_FILE))
+        for tmp, dst in staged:
+            os.replace(tmp, dst)
+    finally:
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
     return out
 
 
+RERUN = "run `benchlib analyse` (or `dvc repro`) to analyse the tables beside it again"
+
+
 def load(directory: str | Path = ANALYSIS_DIR) -> Result:
-    """The analysis `write` saved in ``directory``, with the tidy tables it was made from."""
+    """The analysis `write` saved in ``directory``, with the tidy tables it was made from; refused (one
+    line) when a file of the set is not the one `write` wrote (swapped, edited, from an interrupted
+    analysis) or a tidy table changed since (a newer parse beside an older analysis)."""
     d = resolve(directory)
     try:
         saved = json.loads((d / SETTINGS_FILE).read_text())
         settings = Settings.model_validate(saved["settings"])
-        # an analysis from before profiles has no profile tables: empty ones
-        tables = {
-            name: pl.read_parquet(d / f"{name}.parquet")
-            if name not in profiles.EMPTY or (d / f"{name}.parquet").exists()
-            else profiles.empty(name)
-            for name in TABLES
-        }
-    except (OSError, ValueError, KeyError, pl.exceptions.PolarsError) as exc:
+    except (OSError, ValueError, KeyError, TypeError) as exc:
         raise AnalysisError(
             f"{d}: no complete analysis ({type(exc).__name__}: {' '.join(str(exc).split())[:200]}); "
             "run `benchlib analyse` (or `dvc repro`)"
+        ) from None
+    written = saved.get("tables")
+    if not isinstance(written, dict) or not isinstance(saved.get("inputs"), dict):
+        raise AnalysisError(
+            f"{d / SETTINGS_FILE}: written by an older benchlib, which recorded no digest of the analysis' "
+            f"tables and inputs; {RERUN}"
+        )
+    for name in TABLES:
+        path = d / f"{name}.parquet"
+        if not path.is_file() or sha256(path) != written.get(name):
+            raise AnalysisError(
+                f"{path}: not the table the analysis of {d / SETTINGS_FILE} wrote ("
+                + (
+                    "missing"
+                    if not path.exists()
+                    else "its sha256 differs: swapped, edited or left by an interrupted analysis"
+                )
+                + f"); {RERUN}"
+            )
+    for given, digest in saved["inputs"].items():
+        path = resolve(given)
+        if not path.is_file() or sha256(path) != digest:
+            now = _parse_text(schema.parse_identity(path)) if path.is_file() else "missing"
+            analysed = f", analysed: {_parse_text(saved['parse'])}" if saved.get("parse") else ""
+            raise AnalysisError(
+                f"{path}: not the table the analysis in {d} was made from (now: {now}{analysed}); {RERUN}"
+            )
+    if saved.get("metrics_json"):
+        path = resolve(saved["metrics_json"]["path"])
+        if not path.is_file() or sha256(path) != saved["metrics_json"]["sha256"]:
+            raise AnalysisError(
+                f"{path}: not the headline numbers the analysis in {d} wrote ("
+                + ("missing" if not path.exists() else "its sha256 differs")
+                + f"); {RERUN}"
+            )
+    try:
+        tables = {name: pl.read_parquet(d / f"{name}.parquet") for name in TABLES}
+    except (OSError, pl.exceptions.PolarsError) as exc:
+        raise AnalysisError(
+            f"{d}: no complete analysis ({type(exc).__name__}: {' '.join(str(exc).split())[:200]}); {RERUN}"
         ) from None
     runs, metrics = schema.read_runs(resolve(saved["runs_path"])), schema.read_metrics(resolve(saved["metrics_path"]))
     return Result(settings=settings, runs=runs, metrics=metrics, **tables)

@@ -967,9 +967,40 @@ def write_figures(
     if figs:
         pio.write_images(figs, files, width=BLOG_WIDTH, height=heights, scale=scales)
     written += files
+    note_written(out, [*written, out / "plotly.min.js"])
     if blog_dir is not None:
         written += blog_snippets(figures, out, Path(blog_dir))
     return written
+
+
+WRITTEN = ".benchlib-written"  # in a folder of figures: the names of the files the report wrote there, a line each
+
+
+def note_written(directory: Path, paths: list[Path]) -> None:
+    """Add ``paths`` (files in ``directory``) to its list of what the report wrote (WRITTEN)."""
+    listed = written_names(directory)
+    with open(directory / WRITTEN, "a", encoding="utf-8") as f:
+        f.writelines(f"{p.name}\n" for p in dict.fromkeys(paths) if p.name not in listed)
+
+
+def written_names(directory: Path) -> list[str]:
+    """The names WRITTEN lists in ``directory`` (none where it is missing)."""
+    path = directory / WRITTEN
+    return [n for n in path.read_text(encoding="utf-8").splitlines() if n] if path.is_file() else []
+
+
+def clear_written(directory: Path) -> list[Path]:
+    """Remove the files a previous report wrote in ``directory`` (those its WRITTEN lists, plain names in
+    that directory only), so that it holds only the next report's figures: a campaign's figures must not
+    outlive it into the next one's blog index. A file of the user's own there is not listed, and stays."""
+    removed = []
+    for name in written_names(directory):
+        path = directory / name
+        if "/" not in name and name not in (".", "..", WRITTEN) and path.is_file() and not path.is_symlink():
+            path.unlink()
+            removed.append(path)
+    (directory / WRITTEN).unlink(missing_ok=True)
+    return removed
 
 
 def blog_snippets(figures: Mapping[str, go.Figure], images: Path, blog: Path) -> list[Path]:
@@ -988,7 +1019,10 @@ def blog_snippets(figures: Mapping[str, go.Figure], images: Path, blog: Path) ->
             encoding="utf-8",
         )
         written.append(md)
-    return written + blog_index(blog, list(figures))
+    note_written(blog, written)
+    index = blog_index(blog, list(figures))
+    note_written(blog, index)
+    return written + index
 
 
 INDEX_HEADING = re.compile(r"^## `([^`]+)`$", re.M)
@@ -1000,10 +1034,12 @@ def blog_index(blog: Path, names: list[str]) -> list[Path]:
 
     Each report notebook exports its own figures, so the index is rewritten at every export: the
     figures it listed before keep their place, then ``names`` (this export's) in their order, then any
-    other snippet of the directory by name. index.html is index.md rendered by markdown-it (CommonMark),
+    other snippet the report wrote there (WRITTEN) by name. index.html is index.md rendered by markdown-it (CommonMark),
     a page that opens offline: the images are the files beside it."""
     index = blog / "index.md"
-    present = {p.stem for p in blog.glob("*.md") if p != index}
+    present = {Path(n).stem for n in written_names(blog) if n.endswith(".md") and n != index.name} & {
+        p.stem for p in blog.glob("*.md")
+    }
     before = INDEX_HEADING.findall(index.read_text(encoding="utf-8")) if index.exists() else []
     order = list(dict.fromkeys([*before, *names, *sorted(present, key=_natural)]))
     entries = []

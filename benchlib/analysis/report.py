@@ -14,6 +14,8 @@ import html
 import logging
 import os
 import re
+import shutil
+import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,7 +34,7 @@ from plotly.offline import get_plotlyjs
 
 from .. import escape
 from ..errors import NotebookError
-from . import project_root, resolve
+from . import figures, project_root, resolve
 from .stats import CONFIG, failed_runs
 
 # report order: the answer first, then the results, then how they were measured
@@ -155,6 +157,18 @@ class LocalKernelManager(AsyncKernelManager):
 
     transport = "ipc"
 
+    def __init__(self, **kw) -> None:
+        super().__init__(**kw)
+        # The kernel's sockets in a directory of its own: by default they are kernel-ipc-<n> in the working
+        # directory (the project root), where a second report at once takes the first one's, and both die.
+        self._socket_dir = tempfile.mkdtemp(prefix="benchlib-kernel-")
+        self.ip = os.path.join(self._socket_dir, "kernel-ipc")
+
+    async def _async_cleanup_resources(self, restart: bool = False) -> None:
+        await super()._async_cleanup_resources(restart)
+        if not restart:
+            shutil.rmtree(self._socket_dir, ignore_errors=True)
+
     async def _async_launch_kernel(self, kernel_cmd: list[str], **kw) -> None:
         read, write = os.pipe()
         try:
@@ -198,6 +212,10 @@ def execute_notebook(
             progress_bar=False,
             kernel_manager_class=LocalKernelManager,
         )
+    except OSError as exc:  # a full disk while papermill saved the notebook: name what was written
+        if exc.filename is not None:
+            raise
+        raise OSError(exc.errno, exc.strerror, str(output)) from None
     except PapermillExecutionError as exc:
         evalue = " ".join(str(exc.evalue).split())[:300]
         raise NotebookError(
@@ -262,7 +280,14 @@ def render_report(
     html, _ = exporter.from_notebook_node(merged, resources={"plotly_js": get_plotlyjs()})
     output = resolve(output)
     output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(html, encoding="utf-8")
+    tmp = output.with_name(f".{output.name}.tmp-{os.getpid()}")
+    try:  # beside its place first: a full disk leaves the previous page whole, and names it
+        tmp.write_text(html, encoding="utf-8")
+        tmp.replace(output)
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, str(output)) from None
+    finally:
+        tmp.unlink(missing_ok=True)
     return output
 
 
@@ -274,6 +299,8 @@ def build_report(
 ) -> Path:
     """Execute each notebook into <out_dir>/notebooks/ and render <out_dir>/report.html."""
     out = resolve(out_dir)
+    for folder in ("figures", "blog"):  # only this report's figures in them, and in the blog index
+        figures.clear_written(out / folder)
     executed = [execute_notebook(src, out / "notebooks" / (Path(src).stem + ".ipynb"), parameters) for src in sources]
     return render_report(executed, out / "report.html", title=title)
 

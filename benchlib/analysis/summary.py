@@ -165,7 +165,9 @@ def campaign_text(runs: pl.DataFrame, comparisons: pl.DataFrame, baseline: str, 
     tests = [name(t) for t in sorted(runs["test"].unique().to_list())]
     baseline = name(baseline)
     ok = runs.filter(pl.col("outcome") == "ok")
-    per_config = ok.group_by("environment", "scenario", "test").len()["len"] if len(ok) else pl.Series([0])
+    # every configuration, those without a successful run (a baseline whose runs all failed) included
+    per_config = runs.group_by("environment", "scenario", "test").agg((pl.col("outcome") == "ok").sum())["outcome"]
+    per_config = per_config if len(per_config) else pl.Series([0])
     lo, hi = int(per_config.min()), int(per_config.max())  # pyright: ignore[reportArgumentType] (polars types Series.min/max as any literal or None)
     n = f"{lo}" if lo == hi else f"{lo} to {hi}"
     others = [s for s in scenarios if s != baseline]
@@ -185,30 +187,34 @@ def stats_order(scenarios: list[str], baseline: str) -> list[str]:
     return sorted(scenarios, key=lambda s: (s != baseline, s))
 
 
-def degenerate_text(runs: pl.DataFrame, comparisons: pl.DataFrame, baseline: str) -> str:
-    """ "" for a campaign with comparisons to read, else why there is nothing (or little) to conclude."""
+def degenerate_text(runs: pl.DataFrame, comparisons: pl.DataFrame, baseline: str, markdown: bool = True) -> str:
+    """ "" for a campaign with comparisons to read, else why there is nothing (or little) to conclude:
+    Markdown (names escaped), else plain text."""
+    name = _names(markdown)
+    lead = "**No finding:**" if markdown else "No finding:"
     ok = runs.filter(pl.col("outcome") == "ok")
     if ok.is_empty():
-        return "**No finding:** no run of this campaign succeeded; the failures are listed under Caveats."
+        return f"{lead} no run of this campaign succeeded; the failures are listed under Caveats."
     scenarios = set(runs["scenario"].unique())
     if scenarios == {baseline} or len(scenarios) == 1:
         return (
-            f"**No finding:** only one scenario ({_join([escape.markdown(s) for s in sorted(scenarios)])}) was measured: "
+            f"{lead} only one scenario ({_join([name(s) for s in sorted(scenarios)])}) was measured: "
             "there is nothing to compare it with."
         )
     if baseline not in set(ok["scenario"]):
+        shown = f"**{name(baseline)}**" if markdown else baseline
         return (
-            f"**No finding:** the baseline **{escape.markdown(baseline)}** has no successful run"
+            f"{lead} the baseline {shown} has no successful run"
             + (" (it was not measured)" if baseline not in scenarios else "")
             + ", so no scenario was compared with it."
         )
     if comparisons.is_empty():
-        return "**No finding:** no comparison was made."
+        return f"{lead} no comparison was made."
     untested = comparisons.filter(pl.Series([kind_of(v) == UNTESTED for v in comparisons["verdict"]], dtype=pl.Boolean))
     if len(untested) == len(comparisons):
         n = int(pl.concat([untested["n"], untested["n_base"]]).min())  # pyright: ignore[reportArgumentType] (polars types Series.min/max as any literal or None)
         return (
-            f"**No finding:** too few runs: no comparison could be tested (as few as {n} successful "
+            f"{lead} too few runs: no comparison could be tested (as few as {n} successful "
             f"run(s) per configuration, at least {stats.MIN_N} needed)."
         )
     return ""
@@ -380,8 +386,10 @@ def terminal_text(runs: pl.DataFrame, comparisons: pl.DataFrame, baseline: str, 
     how many comparisons were tested, and where the report is. Plain text (no Markdown)."""
     findings = ordered_findings(comparisons)
     significant = findings.filter(pl.col("kind") == FINDING)
+    degenerate = degenerate_text(runs, comparisons, baseline, markdown=False)
     lines = [
         campaign_text(runs, comparisons, baseline, markdown=False),
+        *([degenerate] if degenerate else []),
         f"{len(significant)} of {len(findings)} primary comparisons are significant"
         + (":" if len(significant) else "."),
     ]

@@ -311,6 +311,23 @@ def test_throughput_vs_cpu_draws_each_scenarios_ci_on_both_axes(real):
     assert "95 % CI" in caption
 
 
+def test_a_new_report_clears_the_previous_reports_figures_but_not_the_users_files(all_figures, tmp_path):
+    """What build_report does before its notebooks run: the figures and blog folders lose what the previous
+    report wrote (another campaign's figures must not reach the new blog index); a user's own files stay."""
+    out, blog = tmp_path / "figures", tmp_path / "blog"
+    figures.write_figures({"scatter": all_figures["scatter"]}, out, blog_dir=blog)  # the previous report's
+    mine = [blog / "notes.md", blog / "photo.png", out / "mine.svg"]
+    for path in mine:
+        path.write_text("the user's own")
+    for folder in (out, blog):
+        figures.clear_written(folder)
+    figures.write_figures({"bars": all_figures["bars"]}, out, blog_dir=blog)
+    assert figures.INDEX_HEADING.findall((blog / "index.md").read_text()) == ["bars"]
+    assert not [p for p in [*out.iterdir(), *blog.iterdir()] if p.stem == "scatter"]
+    assert all(p.read_text() == "the user's own" for p in mine)
+    assert (out / "plotly.min.js").exists() and (blog / "bars.md").exists()
+
+
 def test_the_blog_index_lists_every_exported_figure_with_its_caption_and_files(all_figures, tmp_path):
     """Each report notebook exports its own figures into one blog directory: after two exports the
     index has both, in the order they were exported, each with its image, caption and file links."""

@@ -3,6 +3,8 @@ the lab (tests/fixtures/perf via profile_tables: host and veth-routed, client an
 
 from __future__ import annotations
 
+import json
+
 import polars as pl
 import pytest
 from analysis_tables import make_tables, settings
@@ -203,10 +205,14 @@ def test_the_report_section_shows_the_profiles(tmp_path, with_profiles):
         assert not list((out / "figures").glob("cpu_profile_*"))
 
 
-def test_an_analysis_from_before_profiles_loads_with_empty_profile_tables(tmp_path):
+def test_an_analysis_by_an_older_benchlib_is_refused_in_one_line(tmp_path):
+    """An analysis without the digests of its files (older benchlib: from before profiles too) cannot be
+    told from a mixed one: it is refused, naming the file, not loaded half."""
     analysis_dir = _campaign(tmp_path, "none")
-    for name in profiles.EMPTY:
-        (analysis_dir / f"{name}.parquet").unlink()
-    loaded = analyse.load(analysis_dir)
-    assert all(getattr(loaded, name).is_empty() for name in profiles.EMPTY)
-    assert loaded.profile_frames.columns == list(profiles.FRAMES_SCHEMA)
+    settings = analysis_dir / analyse.SETTINGS_FILE
+    saved = json.loads(settings.read_text())
+    settings.write_text(json.dumps({k: v for k, v in saved.items() if k not in ("tables", "inputs", "parse")}))
+    with pytest.raises(
+        analyse.AnalysisError, match=rf"^{settings}: written by an older benchlib, which recorded no digest"
+    ):
+        analyse.load(analysis_dir)

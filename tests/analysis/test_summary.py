@@ -124,3 +124,10 @@ def test_publication_tables_leave_out_what_is_for_machines(real):
     assert "Test params" not in html and "bitrate" not in html  # the test's parameters as JSON
     assert "lab-default-003" not in html and "local-lab" not in html  # one campaign, one environment
     assert ">CV %<" in html and ">Flags<" in html
+
+
+def test_the_terminal_summary_says_plainly_that_the_baseline_has_no_successful_run(tmp_path):
+    a = degenerate("no baseline", tmp_path)
+    text = summary.terminal_text(a.runs, a.comparisons, "host", "reports/report.html")
+    assert "0 to 8 successful run(s) per configuration, 3 failed of 11" in text, text
+    assert "No finding: the baseline host has no successful run, so no scenario was compared with it." in text
