@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from . import cpu
+from . import cpu, limits
 from .collectors import RECORDED_PARAMS
 from .config import PROSE_KEYS, Environment, Scenario, environment_dir, project_root
 from .errors import RecordError
@@ -96,7 +96,7 @@ def set_aside_incomplete(cdir: Path, rids: Iterable[str]) -> list[tuple[Path, Pa
 def recorded_meta(cdir: Path, rid: str) -> dict | None:
     """A complete record's meta.json, unverified; None if unreadable (load() names it at parse time)."""
     try:
-        meta = json.loads((cdir / rid / META).read_bytes())
+        meta = json.loads(_read_bytes(os.fspath(cdir / rid / META)))
     except (OSError, ValueError):
         return None
     return meta if isinstance(meta, dict) else None
@@ -203,7 +203,7 @@ def survey(
             problems.append(f"{path}: run {rid} is not in the plan (scenarios, tests, repetitions)")
         else:
             try:
-                meta = json.loads((path / META).read_bytes())
+                meta = json.loads(_read_bytes(os.fspath(path / META)))
                 holds = meta["run_id"]
             except (OSError, ValueError, KeyError, TypeError) as exc:
                 problems.append(f"{path}: {META} unreadable ({type(exc).__name__}: {exc})")
@@ -473,8 +473,7 @@ def verify(path: Path) -> dict[str, bytes]:
 
 
 def _read_bytes(path: str) -> bytes:
-    with open(path, "rb") as f:
-        return f.read()
+    return limits.read_file(path, limits.RECORD_FILE_BYTES, RecordError)
 
 
 def _v4_to_v5(meta: dict, path: Path) -> dict:

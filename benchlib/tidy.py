@@ -23,7 +23,7 @@ from pathlib import Path
 
 import polars as pl
 
-from . import collectors, cpu, record, schema, stacks
+from . import collectors, cpu, limits, record, schema, stacks
 from .errors import ParseError, RecordError
 
 PARALLEL_MIN_RECORDS = 2000  # below this, starting worker processes costs more than it saves
@@ -139,9 +139,16 @@ def _measured(rec: record.RunRecord, path: Path) -> tuple[dict, list[dict]]:
             rows.append({"metric": metric, "side": side, "value": value, "unit": schema.METRICS[metric].unit})
     except ParseError as exc:
         raise RecordError(f"{path}: {exc}") from None
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:
         raise RecordError(f"{path}: malformed record ({type(exc).__name__}: {exc})") from None
     return run, rows
+
+
+def _check_int64(row: dict, path: Path) -> None:
+    """A table's integer columns are 64-bit: a record's integer beyond that is named, not a polars error."""
+    for key, value in row.items():
+        if isinstance(value, int) and not -(2**63) <= value < 2**63:
+            raise RecordError(f"{path}: {key} is beyond a 64-bit integer")
 
 
 _PROFILE_KEYS = ("run_id", "campaign", "environment", "scenario", "test", "kind")
@@ -187,13 +194,13 @@ def load_profiled(rec: record.RunRecord, path: Path) -> tuple[dict, list[dict]]:
                 run.update(metric=name, value=float(values[name]), unit=schema.METRICS[name].unit)
         if rec.profile_folded is None:
             return run, []
-        folded = stacks.read_folded(rec.profile_folded)
+        folded = stacks.read_folded(rec.profile_folded, record.PROFILE)
         rows = stacks.rows(
             folded, {side: [int(c) for c in cpus] for side, cpus in prof["cpus"].items()}, shared_side=schema.TOTAL_SIDE
         )
     except ParseError as exc:
         raise RecordError(f"{path}: {exc}") from None
-    except (KeyError, TypeError, ValueError, OSError, EOFError) as exc:  # gzip errors are OSErrors
+    except (KeyError, TypeError, ValueError, OverflowError, OSError, EOFError) as exc:  # gzip errors: OSErrors
         raise RecordError(f"{path}: malformed record ({type(exc).__name__}: {exc})") from None
     return run, rows
 
@@ -225,10 +232,12 @@ def _load_chunk(paths: list[str]) -> _Chunk:
             rec = record.load(path)
             if rec.profiled:
                 prun, rows = load_profiled(rec, path)
+                _check_int64(prun, path)
                 profile_runs.append(prun)
                 _columns(rows, {k: prun[k] for k in _PROFILE_KEYS}, profiles)
                 continue
             run, rows = _measured(rec, path)
+            _check_int64(run, path)
         except RecordError as exc:
             errors.append(exc)
             continue
@@ -252,11 +261,11 @@ def _run_order(paths: list[str]) -> pl.DataFrame:
     rows = []
     for path in paths:
         try:
-            meta = json.loads((Path(path) / record.META).read_bytes())
+            meta = json.loads(limits.read_file(Path(path) / record.META, limits.RECORD_FILE_BYTES, RecordError))
             env, order = meta["environment"], meta["order"]
         except (OSError, ValueError, KeyError, TypeError):
             env = order = None
-        if not (isinstance(env, str) and type(order) is int):
+        if not (isinstance(env, str) and type(order) is int and -(2**63) <= order < 2**63):
             env = order = None
         rows.append((path, env, order))
     return pl.DataFrame(rows, schema=_RUN_ORDER_SCHEMA, orient="row")
@@ -439,7 +448,7 @@ def build_facts(runs: pl.DataFrame) -> pl.DataFrame:
     keys = ["environment", "scenario", "test"]
     rows = []
     for r in runs.select(*keys, "record").iter_rows(named=True):
-        meta = json.loads((Path(r["record"]) / record.META).read_text())
+        meta = json.loads(limits.read_file(Path(r["record"]) / record.META, limits.RECORD_FILE_BYTES, RecordError))
         rows += [{**{k: r[k] for k in keys}, "field": f, "value": v} for f, v in record_facts(meta).items()]
     return (
         pl.DataFrame(rows, schema=FACTS_SCHEMA)

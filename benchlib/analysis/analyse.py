@@ -17,9 +17,9 @@ from pathlib import Path
 
 import polars as pl
 
-from benchlib import schema
+from benchlib import limits, schema
 from benchlib.config import Analysis as Settings
-from benchlib.errors import BenchlibError
+from benchlib.errors import BenchlibError, SchemaError
 
 from . import mesh, normalize, profiles, reference, resolution, resolve, saturation, stats
 
@@ -186,7 +186,7 @@ def load(directory: str | Path = ANALYSIS_DIR) -> Result:
     """The analysis `write` saved in ``directory``, with the tidy tables it was made from."""
     d = resolve(directory)
     try:
-        saved = json.loads((d / SETTINGS_FILE).read_text())
+        saved = json.loads(limits.read_file(d / SETTINGS_FILE, limits.ANALYSIS_FILE_BYTES, SchemaError))
         settings = Settings.model_validate(saved["settings"])
         # an analysis from before profiles has no profile tables: empty ones
         tables = {
