@@ -94,7 +94,10 @@ def test_parse_refuses_a_profile_beyond_a_cap_naming_the_record_and_the_cap(proj
     stack = next(iter(real))
     deep = ";".join([stack, *(f"frame_{i}" for i in range(10_000))])
     cases = [
-        (stacks.folded_bytes(Counter({**real, stack: 10**30})), f"beyond the cap of {limits.PROFILE_SAMPLES:,} samples per profile"),
+        (
+            stacks.folded_bytes(Counter({**real, stack: 10**30})),
+            f"beyond the cap of {limits.PROFILE_SAMPLES:,} samples per profile",
+        ),
         (stacks.folded_bytes(Counter({**real, deep: 1})), f"a stack deeper than {limits.STACK_DEPTH} frames"),
         # a few hundred KiB that unpack to more than the cap
         (gzip.compress(b"\0" * (limits.PROFILE_BYTES + 1), compresslevel=1), "unpacks to more than 256 MiB"),

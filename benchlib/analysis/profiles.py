@@ -306,7 +306,7 @@ def _trees(profiles: pl.DataFrame, profile_runs: pl.DataFrame) -> pl.DataFrame:
             .join(groups.select("_g", "busy"), on="_g")
         )
 
-    def column(values: list, dtype: pl.DataType) -> pl.Expr:
+    def column(values: list, dtype: type[pl.DataType]) -> pl.Expr:
         return pl.lit(pl.Series(values, dtype=dtype)).gather(pl.col("key"))
 
     paths = inclusive(path_rows, path_keys)
