@@ -15,7 +15,7 @@ from tests.conftest import REPO
 PACKAGE = REPO / "benchlib"
 # lowest first; a package's name stands for all its modules
 LAYERS = [
-    ["benchlib.errors", "benchlib.logs", "benchlib.limits"],  # logs: where messages go (logging); limits: the caps on what is read
+    ["benchlib.errors", "benchlib.logs", "benchlib.limits"],  # logs: messages (logging); limits: caps on reads
     [
         "benchlib.schema",
         "benchlib.collectors",
