@@ -18,6 +18,7 @@ import yaml
 from pydantic import AfterValidator, Field, PrivateAttr, ValidationError, field_validator, model_validator
 from pydantic_core import ErrorDetails
 
+from . import limits
 from .collectors import TOOLS, TestSpec, get
 from .collectors.base import Strict
 from .errors import ConfigError  # noqa: F401 (callers catch config.ConfigError)
@@ -819,7 +820,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
 def _load_yaml(path: Path) -> dict:
     try:
-        data = yaml.load(path.read_bytes().decode("utf-8"), Loader=_UniqueKeyLoader)
+        data = yaml.load(limits.read_text(path, limits.CONFIG_BYTES, ConfigError), Loader=_UniqueKeyLoader)
     except FileNotFoundError:
         raise ConfigError(f"{path}: file not found") from None
     except UnicodeDecodeError as exc:

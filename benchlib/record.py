@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from . import cpu
+from . import cpu, limits
 from .collectors import RECORDED_PARAMS
 from .config import PROSE_KEYS, Environment, Scenario, check_name, environment_dir, project_root
 from .errors import RecordError
@@ -156,7 +156,8 @@ def foreign(cdir: Path) -> list[str]:
 def read_file(record_dir: str, name: str) -> bytes:
     """The bytes of file ``name`` of a record. Anything but a regular file is refused (RecordError)
     without being followed or opened: a FIFO never blocks the read, a link never leaks what it points
-    to. FileNotFoundError if there is nothing by that name."""
+    to; a file larger than limits.RECORD_FILE_BYTES is refused too. FileNotFoundError if there is
+    nothing by that name."""
     path = os.path.join(record_dir, name)
     mode = os.lstat(path).st_mode
     if not stat.S_ISREG(mode):
@@ -171,7 +172,10 @@ def read_file(record_dir: str, name: str) -> bytes:
         mode = os.fstat(f.fileno()).st_mode
         if not stat.S_ISREG(mode):
             raise RecordError(_foreign_in_record(record_dir, name, _what(mode)))
-        return f.read()
+        data = f.read(limits.RECORD_FILE_BYTES + 1)
+    if len(data) > limits.RECORD_FILE_BYTES:
+        raise RecordError(f"{path}: larger than {limits.size_text(limits.RECORD_FILE_BYTES)}, the cap on such a file")
+    return data
 
 
 def set_aside_incomplete(cdir: Path, rids: Iterable[str]) -> list[tuple[Path, Path]]:

@@ -21,6 +21,9 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 
+from . import limits
+from .errors import ParseError
+
 # what `perf script -F` must print for fold(): the sample line, then one line per frame
 PERF_SCRIPT_FIELDS = "comm,pid,tid,cpu,event,ip,sym,dso"
 UNKNOWN = "[unknown]"
@@ -71,13 +74,26 @@ def folded_bytes(folded: Counter) -> bytes:
     return gzip.compress(text.encode(), mtime=0)
 
 
-def read_folded(data: bytes) -> Counter:
-    """folded_bytes() back into stack -> samples."""
+def read_folded(data: bytes, name: str = "profile") -> Counter:
+    """folded_bytes() back into stack -> samples; ParseError (naming ``name`` and the cap) for a profile
+    beyond a cap of benchlib.limits: unpacked size, frames of a stack, samples."""
     folded: Counter = Counter()
-    for line in gzip.decompress(data).decode().splitlines():
+    text = limits.gunzip(data, limits.PROFILE_BYTES, name, ParseError).decode()
+    total = 0
+    for number, line in enumerate(text.splitlines(), start=1):
         stack, _, n = line.rpartition(" ")
-        if stack:
-            folded[stack] += int(n)
+        if not stack:
+            continue
+        if stack.count(";") + 1 > limits.STACK_DEPTH + 2:  # the CPU and task frames come on top
+            raise ParseError(f"{name}: line {number}: a stack deeper than {limits.STACK_DEPTH} frames, the cap")
+        count = int(n)
+        total += count
+        if count < 1 or total > limits.PROFILE_SAMPLES:
+            raise ParseError(
+                f"{name}: line {number}: a sample count under 1 or beyond the cap of "
+                f"{limits.PROFILE_SAMPLES:,} samples per profile"
+            )
+        folded[stack] += count
     return folded
 
 

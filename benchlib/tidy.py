@@ -140,9 +140,16 @@ def _measured(rec: record.RunRecord, path: Path) -> tuple[dict, list[dict]]:
             rows.append({"metric": metric, "side": side, "value": value, "unit": schema.METRICS[metric].unit})
     except ParseError as exc:
         raise RecordError(f"{path}: {exc}") from None
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:
         raise RecordError(f"{path}: malformed record ({type(exc).__name__}: {exc})") from None
     return run, rows
+
+
+def _check_int64(row: dict, path: Path) -> None:
+    """A table's integer columns are 64-bit: a record's integer beyond that is named, not a polars error."""
+    for key, value in row.items():
+        if isinstance(value, int) and not -(2**63) <= value < 2**63:
+            raise RecordError(f"{path}: {key} is beyond a 64-bit integer")
 
 
 _PROFILE_KEYS = ("run_id", "campaign", "environment", "scenario", "test", "kind")
@@ -188,13 +195,13 @@ def load_profiled(rec: record.RunRecord, path: Path) -> tuple[dict, list[dict]]:
                 run.update(metric=name, value=float(values[name]), unit=schema.METRICS[name].unit)
         if rec.profile_folded is None:
             return run, []
-        folded = stacks.read_folded(rec.profile_folded)
+        folded = stacks.read_folded(rec.profile_folded, record.PROFILE)
         rows = stacks.rows(
             folded, {side: [int(c) for c in cpus] for side, cpus in prof["cpus"].items()}, shared_side=schema.TOTAL_SIDE
         )
     except ParseError as exc:
         raise RecordError(f"{path}: {exc}") from None
-    except (KeyError, TypeError, ValueError, OSError, EOFError) as exc:  # gzip errors are OSErrors
+    except (KeyError, TypeError, ValueError, OverflowError, OSError, EOFError) as exc:  # gzip errors: OSErrors
         raise RecordError(f"{path}: malformed record ({type(exc).__name__}: {exc})") from None
     return run, rows
 
@@ -226,10 +233,12 @@ def _load_chunk(paths: list[str]) -> _Chunk:
             rec = record.load(path)
             if rec.profiled:
                 prun, rows = load_profiled(rec, path)
+                _check_int64(prun, path)
                 profile_runs.append(prun)
                 _columns(rows, {k: prun[k] for k in _PROFILE_KEYS}, profiles)
                 continue
             run, rows = _measured(rec, path)
+            _check_int64(run, path)
         except RecordError as exc:
             errors.append(exc)
             continue
@@ -257,7 +266,7 @@ def _run_order(paths: list[str]) -> pl.DataFrame:
             env, order = meta["environment"], meta["order"]
         except (OSError, ValueError, KeyError, TypeError):  # a RecordError (a link, a FIFO) is a ValueError
             env = order = None
-        if not (isinstance(env, str) and type(order) is int):
+        if not (isinstance(env, str) and type(order) is int and -(2**63) <= order < 2**63):
             env = order = None
         rows.append((path, env, order))
     return pl.DataFrame(rows, schema=_RUN_ORDER_SCHEMA, orient="row")

@@ -15,7 +15,7 @@ from tests.conftest import REPO
 PACKAGE = REPO / "benchlib"
 # lowest first; a package's name stands for all its modules
 LAYERS = [
-    ["benchlib.errors", "benchlib.escape"],  # escape: text from data made safe to show
+    ["benchlib.errors", "benchlib.escape", "benchlib.limits"],  # escape: data made safe to show; limits: caps on reads
     ["benchlib.logs"],  # where messages go (logging), for the CLI
     [
         "benchlib.schema",

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import polars as pl
 
-from benchlib import schema
+from benchlib import limits, schema
 from benchlib.config import Analysis as Settings
-from benchlib.errors import BenchlibError
+from benchlib.errors import BenchlibError, SchemaError
 
 from . import mesh, normalize, profiles, reference, resolution, resolve, saturation, stats
 
@@ -302,7 +302,7 @@ def load(directory: str | Path = ANALYSIS_DIR) -> Result:
     analysis) or a tidy table changed since (a newer parse beside an older analysis)."""
     d = resolve(directory)
     try:
-        saved = json.loads((d / SETTINGS_FILE).read_text())
+        saved = json.loads(limits.read_file(d / SETTINGS_FILE, limits.ANALYSIS_FILE_BYTES, SchemaError))
         settings = Settings.model_validate(saved["settings"])
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise AnalysisError(

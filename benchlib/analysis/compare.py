@@ -23,8 +23,8 @@ from xml.etree import ElementTree as ET
 import polars as pl
 from scipy import stats as sps
 
-from benchlib import escape, schema
-from benchlib.errors import BenchlibError
+from benchlib import escape, limits, schema
+from benchlib.errors import BenchlibError, SchemaError
 
 from . import normalize, resolve, stats
 
@@ -372,7 +372,8 @@ def load_result(directory: str | Path) -> Result:
     """The Result that Result.save wrote (paths anchored at the project root)."""
     d = resolve(directory)
     tables: dict[str, Any] = {name: pl.read_parquet(d / f"{name}.parquet") for name in RESULT_TABLES}
-    return Result(**json.loads((d / "result.json").read_text()), **tables)
+    saved = json.loads(limits.read_file(d / "result.json", limits.ANALYSIS_FILE_BYTES, SchemaError))
+    return Result(**saved, **tables)
 
 
 def run(

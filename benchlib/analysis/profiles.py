@@ -13,6 +13,7 @@ profiled runs of one configuration are pooled: samples summed, work summed.
 from __future__ import annotations
 
 import re
+from array import array
 
 import polars as pl
 
@@ -244,59 +245,116 @@ def categories(profiles: pl.DataFrame, profile_runs: pl.DataFrame) -> pl.DataFra
     )
 
 
+class _Tree:
+    """The nodes of every stack's path, shared by all configurations: a node is its parent node and its
+    frame (an integer per distinct frame name), so memory grows with the distinct nodes, however deep the
+    stacks; a node's id (its path as text) is spelled out only for the nodes an output keeps (_trees)."""
+
+    def __init__(self) -> None:
+        self.child: dict[tuple[int, int], int] = {}
+        self.parent: list[int] = []  # -1: a root
+        self.frame: list[int] = []
+        self.depth: list[int] = []
+        self.frame_of: dict[str, int] = {}
+        self.name: list[str] = []
+
+    def add(self, path: list[str]) -> list[int]:
+        """The nodes of ``path``, root first, added where new."""
+        nodes, node = [], -1
+        for depth, name in enumerate(path):
+            frame = self.frame_of.setdefault(name, len(self.name))
+            if frame == len(self.name):
+                self.name.append(name)
+            found = self.child.setdefault((node, frame), len(self.parent))
+            if found == len(self.parent):
+                self.parent.append(node)
+                self.frame.append(frame)
+                self.depth.append(depth)
+            nodes.append(node := found)
+        return nodes
+
+
 def _trees(profiles: pl.DataFrame, profile_runs: pl.DataFrame) -> pl.DataFrame:
     """Every path prefix (level "path": side;comm;frames...) and every frame (level "frame", counted once
-    per stack however often it recurs) with its inclusive busy samples and CPU seconds, unpruned."""
+    per stack however often it recurs) with its inclusive busy samples and CPU seconds, unpruned. ``key``
+    names a node (or frame) in every configuration; ``id`` and ``parent`` are null on the nodes that no
+    configuration keeps (under PRUNE_SHARE everywhere), which no output shows."""
     configs = pooled_configs(profile_runs)
     b = _busy(profiles, profile_runs, configs)
     if b.is_empty():
-        return pl.DataFrame(schema={**FRAMES_SCHEMA, "busy": pl.Int64})
+        return pl.DataFrame(schema={**FRAMES_SCHEMA, "key": pl.Int64, "busy": pl.Int64})
     b = (
         b.group_by(*KEYS, "side", "comm", "stack")
         .agg(pl.col("cpu_s").sum(), pl.col("samples").sum())
-        .with_columns(
-            busy=pl.col("samples").sum().over(*KEYS, "side"),
-            full=pl.concat_str("side", "comm", "stack", separator=";").str.strip_chars_end(";"),
-        )
+        .sort(*KEYS, "side", "comm", "stack")
+        .with_columns(busy=pl.col("samples").sum().over(*KEYS, "side"))
     )
-    # one integer per configuration and side, and each prefix as a slice of the whole path: exploding lists
-    # of frames (or the key strings) once per prefix would copy them, a slice of one string does not
     groups = b.select(*KEYS, "side", "busy").unique(maintain_order=True).with_row_index("_g")
-    b = (
-        b.join(groups.select(*KEYS, "side", "_g"), on=[*KEYS, "side"])
-        .with_row_index("_row")
-        .select("_g", "_row", "full", "cpu_s", "samples", parts=pl.col("full").str.split(";"))
-    )
-    paths = (
-        b.with_columns(
-            name=pl.col("parts"),
-            depth=pl.int_ranges(0, pl.col("parts").list.len()),
-            end=pl.col("parts").list.eval((pl.element().str.len_bytes() + 1).cum_sum() - 1),
+    b = b.join(groups.select(*KEYS, "side", "_g"), on=[*KEYS, "side"], maintain_order="left")
+    # each stack's nodes and distinct frames as integers, one flat array each: no prefix is ever spelled
+    tree = _Tree()
+    path_rows, path_keys, frame_rows, frame_keys = array("q"), array("q"), array("q"), array("q")
+    for row, (side, comm, stack) in enumerate(b.select("side", "comm", "stack").iter_rows()):
+        nodes = tree.add(f"{side};{comm};{stack}".rstrip(";").split(";"))
+        path_rows.extend([row] * len(nodes))
+        path_keys.extend(nodes)
+        frames = sorted({tree.frame[n] for n in nodes[2:]})
+        frame_rows.extend([row] * len(frames))
+        frame_keys.extend(frames)
+    rows = b.select("_g", "cpu_s", "samples").with_row_index("_row").with_columns(pl.col("_row").cast(pl.Int64))
+
+    def inclusive(row: array, key: array) -> pl.DataFrame:
+        return (
+            pl.DataFrame({"_row": row, "key": key}, schema={"_row": pl.Int64, "key": pl.Int64})
+            .join(rows, on="_row")
+            .sort("_g", "key", "_row")  # sums in one order, whatever the threads: the same bits
+            .group_by("_g", "key", maintain_order=True)
+            .agg(pl.col("cpu_s").sum(), pl.col("samples").sum())
+            .join(groups.select("_g", "busy"), on="_g")
         )
-        .drop("parts")
-        .explode("name", "depth", "end")
-        .with_columns(id=pl.col("full").str.slice(0, pl.col("end")))
-        .group_by("_g", "id")
-        .agg(pl.col("name").first(), pl.col("depth").first(), pl.col("cpu_s").sum(), pl.col("samples").sum())
+
+    def column(values: list, dtype: type[pl.DataType]) -> pl.Expr:
+        return pl.lit(pl.Series(values, dtype=dtype)).gather(pl.col("key"))
+
+    paths = inclusive(path_rows, path_keys)
+    # a kept node's parent is kept too (it holds at least its samples): spell the ids depth by depth
+    kept = (
+        paths.filter(pl.col("samples") >= PRUNE_SHARE * pl.col("busy"))
+        .select(pl.col("key").unique())
+        .with_columns(
+            depth=column(tree.depth, pl.Int64),
+            _parent=column(tree.parent, pl.Int64),
+            name=column([tree.name[f] for f in tree.frame], pl.String),
+        )
+    )
+    by_depth = kept.sort("depth", "key").partition_by("depth", maintain_order=True)
+    levels = [by_depth[0].select("key", id="name")]
+    for level in by_depth[1:]:
+        level = level.join(levels[-1].rename({"key": "_parent"}), on="_parent")
+        levels.append(level.select("key", id=pl.concat_str("id", "name", separator=";")))
+    ids_of = pl.concat(levels, rechunk=False)
+    paths = (
+        paths.join(ids_of, on="key", how="left")
         .with_columns(
             level=pl.lit("path"),
-            parent=pl.when(pl.col("depth") > 0).then(pl.col("id").str.replace(r";[^;]*$", "")).otherwise(pl.lit("")),
+            name=column([tree.name[f] for f in tree.frame], pl.String),
+            depth=column(tree.depth, pl.Int64),
+            _parent=column(tree.parent, pl.Int64),
         )
+        .join(ids_of.rename({"key": "_parent", "id": "parent"}), on="_parent", how="left")
+        .with_columns(parent=pl.when(pl.col("depth") > 0).then("parent").otherwise(pl.lit("")))
+        .with_columns(parent=pl.when(pl.col("id").is_null()).then(None).otherwise("parent"))
     )
-    frames = (
-        b.select("_g", "_row", "cpu_s", "samples", name=pl.col("parts").list.slice(2))
-        .explode("name")
-        .drop_nulls("name")
-        .unique(["_row", "name"])
-        .group_by("_g", "name")
-        .agg(pl.col("cpu_s").sum(), pl.col("samples").sum())
-        .with_columns(
-            level=pl.lit("frame"), id=pl.col("name"), parent=pl.lit(None, pl.String), depth=pl.lit(None, pl.Int64)
-        )
+    frames = inclusive(frame_rows, frame_keys).with_columns(
+        level=pl.lit("frame"),
+        name=column(tree.name, pl.String),
+        id=column(tree.name, pl.String),
+        parent=pl.lit(None, pl.String),
+        depth=pl.lit(None, pl.Int64),
     )
-    cols = ["_g", "level", "id", "parent", "name", "depth", "samples", "cpu_s"]
+    cols = ["_g", "level", "key", "id", "parent", "name", "depth", "samples", "cpu_s"]
     out = pl.concat([paths.select(cols), frames.select(cols)]).join(groups, on="_g").drop("_g")
-    names = out["name"].unique()
+    names = out["name"].unique().sort()
     cat = dict(zip(names, (_frame_category(n) for n in names), strict=True))
     return _per_unit(out.with_columns(category=pl.col("name").replace_strict(cat, return_dtype=pl.String)), configs)
 
@@ -315,7 +373,7 @@ def frames(profiles: pl.DataFrame, profile_runs: pl.DataFrame, trees: pl.DataFra
     t = _trees(profiles, profile_runs) if trees is None else trees
     return (
         t.filter(pl.col("samples") >= PRUNE_SHARE * pl.col("busy"))
-        .sort(*KEYS, "side", "level", "depth", "samples", descending=[False] * 6 + [True], nulls_last=True)
+        .sort(*KEYS, "side", "level", "depth", "samples", "id", descending=[*[False] * 6, True, False], nulls_last=True)
         .select(FRAMES_SCHEMA.keys())
     )
 
@@ -332,8 +390,8 @@ def differences(
     if base.is_empty() or other.is_empty():
         return pl.DataFrame(schema=DIFFERENCES_SCHEMA)
     side = ["environment", "test", "side"]
-    on = [*side, "level", "id"]
-    attrs = ("parent", "name", "depth", "category", "unit")
+    on = [*side, "level", "key"]
+    attrs = ("id", "parent", "name", "depth", "category", "unit")
     # every scenario paired with the baseline's nodes too, so what the scenario lost is there
     pairs = other.select(*side, "scenario", "busy").unique([*side, "scenario"])
     b = base.select(
@@ -359,7 +417,7 @@ def differences(
         )
         .with_columns(baseline=pl.lit(baseline), delta=pl.col("cpu_per_unit") - pl.col("cpu_per_unit_base"))
     )
-    return d.sort("environment", "test", "scenario", "side", "level", "depth", nulls_last=True).select(
+    return d.sort("environment", "test", "scenario", "side", "level", "depth", "id", nulls_last=True).select(
         DIFFERENCES_SCHEMA.keys()
     )
 

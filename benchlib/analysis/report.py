@@ -32,8 +32,8 @@ from nbconvert import HTMLExporter
 from papermill.exceptions import PapermillExecutionError
 from plotly.offline import get_plotlyjs
 
-from .. import escape
-from ..errors import NotebookError
+from .. import escape, limits
+from ..errors import ConfigError, NotebookError
 from . import figures, project_root, resolve
 from .stats import CONFIG, failed_runs
 
@@ -334,7 +334,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out-dir", default="reports")
     parser.add_argument("--parameters", help="YAML file of papermill parameters passed to every notebook")
     args = parser.parse_args(argv)
-    parameters = yaml.safe_load(resolve(args.parameters).read_text()) if args.parameters else {}
+    parameters = (
+        yaml.safe_load(limits.read_text(resolve(args.parameters), limits.CONFIG_BYTES, ConfigError))
+        if args.parameters
+        else {}
+    )
     parameters.setdefault("out_dir", args.out_dir)
     print(build_report(args.notebooks, args.out_dir, parameters))
 

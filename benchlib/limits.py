@@ -1,0 +1,62 @@
+"""The caps on what benchlib reads from users and from records, in one place.
+
+Anything beyond a cap is refused in one line naming the file (or record) and the cap, before it is held
+whole: a params path that never ends (/dev/zero, a FIFO), a gzip that unpacks to gigabytes, a stack ten
+thousand frames deep, a sample count no machine can take. Each cap is far above what real campaigns write.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import stat
+from pathlib import Path
+
+MIB = 1024 * 1024
+# params.yaml, an environment definition, report parameters: real ones are a few KiB
+CONFIG_BYTES = 4 * MIB
+# one file of a raw record (meta.json, cpu.json, SHA256SUMS, a tool's output, the gzipped profile): the
+# largest real ones are a fortio JSON with its histogram and a profile of a long run, a few MiB
+RECORD_FILE_BYTES = 256 * MIB
+# a JSON file the analysis or compare wrote and reads back (settings, result.json): a few KiB
+ANALYSIS_FILE_BYTES = 64 * MIB
+# a profile's folded stacks unpacked: a real profile is ~1 MiB of perf script text and far less folded
+PROFILE_BYTES = 256 * MIB
+# frames of one stack: perf keeps at most kernel.perf_event_max_stack frames of a sample (127 by default;
+# real kernel stacks are under 200 frames), so 1024 leaves room for a raised sysctl and user-space frames
+STACK_DEPTH = 1024
+# samples of one profile: 10 kHz on 1000 CPUs for a day is under 10^12; also keeps sums within int64
+PROFILE_SAMPLES = 10**12
+
+
+def size_text(n: int) -> str:
+    return f"{n // MIB} MiB" if n >= MIB else f"{n} bytes"
+
+
+def read_file(path: str | os.PathLike, cap: int, error: type[Exception]) -> bytes:
+    """A regular file's bytes, at most ``cap`` of them; ``error`` (naming the file and the cap) for a
+    device, FIFO or socket (which may never end) or a larger file. FileNotFoundError passes through."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO without a writer must not block the open
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise error(f"{path}: not a regular file (a device, FIFO or socket); benchlib reads files only")
+        data = f.read(cap + 1)
+    if len(data) > cap:
+        raise error(f"{path}: larger than {size_text(cap)}, the cap on such a file")
+    return data
+
+
+def read_text(path: str | os.PathLike, cap: int, error: type[Exception]) -> str:
+    """read_file, decoded as UTF-8 (UnicodeDecodeError passes through)."""
+    return read_file(path, cap, error).decode("utf-8")
+
+
+def gunzip(data: bytes, cap: int, name: str | Path, error: type[Exception]) -> bytes:
+    """A gzip's contents, unpacked as a stream and refused (``error`` naming ``name`` and the cap) as soon
+    as they pass ``cap``: a small gzip can unpack to gigabytes."""
+    with gzip.GzipFile(fileobj=io.BytesIO(data)) as f:
+        out = f.read(cap + 1)
+    if len(out) > cap:
+        raise error(f"{name}: unpacks to more than {size_text(cap)}, the cap on it")
+    return out
