@@ -88,7 +88,10 @@ if ! command -v uv >/dev/null 2>&1; then
 fi
 
 log "syncing the locked Python environment (.venv)"
-uv sync --frozen --all-extras --quiet
+# --compile-bytecode: the packages' bytecode written once here, so that every Python the pipeline and
+# the tests start (papermill kernels, dvc stages, benchlib commands) reads it instead of compiling
+# plotly, polars and scipy again when the environment forbids writing it (PYTHONDONTWRITEBYTECODE)
+uv sync --frozen --all-extras --quiet --compile-bytecode
 
 if [ -n "$params" ]; then
   # the campaign's needs, as benchlib reads them (an invalid file stops here with its error)

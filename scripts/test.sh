@@ -23,4 +23,4 @@ bash scripts/lint.sh
 # and with Cilium (both built once per machine and cached under ~/.cache/benchlib)
 bash scripts/k8s-local-cluster.sh build
 bash scripts/k8s-local-cluster.sh build cilium
-exec uv run --frozen pytest "$@"
+exec uv run --frozen pytest --durations=25 "$@"

@@ -931,7 +931,8 @@ def test_an_over_long_campaign_id_is_one_line(project_copy):
     path = write_params(project_copy, "x", repetitions=1)
     path.write_text(path.read_text().replace("campaign: x", "campaign: " + "c" * 300))
     out = benchlib(project_copy, "collect", "--env", "local-lab")
-    assert out.returncode == 2 and "experiment.campaign: String should have at most 100 characters" in out.stderr
+    assert out.returncode == 2, out.stderr
+    assert "experiment.campaign: 'cccc" in out.stderr and "(300 characters) is not a name: 1 to 100" in out.stderr
     assert "Traceback" not in out.stderr
 
 
