@@ -819,12 +819,14 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
 
 def _load_yaml(path: Path) -> dict:
-    try:
-        data = yaml.load(limits.read_text(path, limits.CONFIG_BYTES, ConfigError), Loader=_UniqueKeyLoader)
+    try:  # a ConfigError of the cap is a ValueError too: read before YAML's errors are caught
+        text = limits.read_text(path, limits.CONFIG_BYTES, ConfigError)
     except FileNotFoundError:
         raise ConfigError(f"{path}: file not found") from None
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+    try:
+        data = yaml.load(text, Loader=_UniqueKeyLoader)
     except _DuplicateKey as exc:
         raise ConfigError(f"{path}: {exc}") from None
     except (yaml.YAMLError, ValueError) as exc:  # ValueError: an integer of more than 4300 digits
