@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from . import collectors, profiling, runner
 from .config import Params, environment_dir
-from .errors import TargetError
+from .errors import BenchlibError, TargetError
 from .plan import Plan, validate_all
 from .targets.kubernetes.manifests import kubernetes_settings
 
@@ -53,18 +53,27 @@ class Check:
 
 
 def run(params: Params) -> Iterator[Check]:
-    """Every check of every environment of the campaign (ConfigError first if params.yaml is invalid)."""
+    """Every check of every environment of the campaign (ConfigError first if params.yaml is invalid).
+    A check that cannot be made (an error it did not expect) fails with the error's whole message,
+    and the next environment's checks still run."""
     plans = validate_all(params)
     for plan in plans:
-        env = plan.environment
-        if env.target == "lab":
-            yield from lab_checks(plan)
-        elif env.target == "kubernetes":
-            yield from kubernetes_checks(plan)
-        elif env.target == "ssh":
-            yield from ssh_checks(plan)
-        if params.experiment.profile_runs:
-            yield profile_check(plan)
+        try:
+            yield from _plan_checks(params, plan)
+        except (BenchlibError, OSError, subprocess.TimeoutExpired) as exc:
+            yield Check(False, f"environment {plan.environment.name}", str(exc))
+
+
+def _plan_checks(params: Params, plan: Plan) -> Iterator[Check]:
+    env = plan.environment
+    if env.target == "lab":
+        yield from lab_checks(plan)
+    elif env.target == "kubernetes":
+        yield from kubernetes_checks(plan)
+    elif env.target == "ssh":
+        yield from ssh_checks(plan)
+    if params.experiment.profile_runs:
+        yield profile_check(plan)
 
 
 LOCAL_CLUSTER_SCRIPT = "k8s-local-cluster.sh"
@@ -79,7 +88,7 @@ def setup_profiles(params: Params) -> list[str]:
     for plan in validate_all(params):
         env = plan.environment
         scenarios = [env.scenarios[s] for s in plan.scenarios]
-        if "fortio" in runner.tools(plan) or any(sc.mesh for sc in scenarios):
+        if "fortio" in plan.tools() or any(sc.mesh for sc in scenarios):
             needs.add("mesh")
         for sc in scenarios:
             if any(LOCAL_CLUSTER_SCRIPT in c for c in [*sc.apply, *sc.programmed, *sc.record.values()]):
@@ -141,7 +150,7 @@ def profile_check(plan: Plan) -> Check:
 
             version = perf.check_profiling(plan.environment)
         else:
-            version = profiling.check_plan(target, _target_class(target).profiles)
+            version = profiling.check_plan(target, _target_class(target).can_profile)
     except TargetError as exc:
         return Check(False, "perf (experiment.profile_runs)", "; ".join(exc.args[0].splitlines()[1:]).strip())
     return Check(True, "perf (experiment.profile_runs)", version)
@@ -152,7 +161,7 @@ def lab_checks(plan: Plan) -> Iterator[Check]:
     from .targets.lab import envoy, haproxy
 
     env = plan.environment
-    tools = runner.tools(plan)
+    tools = plan.tools()
     for tool in tools:
         yield tool_check(tool)
     for server in collectors.servers(tools):
@@ -189,7 +198,7 @@ def ssh_checks(plan: Plan) -> Iterator[Check]:
     env = plan.environment
     ssh = env.ssh
     assert ssh is not None  # config: an ssh environment has its ssh: section
-    tools = runner.tools(plan)
+    tools = plan.tools()
     needs = {"client": collectors.client_commands(tools), "server": [s.argv[0] for s in collectors.servers(tools)]}
     yield command_check(ssh.command[0])
     if shutil.which(ssh.command[0]) is None:

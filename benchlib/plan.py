@@ -1,12 +1,20 @@
 """Planning: what each environment of a campaign runs (its scenarios and tests), checked against
-params.yaml and the environment definitions."""
+params.yaml and the environment definitions; its runs in blocks, and the campaign's identity (every
+run's test parameters and scenario definition), which records and tables are checked against."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+
 from pydantic import BaseModel
 
+from . import record
 from .collectors import TestSpec
-from .config import Environment, EnvironmentOverride, Params, load_environment
+from .config import Environment, EnvironmentOverride, Params, load_environment, scenario_definition
 from .errors import ConfigError
 
 
@@ -26,6 +34,10 @@ class Plan(BaseModel):
             for t in self.tests
             if self.pairs is None or (s, t) in self.pairs
         ]
+
+    def tools(self) -> list[str]:
+        """The tools the plan's tests run, sorted."""
+        return sorted({t.tool for t in self.tests.values()})
 
 
 def plan_environment(params: Params, env_name: str) -> Plan:
@@ -79,3 +91,121 @@ def validate_all(params: Params) -> list[Plan]:
                 f"scenarios: {scenarios}"
             )
     return plans
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    environment: str
+    scenario: str
+    test: str
+    spec: TestSpec
+    block: int  # 0-based; every configuration runs once per block
+    order: int  # position in the environment's whole schedule
+    # the scenario as the environment defines it (config.scenario_definition), kept in the record
+    definition: dict | None = field(default=None, compare=False, repr=False)
+    profiled: bool = False  # a CPU profile is recorded; never one of the measured runs
+
+    @property
+    def run_id(self) -> str:
+        return record.run_id(self.environment, self.scenario, self.test, self.block, self.profiled)
+
+
+def schedule(
+    plan: Plan, repetitions: int, seed: int, interleave_scenarios: bool = True, profile_runs: int = 0
+) -> list[RunSpec]:
+    """All runs of an environment in blocks: each block runs every configuration once, in a seeded order.
+
+    Profiled run k of each configuration goes into block k (k < ``profile_runs``), shuffled among
+    that block's measured runs, so that it sees the machine as they do while perf's load stays
+    out of their numbers.
+
+    Where scenarios can stand side by side (the lab), a block spans all of
+    them. Where switching scenario costs minutes (a CNI change on a cluster),
+    scenarios run one after another, in the order given, each with its own
+    blocks of tests.
+    """
+    rng = random.Random(f"{seed}/{plan.environment.name}")
+    groups = [plan.scenarios] if interleave_scenarios else [[s] for s in plan.scenarios]
+    definitions = {s: scenario_definition(plan.environment, s) for s in plan.scenarios}
+    runs = []
+    for scenarios in groups:
+        configs = plan.configurations(scenarios)
+        for block in range(repetitions):
+            order = [(s, t, False) for s, t in configs]
+            if block < profile_runs:
+                order += [(s, t, True) for s, t in configs]
+            rng.shuffle(order)
+            for scenario, test, profiled in order:
+                runs.append(
+                    RunSpec(
+                        plan.environment.name,
+                        scenario,
+                        test,
+                        plan.tests[test],
+                        block,
+                        len(runs),
+                        definitions[scenario],
+                        profiled,
+                    )
+                )
+    return runs
+
+
+def planned_params(params: Params) -> dict[str, dict]:
+    """Run id -> its test parameters, for every run of every environment: a campaign's identity."""
+    e = params.experiment
+    return {
+        r.run_id: r.spec.test_params()
+        for plan in validate_all(params)
+        for r in schedule(plan, e.repetitions, e.seed, profile_runs=e.profile_runs)
+    }
+
+
+def planned_definitions(params: Params) -> dict[str, dict]:
+    """Run id -> the definition of its scenario, for every run of every environment: the rest of a
+    campaign's identity."""
+    e = params.experiment
+    return {
+        r.run_id: r.definition
+        for plan in validate_all(params)
+        for r in schedule(plan, e.repetitions, e.seed, profile_runs=e.profile_runs)
+        if r.definition is not None
+    }
+
+
+def plan_digest(params: Params) -> str:
+    """A digest of the campaign's plan (every run's test parameters and scenario definition): which
+    plan the tidy tables were parsed with, so that the analysis refuses tables of another plan."""
+    plan = {"params": planned_params(params), "definitions": planned_definitions(params)}
+    return hashlib.sha256(json.dumps(plan, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def check_same_plan(params: Params, runs: list[RunSpec], cdir: Path) -> int:
+    """Refuse to resume a campaign whose tests or scenarios changed: its records would mix two settings.
+    Returns how many of its records predate recorded scenario definitions (not compared)."""
+    unchecked = 0
+    for run in runs:
+        meta = record.recorded_meta(cdir, run.run_id) if record.exists(cdir, run.run_id) else None
+        if meta is None:
+            continue
+        recorded = meta.get("test_params")
+        changes = record.param_changes(recorded, run.spec.test_params()) if isinstance(recorded, dict) else []
+        if changes:
+            raise ConfigError(
+                f"{params.source}: tests.{run.test}: campaign {params.experiment.campaign} recorded it with other "
+                f"parameters ({cdir / run.run_id}): {'; '.join(changes)}. A changed test is a new campaign: "
+                "set a new experiment.campaign (or restore the test)"
+            )
+        definition = record.recorded_definition(meta)
+        if definition is None or run.definition is None:
+            unchecked += 1
+            continue
+        changes = record.definition_changes(definition, run.definition, run.scenario)
+        if changes:
+            raise ConfigError(
+                f"{record.environment_file(run.environment)}: scenarios.{run.scenario}: campaign "
+                f"{params.experiment.campaign} recorded it with another definition ({cdir / run.run_id}): "
+                f"{'; '.join(changes)}. A changed scenario is a new campaign: set a new experiment.campaign "
+                "(or restore the scenario)"
+            )
+    return unchecked

@@ -200,12 +200,6 @@ def recorded_meta(cdir: Path, rid: str) -> dict | None:
     return meta if isinstance(meta, dict) else None
 
 
-def recorded_params(cdir: Path, rid: str) -> dict | None:
-    """The test parameters a complete record says it ran with (from meta.json, unverified)."""
-    params = (recorded_meta(cdir, rid) or {}).get("test_params")
-    return params if isinstance(params, dict) else None
-
-
 def recorded_definition(meta: dict | None) -> dict | None:
     """The scenario definition a record's meta.json keeps; None for a record that predates them."""
     definition = (meta or {}).get("scenario_definition")

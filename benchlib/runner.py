@@ -8,22 +8,19 @@ appears only when complete, so resuming skips the runs that have one.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
-import random
 import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from . import collectors, cpu, profiling, record
 from .collectors import TestSpec
-from .config import Params, scenario_definition
-from .errors import ConfigError, DatapathError, ParseError, RecordError, TargetError
-from .plan import Plan, validate_all
+from .config import Params
+from .errors import DatapathError, ParseError, RecordError, TargetError
+from .plan import Plan, RunSpec, check_same_plan, schedule
 from .schema import METRICS, PRIMARY_METRICS, SIDES
 from .targets import KILL_WAIT_S, Placement, Result, Target, shown
 
@@ -31,129 +28,6 @@ VERSION_TIMEOUT_S = 10  # a tool's version probe: it answers at once, or the too
 # After a test's duration, how long to let the client finish before firing the server's report timer
 # (Target.end_server_wait). A client still mid-test then fails loudly (connection refused), never quietly.
 SERVER_WAIT_MARGIN_S = 0.5
-
-
-@dataclass(frozen=True)
-class RunSpec:
-    environment: str
-    scenario: str
-    test: str
-    spec: TestSpec
-    block: int  # 0-based; every configuration runs once per block
-    order: int  # position in the environment's whole schedule
-    # the scenario as the environment defines it (config.scenario_definition), kept in the record
-    definition: dict | None = field(default=None, compare=False, repr=False)
-    profiled: bool = False  # a CPU profile is recorded; never one of the measured runs
-
-    @property
-    def run_id(self) -> str:
-        return record.run_id(self.environment, self.scenario, self.test, self.block, self.profiled)
-
-
-def schedule(
-    plan: Plan, repetitions: int, seed: int, interleave_scenarios: bool = True, profile_runs: int = 0
-) -> list[RunSpec]:
-    """All runs of an environment in blocks: each block runs every configuration once, in a seeded order.
-
-    Profiled run k of each configuration goes into block k (k < ``profile_runs``), shuffled among
-    that block's measured runs, so that it sees the machine as they do while perf's load stays
-    out of their numbers.
-
-    Where scenarios can stand side by side (the lab), a block spans all of
-    them. Where switching scenario costs minutes (a CNI change on a cluster),
-    scenarios run one after another, in the order given, each with its own
-    blocks of tests.
-    """
-    rng = random.Random(f"{seed}/{plan.environment.name}")
-    groups = [plan.scenarios] if interleave_scenarios else [[s] for s in plan.scenarios]
-    definitions = {s: scenario_definition(plan.environment, s) for s in plan.scenarios}
-    runs = []
-    for scenarios in groups:
-        configs = plan.configurations(scenarios)
-        for block in range(repetitions):
-            order = [(s, t, False) for s, t in configs]
-            if block < profile_runs:
-                order += [(s, t, True) for s, t in configs]
-            rng.shuffle(order)
-            for scenario, test, profiled in order:
-                runs.append(
-                    RunSpec(
-                        plan.environment.name,
-                        scenario,
-                        test,
-                        plan.tests[test],
-                        block,
-                        len(runs),
-                        definitions[scenario],
-                        profiled,
-                    )
-                )
-    return runs
-
-
-def planned_params(params: Params) -> dict[str, dict]:
-    """Run id -> its test parameters, for every run of every environment: a campaign's identity."""
-    e = params.experiment
-    return {
-        r.run_id: r.spec.test_params()
-        for plan in validate_all(params)
-        for r in schedule(plan, e.repetitions, e.seed, profile_runs=e.profile_runs)
-    }
-
-
-def planned_definitions(params: Params) -> dict[str, dict]:
-    """Run id -> the definition of its scenario, for every run of every environment: the rest of a
-    campaign's identity."""
-    e = params.experiment
-    return {
-        r.run_id: r.definition
-        for plan in validate_all(params)
-        for r in schedule(plan, e.repetitions, e.seed, profile_runs=e.profile_runs)
-        if r.definition is not None
-    }
-
-
-def plan_digest(params: Params) -> str:
-    """A digest of the campaign's plan (every run's test parameters and scenario definition): which
-    plan the tidy tables were parsed with, so that the analysis refuses tables of another plan."""
-    plan = {"params": planned_params(params), "definitions": planned_definitions(params)}
-    return hashlib.sha256(json.dumps(plan, sort_keys=True, default=str).encode()).hexdigest()
-
-
-def check_same_plan(params: Params, runs: list[RunSpec], cdir: Path) -> int:
-    """Refuse to resume a campaign whose tests or scenarios changed: its records would mix two settings.
-    Returns how many of its records predate recorded scenario definitions (not compared)."""
-    unchecked = 0
-    for run in runs:
-        meta = record.recorded_meta(cdir, run.run_id) if record.exists(cdir, run.run_id) else None
-        if meta is None:
-            continue
-        recorded = meta.get("test_params")
-        changes = record.param_changes(recorded, run.spec.test_params()) if isinstance(recorded, dict) else []
-        if changes:
-            raise ConfigError(
-                f"{params.source}: tests.{run.test}: campaign {params.experiment.campaign} recorded it with other "
-                f"parameters ({cdir / run.run_id}): {'; '.join(changes)}. A changed test is a new campaign: "
-                "set a new experiment.campaign (or restore the test)"
-            )
-        definition = record.recorded_definition(meta)
-        if definition is None or run.definition is None:
-            unchecked += 1
-            continue
-        changes = record.definition_changes(definition, run.definition, run.scenario)
-        if changes:
-            raise ConfigError(
-                f"{record.environment_file(run.environment)}: scenarios.{run.scenario}: campaign "
-                f"{params.experiment.campaign} recorded it with another definition ({cdir / run.run_id}): "
-                f"{'; '.join(changes)}. A changed scenario is a new campaign: set a new experiment.campaign "
-                "(or restore the scenario)"
-            )
-    return unchecked
-
-
-def tools(plan: Plan) -> list[str]:
-    """The tools a plan's tests run, sorted."""
-    return sorted({t.tool for t in plan.tests.values()})
 
 
 @dataclass(frozen=True)
@@ -514,7 +388,7 @@ def run_environment(params: Params, plan: Plan, target: Target, raw_root: Path |
     if counts["already_done"]:
         log(f"collect: resuming campaign {exp.campaign}: {counts['already_done']} of {len(runs)} runs already recorded")
     progress = Progress(len(runs), counts["already_done"])
-    names = tools(plan)
+    names = plan.tools()
     with target:
         info = target.describe()
         activated: list[str] = []

@@ -73,7 +73,7 @@ def main() -> None:
         }
     )
     plan = plan_environment(params, "local-lab")
-    tools = runner.tools(plan)
+    tools = plan.tools()
     target = TimedTarget(
         LabTarget(
             load_environment("local-lab"),

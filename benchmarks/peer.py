@@ -32,6 +32,7 @@ from common import figure, median
 from benchlib import record, runner
 from benchlib.collectors import netperf
 from benchlib.config import load_environment
+from benchlib.plan import RunSpec
 from benchlib.targets.lab import LabTarget
 
 FLENT = Path(sys.executable).parent / "flent"
@@ -39,7 +40,7 @@ FLENT = Path(sys.executable).parent / "flent"
 
 def ours(lab: LabTarget, spec: netperf.Spec, raw: Path, rep: int) -> tuple[float, float]:
     """(throughput Gbit/s, wall s) of one benchlib run, its raw record written as collect writes it."""
-    run = runner.RunSpec("local-lab", "host", "tcp_stream_1", spec, rep, rep)
+    run = RunSpec("local-lab", "host", "tcp_stream_1", spec, rep, rep)
     t0 = time.monotonic()
     attempt = runner.measure(lab, run, trim_s=0.3)
     runner.to_record("peer", run, [attempt], {"clk_tck": 100, "versions": {}}).write(record.campaign_dir("peer", raw))

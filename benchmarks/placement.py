@@ -29,6 +29,7 @@ from common import figure
 from benchlib import collectors, runner
 from benchlib.collectors import netperf
 from benchlib.config import load_environment
+from benchlib.plan import RunSpec
 from benchlib.targets.lab import LabTarget
 
 KINDS = ("TCP_STREAM", "TCP_RR", "TCP_CRR")
@@ -74,7 +75,7 @@ def main() -> None:
             rng.shuffle(order)
             for scenario, kind, placement, seconds in order:
                 target.env = envs[placement]
-                run = runner.RunSpec("local-lab", scenario, kind.lower(), spec(kind, seconds), block, 0)
+                run = RunSpec("local-lab", scenario, kind.lower(), spec(kind, seconds), block, 0)
                 t0 = time.monotonic()
                 m = runner.measure(target, run, trim_s=0.3)
                 overhead[kind].append(time.monotonic() - t0 - seconds)

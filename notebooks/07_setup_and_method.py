@@ -77,7 +77,7 @@ display(
 )
 
 # %%
-targets = normalize.work_targets(**analyse.targets(settings))
+targets = normalize.work_targets(**analyse.work_rates(settings))
 http = (
     f", {targets['http_qps']:g} requests/s for HTTP (fortio's achieved rate)"
     if (metrics["metric"] == "http_qps").any()

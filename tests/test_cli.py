@@ -252,12 +252,12 @@ def test_quiet_hides_a_measured_runs_progress_line_not_a_failed_run_or_the_resul
     from dataclasses import replace
 
     from benchlib import logs, runner
-    from benchlib.plan import plan_environment
+    from benchlib.plan import plan_environment, schedule
     from tests.conftest import SHORT_TESTS, short_params
 
     capsys = terminal(logs.QUIET if quiet else logs.NORMAL)
     plan = plan_environment(short_params("p", ["host"], SHORT_TESTS, repetitions=2), "local-lab")
-    first, second = runner.schedule(plan, 2, seed=1)[:2]
+    first, second = schedule(plan, 2, seed=1)[:2]
     progress = runner.Progress(total=4, done=0)
     progress.report(first, "ok", "12,345 trans/s")
     progress.report(replace(second, block=1), "failed", "netperf exited 1")

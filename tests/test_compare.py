@@ -18,7 +18,7 @@ import yaml
 
 from benchlib import record
 from benchlib.analysis import compare
-from benchlib.cli import load_campaign
+from benchlib.commands.compare import load_campaign
 from tests.conftest import REPO, RR, require_root, venv_env, write_params
 from tests.test_dvc import committed
 

@@ -89,7 +89,7 @@ def test_every_shipped_preset_is_valid():
 
 
 def test_matrix_runs_the_union_of_its_products(tmp_path):
-    from benchlib.runner import schedule
+    from benchlib.plan import schedule
 
     params = load_params(REPO / "pipelines/local-lab/params-datapaths.yaml")
     plan = plan_environment(params, "local-lab")

@@ -25,13 +25,14 @@ LAYERS = [
     ],  # pure: builders, parsers, vocabulary
     ["benchlib.machine"],  # the machine-wide collect lock, dying with the parent
     ["benchlib.config"],  # the settings: tests are the collectors' models, metric names the schema's
-    ["benchlib.plan"],  # what each environment runs, from params and the environment definitions
     ["benchlib.record"],
+    ["benchlib.plan"],  # what each environment runs, its runs in blocks, and the campaign's identity
     ["benchlib.profiling"],  # perf records a run's CPU window; each target says where perf runs
     ["benchlib.targets", "benchlib.images"],
     ["benchlib.runner", "benchlib.tidy", "benchlib.analysis", "benchlib.store"],  # store: records against DVC
     ["benchlib.doctor"],  # what a campaign needs, asked of the targets' checks before collect
-    ["benchlib.cli"],
+    ["benchlib.commands"],  # one module per command: its arguments and the library calls it makes
+    ["benchlib.cli"],  # the command line built from the commands, the global options, the exit codes
 ]
 # what notebooks may use: the analysis and what it stands on
 NOTEBOOK_IMPORTS = ("benchlib.analysis", "benchlib.schema", "benchlib.config", "benchlib.escape")

@@ -14,7 +14,7 @@ import yaml
 
 from benchlib import cli, collectors, record
 from benchlib.analysis.compare import CompareError
-from benchlib.cli import load_campaign
+from benchlib.commands.compare import load_campaign
 from benchlib.config import NAME_RULE, ConfigError, Environment, load_environment, load_params
 from benchlib.errors import RecordError
 from tests.conftest import REPO, RR, project_with_environment, venv_env

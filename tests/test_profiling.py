@@ -9,7 +9,7 @@ import pytest
 from benchlib import profiling, record, runner, schema, stacks, tidy
 from benchlib.config import ConfigError, Params
 from benchlib.errors import TargetError
-from benchlib.plan import plan_environment
+from benchlib.plan import plan_environment, planned_definitions, planned_params, schedule
 from benchlib.targets.lab import LabTarget
 from tests.conftest import SHORT_TESTS, lab_target, require_root, short_params
 from tests.test_record import v1_record  # noqa: F401 (fixture)
@@ -66,7 +66,7 @@ def test_the_default_campaign_profiles_once_per_configuration():
 def test_profiled_run_k_goes_into_block_k_and_measured_runs_keep_their_ids():
     tests = {"rr": SHORT_TESTS["rr"], "stream": SHORT_TESTS["stream"]}
     plain = plan_environment(short_params("s", ["host", "bridge"], tests, repetitions=3), "local-lab")
-    runs = runner.schedule(plain, 3, seed=1, profile_runs=2)
+    runs = schedule(plain, 3, seed=1, profile_runs=2)
     configs = {(r.scenario, r.test) for r in runs}
     profiled = [r for r in runs if r.profiled]
     assert sorted((r.block, r.scenario, r.test) for r in profiled) == sorted(
@@ -74,22 +74,22 @@ def test_profiled_run_k_goes_into_block_k_and_measured_runs_keep_their_ids():
     )
     assert {r.run_id.rsplit("/", 1)[1] for r in profiled} == {"p000", "p001"}
     measured = [r for r in runs if not r.profiled]
-    assert sorted(r.run_id for r in measured) == sorted(r.run_id for r in runner.schedule(plain, 3, seed=1))
+    assert sorted(r.run_id for r in measured) == sorted(r.run_id for r in schedule(plain, 3, seed=1))
     # shuffled among their block's measured runs, by the same seed
     blocks = [r.block for r in runs]
-    assert blocks == sorted(blocks) and runner.schedule(plain, 3, seed=1, profile_runs=2) == runs
+    assert blocks == sorted(blocks) and schedule(plain, 3, seed=1, profile_runs=2) == runs
     assert [r.profiled for r in runs if r.block == 0] != sorted(r.profiled for r in runs if r.block == 0)
-    assert runner.schedule(plain, 3, seed=1, profile_runs=0) == runner.schedule(plain, 3, seed=1)
+    assert schedule(plain, 3, seed=1, profile_runs=0) == schedule(plain, 3, seed=1)
 
 
 def test_the_plan_of_a_campaign_names_its_profiled_runs():
     params = profiled_params("s", ["host"], {"rr": SHORT_TESTS["rr"]}, repetitions=2)
-    assert sorted(runner.planned_params(params)) == [
+    assert sorted(planned_params(params)) == [
         "local-lab/host/rr/p000",
         "local-lab/host/rr/r000",
         "local-lab/host/rr/r001",
     ]
-    assert set(runner.planned_definitions(params)) == set(runner.planned_params(params))
+    assert set(planned_definitions(params)) == set(planned_params(params))
 
 
 # -- the plan checks: values in, messages out ----------------------------------------------
@@ -144,7 +144,7 @@ def test_a_campaign_without_perf_on_path_stops_before_any_run(tmp_path, lab_env,
 
 def test_a_target_on_other_machines_cannot_profile(tmp_path, lab_env):
     class Elsewhere(LabTarget):
-        profiles = False
+        can_profile = False
         kind = "ssh"
 
     params = profiled_params("elsewhere", ["host"], {"rr": SHORT_TESTS["rr"]})
@@ -309,7 +309,7 @@ def test_a_cluster_profiles_only_where_its_nodes_run_on_this_kernel():
         KubernetesTarget.profile_unavailable(target({"n1": here, "ip-10-0-1-2": "other"}), "s")
         == "node(s) ip-10-0-1-2 run on another machine's kernel"
     )
-    assert KubernetesTarget.profiles and LabTarget.profiles
+    assert KubernetesTarget.can_profile and LabTarget.can_profile
 
 
 def test_validate_without_perf_on_path_is_one_error_and_exit_2(tmp_path):

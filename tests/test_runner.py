@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 from benchlib import record, runner, tidy
-from benchlib.plan import plan_environment
+from benchlib.plan import plan_environment, schedule
 from benchlib.targets.lab import LabTarget, list_namespaces
 from tests.conftest import SHORT_TESTS, lab_target, short_params, venv_env
 
@@ -18,7 +18,7 @@ from tests.conftest import SHORT_TESTS, lab_target, short_params, venv_env
 def test_every_block_runs_every_configuration_once_in_seeded_order(lab_env):
     params = short_params("s", ["host", "bridge", "vxlan"], SHORT_TESTS, repetitions=4)
     plan = plan_environment(params, "local-lab")
-    runs = runner.schedule(plan, 4, seed=1)
+    runs = schedule(plan, 4, seed=1)
     assert [r.order for r in runs] == list(range(24))
     configs = {(s, t) for s in plan.scenarios for t in plan.tests}
     orders = []
@@ -27,8 +27,8 @@ def test_every_block_runs_every_configuration_once_in_seeded_order(lab_env):
         assert sorted(in_block) == sorted(configs)
         orders.append(in_block)
     assert len({tuple(o) for o in orders}) > 1  # shuffled, not the same order every block
-    assert runner.schedule(plan, 4, seed=1) == runs
-    assert [r.scenario for r in runner.schedule(plan, 4, seed=2)] != [r.scenario for r in runs]
+    assert schedule(plan, 4, seed=1) == runs
+    assert [r.scenario for r in schedule(plan, 4, seed=2)] != [r.scenario for r in runs]
 
 
 def test_records_are_complete_and_verifiable(short_campaign):
@@ -179,7 +179,7 @@ def test_the_runner_calls_the_target_in_the_declared_order(tmp_path, lab_env):
     assert counts["ok"] == 4
     calls = target.calls
     assert calls[0] == ("describe",)
-    first = runner.schedule(plan, 2, params.experiment.seed)[0].scenario
+    first = schedule(plan, 2, params.experiment.seed)[0].scenario
     # each scenario once: activated, then its server started, before its first run
     for scenario in ("host", "bridge"):
         assert calls.count(("activate", scenario)) == 1

@@ -34,7 +34,7 @@ class AnalysisError(BenchlibError, ValueError):
     """The analysis tables are missing or do not belong together; the message names the file."""
 
 
-def targets(settings: Settings) -> dict[str, float]:
+def work_rates(settings: Settings) -> dict[str, float]:
     """The work rates CPU is normalized to, as normalize's keyword arguments."""
     return {
         "target_gbps": settings.cpu_target_gbps,
@@ -124,7 +124,7 @@ def run(
     """Analyse one campaign's tidy tables with ``settings`` (the analysis section of params.yaml); with
     the profiled runs' tables (profiles.parquet, profile_runs.parquet), their CPU profiles too."""
     s = settings
-    values = normalize.with_cpu_at_target(metrics, runs, **targets(s))
+    values = normalize.with_cpu_at_target(metrics, runs, **work_rates(s))
     compared = stats.compared_values(values, runs, s.family_metrics)
     # what the instrument cannot resolve, and where a side ran at its CPU limit, stated on each comparison
     comparisons = saturation.annotate(resolution.annotate(compare(compared, runs, s)), runs, values)

@@ -142,10 +142,6 @@ def empty(table: str) -> pl.DataFrame:
     return pl.DataFrame(schema=EMPTY[table])
 
 
-def empty_profiles() -> pl.DataFrame:
-    return pl.DataFrame(schema=PROFILES_SCHEMA)
-
-
 def empty_profile_runs() -> pl.DataFrame:
     return pl.DataFrame(schema=PROFILE_RUNS_SCHEMA)
 

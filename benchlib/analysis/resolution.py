@@ -125,8 +125,6 @@ DNS_STEP_US = 1.0  # dnsperf prints each query's latency in seconds with 6 decim
 # (0.01 us) beside its percentiles. fortio and dnsperf have no finer latency.
 FINER = {m: "latency_mean" for m in (*NETPERF_PERCENTILES, *NETPERF_SAMPLE)}
 
-RESOLVED_METRICS = (*NETPERF_PERCENTILES, *NETPERF_SAMPLE, *NETPERF_MEAN, *FORTIO_PERCENTILES, *DNS_PERCENTILES)
-
 BELOW = "below resolution"
 # what is below the resolution: the change itself (at most one step), or only its interval (half-width
 # below one step while the change is larger)

@@ -66,10 +66,6 @@ def kind_of(verdict: str | None) -> str:
     return FINDING
 
 
-def _pct(v: float | None) -> str:
-    return "" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.4g} %"
-
-
 def _names(markdown: bool):
     """How names from the tables enter a sentence: escaped for Markdown, or as they are in plain text
     (which the terminal's writer makes safe)."""

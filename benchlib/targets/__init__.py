@@ -101,7 +101,7 @@ class Target(ABC):
     ends_server_wait = False  # whether end_server_wait works (a signal into the server's processes)
     # whether perf on this machine can profile its runs (profiling.check_plan); `profile_unavailable`
     # then says, per scenario once activated, whether it can indeed
-    profiles = False
+    can_profile = False
     perf_is_remote = False  # whether check_profiling asks other machines (doctor and collect do; validate not)
 
     def __init__(
@@ -187,11 +187,11 @@ class Target(ABC):
 
     def profile_unavailable(self, scenario: str) -> str | None:
         """Why perf on this machine cannot profile the active scenario's runs; None: it can."""
-        return None if self.profiles else f"target {self.kind} runs its commands on other machines"
+        return None if self.can_profile else f"target {self.kind} runs its commands on other machines"
 
     def check_profiling(self) -> str:
         """perf's version where the runs run, or TargetError naming each setting that stops it."""
-        return profiling.check_plan(self.kind, self.profiles)
+        return profiling.check_plan(self.kind, self.can_profile)
 
     def recorder(self, placement: Placement, hz: int, perf_version: str) -> profiling.ProfileRecorder:
         """What records a profiled run's CPU window: `perf record -a -g` on this machine."""

@@ -56,7 +56,7 @@ def test_compare_normalizes_cpu_with_the_analysis_settings_of_the_report():
     medians = {}
     for per_requests in (1000.0, 250.0):
         s = settings("pipelines/local-lab/params-mesh.yaml").model_copy(update={"http_per_requests": per_requests})
-        rows = compare.comparisons(real, real, targets=analyse.targets(s)).filter(cpu, http)
+        rows = compare.comparisons(real, real, targets=analyse.work_rates(s)).filter(cpu, http)
         summary = analyse.run(runs, metrics, s).summary_all.filter(cpu, http)
         both = rows.join(summary, on=["scenario", "test", "side"], suffix="_report")
         assert len(both) == len(rows) > 0

@@ -83,7 +83,7 @@ class Sidecars:
 
 class KubernetesTarget(Target):
     kind = "kubernetes"
-    profiles = True  # where the nodes run on this machine's kernel (a local cluster): profile_unavailable
+    can_profile = True  # where the nodes run on this machine's kernel (a local cluster): profile_unavailable
     # switching a CNI costs minutes: scenarios run one after another
     interleaves_scenarios = False
 

@@ -79,7 +79,7 @@ class LabTarget(Target):
     """Builds every scenario's namespaces on entry, serves every run, tears down on exit."""
 
     kind = "lab"
-    profiles = True  # every namespace runs on this machine's kernel
+    can_profile = True  # every namespace runs on this machine's kernel
     # every scenario stands at once, so runs of different scenarios can alternate
     interleaves_scenarios = True
     ends_server_wait = True  # the servers are this machine's processes

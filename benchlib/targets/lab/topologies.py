@@ -69,8 +69,6 @@ TOPOLOGIES: dict[str, Topology] = {
     # refused at preflight wherever the kernel lacks netkit (Linux < 6.7 or CONFIG_NETKIT off)
     "netkit": Topology("netkit", "wire", features=("netkit",)),
 }
-# topologies whose every link is a plain veth, where IPv6 and BIG TCP sizes apply as they are
-PLAIN_VETH = ("host", "veth-routed")
 
 
 def topology_of(name: str, sc) -> str:

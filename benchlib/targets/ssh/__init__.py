@@ -45,7 +45,7 @@ class SshTarget(Target):
     kind = "ssh"
     # one pair of hosts serves every scenario: nothing to switch between runs
     interleaves_scenarios = True
-    profiles = True  # with perf on each host (check_profiling)
+    can_profile = True  # with perf on each host (check_profiling)
     perf_is_remote = True
 
     def __init__(

@@ -1,0 +1,85 @@
+"""`benchlib collect`: run (or resume) one environment's measurements."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+from .. import collectors, machine, runner
+from ..errors import ConfigError
+from ..plan import Plan, plan_environment
+from ..targets import Target, lab
+from .common import ERRORS, RESULT, add, log, params
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def add_parser(subparsers) -> None:
+    s = add(
+        subparsers,
+        "collect",
+        help="run (or resume) one environment's measurements",
+        description="Set up the environment's scenarios, run every configuration once per "
+        "block in seeded random order, and write one raw record per run under "
+        "data/raw/<campaign>/<environment>/. Runs already recorded are skipped, "
+        "so running it again after an interruption resumes. Everything the "
+        "target created is removed at the end, on error and on Ctrl-C.",
+        examples=["sudo .venv/bin/benchlib collect --env local-lab", "dvc repro   # runs it for every environment"],
+        exit_codes=f"0 every planned run recorded (failed runs included, counted); {ERRORS}, also when another "
+        "measurement holds the machine; 130 interrupted (SIGINT, SIGTERM, SIGHUP): completed runs are kept, "
+        "the same command resumes.",
+    )
+    s.add_argument("--env", required=True, help="environment name (a folder under pipelines/)")
+    s.set_defaults(func=run)
+
+
+def make_target(plan: Plan, log=log.info) -> Target:
+    """The plan's target, told which servers and client commands its tools need."""
+    names = plan.tools()
+    env, kw = (
+        plan.environment,
+        {"servers": collectors.servers(names), "commands": collectors.client_commands(names), "log": log},
+    )
+    if env.target == "lab":
+        return lab.LabTarget(env, plan.scenarios, **kw)
+    if env.target == "kubernetes":
+        from ..targets.kubernetes import KubernetesTarget
+
+        return KubernetesTarget(env, plan.scenarios, **kw)
+    if env.target == "ssh":
+        from ..targets.ssh import SshTarget
+
+        return SshTarget(env, plan.scenarios, **kw)
+    raise ConfigError(f"environment {env.name}: unknown target {env.target!r}")
+
+
+def _interrupt(signum, frame) -> None:
+    # Once only: a second signal must not cut the teardown short.
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
+def _stop_on_signals() -> None:
+    """Ctrl-C, SIGTERM (dvc, shells, kill) and SIGHUP (a closed terminal or SSH session) all stop
+    the collection and tear the target down. Under dvc, the death of dvc does too."""
+    for sig in STOP_SIGNALS:
+        if sig == signal.SIGHUP and signal.getsignal(sig) == signal.SIG_IGN:
+            continue  # nohup: the user asked to outlive the terminal
+        signal.signal(sig, _interrupt)  # SIGINT too where a background job inherited it ignored
+    if "DVC_STAGE" in os.environ:
+        machine.die_with_parent(signal.SIGTERM)
+
+
+def run(args) -> int:
+    p = params(args)
+    plan = plan_environment(p, args.env)
+    _stop_on_signals()
+    with machine.exclusive(f"benchlib collect --env {args.env}, campaign {p.experiment.campaign}"):
+        counts = runner.run_environment(p, plan, make_target(plan), log=log.info)
+    log.info(
+        f"collect: {args.env}: {counts['ok']} ok, {counts['failed']} failed, "
+        f"{counts['already_done']} recorded before, {counts['planned']} planned",
+        extra=RESULT,
+    )
+    return 0

@@ -1,0 +1,66 @@
+"""`benchlib parse`: the campaign's raw records, checked against the plan, as the tidy tables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .. import config, record, tidy
+from ..plan import plan_digest, planned_definitions, planned_params
+from .common import ERRORS, add, log, out, params
+
+
+def add_parser(subparsers) -> None:
+    s = add(
+        subparsers,
+        "parse",
+        help="raw records -> data/processed/{runs,metrics}.parquet",
+        description="Verify every raw record of the campaign against its checksums, "
+        "re-parse the tool output and write the tidy tables.",
+        examples=["benchlib parse", "benchlib parse --skip-corrupt --out /tmp/tables"],
+        exit_codes=f"0 the tables are written; {ERRORS}: a record that is corrupt or not of the plan, "
+        "or planned runs not recorded yet (without --skip-corrupt).",
+    )
+    s.add_argument("--out", help="output directory (default: data/processed)")
+    s.add_argument(
+        "--skip-corrupt",
+        action="store_true",
+        help="skip records that fail verification or do not match the plan (counted and listed), "
+        "and parse a campaign whose planned runs are not all recorded yet, instead of stopping",
+    )
+    s.set_defaults(func=run)
+
+
+def run(args) -> int:
+    p = params(args)
+    cdir = record.campaign_dir(p.experiment.campaign)
+    planned = planned_params(p)
+    records, problems = record.survey(cdir, planned, planned_definitions(p))
+    if problems and not args.skip_corrupt:
+        raise record.RecordError(
+            f"{cdir}: {len(problems)} record(s) do not match the plan of "
+            f"{p.source} (--skip-corrupt lists and skips them):\n  " + "\n  ".join(problems)
+        )
+    if problems:
+        log.warning(
+            f"parse: skipped {len(problems)} record(s) that do not match the plan (--skip-corrupt):\n  "
+            + "\n  ".join(problems)
+        )
+    missing = [rid for rid in planned if not record.exists(cdir, rid)]
+    if missing:
+        envs = sorted({rid.split("/")[0] for rid in missing})
+        what = (
+            f"{cdir}: {len(missing)} of {len(planned)} planned runs not recorded yet (the first: {missing[0]}): "
+            f"run {' and '.join(f'`benchlib collect --env {e}`' for e in envs)}"
+        )
+        if not args.skip_corrupt:
+            raise record.RecordError(f"{what} (--skip-corrupt parses the {len(planned) - len(missing)} recorded)")
+        log.warning(f"parse: {what}; parsing the {len(records)} recorded that match the plan (--skip-corrupt)")
+    where = Path(args.out) if args.out else config.project_root() / "data" / "processed"
+    parsed = tidy.parse_campaign(
+        cdir, where, skip_corrupt=args.skip_corrupt, log=log.warning, records=records, plan=plan_digest(p)
+    )
+    out(
+        f"parse: {parsed.runs} runs ({parsed.failed} failed), {parsed.metric_rows} metric rows, "
+        f"{parsed.profiled} profiled runs ({parsed.profile_rows} stack rows) -> {where}"
+    )
+    return 0

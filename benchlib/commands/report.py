@@ -1,0 +1,43 @@
+"""`benchlib report`: the analysis rendered as the HTML report by the notebooks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .. import config
+from .common import ERRORS, add, log, out, params
+
+
+def add_parser(subparsers) -> None:
+    s = add(
+        subparsers,
+        "report",
+        help="render the analysis as the HTML report (notebooks, figures)",
+        description="Execute the notebooks in notebooks/ with papermill on the tables "
+        "`benchlib analyse` wrote: setup, method, CPU normalization, significance "
+        "against the baseline, figures (HTML/SVG/PNG), the published reference "
+        "numbers and the mesh section. Writes reports/notebooks/*.ipynb, "
+        "reports/figures/, reports/significance.csv and reports/report.html (code "
+        "hidden, opens offline). Computes no statistic of its own.",
+        examples=["benchlib report", "benchlib report --out-dir /tmp/reports"],
+        exit_codes=f"0 the report is written; {ERRORS}: a missing or partial analysis, a notebook that failed.",
+    )
+    s.add_argument("--analysis", default="data/analysis", help="the analysis tables (default: data/analysis)")
+    s.add_argument("--out-dir", help="output directory (default: reports)")
+    s.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from benchlib.analysis import analyse, report  # heavy imports (papermill, nbconvert) only when reporting
+
+    p = params(args)
+    root = config.project_root()
+    out_dir = Path(args.out_dir) if args.out_dir else root / "reports"
+    analyse.load(args.analysis)  # a missing or partial analysis is named here, not in a notebook's traceback
+    notebooks = [root / "notebooks" / name for name in report.NOTEBOOKS]
+    log.info(f"report: executing {len(notebooks)} notebooks into {out_dir}")
+    html = report.build_report(
+        notebooks, out_dir, {"analysis_dir": str(args.analysis), "out_dir": str(out_dir)}, title=p.report.title
+    )
+    out(f"report: {html}")
+    return 0

@@ -1,0 +1,67 @@
+"""`benchlib validate`: check params.yaml and the environments; print the run plan and its power."""
+
+from __future__ import annotations
+
+from .. import config, profiling, record, runner, tidy
+from ..plan import schedule, validate_all
+from .collect import make_target
+from .common import ERRORS, add, out, params
+
+PER_RUN_OVERHEAD_S = 0.2  # spawn, CPU sampling and record writing, measured on the lab
+
+
+def add_parser(subparsers) -> None:
+    s = add(
+        subparsers,
+        "validate",
+        help="check params.yaml and the environments; print the run plan",
+        description="Validate params.yaml and every environment it names, then print "
+        "how many runs each environment has, the estimated time and how many "
+        "are already recorded; then the planned power: from the spread of a "
+        "previous campaign of the same configurations (data/processed, the newest "
+        "campaign under data/raw, or --pilot), the minimum detectable effect of each "
+        "primary comparison at the planned repetitions and the runs needed for the "
+        "noise band and for 5 %. Touches nothing.",
+        examples=["benchlib validate", "benchlib validate --params pipelines/local-lab/params-datapaths.yaml"],
+        exit_codes=f"0 valid; {ERRORS} (the file and key).",
+    )
+    s.add_argument(
+        "--pilot", metavar="DIR", help="tidy tables (runs.parquet, metrics.parquet) of a previous campaign to plan from"
+    )
+    s.set_defaults(func=run)
+
+
+def run(args) -> int:
+    p = params(args)
+    plans = validate_all(p)
+    for plan in plans:
+        target = make_target(plan)
+        runs = schedule(
+            plan,
+            p.experiment.repetitions,
+            p.experiment.seed,
+            target.interleaves_scenarios,
+            p.experiment.profile_runs,
+        )
+        seconds = sum(
+            runner.expected_run_s(target, r.spec) + PER_RUN_OVERHEAD_S + (profiling.EXTRA_S if r.profiled else 0.0)
+            for r in runs
+        )
+        if p.experiment.profile_runs and not target.perf_is_remote:  # validate contacts no host
+            # the targets whose perf runs here collect as root (the lab, the local cluster): root's permissions
+            profiling.check_plan(target.kind, target.can_profile, root=True)
+        cdir = record.campaign_dir(p.experiment.campaign)
+        done = sum(record.exists(cdir, r.run_id) for r in runs)
+        out(
+            f"{plan.environment.name}: {len(plan.scenarios)} scenarios {plan.scenarios}, "
+            f"{len(plan.tests)} tests {list(plan.tests)}: {len(plan.configurations())} configurations "
+            f"x {p.experiment.repetitions} blocks "
+            f"= {sum(not r.profiled for r in runs)} runs + {sum(r.profiled for r in runs)} profiled, about {seconds / 60:.1f} min; {done} already recorded "
+            f"in {cdir}"
+        )
+    from ..analysis import planning  # scipy and statsmodels only here
+
+    for line in planning.planned_power(p, plans, config.project_root(), args.pilot, tidy.build_tables):
+        out(line)
+    out(f"{p.source} is valid")
+    return 0
