@@ -57,6 +57,7 @@ from . import cpu, limits
 from .collectors import RECORDED_PARAMS
 from .config import PROSE_KEYS, Environment, Scenario, check_name, environment_dir, project_root
 from .errors import RecordError
+from .files import temporary
 from .schema import SIDES
 
 SCHEMA_VERSION = 5
@@ -514,7 +515,7 @@ class RunRecord:
         """
         final = cdir / self.run_id
         final.parent.mkdir(parents=True, exist_ok=True)
-        tmp = final.parent / f".{final.name}.tmp-{os.getpid()}"
+        tmp = temporary(final)
         shutil.rmtree(tmp, ignore_errors=True)
         try:
             _write_outputs(tmp, self.attempts[-1].outputs)

@@ -19,6 +19,7 @@ from pathlib import Path
 import polars as pl
 
 from .errors import SchemaError
+from .files import temporary, write_atomically
 
 # The two sides of every run. A metric row has one of these, or "none" for
 # what belongs to the run as a whole (throughput, latency).
@@ -386,16 +387,7 @@ def write(df: pl.DataFrame, name: str, path: Path) -> None:
     df = conform(df, name)
     if name == "metrics":
         check_metrics(df)
-    tmp = temporary(path)
-    writing(path, tmp, lambda: df.write_parquet(tmp))
-    tmp.replace(path)
-
-
-def temporary(path: Path, what: str = "") -> Path:
-    """Where ``path`` is written before it is renamed into place: a hidden name beside it carrying this
-    process's pid, so that the next writer tells a killed writer's leftovers from a live one's
-    (`remove_stale_temporaries`); .dvcignore keeps DVC from caching them."""
-    return path.with_name(f".{path.name}.tmp-{os.getpid()}{what}")
+    write_atomically(path, lambda tmp: writing(path, tmp, lambda: df.write_parquet(tmp)))
 
 
 def _alive(pid: int) -> bool:

@@ -1,12 +1,13 @@
 """`benchlib --help` and every subcommand's help explain themselves."""
 
+import argparse
 import re
 import subprocess
 import time
 
 import pytest
 
-from benchlib import config
+from benchlib import cli, config
 from tests.conftest import REPO, venv_env
 
 
@@ -305,3 +306,33 @@ def test_quiet_collect_prints_its_counts_and_the_log_keeps_the_progress(tmp_path
     loud = collect(campaign="loud")
     assert re.search(r"^\[1/1\] block 1 host +tcp_rr +ok .* elapsed \d+:\d\d ETA 0:00$", loud.stderr, re.M), loud.stderr
     assert loud.stderr.splitlines()[-1] == counts, loud.stderr
+
+
+def test_a_bare_benchlib_lists_every_command_with_its_description():
+    proc = subprocess.run(["benchlib"], cwd=REPO, env=venv_env(), capture_output=True, text=True)
+    assert proc.returncode == 2, proc.stderr  # a usage error: nothing was done
+    listed = {line.split()[0]: " ".join(line.split()[1:]) for line in proc.stderr.splitlines() if line.startswith("  ")}
+    sub = next(a for a in cli.build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert listed == {c.dest: " ".join(c.help.split()) for c in sub._choices_actions}
+    assert "collect" in listed and "COMMAND --help" in proc.stderr
+
+
+def _commands(parser, words):
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield [*words, name], sub
+                yield from _commands(sub, [*words, name])
+
+
+def test_every_command_help_shows_examples_and_exit_codes():
+    commands = list(_commands(cli.build_parser(), []))
+    assert len(commands) >= 13
+    for words, parser in commands:
+        text = parser.format_help()
+        examples = text[text.index("Examples:") :].splitlines()[1]
+        assert examples.startswith("  ") and "benchlib " + " ".join(words) in examples or "dvc" in examples, words
+        assert "Exit codes: 0 " in " ".join(text.split()) or "those of LAB_COMMAND" in text, words
+    proc = subprocess.run(["benchlib", "verify", "--help"], cwd=REPO, env=venv_env(), capture_output=True, text=True)
+    assert proc.returncode == 0 and "  dvc pull && benchlib verify\n" in proc.stdout
+    assert "Exit codes: 0 all is whole; 2 with the list of problems" in " ".join(proc.stdout.split())

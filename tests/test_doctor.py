@@ -256,3 +256,26 @@ def test_setup_sh_stops_on_an_invalid_params_file_with_its_error(tmp_path):
     )
     assert proc.returncode == 2, proc.stderr
     assert f"benchlib: error: {bad}: invalid" in proc.stderr and "[setup] done" not in proc.stderr, proc.stderr
+
+
+def test_every_check_runs_after_one_that_could_not_be_made(tmp_path, monkeypatch):
+    """A check that raises fails with its whole message, and the next environment is still checked."""
+    fix = "a fix that is longer than any terminal line, " * 5 + "and ends here"
+
+    def broken(plan):
+        yield doctor.Check(True, "before", "found")
+        raise doctor.TargetError(fix)
+
+    monkeypatch.setattr(doctor, "lab_checks", broken)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "nowhere"))
+    params = tmp_path / "params.yaml"
+    params.write_text(
+        yaml.safe_dump(
+            {**LAB_PARAMS, "experiment": {**LAB_PARAMS["experiment"], "environments": ["local-lab", "eks-m6i"]}}
+        )
+    )
+    from benchlib import config
+
+    checks = list(doctor.run(config.load_params(params)))
+    assert [c.line() for c in checks[:2]] == ["ok    before: found", f"FAIL  environment local-lab: {fix}"]
+    assert any(c.line().startswith(f"FAIL  kubeconfig {tmp_path / 'nowhere'}: does not exist") for c in checks)

@@ -15,7 +15,8 @@ from tests.conftest import REPO
 PACKAGE = REPO / "benchlib"
 # lowest first; a package's name stands for all its modules
 LAYERS = [
-    ["benchlib.errors", "benchlib.escape", "benchlib.limits"],  # escape: data made safe to show; limits: caps on reads
+    # escape: data made safe to show; limits: caps on reads; files: written whole or not at all
+    ["benchlib.errors", "benchlib.escape", "benchlib.limits", "benchlib.files"],
     ["benchlib.logs"],  # where messages go (logging), for the CLI
     [
         "benchlib.schema",

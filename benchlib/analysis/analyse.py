@@ -18,7 +18,7 @@ from pathlib import Path
 
 import polars as pl
 
-from benchlib import limits, schema
+from benchlib import files, limits, schema
 from benchlib.config import Analysis as Settings
 from benchlib.errors import BenchlibError, SchemaError
 
@@ -228,17 +228,6 @@ def sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _stage_text(path: Path, text: str) -> Path:
-    """``text`` written beside ``path`` (schema.temporary); a failure (a full disk) names ``path``."""
-    tmp = schema.temporary(path)
-    try:
-        tmp.write_text(text)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise OSError(exc.errno, exc.strerror, str(path)) from None
-    return tmp
-
-
 def write(
     result: Result,
     directory: str | Path,
@@ -264,7 +253,7 @@ def write(
         digests = {}
         for name in TABLES:
             dst = out / f"{name}.parquet"
-            tmp = schema.temporary(dst)
+            tmp = files.temporary(dst)
             staged.append((tmp, dst))
             schema.writing(dst, tmp, lambda: getattr(result, name).write_parquet(tmp))  # noqa: B023 (called at once)
             digests[name] = sha256(tmp)
@@ -282,9 +271,10 @@ def write(
             dst.parent.mkdir(parents=True, exist_ok=True)
             schema.remove_stale_temporaries(dst.parent, [dst.name])
             text = json.dumps(result.metrics_json(), indent=2, allow_nan=False)
-            staged.append((_stage_text(dst, text), dst))
+            staged.append((files.stage(dst, lambda tmp: tmp.write_text(text)), dst))  # noqa: B023 (called at once)
             saved["metrics_json"] = {"path": str(metrics_json), "sha256": hashlib.sha256(text.encode()).hexdigest()}
-        staged.append((_stage_text(out / SETTINGS_FILE, json.dumps(saved, indent=1)), out / SETTINGS_FILE))
+        settings = json.dumps(saved, indent=1)
+        staged.append((files.stage(out / SETTINGS_FILE, lambda tmp: tmp.write_text(settings)), out / SETTINGS_FILE))
         for tmp, dst in staged:
             os.replace(tmp, dst)
     finally:

@@ -34,6 +34,7 @@ from plotly.offline import get_plotlyjs
 
 from .. import escape, limits
 from ..errors import ConfigError, NotebookError
+from ..files import write_atomically
 from . import figures, project_root, resolve
 from .stats import CONFIG, failed_runs
 
@@ -280,15 +281,8 @@ def render_report(
     html, _ = exporter.from_notebook_node(merged, resources={"plotly_js": get_plotlyjs()})
     output = resolve(output)
     output.parent.mkdir(parents=True, exist_ok=True)
-    tmp = output.with_name(f".{output.name}.tmp-{os.getpid()}")
-    try:  # beside its place first: a full disk leaves the previous page whole, and names it
-        tmp.write_text(html, encoding="utf-8")
-        tmp.replace(output)
-    except OSError as exc:
-        raise OSError(exc.errno, exc.strerror, str(output)) from None
-    finally:
-        tmp.unlink(missing_ok=True)
-    return output
+    # a full disk leaves the previous page whole, and names it
+    return write_atomically(output, lambda tmp: tmp.write_text(html, encoding="utf-8"))
 
 
 def build_report(

@@ -44,9 +44,7 @@ def run(args) -> int:
     runs, metrics = analysis.load_tables(runs_path, analyse.PROCESSED["metrics"])
     # written by parse when the campaign has profiled runs; absent files are empty tables
     profile_stacks, profile_runs = profiles.read_tables(paths["profiles"], paths["profile_runs"])
-    parse = analyse.check_inputs(
-        paths, runs, metrics, profile_runs, p.experiment.campaign, plan_digest(p), p.source
-    )
+    parse = analyse.check_inputs(paths, runs, metrics, profile_runs, p.experiment.campaign, plan_digest(p), p.source)
     measured = sorted(runs["scenario"].unique())
     baseline = p.analysis.baseline
     if baseline not in measured:

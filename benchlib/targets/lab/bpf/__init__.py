@@ -13,10 +13,10 @@ import os
 import platform
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 from benchlib.errors import TargetError
+from benchlib.files import write_atomically
 
 from ..netns import COMMAND_TIMEOUT_S
 
@@ -46,15 +46,14 @@ def object_path() -> Path:
     obj.parent.mkdir(parents=True, exist_ok=True)
     # asm/types.h lives in the multiarch include directory on Debian
     multiarch = f"/usr/include/{platform.machine()}-linux-gnu"
-    fd, tmp = tempfile.mkstemp(dir=obj.parent, suffix=".o.tmp")
-    os.close(fd)
-    argv = ["clang", "-O2", "-g", "-target", "bpf", "-I", multiarch, "-c", str(SOURCE), "-o", tmp]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S)
-    if proc.returncode != 0:
-        os.unlink(tmp)
-        raise TargetError(f"bpf: `{' '.join(argv)}` failed: {proc.stderr.strip()[:2000]}")
-    os.replace(tmp, obj)  # atomic: concurrent labs never load a half-written object
-    return obj
+
+    def compile_to(tmp: Path) -> None:
+        argv = ["clang", "-O2", "-g", "-target", "bpf", "-I", multiarch, "-c", str(SOURCE), "-o", str(tmp)]
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S)
+        if proc.returncode != 0:
+            raise TargetError(f"bpf: `{' '.join(argv)}` failed: {proc.stderr.strip()[:2000]}")
+
+    return write_atomically(obj, compile_to)  # concurrent labs never load a half-written object
 
 
 def attach(ns: str, dev: str, section: str) -> None:
