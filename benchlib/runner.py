@@ -24,6 +24,8 @@ from .plan import Plan, RunSpec, check_same_plan, schedule
 from .schema import METRICS, PRIMARY_METRICS, SIDES
 from .targets import KILL_WAIT_S, Placement, Result, Target, shown
 
+_log = logging.getLogger(__name__)  # the default for log=: where benchlib.logs sends messages
+
 VERSION_TIMEOUT_S = 10  # a tool's version probe: it answers at once, or the tool is broken
 # After a test's duration, how long to let the client finish before firing the server's report timer
 # (Target.end_server_wait). A client still mid-test then fails loudly (connection refused), never quietly.
@@ -340,7 +342,7 @@ def _headline(spec: TestSpec, stdouts: list[bytes]) -> str:
     )
 
 
-def run_environment(params: Params, plan: Plan, target: Target, raw_root: Path | None = None, log=print) -> dict:
+def run_environment(params: Params, plan: Plan, target: Target, raw_root: Path | None = None, log=_log.info) -> dict:
     """Run (or resume) every run of one environment. Returns counts."""
     exp = params.experiment
     cdir = record.campaign_dir(exp.campaign, raw_root)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import os
 import re
@@ -26,6 +27,8 @@ import polars as pl
 
 from . import collectors, cpu, record, schema, stacks
 from .errors import ParseError, RecordError
+
+_log = logging.getLogger(__name__)  # the default for log=: where benchlib.logs sends messages
 
 PARALLEL_MIN_RECORDS = 2000  # below this, starting worker processes costs more than it saves
 PARSE_CHUNK = 500  # records per task handed to a worker process
@@ -333,7 +336,10 @@ def _checked_chunks(campaign_dir: Path, skip_corrupt: bool, log, records: Iterab
 
 
 def build_tables(
-    campaign_dir: Path, skip_corrupt: bool = False, log=print, records: Iterable[Path] | None = None
+    campaign_dir: Path,
+    skip_corrupt: bool = False,
+    log=_log.warning,
+    records: Iterable[Path] | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(runs, metrics) of a campaign in memory, checked against the schemas, in run order.
 
@@ -347,7 +353,10 @@ def build_tables(
 
 
 def build_profile_tables(
-    campaign_dir: Path, skip_corrupt: bool = False, log=print, records: Iterable[Path] | None = None
+    campaign_dir: Path,
+    skip_corrupt: bool = False,
+    log=_log.warning,
+    records: Iterable[Path] | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(profile_runs, profiles) of a campaign in memory, in run order; empty where nothing was profiled."""
     chunks = list(_checked_chunks(campaign_dir, skip_corrupt, log, records))
@@ -370,7 +379,7 @@ def parse_campaign(
     campaign_dir: Path,
     out_dir: Path,
     skip_corrupt: bool = False,
-    log=print,
+    log=_log.warning,
     records: Iterable[Path] | None = None,
     plan: str = "",
 ) -> Parsed:

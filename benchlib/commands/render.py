@@ -47,7 +47,7 @@ def run(args) -> int:
         items = render(env, list(env.scenarios), servers)
     else:
         raise config.ConfigError(f"environment {env.name}: target {env.target} applies no manifests")
-    for title, item in items:
+    for title, item in items:  # written as they are: the project's own manifests, for kubectl or a diff
         print(f"# --- {title}")
         if isinstance(item, Path):
             if not item.is_file():

@@ -7,6 +7,7 @@ processes printed. `Target` declares everything the runner relies on.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -20,6 +21,8 @@ from typing import Protocol
 from .. import cpu, profiling
 from ..collectors import Server
 from ..errors import TargetError  # noqa: F401 (targets raise it; callers catch targets.TargetError)
+
+_log = logging.getLogger(__name__)  # the default for log=: where benchlib.logs sends messages
 
 # After a kill, the output is there at once; a process that escaped its session
 # and still holds the pipe must not hold the caller forever.
@@ -105,7 +108,12 @@ class Target(ABC):
     perf_is_remote = False  # whether check_profiling asks other machines (doctor and collect do; validate not)
 
     def __init__(
-        self, env, scenarios: list[str], servers: Sequence[Server] = (), commands: Sequence[str] = (), log=print
+        self,
+        env,
+        scenarios: list[str],
+        servers: Sequence[Server] = (),
+        commands: Sequence[str] = (),
+        log=_log.info,
     ):
         self.env, self.scenarios, self.log = env, scenarios, log
         self.servers, self.commands = list(servers), list(commands)

@@ -23,6 +23,7 @@ window, as the lab reads its proxies; a sidecar that died fails that run.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import socket
@@ -60,6 +61,8 @@ from .manifests import (
 from .sampling import NodeCpu, agent_usage
 from .scenarios import Switch, node_facts
 
+_log = logging.getLogger(__name__)  # the default for log=: where benchlib.logs sends messages
+
 __all__ = ["KubernetesTarget", "render", "LABEL_OWNER", "LABEL_SESSION", "PID_MARKER"]
 
 WORKLOAD_ROLE = "benchlib-workload"  # ClusterRole of pipelines/kubernetes/rbac.yaml
@@ -93,7 +96,7 @@ class KubernetesTarget(Target):
         scenarios: list[str],
         servers: Sequence[Server] = (),
         commands: Sequence[str] = (),
-        log=print,
+        log=_log.info,
     ):
         if env.kubernetes is None:
             raise TargetError(f"environment {env.name}: target kubernetes needs a kubernetes: section")
@@ -585,7 +588,7 @@ class KubernetesTarget(Target):
         }
 
 
-def remove_stale_certificates(log=print, directory: Path | None = None) -> list[str]:
+def remove_stale_certificates(log=_log.info, directory: Path | None = None) -> list[str]:
     """Remove the mesh certificate directories (CA and proxy keys) left by killed sessions: those whose
     owner pid, in the name, is gone."""
     removed = []

@@ -14,6 +14,7 @@ probes (what the machine must offer), locking (which lab owns what), netns
 
 from __future__ import annotations
 
+import logging
 import os
 import platform
 import shutil
@@ -35,6 +36,8 @@ from .addresses import POD_GW, POD_IP
 from .locking import clean_leftovers, lab_id_of, new_lab_id, release, temp_dir, try_lock
 from .netns import COMMAND_TIMEOUT_S, in_ns, ip, list_namespaces, remove_namespace, stop
 from .probes import check_machine, preflight, scenario_problems
+
+_log = logging.getLogger(__name__)  # the default for log=: where benchlib.logs sends messages
 
 __all__ = [
     "LabTarget",
@@ -90,7 +93,7 @@ class LabTarget(Target):
         scenarios: list[str],
         servers: Sequence[Server] = (),
         commands: Sequence[str] = (),
-        log=print,
+        log=_log.info,
     ):
         super().__init__(env, scenarios, servers, commands, log)
         self.lab_id = new_lab_id()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import fcntl
 import itertools
+import logging
 import os
 import re
 import shutil
@@ -19,6 +20,8 @@ import tempfile
 from pathlib import Path
 
 from .netns import list_namespaces, remove_namespace
+
+_log = logging.getLogger(__name__)  # the default for log=: where benchlib.logs sends messages
 
 PREFIX = "bl-"
 LOCK_DIR = Path("/run/benchlib")
@@ -58,7 +61,7 @@ def temp_dir(lab_id: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=f"{lab_id}-"))
 
 
-def clean_leftovers(log=print) -> list[str]:
+def clean_leftovers(log=_log.info) -> list[str]:
     """Remove the namespaces and temporary directories of labs whose owner is gone.
     Returns what was removed (namespace names, directory paths)."""
     removed = []

@@ -7,6 +7,7 @@ read over ssh (command.py). A profiled run records perf on each host (perf.py).
 
 from __future__ import annotations
 
+import logging
 import select
 import shlex
 import subprocess
@@ -19,6 +20,8 @@ from ...schema import SIDES
 from .. import KILL_WAIT_S, LocalProcess, Placement, Target, TargetError, wait_listening
 from . import perf
 from .command import CHECK_TIMEOUT_S, COMMAND_TIMEOUT_S, host_label, run, ssh_argv
+
+_log = logging.getLogger(__name__)  # the default for log=: where benchlib.logs sends messages
 
 __all__ = ["SshTarget", "render", "ssh_argv"]
 
@@ -54,7 +57,7 @@ class SshTarget(Target):
         scenarios: list[str],
         servers: Sequence[Server] = (),
         commands: Sequence[str] = (),
-        log=print,
+        log=_log.info,
     ):
         if env.ssh is None:
             raise TargetError(f"environment {env.name}: target ssh needs an ssh: section")
