@@ -3,7 +3,7 @@
 - reference/params.md and reference/environment.md: the pydantic models of benchlib/config.py (and
   each tool's test model in benchlib/collectors/), with their types, defaults, bounds and field
   descriptions;
-- reference/cli.md: the help of every command of benchlib/cli.py's argparse parser;
+- reference/cli.md: the help of every command of benchlib/cli.py's argparse parser (built from benchlib/commands/);
 - reference/schema.md: the tidy tables' columns (benchlib/schema.py, with the comment each column
   carries there) and the metric registry;
 - reference/environments.md: the scenarios of every shipped environment (pipelines/*/environment.yaml).
@@ -246,7 +246,7 @@ def render_cli() -> str:
         out = [
             "# The benchlib command",
             "",
-            "Every command's `--help`, generated from `benchlib/cli.py`. `benchlib COMMAND --help` prints "
+            "Every command's `--help`, generated from `benchlib/commands/`. `benchlib COMMAND --help` prints "
             "the same. Exit codes: [Exit codes](exit-codes.md).",
             "",
         ]
