@@ -57,7 +57,7 @@ def measure_analysis(out: Path) -> dict:
     t = time.monotonic()
     s = load_params(project_root() / "params.yaml").analysis
     runs, metrics = analysis.load_tables(out / "runs.parquet", out / "metrics.parquet")
-    values = normalize.with_cpu_at_target(metrics, runs, **analyse.targets(s))
+    values = normalize.with_cpu_at_target(metrics, runs, **analyse.work_rates(s))
     timings["analysis: load + normalize"] = time.monotonic() - t
     _log(timings)
     t = time.monotonic()
