@@ -28,15 +28,15 @@ CAMPAIGN_COMMANDS = ("collect", "parse", "analyse", "report")
 
 
 def _campaign_log(args) -> None:
-    params_ = params(args)
-    path = logs.campaign_log(config.project_root() / "data" / "raw", params_.experiment.campaign)
+    p = params(args)
+    path = logs.campaign_log(config.project_root() / "data" / "raw", p.experiment.campaign)
     try:
         logs.to_file(path)
     except OSError as exc:  # a read-only data/raw (pulled records, say) must not stop parse or the report
         log.warning(f"benchlib: no log file: {path}: {exc.strerror or exc}")
         return
     command = " ".join([args.command, *(["--env", args.env] if args.command == "collect" else [])])
-    logs.get("command").info(f"benchlib {command} ({version_text()}), {params_.source} -> {path}")
+    logs.get("command").info(f"benchlib {command} ({version_text()}), {p.source} -> {path}")
 
 
 def _verbosity_options(parser: argparse.ArgumentParser, default) -> None:
@@ -150,7 +150,7 @@ def command_list(parser: argparse.ArgumentParser) -> str:
     width = max(len(c.dest) for c in sub._choices_actions)
     return "\n".join(
         [
-            f"usage: {parser.prog} [--params FILE] [-v | -q] COMMAND ...",
+            f"usage: {parser.prog} [--params FILE] [-v] [-q] COMMAND ...",
             "",
             "commands:",
             *(f"  {c.dest:<{width}}  {c.help}" for c in sub._choices_actions),
