@@ -993,6 +993,8 @@ def clear_written(directory: Path) -> list[Path]:
     """Remove the files a previous report wrote in ``directory`` (those its WRITTEN lists, plain names in
     that directory only), so that it holds only the next report's figures: a campaign's figures must not
     outlive it into the next one's blog index. A file of the user's own there is not listed, and stays."""
+    if not directory.is_dir():  # nothing written there yet (or a file in its place, which the report names)
+        return []
     removed = []
     for name in written_names(directory):
         path = directory / name
