@@ -14,7 +14,7 @@ from pathlib import Path
 import shtab
 import yaml
 
-from . import collectors, config, escape, logs, machine, profiling, record, runner, store, tidy
+from . import collectors, config, escape, logs, machine, profiling, record, runner, store, targets, tidy
 from .errors import BenchlibError
 from .plan import Plan, plan_environment, validate_all
 from .targets import Target, lab
@@ -83,17 +83,7 @@ def _target(plan: Plan, log=print) -> Target:
         plan.environment,
         {"servers": collectors.servers(tools), "commands": collectors.client_commands(tools), "log": log},
     )
-    if env.target == "lab":
-        return lab.LabTarget(env, plan.scenarios, **kw)
-    if env.target == "kubernetes":
-        from .targets.kubernetes import KubernetesTarget
-
-        return KubernetesTarget(env, plan.scenarios, **kw)
-    if env.target == "ssh":
-        from .targets.ssh import SshTarget
-
-        return SshTarget(env, plan.scenarios, **kw)
-    raise config.ConfigError(f"environment {env.name}: unknown target {env.target!r}")
+    return targets.get(env.target)(env, plan.scenarios, **kw)
 
 
 def cmd_validate(args) -> int:
@@ -418,16 +408,10 @@ def cmd_render(args) -> int:
     env = config.load_environment(args.env)
     tools = sorted({t.tool for t in _params(args).tests.values()}) if args.params else ["netperf"]
     servers = collectors.servers(tools)
-    if env.target == "kubernetes":
-        from .targets.kubernetes import render
-
-        items = render(env, list(env.scenarios), servers)
-    elif env.target == "ssh":
-        from .targets.ssh import render
-
-        items = render(env, list(env.scenarios), servers)
-    else:
+    render = targets.get(env.target).render
+    if render is None:
         raise config.ConfigError(f"environment {env.name}: target {env.target} applies no manifests")
+    items = render(env, list(env.scenarios), servers)
     for title, item in items:
         print(f"# --- {title}")
         if isinstance(item, Path):

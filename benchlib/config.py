@@ -18,7 +18,7 @@ import yaml
 from pydantic import AfterValidator, Field, PrivateAttr, ValidationError, field_validator, model_validator
 from pydantic_core import ErrorDetails
 
-from . import limits
+from . import limits, meshes
 from .collectors import TOOLS, TestSpec, get
 from .collectors.base import Strict
 from .errors import ConfigError  # noqa: F401 (callers catch config.ConfigError)
@@ -67,7 +67,7 @@ def check_distinct(names: typing.Iterable[str]) -> None:
 Name = Annotated[str, AfterValidator(check_name)]
 
 # the mesh shapes target kubernetes runs, with Envoy: sidecars in its pods, or a node proxy pod per node
-CLUSTER_MESHES = ("server-sidecar", "sidecars", "sidecars-mtls", "node-proxies-mtls")
+CLUSTER_MESHES = meshes.WITHOUT_WAYPOINT
 
 
 class Experiment(Strict):
@@ -482,9 +482,7 @@ class Scenario(Strict):
             "a long rule chain in front of the server (a deliberately slower path)"
         ),
     )
-    mesh: (
-        Literal["server-sidecar", "sidecars", "sidecars-mtls", "node-proxies-mtls", "node-proxies-waypoint"] | None
-    ) = Field(
+    mesh: meshes.Mesh | None = Field(
         default=None,
         description=(
             "service-mesh proxies on the pod path: server-sidecar (a sidecar on the server's pod), sidecars "
@@ -696,9 +694,9 @@ class Environment(Strict):
                 raise ValueError(
                     f"scenarios.{n}: ip_family 6 has no mesh, service_proxy or firewall (their rules are IPv4)"
                 )
-            if sc.mesh == "node-proxies-waypoint" and sc.proxy != "envoy":
+            if sc.mesh in meshes.WAYPOINT_MESHES and sc.proxy != "envoy":
                 raise ValueError(
-                    f"scenarios.{n}.mesh: node-proxies-waypoint needs proxy: envoy (its tunnels are "
+                    f"scenarios.{n}.mesh: {sc.mesh} needs proxy: envoy (its tunnels are "
                     "HBONE, which HAProxy does not speak)"
                 )
             if sc.mesh and (sc.topology or n) == "host":
@@ -734,9 +732,9 @@ class Environment(Strict):
                 f"scenarios.{n}.mesh: needs pods with a network of their own (placement pod-to-pod, "
                 "same-node or service), got placement: host-network"
             )
-        if sc.mesh == "node-proxies-mtls" and sc.placement != "pod-to-pod":
+        if sc.mesh in meshes.NODE_MESHES and sc.placement != "pod-to-pod":
             raise ValueError(
-                f"scenarios.{n}.mesh: node-proxies-mtls needs placement pod-to-pod (the node proxies carry "
+                f"scenarios.{n}.mesh: {sc.mesh} needs placement pod-to-pod (the node proxies carry "
                 f"traffic between the two nodes' pods), got placement: {sc.placement}"
             )
 

@@ -16,7 +16,7 @@ import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from . import collectors, profiling, runner
+from . import collectors, runner, targets
 from .config import Params, environment_dir
 from .errors import TargetError
 from .plan import Plan, validate_all
@@ -57,12 +57,7 @@ def run(params: Params) -> Iterator[Check]:
     plans = validate_all(params)
     for plan in plans:
         env = plan.environment
-        if env.target == "lab":
-            yield from lab_checks(plan)
-        elif env.target == "kubernetes":
-            yield from kubernetes_checks(plan)
-        elif env.target == "ssh":
-            yield from ssh_checks(plan)
+        yield from TARGET_CHECKS[env.target](plan)
         if params.experiment.profile_runs:
             yield profile_check(plan)
 
@@ -87,20 +82,6 @@ def setup_profiles(params: Params) -> list[str]:
                 if sc.settings.get("cni") in ("cilium", "calico"):
                     needs.add(str(sc.settings["cni"]))
     return [p for p in ("lab", "mesh", "cluster", "cilium", "calico") if p in needs]
-
-
-def _target_class(target: str) -> type:
-    if target == "lab":
-        from .targets.lab import LabTarget
-
-        return LabTarget
-    if target == "kubernetes":
-        from .targets.kubernetes import KubernetesTarget
-
-        return KubernetesTarget
-    from .targets.ssh import SshTarget
-
-    return SshTarget
 
 
 # -- this machine ----------------------------------------------------------------------------------
@@ -134,14 +115,8 @@ def tool_check(tool: str) -> Check:
 
 def profile_check(plan: Plan) -> Check:
     """perf, and the kernel settings it needs, for experiment.profile_runs (profiling.check_plan)."""
-    target = plan.environment.target
-    try:
-        if target == "ssh":  # perf on each host, asked over ssh
-            from .targets.ssh import perf
-
-            version = perf.check_profiling(plan.environment)
-        else:
-            version = profiling.check_plan(target, _target_class(target).profiles)
+    try:  # ssh asks perf on each host
+        version = targets.get(plan.environment.target).profiling_check(plan.environment)
     except TargetError as exc:
         return Check(False, "perf (experiment.profile_runs)", "; ".join(exc.args[0].splitlines()[1:]).strip())
     return Check(True, "perf (experiment.profile_runs)", version)
@@ -419,3 +394,7 @@ def node_checks(plan: Plan, nodes: list) -> Iterator[Check]:
             f"{settings.image_pull_policy}); whether the registry lets them is seen only "
             "when a pod starts",
         )
+
+
+# each target's checks, by the name an environment's `target` gives (targets.TARGETS)
+TARGET_CHECKS = {"lab": lab_checks, "kubernetes": kubernetes_checks, "ssh": ssh_checks}

@@ -22,7 +22,8 @@ LAYERS = [
         "benchlib.collectors",
         "benchlib.cpu",
         "benchlib.stacks",
-    ],  # pure: builders, parsers, vocabulary
+        "benchlib.meshes",
+    ],  # pure: builders, parsers, vocabulary (meshes: the mesh shapes' names)
     ["benchlib.machine"],  # the machine-wide collect lock, dying with the parent
     ["benchlib.config"],  # the settings: tests are the collectors' models, metric names the schema's
     ["benchlib.plan"],  # what each environment runs, from params and the environment definitions

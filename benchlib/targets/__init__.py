@@ -3,10 +3,15 @@
 A target knows nothing about tools or statistics: the runner hands it the
 servers to start and the command lines to run, and gets back what the
 processes printed. `Target` declares everything the runner relies on.
+
+Each target is one package below this one whose `Target` subclass is listed in
+`TARGETS` under the name an environment's ``target`` gives; `get` imports it
+only when asked, so that a lab campaign never loads the Kubernetes client.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import signal
 import subprocess
@@ -19,11 +24,26 @@ from typing import Protocol
 
 from .. import cpu, profiling
 from ..collectors import Server
-from ..errors import TargetError  # noqa: F401 (targets raise it; callers catch targets.TargetError)
+from ..errors import (
+    ConfigError,
+    TargetError,  # noqa: F401 (targets raise it; callers catch targets.TargetError)
+)
 
 # After a kill, the output is there at once; a process that escaped its session
 # and still holds the pipe must not hold the caller forever.
 KILL_WAIT_S = 10
+
+
+# environment.yaml's target -> (package below this one, its Target class)
+TARGETS = {"lab": ("lab", "LabTarget"), "kubernetes": ("kubernetes", "KubernetesTarget"), "ssh": ("ssh", "SshTarget")}
+
+
+def get(name: str) -> type[Target]:
+    """The Target class of target ``name``, its package imported now."""
+    if name not in TARGETS:
+        raise ConfigError(f"unknown target {name!r}; known targets: {sorted(TARGETS)}")
+    package, cls = TARGETS[name]
+    return getattr(importlib.import_module(f"{__name__}.{package}"), cls)
 
 
 @dataclass(frozen=True)
@@ -103,6 +123,8 @@ class Target(ABC):
     # then says, per scenario once activated, whether it can indeed
     profiles = False
     perf_is_remote = False  # whether check_profiling asks other machines (doctor and collect do; validate not)
+    # what `benchlib render` prints: (title, manifest or command) of what the target applies; None: nothing
+    render: Callable[..., list[tuple[str, object]]] | None = None
 
     def __init__(
         self, env, scenarios: list[str], servers: Sequence[Server] = (), commands: Sequence[str] = (), log=print
@@ -191,7 +213,12 @@ class Target(ABC):
 
     def check_profiling(self) -> str:
         """perf's version where the runs run, or TargetError naming each setting that stops it."""
-        return profiling.check_plan(self.kind, self.profiles)
+        return self.profiling_check(self.env)
+
+    @classmethod
+    def profiling_check(cls, env) -> str:
+        """`check_profiling` of an environment, before any target is built (doctor asks it)."""
+        return profiling.check_plan(cls.kind, cls.profiles)
 
     def recorder(self, placement: Placement, hz: int, perf_version: str) -> profiling.ProfileRecorder:
         """What records a profiled run's CPU window: `perf record -a -g` on this machine."""
