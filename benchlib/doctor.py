@@ -20,6 +20,7 @@ from . import collectors, runner, targets
 from .config import Params, environment_dir
 from .errors import TargetError
 from .plan import Plan, validate_all
+from .scenarios import KubernetesScenario, LabScenario
 from .targets.kubernetes.manifests import kubernetes_settings
 
 API_TIMEOUT_S = 5  # each request to a cluster's API: a reachable API answers in well under a second
@@ -74,10 +75,11 @@ def setup_profiles(params: Params) -> list[str]:
     for plan in validate_all(params):
         env = plan.environment
         scenarios = [env.scenarios[s] for s in plan.scenarios]
-        if "fortio" in runner.tools(plan) or any(sc.mesh for sc in scenarios):
+        if "fortio" in runner.tools(plan) or any(getattr(sc, "mesh", None) for sc in scenarios):
             needs.add("mesh")
         for sc in scenarios:
-            if any(LOCAL_CLUSTER_SCRIPT in c for c in [*sc.apply, *sc.programmed, *sc.record.values()]):
+            commands = [*getattr(sc, "apply", []), *getattr(sc, "programmed", []), *sc.record.values()]
+            if any(LOCAL_CLUSTER_SCRIPT in c for c in commands):
                 needs.add("cluster")
                 if sc.settings.get("cni") in ("cilium", "calico"):
                     needs.add(str(sc.settings["cni"]))
@@ -132,7 +134,8 @@ def lab_checks(plan: Plan) -> Iterator[Check]:
         yield tool_check(tool)
     for server in collectors.servers(tools):
         yield command_check(server.argv[0], "server ")
-    kinds = sorted({env.scenarios[s].proxy for s in plan.scenarios if env.scenarios[s].mesh})
+    lab_scenarios = [LabScenario.of(env, s) for s in plan.scenarios]
+    kinds = sorted({sc.proxy for sc in lab_scenarios if sc.mesh})
     for kind, version in (("haproxy", haproxy.version), ("envoy", envoy.version)):
         if kind in kinds:
             try:
@@ -204,7 +207,7 @@ def kubernetes_checks(plan: Plan, timeout: float = API_TIMEOUT_S) -> Iterator[Ch
     env = plan.environment
     settings = kubernetes_settings(env)
     definition = environment_dir(env.name) / "environment.yaml"
-    scenarios = [env.scenarios[s] for s in plan.scenarios]
+    scenarios = [KubernetesScenario.of(env, s) for s in plan.scenarios]
     if any(sc.helm for sc in scenarios):
         yield command_check("helm", "scenario command ")
     commands = [c for sc in scenarios for c in (*sc.apply, *sc.ready, *sc.programmed, *sc.record.values())]
@@ -276,7 +279,7 @@ def _rbac_checks(k, api, plan: Plan, timeout: float) -> Iterator[Check]:
         ("create", "rbac.authorization.k8s.io", "rolebindings", None),
         ("bind", "rbac.authorization.k8s.io", "clusterroles", WORKLOAD_ROLE),
     ]
-    if any(env.scenarios[s].namespace_labels for s in plan.scenarios):
+    if any(KubernetesScenario.of(env, s).namespace_labels for s in plan.scenarios):
         needs.append(("patch", "", "namespaces", None))
     authz = k.client.AuthorizationV1Api(api)
     denied = []
@@ -355,7 +358,7 @@ def node_checks(plan: Plan, nodes: list) -> Iterator[Check]:
                 f"fix kubernetes.{role}_node in {definition}, or label the node",
             )
     else:
-        need = 2 if any(env.scenarios[s].placement != "same-node" for s in plan.scenarios) else 1
+        need = 2 if any(KubernetesScenario.of(env, s).placement != "same-node" for s in plan.scenarios) else 1
         yield Check(
             len(chosen) >= need,
             "nodes",

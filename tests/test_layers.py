@@ -25,6 +25,7 @@ LAYERS = [
         "benchlib.meshes",
     ],  # pure: builders, parsers, vocabulary (meshes: the mesh shapes' names)
     ["benchlib.machine"],  # the machine-wide collect lock, dying with the parent
+    ["benchlib.scenarios"],  # each target's scenario model, picked by the environment's target
     ["benchlib.config"],  # the settings: tests are the collectors' models, metric names the schema's
     ["benchlib.plan"],  # what each environment runs, from params and the environment definitions
     ["benchlib.record"],
