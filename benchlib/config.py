@@ -480,8 +480,11 @@ def _format(exc: ValidationError, source: str) -> str:
             loc, msg = _test_error(loc, msg, err)
         if loc[:1] == ["scenarios"] and len(loc) > 2 and loc[2] in SCENARIOS:
             loc.pop(2)  # the model the environment's target picked: not a key of the file
-        if err["type"].startswith("union_tag") and loc[:1] == ["scenarios"] and len(exc.errors()) > 1:
-            continue  # no scenario model for a target that is not one: the target's error says so
+        if err["type"].startswith("union_tag") and loc[:1] == ["scenarios"]:
+            if not isinstance(err["input"], dict):
+                msg = "Input should be a valid dictionary or instance of Scenario"
+            elif len(exc.errors()) > 1:
+                continue  # no scenario model for a target that is not one: the target's error says so
         key = ".".join(loc)
         lines.append(f"{key}: {msg}" if key else msg)
     if len(lines) == 1:

@@ -86,6 +86,7 @@ SSH_YAML = (
             "description: d\ntarget: nomad\nscenarios:\n  s: {description: d}",
             "target: Input should be 'lab', 'kubernetes' or 'ssh'",
         ),
+        (LAB_YAML.removesuffix("{description: d, ") + "5", "scenarios.s: Input should be a valid dictionary"),
     ],
 )
 def test_a_scenario_key_is_refused_in_one_line_naming_it(text, message, tmp_path, monkeypatch):
