@@ -14,10 +14,10 @@ from pathlib import Path
 import shtab
 import yaml
 
-from . import collectors, config, escape, logs, machine, profiling, record, runner, store, targets, tidy
+from . import collectors, config, escape, logs, machine, profiling, record, runner, store, tidy
 from .errors import BenchlibError
 from .plan import Plan, plan_environment, validate_all
-from .targets import Target, lab
+from .targets import Target, lab, registry
 
 FILE = shtab.FILE  # completes --params with file names
 PER_RUN_OVERHEAD_S = 0.2  # spawn, CPU sampling and record writing, measured on the lab
@@ -83,7 +83,7 @@ def _target(plan: Plan, log=print) -> Target:
         plan.environment,
         {"servers": collectors.servers(tools), "commands": collectors.client_commands(tools), "log": log},
     )
-    return targets.get(env.target)(env, plan.scenarios, **kw)
+    return registry.get(env.target)(env, plan.scenarios, **kw)
 
 
 def cmd_validate(args) -> int:
@@ -408,7 +408,7 @@ def cmd_render(args) -> int:
     env = config.load_environment(args.env)
     tools = sorted({t.tool for t in _params(args).tests.values()}) if args.params else ["netperf"]
     servers = collectors.servers(tools)
-    render = targets.get(env.target).render
+    render = registry.get(env.target).render
     if render is None:
         raise config.ConfigError(f"environment {env.name}: target {env.target} applies no manifests")
     items = render(env, list(env.scenarios), servers)

@@ -16,11 +16,12 @@ import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from . import collectors, runner, targets
+from . import collectors, runner
 from .config import Params, environment_dir
 from .errors import TargetError
 from .plan import Plan, validate_all
 from .scenarios import KubernetesScenario, LabScenario
+from .targets import registry
 from .targets.kubernetes.manifests import kubernetes_settings
 
 API_TIMEOUT_S = 5  # each request to a cluster's API: a reachable API answers in well under a second
@@ -118,7 +119,7 @@ def tool_check(tool: str) -> Check:
 def profile_check(plan: Plan) -> Check:
     """perf, and the kernel settings it needs, for experiment.profile_runs (profiling.check_plan)."""
     try:  # ssh asks perf on each host
-        version = targets.get(plan.environment.target).profiling_check(plan.environment)
+        version = registry.get(plan.environment.target).profiling_check(plan.environment)
     except TargetError as exc:
         return Check(False, "perf (experiment.profile_runs)", "; ".join(exc.args[0].splitlines()[1:]).strip())
     return Check(True, "perf (experiment.profile_runs)", version)
@@ -399,5 +400,5 @@ def node_checks(plan: Plan, nodes: list) -> Iterator[Check]:
         )
 
 
-# each target's checks, by the name an environment's `target` gives (targets.TARGETS)
+# each target's checks, by the name an environment's `target` gives (targets.registry)
 TARGET_CHECKS = {"lab": lab_checks, "kubernetes": kubernetes_checks, "ssh": ssh_checks}

@@ -7,6 +7,7 @@ import typing
 import pytest
 
 from benchlib import config, meshes, scenarios, targets
+from benchlib.targets import registry
 from benchlib.targets.lab import haproxy
 from benchlib.targets.mesh import shapes
 from tests.conftest import project_with_environment
@@ -14,9 +15,9 @@ from tests.conftest import project_with_environment
 
 def test_every_target_name_of_the_settings_is_registered():
     names = typing.get_args(config.Environment.model_fields["target"].annotation)
-    assert set(names) == set(targets.TARGETS)
+    assert set(names) == set(registry.TARGETS)
     for name in names:
-        cls = targets.get(name)
+        cls = registry.get(name)
         assert issubclass(cls, targets.Target) and cls.kind == name
 
 
@@ -24,15 +25,15 @@ def test_an_unknown_target_is_named():
     with pytest.raises(
         config.ConfigError, match=r"unknown target 'nomad'; known targets: \['kubernetes', 'lab', 'ssh'\]"
     ):
-        targets.get("nomad")
+        registry.get("nomad")
 
 
 def test_a_target_is_imported_only_when_asked():
     code = (
         "import sys, benchlib.cli, benchlib.doctor\n"
-        "from benchlib import targets\n"
+        "from benchlib.targets import registry\n"
         "before = 'benchlib.targets.ssh' in sys.modules\n"
-        "targets.get('ssh')\n"
+        "registry.get('ssh')\n"
         "print(before, 'benchlib.targets.ssh' in sys.modules, 'kubernetes' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
@@ -46,7 +47,7 @@ def test_the_mesh_names_are_one_list():
 
 
 def test_every_target_has_its_scenario_model():
-    assert set(scenarios.SCENARIOS) == set(targets.TARGETS)
+    assert set(scenarios.SCENARIOS) == set(registry.TARGETS)
 
 
 def _env(target: str, scenario: dict, **section) -> config.Environment:

@@ -4,14 +4,12 @@ A target knows nothing about tools or statistics: the runner hands it the
 servers to start and the command lines to run, and gets back what the
 processes printed. `Target` declares everything the runner relies on.
 
-Each target is one package below this one whose `Target` subclass is listed in
-`TARGETS` under the name an environment's ``target`` gives; `get` imports it
-only when asked, so that a lab campaign never loads the Kubernetes client.
+Each target is one package below this one whose `Target` subclass
+`registry.TARGETS` lists under the name an environment's ``target`` gives.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 import signal
 import subprocess
@@ -24,26 +22,11 @@ from typing import Protocol
 
 from .. import cpu, profiling
 from ..collectors import Server
-from ..errors import (
-    ConfigError,
-    TargetError,  # noqa: F401 (targets raise it; callers catch targets.TargetError)
-)
+from ..errors import TargetError  # noqa: F401 (targets raise it; callers catch targets.TargetError)
 
 # After a kill, the output is there at once; a process that escaped its session
 # and still holds the pipe must not hold the caller forever.
 KILL_WAIT_S = 10
-
-
-# environment.yaml's target -> (package below this one, its Target class)
-TARGETS = {"lab": ("lab", "LabTarget"), "kubernetes": ("kubernetes", "KubernetesTarget"), "ssh": ("ssh", "SshTarget")}
-
-
-def get(name: str) -> type[Target]:
-    """The Target class of target ``name``, its package imported now."""
-    if name not in TARGETS:
-        raise ConfigError(f"unknown target {name!r}; known targets: {sorted(TARGETS)}")
-    package, cls = TARGETS[name]
-    return getattr(importlib.import_module(f"{__name__}.{package}"), cls)
 
 
 @dataclass(frozen=True)
