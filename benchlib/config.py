@@ -6,6 +6,7 @@ and, where the choice is closed, the allowed values.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -22,6 +23,18 @@ from . import limits
 from .collectors import TOOLS, TestSpec, get
 from .collectors.base import Strict
 from .errors import ConfigError  # noqa: F401 (callers catch config.ConfigError)
+from .scenarios import (  # noqa: F401 (the settings' models: callers use config's)
+    DEFAULTS as SCENARIO_DEFAULTS,
+    SCENARIOS,
+    AnyScenario,
+    HelmRelease,
+    KubernetesSettings,
+    Scenario,
+    SshHost,
+    SshSettings,
+    tagged,
+)
+from .scenarios.kubernetes import CLUSTER_MESHES  # noqa: F401
 from .schema import NAME_MAX, NAME_RE, NAME_RULE, check_name  # noqa: F401 (the name rule; callers use config's)
 
 
@@ -65,9 +78,6 @@ def check_distinct(names: typing.Iterable[str]) -> None:
 
 
 Name = Annotated[str, AfterValidator(check_name)]
-
-# the mesh shapes target kubernetes runs, with Envoy: sidecars in its pods, or a node proxy pod per node
-CLUSTER_MESHES = ("server-sidecar", "sidecars", "sidecars-mtls", "node-proxies-mtls")
 
 
 class Experiment(Strict):
@@ -363,172 +373,6 @@ class Params(Strict):
         return self
 
 
-class HelmRelease(Strict):
-    """A `helm upgrade --install` that switches a cluster's CNI to a scenario."""
-
-    release: str = Field(description="helm release name, e.g. cilium")
-    chart: str = Field(description="chart reference, e.g. cilium/cilium or oci://...")
-    version: str = Field(description="chart version, pinned (helm --version), e.g. 1.16.5")
-    namespace: str = Field(default="kube-system", description="namespace the release goes into (helm --namespace)")
-    repo: str | None = Field(default=None, description="chart repository URL (helm --repo)")
-    values: str = Field(description="values file, relative to the environment folder")
-    extra_args: list[str] = Field(default=[], description="appended as written; the shell expands them, e.g. $(...)")
-
-
-class Scenario(Strict):
-    description: str = Field(
-        description=("what the scenario is, in one line, for readers (editing it changes no measurement)")
-    )
-    placement: Literal["pod-to-pod", "same-node", "host-network", "service"] | None = Field(
-        default=None,
-        description=(
-            "kubernetes (required there): where the client and server pods go: pod-to-pod (on two nodes), "
-            "same-node, host-network (on two nodes, in their network namespace) or service (the client reaches "
-            "the server through a ClusterIP Service)"
-        ),
-    )
-    helm: HelmRelease | None = Field(
-        default=None,
-        description=(
-            "kubernetes: the helm release that switches the cluster to this scenario, installed after `apply`"
-        ),
-    )
-    apply: list[str] = Field(default=[], description="shell commands run in the environment folder, before helm")
-    ready: list[str] = Field(default=[], description="commands that must all succeed before measuring; retried")
-    ready_timeout_s: float = Field(
-        default=900,
-        gt=0,
-        description=(
-            "kubernetes: seconds each apply or helm command may run, and that the `ready` and `programmed` checks "
-            "are retried for before the scenario fails; raise it for slow rollouts"
-        ),
-    )
-    programmed: list[str] = Field(
-        default=[],
-        description=(
-            "commands retried, once the scenario's pods and Services exist, until each succeeds: the datapath "
-            "has programmed them (e.g. kube-proxy has synced); bounded by ready_timeout_s"
-        ),
-    )
-    record: dict[str, str] = Field(
-        default={},
-        description="name -> shell command whose output every run records; a name "
-        "ending in _status, _metrics or _entries is an observation, which "
-        "`benchlib compare` does not list as a setup difference",
-    )
-    namespace_labels: dict[str, str] = Field(
-        default={},
-        description=(
-            "kubernetes: labels the campaign namespace carries while this scenario runs, set before its pods "
-            "are created (a mesh's injection label: istio-injection: enabled, istio.io/dataplane-mode: ambient)"
-        ),
-    )
-    settings: dict[str, str | int | float | bool] = Field(default={}, description="key settings, recorded as given")
-    topology: (
-        Literal["host", "veth-routed", "bridge", "vxlan", "ebpf-host-routing", "wireguard", "ipsec", "netkit"] | None
-    ) = Field(
-        default=None,
-        description=(
-            "lab: the datapath built: host (client and server on the nodes themselves), veth-routed (routed pods, "
-            "as Calico), bridge (pods on a Linux bridge), vxlan (an overlay between the nodes), ebpf-host-routing "
-            "(tc BPF moves pod traffic past the node's stack, as Cilium), wireguard or ipsec (pod traffic "
-            "encrypted between the nodes, as Cilium's transparent encryption), netkit (netkit pairs instead of "
-            "veth, Linux 6.7+); unset: the scenario's name"
-        ),
-    )
-    maps_to: str = Field(
-        default="",
-        description=(
-            'the real-world setup this scenario stands for, e.g. "Cilium eBPF host-routing", for readers '
-            "(editing it changes no measurement)"
-        ),
-    )
-    mtu: int = Field(
-        default=1500,
-        ge=576,
-        le=65535,
-        description=(
-            "lab: MTU in bytes of the pods' veth pairs (and of a WireGuard tunnel), e.g. 1450 as under an "
-            "overlay or 9000 for jumbo frames; other targets only record it"
-        ),
-    )
-    service_proxy: Literal["iptables", "nftables"] | None = Field(
-        default=None,
-        description=(
-            "lab: ClusterIP Services rendered on the client's node as kube-proxy renders them in this mode; "
-            "with `services`"
-        ),
-    )
-    services: int | list[int] | None = Field(
-        default=None,
-        description=(
-            "number of Services (the benchmark Service plus unused fillers); lab: with service_proxy; kubernetes: "
-            "with placement service; a list expands into one scenario per number, named <name>-<n>"
-        ),
-    )
-    firewall: Literal["conntrack", "notrack"] | None = Field(
-        default=None,
-        description=(
-            "lab: a stateful iptables firewall on both nodes: conntrack (every packet through connection "
-            "tracking) or notrack (the same, with the TCP benchmark traffic untracked by -j NOTRACK)"
-        ),
-    )
-    filter_rules: int | None = Field(
-        default=None,
-        ge=1,
-        le=100_000,
-        description=(
-            "lab: this many iptables filter rules that match nothing on the server's node, in INPUT and FORWARD: "
-            "a long rule chain in front of the server (a deliberately slower path)"
-        ),
-    )
-    mesh: (
-        Literal["server-sidecar", "sidecars", "sidecars-mtls", "node-proxies-mtls", "node-proxies-waypoint"] | None
-    ) = Field(
-        default=None,
-        description=(
-            "service-mesh proxies on the pod path: server-sidecar (a sidecar on the server's pod), sidecars "
-            "(on both pods, plaintext between them), sidecars-mtls (the same with mutual TLS), "
-            "node-proxies-mtls (one proxy per node, mutual TLS between them, as Istio's ambient mode) or, lab "
-            "only, node-proxies-waypoint (those node proxies with an L7 waypoint proxy between them; Envoy "
-            "only). On kubernetes (proxy: envoy; the image must carry envoy and iptables) the "
-            "sidecars are Envoy containers injected into the benchmark pods as Istio injects them, and "
-            "node-proxies-mtls runs a host-network Envoy pod on each of the two nodes (placement pod-to-pod)"
-        ),
-    )
-    proxy: Literal["haproxy", "envoy"] = Field(
-        default="haproxy",
-        description=(
-            "the proxy that runs the mesh: haproxy (lab only), or envoy configured as Istio configures it "
-            "(node proxies: HBONE)"
-        ),
-    )
-    ip_family: Literal[4, 6] = Field(
-        default=4,
-        description=(
-            "lab: the benchmark traffic's IP version: 4, or 6 (nodes and pods also get addresses in 2001:2::/48; "
-            "topologies host and veth-routed only)"
-        ),
-    )
-    big_tcp: int | None = Field(
-        default=None,
-        ge=65536,
-        le=524280,
-        description=(
-            "lab: GSO and GRO max size (bytes) for ip_family on every veth and the wire; 65536 is the limit "
-            "before BIG TCP"
-        ),
-    )
-
-    @model_validator(mode="after")
-    def _service_counts(self) -> Scenario:
-        counts = self.services if isinstance(self.services, list) else [self.services]
-        counts = [n for n in counts if n is not None]
-        if any(n < 1 for n in counts):
-            raise ValueError(f"services: counts must be >= 1, got {self.services}")
-        return self
-
-
 def _expand_service_counts(scenarios: dict) -> dict:
     """``services: [4, 1000]`` on scenario X becomes scenarios X-4 and X-1000."""
     out = {}
@@ -553,71 +397,10 @@ class CpuPlacement(Strict):
         return self
 
 
-class KubernetesSettings(Strict):
-    """target: kubernetes: which cluster, which image, which nodes."""
-
-    kubeconfig: str | None = Field(default=None, description="default: $KUBECONFIG, else ~/.kube/config")
-    context: str | None = Field(default=None, description="kubeconfig context; default: the current one")
-    image: str = Field(description="benchmark image (pipelines/images/Containerfile)")
-    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field(
-        default="IfNotPresent", description="Never for images imported by hand (no registry)"
-    )
-    namespace_prefix: str = Field(
-        default="benchlib",
-        pattern=r"^[a-z0-9]([a-z0-9-]{0,40}[a-z0-9])?$",
-        description=("each collect creates its pods in a namespace named <prefix>-<environment>-<random suffix>"),
-    )
-    client_node: str | None = Field(default=None, description="node name for the client; with server_node")
-    server_node: str | None = Field(default=None, description="node name for the server; with client_node")
-    node_selector: dict[str, str] = Field(default={}, description="labels both pods' nodes must carry")
-    pod_ready_timeout_s: float = Field(
-        default=180,
-        gt=0,
-        description=(
-            "wait this long for pods to be ready, and for the EndpointSlices of a scenario's Services "
-            "(from the last one created)"
-        ),
-    )
-    cni_agent: dict[str, str] | None = Field(
-        default=None, description="{namespace, selector} of the CNI agent pods, for CPU/memory from the metrics API"
-    )
-
-    @model_validator(mode="after")
-    def _nodes_together(self) -> KubernetesSettings:
-        if (self.client_node is None) != (self.server_node is None):
-            raise ValueError("client_node and server_node go together")
-        if self.cni_agent is not None and set(self.cni_agent) != {"namespace", "selector"}:
-            raise ValueError(f"cni_agent: needs exactly the keys namespace and selector, got {sorted(self.cni_agent)}")
-        return self
-
-
-class SshHost(Strict):
-    host: str = Field(description="where ssh connects (name or address)")
-    user: str = Field(default="root", description="login name on the host (ssh -l)")
-    port: int = Field(default=22, ge=1, le=65535, description="the host's ssh port (ssh -p)")
-    identity_file: str | None = Field(
-        default=None,
-        description=("private key file (ssh -i, IdentitiesOnly; ~ expands); default: ssh's own keys and agent"),
-    )
-    address: str | None = Field(
-        default=None, description="server only: the address benchmark traffic goes to; default host"
-    )
-
-
-class SshSettings(Strict):
-    """target: ssh: two bare-metal hosts, node to node, over OpenSSH."""
-
-    client: SshHost = Field(description="the host that runs the benchmark clients")
-    server: SshHost = Field(description="the host that runs the benchmark servers")
-    options: list[str] = Field(default=[], description="extra `ssh -o` options, e.g. ConnectTimeout=10")
-    command: list[str] = Field(default=["ssh"], min_length=1, description="the ssh client, possibly behind a wrapper")
-    known_hosts: str | None = Field(default=None, description="known_hosts file (StrictHostKeyChecking stays on)")
-
-
 class Environment(Strict):
     name: Name = Field(description="the environment's folder name under pipelines/ (not a key of the file)")
     description: str = Field(description="what this environment is, in one line, for readers")
-    target: Literal["lab", "kubernetes", "ssh"] = Field(
+    target: Literal["lab", "kubernetes", "ssh"] = Field(  # the names of SCENARIOS and targets.TARGETS
         description=(
             "where the runs happen: lab (network namespaces on this machine; needs root), kubernetes (a cluster, "
             "through its API) or ssh (two hosts, over OpenSSH)"
@@ -643,7 +426,7 @@ class Environment(Strict):
         default=None, description="target kubernetes (required there): the cluster"
     )
     ssh: SshSettings | None = Field(default=None, description="target ssh (required there): the two hosts")
-    scenarios: dict[Name, Scenario] = Field(
+    scenarios: dict[Name, AnyScenario] = Field(
         min_length=1,
         description=(
             "scenario name -> scenario: the configurations this environment can measure (a cluster runs them one "
@@ -657,88 +440,22 @@ class Environment(Strict):
         check_distinct(scenarios)
         return scenarios
 
+    @model_validator(mode="before")
+    @classmethod
+    def _tag_scenarios(cls, data: object) -> object:
+        # each scenario's model is its target's (scenarios.SCENARIOS); a target not known is refused as such
+        if isinstance(data, dict) and data.get("target") in SCENARIOS and isinstance(data.get("scenarios"), dict):
+            return {**data, "scenarios": tagged(data["target"], data["scenarios"])}
+        return data
+
     @model_validator(mode="after")
     def _target_settings(self) -> Environment:
         for section in ("kubernetes", "ssh"):
             if (getattr(self, section) is not None) != (self.target == section):
                 raise ValueError(f"{section}: this section is required for, and only for, target: {section}")
-        cluster_only = [
-            n
-            for n, sc in self.scenarios.items()
-            if sc.placement or sc.helm or sc.apply or sc.ready or sc.programmed or sc.namespace_labels
-        ]
-        if self.target != "kubernetes" and cluster_only:
-            raise ValueError(
-                f"scenarios {cluster_only}: placement, helm, apply, ready and namespace_labels need target kubernetes"
-            )
-        if self.target == "kubernetes":
-            missing = [n for n, sc in self.scenarios.items() if sc.placement is None]
-            if missing:
-                raise ValueError(
-                    f"scenarios {missing}: target kubernetes needs placement "
-                    "(pod-to-pod, same-node, host-network or service)"
-                )
         self.check_cpu_placement()
-        for n, sc in self.scenarios.items():
-            if sc.service_proxy and self.target != "lab":
-                raise ValueError(
-                    f"scenarios.{n}.service_proxy: lab only (a cluster's own kube-proxy or CNI "
-                    "serves its Services); remove it"
-                )
-            if sc.mesh:
-                self.check_mesh(n, sc)
-            plain = (sc.topology or n) in ("host", "veth-routed")
-            if (sc.ip_family == 6 or sc.big_tcp) and not (self.target == "lab" and plain):
-                raise ValueError(
-                    f"scenarios.{n}: ip_family 6 and big_tcp need target lab and topology host or veth-routed"
-                )
-            if sc.ip_family == 6 and (sc.mesh or sc.service_proxy or sc.firewall):
-                raise ValueError(
-                    f"scenarios.{n}: ip_family 6 has no mesh, service_proxy or firewall (their rules are IPv4)"
-                )
-            if sc.mesh == "node-proxies-waypoint" and sc.proxy != "envoy":
-                raise ValueError(
-                    f"scenarios.{n}.mesh: node-proxies-waypoint needs proxy: envoy (its tunnels are "
-                    "HBONE, which HAProxy does not speak)"
-                )
-            if sc.mesh and (sc.topology or n) == "host":
-                raise ValueError(f"scenarios.{n}.mesh: needs pods (a topology other than host)")
-            if self.target == "lab" and (sc.services is None) != (sc.service_proxy is None):
-                raise ValueError(f"scenarios.{n}: service_proxy and services go together")
-            if self.target == "kubernetes" and sc.services is not None and sc.placement != "service":
-                raise ValueError(
-                    f"scenarios.{n}.services: needs placement: service (the client goes through "
-                    f"the benchmark Service), got placement: {sc.placement}"
-                )
-            if self.target == "ssh" and sc.services is not None:
-                raise ValueError(f"scenarios.{n}.services: needs target lab or kubernetes")
+        SCENARIOS[self.target].check(self)
         return self
-
-    def check_mesh(self, n: str, sc: Scenario) -> None:
-        """Raises ValueError naming the key if this target cannot run the scenario's mesh: the lab runs
-        every shape; a cluster injects Envoy sidecars into the benchmark pods or runs one Envoy per node
-        (no waypoint)."""
-        if self.target == "lab":
-            return
-        if self.target != "kubernetes":
-            raise ValueError(f"scenarios.{n}.mesh: needs target lab or kubernetes; remove it")
-        if sc.mesh not in CLUSTER_MESHES:
-            raise ValueError(
-                f"scenarios.{n}.mesh: {sc.mesh} runs in the lab only; target kubernetes runs "
-                f"{', '.join(CLUSTER_MESHES)}"
-            )
-        if sc.proxy != "envoy":
-            raise ValueError(f"scenarios.{n}.proxy: target kubernetes runs its sidecars with envoy; set proxy: envoy")
-        if sc.placement == "host-network":
-            raise ValueError(
-                f"scenarios.{n}.mesh: needs pods with a network of their own (placement pod-to-pod, "
-                "same-node or service), got placement: host-network"
-            )
-        if sc.mesh == "node-proxies-mtls" and sc.placement != "pod-to-pod":
-            raise ValueError(
-                f"scenarios.{n}.mesh: node-proxies-mtls needs placement pod-to-pod (the node proxies carry "
-                f"traffic between the two nodes' pods), got placement: {sc.placement}"
-            )
 
     def check_cpu_placement(self) -> None:
         """Raises ValueError naming the key if cpu_placement is not one this environment can honour."""
@@ -761,6 +478,13 @@ def _format(exc: ValidationError, source: str) -> str:
         msg = err["msg"].removeprefix("Value error, ")
         if loc[:1] == ["tests"] and len(loc) >= 2:
             loc, msg = _test_error(loc, msg, err)
+        if loc[:1] == ["scenarios"] and len(loc) > 2 and loc[2] in SCENARIOS:
+            loc.pop(2)  # the model the environment's target picked: not a key of the file
+        if err["type"].startswith("union_tag") and loc[:1] == ["scenarios"]:
+            if not isinstance(err["input"], dict):
+                msg = "Input should be a valid dictionary or instance of Scenario"
+            elif len(exc.errors()) > 1:
+                continue  # no scenario model for a target that is not one: the target's error says so
         key = ".".join(loc)
         lines.append(f"{key}: {msg}" if key else msg)
     if len(lines) == 1:
@@ -870,11 +594,11 @@ PROSE_KEYS = ("description", "maps_to")
 
 def scenario_definition(env: Environment, scenario: str) -> dict:
     """What defines the measurements of ``scenario``, as each of its records keeps it: the scenario's
-    every field (its topology, settings, apply steps, helm release, checks, ...), the environment's own
+    every field (and every other target's scenario field, at its default) (its topology, settings, apply steps, helm release, checks, ...), the environment's own
     settings (target, CPUs, CPU placement as the campaign has it, cluster or hosts) and the sha256 of
     every file of the project the scenario names by a path relative to the environment folder (helm
     values, manifests, scripts such as ./cilium-synced.sh)."""
-    spec = env.scenarios[scenario].model_dump(mode="json")
+    spec = {**copy.deepcopy(SCENARIO_DEFAULTS), **env.scenarios[scenario].model_dump(mode="json")}
     return {
         "scenario": spec,
         "environment": env.model_dump(mode="json", exclude={"name", "scenarios"}),

@@ -16,10 +16,12 @@ import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from . import collectors, profiling, runner
+from . import collectors, runner
 from .config import Params, environment_dir
 from .errors import BenchlibError, TargetError
 from .plan import Plan, validate_all
+from .scenarios import KubernetesScenario, LabScenario
+from .targets import registry
 from .targets.kubernetes.manifests import kubernetes_settings
 
 API_TIMEOUT_S = 5  # each request to a cluster's API: a reachable API answers in well under a second
@@ -65,13 +67,7 @@ def run(params: Params) -> Iterator[Check]:
 
 
 def _plan_checks(params: Params, plan: Plan) -> Iterator[Check]:
-    env = plan.environment
-    if env.target == "lab":
-        yield from lab_checks(plan)
-    elif env.target == "kubernetes":
-        yield from kubernetes_checks(plan)
-    elif env.target == "ssh":
-        yield from ssh_checks(plan)
+    yield from TARGET_CHECKS[plan.environment.target](plan)
     if params.experiment.profile_runs:
         yield profile_check(plan)
 
@@ -88,28 +84,15 @@ def setup_profiles(params: Params) -> list[str]:
     for plan in validate_all(params):
         env = plan.environment
         scenarios = [env.scenarios[s] for s in plan.scenarios]
-        if "fortio" in plan.tools() or any(sc.mesh for sc in scenarios):
+        if "fortio" in plan.tools() or any(getattr(sc, "mesh", None) for sc in scenarios):
             needs.add("mesh")
         for sc in scenarios:
-            if any(LOCAL_CLUSTER_SCRIPT in c for c in [*sc.apply, *sc.programmed, *sc.record.values()]):
+            commands = [*getattr(sc, "apply", []), *getattr(sc, "programmed", []), *sc.record.values()]
+            if any(LOCAL_CLUSTER_SCRIPT in c for c in commands):
                 needs.add("cluster")
                 if sc.settings.get("cni") in ("cilium", "calico"):
                     needs.add(str(sc.settings["cni"]))
     return [p for p in ("lab", "mesh", "cluster", "cilium", "calico") if p in needs]
-
-
-def _target_class(target: str) -> type:
-    if target == "lab":
-        from .targets.lab import LabTarget
-
-        return LabTarget
-    if target == "kubernetes":
-        from .targets.kubernetes import KubernetesTarget
-
-        return KubernetesTarget
-    from .targets.ssh import SshTarget
-
-    return SshTarget
 
 
 # -- this machine ----------------------------------------------------------------------------------
@@ -143,14 +126,8 @@ def tool_check(tool: str) -> Check:
 
 def profile_check(plan: Plan) -> Check:
     """perf, and the kernel settings it needs, for experiment.profile_runs (profiling.check_plan)."""
-    target = plan.environment.target
-    try:
-        if target == "ssh":  # perf on each host, asked over ssh
-            from .targets.ssh import perf
-
-            version = perf.check_profiling(plan.environment)
-        else:
-            version = profiling.check_plan(target, _target_class(target).can_profile)
+    try:  # ssh asks perf on each host
+        version = registry.get(plan.environment.target).profiling_check(plan.environment)
     except TargetError as exc:
         return Check(False, "perf (experiment.profile_runs)", "; ".join(exc.args[0].splitlines()[1:]).strip())
     return Check(True, "perf (experiment.profile_runs)", version)
@@ -166,7 +143,8 @@ def lab_checks(plan: Plan) -> Iterator[Check]:
         yield tool_check(tool)
     for server in collectors.servers(tools):
         yield command_check(server.argv[0], "server ")
-    kinds = sorted({env.scenarios[s].proxy for s in plan.scenarios if env.scenarios[s].mesh})
+    lab_scenarios = [LabScenario.of(env, s) for s in plan.scenarios]
+    kinds = sorted({sc.proxy for sc in lab_scenarios if sc.mesh})
     for kind, version in (("haproxy", haproxy.version), ("envoy", envoy.version)):
         if kind in kinds:
             try:
@@ -238,7 +216,7 @@ def kubernetes_checks(plan: Plan, timeout: float = API_TIMEOUT_S) -> Iterator[Ch
     env = plan.environment
     settings = kubernetes_settings(env)
     definition = environment_dir(env.name) / "environment.yaml"
-    scenarios = [env.scenarios[s] for s in plan.scenarios]
+    scenarios = [KubernetesScenario.of(env, s) for s in plan.scenarios]
     if any(sc.helm for sc in scenarios):
         yield command_check("helm", "scenario command ")
     commands = [c for sc in scenarios for c in (*sc.apply, *sc.ready, *sc.programmed, *sc.record.values())]
@@ -310,7 +288,7 @@ def _rbac_checks(k, api, plan: Plan, timeout: float) -> Iterator[Check]:
         ("create", "rbac.authorization.k8s.io", "rolebindings", None),
         ("bind", "rbac.authorization.k8s.io", "clusterroles", WORKLOAD_ROLE),
     ]
-    if any(env.scenarios[s].namespace_labels for s in plan.scenarios):
+    if any(KubernetesScenario.of(env, s).namespace_labels for s in plan.scenarios):
         needs.append(("patch", "", "namespaces", None))
     authz = k.client.AuthorizationV1Api(api)
     denied = []
@@ -389,7 +367,7 @@ def node_checks(plan: Plan, nodes: list) -> Iterator[Check]:
                 f"fix kubernetes.{role}_node in {definition}, or label the node",
             )
     else:
-        need = 2 if any(env.scenarios[s].placement != "same-node" for s in plan.scenarios) else 1
+        need = 2 if any(KubernetesScenario.of(env, s).placement != "same-node" for s in plan.scenarios) else 1
         yield Check(
             len(chosen) >= need,
             "nodes",
@@ -428,3 +406,7 @@ def node_checks(plan: Plan, nodes: list) -> Iterator[Check]:
             f"{settings.image_pull_policy}); whether the registry lets them is seen only "
             "when a pod starts",
         )
+
+
+# each target's checks, by the name an environment's `target` gives (targets.registry)
+TARGET_CHECKS = {"lab": lab_checks, "kubernetes": kubernetes_checks, "ssh": ssh_checks}

@@ -55,7 +55,7 @@ from pathlib import Path
 
 from . import cpu, limits
 from .collectors import RECORDED_PARAMS
-from .config import PROSE_KEYS, Environment, Scenario, check_name, environment_dir, project_root
+from .config import PROSE_KEYS, SCENARIO_DEFAULTS, Environment, check_name, environment_dir, project_root
 from .errors import RecordError
 from .files import temporary
 from .schema import SIDES
@@ -231,14 +231,16 @@ def _definition_fields(definition: dict, scenario: str) -> dict:
     """A scenario definition as environment.yaml keys (scenarios.<name>.mtu, cpu_placement.TCP_RR,
     file <path>) -> value, without prose; a field the definition predates counts as its default."""
     out = {}
-    for part, model, prefix in (("scenario", Scenario, f"scenarios.{scenario}."), ("environment", Environment, "")):
+    environment = {k: None if f.is_required() else f.default for k, f in Environment.model_fields.items()}
+    for part, defaults, prefix in (
+        ("scenario", SCENARIO_DEFAULTS, f"scenarios.{scenario}."),
+        ("environment", environment, ""),
+    ):
         given = definition.get(part) or {}
-        for key in model.model_fields.keys() | given.keys():
+        for key in defaults.keys() | given.keys():
             if key in PROSE_KEYS or key in ("name", "scenarios"):
                 continue
-            field = model.model_fields.get(key)
-            default = None if field is None or field.is_required() else field.default
-            _flat(prefix + key, given[key] if key in given else default, out)
+            _flat(prefix + key, given[key] if key in given else defaults.get(key), out)
     out.update({f"file {path}": digest for path, digest in (definition.get("files") or {}).items()})
     return out
 

@@ -23,8 +23,10 @@ LAYERS = [
         "benchlib.collectors",
         "benchlib.cpu",
         "benchlib.stacks",
-    ],  # pure: builders, parsers, vocabulary
+        "benchlib.meshes",
+    ],  # pure: builders, parsers, vocabulary (meshes: the mesh shapes' names)
     ["benchlib.machine"],  # the machine-wide collect lock, dying with the parent
+    ["benchlib.scenarios"],  # each target's scenario model, picked by the environment's target
     ["benchlib.config"],  # the settings: tests are the collectors' models, metric names the schema's
     ["benchlib.record"],
     ["benchlib.plan"],  # what each environment runs, its runs in blocks, and the campaign's identity

@@ -6,9 +6,8 @@ import os
 import signal
 
 from .. import collectors, machine, runner
-from ..errors import ConfigError
 from ..plan import Plan, plan_environment
-from ..targets import Target, lab
+from ..targets import Target, registry
 from .common import ERRORS, RESULT, add, log, params
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -40,17 +39,7 @@ def make_target(plan: Plan, log=log.info) -> Target:
         plan.environment,
         {"servers": collectors.servers(names), "commands": collectors.client_commands(names), "log": log},
     )
-    if env.target == "lab":
-        return lab.LabTarget(env, plan.scenarios, **kw)
-    if env.target == "kubernetes":
-        from ..targets.kubernetes import KubernetesTarget
-
-        return KubernetesTarget(env, plan.scenarios, **kw)
-    if env.target == "ssh":
-        from ..targets.ssh import SshTarget
-
-        return SshTarget(env, plan.scenarios, **kw)
-    raise ConfigError(f"environment {env.name}: unknown target {env.target!r}")
+    return registry.get(env.target)(env, plan.scenarios, **kw)
 
 
 def _interrupt(signum, frame) -> None:

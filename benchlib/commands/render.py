@@ -7,6 +7,7 @@ from pathlib import Path
 import yaml
 
 from .. import collectors, config
+from ..targets import registry
 from .common import ERRORS, add, params
 
 
@@ -37,16 +38,10 @@ def run(args) -> int:
     env = config.load_environment(args.env)
     tools = sorted({t.tool for t in params(args).tests.values()}) if args.params else ["netperf"]
     servers = collectors.servers(tools)
-    if env.target == "kubernetes":
-        from ..targets.kubernetes import render
-
-        items = render(env, list(env.scenarios), servers)
-    elif env.target == "ssh":
-        from ..targets.ssh import render
-
-        items = render(env, list(env.scenarios), servers)
-    else:
+    render = registry.get(env.target).render
+    if render is None:
         raise config.ConfigError(f"environment {env.name}: target {env.target} applies no manifests")
+    items = render(env, list(env.scenarios), servers)
     for title, item in items:  # written as they are: the project's own manifests, for kubectl or a diff
         print(f"# --- {title}")
         if isinstance(item, Path):

@@ -3,6 +3,9 @@
 A target knows nothing about tools or statistics: the runner hands it the
 servers to start and the command lines to run, and gets back what the
 processes printed. `Target` declares everything the runner relies on.
+
+Each target is one package below this one whose `Target` subclass
+`registry.TARGETS` lists under the name an environment's ``target`` gives.
 """
 
 from __future__ import annotations
@@ -106,6 +109,8 @@ class Target(ABC):
     # then says, per scenario once activated, whether it can indeed
     can_profile = False
     perf_is_remote = False  # whether check_profiling asks other machines (doctor and collect do; validate not)
+    # what `benchlib render` prints: (title, manifest or command) of what the target applies; None: nothing
+    render: Callable[..., list[tuple[str, object]]] | None = None
 
     def __init__(
         self,
@@ -199,7 +204,12 @@ class Target(ABC):
 
     def check_profiling(self) -> str:
         """perf's version where the runs run, or TargetError naming each setting that stops it."""
-        return profiling.check_plan(self.kind, self.can_profile)
+        return self.profiling_check(self.env)
+
+    @classmethod
+    def profiling_check(cls, env) -> str:
+        """`check_profiling` of an environment, before any target is built (doctor asks it)."""
+        return profiling.check_plan(cls.kind, cls.can_profile)
 
     def recorder(self, placement: Placement, hz: int, perf_version: str) -> profiling.ProfileRecorder:
         """What records a profiled run's CPU window: `perf record -a -g` on this machine."""

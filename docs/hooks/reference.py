@@ -134,6 +134,8 @@ def _model_tables(model: type[BaseModel], key: str, seen: set) -> list[str]:
     ]
     nested = []
     for name, field in model.model_fields.items():
+        if field.exclude:
+            continue  # set when the file is read, not written in it (a scenario's target)
         out.append(
             f"| `{name}` | {_cell(_type(field.annotation))} | {_default(field)} | {_bounds(field)} "
             f"| {_cell(field.description or '')} |"
@@ -211,8 +213,19 @@ def render_environment() -> str:
     out += _environment_table(fields)
     seen: set = set()
     for name, field in fields.items():
+        if name == "scenarios":
+            continue  # a union of the targets' models: below, one table per target
         for sub in _models_in(field.annotation):
-            out += _model_tables(sub, "scenarios.<name>" if name == "scenarios" else name, seen)
+            out += _model_tables(sub, name, seen)
+    out += [
+        "## `scenarios.<name>`",
+        "",
+        "The environment's `target` picks the scenario's model, which holds the fields that target uses "
+        "(a field of another target's scenarios is refused).",
+        "",
+    ]
+    for target, model in config.SCENARIOS.items():
+        out += _model_tables(model, f"scenarios.<name> with target: {target}", seen)
     return "\n".join(out)
 
 

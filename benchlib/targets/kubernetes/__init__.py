@@ -89,6 +89,7 @@ class KubernetesTarget(Target):
     can_profile = True  # where the nodes run on this machine's kernel (a local cluster): profile_unavailable
     # switching a CNI costs minutes: scenarios run one after another
     interleaves_scenarios = False
+    render = staticmethod(render)  # the namespace, pods and Services, as `benchlib render` prints them
 
     def __init__(
         self,

@@ -13,6 +13,7 @@ import shlex
 
 from ...collectors import Server
 from ...config import Environment, KubernetesSettings, environment_dir
+from ...scenarios import KubernetesScenario
 from .. import TargetError, service_ports
 from ..mesh.shapes import MTLS_MESHES, NODE_MESHES, Proxy
 from . import sidecars
@@ -51,7 +52,7 @@ def namespace_name(env: Environment, session: str) -> str:
 
 def scenario_commands(env: Environment, scenario: str) -> list[str]:
     """The shell commands that switch the cluster to a scenario: its commands, then helm."""
-    sc = env.scenarios[scenario]
+    sc = KubernetesScenario.of(env, scenario)
     commands = list(sc.apply)
     if sc.helm:
         h = sc.helm
@@ -83,7 +84,7 @@ def pod_manifest(
     """The client or server pod of a scenario. The client of a same-node
     scenario follows the server (``server_node`` once known, else pod affinity)."""
     k = kubernetes_settings(env)
-    sc = env.scenarios[scenario]
+    sc = KubernetesScenario.of(env, scenario)
     labels = {LABEL_SESSION: session, LABEL_ROLE: role, LABEL_SCENARIO: object_name(scenario)}
     ports = [{"containerPort": s.port, "protocol": s.protocol.upper()} for s in servers] if role == "server" else []
     spec: dict = {
@@ -139,7 +140,7 @@ def pod_manifest(
 
 def mesh_plan(env: Environment, scenario: str, servers: list[Server]) -> list[Proxy]:
     """The scenario's proxies, sidecars or node proxies (none without a mesh)."""
-    sc = env.scenarios[scenario]
+    sc = KubernetesScenario.of(env, scenario)
     if not sc.mesh:
         return []
     pods = {role: pod_name(scenario, role) for role in ("client", "server")}
@@ -151,7 +152,7 @@ def mesh_configmap(
 ) -> dict:
     """The ConfigMap of the scenario's proxies: their bootstraps and capture rules (node proxies': for
     the ``pod_subnets`` of the client's (1) and the server's (2) node)."""
-    sc = env.scenarios[scenario]
+    sc = KubernetesScenario.of(env, scenario)
     return sidecars.configmap_manifest(
         object_name(scenario),
         _mesh_labels(scenario, session),
@@ -271,7 +272,7 @@ def render(env: Environment, scenarios: list[str], servers: list[Server]) -> lis
         ("daemonset", cpu_daemonset(env, "<id>")),
     ]
     for name in scenarios:
-        sc = env.scenarios[name]
+        sc = KubernetesScenario.of(env, name)
         for command in scenario_commands(env, name):
             out.append((f"{name}: apply", command))
         if sc.namespace_labels:  # a patch of the namespace above, as kubectl would put it

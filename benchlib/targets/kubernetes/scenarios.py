@@ -13,6 +13,7 @@ import subprocess
 import time
 
 from ...config import Environment, environment_dir
+from ...scenarios import KubernetesScenario
 from .. import TargetError
 from .api import Cluster
 from .manifests import kubernetes_settings, scenario_commands
@@ -44,7 +45,7 @@ class Switch:
 
     def apply(self, scenario: str) -> None:
         """The scenario's commands and helm release, then until its ready checks pass."""
-        sc = self.env.scenarios[scenario]
+        sc = KubernetesScenario.of(self.env, scenario)
         for command in scenario_commands(self.env, scenario):
             self.log(f"kubernetes: {scenario}: {command}")
             proc = self.shell(command, sc.ready_timeout_s)
@@ -57,7 +58,7 @@ class Switch:
 
     def retry_until_ok(self, scenario: str, commands: list[str], state: str) -> None:
         """Run each command until it succeeds; fail naming the command after the scenario's ready_timeout_s."""
-        timeout_s = self.env.scenarios[scenario].ready_timeout_s
+        timeout_s = KubernetesScenario.of(self.env, scenario).ready_timeout_s
         deadline = time.monotonic() + timeout_s
         for command in commands:
             pause = FIRST_RETRY_S

@@ -16,12 +16,12 @@ import socket
 import subprocess
 from pathlib import Path
 
+from ...meshes import WITHOUT_WAYPOINT
 from ..mesh.shapes import PROXY_UID, Proxy
 from .netns import run
 
 BINARY = "haproxy"
-# the mesh shapes it runs: a waypoint's tunnels are HBONE (HTTP/2 CONNECT), which HAProxy does not end
-MESHES = ("server-sidecar", "sidecars", "sidecars-mtls", "node-proxies-mtls")
+MESHES = WITHOUT_WAYPOINT  # the mesh shapes it runs: a waypoint's HBONE tunnels it does not end
 TIMEOUT = "10m"  # a netperf control connection idles for a whole run
 
 

@@ -10,8 +10,9 @@ import os
 import shutil
 import subprocess
 
-from benchlib.config import Environment, Scenario
+from benchlib.config import Environment
 from benchlib.errors import TargetError
+from benchlib.scenarios import LabScenario
 
 from ..mesh import shapes
 from . import bpf, encryption, haproxy
@@ -68,7 +69,7 @@ def check_machine(env: Environment, commands: list[str]) -> None:
 
 def scenario_problems(env: Environment, scenarios: list[str]) -> dict[str, list[str]]:
     """What each scenario needs that this machine lacks, by scenario (only those lacking something)."""
-    needs = {name: _needs(name, env.scenarios[name]) for name in scenarios}
+    needs = {name: _needs(name, LabScenario.of(env, name)) for name in scenarios}
     absent = _probe(sorted({f for _, features in needs.values() for f in features}))
     problems = {}
     for name, (commands, features) in needs.items():
@@ -79,7 +80,7 @@ def scenario_problems(env: Environment, scenarios: list[str]) -> dict[str, list[
     return problems
 
 
-def _needs(name: str, sc: Scenario) -> tuple[list[str], list[str]]:
+def _needs(name: str, sc: LabScenario) -> tuple[list[str], list[str]]:
     """The commands and kernel features one scenario needs beyond what every scenario needs."""
     topo = TOPOLOGIES[topology_of(name, sc)]
     commands, features = list(topo.commands), list(topo.features)

@@ -29,9 +29,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-MESHES = ("server-sidecar", "sidecars", "sidecars-mtls", "node-proxies-mtls", "node-proxies-waypoint")
-MTLS_MESHES = ("sidecars-mtls", "node-proxies-mtls", "node-proxies-waypoint")
-NODE_MESHES = ("node-proxies-mtls", "node-proxies-waypoint")
+from ...meshes import MESHES, MTLS_MESHES, NODE_MESHES  # noqa: F401 (the shapes' names; targets read them here)
+
 PROXY_UID = 1337  # Istio's proxy uid: the client pod's capture rule spares this uid's own connections
 OUTBOUND_TCP, OUTBOUND_HTTP = 15001, 15002  # Istio captures outbound on 15001
 INBOUND_TCP, INBOUND_HTTP = 15006, 15007  # ... and inbound on 15006

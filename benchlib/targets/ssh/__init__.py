@@ -50,6 +50,7 @@ class SshTarget(Target):
     interleaves_scenarios = True
     can_profile = True  # with perf on each host (check_profiling)
     perf_is_remote = True
+    render = staticmethod(render)  # the commands each host runs, as `benchlib render` prints them
 
     def __init__(
         self,
@@ -155,8 +156,9 @@ class SshTarget(Target):
             raise TargetError("ssh: could not stop every server: " + "; ".join(errors))
 
     # -- what the runner uses ---------------------------------------------------------
-    def check_profiling(self) -> str:
-        return perf.check_profiling(self.env)
+    @classmethod
+    def profiling_check(cls, env) -> str:
+        return perf.check_profiling(env)
 
     def recorder(self, placement: Placement, hz: int, perf_version: str) -> perf.SshRecorder:
         return perf.SshRecorder(
