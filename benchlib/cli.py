@@ -252,7 +252,8 @@ def cmd_analyse(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from .analysis import analyse, report  # heavy imports (papermill, nbconvert) only when reporting
+    from .analysis import analyse
+    from .report import render as report  # heavy imports (papermill, nbconvert) only when reporting
 
     params = _params(args)
     root = config.project_root()
@@ -372,7 +373,8 @@ def load_campaign(spec: str):
 
 
 def cmd_compare(args) -> int:
-    from .analysis import analyse, compare, report
+    from .analysis import analyse, compare
+    from .report import compare as output, render as report
 
     analysis = _params(args).analysis
     try:
@@ -389,9 +391,9 @@ def cmd_compare(args) -> int:
         seed=analysis.seed,
         targets=analyse.targets(analysis),
     )
-    _print(json.dumps(compare.to_json(res), indent=1) if args.json else compare.text(res))
+    _print(json.dumps(output.to_json(res), indent=1) if args.json else output.text(res))
     if args.junit:
-        log.info(f"compare: JUnit -> {compare.write_junit(res, Path(args.junit), strict_setup=args.strict_setup)}")
+        log.info(f"compare: JUnit -> {output.write_junit(res, Path(args.junit), strict_setup=args.strict_setup)}")
     if not args.no_html:
         root = config.project_root()
         out_dir = Path(args.out_dir) if args.out_dir else root / "reports"
@@ -502,7 +504,8 @@ def cmd_completion(args) -> int:
 
 
 def cmd_summary(args) -> int:
-    from .analysis import analyse, resolve, summary
+    from .analysis import analyse, resolve
+    from .report import summary
 
     a = analyse.load(resolve(args.analysis))
     report = resolve(args.report)
