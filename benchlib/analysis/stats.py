@@ -42,6 +42,7 @@ from .estimators import (
 from .families import (
     CORRECTIONS,
     CPU as CPU,
+    FAMILY_ORDER as FAMILY_ORDER,
     LATENCY as LATENCY,
     OTHER as OTHER,
     PRIMARY,
