@@ -1,15 +1,15 @@
 """Numbers as the report, the summary and `benchlib compare` write them: one formatter per kind of
-number, in one table (FORMATTERS), so that a value reads the same wherever it is shown.
+number (a median in a table, a value in a caption, a change in %, a confidence level, ...), so that a
+value reads the same wherever it is shown.
 
-The analysis holds numbers only; everything that turns one into text is here. A missing value
-(None or NaN) is the formatter's to show ("" or "-").
+The analysis tables hold the numbers; the report's modules, the summary and compare's outputs write
+them through these. A missing value (None or NaN) is the formatter's to show ("" or "-").
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
 
 import numpy as np
 
@@ -57,22 +57,6 @@ def whole_change(v: float) -> str:
 def interval(v: float, low: float, high: float) -> str:
     """A value with its interval, or the value alone where the interval is not finite."""
     return f"{v:.4g} [{low:.4g}, {high:.4g}]" if math.isfinite(low) else f"{v:.4g}"
-
-
-# one formatter per kind of number; the helpers below compose them
-FORMATTERS: dict[str, Callable[[float], str]] = {
-    "median": median,
-    "caption": caption,
-    "reading": reading,
-    "level": level,
-    "change": change,
-    "whole_change": whole_change,
-}
-
-
-def format_number(kind: str, v: float) -> str:
-    """``v`` written as a number of ``kind`` (a key of FORMATTERS)."""
-    return FORMATTERS[kind](v)
 
 
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[+-]\d+)?")
