@@ -209,7 +209,8 @@ if mesh.has_sized_datapath(runs):  # BIG TCP scenarios: which size each one's ru
 # %%
 if show:
     figs = {
-        f"mesh_ladder_{t}": mesh_figures.ladder_figure(ladder, t, compared) for t in ladder["test"].unique(maintain_order=True)
+        f"mesh_ladder_{t}": mesh_figures.ladder_figure(ladder, t, compared)
+        for t in ladder["test"].unique(maintain_order=True)
     }
     for t in summary.filter(metric=normalize.PROXY_CPU_AT_TARGET)["test"].unique(maintain_order=True):
         figs[f"mesh_proxy_cpu_{t}"] = mesh_figures.proxy_cpu_figure(summary, runs, t, compared)

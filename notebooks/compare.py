@@ -84,9 +84,7 @@ if len(tested_headline):
         )
     )
 if len(headline):
-    tables.show(
-        tables.publication_table(display_rows(headline).drop("family"), {"p_adj": "{:.3g}"}, verdict="verdict")
-    )
+    tables.show(tables.publication_table(display_rows(headline).drop("family"), {"p_adj": "{:.3g}"}, verdict="verdict"))
 
 # %% [markdown]
 # ## Geometric mean of the changes per test

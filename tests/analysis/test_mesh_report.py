@@ -143,7 +143,9 @@ def test_figure_captions_state_the_medians_intervals_n_and_correction(campaign):
         significant = rows.filter(pl.col("p_adj") < alpha, pl.col("verdict").str.contains(r"(better|worse)$"))
         assert f"{len(significant)} of the {len(rows)} comparisons" in caption
         assert "significant after FDR (Benjamini-Hochberg)" in caption
-    cpu = mesh_figures.proxy_cpu_figure(campaign["summary"], campaign["runs"], "http_1000", compared).layout.meta["caption"]
+    cpu = mesh_figures.proxy_cpu_figure(campaign["summary"], campaign["runs"], "http_1000", compared).layout.meta[
+        "caption"
+    ]
     server = campaign["summary"].filter(
         test="http_1000", scenario="proxy-server", metric=normalize.PROXY_CPU_AT_TARGET, side="server"
     )
