@@ -152,7 +152,7 @@ else:
     )
 
 # %%
-comparisons.drop("u").write_csv(out / "significance.csv")  # every comparison, for a spreadsheet
+tables.spreadsheet(comparisons).write_csv(out / "significance.csv")  # every comparison, for a spreadsheet
 
 # %% [markdown]
 # ## Caveats

@@ -258,6 +258,14 @@ def headline(summary: pl.DataFrame, comparisons: pl.DataFrame, baseline: str = "
     )
 
 
+def spreadsheet(comparisons: pl.DataFrame) -> pl.DataFrame:
+    """Every comparison with the analysis' columns for a spreadsheet (reports/significance.csv), the
+    change as the tables write it (``change``) after the instrument's resolution columns."""
+    out = comparisons.drop("u")
+    change = pl.Series("change", [change_text(r) for r in out.iter_rows(named=True)], dtype=pl.String)
+    return out.insert_column(out.columns.index("finer_metric") + 1, change)
+
+
 def headline_table(summary: pl.DataFrame, comparisons: pl.DataFrame, baseline: str) -> GT:
     """headline as a publication table: one row group per family (with its correction),
     the metric with its side and unit, the verdict coloured; the environment only where there are several."""

@@ -60,3 +60,15 @@ def test_the_mde_text_says_why_there_is_none():
     assert fmt.mde_text({"n_attainable": 12, "n": 8, "mde_pct": math.nan}) == "not attainable at n = 8 (needs n >= 12)"
     assert fmt.mde_text({"n_attainable": None, "n": 8, "mde_pct": 4.26}) == "4.3"
     assert fmt.mde_text({"n_attainable": None, "n": 8, "mde_pct": math.nan}) == ""
+
+
+def test_the_spreadsheet_carries_the_change_text_after_the_resolution_columns():
+    from analysis_tables import report_comparisons
+
+    from benchlib.report import tables
+
+    comparisons = resolution.annotate(report_comparisons("tests/fixtures/tidy/lab-default-003")[3])
+    sheet = tables.spreadsheet(comparisons)
+    assert "u" not in sheet.columns and sheet.columns[sheet.columns.index("finer_metric") + 1] == "change"
+    below = sheet.filter("below_resolution").row(0, named=True)
+    assert resolution.BELOW in below["change"] and below["change"] == fmt.change_text(below)
