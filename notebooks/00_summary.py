@@ -25,7 +25,8 @@ analysis_dir = "data/analysis"
 import polars as pl
 from IPython.display import HTML, Markdown, display
 
-from benchlib.analysis import analyse, figures, stats, summary
+from benchlib.analysis import analyse, stats
+from benchlib.report import figures, summary
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
 a = analyse.load(analysis_dir)

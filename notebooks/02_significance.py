@@ -27,7 +27,9 @@ import polars as pl
 from IPython.display import Markdown, display
 
 import benchlib.escape as escape
-from benchlib.analysis import analyse, figures, report, resolve, saturation, stats, tables
+from benchlib.analysis import analyse, resolve, saturation, stats
+from benchlib.report import figures, render as report, tables
+from benchlib.report.format import change_text, mde_text
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
 report.display_tables()
@@ -97,7 +99,7 @@ bound = comparisons.filter(pl.col("cpu_bound"))
 unresolved = comparisons.filter(pl.col("below_resolution"))
 display(
     Markdown(
-        f"**At a CPU limit: {len(bound)} of {len(comparisons)} comparisons.** The `{stats.CPU_LIMIT}` column names "
+        f"**At a CPU limit: {len(bound)} of {len(comparisons)} comparisons.** The `{tables.CPU_LIMIT}` column names "
         f"the sides whose median run kept at least {saturation.CPU_BOUND_PCT:g} % of their CPUs busy, in the "
         "scenario or its baseline (with the higher median busy %). There a rate or a latency measures that CPU as "
         "much as the path: the comparison to read is the CPU per work (`cpu_pct_at_target`) of that side.\n\n"
@@ -122,8 +124,8 @@ else:
     tables.show(
         tables.publication_table(
             contrast_rows.with_columns(
-                pl.Series("change % [CI @ level]", [stats.change_text(r) for r in contrast_rows.iter_rows(named=True)]),
-                pl.Series("MDE %", [stats.mde_text(r) for r in contrast_rows.iter_rows(named=True)]),
+                pl.Series("change % [CI @ level]", [change_text(r) for r in contrast_rows.iter_rows(named=True)]),
+                pl.Series("MDE %", [mde_text(r) for r in contrast_rows.iter_rows(named=True)]),
             )
             .select(
                 "family",
@@ -150,7 +152,7 @@ else:
     )
 
 # %%
-comparisons.drop("u").write_csv(out / "significance.csv")  # every comparison, for a spreadsheet
+tables.spreadsheet(comparisons).write_csv(out / "significance.csv")  # every comparison, for a spreadsheet
 
 # %% [markdown]
 # ## Caveats

@@ -32,7 +32,8 @@ import polars as pl
 from IPython.display import Markdown, display
 
 import benchlib.escape as escape
-from benchlib.analysis import analyse, figures, normalize, resolve, stats
+from benchlib.analysis import analyse, normalize, resolve, stats
+from benchlib.report import figures
 from benchlib.schema import PRIMARY_METRICS
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once

@@ -30,7 +30,8 @@ out_dir = "reports"  # where figures and exported tables go
 # %%
 import polars as pl
 
-from benchlib.analysis import analyse, figures, reference, report, resolve, tables
+from benchlib.analysis import analyse, reference, resolve
+from benchlib.report import figures, render as report, tables
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
 report.display_tables()

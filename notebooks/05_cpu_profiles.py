@@ -29,13 +29,15 @@ import polars as pl
 from IPython.display import Markdown, display
 
 import benchlib.escape as escape
-from benchlib.analysis import analyse, figures, flamegraphs, profiles, resolve, stats, summary
+from benchlib.analysis import analyse, profiles, resolve, stats
+from benchlib.report import figures, flamegraphs, summary
+from benchlib.report.profiles import method_text
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
 a = analyse.load(analysis_dir)
 baseline = a.settings.baseline
 cats, frames, diffs = a.profile_categories, a.profile_frames, a.profile_differences
-display(Markdown(profiles.method_text(a.profile_method)))
+display(Markdown(method_text(a.profile_method)))
 
 # %%
 # the sentences under the comparisons they explain, findings first; the others (no headline comparison,

@@ -26,7 +26,8 @@ import polars as pl
 from IPython.display import Markdown, display
 
 import benchlib.escape as escape
-from benchlib.analysis import analyse, figures, mesh, normalize, reference, report, resolve, stats, tables
+from benchlib.analysis import analyse, mesh, normalize, reference, resolve, stats
+from benchlib.report import figures, mesh as mesh_figures, render as report, tables
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
 report.display_tables()
@@ -208,10 +209,11 @@ if mesh.has_sized_datapath(runs):  # BIG TCP scenarios: which size each one's ru
 # %%
 if show:
     figs = {
-        f"mesh_ladder_{t}": mesh.ladder_figure(ladder, t, compared) for t in ladder["test"].unique(maintain_order=True)
+        f"mesh_ladder_{t}": mesh_figures.ladder_figure(ladder, t, compared)
+        for t in ladder["test"].unique(maintain_order=True)
     }
     for t in summary.filter(metric=normalize.PROXY_CPU_AT_TARGET)["test"].unique(maintain_order=True):
-        figs[f"mesh_proxy_cpu_{t}"] = mesh.proxy_cpu_figure(summary, runs, t, compared)
+        figs[f"mesh_proxy_cpu_{t}"] = mesh_figures.proxy_cpu_figure(summary, runs, t, compared)
     figures.write_figures(figs, resolve(out_dir) / "figures", blog_dir=resolve(out_dir) / "blog")
     for fig in figs.values():
         fig.show()

@@ -27,7 +27,8 @@ analysis_dir = "data/analysis"
 # %%
 from IPython.display import Markdown, display
 
-from benchlib.analysis import analyse, figures, normalize, report, stats, tables
+from benchlib.analysis import analyse, normalize, stats
+from benchlib.report import figures, render as report, tables
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
 report.display_tables()

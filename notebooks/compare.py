@@ -23,8 +23,10 @@ import polars as pl
 from IPython.display import HTML, Markdown, display
 
 import benchlib.escape as escape
-from benchlib.analysis import compare, figures, report, resolve, summary, tables
+from benchlib.analysis import compare, resolve
 from benchlib.config import load_params
+from benchlib.report import figures, render as report, summary, tables
+from benchlib.report.compare import display_rows
 
 figures.use_report_renderer()  # headless kernels need it; the page carries plotly.js once
 report.display_tables()
@@ -82,9 +84,7 @@ if len(tested_headline):
         )
     )
 if len(headline):
-    tables.show(
-        tables.publication_table(compare.display_rows(headline).drop("family"), {"p_adj": "{:.3g}"}, verdict="verdict")
-    )
+    tables.show(tables.publication_table(display_rows(headline).drop("family"), {"p_adj": "{:.3g}"}, verdict="verdict"))
 
 # %% [markdown]
 # ## Geometric mean of the changes per test
@@ -98,7 +98,7 @@ tables.show(tables.publication_table(res.geomean, {"geomean_change_pct": "{:+.1f
 
 # %%
 secondary = res.rows.filter(pl.col("family") != compare.stats.PRIMARY)
-shown = compare.display_rows(secondary).filter(~pl.col("verdict").is_in([compare.stats.WITHIN_NOISE]))
+shown = display_rows(secondary).filter(~pl.col("verdict").is_in([compare.stats.WITHIN_NOISE]))
 if len(shown):
     tables.show(tables.publication_table(shown, {"p_adj": "{:.3g}"}, group="family", verdict="verdict"))
 else:

@@ -168,7 +168,7 @@ def test_what_a_kernel_prints_on_stderr_goes_to_the_log_not_the_terminal(tmp_pat
     import logging
     import time
 
-    from benchlib.analysis import report
+    from benchlib.report import render as report
 
     nb = tmp_path / "nb.py"
     nb.write_text("# %%\nimport os\nos.write(2, b'kernel-stderr-marker\\n')\nprint('cell output')\n")

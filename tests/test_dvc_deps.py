@@ -6,6 +6,8 @@ stage."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -67,5 +69,43 @@ def test_a_stage_depends_on_every_module_its_command_runs(stage):
 def test_the_walk_finds_what_a_command_names():
     assert {"benchlib.record", "benchlib.tidy", "benchlib.plan", "benchlib.schema"} <= command_modules("parse")
     assert "benchlib.runner" not in command_modules("parse") | command_modules("analyse")
-    assert "benchlib.analysis.report" in command_modules("report")
+    assert "benchlib.report.render" in command_modules("report")
+    assert "benchlib.analysis.analyse" in command_modules("analyse")
     assert "benchlib.targets.lab" in command_modules("collect")
+
+
+# what only the report draws, renders or writes: the analyse stage imports none of them
+PRESENTATION = ("plotly", "great_tables", "nbconvert", "papermill", "jupytext", "nbformat", "IPython", "markdown_it")
+
+
+def test_the_analyse_stage_depends_on_nothing_it_does_not_run():
+    needed = {MODULES[m].relative_to(REPO) for m in command_modules("analyse")}
+    code = [d for d in stages()["analyse"]["deps"] if d.startswith("benchlib")]
+    extra = sorted(
+        str(p.relative_to(REPO))
+        for d in code
+        for p in ((REPO / d).rglob("*.py") if (REPO / d).is_dir() else [REPO / d])
+        if p.relative_to(REPO) not in needed
+    )
+    assert not extra, f"dvc.yaml: stage analyse depends on modules benchlib analyse never runs: {extra}"
+
+
+def test_the_analyse_stage_imports_no_presentation_library():
+    names = sorted(m for m in command_modules("analyse") if m.startswith("benchlib."))
+    assert "benchlib.analysis.mesh" in names and not any(m.startswith("benchlib.report") for m in names)
+    # imported for real: a presentation library a third-party module pulls in counts as well
+    probe = f"import sys; {'; '.join(f'import {m}' for m in names)}; print(sorted({{m.split('.')[0] for m in sys.modules}}))"
+    loaded = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    assert not [lib for lib in PRESENTATION if f"'{lib}'" in loaded], loaded
+
+
+def test_the_report_loads_a_presentation_library():
+    # the probe above would pass vacuously if it could not see one
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import sys, benchlib.report.figures; print(sorted(sys.modules))"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "'plotly'" in loaded

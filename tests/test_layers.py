@@ -33,12 +33,13 @@ LAYERS = [
     ["benchlib.profiling"],  # perf records a run's CPU window; each target says where perf runs
     ["benchlib.targets", "benchlib.images"],
     ["benchlib.runner", "benchlib.tidy", "benchlib.analysis", "benchlib.store"],  # store: records against DVC
+    ["benchlib.report"],  # the analysis in words, tables and figures; the rendered report
     ["benchlib.doctor"],  # what a campaign needs, asked of the targets' checks before collect
     ["benchlib.commands"],  # one module per command: its arguments and the library calls it makes
     ["benchlib.cli"],  # the command line built from the commands, the global options, the exit codes
 ]
-# what notebooks may use: the analysis and what it stands on
-NOTEBOOK_IMPORTS = ("benchlib.analysis", "benchlib.schema", "benchlib.config", "benchlib.escape")
+# what notebooks may use: the report, the analysis and what it stands on
+NOTEBOOK_IMPORTS = ("benchlib.report", "benchlib.analysis", "benchlib.schema", "benchlib.config", "benchlib.escape")
 
 
 def modules() -> dict[str, Path]:

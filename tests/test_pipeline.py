@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from benchlib import schema
-from benchlib.analysis import report
+from benchlib.report import render as report
 from tests.conftest import require_root, venv_env
 
 BLOCKS = 6  # the statistics floor: below it no 95 % median CI exists

@@ -1,4 +1,5 @@
-"""Analysis layer: CPU normalization, statistics, figures, published references, report.
+"""Analysis layer: CPU normalization, statistics, published references, CPU profiles, as numbers and
+category labels (benchlib.report presents them).
 
 Everything here reads the tidy tables (benchlib.schema) and never measures.
 """

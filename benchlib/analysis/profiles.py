@@ -17,7 +17,6 @@ from array import array
 
 import polars as pl
 
-from benchlib import escape
 from benchlib.errors import SchemaError
 from benchlib.schema import PROFILES_SCHEMA, check_names
 from benchlib.stacks import CATEGORIES, frame_category, is_user
@@ -572,34 +571,6 @@ def method(profile_runs: pl.DataFrame) -> pl.DataFrame:
         .sort("environment")
         .select(METHOD_SCHEMA.keys())
     )
-
-
-def method_text(method_table: pl.DataFrame) -> str:
-    """One Markdown line per environment on how the profiles were taken (what the records say escaped),
-    or NO_PROFILES."""
-    if method_table.is_empty():
-        return NO_PROFILES + "."
-    lines = []
-    for r in method_table.iter_rows(named=True):
-        how = (
-            "each side's samples from its own CPUs"
-            if r["attribution"] == "cpu"
-            else "client and server shared CPUs: one profile of both"
-            if r["attribution"] == "shared"
-            else "each side's samples from its own host's perf, on its CPUs"
-            if r["attribution"] == "host"
-            else f"attribution {escape.markdown(r['attribution'])}"
-        )
-        lines.append(
-            f"{escape.markdown(r['environment'])}: `perf record -a -g` ({escape.markdown(r['perf_version'] or 'perf')}, "
-            f"kernel {escape.markdown(r['kernel'])}), {escape.markdown(r['event'])} at "
-            f"{escape.markdown(r['frequency_hz'])} Hz; {r['profiled_runs']} profiled run(s)"
-            + (f" ({r['failed']} failed)" if r["failed"] else "")
-            + f", {r['samples']:,} samples; {how}"
-            + ("" if r["kernel_symbols"] else f"; {NO_SYMBOLS}")
-            + ". Profiled runs are separate from the measured runs."
-        )
-    return "\n\n".join(lines)
 
 
 def analyse(profiles: pl.DataFrame | None, profile_runs: pl.DataFrame | None, baseline: str) -> dict[str, pl.DataFrame]:

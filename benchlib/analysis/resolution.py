@@ -141,7 +141,6 @@ COLUMNS = [
     "unresolved",
     "below_resolution",
     "finer_metric",
-    "change",
 ]
 
 
@@ -214,25 +213,11 @@ def _word(verdict: str) -> str | None:
     return None
 
 
-def _steps_text(steps: float, step: float, unit: str) -> str:
+def steps_text(steps: float, step: float, unit: str) -> str:
+    """A count of instrument steps as a verdict and the change text state it: "4 steps of 1 us"."""
     k = abs(steps)
     count = f"{k:.0f}" if k >= 10 else f"{k:.2g}"
     return f"{count} step{'' if count == '1' else 's'} of {step:g} {unit}"
-
-
-def change_text(r: dict) -> str:
-    """A comparison's change as stats.change_text gives it, unless it is below the resolution:
-    then in whole percent, in steps of the instrument, with the interval widened by one step each
-    way. Where the change itself is at most one step: "+8 % (1 step of 10 us: below resolution)
-    [-3, +21] ± 1 step @ 97.92 %"; where only its interval is narrower than one step: "+31 % [+18,
-    +38] ± 1 step @ 95 % (4 steps of 1 us; interval below resolution)"."""
-    if not r.get("below_resolution"):
-        return stats.change_text(r)
-    steps = _steps_text(r["steps"], r["step"], r["unit"])
-    interval = f"[{r['delta_low_res']:+.0f}, {r['delta_high_res']:+.0f}] ± 1 step @ {100 * r['ci_level']:.4g} %"
-    if r["unresolved"] == CHANGE:
-        return f"{r['delta_pct']:+.0f} % ({steps}: {BELOW}) {interval}"
-    return f"{r['delta_pct']:+.0f} % {interval} ({steps}; interval {BELOW})"
 
 
 def _verdict(r: dict) -> str:
@@ -241,7 +226,7 @@ def _verdict(r: dict) -> str:
     if not r["below_resolution"]:
         return v
     if (word := _word(v)) is not None:
-        steps = _steps_text(r["steps"], r["step"], r["unit"])
+        steps = steps_text(r["steps"], r["step"], r["unit"])
         if r["unresolved"] == CHANGE:
             return f"{word} by {steps} ({BELOW})"
         return (
@@ -273,7 +258,6 @@ def annotate(comparisons: pl.DataFrame) -> pl.DataFrame:
       below_resolution: unresolved is not null;
       finer_metric: a metric of the same test that resolves finer (netperf percentiles:
         latency_mean), else null;
-      change: the change text (change_text): stats.change_text's, or in steps where below resolution.
     ``verdict`` is rewritten where it quoted a precise change below the resolution: "worse by 1 step
     of 1 us (below resolution)" (change), "+31 % [+18, +38] worse (± 1 step of 1 us)" (interval);
     and where "negligible" is claimed inside one step that is wider than the noise band.
@@ -302,8 +286,4 @@ def annotate(comparisons: pl.DataFrame) -> pl.DataFrame:
             finer_metric=pl.col("metric").replace_strict(FINER, default=None, return_dtype=pl.String),
         )
     )
-    rows = list(df.iter_rows(named=True))  # one per comparison, for the text only
-    return df.with_columns(
-        change=pl.Series([change_text(r) for r in rows], dtype=pl.String),
-        verdict=pl.Series([_verdict(r) for r in rows], dtype=pl.String),
-    )
+    return df.with_columns(verdict=pl.Series([_verdict(r) for r in df.iter_rows(named=True)], dtype=pl.String))

@@ -42,7 +42,7 @@ from .estimators import (
 from .families import (
     CORRECTIONS,
     CPU as CPU,
-    FAMILY_ORDER,
+    FAMILY_ORDER as FAMILY_ORDER,
     LATENCY as LATENCY,
     OTHER as OTHER,
     PRIMARY,
@@ -477,132 +477,6 @@ def _compare_pairs(
                 )
             )
     return df.with_columns(verdict=pl.Series(labels, dtype=pl.String)).select(COMPARISON_COLUMNS)
-
-
-def _fmt(v: float | None) -> str:
-    return "-" if v is None or math.isnan(v) else f"{v:.4g}"
-
-
-def change_text(r: dict) -> str:
-    """A comparison's change in % with its interval and the interval's level (in steps of the
-    instrument where resolution.annotate marked it below_resolution and wrote that text)."""
-    if r["delta_pct"] is None or math.isnan(r["delta_pct"]):
-        return ""
-    if r.get("below_resolution"):
-        return r["change"]  # resolution.annotate's text: the change in steps of the instrument
-    return f"{r['delta_pct']:+.1f} [{r['delta_low']:+.1f}, {r['delta_high']:+.1f}] @ {100 * r['ci_level']:.4g} %"
-
-
-def mde_text(r: dict) -> str:
-    """A comparison's minimum detectable effect in %, or why there is none at its n."""
-    if r["n_attainable"] is not None:
-        return f"not attainable at n = {r['n']} (needs n >= {r['n_attainable']})"
-    return "" if r["mde_pct"] is None or math.isnan(r["mde_pct"]) else f"{r['mde_pct']:.1f}"
-
-
-# columns resolution.annotate and saturation.annotate add to comparisons that headline carries when present
-ANNOTATIONS = (
-    "below_resolution",
-    "unresolved",
-    "step",
-    "steps",
-    "delta_low_res",
-    "delta_high_res",
-    "change",
-    "cpu_bound",
-    "cpu_bound_side",
-    "cpu_bound_pct",
-    "cpu_bound_pct_base",
-)
-CPU_LIMIT = "CPU limit"  # headline's column: the sides at their CPU limit (saturation.annotate explains)
-
-
-def headline(summary: pl.DataFrame, comparisons: pl.DataFrame, baseline: str = "host") -> pl.DataFrame:
-    """benchstat-like table: per family, test, metric and side, each scenario's median [95 % CI] and,
-    against the baseline, the change in % with its CI at the family's decision level (the level
-    shown), p_adj, the verdict and the minimum detectable effect (MDE, % of the baseline median); and,
-    where the comparisons carry saturation.annotate's columns, the sides at their CPU limit with the
-    highest median busy % (e.g. "client (100 %)")."""
-    vs_base = comparisons.filter(pl.col("baseline") == baseline).select(
-        *CONFIG,
-        "family",
-        "correction",
-        "delta_pct",
-        "delta_low",
-        "delta_high",
-        "ci_level",
-        "p_adj",
-        "verdict",
-        "mde_pct",
-        "n_attainable",
-        *[c for c in ANNOTATIONS if c in comparisons.columns],
-    )
-    df = summary.join(vs_base, on=CONFIG, how="left", nulls_equal=True)
-    ci = [
-        f"{_fmt(r['median'])} [{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]"
-        if r["n"] >= MIN_N
-        else f"{_fmt(r['median'])} ({INSUFFICIENT})"
-        for r in df.iter_rows(named=True)
-    ]
-    rows = list(df.iter_rows(named=True))
-    keys = ["environment", "test", "metric", "side"]
-    return (
-        df.with_columns(
-            verdict=pl.when(pl.col("scenario") == baseline)
-            .then(pl.lit("baseline"))
-            .otherwise(pl.col("verdict").fill_null("")),
-            # the baseline's row belongs to the family of its comparisons
-            family=pl.col("family").drop_nulls().first().over(keys, order_by="scenario"),
-            correction=pl.col("correction").drop_nulls().first().over(keys, order_by="scenario"),
-            _base_first=pl.col("scenario") != baseline,
-            **{
-                "median [95 % CI]": pl.Series(ci, dtype=pl.String),
-                "change % [CI @ level]": pl.Series([change_text(r) for r in rows], dtype=pl.String),
-                "MDE %": pl.Series([mde_text(r) for r in rows], dtype=pl.String),
-            },
-        )
-        .with_columns(
-            _family_order=pl.col("family").replace_strict(
-                {f: i for i, f in enumerate(FAMILY_ORDER)}, default=len(FAMILY_ORDER), return_dtype=pl.Int64
-            )
-        )
-        .sort(
-            ["_family_order", "environment", "test", "metric", "side", "_base_first", "scenario"], maintain_order=True
-        )
-        .select(
-            "family",
-            "correction",
-            "environment",
-            "test",
-            "metric",
-            "side",
-            "unit",
-            "scenario",
-            "n",
-            "median [95 % CI]",
-            "change % [CI @ level]",
-            "p_adj",
-            "verdict",
-            "MDE %",
-            "flags",
-            *(
-                [
-                    pl.when(pl.col("cpu_bound"))
-                    .then(
-                        pl.format(
-                            "{} ({} %)",
-                            "cpu_bound_side",
-                            pl.max_horizontal("cpu_bound_pct", "cpu_bound_pct_base").round(0).cast(pl.Int64),
-                        )
-                    )
-                    .otherwise(pl.lit(""))
-                    .alias(CPU_LIMIT)
-                ]
-                if "cpu_bound" in df.columns
-                else []
-            ),
-        )
-    )
 
 
 def _json_number(v):

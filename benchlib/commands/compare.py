@@ -189,7 +189,8 @@ def load_campaign(spec: str):
 
 
 def run(args) -> int:
-    from benchlib.analysis import analyse, compare, report
+    from benchlib.analysis import analyse, compare
+    from benchlib.report import compare as output, render as report
 
     analysis = params(args).analysis
     try:
@@ -206,9 +207,9 @@ def run(args) -> int:
         seed=analysis.seed,
         targets=analyse.work_rates(analysis),
     )
-    out(json.dumps(compare.to_json(res), indent=1) if args.json else compare.text(res))
+    out(json.dumps(output.to_json(res), indent=1) if args.json else output.text(res))
     if args.junit:
-        log.info(f"compare: JUnit -> {compare.write_junit(res, Path(args.junit), strict_setup=args.strict_setup)}")
+        log.info(f"compare: JUnit -> {output.write_junit(res, Path(args.junit), strict_setup=args.strict_setup)}")
     if not args.no_html:
         root = config.project_root()
         out_dir = Path(args.out_dir) if args.out_dir else root / "reports"

@@ -28,7 +28,8 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
-    from benchlib.analysis import analyse, report  # heavy imports (papermill, nbconvert) only when reporting
+    from benchlib.analysis import analyse
+    from benchlib.report import render as report  # heavy imports (papermill, nbconvert) only when reporting
 
     p = params(args)
     root = config.project_root()

@@ -23,7 +23,8 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
-    from benchlib.analysis import analyse, resolve, summary
+    from benchlib.analysis import analyse, resolve
+    from benchlib.report import summary
 
     a = analyse.load(resolve(args.analysis))
     report = resolve(args.report)

@@ -7,6 +7,7 @@ import pytest
 from analysis_tables import lab_like_samples, make_tables
 
 from benchlib.analysis import compare, stats
+from benchlib.report import compare as compare_output
 
 
 def campaign(name: str, seed: int) -> compare.Campaign:
@@ -33,9 +34,9 @@ def test_compare_uses_the_report_families():
     for (family,), g in rows.group_by("family"):
         correction = "holm" if family == stats.PRIMARY else "fdr_bh"
         assert g["p_adj"].to_numpy().tolist() == stats.adjust(g["p"].to_numpy(), correction).tolist()
-    shown = compare.display_rows(primary)
+    shown = compare_output.display_rows(primary)
     assert {"change % [CI @ level]", "MDE %"} <= set(shown.columns)
-    text = compare.text(
+    text = compare_output.text(
         compare.Result("a", "b", pl.DataFrame(), pl.DataFrame(), rows, compare.geomean_summary(rows), 0.05, "holm")
     )
     assert "primary family 16 (Holm)" in text and "latency family" in text
@@ -68,7 +69,8 @@ def test_compare_normalizes_cpu_with_the_analysis_settings_of_the_report():
 def test_compare_sentences_name_the_scenario_once_then_campaign_vs_campaign():
     """The compare page's findings on two real default campaigns (tests/fixtures/tidy, as `benchlib
     parse` wrote them): "host: lab-default-003 vs lab-default-002, ...", never "host vs lab-default-002"."""
-    from benchlib.analysis import load_tables, summary
+    from benchlib.analysis import load_tables
+    from benchlib.report import summary
 
     def real(name: str) -> compare.Campaign:
         runs, metrics = load_tables(
@@ -103,4 +105,4 @@ def test_compare_sentences_name_the_scenario_once_then_campaign_vs_campaign():
         0.05,
         "holm",
     )
-    assert "campaign_base" not in compare.to_json(res)["comparisons"][0]
+    assert "campaign_base" not in compare_output.to_json(res)["comparisons"][0]

@@ -16,7 +16,8 @@ from markdown_it import MarkdownIt
 from nbconvert.filters.markdown import markdown2html
 
 from benchlib import escape, logs
-from benchlib.analysis import compare, load_tables, profiles, report, summary, tables
+from benchlib.analysis import compare, load_tables
+from benchlib.report import compare as compare_output, profiles as profile_text, render as report, summary, tables
 from tests.conftest import FIXTURES, venv_env
 
 IMG = "<img src=x onerror=\"document.title='pwned'\">"
@@ -91,7 +92,7 @@ def hostile_compare():
 def test_the_junit_file_is_xml_with_the_names_and_reasons_as_text(hostile_compare, tmp_path):
     res, scenario, _ = hostile_compare
     res = compare.Result(**{**res.__dict__, "b": f"b\x1b[31m{SCRIPT}"})
-    path = compare.write_junit(res, tmp_path / "junit.xml", strict_setup=True)
+    path = compare_output.write_junit(res, tmp_path / "junit.xml", strict_setup=True)
     root = ET.parse(path).getroot()  # a malformed file raises here
     assert root.get("name") == f"benchlib compare lab-default-002 vs b\\x1b[31m{SCRIPT}"
     assert any(scenario in (c.get("classname") or "") for c in root.iter("testcase"))
@@ -126,7 +127,7 @@ def test_profile_and_setup_sentences_escape_what_the_records_say():
             "kernel_symbols": [True],
         }
     )
-    text = profiles.method_text(method)
+    text = profile_text.method_text(method)
     assert IMG not in text and SCRIPT not in text and "6.1\\`x\\`" in text
     rendered_text(text.replace("`perf record -a -g`", ""))
     runs = pl.DataFrame({"environment": [f"e{SCRIPT}"], "nodes_share_kernel": [True]})

@@ -10,7 +10,8 @@ import plotly.io as pio
 import polars as pl
 import pytest
 
-from benchlib.analysis import figures, normalize, stats
+from benchlib.analysis import normalize, stats
+from benchlib.report import figures, format as fmt
 
 PLOTLYJS_BANNER = "* plotly.js v"  # first comment line of the bundled plotly.min.js
 REMOTE_SCRIPT = re.compile(r"<script[^>]*\ssrc=[\"']?(https?:)?//", re.I)
@@ -283,7 +284,7 @@ def test_strip_draws_each_scenarios_median_with_the_ci_of_the_summary_table(real
         assert ci.y[i] - ci.error_y.arrayminus[i] == pytest.approx(row["ci_low"])
         # the caption states the same numbers, with n and the kind of interval
         n_runs = len(c["values"].filter(scenario=scenario, test="tcp_rr", metric="transaction_rate"))
-        assert f"{scenario} {figures.number(row['median'])} [{figures.number(row['ci_low'])}, " in caption
+        assert f"{scenario} {fmt.caption(row['median'])} [{fmt.caption(row['ci_low'])}, " in caption
         assert f"n = {n_runs}" in caption and row["n"] == n_runs
     assert sorted(ci.x) == sorted(c["summary"].filter(test="tcp_rr", metric="transaction_rate")["scenario"])
     assert "95 % CI" in caption and "95 % CI" in fig.layout.title.text
@@ -306,7 +307,7 @@ def test_throughput_vs_cpu_draws_each_scenarios_ci_on_both_axes(real):
         assert t.x[0] == pytest.approx(float(pl.Series(cpu).median()))
         low, high = t.x[0] - t.error_x.arrayminus[0], t.x[0] + t.error_x.array[0]
         assert low < t.x[0] < high and low in cpu and high in cpu  # order statistics of the runs
-        assert f"{t.name} {figures.number(row['median'])} [{figures.number(row['ci_low'])}, " in caption
+        assert f"{t.name} {fmt.caption(row['median'])} [{fmt.caption(row['ci_low'])}, " in caption
         assert f"n = {len(runs)}" in caption
     assert "95 % CI" in caption
 

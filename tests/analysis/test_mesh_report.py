@@ -10,7 +10,8 @@ import pytest
 from analysis_tables import analysed, settings
 from statsmodels.stats.multitest import multipletests
 
-from benchlib.analysis import figures, load_tables, mesh, normalize, report, stats
+from benchlib.analysis import load_tables, mesh, normalize, stats
+from benchlib.report import format as fmt, mesh as mesh_figures, render as report
 
 FIXTURE = "tests/fixtures/tidy/lab-mesh-short-001"
 PRESET = "pipelines/local-lab/params-mesh.yaml"
@@ -117,13 +118,13 @@ def test_load_shortfall_flags_runs_below_95_percent_of_the_offered_rate(campaign
 
 def test_figures_show_every_scenario(campaign):
     ladder = mesh.ladder(campaign["summary"], campaign["runs"], campaign["values"])
-    fig = mesh.ladder_figure(ladder, "http_1000")
+    fig = mesh_figures.ladder_figure(ladder, "http_1000")
     assert len(fig.data) == 5 and all(len(t.y) == 4 for t in fig.data)
     assert any("(2 hops, mTLS)" in t.name for t in fig.data)
-    bars = mesh.proxy_cpu_figure(campaign["summary"], campaign["runs"], "http_1000")
+    bars = mesh_figures.proxy_cpu_figure(campaign["summary"], campaign["runs"], "http_1000")
     assert [t.name for t in bars.data] == ["client", "server"] and len(bars.data[0].x) == 4
     with pytest.raises(ValueError, match="no proxy CPU"):
-        mesh.proxy_cpu_figure(campaign["summary"], campaign["runs"], "no-such-test")
+        mesh_figures.proxy_cpu_figure(campaign["summary"], campaign["runs"], "no-such-test")
 
 
 def test_figure_captions_state_the_medians_intervals_n_and_correction(campaign):
@@ -132,24 +133,26 @@ def test_figure_captions_state_the_medians_intervals_n_and_correction(campaign):
     ladder = mesh.ladder(campaign["summary"], campaign["runs"], campaign["values"])
     compared, alpha = campaign["compared"], campaign["p"]["alpha"]
     for test in ("http_1000", "tcp_rr"):
-        caption = mesh.ladder_figure(ladder, test, compared).layout.meta["caption"]
+        caption = mesh_figures.ladder_figure(ladder, test, compared).layout.meta["caption"]
         for r in ladder.filter(test=test).iter_rows(named=True):
-            point = f"{r['percentile']} {figures.number(r['median'])} [{figures.number(r['ci_low'])}, "
-            assert point + f"{figures.number(r['ci_high'])}]" in caption, (point, caption)
+            point = f"{r['percentile']} {fmt.caption(r['median'])} [{fmt.caption(r['ci_low'])}, "
+            assert point + f"{fmt.caption(r['ci_high'])}]" in caption, (point, caption)
             assert f"{r['path']}: " in caption
         assert "n = 6" in caption and "95 % CI" in caption
         rows = compared.filter(pl.col("test") == test, pl.col("metric").is_in(mesh.LADDER_METRICS))
         significant = rows.filter(pl.col("p_adj") < alpha, pl.col("verdict").str.contains(r"(better|worse)$"))
         assert f"{len(significant)} of the {len(rows)} comparisons" in caption
         assert "significant after FDR (Benjamini-Hochberg)" in caption
-    cpu = mesh.proxy_cpu_figure(campaign["summary"], campaign["runs"], "http_1000", compared).layout.meta["caption"]
+    cpu = mesh_figures.proxy_cpu_figure(campaign["summary"], campaign["runs"], "http_1000", compared).layout.meta[
+        "caption"
+    ]
     server = campaign["summary"].filter(
         test="http_1000", scenario="proxy-server", metric=normalize.PROXY_CPU_AT_TARGET, side="server"
     )
-    assert f"proxy-server (1 hop): client 0 [0, 0], server {figures.number(server['median'][0])} [" in cpu
+    assert f"proxy-server (1 hop): client 0 [0, 0], server {fmt.caption(server['median'][0])} [" in cpu
     assert "after FDR (Benjamini-Hochberg)" in cpu
     # without comparisons, the values alone
-    assert "significant" not in mesh.ladder_figure(ladder, "tcp_rr").layout.meta["caption"]
+    assert "significant" not in mesh_figures.ladder_figure(ladder, "tcp_rr").layout.meta["caption"]
 
 
 @pytest.mark.slow

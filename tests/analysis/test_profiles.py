@@ -10,7 +10,8 @@ import pytest
 from analysis_tables import make_tables, settings
 from profile_tables import HZ, RATES, WINDOW_S, folded, profile_tables
 
-from benchlib.analysis import analyse, flamegraphs, profiles, report, summary
+from benchlib.analysis import analyse, profiles
+from benchlib.report import flamegraphs, profiles as profile_text, render as report, summary
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +80,7 @@ def test_empty_inputs_give_empty_tables_and_the_no_profiles_message():
     assert {name: dict(t.schema) for name, t in out.items()} == {
         name: dict(pl.DataFrame(schema=s).schema) for name, s in profiles.EMPTY.items()
     }
-    assert profiles.method_text(out["profile_method"]).startswith("No CPU profiles: experiment.profile_runs is 0")
+    assert profile_text.method_text(out["profile_method"]).startswith("No CPU profiles: experiment.profile_runs is 0")
 
 
 def test_a_profile_without_kernel_symbols_gets_a_sentence_not_a_flamegraph():
@@ -88,7 +89,7 @@ def test_a_profile_without_kernel_symbols_gets_a_sentence_not_a_flamegraph():
     assert out["profile_frames"].is_empty() and out["profile_categories"].is_empty()
     sentences = out["profile_explanations"]["sentence"].to_list()
     assert len(sentences) == 2 and all("no kernel symbols: kernel.kptr_restrict hid them" in s for s in sentences)
-    assert "no kernel symbols" in profiles.method_text(out["profile_method"])
+    assert "no kernel symbols" in profile_text.method_text(out["profile_method"])
 
 
 def test_throughput_is_per_gbit_per_second():

@@ -8,7 +8,8 @@ import polars as pl
 import pytest
 from analysis_tables import analysed, settings
 
-from benchlib.analysis import project_root, report, resolve, stats
+from benchlib.analysis import project_root, resolve, stats
+from benchlib.report import render as report
 
 PLOTLYJS_BANNER = "* plotly.js v"
 REMOTE_SCRIPT = re.compile(r"<script[^>]*\ssrc=[\"']?(https?:)?//", re.I)

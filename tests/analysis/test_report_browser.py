@@ -15,7 +15,8 @@ import pytest
 from analysis_tables import analysed
 from browser import CHROMIUM, Page
 
-from benchlib.analysis import compare, load_tables, report
+from benchlib.analysis import compare, load_tables
+from benchlib.report import render as report
 
 pytestmark = pytest.mark.slow
 

@@ -20,7 +20,8 @@ from profile_tables import profile_tables
 from test_escape import IMG, SCRIPT, hostile_campaign
 
 from benchlib import tidy
-from benchlib.analysis import analyse, compare, report
+from benchlib.analysis import analyse, compare
+from benchlib.report import compare as compare_output, render as report
 from tests.conftest import REPO, venv_env
 
 pytestmark = pytest.mark.slow
@@ -96,7 +97,7 @@ def pages(tmp_path_factory):
         "blog": out / "blog" / "index.html",
         "compare": report.build_compare(res, tmp / "compare"),
     }
-    seen: dict = {"junit": compare.write_junit(res, tmp / "junit.xml")}
+    seen: dict = {"junit": compare_output.write_junit(res, tmp / "junit.xml")}
     with Page() as page:
         for name, path in built.items():
             page.open(path)

@@ -11,6 +11,7 @@ import pytest
 from analysis_tables import report_comparisons
 
 from benchlib.analysis import load_tables, resolution, stats
+from benchlib.report import format as fmt, tables
 
 DEFAULT = "tests/fixtures/tidy/lab-default-003"
 DEFAULT_SPLIT = "tests/fixtures/tidy/lab-default-002"
@@ -102,7 +103,7 @@ def test_an_exact_looking_interval_of_whole_microseconds_is_marked(default_campa
     assert (r["step"], r["steps"], r["unresolved"], r["below_resolution"]) == (1.0, 4.0, "interval", True)
     assert r["delta_low_res"] == pytest.approx(before["delta_low"] - 100 / 13)
     assert r["delta_high_res"] == pytest.approx(before["delta_high"] + 100 / 13)
-    assert r["change"] == "+31 % [+18, +38] ± 1 step @ 95 % (4 steps of 1 us; interval below resolution)"
+    assert fmt.change_text(r) == "+31 % [+18, +38] ± 1 step @ 95 % (4 steps of 1 us; interval below resolution)"
     assert r["verdict"] == "+31 % [+18, +38] worse (± 1 step of 1 us)"
     assert r["finer_metric"] == "latency_mean"
 
@@ -112,11 +113,12 @@ def test_steps_grow_with_the_value(default_campaign):
     r = _row(default_campaign["annotated"], "vxlan", "tcp_crr", "latency_p99")
     assert (r["median"], r["median_base"], r["resolution"], r["resolution_base"]) == (177.0, 89.0, 10.0, 1.0)
     assert r["step"] == 10.0 and r["steps"] == pytest.approx(8.8)
-    assert not r["below_resolution"] and r["change"] == stats.change_text(r)
+    assert not r["below_resolution"] and fmt.change_text(r) == "+98.9 [+87.2, +114.6] @ 95 %"
 
 
 def test_only_latencies_change_and_no_verdict_quotes_digits_below_resolution(default_campaign):
     c, a = default_campaign["comparisons"], default_campaign["annotated"]
+    assert "change" not in a.columns  # a display string: the report writes it
     assert len(a) == len(c) and a.select(c.columns).drop("verdict").equals(c.drop("verdict"))
     continuous = a["resolution"].is_null()
     assert continuous.sum() == 36 and not a.filter(continuous)["below_resolution"].any()
@@ -124,7 +126,7 @@ def test_only_latencies_change_and_no_verdict_quotes_digits_below_resolution(def
     below = a.filter("below_resolution")
     assert len(below) == 9  # of the 12 latency comparisons
     for r in below.iter_rows(named=True):
-        assert resolution.BELOW in r["change"] and not re.search(r"\d\.\d", r["verdict"]), r
+        assert resolution.BELOW in fmt.change_text(r) and not re.search(r"\d\.\d", r["verdict"]), r
         assert r["delta_low_res"] < r["delta_low"] <= r["delta_high"] < r["delta_high_res"]
 
 
@@ -136,8 +138,8 @@ def test_a_change_of_one_step_is_not_given_a_size():
     bridge, vxlan = _row(a, "bridge", "tcp_rr", "latency_p99"), _row(a, "vxlan", "tcp_rr", "latency_p99")
     assert (bridge["median"], bridge["median_base"], bridge["step"]) == (133.0, 123.0, 10.0)
     assert bridge["unresolved"] == vxlan["unresolved"] == resolution.CHANGE
-    assert bridge["change"].startswith("+8 % (1 step of 10 us: below resolution) [")
-    assert vxlan["change"].startswith("+7 % (0.85 steps of 10 us: below resolution) [")
+    assert fmt.change_text(bridge).startswith("+8 % (1 step of 10 us: below resolution) [")
+    assert fmt.change_text(vxlan).startswith("+7 % (0.85 steps of 10 us: below resolution) [")
     assert bridge["verdict"] == vxlan["verdict"] == stats.WITHIN_NOISE  # no precise claim to take back
 
 
@@ -155,7 +157,7 @@ def test_a_precise_verdict_one_step_apart_keeps_its_direction_only():
     assert c["verdict"][0] == "+7.7 % [+7.7, +7.7] worse"
     r = resolution.annotate(c).row(0, named=True)
     assert r["verdict"] == "worse by 1 step of 1 us (below resolution)"
-    assert r["change"].startswith("+8 % (1 step of 1 us: below resolution)")
+    assert fmt.change_text(r).startswith("+8 % (1 step of 1 us: below resolution)")
 
 
 def test_order_statistic_intervals_of_whole_steps(default_campaign):
@@ -182,11 +184,11 @@ def test_netperf_mean_latency_is_the_finer_source(default_campaign):
 
 
 def test_headline_shows_the_resolution(default_campaign):
-    table = stats.headline(default_campaign["summary"], default_campaign["annotated"])
+    table = tables.headline(default_campaign["summary"], default_campaign["annotated"])
     r = table.filter(scenario="veth-routed", test="tcp_rr", metric="latency_p50").row(0, named=True)
     assert r["change % [CI @ level]"].endswith("(4 steps of 1 us; interval below resolution)")
     assert r["verdict"] == "+31 % [+18, +38] worse (± 1 step of 1 us)"
-    plain = stats.headline(default_campaign["summary"], default_campaign["comparisons"])
+    plain = tables.headline(default_campaign["summary"], default_campaign["comparisons"])
     assert "note" not in plain.columns and plain.drop("change % [CI @ level]", "verdict").equals(
         table.drop("change % [CI @ level]", "verdict")
     )

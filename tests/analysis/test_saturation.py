@@ -8,6 +8,7 @@ import pytest
 from analysis_tables import make_tables, report_comparisons
 
 from benchlib.analysis import load_tables, resolution, saturation, stats
+from benchlib.report import tables
 
 DEFAULT = "tests/fixtures/tidy/lab-default-003"
 DEFAULT_SPLIT = "tests/fixtures/tidy/lab-default-002"
@@ -120,7 +121,7 @@ def test_a_side_with_headroom_is_not_bound():
 def test_both_annotations_together_in_the_headline(default_campaign):
     a = resolution.annotate(default_campaign["annotated"])
     summary = stats.summarize(default_campaign["values"], default_campaign["runs"])
-    table = stats.headline(summary, a)
+    table = tables.headline(summary, a)
     r = table.filter(scenario="bridge", test="tcp_stream_n", metric="throughput").row(0, named=True)
-    assert r[stats.CPU_LIMIT] == "client (100 %)"
-    assert (table.filter(scenario="host")[stats.CPU_LIMIT] == "").all()  # the baseline's own rows compare nothing
+    assert r[tables.CPU_LIMIT] == "client (100 %)"
+    assert (table.filter(scenario="host")[tables.CPU_LIMIT] == "").all()  # the baseline's own rows compare nothing

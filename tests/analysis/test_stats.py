@@ -15,6 +15,7 @@ from scipy import stats as scipy_stats
 from scipy.stats import rankdata
 
 from benchlib.analysis import stats
+from benchlib.report import format as fmt, tables
 
 
 def binomial_median_ci(x, confidence=0.95):
@@ -336,7 +337,7 @@ def test_constant_sample_has_no_drift_or_cv_flag():
 def test_headline_puts_baseline_first(lab_tables):
     runs, metrics = lab_tables
     fam = metrics.filter(metric="throughput")
-    h = stats.headline(stats.summarize(fam, runs), stats.compare(fam, runs), baseline="host")
+    h = tables.headline(stats.summarize(fam, runs), stats.compare(fam, runs), baseline="host")
     stream = h.filter(test="tcp_stream_1")
     assert stream["scenario"].to_list() == ["host", "bridge", "veth-routed", "vxlan"]
     assert stream["verdict"][0] == "baseline"
@@ -373,7 +374,7 @@ def test_contrasts_join_the_family_and_name_their_reference(lab_tables):
     merged = plain.join(c.filter(baseline="host"), on=stats.CONFIG, suffix="_c", nulls_equal=True)
     assert len(merged) == len(plain)
     assert (merged["p_adj_c"] >= merged["p_adj"] - 1e-12).all()
-    h = stats.headline(stats.summarize(fam, runs), c, baseline="host")
+    h = tables.headline(stats.summarize(fam, runs), c, baseline="host")
     assert len(h) == len(stats.summarize(fam, runs))  # contrasts do not duplicate headline rows
     d = stats.to_metrics_dict(stats.summarize(fam, runs), c, baseline="host")
     assert "c1/local-lab/vxlan vs bridge/tcp_stream_1/throughput/none" in d["comparisons"]
@@ -457,7 +458,7 @@ def test_every_run_failed_gives_empty_tables_not_errors():
     assert stats.summarize(metrics, runs).is_empty()
     c = stats.compare(metrics, runs)
     assert c.is_empty() and c.columns == stats.COMPARISON_COLUMNS
-    assert stats.headline(stats.summarize(metrics, runs), c).is_empty()
+    assert tables.headline(stats.summarize(metrics, runs), c).is_empty()
 
 
 def test_two_settings_of_one_test_are_never_pooled():
@@ -586,7 +587,7 @@ def test_mde_not_attainable_below_the_smallest_p():
     runs, metrics = two_configs(np.linspace(39, 41, 6), np.linspace(30, 31, 6))
     row = first(stats.compare(metrics, runs, alpha=0.001))
     assert row.n_attainable == stats.n_attainable(0.001) and math.isnan(row.mde_pct)
-    assert stats.mde_text(row.__dict__) == f"not attainable at n = 6 (needs n >= {row.n_attainable})"
+    assert fmt.mde_text(row.__dict__) == f"not attainable at n = 6 (needs n >= {row.n_attainable})"
 
 
 def test_n_for_effect_detects_that_effect():

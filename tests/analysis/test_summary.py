@@ -6,7 +6,8 @@ import polars as pl
 import pytest
 from analysis_tables import analysed, degenerate
 
-from benchlib.analysis import load_tables, resolve, stats, summary, tables
+from benchlib.analysis import load_tables, resolve, stats
+from benchlib.report import format as fmt, summary, tables
 
 FIXTURE = "tests/fixtures/tidy/lab-default-003"
 
@@ -114,7 +115,7 @@ def test_publication_cells_are_text_without_nulls_or_quotes():
     )
     text = tables.as_text(df, {"cv_pct": "{:.2f}"})
     assert text.rows() == [("1.23", "yes", "a", "1"), ("", "no", "", "2"), ("", "", "c", "")]
-    assert tables.numbers_in("1.7e+04 [1.663e+04, 1.734e+04]") == "17,000 [16,630, 17,340]"
+    assert fmt.numbers_in("1.7e+04 [1.663e+04, 1.734e+04]") == "17,000 [16,630, 17,340]"
     assert tables.label("median_duration_s") == "Median run length (s)" and tables.label("scenario") == "Scenario"
 
 

@@ -13,7 +13,8 @@ import math
 import polars as pl
 
 from .. import escape
-from . import stats
+from ..analysis import stats
+from .format import change_text, mde_text
 
 # Short names of metrics for sentences and table headers (the schema's descriptions are longer).
 METRIC_LABELS = {
@@ -112,11 +113,11 @@ def finding_sentence(
         text = f"{what}: {verdict}, significant after {r['correction']}{over}"
     elif kind == NEGLIGIBLE:
         text = (
-            f"{what}: {stats.change_text(r).split(' @')[0]}, significant after {r['correction']}{over} "
+            f"{what}: {change_text(r).split(' @')[0]}, significant after {r['correction']}{over} "
             "but inside the noise band (negligible)"
         )
     elif kind == NOISE:
-        mde = stats.mde_text(r)
+        mde = mde_text(r)
         text = f"{what}: no change beyond the noise" + (
             f" (it could detect {mde} %)" if mde and not mde.startswith("not") else ""
         )

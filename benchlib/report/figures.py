@@ -22,7 +22,8 @@ from plotly.subplots import make_subplots
 from benchlib import escape
 from benchlib.schema import metric_info, percentiles
 
-from .stats import FAMILY_ORDER, INSUFFICIENT, MIN_N, NEGLIGIBLE, UNCLEAR, WITHIN_NOISE, median_ci
+from ..analysis.stats import FAMILY_ORDER, INSUFFICIENT, MIN_N, NEGLIGIBLE, UNCLEAR, WITHIN_NOISE, median_ci
+from .format import caption
 from .summary import FINDING, NOISE, UNTESTED, finding_sentence, metric_label, ordered_findings
 
 # the theme registers the template and the report renderer, once; notebooks reach them through figures
@@ -112,11 +113,6 @@ def finding_title(found: pl.DataFrame, quantity: str, test: str, baseline: str) 
     return f"{test}: {quantity} per scenario, nothing significant vs {baseline}"
 
 
-def number(v: float) -> str:
-    """A value for a caption: four significant digits, never in exponent notation (20000, 462.6)."""
-    return np.format_float_positional(v, precision=4, unique=True, fractional=False, trim="-")
-
-
 def values_caption(
     d: pl.DataFrame, quantity: str, test: str, found: pl.DataFrame, within: str | None = None, limit: int | None = None
 ) -> str:
@@ -130,8 +126,8 @@ def values_caption(
 
     def value(r: dict) -> str:
         name = f"{r[within]} " if within else ""
-        ci = f" [{number(r['ci_low'])}, {number(r['ci_high'])}]" if r["n"] >= MIN_N else ""
-        return f"{name}{number(r['median'])}{ci}"
+        ci = f" [{caption(r['ci_low'])}, {caption(r['ci_high'])}]" if r["n"] >= MIN_N else ""
+        return f"{name}{caption(r['median'])}{ci}"
 
     rows = d.filter(pl.col("median").is_not_null())
     rows = rows.with_columns(_entry=pl.col("scenario")) if within else rows.with_row_index("_entry")

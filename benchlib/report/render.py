@@ -3,7 +3,7 @@
 The notebooks' jupytext .py files are the source of truth; papermill gets
 them as notebook objects, so no .ipynb has to exist before execution.
 
-    python -m benchlib.analysis.report [notebooks/01_....py ...] [--out-dir reports]
+    python -m benchlib.report.render [notebooks/01_....py ...] [--out-dir reports]
         [--parameters params.yaml]
 """
 
@@ -33,10 +33,11 @@ from papermill.exceptions import PapermillExecutionError
 from plotly.offline import get_plotlyjs
 
 from .. import escape, limits
+from ..analysis import project_root, resolve
+from ..analysis.stats import CONFIG, failed_runs
 from ..errors import ConfigError, NotebookError
 from ..files import write_atomically
-from . import figures, project_root, resolve
-from .stats import CONFIG, failed_runs
+from . import figures
 
 # report order: the answer first, then the results, then how they were measured
 NOTEBOOKS = (
@@ -317,7 +318,7 @@ def build_compare(res, out_dir: str | Path = "reports") -> Path:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m benchlib.analysis.report", description=(__doc__ or "").split("\n")[0]
+        prog="python -m benchlib.report.render", description=(__doc__ or "").split("\n")[0]
     )
     parser.add_argument(
         "notebooks",

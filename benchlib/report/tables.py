@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-import re
 
 import polars as pl
 from great_tables import GT, loc, style
 
 from .. import escape
-from . import stats
+from ..analysis import stats
+from .format import change_text, mde_text, median, numbers_in, reading
 from .summary import metric_label
 
 # Header labels of the analysis tables' columns; others are the name with spaces, capitalised.
@@ -58,24 +58,6 @@ def label(column: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-def number(v: float) -> str:
-    """A measured value for reading: 4 significant digits, thousands grouped, no exponent below 1e9."""
-    if v != v or abs(v) >= 1e9 or (v != 0 and abs(v) < 1e-3):
-        return f"{v:.3g}"
-    if abs(v) >= 1000:
-        return f"{v:,.0f}"
-    return f"{v:.4g}"
-
-
-_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[+-]\d+)?")
-
-
-def numbers_in(text: str) -> str:
-    """``text`` with each number in it written by number(): "1.7e+04 [1.663e+04, 1.734e+04]" ->
-    "17,000 [16,630, 17,340]"."""
-    return _NUMBER.sub(lambda m: number(float(m.group())), text)
-
-
 def _cell(v, spec: str | None) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return ""
@@ -84,7 +66,7 @@ def _cell(v, spec: str | None) -> str:
     if isinstance(v, bool):
         return "yes" if v else "no"
     if isinstance(v, float):
-        return number(v)
+        return reading(v)
     if isinstance(v, dt.datetime):
         return v.strftime("%Y-%m-%d %H:%M") + (" UTC" if v.tzinfo else "")
     return escape.printable(v)  # a name or a failure reason from the records: no raw control character
@@ -172,10 +154,122 @@ def show(gt: GT) -> None:
     display(HTML(html(gt)))
 
 
+# columns resolution.annotate and saturation.annotate add to comparisons that headline carries when present
+ANNOTATIONS = (
+    "below_resolution",
+    "unresolved",
+    "step",
+    "steps",
+    "delta_low_res",
+    "delta_high_res",
+    "cpu_bound",
+    "cpu_bound_side",
+    "cpu_bound_pct",
+    "cpu_bound_pct_base",
+)
+CPU_LIMIT = "CPU limit"  # headline's column: the sides at their CPU limit (saturation.annotate explains)
+
+
+def headline(summary: pl.DataFrame, comparisons: pl.DataFrame, baseline: str = "host") -> pl.DataFrame:
+    """benchstat-like table: per family, test, metric and side, each scenario's median [95 % CI] and,
+    against the baseline, the change in % with its CI at the family's decision level (the level
+    shown), p_adj, the verdict and the minimum detectable effect (MDE, % of the baseline median); and,
+    where the comparisons carry saturation.annotate's columns, the sides at their CPU limit with the
+    highest median busy % (e.g. "client (100 %)")."""
+    vs_base = comparisons.filter(pl.col("baseline") == baseline).select(
+        *stats.CONFIG,
+        "family",
+        "correction",
+        "delta_pct",
+        "delta_low",
+        "delta_high",
+        "ci_level",
+        "p_adj",
+        "verdict",
+        "mde_pct",
+        "n_attainable",
+        *[c for c in ANNOTATIONS if c in comparisons.columns],
+    )
+    df = summary.join(vs_base, on=stats.CONFIG, how="left", nulls_equal=True)
+    ci = [
+        f"{median(r['median'])} [{median(r['ci_low'])}, {median(r['ci_high'])}]"
+        if r["n"] >= stats.MIN_N
+        else f"{median(r['median'])} ({stats.INSUFFICIENT})"
+        for r in df.iter_rows(named=True)
+    ]
+    rows = list(df.iter_rows(named=True))
+    keys = ["environment", "test", "metric", "side"]
+    return (
+        df.with_columns(
+            verdict=pl.when(pl.col("scenario") == baseline)
+            .then(pl.lit("baseline"))
+            .otherwise(pl.col("verdict").fill_null("")),
+            # the baseline's row belongs to the family of its comparisons
+            family=pl.col("family").drop_nulls().first().over(keys, order_by="scenario"),
+            correction=pl.col("correction").drop_nulls().first().over(keys, order_by="scenario"),
+            _base_first=pl.col("scenario") != baseline,
+            **{
+                "median [95 % CI]": pl.Series(ci, dtype=pl.String),
+                "change % [CI @ level]": pl.Series([change_text(r) for r in rows], dtype=pl.String),
+                "MDE %": pl.Series([mde_text(r) for r in rows], dtype=pl.String),
+            },
+        )
+        .with_columns(
+            _family_order=pl.col("family").replace_strict(
+                {f: i for i, f in enumerate(stats.FAMILY_ORDER)}, default=len(stats.FAMILY_ORDER), return_dtype=pl.Int64
+            )
+        )
+        .sort(
+            ["_family_order", "environment", "test", "metric", "side", "_base_first", "scenario"], maintain_order=True
+        )
+        .select(
+            "family",
+            "correction",
+            "environment",
+            "test",
+            "metric",
+            "side",
+            "unit",
+            "scenario",
+            "n",
+            "median [95 % CI]",
+            "change % [CI @ level]",
+            "p_adj",
+            "verdict",
+            "MDE %",
+            "flags",
+            *(
+                [
+                    pl.when(pl.col("cpu_bound"))
+                    .then(
+                        pl.format(
+                            "{} ({} %)",
+                            "cpu_bound_side",
+                            pl.max_horizontal("cpu_bound_pct", "cpu_bound_pct_base").round(0).cast(pl.Int64),
+                        )
+                    )
+                    .otherwise(pl.lit(""))
+                    .alias(CPU_LIMIT)
+                ]
+                if "cpu_bound" in df.columns
+                else []
+            ),
+        )
+    )
+
+
+def spreadsheet(comparisons: pl.DataFrame) -> pl.DataFrame:
+    """Every comparison with the analysis' columns for a spreadsheet (reports/significance.csv), the
+    change as the tables write it (``change``) after the instrument's resolution columns."""
+    out = comparisons.drop("u")
+    change = pl.Series("change", [change_text(r) for r in out.iter_rows(named=True)], dtype=pl.String)
+    return out.insert_column(out.columns.index("finer_metric") + 1, change)
+
+
 def headline_table(summary: pl.DataFrame, comparisons: pl.DataFrame, baseline: str) -> GT:
-    """stats.headline as a publication table: one row group per family (with its correction),
+    """headline as a publication table: one row group per family (with its correction),
     the metric with its side and unit, the verdict coloured; the environment only where there are several."""
-    t = stats.headline(summary, comparisons, baseline=baseline)
+    t = headline(summary, comparisons, baseline=baseline)
     t = t.with_columns(
         family=pl.format("{} ({})", "family", "correction"),
         **{"median [95 % CI]": pl.col("median [95 % CI]").map_elements(numbers_in, return_dtype=pl.String)},

@@ -1,0 +1,98 @@
+"""Numbers as the report, the summary and `benchlib compare` write them: one formatter per kind of
+number (a median in a table, a value in a caption, a change in %, a confidence level, ...), so that a
+value reads the same wherever it is shown.
+
+The analysis tables hold the numbers; the report's modules, the summary and compare's outputs write
+them through these. A missing value (None or NaN) is the formatter's to show ("" or "-").
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+
+from ..analysis.resolution import BELOW, CHANGE, steps_text
+
+
+def missing(v: float | None) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def median(v: float | None) -> str:
+    """A median or interval bound in a table of text: four significant digits, "-" if missing."""
+    return "-" if missing(v) else f"{v:.4g}"
+
+
+def caption(v: float) -> str:
+    """A value for a caption: four significant digits, never in exponent notation (20000, 462.6)."""
+    return np.format_float_positional(v, precision=4, unique=True, fractional=False, trim="-")
+
+
+def reading(v: float) -> str:
+    """A measured value for reading: 4 significant digits, thousands grouped, no exponent below 1e9."""
+    if v != v or abs(v) >= 1e9 or (v != 0 and abs(v) < 1e-3):
+        return f"{v:.3g}"
+    if abs(v) >= 1000:
+        return f"{v:,.0f}"
+    return f"{v:.4g}"
+
+
+def level(ci_level: float) -> str:
+    """A confidence level (a fraction) in percent: "97.92 %"."""
+    return f"{100 * ci_level:.4g} %"
+
+
+def change(v: float) -> str:
+    """A change in %, signed, one decimal: "+3.2"."""
+    return f"{v:+.1f}"
+
+
+def whole_change(v: float) -> str:
+    """A change in whole percent, signed (below the instrument's resolution): "+8"."""
+    return f"{v:+.0f}"
+
+
+def interval(v: float, low: float, high: float) -> str:
+    """A value with its interval, or the value alone where the interval is not finite."""
+    return f"{v:.4g} [{low:.4g}, {high:.4g}]" if math.isfinite(low) else f"{v:.4g}"
+
+
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[+-]\d+)?")
+
+
+def numbers_in(text: str) -> str:
+    """``text`` with each number in it written by reading(): "1.7e+04 [1.663e+04, 1.734e+04]" ->
+    "17,000 [16,630, 17,340]"."""
+    return _NUMBER.sub(lambda m: reading(float(m.group())), text)
+
+
+def change_text(r: dict) -> str:
+    """A comparison's change in % with its interval and the interval's level; "" without a change.
+
+    Below the instrument's resolution (resolution.annotate's ``below_resolution``) in whole percent,
+    in steps of the instrument, with the interval widened by one step each way. Where the change
+    itself is at most one step: "+8 % (1 step of 10 us: below resolution) [-3, +21] ± 1 step @ 97.92 %";
+    where only its interval is narrower than one step: "+31 % [+18, +38] ± 1 step @ 95 % (4 steps of 1
+    us; interval below resolution)"."""
+    if missing(r["delta_pct"]):
+        return ""
+    if not r.get("below_resolution"):
+        return (
+            f"{change(r['delta_pct'])} [{change(r['delta_low'])}, {change(r['delta_high'])}] @ {level(r['ci_level'])}"
+        )
+    steps = steps_text(r["steps"], r["step"], r["unit"])
+    widened = (
+        f"[{whole_change(r['delta_low_res'])}, {whole_change(r['delta_high_res'])}] ± 1 step @ {level(r['ci_level'])}"
+    )
+    if r["unresolved"] == CHANGE:
+        return f"{whole_change(r['delta_pct'])} % ({steps}: {BELOW}) {widened}"
+    return f"{whole_change(r['delta_pct'])} % {widened} ({steps}; interval {BELOW})"
+
+
+def mde_text(r: dict) -> str:
+    """A comparison's minimum detectable effect in %, or why there is none at its n."""
+    if r["n_attainable"] is not None:
+        return f"not attainable at n = {r['n']} (needs n >= {r['n_attainable']})"
+    return "" if missing(r["mde_pct"]) else f"{r['mde_pct']:.1f}"

@@ -1,0 +1,74 @@
+"""Numbers as text: each formatter's digits, and the change text with and without the instrument's
+resolution, as the report, the summary and `benchlib compare` show them."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from benchlib.analysis import resolution
+from benchlib.report import format as fmt
+
+
+@pytest.mark.parametrize(
+    ("formatter", "value", "text"),
+    [
+        (fmt.median, 17043.2, "1.704e+04"),
+        (fmt.median, math.nan, "-"),
+        (fmt.median, None, "-"),
+        (fmt.caption, 20000.0, "20000"),
+        (fmt.caption, 462.6123, "462.6"),
+        (fmt.reading, 17043.2, "17,043"),
+        (fmt.reading, 0.0001234, "0.000123"),
+        (fmt.reading, 12.3456, "12.35"),
+        (fmt.level, 0.9792, "97.92 %"),
+        (fmt.change, 3.24, "+3.2"),
+        (fmt.whole_change, -2.6, "-3"),
+    ],
+)
+def test_each_formatter_writes_its_kind_of_number(formatter, value, text):
+    assert formatter(value) == text
+
+
+def test_an_interval_without_finite_bounds_is_the_value_alone():
+    assert fmt.interval(12.345, 11.0, 13.5) == "12.35 [11, 13.5]"
+    assert fmt.interval(12.345, math.nan, math.nan) == "12.35"
+
+
+def test_numbers_in_text_are_rewritten_for_reading():
+    assert fmt.numbers_in("1.7e+04 [1.663e+04, 1.734e+04]") == "17,000 [16,630, 17,340]"
+
+
+ROW = {"delta_pct": 30.77, "delta_low": 25.9, "delta_high": 30.8, "ci_level": 0.95, "unit": "us"}
+
+
+def test_the_change_text_quotes_the_interval_at_its_level():
+    assert fmt.change_text(ROW) == "+30.8 [+25.9, +30.8] @ 95 %"
+    assert fmt.change_text({**ROW, "delta_pct": math.nan}) == ""
+
+
+def test_below_the_resolution_the_change_is_in_whole_percent_and_steps():
+    below = {**ROW, "below_resolution": True, "step": 1.0, "delta_low_res": 18.2, "delta_high_res": 38.5}
+    interval = {**below, "unresolved": resolution.INTERVAL, "steps": 4.0}
+    change = {**below, "unresolved": resolution.CHANGE, "steps": 1.0}
+    assert fmt.change_text(interval) == "+31 % [+18, +38] ± 1 step @ 95 % (4 steps of 1 us; interval below resolution)"
+    assert fmt.change_text(change) == "+31 % (1 step of 1 us: below resolution) [+18, +38] ± 1 step @ 95 %"
+
+
+def test_the_mde_text_says_why_there_is_none():
+    assert fmt.mde_text({"n_attainable": 12, "n": 8, "mde_pct": math.nan}) == "not attainable at n = 8 (needs n >= 12)"
+    assert fmt.mde_text({"n_attainable": None, "n": 8, "mde_pct": 4.26}) == "4.3"
+    assert fmt.mde_text({"n_attainable": None, "n": 8, "mde_pct": math.nan}) == ""
+
+
+def test_the_spreadsheet_carries_the_change_text_after_the_resolution_columns():
+    from analysis_tables import report_comparisons
+
+    from benchlib.report import tables
+
+    comparisons = resolution.annotate(report_comparisons("tests/fixtures/tidy/lab-default-003")[3])
+    sheet = tables.spreadsheet(comparisons)
+    assert "u" not in sheet.columns and sheet.columns[sheet.columns.index("finer_metric") + 1] == "change"
+    below = sheet.filter("below_resolution").row(0, named=True)
+    assert resolution.BELOW in below["change"] and below["change"] == fmt.change_text(below)
