@@ -266,7 +266,7 @@ def test_every_check_runs_after_one_that_could_not_be_made(tmp_path, monkeypatch
         yield doctor.Check(True, "before", "found")
         raise doctor.TargetError(fix)
 
-    monkeypatch.setattr(doctor, "lab_checks", broken)
+    monkeypatch.setitem(doctor.TARGET_CHECKS, "lab", broken)
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "nowhere"))
     params = tmp_path / "params.yaml"
     params.write_text(
