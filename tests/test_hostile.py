@@ -902,31 +902,6 @@ def test_a_failing_report_names_the_cell_and_leaves_the_analysis_alone(project_c
     assert not list((project_copy / "reports").glob(".metrics.json*"))
 
 
-def test_two_reports_at_once_both_render(project_copy, tmp_path):
-    """Each report's kernels have their sockets in a directory of their own, not at fixed names in the
-    project, so two reports (here into two folders) run side by side."""
-    _reported_before(project_copy)
-    assert benchlib(project_copy, "analyse", timeout=300).returncode == 0
-    outs = [tmp_path / "a", tmp_path / "b"]
-    procs = [
-        subprocess.Popen(
-            ["benchlib", "report", "--out-dir", str(out)],
-            cwd=project_copy,
-            env=venv_env(),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for out in outs
-    ]
-    for proc, out in zip(procs, outs, strict=True):
-        stdout, stderr = proc.communicate(timeout=1500)
-        assert proc.returncode == 0, stderr[-3000:]
-        assert stdout == f"report: {out / 'report.html'}\n"
-        assert "Significance" in (out / "report.html").read_text()
-    assert not list(project_copy.glob("kernel-ipc*"))
-
-
 def test_an_over_long_campaign_id_is_one_line(project_copy):
     path = write_params(project_copy, "x", repetitions=1)
     path.write_text(path.read_text().replace("campaign: x", "campaign: " + "c" * 300))
