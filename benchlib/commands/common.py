@@ -28,6 +28,13 @@ def params(args) -> config.Params:
     return config.load_params(args.params)
 
 
+def positive_int(text: str) -> int:
+    """An argument that counts something: a whole number from 1 (argparse names the option on error)."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number from 1")
+    return int(text)
+
+
 class HelpFormatter(argparse.HelpFormatter):
     """Fills each line of a description or epilog on its own, keeps blank lines, and leaves lines that
     start with spaces (examples) as written."""

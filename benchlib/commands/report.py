@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import config
-from .common import ERRORS, add, log, out, params
+from .common import ERRORS, add, log, out, params, positive_int
 
 
 def add_parser(subparsers) -> None:
@@ -19,11 +19,16 @@ def add_parser(subparsers) -> None:
         "numbers and the mesh section. Writes reports/notebooks/*.ipynb, "
         "reports/figures/, reports/significance.csv and reports/report.html (code "
         "hidden, opens offline). Computes no statistic of its own.",
-        examples=["benchlib report", "benchlib report --out-dir /tmp/reports"],
+        examples=["benchlib report", "benchlib report --out-dir /tmp/reports --jobs 1"],
         exit_codes=f"0 the report is written; {ERRORS}: a missing or partial analysis, a notebook that failed.",
     )
     s.add_argument("--analysis", default="data/analysis", help="the analysis tables (default: data/analysis)")
     s.add_argument("--out-dir", help="output directory (default: reports)")
+    s.add_argument(
+        "--jobs",
+        type=positive_int,
+        help="notebooks executed at once, each in its own kernel (default: the number of CPUs; 1 to save memory)",
+    )
     s.set_defaults(func=run)
 
 
@@ -38,7 +43,11 @@ def run(args) -> int:
     notebooks = [root / "notebooks" / name for name in report.NOTEBOOKS]
     log.info(f"report: executing {len(notebooks)} notebooks into {out_dir}")
     html = report.build_report(
-        notebooks, out_dir, {"analysis_dir": str(args.analysis), "out_dir": str(out_dir)}, title=p.report.title
+        notebooks,
+        out_dir,
+        {"analysis_dir": str(args.analysis), "out_dir": str(out_dir)},
+        title=p.report.title,
+        jobs=args.jobs,
     )
     out(f"report: {html}")
     return 0

@@ -6,10 +6,12 @@ figures pivot, nothing upstream does.
 
 from __future__ import annotations
 
+import fcntl
 import math
 import re
 import shutil
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -963,13 +965,23 @@ def write_figures(
     if figs:
         pio.write_images(figs, files, width=BLOG_WIDTH, height=heights, scale=scales)
     written += files
-    note_written(out, [*written, out / "plotly.min.js"])
+    with one_writer(out):
+        note_written(out, [*written, out / "plotly.min.js"])
     if blog_dir is not None:
         written += blog_snippets(figures, out, Path(blog_dir))
     return written
 
 
 WRITTEN = ".benchlib-written"  # in a folder of figures: the names of the files the report wrote there, a line each
+
+
+@contextmanager
+def one_writer(directory: Path) -> Iterator[None]:
+    """Hold ``directory``'s lock (on its WRITTEN file): the report's notebooks run side by side, each in
+    its own kernel process, and list their files and rewrite the blog index in the same folders."""
+    with open(directory / WRITTEN, "a", encoding="utf-8") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        yield
 
 
 def note_written(directory: Path, paths: list[Path]) -> None:
@@ -1017,9 +1029,10 @@ def blog_snippets(figures: Mapping[str, go.Figure], images: Path, blog: Path) ->
             encoding="utf-8",
         )
         written.append(md)
-    note_written(blog, written)
-    index = blog_index(blog, list(figures))
-    note_written(blog, index)
+    with one_writer(blog):
+        note_written(blog, written)
+        index = blog_index(blog, list(figures))
+        note_written(blog, index)
     return written + index
 
 

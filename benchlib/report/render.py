@@ -18,6 +18,7 @@ import shutil
 import tempfile
 import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import quote
 
@@ -286,17 +287,41 @@ def render_report(
     return write_atomically(output, lambda tmp: tmp.write_text(html, encoding="utf-8"))
 
 
+def default_jobs() -> int:
+    """Notebooks run at once by default: one per CPU this process may use."""
+    return len(os.sched_getaffinity(0))
+
+
 def build_report(
     sources: Sequence[str | Path],
     out_dir: str | Path = "reports",
     parameters: dict | None = None,
     title: str = "CNI network benchmark report",
+    jobs: int | None = None,
 ) -> Path:
-    """Execute each notebook into <out_dir>/notebooks/ and render <out_dir>/report.html."""
+    """Execute each notebook into <out_dir>/notebooks/, ``jobs`` at a time (default_jobs()), and render <out_dir>/report.html
+    with the notebooks in the order given. Each notebook runs in its own kernel process and reads only the
+    analysis, so they run side by side; the figures' folders they share are written under a lock
+    (figures.one_writer)."""
     out = resolve(out_dir)
     for folder in ("figures", "blog"):  # only this report's figures in them, and in the blog index
         figures.clear_written(out / folder)
-    executed = [execute_notebook(src, out / "notebooks" / (Path(src).stem + ".ipynb"), parameters) for src in sources]
+
+    def execute(src: str | Path) -> Path:
+        return execute_notebook(src, out / "notebooks" / (Path(src).stem + ".ipynb"), parameters)
+
+    with ThreadPoolExecutor(max_workers=jobs or default_jobs(), thread_name_prefix="notebook") as pool:
+        futures = [pool.submit(execute, src) for src in sources]
+        try:
+            executed = [f.result() for f in futures]  # the first failing notebook in report order is named
+        except BaseException:
+            pool.shutdown(cancel_futures=True)  # the notebooks not started yet are not started
+            raise
+    blog = out / "blog"
+    if (blog / "index.md").exists():  # notebooks finish in any order: the index lists the figures by name
+        with figures.one_writer(blog):
+            (blog / "index.md").unlink(missing_ok=True)
+            figures.blog_index(blog, [])
     return render_report(executed, out / "report.html", title=title)
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import re
 import struct
+import time
 import xml.etree.ElementTree as ET
 
 import plotly.io as pio
@@ -327,6 +329,32 @@ def test_a_new_report_clears_the_previous_reports_figures_but_not_the_users_file
     assert not [p for p in [*out.iterdir(), *blog.iterdir()] if p.stem == "scatter"]
     assert all(p.read_text() == "the user's own" for p in mine)
     assert (out / "plotly.min.js").exists() and (blog / "bars.md").exists()
+
+
+def test_notebooks_exporting_at_once_take_turns_with_the_blog_index(all_figures, tmp_path):
+    """The report's notebooks run side by side, each in its own kernel process, and export into one blog
+    folder: while one holds the folder's lock, another writes its snippets but waits to list them and
+    rewrite the index, so neither loses the other's figures."""
+    blog = tmp_path / "blog"
+    figures.write_figures({"bars": all_figures["bars"]}, tmp_path / "a", blog_dir=blog)
+    other = multiprocessing.get_context("spawn").Process(
+        target=figures.write_figures,
+        args=({"forest": all_figures["forest"]}, tmp_path / "b"),
+        kwargs={"blog_dir": blog},
+    )
+    with figures.one_writer(blog):
+        other.start()
+        deadline = time.monotonic() + 120
+        while not (blog / "forest.md").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(1)  # what the other process does next needs the lock
+        assert (blog / "forest.md").exists()
+        assert figures.INDEX_HEADING.findall((blog / "index.md").read_text()) == ["bars"]
+        assert "forest.md" not in figures.written_names(blog)
+    other.join(120)
+    assert other.exitcode == 0
+    assert figures.INDEX_HEADING.findall((blog / "index.md").read_text()) == ["bars", "forest"]
+    assert {"bars.md", "forest.md", "index.md"} <= set(figures.written_names(blog))
 
 
 def test_the_blog_index_lists_every_exported_figure_with_its_caption_and_files(all_figures, tmp_path):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -21,6 +23,25 @@ def test_project_root_from_notebooks_dir(monkeypatch):
     assert project_root() == root
     assert resolve("data/processed/x.parquet") == root / "data/processed/x.parquet"
     assert resolve("/abs/x").as_posix() == "/abs/x"
+
+
+def test_kernels_started_at_once_keep_their_sockets_apart(tmp_path, monkeypatch):
+    """The report's notebooks (and a second report at once) start kernels from one working directory:
+    each kernel's sockets are in a directory of its own, outside it, removed when the kernel stops."""
+    monkeypatch.chdir(tmp_path)
+
+    async def two_kernels() -> list[Path]:
+        managers = [report.LocalKernelManager(kernel_name="python3") for _ in range(2)]
+        await asyncio.gather(*(m.start_kernel() for m in managers))
+        try:
+            assert all([await m.is_alive() for m in managers])
+            return [Path(m.ip).parent for m in managers]
+        finally:
+            await asyncio.gather(*(m.shutdown_kernel(now=True) for m in managers))
+
+    folders = asyncio.run(two_kernels())
+    assert folders[0] != folders[1] and not any(tmp_path in f.parents for f in folders)
+    assert not any(f.exists() for f in folders) and not list(tmp_path.iterdir())
 
 
 def test_setup_and_method_tables(lab_tables):
