@@ -475,7 +475,6 @@ def test_two_settings_of_one_test_are_never_pooled():
 # -- families, decision level, intervals at that level ----------------------------------
 
 
-@pytest.mark.slow  # thousands of simulated families
 @pytest.mark.parametrize("correction", ["holm", "fdr_bh"])
 def test_decision_level_separates_rejected_from_the_rest(correction):
     """p < level exactly where p_adj < alpha, whatever the family (none, some or all rejected)."""
