@@ -450,8 +450,9 @@ class Environment(Strict):
 
     @model_validator(mode="after")
     def _target_settings(self) -> Environment:
-        for section in ("kubernetes", "ssh"):
-            if (getattr(self, section) is not None) != (self.target == section):
+        own = SCENARIOS[self.target].SETTINGS
+        for section in (model.SETTINGS for model in SCENARIOS.values() if model.SETTINGS):
+            if (getattr(self, section) is not None) != (own == section):
                 raise ValueError(f"{section}: this section is required for, and only for, target: {section}")
         self.check_cpu_placement()
         SCENARIOS[self.target].check(self)
@@ -459,9 +460,10 @@ class Environment(Strict):
 
     def check_cpu_placement(self) -> None:
         """Raises ValueError naming the key if cpu_placement is not one this environment can honour."""
-        if self.cpu_placement and self.target != "lab":
+        if self.cpu_placement and not SCENARIOS[self.target].CPU_PLACEMENT:
+            able = " or ".join(t for t, model in SCENARIOS.items() if model.CPU_PLACEMENT)
             raise ValueError(
-                f"cpu_placement: lab only (a target {self.target} places client and server on "
+                f"cpu_placement: {able} only (a target {self.target} places client and server on "
                 "their own nodes); remove it"
             )
         kinds = {k for tool in TOOLS for k in get(tool).KINDS}

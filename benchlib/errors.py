@@ -27,7 +27,8 @@ class DatapathError(TargetError):
 
 
 class RecordError(BenchlibError, ValueError):
-    """A raw record is corrupt, truncated, inconsistent or of an unknown version; the message names it."""
+    """A raw record is corrupt, truncated, inconsistent or of an unknown version, or a campaign's records are
+    missing or cannot be fetched; the message names the record or the campaign."""
 
 
 class SchemaError(BenchlibError, ValueError):

@@ -1,4 +1,5 @@
-"""Are a campaign's raw records whole and as DVC committed them? Each problem names its record.
+"""Are a campaign's raw records whole and as DVC committed them? Each problem names its record. And a
+campaign's records as another git revision had them, fetched through DVC (`campaign_records`).
 
 A record's SHA256SUMS is the record's own word: rewrite a file and its SHA256SUMS with it and the
 record still agrees with itself. So the records are checked first against what DVC committed of
@@ -22,7 +23,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import record
+from . import config, record
 from .errors import RecordError
 
 
@@ -269,3 +270,84 @@ def _untracked(cdir: Path, campaign: str, committed: list[Output]) -> list[str]:
         for env in envs
         if env not in covered
     ]
+
+
+def campaign_records(spec: str, root: Path) -> Path:
+    """The directory of campaign ``spec``'s records: an id under ``root``/data/raw, or REV:ID, the campaign
+    as git revision REV of the project had it (`_from_revision`). Refused, naming ``spec``, where it holds
+    no records, or what `parse` would name regardless of a plan (an incomplete record, a copy, a file where
+    a record should be): no plan to check another campaign against, but those are refused, not skipped."""
+    rev, _, name = spec.rpartition(":")
+    config.require_name(name, f"campaign {spec!r}")
+    raw_root = _from_revision(root, rev, name) if rev else root / "data" / "raw"
+    cdir = record.campaign_dir(name, raw_root)
+    if not cdir.is_dir():
+        known = sorted(p.name for p in raw_root.iterdir() if p.is_dir()) if raw_root.is_dir() else []
+        raise RecordError(f"campaign {spec}: no raw records in {cdir} (campaigns there: {', '.join(known) or 'none'})")
+    problems = record.survey(cdir, None)[1]
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise RecordError(f"campaign {spec}: {problems[0]}{more}")
+    return cdir
+
+
+def _from_revision(root: Path, rev: str, name: str) -> Path:
+    """A raw root holding campaign ``name`` as git revision ``rev`` of the project at ``root`` had it, fetched
+    through DVC (its cache or remote) into a temporary directory that lives as long as this process."""
+    import atexit
+    import shutil
+    import tempfile
+
+    from dvc.api import DVCFileSystem
+    from dvc.exceptions import DvcException
+    from dvc_data.index import DataIndexError
+    from scmrepo.exceptions import SCMError
+
+    tmp = Path(tempfile.mkdtemp(prefix="benchlib-compare-"))
+    atexit.register(shutil.rmtree, tmp, ignore_errors=True)
+    try:
+        fs = DVCFileSystem(str(root), rev=rev)
+        src = f"data/raw/{name}"
+        if not fs.isdir(src):
+            raise RecordError(f"campaign {rev}:{name}: revision {rev} has no {src}")
+        try:
+            fs.get(src, str(tmp / name), recursive=True)
+        except (DataIndexError, FileNotFoundError):  # a .dir manifest or a file in neither cache nor remote
+            raise RecordError(f"campaign {rev}:{name}: {src} of revision {rev} {_not_fetched(root)}") from None
+        tracked = [os.path.relpath(out.fs_path, fs.repo.root_dir) for out in fs.repo.index.outs]
+    except (DvcException, SCMError, DataIndexError) as exc:
+        raise RecordError(f"campaign {rev}:{name}: {type(exc).__name__}: {' '.join(str(exc).split())}") from None
+    if not any(p == src or p.startswith(src + "/") or src.startswith(p + "/") for p in tracked):
+        # git has the directory (DVC's .gitignore in it), but that revision's dvc.lock tracks another campaign
+        raise RecordError(
+            f"campaign {rev}:{name}: revision {rev} has {src} but DVC tracks no records there (its dvc.lock "
+            f"and .dvc files track {', '.join(p for p in tracked if p.startswith('data/raw/')) or 'no raw records'}): "
+            "give the revision that measured it (`git log -- dvc.lock`)"
+        )
+    return tmp
+
+
+def _not_fetched(root: Path) -> str:
+    """Where the records of a revision were looked for, and how to fetch them (one line): the remotes
+    of the project's DVC config, as `dvc pull` would use them."""
+    from dvc.repo import Repo
+
+    try:
+        with Repo(str(root)) as repo:
+            names, default = sorted(repo.config.get("remote", {})), repo.config.get("core", {}).get("remote")
+    except Exception:  # only the hint depends on it: a config DVC cannot read names no remote
+        names, default = [], None
+    if not names:
+        return (
+            "is not in the DVC cache and no DVC remote is configured: add the remote it was pushed to "
+            "(`dvc remote add -d NAME URL`), then `dvc fetch --all-commits` (or `dvc pull` on that revision)"
+        )
+    if default:
+        return (
+            f"is in neither the DVC cache nor the default remote {default!r}: `dvc push` it where it was "
+            "measured, or fetch it from the remote that has it (`dvc fetch -r NAME --all-commits`)"
+        )
+    return (
+        f"is not in the DVC cache and no default remote is set (remotes: {', '.join(names)}): "
+        "`dvc fetch -r NAME --all-commits` (or `dvc pull -r NAME` on that revision)"
+    )

@@ -26,7 +26,7 @@ from pathlib import Path
 import polars as pl
 
 from . import collectors, cpu, record, schema, stacks
-from .errors import ParseError, RecordError
+from .errors import BenchlibError, ParseError, RecordError
 
 _log = logging.getLogger(__name__)  # the default for log=: where benchlib.logs sends messages
 
@@ -350,6 +350,26 @@ def build_tables(
     runs, metrics = pl.concat(c.runs for c in chunks), pl.concat(c.metrics for c in chunks)
     schema.check_metrics(metrics)
     return runs, metrics
+
+
+def campaign_tables(cdir: Path, label: str) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """(runs, metrics, facts) of the records in ``cdir``, a campaign compared with another one; ``label``
+    names it in errors. Records say which campaign measured them: another campaign's records copied here
+    would compare a campaign with itself (a byte copy of A as B: nothing differs, nothing changed)."""
+    try:
+        runs, metrics = build_tables(cdir)
+    except BenchlibError as exc:
+        raise RecordError(f"campaign {label}: {exc}") from None
+    foreign = runs.filter(pl.col("campaign") != cdir.name)
+    if len(foreign):
+        owners = ", ".join(sorted(set(foreign["campaign"])))
+        more = f" and {len(foreign) - 1} more" if len(foreign) > 1 else ""
+        raise RecordError(
+            f"campaign {label}: {len(foreign)} of {len(runs)} records were measured by campaign "
+            f"{owners} ({record.META} 'campaign'), not {cdir.name}, e.g. {foreign['record'][0]}{more}: "
+            "copied records are refused; compare the campaign that measured them"
+        )
+    return runs, metrics, build_facts(runs)
 
 
 def build_profile_tables(

@@ -1,5 +1,5 @@
 """Benchmark 8: CPU profiles at campaign scale: parse (stacks.fold + stacks.rows), classification and the
-analysis (profiles.analyse) of 1,000 profiles.
+analysis (profiles.analyse, then the report's sentences) of 1,000 profiles.
 
 The profiles are the two captured `perf script` outputs of tests/fixtures/perf (a netperf TCP_RR in the lab,
 host and veth-routed, ~2.5 s at 499 Hz), replicated under varied scenario names: N scenarios x 2 tests x R
@@ -22,6 +22,7 @@ from common import figure
 from benchlib import stacks
 from benchlib.analysis import profiles
 from benchlib.config import project_root
+from benchlib.report import profiles as profile_text
 
 FIXTURES = project_root() / "tests" / "fixtures" / "perf"
 RATES = {"host": 66_600.0, "veth-routed": 53_400.0}
@@ -103,6 +104,9 @@ def main(argv: list[str] | None = None) -> None:
     figure("classification alone", t_parse - t_fold, "s")
     t = time.monotonic()
     out = profiles.analyse(p, pr, "host")
+    out["profile_explanations"] = profile_text.explanations(
+        out["profile_categories"], out["profile_differences"], out["profile_no_symbols"], "host"
+    )
     t_analysis = time.monotonic() - t
     figure("analysis: profiles.analyse", t_analysis, "s")
     figure("total", t_parse + t_analysis, "s")

@@ -26,7 +26,7 @@ import polars as pl
 from IPython.display import HTML, Markdown, display
 
 from benchlib.analysis import analyse, stats
-from benchlib.report import figures, summary
+from benchlib.report import figures, profiles, summary
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
 a = analyse.load(analysis_dir)
@@ -39,7 +39,9 @@ display(
             a.families,
             s.baseline,
             s.correction,
-            explanations=a.profile_explanations,
+            explanations=profiles.explanations(
+                a.profile_categories, a.profile_differences, a.profile_no_symbols, s.baseline
+            ),
             caveats=False,
         )
     )

@@ -31,7 +31,7 @@ from IPython.display import Markdown, display
 import benchlib.escape as escape
 from benchlib.analysis import analyse, profiles, resolve, stats
 from benchlib.report import figures, flamegraphs, summary
-from benchlib.report.profiles import method_text
+from benchlib.report.profiles import explanations, method_text
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
 a = analyse.load(analysis_dir)
@@ -42,10 +42,11 @@ display(Markdown(method_text(a.profile_method)))
 # %%
 # the sentences under the comparisons they explain, findings first; the others (no headline comparison,
 # no kernel symbols) after them
-explained = summary.explained_markdown(a.comparisons, a.profile_explanations)
+sentences = explanations(cats, diffs, a.profile_no_symbols, baseline)
+explained = summary.explained_markdown(a.comparisons, sentences)
 keys = ["environment", "test", "scenario", "baseline"]
 primary = a.comparisons.filter(pl.col("family") == stats.PRIMARY).select(keys).unique()
-rest = a.profile_explanations.join(primary, on=keys, how="anti")["sentence"]
+rest = sentences.join(primary, on=keys, how="anti")["sentence"]
 if explained or len(rest):
     others = (f"- {escape.markdown(s)}" for s in rest)
     display(Markdown("## What the profiles say\n" + "\n".join(filter(None, [explained, *others]))))

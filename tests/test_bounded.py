@@ -143,7 +143,7 @@ def test_two_analyses_of_the_same_tables_are_the_same_bytes(project_copy):
         files["metrics.json"] = (project_copy / f"metrics-{threads}.json").read_bytes()
         outputs.append(files)
     one, two = outputs
-    assert "profile_explanations.parquet" in one and "profile_frames.parquet" in one
+    assert "profile_differences.parquet" in one and "profile_frames.parquet" in one
     assert sorted(one) == sorted(two)
     assert [name for name in one if one[name] != two[name] and name != "settings.json"] == []
     # the settings name where each analysis wrote its metrics.json, and otherwise agree

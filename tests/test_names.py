@@ -13,7 +13,6 @@ import pytest
 import yaml
 
 from benchlib import cli, collectors, record
-from benchlib.analysis.compare import CompareError
 from benchlib.commands.compare import load_campaign
 from benchlib.config import NAME_RULE, ConfigError, Environment, load_environment, load_params
 from benchlib.errors import RecordError
@@ -189,7 +188,7 @@ def test_parse_and_compare_refuse_a_record_whose_names_a_campaign_cannot_give(tm
     assert done.returncode == 2 and done.stderr == f"benchlib: error: {says}\n", done.stderr
     assert not list(tmp_path.glob("data/processed/*"))  # no table
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(CompareError) as err:  # what `benchlib compare` loads each campaign with
+    with pytest.raises(RecordError) as err:  # what `benchlib compare` loads each campaign with
         load_campaign(REAL_RAW.name)
     assert str(err.value) == f"campaign {REAL_RAW.name}: {says}"
 

@@ -80,7 +80,7 @@ class Result:
     profile_categories: pl.DataFrame = field(default_factory=lambda: profiles.empty("profile_categories"))
     profile_frames: pl.DataFrame = field(default_factory=lambda: profiles.empty("profile_frames"))
     profile_differences: pl.DataFrame = field(default_factory=lambda: profiles.empty("profile_differences"))
-    profile_explanations: pl.DataFrame = field(default_factory=lambda: profiles.empty("profile_explanations"))
+    profile_no_symbols: pl.DataFrame = field(default_factory=lambda: profiles.empty("profile_no_symbols"))
 
     def metrics_json(self) -> dict:
         """reports/metrics.json: the settings that decide verdicts, then the headline numbers."""

@@ -12,7 +12,6 @@ profiled runs of one configuration are pooled: samples summed, work summed.
 
 from __future__ import annotations
 
-import re
 from array import array
 
 import polars as pl
@@ -25,23 +24,6 @@ KEYS = ["environment", "scenario", "test"]
 IDLE = "idle"
 # share of a side's busy samples under which a path or frame is left out of the tables (and the figures)
 PRUNE_SHARE = 0.005
-# categories that tell datapaths apart; syscall entry and scheduler frames are in every path and would
-# top every ranking of frames
-DISTINCTIVE = ("devices", "softirq/backlog", "netfilter/conntrack", "eBPF", "proxy", "TCP/IP")
-# Frames that hand work on rather than do it: softirq dispatch, and the transmit chain's entries, which run the
-# receiver's softirq inline when they re-enable bottom halves. Their inclusive CPU is their callees', so they
-# would top every ranking; the sentences name the frames that do the work.
-DISPATCH = re.compile(
-    r"^(do_softirq|__do_softirq|handle_softirqs|__local_bh_enable|local_bh_enable|net_rx_action|"
-    r"__napi_poll|irq_exit|__irq_exit|run_ksoftirqd|__dev_queue_xmit|dev_queue_xmit|"
-    r"dev_hard_start_xmit|tcp_sendmsg|tcp_write_xmit|__tcp_push_pending_frames|tcp_push|"
-    r"__tcp_transmit_skb|tcp_transmit_skb|__ip_queue_xmit|ip_queue_xmit|ip_output|ip_finish_output|"
-    r"__ip_finish_output|ip_local_out|__ip_local_out|ip6_|inet6_|inet_sendmsg|inet_recvmsg|"
-    r"tcp_recvmsg)"
-)
-NO_SYMBOLS = "no kernel symbols: kernel.kptr_restrict hid them"
-NO_PROFILES = "No CPU profiles: experiment.profile_runs is 0 (or the campaign predates profiles)"
-
 # metric -> (unit of work, scale of CPU seconds per unit, unit of the result)
 _WORK = {
     "transaction_rate": ("transaction", 1e6, "µs per transaction"),
@@ -114,14 +96,7 @@ DIFFERENCES_SCHEMA = {
     "delta": pl.Float64,
     "unit": pl.String,
 }
-EXPLANATIONS_SCHEMA = {
-    "environment": pl.String,
-    "test": pl.String,
-    "scenario": pl.String,
-    "baseline": pl.String,
-    "side": pl.String,
-    "sentence": pl.String,
-}
+NO_SYMBOLS_SCHEMA = {"environment": pl.String, "test": pl.String, "scenario": pl.String}
 METHOD_SCHEMA = {
     "environment": pl.String,
     "perf_version": pl.String,
@@ -417,130 +392,18 @@ def differences(
     )
 
 
-def _num(v: float, unit: str) -> str:
-    """A CPU-per-unit figure to sensible digits, signed."""
-    if unit.startswith("cores"):
-        return f"{v:+.2g}"
-    a = abs(v)
-    return f"{v:+.0f}" if a >= 10 else f"{v:+.1f}" if a >= 0.95 else f"{v:+.2f}"
-
-
-def _val(v: float, unit: str) -> str:
-    if unit.startswith("cores"):
-        return f"{v:.2g}"
-    return f"{v:.1f}" if abs(v) >= 0.95 else f"{v:.2f}"
-
-
-def _short(unit: str) -> str:
-    return "cores/(Gbit/s)" if unit.startswith("cores") else "µs"
-
-
-def _side_text(side: str) -> str:
-    return "both sides" if side == "total" else f"{side} side"
-
-
-def explanations(
-    profiles: pl.DataFrame,
-    profile_runs: pl.DataFrame,
-    baseline: str,
-    cats: pl.DataFrame | None = None,
-    diffs: pl.DataFrame | None = None,
-    top: int = 3,
-) -> pl.DataFrame:
-    """profile_explanations: per scenario, test and side a sentence on what the scenario's CPU per unit
-    adds over the baseline's: which categories carry the difference, which frames gained or lost most
-    (ranked among the DISTINCTIVE categories), on how many profiled runs and samples. A configuration
-    whose profiles have no kernel symbols gets a sentence saying so instead."""
-    runs = _conform(profile_runs, PROFILE_RUNS_SCHEMA)
-    cats = categories(profiles, profile_runs) if cats is None else cats
-    diffs = differences(profiles, profile_runs, baseline) if diffs is None else diffs
-    out = []
-    # configurations whose successful profiled runs all lack kernel symbols
-    blind = (
-        runs.filter(pl.col("outcome") == "ok")
-        .group_by("environment", "test", "scenario")
+def no_symbols(profile_runs: pl.DataFrame) -> pl.DataFrame:
+    """profile_no_symbols: the configurations whose successful profiled runs all lack kernel symbols (the
+    categories and frames leave them out: their stacks are unresolved addresses)."""
+    return (
+        _conform(profile_runs, PROFILE_RUNS_SCHEMA)
+        .filter(pl.col("outcome") == "ok")
+        .group_by(KEYS)
         .agg(pl.col("kernel_symbols").any())
         .filter(~pl.col("kernel_symbols"))
         .sort("environment", "test", "scenario")
+        .select(NO_SYMBOLS_SCHEMA.keys())
     )
-    for r in blind.iter_rows(named=True):
-        out.append(
-            {
-                **{k: r[k] for k in ("environment", "test", "scenario")},
-                "baseline": baseline,
-                "side": "",
-                "sentence": f"{r['scenario']} ({r['test']}): {NO_SYMBOLS}; its profile is not shown.",
-            }
-        )
-    if not cats.is_empty():
-        tot = cats.group_by(*KEYS, "side").agg(
-            cpu=pl.col("cpu_per_unit").sum(),
-            samples=pl.col("samples").sum(),
-            n_runs=pl.col("n_runs").first(),
-            unit=pl.col("unit").first(),
-        )
-        base = tot.filter(scenario=baseline).drop("scenario")
-        pairs = tot.filter(pl.col("scenario") != baseline).join(
-            base, on=["environment", "test", "side"], suffix="_base"
-        )
-        for p in pairs.sort("environment", "test", "scenario", "side").iter_rows(named=True):
-            out.append(
-                {
-                    **{k: p[k] for k in ("environment", "test", "scenario", "side")},
-                    "baseline": baseline,
-                    "sentence": _sentence(p, baseline, cats, diffs, top),
-                }
-            )
-    return pl.DataFrame(out, schema=EXPLANATIONS_SCHEMA) if out else pl.DataFrame(schema=EXPLANATIONS_SCHEMA)
-
-
-def _sentence(p: dict, baseline: str, cats: pl.DataFrame, diffs: pl.DataFrame, top: int) -> str:
-    unit, short = p["unit"], _short(p["unit"])
-    where = dict(environment=p["environment"], test=p["test"], side=p["side"])
-    c = (
-        cats.filter(scenario=p["scenario"], **where)
-        .select("category", "cpu_per_unit")
-        .join(
-            cats.filter(scenario=baseline, **where).select("category", base="cpu_per_unit"),
-            on="category",
-            how="full",
-            coalesce=True,
-        )
-        .with_columns(delta=pl.col("cpu_per_unit").fill_null(0.0) - pl.col("base").fill_null(0.0))
-        .sort(pl.col("delta").abs(), descending=True)
-    )
-    delta = p["cpu"] - p["cpu_base"]
-    spread = float(c["delta"].abs().sum()) or 1.0
-    named = [
-        f"{r['category']} {_num(r['delta'], unit)} {short}"
-        for r in c.head(top).iter_rows(named=True)
-        if abs(r["delta"]) >= 0.1 * spread
-    ]
-    # the frame that gained or lost most in each distinctive category, dispatchers left out
-    f = (
-        diffs.filter(scenario=p["scenario"], level="frame", **where)
-        .filter(pl.col("category").is_in(DISTINCTIVE), ~pl.col("name").str.contains(DISPATCH.pattern))
-        .sort(pl.col("delta").abs(), descending=True)
-        .unique("category", keep="first", maintain_order=True)
-        .head(top)
-    )
-    frames_text = ", ".join(
-        f"{'+' if r['delta'] >= 0 else '-'}{r['name']} ({_num(r['delta'], unit)} {short})"
-        for r in f.iter_rows(named=True)
-        if r["delta"] != 0
-    )
-    pct = f" ({100 * delta / p['cpu_base']:+.0f} %)" if p["cpu_base"] else ""
-    per = unit.split(" ", 1)[1]  # "per transaction", "per Gbit/s"
-    text = (
-        f"{p['scenario']} vs {baseline} ({p['test']}, {per}, {_side_text(p['side'])}): "
-        f"{_num(delta, unit)} {short} CPU{pct}, {_val(p['cpu'], unit)} vs {_val(p['cpu_base'], unit)} {short}"
-    )
-    if named:
-        text += ": " + ", ".join(named)
-    if frames_text:
-        text += f"; frames {frames_text}"
-    runs = f"{p['n_runs']} vs {p['n_runs_base']} profiled run{'s' if max(p['n_runs'], p['n_runs_base']) > 1 else ''}"
-    return text + f" ({runs}, {p['samples']:,} vs {p['samples_base']:,} busy samples)."
 
 
 def method(profile_runs: pl.DataFrame) -> pl.DataFrame:
@@ -577,14 +440,12 @@ def analyse(profiles: pl.DataFrame | None, profile_runs: pl.DataFrame | None, ba
     """Every profile table the analysis stores, by name."""
     profiles, profile_runs = _conform(profiles, PROFILES_SCHEMA), _conform(profile_runs, PROFILE_RUNS_SCHEMA)
     trees = _trees(profiles, profile_runs)
-    cats = categories(profiles, profile_runs)
-    diffs = differences(profiles, profile_runs, baseline, trees)
     return {
         "profile_method": method(profile_runs),
-        "profile_categories": cats,
+        "profile_categories": categories(profiles, profile_runs),
         "profile_frames": frames(profiles, profile_runs, trees),
-        "profile_differences": diffs,
-        "profile_explanations": explanations(profiles, profile_runs, baseline, cats, diffs),
+        "profile_differences": differences(profiles, profile_runs, baseline, trees),
+        "profile_no_symbols": no_symbols(profile_runs),
     }
 
 
@@ -593,5 +454,5 @@ EMPTY = {
     "profile_categories": CATEGORIES_SCHEMA,
     "profile_frames": FRAMES_SCHEMA,
     "profile_differences": DIFFERENCES_SCHEMA,
-    "profile_explanations": EXPLANATIONS_SCHEMA,
+    "profile_no_symbols": NO_SYMBOLS_SCHEMA,
 }

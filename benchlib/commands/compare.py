@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
-from .. import config, record, tidy
-from ..errors import BenchlibError
+from .. import config, store, tidy
 from .common import EXIT_REGRESSION, add, log, out, params
 
 
@@ -87,105 +85,11 @@ def add_parser(subparsers) -> None:
     s.set_defaults(func=run)
 
 
-def _from_revision(rev: str, name: str) -> Path:
-    """A raw root holding campaign ``name`` as git revision ``rev`` of the project had it, fetched
-    through DVC (its cache or remote) into a temporary directory that lives as long as this process."""
-    import atexit
-    import shutil
-    import tempfile
-
-    from dvc.api import DVCFileSystem
-    from dvc.exceptions import DvcException
-    from dvc_data.index import DataIndexError
-    from scmrepo.exceptions import SCMError
-
-    from benchlib.analysis.compare import CompareError
-
-    tmp = Path(tempfile.mkdtemp(prefix="benchlib-compare-"))
-    atexit.register(shutil.rmtree, tmp, ignore_errors=True)
-    try:
-        fs = DVCFileSystem(str(config.project_root()), rev=rev)
-        src = f"data/raw/{name}"
-        if not fs.isdir(src):
-            raise CompareError(f"campaign {rev}:{name}: revision {rev} has no {src}")
-        try:
-            fs.get(src, str(tmp / name), recursive=True)
-        except (DataIndexError, FileNotFoundError):  # a .dir manifest or a file in neither cache nor remote
-            raise CompareError(f"campaign {rev}:{name}: {src} of revision {rev} {_not_fetched()}") from None
-        tracked = [os.path.relpath(out.fs_path, fs.repo.root_dir) for out in fs.repo.index.outs]
-    except (DvcException, SCMError, DataIndexError) as exc:
-        raise CompareError(f"campaign {rev}:{name}: {type(exc).__name__}: {' '.join(str(exc).split())}") from None
-    if not any(p == src or p.startswith(src + "/") or src.startswith(p + "/") for p in tracked):
-        # git has the directory (DVC's .gitignore in it), but that revision's dvc.lock tracks another campaign
-        raise CompareError(
-            f"campaign {rev}:{name}: revision {rev} has {src} but DVC tracks no records there (its dvc.lock "
-            f"and .dvc files track {', '.join(p for p in tracked if p.startswith('data/raw/')) or 'no raw records'}): "
-            "give the revision that measured it (`git log -- dvc.lock`)"
-        )
-    return tmp
-
-
-def _not_fetched() -> str:
-    """Where the records of a revision were looked for, and how to fetch them (one line): the remotes
-    of the project's DVC config, as `dvc pull` would use them."""
-    from dvc.repo import Repo
-
-    try:
-        with Repo(str(config.project_root())) as repo:
-            names, default = sorted(repo.config.get("remote", {})), repo.config.get("core", {}).get("remote")
-    except Exception:  # only the hint depends on it: a config DVC cannot read names no remote
-        names, default = [], None
-    if not names:
-        return (
-            "is not in the DVC cache and no DVC remote is configured: add the remote it was pushed to "
-            "(`dvc remote add -d NAME URL`), then `dvc fetch --all-commits` (or `dvc pull` on that revision)"
-        )
-    if default:
-        return (
-            f"is in neither the DVC cache nor the default remote {default!r}: `dvc push` it where it was "
-            "measured, or fetch it from the remote that has it (`dvc fetch -r NAME --all-commits`)"
-        )
-    return (
-        f"is not in the DVC cache and no default remote is set (remotes: {', '.join(names)}): "
-        "`dvc fetch -r NAME --all-commits` (or `dvc pull -r NAME` on that revision)"
-    )
-
-
 def load_campaign(spec: str):
-    """Campaign ``spec`` (an id under data/raw/, or rev:id through DVC) as compare's tidy tables."""
-    import polars as pl
+    """Campaign ``spec`` (an id under data/raw/, or REV:ID through DVC) as compare's tidy tables."""
+    from benchlib.analysis.compare import Campaign
 
-    from benchlib.analysis.compare import Campaign, CompareError
-
-    rev, _, name = spec.rpartition(":")
-    config.require_name(name, f"campaign {spec!r}")
-    raw_root = _from_revision(rev, name) if rev else config.project_root() / "data" / "raw"
-    cdir = record.campaign_dir(name, raw_root)
-    if not cdir.is_dir():
-        known = sorted(p.name for p in raw_root.iterdir() if p.is_dir()) if raw_root.is_dir() else []
-        raise CompareError(f"campaign {spec}: no raw records in {cdir} (campaigns there: {', '.join(known) or 'none'})")
-    # No plan to check another campaign against, but what `parse` would name regardless (an
-    # incomplete record, a copy, a file where a record should be) is refused, not skipped.
-    problems = record.survey(cdir, None)[1]
-    if problems:
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        raise CompareError(f"campaign {spec}: {problems[0]}{more}")
-    try:
-        runs, metrics = tidy.build_tables(cdir)
-    except BenchlibError as exc:
-        raise CompareError(f"campaign {spec}: {exc}") from None
-    # Records say which campaign measured them: another campaign's records copied here would
-    # compare a campaign with itself (a byte copy of A as B: nothing differs, nothing changed).
-    foreign = runs.filter(pl.col("campaign") != name)
-    if len(foreign):
-        owners = ", ".join(sorted(set(foreign["campaign"])))
-        more = f" and {len(foreign) - 1} more" if len(foreign) > 1 else ""
-        raise CompareError(
-            f"campaign {spec}: {len(foreign)} of {len(runs)} records were measured by campaign "
-            f"{owners} ({record.META} 'campaign'), not {name}, e.g. {foreign['record'][0]}{more}: "
-            "copied records are refused; compare the campaign that measured them"
-        )
-    return Campaign(spec, runs, metrics, tidy.build_facts(runs))
+    return Campaign(spec, *tidy.campaign_tables(store.campaign_records(spec, config.project_root()), spec))
 
 
 def run(args) -> int:

@@ -218,7 +218,7 @@ def degenerate_text(runs: pl.DataFrame, comparisons: pl.DataFrame, baseline: str
 
 
 def profile_notes(r: dict, explanations: pl.DataFrame | None) -> list[str]:
-    """The CPU-profile sentences (profiles.explanations) of a comparison's scenario, test and baseline."""
+    """The CPU-profile sentences (report.profiles.explanations) of a comparison's scenario, test and baseline."""
     if explanations is None or explanations.is_empty():
         return []
     e = explanations.filter(
@@ -246,7 +246,7 @@ def findings_markdown(
     explanations: pl.DataFrame | None = None,
 ) -> str:
     """The findings of one family as a bullet list, largest change first; within-noise and untested
-    comparisons summed up in a closing sentence each. With ``explanations`` (profiles.explanations) a
+    comparisons summed up in a closing sentence each. With ``explanations`` (report.profiles.explanations) a
     finding's CPU-profile sentences follow it."""
     rows = ordered_findings(comparisons, family)
     if rows.is_empty():

@@ -2,7 +2,8 @@
 targets/). A scenario of environment.yaml does not say its target: reading the file tags each scenario
 with the environment's, which picks the model, as a test's ``tool`` picks its collector's model.
 
-Adding a target: its module here (its scenario, with its fields and `check`), listed in SCENARIOS.
+Adding a target: its module here (its scenario, with its fields, `check`, `SETTINGS` and `CPU_PLACEMENT`),
+listed in SCENARIOS.
 """
 
 from __future__ import annotations

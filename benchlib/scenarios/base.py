@@ -17,6 +17,11 @@ class Scenario(Strict):
     # what a key of this model says where another target's scenario gives it; unlisted keys:
     # "needs target <the targets that take it>; remove it". {n}: one scenario, {names}: all of them
     ELSEWHERE: ClassVar[dict[str, str]] = {}
+    # the environment's section of the target's own settings (the cluster, the hosts), required there and
+    # refused elsewhere; None: the target has none
+    SETTINGS: ClassVar[str | None] = None
+    # whether the target can honour the environment's cpu_placement: client and server on one machine's CPUs
+    CPU_PLACEMENT: ClassVar[bool] = False
 
     description: str = Field(
         description=("what the scenario is, in one line, for readers (editing it changes no measurement)")

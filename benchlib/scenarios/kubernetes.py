@@ -30,6 +30,7 @@ class HelmRelease(Strict):
 
 class KubernetesScenario(PodScenario):
     target: Literal["kubernetes"] = Field(exclude=True)
+    SETTINGS: ClassVar[str | None] = "kubernetes"
     ELSEWHERE: ClassVar[dict[str, str]] = dict.fromkeys(
         ("placement", "helm", "apply", "ready", "programmed", "namespace_labels"), CLUSTER_ONLY
     )

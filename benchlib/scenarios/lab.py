@@ -14,6 +14,7 @@ IP6 = "scenarios.{n}: ip_family 6 and big_tcp need target lab and topology host 
 
 class LabScenario(PodScenario):
     target: Literal["lab"] = Field(exclude=True)
+    CPU_PLACEMENT: ClassVar[bool] = True
     ELSEWHERE: ClassVar[dict[str, str]] = {
         "service_proxy": (
             "scenarios.{n}.service_proxy: lab only (a cluster's own kube-proxy or CNI serves its Services); remove it"

@@ -3,7 +3,7 @@ hosts' settings."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
@@ -13,6 +13,7 @@ from .base import Scenario
 
 class SshScenario(Scenario):
     target: Literal["ssh"] = Field(exclude=True)
+    SETTINGS: ClassVar[str | None] = "ssh"
 
 
 class SshHost(Strict):

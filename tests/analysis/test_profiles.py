@@ -46,6 +46,13 @@ def test_runs_of_one_configuration_are_pooled():
     assert two["samples"].sum() == 2 * one["samples"].sum() and set(two["n_runs"]) == {2}
 
 
+def sentences(tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
+    """The report's CPU-profile sentences of the analysis' tables, against host."""
+    return profile_text.explanations(
+        tables["profile_categories"], tables["profile_differences"], tables["profile_no_symbols"], "host"
+    )
+
+
 def test_veth_routed_gains_backlog_processing_and_veth_transmit_over_host(tables):
     d = tables["profile_differences"].filter(level="frame", scenario="veth-routed")
     delta = dict(zip(d["name"], d["delta"], strict=True))
@@ -53,7 +60,7 @@ def test_veth_routed_gains_backlog_processing_and_veth_transmit_over_host(tables
     total = tables["profile_categories"].group_by("scenario").agg(pl.col("cpu_per_unit").sum())
     t = dict(total.iter_rows())
     assert t["veth-routed"] > t["host"]  # fewer transactions on a longer path: more CPU each
-    (sentence,) = tables["profile_explanations"]["sentence"]
+    (sentence,) = sentences(tables)["sentence"]
     assert sentence.startswith("veth-routed vs host (tcp_rr, per transaction, both sides): +")
     assert "process_backlog" in sentence and "veth_xmit" in sentence and "softirq/backlog" in sentence
     assert "1 vs 1 profiled run" in sentence and "busy samples" in sentence
@@ -87,8 +94,12 @@ def test_a_profile_without_kernel_symbols_gets_a_sentence_not_a_flamegraph():
     p, r = profile_tables(kernel_symbols=False)
     out = profiles.analyse(p, r, "host")
     assert out["profile_frames"].is_empty() and out["profile_categories"].is_empty()
-    sentences = out["profile_explanations"]["sentence"].to_list()
-    assert len(sentences) == 2 and all("no kernel symbols: kernel.kptr_restrict hid them" in s for s in sentences)
+    assert out["profile_no_symbols"].select("scenario", "test").rows() == [
+        ("host", "tcp_rr"),
+        ("veth-routed", "tcp_rr"),
+    ]
+    said = sentences(out)["sentence"].to_list()
+    assert len(said) == 2 and all("no kernel symbols: kernel.kptr_restrict hid them" in s for s in said)
     assert "no kernel symbols" in profile_text.method_text(out["profile_method"])
 
 
@@ -147,7 +158,7 @@ def test_flamegraph_has_a_trace_per_scenario_and_side_and_a_dropdown_per_scenari
 
 def test_a_finding_carries_its_profile_sentence():
     p, r = profile_tables()
-    expl = profiles.analyse(p, r, "host")["profile_explanations"]
+    expl = sentences(profiles.analyse(p, r, "host"))
     row = {"environment": "local-lab", "test": "tcp_rr", "scenario": "veth-routed", "baseline": "host"}
     assert summary.profile_notes(row, expl) == expl["sentence"].to_list()
     assert summary.profile_notes({**row, "scenario": "bridge"}, expl) == []
@@ -181,7 +192,10 @@ def _campaign(tmp_path, with_profiles: str):
 def test_the_report_section_shows_the_profiles(tmp_path, with_profiles):
     analysis_dir = _campaign(tmp_path, with_profiles)
     loaded = analyse.load(analysis_dir)
-    assert len(loaded.profile_explanations) == {"profiles": 1, "none": 0, "no-symbols": 2}[with_profiles]
+    tables = {
+        name: getattr(loaded, name) for name in ("profile_categories", "profile_differences", "profile_no_symbols")
+    }
+    assert len(sentences(tables)) == {"profiles": 1, "none": 0, "no-symbols": 2}[with_profiles]
     out = tmp_path / "reports"
     html = report.build_report(
         ["notebooks/00_summary.py", "notebooks/05_cpu_profiles.py"],
