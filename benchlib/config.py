@@ -118,6 +118,64 @@ class Experiment(Strict):
         ),
     )
 
+    precision: float | None = Field(
+        default=None,
+        gt=0,
+        lt=100,
+        description=(
+            "run until precise: the target half-width, in %, of every primary comparison's interval of the change "
+            "(analysis.baseline and the contrasts); repetitions is the first look, and collect adds look_blocks "
+            "blocks at each further look until every primary comparison meets it or the budget (max_repetitions, "
+            "max_minutes) is spent; alpha is spent across the looks (docs: statistics, run until precise); "
+            "unset: exactly repetitions blocks"
+        ),
+    )
+    max_repetitions: int | None = Field(
+        default=None,
+        le=1000,
+        description=(
+            "with precision: the most blocks collect runs, at least repetitions; its looks are then fixed in "
+            "advance and share alpha equally"
+        ),
+    )
+    max_minutes: float | None = Field(
+        default=None,
+        description=(
+            "with precision: no further look starts once the recorded runs of the environment, with the look's "
+            "estimated time, would exceed this many minutes of measurement"
+        ),
+    )
+    look_blocks: int | None = Field(
+        default=None,
+        ge=1,
+        le=1000,
+        description="with precision: the blocks added at each look after the first; unset: repetitions",
+    )
+
+    @field_validator("max_repetitions")
+    @classmethod
+    def _max_repetitions(cls, value: int | None, info) -> int | None:
+        repetitions = info.data.get("repetitions")
+        if value is not None and repetitions is not None and value < repetitions:
+            raise ValueError(f"{value} is below repetitions ({repetitions}), the first look")
+        return value
+
+    @field_validator("max_minutes")
+    @classmethod
+    def _max_minutes(cls, value: float | None) -> float | None:
+        if value is not None and not value > 0:
+            raise ValueError(f"{value} is no time budget: give minutes above 0")
+        return value
+
+    @model_validator(mode="after")
+    def _budget(self) -> Experiment:
+        budget = [k for k in ("max_repetitions", "max_minutes", "look_blocks") if getattr(self, k) is not None]
+        if self.precision is None and budget:
+            raise ValueError(f"{budget[0]} is only used with precision (run until precise): set precision or remove it")
+        if self.precision is not None and self.max_repetitions is None and self.max_minutes is None:
+            raise ValueError("precision needs a budget: set max_repetitions and/or max_minutes")
+        return self
+
     @field_validator("environments")
     @classmethod
     def _environments_once(cls, names: list[str]) -> list[str]:
