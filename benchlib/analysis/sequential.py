@@ -23,7 +23,7 @@ from benchlib.plan import look_of, looks
 
 from . import stats
 
-METHOD = "group-sequential: alpha spent over looks fixed in advance (Bonferroni over looks)"
+METHOD = "a group-sequential plan, alpha spent over looks fixed in advance (Bonferroni over looks)"
 KEYS = ["environment", "test", "test_params", "scenario", "baseline", "metric"]
 
 
@@ -107,21 +107,25 @@ PRECISION_COLUMNS = [
 ]
 
 
-def precision(comparisons: pl.DataFrame, runs: pl.DataFrame, exp: Experiment, alpha: float) -> pl.DataFrame:
+def precision(
+    comparisons: pl.DataFrame, runs: pl.DataFrame, exp: Experiment | None, alpha: float = 0.05
+) -> pl.DataFrame:
     """Per primary comparison of a campaign run until precise: the blocks its environment stopped at, the
     look, how many looks the plan had (null: open, minutes only), the level spent at that look, the
     half-width of its interval as analysed and whether it met the target. Empty without precision."""
-    schema = {
-        **{k: pl.String for k in KEYS},
-        "blocks": pl.Int64,
-        "look": pl.Int64,
-        "looks": pl.Int64,
-        "alpha_look": pl.Float64,
-        "half_width_pct": pl.Float64,
-        "target_pct": pl.Float64,
-        "met": pl.Boolean,
-    }
-    if not sequential(exp) or comparisons.is_empty():
+    schema = pl.Schema(
+        {
+            **{k: pl.String for k in KEYS},
+            "blocks": pl.Int64,
+            "look": pl.Int64,
+            "looks": pl.Int64,
+            "alpha_look": pl.Float64,
+            "half_width_pct": pl.Float64,
+            "target_pct": pl.Float64,
+            "met": pl.Boolean,
+        }
+    )
+    if exp is None or not sequential(exp) or comparisons.is_empty():
         return pl.DataFrame(schema=schema)
     blocks = blocks_recorded(runs)
     primary = comparisons.filter(pl.col("family") == stats.PRIMARY)
@@ -139,4 +143,4 @@ def precision(comparisons: pl.DataFrame, runs: pl.DataFrame, exp: Experiment, al
             met=(hw <= exp.precision).fill_null(False),  # NaN sorts above every number: not met
         )
         .cast(schema)
-    )  # pyright: ignore[reportArgumentType]
+    )

@@ -34,6 +34,7 @@ def add_parser(subparsers) -> None:
 def run(args) -> int:
     p = params(args)
     plans = validate_all(p)
+    minutes_per_block = {}
     for plan in plans:
         target = make_target(plan)
         runs = schedule(
@@ -50,6 +51,7 @@ def run(args) -> int:
         if p.experiment.profile_runs and not target.perf_is_remote:  # validate contacts no host
             # the targets whose perf runs here collect as root (the lab, the local cluster): root's permissions
             profiling.check_plan(target.kind, target.can_profile, root=True)
+        minutes_per_block[plan.environment.name] = seconds / 60 / p.experiment.repetitions
         cdir = record.campaign_dir(p.experiment.campaign)
         done = sum(record.exists(cdir, r.run_id) for r in runs)
         out(
@@ -61,7 +63,8 @@ def run(args) -> int:
         )
     from ..analysis import planning  # scipy and statsmodels only here
 
-    for line in planning.planned_power(p, plans, config.project_root(), args.pilot, tidy.build_tables):
+    lines = planning.planned_power(p, plans, config.project_root(), args.pilot, tidy.build_tables, minutes_per_block)
+    for line in lines:
         out(line)
     out(f"{p.source} is valid")
     return 0

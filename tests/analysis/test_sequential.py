@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 
 from benchlib import schema
-from benchlib.analysis import sequential, stats
+from benchlib.analysis import analyse, sequential, stats
 from benchlib.config import Analysis, Experiment
 from tests.conftest import FIXTURES
 
@@ -101,3 +101,24 @@ def test_stopping_early_keeps_the_nominal_coverage():
     print(f"coverage {coverage:.3f} of {len(covered)} stopped intervals; stops per look {np.bincount(stops)[1:]}")
     assert coverage >= 0.95 - 3 * error, (coverage, np.bincount(stops))
     assert set(stops) == {1, 2, 3, 4}  # the rule stopped at every look: the check is of early stopping
+
+
+def test_the_analysis_runs_at_the_spent_level_and_says_whether_the_target_was_met():
+    runs, metrics = schema.read_runs(CAMPAIGN / "runs.parquet"), schema.read_metrics(CAMPAIGN / "metrics.parquet")
+    # as if planned: a first look at 6 blocks, then 10 and 14; the records reach 10 blocks: look 2 of 3
+    exp = experiment(precision=3, max_repetitions=14, look_blocks=4)
+    settings = Analysis(baseline="host", seed=1, family_metrics=[])
+    result = analyse.run(runs, metrics, settings, experiment=exp)
+    assert result.settings.alpha == pytest.approx(0.05 / 3)
+    primary = result.comparisons.filter(pl.col("family") == stats.PRIMARY)
+    # the family's correction decided at the spent alpha: Holm's level is a multiple of alpha / 3 / 12
+    assert ((1 - primary["ci_level"]) * 36 / 0.05).round(6).is_in([float(k) for k in range(1, 37)]).all()
+    table = result.precision
+    assert len(table) == 12 and set(table["blocks"]) == {10} and set(table["look"]) == {2}
+    assert set(table["looks"]) == {3} and set(table["target_pct"]) == {3.0}
+    widths = (primary["delta_high"] - primary["delta_low"]) / 2
+    assert table["met"].to_list() == (widths <= 3).to_list()
+    assert 0 < table["met"].sum() < 12  # some comparisons met it, some did not
+    # without precision: the settings' alpha, no precision table
+    plain = analyse.run(runs, metrics, settings)
+    assert plain.settings.alpha == 0.05 and plain.precision.is_empty()
