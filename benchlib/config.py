@@ -80,6 +80,9 @@ def check_distinct(names: typing.Iterable[str]) -> None:
 Name = Annotated[str, AfterValidator(check_name)]
 
 
+MAX_BLOCKS = 1000  # experiment.repetitions' cap: the last look of a campaign run until precise within minutes
+
+
 class Experiment(Strict):
     campaign: Name = Field(description="names the raw data (data/raw/<campaign>/); change it to measure anew")
     environments: list[Name] = Field(
@@ -89,7 +92,7 @@ class Experiment(Strict):
             "environment.yaml, e.g. [local-lab]; each once"
         ),
     )
-    repetitions: int = Field(ge=1, le=1000, description="blocks: every configuration runs once per block")
+    repetitions: int = Field(ge=1, le=MAX_BLOCKS, description="blocks: every configuration runs once per block")
     seed: int = Field(
         default=0,
         description=(
@@ -132,7 +135,7 @@ class Experiment(Strict):
     )
     max_repetitions: int | None = Field(
         default=None,
-        le=1000,
+        le=MAX_BLOCKS,
         description=(
             "with precision: the most blocks collect runs, at least repetitions; its looks are then fixed in "
             "advance and share alpha equally"
@@ -151,6 +154,24 @@ class Experiment(Strict):
         le=1000,
         description="with precision: the blocks added at each look after the first; unset: repetitions",
     )
+
+    def blocks_planned(self) -> int:
+        """The most blocks the campaign can run: repetitions, or with precision the budget's last look."""
+        if self.precision is None:
+            return self.repetitions
+        return self.max_repetitions if self.max_repetitions is not None else MAX_BLOCKS
+
+    def looks(self) -> list[int]:
+        """The block counts at which a campaign run until precise looks at its primary comparisons, fixed
+        before any run: repetitions, then every look_blocks blocks, the budget's last block count last."""
+        last = self.blocks_planned()
+        return [*range(self.repetitions, last, self.look_blocks or self.repetitions), last]
+
+    def look_of(self, blocks: int) -> int:
+        """The look (1-based) that ``blocks`` recorded blocks belong to: the first at or after them (a look
+        interrupted part way counts as the look it was collecting)."""
+        marks = self.looks()
+        return next((j for j, b in enumerate(marks, 1) if b >= blocks), len(marks))
 
     @field_validator("max_repetitions")
     @classmethod
@@ -171,9 +192,9 @@ class Experiment(Strict):
     def _budget(self) -> Experiment:
         budget = [k for k in ("max_repetitions", "max_minutes", "look_blocks") if getattr(self, k) is not None]
         if self.precision is None and budget:
-            raise ValueError(f"{budget[0]} is only used with precision (run until precise): set precision or remove it")
+            raise ValueError(f"{budget[0]}: only used with precision (run until precise): set precision or remove it")
         if self.precision is not None and self.max_repetitions is None and self.max_minutes is None:
-            raise ValueError("precision needs a budget: set max_repetitions and/or max_minutes")
+            raise ValueError("precision: needs a budget: set max_repetitions and/or max_minutes")
         return self
 
     @field_validator("environments")

@@ -14,7 +14,7 @@ from pydantic import BaseModel
 
 from . import record
 from .collectors import TestSpec
-from .config import Environment, EnvironmentOverride, Experiment, Params, load_environment, scenario_definition
+from .config import Environment, EnvironmentOverride, Params, load_environment, scenario_definition
 from .errors import ConfigError
 
 
@@ -151,33 +151,10 @@ def schedule(
     return runs
 
 
-# Run until precise (experiment.precision): the blocks a campaign may add are fixed before any run, at
-# looks after repetitions, then every look_blocks blocks, up to the budget; which of them run depends
-# on the data. The plan holds them all (a campaign's identity does not change as it adds blocks); the
-# runs expected are those up to the look the records reached.
-MAX_BLOCKS = 1000  # experiment.repetitions' cap: the last look of a campaign budgeted in minutes only
-
-
-def blocks_planned(exp: Experiment) -> int:
-    """The most blocks a campaign can run: ``repetitions``, or with precision the budget's last look."""
-    if exp.precision is None:
-        return exp.repetitions
-    return exp.max_repetitions if exp.max_repetitions is not None else MAX_BLOCKS
-
-
-def looks(exp: Experiment) -> list[int]:
-    """The block counts at which a campaign looks at its precision, fixed before any run."""
-    last = blocks_planned(exp)
-    return [*range(exp.repetitions, last, exp.look_blocks or exp.repetitions), last]
-
-
-def look_of(exp: Experiment, blocks: int) -> int:
-    """The look (1-based) that ``blocks`` recorded blocks belong to: the first at or after them (a look
-    interrupted part way counts as the look it was collecting)."""
-    marks = looks(exp)
-    return next((j for j, b in enumerate(marks, 1) if b >= blocks), len(marks))
-
-
+# Run until precise (experiment.precision): the blocks a campaign may add are fixed before any run
+# (Experiment.looks); which of them run depends on the data. The plan holds them all (a campaign's
+# identity does not change as it adds blocks); the runs expected are those up to the look the records
+# reached.
 def recorded_blocks(cdir: Path, runs: list[RunSpec]) -> int:
     """The blocks the records of ``runs`` reach: the highest recorded block + 1 (0 if none)."""
     return max((r.block + 1 for r in runs if record.exists(cdir, r.run_id)), default=0)
@@ -189,7 +166,7 @@ def expected_runs(params: Params, runs: list[RunSpec], cdir: Path) -> list[RunSp
     exp = params.experiment
     if exp.precision is None:
         return runs
-    horizon = looks(exp)[look_of(exp, recorded_blocks(cdir, runs)) - 1]
+    horizon = exp.looks()[exp.look_of(recorded_blocks(cdir, runs)) - 1]
     return [r for r in runs if r.block < horizon]
 
 
@@ -199,7 +176,7 @@ def campaign_schedule(params: Params, plans: list[Plan] | None = None) -> list[R
     return [
         r
         for plan in (plans if plans is not None else validate_all(params))
-        for r in schedule(plan, blocks_planned(e), e.seed, profile_runs=e.profile_runs)
+        for r in schedule(plan, e.blocks_planned(), e.seed, profile_runs=e.profile_runs)
     ]
 
 

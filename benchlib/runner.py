@@ -20,7 +20,7 @@ from . import collectors, cpu, profiling, record
 from .collectors import TestSpec
 from .config import Params
 from .errors import DatapathError, ParseError, RecordError, TargetError
-from .plan import Plan, RunSpec, blocks_planned, check_same_plan, expected_runs, look_of, looks, schedule
+from .plan import Plan, RunSpec, check_same_plan, expected_runs, schedule
 from .schema import METRICS, PRIMARY_METRICS, SIDES
 from .targets import KILL_WAIT_S, Placement, Result, Target, shown
 
@@ -380,7 +380,7 @@ def run_environment(
             f"{cdir}: {len(foreign)} link(s) or special file(s) in the campaign's records "
             "(remove them, or restore the records: `dvc checkout`):\n  " + "\n  ".join(foreign)
         )
-    every = schedule(plan, blocks_planned(exp), exp.seed, target.interleaves_scenarios, exp.profile_runs)
+    every = schedule(plan, exp.blocks_planned(), exp.seed, target.interleaves_scenarios, exp.profile_runs)
     unchecked = check_same_plan(params, every, cdir)
     if unchecked:
         log(
@@ -431,8 +431,8 @@ def run_environment(
 def _next_look(exp, runs: list[RunSpec], every: list[RunSpec], precision: Precision, log) -> list[RunSpec]:
     """The runs up to the next look, or [] where this look is precise or the budget is spent."""
     blocks = max(r.block for r in runs) + 1
-    marks = looks(exp)
-    look = look_of(exp, blocks)
+    marks = exp.looks()
+    look = exp.look_of(blocks)
     widths, minutes = precision(look, blocks)
     worst = ", ".join(f"{label} {hw:.2f} %" for label, hw in widths[:6]) + (" ..." if len(widths) > 6 else "")
     met = bool(widths) and all(hw <= exp.precision for _, hw in widths)  # NaN: not met

@@ -18,7 +18,7 @@ from scipy.stats import norm
 
 from benchlib import config, schema
 from benchlib.errors import BenchlibError, ConfigError
-from benchlib.plan import Plan, looks
+from benchlib.plan import Plan
 
 from . import normalize, sequential, stats
 
@@ -147,7 +147,7 @@ def blocks_for_precision(params: config.Params, x: np.ndarray, y: np.ndarray, co
         z = norm.ppf((1 + sequential.stopping_confidence(exp, a.alpha, look, comparisons)) / 2)
         return width * z / z1
 
-    marks = looks(exp)
+    marks = exp.looks()
     for j, n in enumerate(marks, 1):
         if scaled(j) * np.sqrt(n_pilot / n) <= target:
             return n
@@ -170,7 +170,7 @@ def precision_plan(
         blocks = blocks_for_precision(params, x[1], y[1], len(planned))
         if blocks is not None:
             needs.append((blocks, env, f"{env} {test} {s} vs {ref}"))
-    marks = looks(exp)
+    marks = exp.looks()
     lines = [
         f"  run until precise: +/- {exp.precision:g} % at looks after {', '.join(map(str, marks[:6]))}"
         f"{' ...' if len(marks) > 6 else ''} blocks, alpha per look "

@@ -19,7 +19,6 @@ from __future__ import annotations
 import polars as pl
 
 from benchlib.config import Analysis, Experiment
-from benchlib.plan import look_of, looks
 
 from . import stats
 
@@ -36,7 +35,7 @@ def look_alpha(exp: Experiment, alpha: float, look: int) -> float:
     if not sequential(exp):
         return alpha
     if exp.max_repetitions is not None:
-        return alpha / len(looks(exp))
+        return alpha / len(exp.looks())
     return alpha / (look * (look + 1))
 
 
@@ -53,7 +52,7 @@ def spent_alpha(exp: Experiment, alpha: float, runs: pl.DataFrame) -> float:
     never increases from look to look, so this is at most the level of each environment's own stopping
     look, and a comparison's p is compared with no more than its look's share."""
     blocks = blocks_recorded(runs)
-    latest = max((look_of(exp, b) for b in blocks.values()), default=1)
+    latest = max((exp.look_of(b) for b in blocks.values()), default=1)
     return look_alpha(exp, alpha, latest)
 
 
@@ -135,8 +134,8 @@ def precision(
         primary.select(KEYS)
         .with_columns(
             blocks=pl.Series(env_blocks, dtype=pl.Int64),
-            look=pl.Series([look_of(exp, b) for b in env_blocks], dtype=pl.Int64),
-            looks=pl.lit(len(looks(exp)) if exp.max_repetitions is not None else None, dtype=pl.Int64),
+            look=pl.Series([exp.look_of(b) for b in env_blocks], dtype=pl.Int64),
+            looks=pl.lit(len(exp.looks()) if exp.max_repetitions is not None else None, dtype=pl.Int64),
             alpha_look=pl.lit(alpha, dtype=pl.Float64),
             half_width_pct=hw,
             target_pct=pl.lit(exp.precision, dtype=pl.Float64),

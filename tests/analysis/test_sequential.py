@@ -21,21 +21,21 @@ def experiment(**fields) -> Experiment:
 
 def test_looks_are_fixed_in_advance_and_share_alpha():
     exp = experiment(precision=2, max_repetitions=15, look_blocks=3)
-    assert sequential.looks(exp) == [6, 9, 12, 15]
+    assert exp.looks() == [6, 9, 12, 15]
     assert [sequential.look_alpha(exp, 0.05, j) for j in (1, 4)] == [0.0125, 0.0125]
     # an uneven last step still ends at the budget
-    assert sequential.looks(experiment(precision=2, max_repetitions=14, look_blocks=3)) == [6, 9, 12, 14]
-    assert sequential.looks(experiment(precision=2, max_repetitions=6)) == [6]
+    assert experiment(precision=2, max_repetitions=14, look_blocks=3).looks() == [6, 9, 12, 14]
+    assert experiment(precision=2, max_repetitions=6).looks() == [6]
     # blocks of an interrupted look count as that look
-    assert [sequential.look_of(exp, b) for b in (3, 6, 7, 9, 15, 16)] == [1, 1, 2, 2, 4, 4]
+    assert [exp.look_of(b) for b in (3, 6, 7, 9, 15, 16)] == [1, 1, 2, 2, 4, 4]
     # without precision: one look at alpha
     plain = experiment()
-    assert sequential.looks(plain) == [6] and sequential.look_alpha(plain, 0.05, 1) == 0.05
+    assert plain.looks() == [6] and sequential.look_alpha(plain, 0.05, 1) == 0.05
 
 
 def test_minutes_only_spends_a_series_that_sums_to_alpha():
     exp = experiment(precision=2, max_minutes=30)
-    spent = [sequential.look_alpha(exp, 0.05, j) for j in range(1, len(sequential.looks(exp)) + 1)]
+    spent = [sequential.look_alpha(exp, 0.05, j) for j in range(1, len(exp.looks()) + 1)]
     assert spent[0] == 0.025 and all(a >= b for a, b in zip(spent, spent[1:], strict=False))
     assert sum(spent) <= 0.05
 
@@ -86,7 +86,7 @@ def test_stopping_early_keeps_the_nominal_coverage():
                 _, lo, hi = stats.delta_pct(rng.choice(x, 6), rng.choice(y, 6), n_resamples=resamples, confidence=level)
                 widths.append((hi - lo) / 2)
             exp = first.model_copy(update={"precision": float(np.median(widths))})
-            marks = sequential.looks(exp)
+            marks = exp.looks()
             for _ in range(sims):
                 xs, ys = rng.choice(x, marks[-1]), rng.choice(y, marks[-1])
                 for look, n in enumerate(marks, 1):
@@ -122,3 +122,44 @@ def test_the_analysis_runs_at_the_spent_level_and_says_whether_the_target_was_me
     # without precision: the settings' alpha, no precision table
     plain = analyse.run(runs, metrics, settings)
     assert plain.settings.alpha == 0.05 and plain.precision.is_empty()
+
+
+def test_validate_estimates_the_blocks_a_target_needs_and_refuses_a_budget_short_of_them():
+    from benchlib import config
+    from benchlib.analysis import planning, project_root
+    from benchlib.errors import ConfigError
+    from benchlib.plan import validate_all
+
+    base = config.load_params(project_root() / "params.yaml")
+
+    def with_experiment(**fields):
+        exp = base.experiment.model_copy(update={"repetitions": 10, **fields})
+        return base.model_copy(update={"experiment": exp})
+
+    def power(params):
+        return planning.planned_power(params, validate_all(params), project_root(), CAMPAIGN)
+
+    loose = power(with_experiment(precision=15, max_repetitions=30))
+    assert "  run until precise: +/- 15 % at looks after 10, 20, 30 blocks, alpha per look 0.017" in loose
+    needed = next(line for line in loose if line.startswith("  blocks needed from the pilot"))
+    assert "tcp_stream_n" in needed  # the widest intervals: the multi-stream throughput
+    # a tighter target needs more blocks than the budget: one line naming the key and the blocks needed
+    with pytest.raises(ConfigError) as err:
+        power(with_experiment(precision=2, max_repetitions=12))
+    message = str(err.value)
+    assert "experiment.max_repetitions: 12 blocks cannot reach experiment.precision +/- 2 %" in message
+    needs = int(message.split("needs ")[1].split(" blocks")[0])
+    assert needs > 12 and "\n" not in message
+    # more blocks for a tighter target
+    with pytest.raises(ConfigError) as looser:
+        power(with_experiment(precision=4, max_repetitions=12))
+    assert int(str(looser.value).split("needs ")[1].split(" blocks")[0]) < needs
+    # minutes: the plan's estimate per block
+    with pytest.raises(ConfigError, match=r"experiment\.max_minutes: 5 min cannot reach .* about \d+ min"):
+        planning.planned_power(
+            with_experiment(precision=2, max_minutes=5),
+            validate_all(base),
+            project_root(),
+            CAMPAIGN,
+            minutes_per_block={"local-lab": 0.7},
+        )
