@@ -440,7 +440,7 @@ def _next_look(exp, runs: list[RunSpec], every: list[RunSpec], precision: Precis
     if exp.max_minutes is not None:
         left.append(f"{exp.max_minutes - minutes:.1f} min")
     log(
-        f"collect: look {look} of {len(marks) if exp.max_repetitions is not None else 'at most ' + str(len(marks))} "
+        f"collect: look {look}{f' of {len(marks)}' if exp.max_repetitions is not None else ''} "
         f"after {blocks} blocks: half-widths (target {exp.precision:g} %) {worst or 'none'}; "
         f"budget left {', '.join(left)}"
     )
@@ -457,6 +457,7 @@ def _next_look(exp, runs: list[RunSpec], every: list[RunSpec], precision: Precis
             f"({exp.max_minutes:g}); stopping after {blocks} blocks"
         )
         return []
+    log(f"collect: adding blocks {blocks + 1}-{marks[look]} (look {look + 1})")
     return [r for r in every if r.block < marks[look]]
 
 
@@ -477,7 +478,7 @@ def _measure(
     if any(r.profiled for r in todo):  # before any run: a campaign must not find out halfway
         perf = (exp.profile_hz, target.check_profiling())
     done = total - len(todo)
-    if done:
+    if done and session.info is None:  # a later look's blocks are no resume
         log(f"collect: resuming campaign {exp.campaign}: {done} of {total} runs already recorded")
     progress = Progress(total, done)
     names = plan.tools()
