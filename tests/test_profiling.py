@@ -162,7 +162,7 @@ def test_a_version_4_record_is_a_measured_run_without_a_profile(v1_record):  # n
     rec = record.load(v1_record)
     assert (rec.profiled, rec.profile, rec.profile_folded) == (False, None, None)
     meta = rec.meta_json()
-    assert meta["schema_version"] == 5 and meta["profiled"] is False and meta["profile"] is None
+    assert meta["schema_version"] == record.SCHEMA_VERSION and meta["profiled"] is False and meta["profile"] is None
 
 
 # -- the real lab ---------------------------------------------------------------------------
