@@ -44,6 +44,7 @@ class Snapshot:
     mono: float  # time.monotonic() when the scan ended
     ticks_per_s: int  # CLK_TCK of the kernel read
     foreign: dict[tuple[int, int], Process]  # (pid, start time): every process not the measurement's
+    own: frozenset[int] = frozenset()  # the pids of the measurement's processes and the kernel's threads
 
 
 def _stat(pid: str) -> tuple[str, list[str]] | None:
@@ -87,13 +88,14 @@ def scan(own_namespaces: set[int], own_root: int) -> Snapshot:
             pid = parents[pid]
         return False
 
-    foreign = {}
+    foreign, own = {}, set()
     for pid, (name, f) in procs.items():
         if int(f[6]) & PF_KTHREAD or harness(pid) or _netns(str(pid)) in own_namespaces:
+            own.add(pid)
             continue
         ticks = sum(int(v) for v in f[11:15])
         foreign[(pid, int(f[19]))] = Process(name, int(f[1]), ticks, int(f[36]))
-    return Snapshot(time.monotonic(), os.sysconf("SC_CLK_TCK"), foreign)
+    return Snapshot(time.monotonic(), os.sysconf("SC_CLK_TCK"), foreign, frozenset(own))
 
 
 def usage(start: Snapshot, end: Snapshot, measured_cpus: list[int]) -> dict:

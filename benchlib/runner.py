@@ -191,7 +191,8 @@ def measure(
     if recorder:
         try:  # folded once the tool is done, so that perf script's own CPU is outside every window
             if perf_error is None:
-                folded = recorder.profile(min(first[s].mono for s in SIDES), max(last[s].mono for s in SIDES))
+                own = scans[0].own | scans[1].own if scans[0] and scans[1] else None
+                folded = recorder.profile(min(first[s].mono for s in SIDES), max(last[s].mono for s in SIDES), own)
         except profiling.PerfError as exc:
             perf_error = exc
         finally:

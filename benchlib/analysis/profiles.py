@@ -8,6 +8,11 @@ number, and a profile says where CPU goes, not how fast the path is.
 CPU is kernel-inclusive and busy (the idle category left out), per unit of the run's work: µs of CPU per
 transaction, connection, request or query for a rate, CPU cores per Gbit/s for throughput. Several
 profiled runs of one configuration are pooled: samples summed, work summed.
+
+Samples of processes that are not the measurement's (stacks.OTHER, "other processes") are no part of
+the path's work: they are left out of the figures per unit of work, and a configuration where they
+hold more than FOREIGN_SHARE_MAX of the busy samples gets a sentence saying so instead of an
+explanation, as does every scenario compared with such a baseline.
 """
 
 from __future__ import annotations
@@ -19,10 +24,12 @@ import polars as pl
 
 from benchlib.errors import SchemaError
 from benchlib.schema import PROFILES_SCHEMA, check_names
-from benchlib.stacks import CATEGORIES, frame_category, is_user
+from benchlib.stacks import CATEGORIES, OTHER, OTHER_TASK, frame_category, is_user
 
 KEYS = ["environment", "scenario", "test"]
 IDLE = "idle"
+# share of a configuration's busy samples taken by other processes above which its profile explains nothing
+FOREIGN_SHARE_MAX = 0.1
 # share of a side's busy samples under which a path or frame is left out of the tables (and the figures)
 PRUNE_SHARE = 0.005
 # categories that tell datapaths apart; syscall entry and scheduler frames are in every path and would
@@ -198,16 +205,38 @@ def pooled_configs(profile_runs: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _busy(profiles: pl.DataFrame, profile_runs: pl.DataFrame, configs: pl.DataFrame) -> pl.DataFrame:
-    """The busy rows of the usable runs, with their CPU seconds (samples / frequency)."""
+def _busy(
+    profiles: pl.DataFrame, profile_runs: pl.DataFrame, configs: pl.DataFrame, others: bool = False
+) -> pl.DataFrame:
+    """The busy rows of the usable runs, with their CPU seconds (samples / frequency); other processes'
+    samples only where ``others``."""
     runs = _conform(profile_runs, PROFILE_RUNS_SCHEMA).select("run_id", "frequency_hz")
     usable = configs.select("run_ids").explode("run_ids").rename({"run_ids": "run_id"})
     return (
         _conform(profiles, PROFILES_SCHEMA)
-        .filter(pl.col("category") != IDLE)
+        .filter(pl.col("category") != IDLE, True if others else pl.col("category") != OTHER)
         .join(usable, on="run_id")
         .join(runs, on="run_id")
         .with_columns(cpu_s=pl.col("samples") / pl.col("frequency_hz"))
+    )
+
+
+def foreign_shares(profiles: pl.DataFrame, profile_runs: pl.DataFrame) -> pl.DataFrame:
+    """Per configuration (its usable profiled runs pooled, both sides): the share of busy samples that
+    other processes took, and the other process that took most."""
+    b = _busy(profiles, profile_runs, pooled_configs(profile_runs), others=True)
+    top = (
+        b.filter(category=OTHER)
+        .group_by(*KEYS, "comm")
+        .agg(pl.col("samples").sum())
+        .sort("samples", "comm", descending=[True, False])
+        .unique(KEYS, keep="first")
+        .select(*KEYS, top="comm")
+    )
+    return (
+        b.group_by(KEYS)
+        .agg(share=pl.col("samples").filter(category=OTHER).sum() / pl.col("samples").sum())
+        .join(top, on=KEYS, how="left")
     )
 
 
@@ -472,6 +501,19 @@ def explanations(
                 "sentence": f"{r['scenario']} ({r['test']}): {NO_SYMBOLS}; its profile is not shown.",
             }
         )
+    disturbed = foreign_shares(profiles, profile_runs).filter(pl.col("share") > FOREIGN_SHARE_MAX)
+    for r in disturbed.sort(KEYS).iter_rows(named=True):
+        out.append(
+            {
+                **{k: r[k] for k in ("environment", "test", "scenario")},
+                "baseline": baseline,
+                "side": "",
+                "sentence": (
+                    f"{r['scenario']} ({r['test']}): other processes ({r['top'].removeprefix(OTHER_TASK)} most) "
+                    f"took {100 * r['share']:.0f} % of its profile's busy samples; it explains nothing."
+                ),
+            }
+        )
     if not cats.is_empty():
         tot = cats.group_by(*KEYS, "side").agg(
             cpu=pl.col("cpu_per_unit").sum(),
@@ -480,8 +522,16 @@ def explanations(
             unit=pl.col("unit").first(),
         )
         base = tot.filter(scenario=baseline).drop("scenario")
-        pairs = tot.filter(pl.col("scenario") != baseline).join(
-            base, on=["environment", "test", "side"], suffix="_base"
+        pairs = (
+            tot.filter(pl.col("scenario") != baseline)
+            .join(base, on=["environment", "test", "side"], suffix="_base")
+            # no sentence from a profile that other processes disturbed, nor against one
+            .join(disturbed.select(*KEYS), on=KEYS, how="anti")
+            .join(
+                disturbed.filter(scenario=baseline).select("environment", "test"),
+                on=["environment", "test"],
+                how="anti",
+            )
         )
         for p in pairs.sort("environment", "test", "scenario", "side").iter_rows(named=True):
             out.append(
