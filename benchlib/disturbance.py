@@ -67,7 +67,8 @@ def _netns(pid: str) -> int | None:
 
 
 def scan(own_namespaces: set[int], own_root: int) -> Snapshot:
-    """Every process of this machine that is neither the measurement's nor a kernel thread.
+    """Every process of this machine that is neither the measurement's nor a kernel thread, with its CPU
+    time so far, and the pids of those that are (``own``: what a CPU profile's samples are told by).
 
     ``own_namespaces``: the inode numbers of the measurement's network namespaces; ``own_root``: the
     pid of the harness, whose descendants are the measurement's too."""

@@ -354,7 +354,7 @@ class Progress:
         _progress_log.log(
             logging.INFO if outcome == "ok" else logging.WARNING,
             f"[{self.done:>{len(str(self.total))}}/{self.total}] block {run.block + 1} "
-            f"{run.scenario:<14} {test:<14} {outcome:<6} {summary:<22} "
+            f"{run.scenario:<14} {test:<14} {outcome:<9} {summary:<22} "
             f"elapsed {_mmss(elapsed)} ETA {_mmss(eta)}",
         )
 
