@@ -370,9 +370,9 @@ class Parsed:
     runs: int
     failed: int
     metric_rows: int
-    disturbed: int = 0
     profiled: int = 0
     profile_rows: int = 0
+    disturbed: int = 0
 
 
 TABLES = ("runs", "metrics", "profile_runs", "profiles")  # what parse_campaign writes, <name>.parquet
@@ -406,7 +406,12 @@ def parse_campaign(
         for writer in out.values():
             writer.publish()
     return Parsed(
-        out["runs"].rows, failed, out["metrics"].rows, out["profile_runs"].rows, out["profiles"].rows, disturbed
+        out["runs"].rows,
+        failed,
+        out["metrics"].rows,
+        out["profile_runs"].rows,
+        out["profiles"].rows,
+        disturbed=disturbed,
     )
 
 
