@@ -112,6 +112,7 @@ def usage(start: Snapshot, end: Snapshot, measured_cpus: list[int]) -> dict:
     # off its nearest ancestor still alive.
     alive = {key[0]: key for key in end.foreign}
     before = {key[0]: p for key, p in start.foreign.items()}
+    reaped: dict[tuple[int, int], list[str]] = {}  # the names of the processes whose time an ancestor holds
     for key, p in start.foreign.items():
         if key in end.foreign:
             continue
@@ -119,6 +120,7 @@ def usage(start: Snapshot, end: Snapshot, measured_cpus: list[int]) -> dict:
         for _ in range(64):  # a parent chain is short; a loop in a racy read must not hang the run
             if parent in alive:
                 delta[alive[parent]] -= p.ticks
+                reaped.setdefault(alive[parent], []).append(p.name)
                 break
             if parent not in before:
                 break
@@ -133,10 +135,22 @@ def usage(start: Snapshot, end: Snapshot, measured_cpus: list[int]) -> dict:
         "cores": round(sum(cores.values()), 6),
         "cpus": {str(c): round(v, 6) for c, v in sorted(per_cpu.items())},
         "measured_cores": round(sum(v for c, v in per_cpu.items() if c in measured_cpus), 6),
-        "top": [{"name": end.foreign[key].name, "pid": key[0], "cores": round(c, 6)} for c, key in top],
+        "top": [
+            {
+                "name": end.foreign[key].name,
+                "pid": key[0],
+                "cores": round(c, 6),
+                "reaped": sorted(set(reaped.get(key, []))),
+            }
+            for c, key in top
+        ],
     }
 
 
 def top_text(foreign: dict) -> str:
-    """The processes that took most, e.g. ``sha256sum 0.98, python3 0.02`` (cores)."""
-    return ", ".join(f"{p['name']} {p['cores']:.2f}" for p in foreign["top"])
+    """The processes that took most, e.g. ``sha256sum 0.98, make (cc) 0.40`` (cores; in parentheses the
+    processes that ended within the window, whose time their parent holds)."""
+    return ", ".join(
+        f"{p['name']}{' (' + ', '.join(p['reaped']) + ')' if p.get('reaped') else ''} {p['cores']:.2f}"
+        for p in foreign["top"]
+    )

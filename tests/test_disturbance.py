@@ -39,7 +39,8 @@ def test_a_process_reaped_in_the_window_counts_only_what_it_used_within_it():
     end = disturbance.Snapshot(2.0, 100, {(10, 1): _process("make", 1, 50 + 600 + 150)})
     used = disturbance.usage(start, end, [0])
     assert used["cores"] == pytest.approx(150 / 100 / 2.0)  # what cc and the shell used in the window
-    assert used["top"] == [{"name": "make", "pid": 10, "cores": 0.75}]
+    assert used["top"] == [{"name": "make", "pid": 10, "cores": 0.75, "reaped": ["cc", "sh"]}]
+    assert disturbance.top_text(used) == "make (cc, sh) 0.75"
 
 
 def test_foreign_cpu_is_put_on_the_cpu_each_process_last_ran_on():
@@ -50,7 +51,7 @@ def test_foreign_cpu_is_put_on_the_cpu_each_process_last_ran_on():
     used = disturbance.usage(start, end, [0])
     assert used["cpus"] == {"0": 0.06, "1": 0.9}
     assert used["measured_cores"] == pytest.approx(0.06)  # the hog ran on a CPU the run did not use
-    assert [p["name"] for p in used["top"]] == ["cron", "new"]
+    assert [(p["name"], p["reaped"]) for p in used["top"]] == [("cron", []), ("new", [])]
     assert disturbance.top_text(used) == "cron 0.04, new 0.02"
 
 
@@ -84,7 +85,7 @@ def test_a_bad_threshold_exits_2_naming_the_key(tmp_path):
 
 
 def test_disturbed_runs_are_left_out_and_counted_as_failed_runs_are():
-    samples = {("host", "rr"): {("throughput", "none"): [1.0] * 6}}
+    samples = {("host", "rr"): {("throughput", "none"): [9.0, 9.5, 10.0, 10.2, 10.4, 11.0]}}
     runs, metrics = make_tables(samples, failed={("host", "rr"): 2})
     runs = runs.with_columns(
         outcome=pl.when(pl.col("run_id") == "host-rr-7").then(pl.lit("disturbed")).otherwise("outcome")
@@ -92,7 +93,13 @@ def test_disturbed_runs_are_left_out_and_counted_as_failed_runs_are():
     counted = estimators.failed_runs(runs).row(0, named=True)
     assert (counted["failed_runs"], counted["disturbed_runs"]) == (2, 1)
     text = summary.campaign_text(runs, pl.DataFrame(), "host")
-    assert "6 successful run(s) per configuration, 2 failed (1 of them disturbed) of 8" in text
+    assert "6 successful run(s) per configuration, 1 failed and 1 disturbed (left out) of 8" in text
+    (row,) = estimators.summarize(metrics, runs).iter_rows(named=True)
+    (as_failed,) = estimators.summarize(
+        metrics, runs.with_columns(pl.col("outcome").replace("disturbed", "failed"))
+    ).iter_rows(named=True)
+    assert row["flags"].endswith("1 failed run(s); 1 disturbed run(s) left out")
+    assert (row["n"], row["median"], row["ci_low"]) == (as_failed["n"], as_failed["median"], as_failed["ci_low"])
     assert runs["foreign_cpu"].is_null().all()  # a table from before the column: null, not 0
 
 

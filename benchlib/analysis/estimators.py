@@ -177,9 +177,10 @@ def _flags(row: dict, alpha: float, cv_limit_pct: float) -> str:
         out.append(f"CV {row['cv_pct']:.1f} % > {cv_limit_pct:g} %")
     if row["drift_p"] < alpha:
         out.append(f"drift (Spearman rho {row['drift_rho']:+.2f}, p {row['drift_p']:.3f})")
-    if row["failed_runs"]:
-        disturbed = f", {row['disturbed_runs']} of them disturbed" if row["disturbed_runs"] else ""
-        out.append(f"{row['failed_runs']} failed run(s){disturbed}")
+    if row["failed_runs"] > row["disturbed_runs"]:
+        out.append(f"{row['failed_runs'] - row['disturbed_runs']} failed run(s)")
+    if row["disturbed_runs"]:
+        out.append(f"{row['disturbed_runs']} disturbed run(s) left out")
     if row["excluded"]:
         out.append(f"{row['excluded']} non-finite value(s) excluded")
     return "; ".join(out)

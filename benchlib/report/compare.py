@@ -51,8 +51,10 @@ def failed_text(r: dict) -> str:
     """How many runs of a comparison's configuration failed (and how many of those were disturbed), in B
     and in A; "" if none did."""
     parts = [
-        f"{r[f'failed_runs{s}']} of {r[f'runs{s}']} runs failed in {who}"
-        + (f" ({r[f'disturbed_runs{s}']} disturbed)" if r.get(f"disturbed_runs{s}") else "")
+        f"{r[f'failed_runs{s}']} of {r[f'runs{s}']} runs left out in {who} "
+        f"({r[f'failed_runs{s}'] - r[f'disturbed_runs{s}']} failed, {r[f'disturbed_runs{s}']} disturbed)"
+        if r.get(f"disturbed_runs{s}")
+        else f"{r[f'failed_runs{s}']} of {r[f'runs{s}']} runs failed in {who}"
         for s, who in (("", "B"), ("_base", "A"))
         if r[f"failed_runs{s}"]
     ]

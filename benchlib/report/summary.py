@@ -168,8 +168,9 @@ def campaign_text(runs: pl.DataFrame, comparisons: pl.DataFrame, baseline: str, 
     lo, hi = int(per_config.min()), int(per_config.max())  # pyright: ignore[reportArgumentType] (polars types Series.min/max as any literal or None)
     n = f"{lo}" if lo == hi else f"{lo} to {hi}"
     disturbed = int((runs["outcome"] == "disturbed").sum())
+    failed = len(runs) - len(ok) - disturbed
     # disturbed runs (other processes took their CPUs) are left out as failed ones are
-    left_out = f"{len(runs) - len(ok)} failed" + (f" ({disturbed} of them disturbed)" if disturbed else "")
+    left_out = f"{failed} failed and {disturbed} disturbed (left out)" if disturbed else f"{failed} failed"
     others = [s for s in scenarios if s != baseline]
     what = (
         f"{bold(_join(others))} against the baseline {bold(baseline)}"
