@@ -81,6 +81,7 @@ class Result:
     profile_frames: pl.DataFrame = field(default_factory=lambda: profiles.empty("profile_frames"))
     profile_differences: pl.DataFrame = field(default_factory=lambda: profiles.empty("profile_differences"))
     profile_no_symbols: pl.DataFrame = field(default_factory=lambda: profiles.empty("profile_no_symbols"))
+    profile_disturbed: pl.DataFrame = field(default_factory=lambda: profiles.empty("profile_disturbed"))
 
     def metrics_json(self) -> dict:
         """reports/metrics.json: the settings that decide verdicts, then the headline numbers."""

@@ -67,7 +67,7 @@ def run(args) -> int:
     with machine.exclusive(f"benchlib collect --env {args.env}, campaign {p.experiment.campaign}"):
         counts = runner.run_environment(p, plan, make_target(plan), log=log.info)
     log.info(
-        f"collect: {args.env}: {counts['ok']} ok, {counts['failed']} failed, "
+        f"collect: {args.env}: {counts['ok']} ok, {counts['failed']} failed, {counts['disturbed']} disturbed, "
         f"{counts['already_done']} recorded before, {counts['planned']} planned",
         extra=RESULT,
     )
