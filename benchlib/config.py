@@ -104,6 +104,17 @@ class Experiment(Strict):
         default=0.5, ge=0, description="CPU window starts this long after the tool, ends this long before"
     )
     retries: int = Field(default=1, ge=0, le=10, description="extra attempts for a failed run")
+    foreign_cpu_max: float = Field(
+        default=0.1,
+        gt=0,
+        le=1024,
+        description=(
+            "a run whose CPUs gave more than this to other processes over its CPU window (in cores: 0.1 is a "
+            "tenth of one CPU; the measurement's tools, servers, proxies and kernel network work are not "
+            "others) is disturbed: kept with that outcome, left out of the analysis and measured again "
+            "within `retries`"
+        ),
+    )
     profile_runs: int = Field(
         default=0,
         ge=0,

@@ -125,7 +125,7 @@ class ProfileRecorder(Protocol):
 
     def start(self) -> None: ...
     def stop(self) -> None: ...
-    def profile(self, start: float, end: float) -> Profile: ...
+    def profile(self, start: float, end: float, own_pids: frozenset[int] | None = None) -> Profile: ...
     def close(self) -> None: ...
 
 
@@ -168,11 +168,11 @@ class Recorder:
         if self.proc.returncode not in (0, -signal.SIGINT) or not self.data.is_file():
             raise PerfError(f"record exited {self.proc.returncode}: {self._last_line()}")
 
-    def profile(self, start: float, end: float) -> Profile:
+    def profile(self, start: float, end: float, own_pids: frozenset[int] | None = None) -> Profile:
         """perf script's stacks between ``start`` and ``end`` (time.monotonic()), folded, and what
-        the record says of them."""
+        the record says of them; the samples of tasks not in ``own_pids`` marked (stacks.fold)."""
         argv = ["perf", "script", "-F", stacks.PERF_SCRIPT_FIELDS + ",time", "-i", str(self.data)]
-        folded, events = fold_window(argv, start, end, self.union, self.dir / "script.stderr")
+        folded, events = fold_window(argv, start, end, self.union, self.dir / "script.stderr", own_pids)
         samples = sum(folded.values())
         if not samples:
             raise PerfError(f"recorded no samples: {self._last_line()}")
@@ -204,7 +204,12 @@ class Recorder:
 
 
 def fold_window(
-    argv: list[str], start: float, end: float, cpus: frozenset[int], err_path: Path
+    argv: list[str],
+    start: float,
+    end: float,
+    cpus: frozenset[int],
+    err_path: Path,
+    own_pids: frozenset[int] | None = None,
 ) -> tuple[Counter, set[str]]:
     """The stacks `argv` (a `perf script -F PERF_SCRIPT_FIELDS,time`, here or over ssh) prints for
     samples taken on ``cpus`` between ``start`` and ``end`` (perf's clock), folded, and the events they
@@ -217,7 +222,7 @@ def fold_window(
         events: set[str] = set()
         timer = _Deadline(proc, SCRIPT_TIMEOUT_S)
         try:
-            folded = stacks.fold(_window(proc.stdout, start, end, cpus, events))
+            folded = stacks.fold(_window(proc.stdout, start, end, cpus, events), own_pids)
         finally:
             proc.stdout.close()
             timer.cancel()

@@ -9,7 +9,7 @@ A campaign's records live below ``data/raw/<campaign>/``, one directory per run:
         cpu.json            each side's /proc/stat counters at the start and end of the CPU window
         stdout-<i>.txt      what client process i printed, byte for byte (UTF-8 or not)
         stderr-<i>.txt
-        failed-attempt-<n>/ the output of earlier attempts that failed
+        failed-attempt-<n>/ the output of earlier attempts that failed or were disturbed
         profile.folded.gz   a profiled run's CPU profile: perf's stacks, folded (benchlib.stacks)
         SHA256SUMS          the sha256 of every other file
 
@@ -36,7 +36,9 @@ it without comparing it with the environment as it is now; 5 added ``profiled``
 (the run was a profiled one, its id ``p<block>``) and ``profile`` (how its
 profile.folded.gz was recorded: perf version, event, frequency, kernel, CPUs,
 attribution, window, samples, whether kernel symbols were visible); an older
-record is a measured run without a profile.
+record is a measured run without a profile; 6 added ``foreign_cpu`` (`benchlib.disturbance`: the CPU
+other processes took over the window, and which) and the outcome ``disturbed``; an older record's
+foreign CPU is unknown (null).
 """
 
 from __future__ import annotations
@@ -60,13 +62,13 @@ from .errors import RecordError
 from .files import temporary
 from .schema import SIDES
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 CHECKSUMS = "SHA256SUMS"
 META = "meta.json"
 CPU = "cpu.json"
 PROFILE = "profile.folded.gz"
 FAILED_ATTEMPT = "failed-attempt-{n}"
-OUTCOMES = ("ok", "failed")
+OUTCOMES = ("ok", "failed", "disturbed")  # disturbed: other processes took the run's CPUs
 
 
 def campaign_dir(campaign: str, raw_root: Path | None = None) -> Path:
@@ -450,6 +452,8 @@ class RunRecord:
     # how the profile was recorded (perf version, event, CPUs, samples, ...); None: not profiled, or perf failed
     profile: dict | None = None
     profile_folded: bytes | None = None  # profile.folded.gz's bytes (stacks.folded_bytes)
+    # CPU other processes took over the last attempt's window (disturbance.usage); None: not measured
+    foreign_cpu: dict | None = None
 
     @property
     def run_id(self) -> str:
@@ -497,6 +501,7 @@ class RunRecord:
             "scenario_definition": self.scenario_definition,
             "profiled": self.profiled,
             "profile": self.profile,
+            "foreign_cpu": self.foreign_cpu,
         }
 
     def cpu_json(self) -> dict:
@@ -642,6 +647,11 @@ def _record_files(record_dir: str) -> set[str]:
     return names
 
 
+def _v5_to_v6(meta: dict, path: Path) -> dict:
+    """Version 6 added ``foreign_cpu``; an older run's is unknown."""
+    return {**meta, "foreign_cpu": None, "schema_version": 6}
+
+
 def _v4_to_v5(meta: dict, path: Path) -> dict:
     """Version 5 added profiled runs; an older run is a measured one, without a profile."""
     return {**meta, "profiled": False, "profile": None, "schema_version": 5}
@@ -670,7 +680,7 @@ def _v1_to_v2(meta: dict, path: Path) -> dict:
 
 
 # MIGRATIONS[v] turns a version-v meta.json into version v + 1
-MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5}
+MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5, 5: _v5_to_v6}
 
 
 def migrate(meta: dict, path: Path) -> dict:
@@ -744,9 +754,12 @@ def load(path: Path) -> RunRecord:
             profiled=meta["profiled"],
             profile=meta["profile"],
             profile_folded=files.get(PROFILE),
+            foreign_cpu=meta["foreign_cpu"],
         )
         if type(rec.profiled) is not bool:
             raise ValueError(f"profiled is {rec.profiled!r}, not true or false")
+        if rec.foreign_cpu is not None and not isinstance(rec.foreign_cpu, dict):
+            raise ValueError(f"foreign_cpu is {rec.foreign_cpu!r}, not a mapping or null")
         if rec.profile is not None and rec.profile_folded is None:
             raise ValueError(f"profile recorded but {PROFILE} missing")
     except RecordError:

@@ -16,7 +16,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import collectors, cpu, profiling, record
+from . import collectors, cpu, disturbance, profiling, record
 from .collectors import TestSpec
 from .config import Params
 from .errors import DatapathError, ParseError, RecordError, TargetError
@@ -46,6 +46,7 @@ class Measurement:
     # the target's own datapath processes (proxies) by name: at the start and end of the window
     processes: dict[str, tuple[dict, dict]] | None = None
     profile: profiling.Profile | None = None  # a profiled run's, when perf succeeded
+    foreign: dict | None = None  # CPU of other processes over the window (disturbance.usage); None: not measured
 
 
 def expected_run_s(target: Target, spec: TestSpec) -> float:
@@ -98,10 +99,27 @@ def idle_proxies(first: dict[str, dict], last: dict[str, dict]) -> list[str]:
     )
 
 
-def measure(target: Target, run: RunSpec, trim_s: float, profile: tuple[int, str] | None = None) -> Measurement:
+def disturbed(foreign: dict | None, max_cores: float | None) -> str | None:
+    """Why a run whose CPUs gave more than ``max_cores`` to other processes is disturbed; None if not."""
+    if foreign is None or max_cores is None or foreign["measured_cores"] <= max_cores:
+        return None
+    return (
+        f"disturbed: {foreign['measured_cores']:.2f} core(s) of the run's CPUs went to other processes "
+        f"(above {max_cores:g}): {disturbance.top_text(foreign)}"
+    )
+
+
+def measure(
+    target: Target,
+    run: RunSpec,
+    trim_s: float,
+    profile: tuple[int, str] | None = None,
+    foreign_max: float | None = None,
+) -> Measurement:
     """One attempt: start the tool on the client, sample CPU over the steady-state window.
 
-    ``profile``: (frequency, perf version) for a profiled run: perf records the CPU window."""
+    ``profile``: (frequency, perf version) for a profiled run: perf records the CPU window.
+    ``foreign_max``: the attempt is disturbed when other processes took more of its CPUs (cores)."""
     spec = run.spec
     collector = collectors.get(spec.tool)
     placement = target.placement_for(run.scenario, spec.kind)
@@ -119,10 +137,13 @@ def measure(target: Target, run: RunSpec, trim_s: float, profile: tuple[int, str
         spawned = time.monotonic()
         procs = [target.spawn(run.scenario, "client", inv.argv) for inv in invocations]
         time.sleep(collector.warmup_s(spec) + trim_s)
+        # the scans just outside the CPU snapshots, so that their own CPU stays out of the window
+        scans = [target.foreign_snapshot(run.scenario)]
         first = {side: target.cpu_snapshot(run.scenario, side) for side in SIDES}
         first_usage = target.datapath_usage(run.scenario, reset_peak=True)
         time.sleep(max(0.0, spec.duration_s - 2 * trim_s))
         last = {side: target.cpu_snapshot(run.scenario, side) for side in SIDES}
+        scans.append(target.foreign_snapshot(run.scenario))
         if recorder:
             try:
                 recorder.stop()
@@ -158,11 +179,20 @@ def measure(target: Target, run: RunSpec, trim_s: float, profile: tuple[int, str
                 "the traffic did not go through the mesh"
             ),
         )
+    foreign = (
+        disturbance.usage(scans[0], scans[1], sorted({*placement.client_cpus, *placement.server_cpus}))
+        if scans[0] is not None and scans[1] is not None
+        else None
+    )
+    why = disturbed(foreign, foreign_max)
+    if outcome == "ok" and why:
+        outcome, reason = "disturbed", why
     folded = None
     if recorder:
         try:  # folded once the tool is done, so that perf script's own CPU is outside every window
             if perf_error is None:
-                folded = recorder.profile(min(first[s].mono for s in SIDES), max(last[s].mono for s in SIDES))
+                own = scans[0].own | scans[1].own if scans[0] and scans[1] else None
+                folded = recorder.profile(min(first[s].mono for s in SIDES), max(last[s].mono for s in SIDES), own)
         except profiling.PerfError as exc:
             perf_error = exc
         finally:
@@ -179,6 +209,7 @@ def measure(target: Target, run: RunSpec, trim_s: float, profile: tuple[int, str
         reason,
         {name: (first_usage[name], last_usage[name]) for name in first_usage},
         folded,
+        foreign,
     )
 
 
@@ -250,6 +281,7 @@ def to_record(campaign: str, run: RunSpec, attempts: list[Measurement], target_i
         profiled=run.profiled,
         profile=last.profile.meta if last.profile else None,
         profile_folded=last.profile.folded if last.profile else None,
+        foreign_cpu=last.foreign,
         attempts=tuple(
             record.Attempt(
                 m.outcome, m.reason, record.utc(m.started), tuple(record.Output(r.stdout, r.stderr) for r in m.results)
@@ -322,7 +354,7 @@ class Progress:
         _progress_log.log(
             logging.INFO if outcome == "ok" else logging.WARNING,
             f"[{self.done:>{len(str(self.total))}}/{self.total}] block {run.block + 1} "
-            f"{run.scenario:<14} {test:<14} {outcome:<6} {summary:<22} "
+            f"{run.scenario:<14} {test:<14} {outcome:<9} {summary:<22} "
             f"elapsed {_mmss(elapsed)} ETA {_mmss(eta)}",
         )
 
@@ -411,6 +443,7 @@ def run_environment(
         "already_done": sum(record.exists(cdir, r.run_id) for r in every),
         "ok": 0,
         "failed": 0,
+        "disturbed": 0,
     }
     with ExitStack() as stack:
         session = _Session(stack)
@@ -508,13 +541,16 @@ def _measure(
             activated.append(run.scenario)
         attempts = []
         for _ in range(1 + exp.retries):
-            attempts.append(measure(target, run, exp.cpu_trim_s, perf if run.profiled else None))
+            attempts.append(measure(target, run, exp.cpu_trim_s, perf if run.profiled else None, exp.foreign_cpu_max))
             if attempts[-1].outcome == "ok":
                 break
         last = attempts[-1]
         to_record(exp.campaign, run, attempts, session.info).write(cdir)
         counts[last.outcome] += 1
-        summary = (
-            _headline(run.spec, [r.stdout for r in last.results]) if last.outcome == "ok" else (last.reason or "")[:60]
-        )
+        if last.outcome == "ok":
+            summary = _headline(run.spec, [r.stdout for r in last.results])
+        elif last.outcome == "disturbed" and last.foreign:
+            summary = f"{last.foreign['measured_cores']:.2f} core: {disturbance.top_text(last.foreign)}"[:60]
+        else:
+            summary = (last.reason or "")[:60]
         progress.report(run, last.outcome, summary)

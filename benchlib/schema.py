@@ -186,8 +186,11 @@ RUNS_SCHEMA = pl.Schema(
         "order": pl.Int64,
         "run_id": pl.String,
         "attempts": pl.Int64,
-        "outcome": pl.String,
+        "outcome": pl.String,  # ok, failed, disturbed (other processes took its CPUs); only ok runs are analysed
         "failure_reason": pl.String,
+        # cores of the run's CPUs that other processes took over the CPU window; null: not measured
+        "foreign_cpu": pl.Float64,
+        "foreign_top": pl.String,  # the other processes that took most, e.g. "sha256sum 0.98, python3 0.01"
         "started_at": _UTC,
         "ended_at": _UTC,
         "duration_s": pl.Float64,
@@ -280,6 +283,8 @@ RUNS_DEFAULTS = {
     "big_tcp": False,
     "gso_gro_max_size": None,
     "cpu_placement": "split",
+    "foreign_cpu": None,
+    "foreign_top": None,
 }
 
 

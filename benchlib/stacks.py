@@ -4,7 +4,9 @@ Folded stacks are the flamegraph tools' common format, one line per distinct
 stack: ``cpu0;netperf;entry_SYSCALL_64;...;tcp_v4_rcv 12``, frames from the
 root to the sampled leaf, then the number of samples. The first two frames
 are the CPU the sample was taken on and the task's name, so a profile can be
-split by side (by CPU) and by process. Where each side is a host of its own
+split by side (by CPU) and by process. A task that is not the measurement's
+(benchlib.disturbance) has its name marked (OTHER_TASK) and its samples form
+the category "other processes". Where each side is a host of its own
 (SSH targets), the CPU frame names the side too: ``server:cpu1``. Kernel frames are bare symbols;
 user-space frames carry their object: ``__send [libc.so.6]``, or ``[netperf]``
 where the binary has no symbols.
@@ -27,9 +29,11 @@ from .errors import ParseError
 # what `perf script -F` must print for fold(): the sample line, then one line per frame
 PERF_SCRIPT_FIELDS = "comm,pid,tid,cpu,event,ip,sym,dso"
 UNKNOWN = "[unknown]"
+OTHER_TASK = "[other] "  # before the name of a task that is not the measurement's
+OTHER = "other processes"  # their samples' category: never the path's work
 
 # comm  pid/tid  [cpu]  event:
-_SAMPLE = re.compile(r"^(?P<comm>.+?)\s+\d+/\d+\s+\[(?P<cpu>\d+)\]\s+\S+:\s*$")
+_SAMPLE = re.compile(r"^(?P<comm>.+?)\s+(?P<pid>\d+)/\d+\s+\[(?P<cpu>\d+)\]\s+\S+:\s*$")
 # address symbol+offset (object)
 _FRAME = re.compile(r"^\s+[0-9a-f]+\s+(?P<sym>.*?)\s+\((?P<dso>[^()]*)\)\s*$")
 
@@ -42,8 +46,10 @@ def _frame_name(sym: str, dso: str) -> str:
     return f"[{obj}]" if sym == UNKNOWN else f"{sym} [{obj}]"
 
 
-def fold(script: str | Iterable[str]) -> Counter:
-    """Folded stack -> samples, from the text `perf script -F PERF_SCRIPT_FIELDS` printed."""
+def fold(script: str | Iterable[str], own_pids: frozenset[int] | None = None) -> Counter:
+    """Folded stack -> samples, from the text `perf script -F PERF_SCRIPT_FIELDS` printed. ``own_pids``:
+    the measurement's processes (its tools, the datapath's, the kernel's threads); the task name of any
+    other (idle, pid 0, aside) is marked OTHER_TASK. None: every task is the measurement's."""
     lines = script.splitlines() if isinstance(script, str) else script
     folded: Counter = Counter()
     head: str | None = None
@@ -58,7 +64,9 @@ def fold(script: str | Iterable[str]) -> Counter:
         if head is None:
             m = _SAMPLE.match(line)
             if m:
-                head = f"cpu{int(m['cpu'])};{m['comm'].replace(';', ':')}"
+                pid = int(m["pid"])
+                other = own_pids is not None and pid != 0 and pid not in own_pids
+                head = f"cpu{int(m['cpu'])};{OTHER_TASK if other else ''}{m['comm'].replace(';', ':')}"
             continue
         m = _FRAME.match(line)
         if m:
@@ -138,6 +146,7 @@ CATEGORIES = (
     "scheduler",
     "idle",
     "other",
+    OTHER,
 )
 _RULES: tuple[tuple[str, re.Pattern], ...] = tuple(
     (name, re.compile(pattern))
@@ -205,7 +214,10 @@ def frame_category(frame: str) -> str | None:
 
 
 def classify(comm: str, frames: list[str]) -> str:
-    """The category of a sample: its leaf's, or the nearest caller's that has one."""
+    """The category of a sample: its leaf's, or the nearest caller's that has one; OTHER for a task
+    that is not the measurement's, whatever it was doing."""
+    if comm.startswith(OTHER_TASK):
+        return OTHER
     for frame in reversed(frames):
         if is_user(frame):
             return "proxy" if comm.startswith(_PROXIES) else "application"

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import polars as pl
 
-from . import collectors, cpu, record, schema, stacks
+from . import collectors, cpu, disturbance, record, schema, stacks
 from .errors import BenchlibError, ParseError, RecordError
 
 _log = logging.getLogger(__name__)  # the default for log=: where benchlib.logs sends messages
@@ -114,6 +114,8 @@ def _measured(rec: record.RunRecord, path: Path) -> tuple[dict, list[dict]]:
             "attempts": len(rec.attempts),
             "outcome": rec.outcome,
             "failure_reason": rec.failure_reason,
+            "foreign_cpu": rec.foreign_cpu["measured_cores"] if rec.foreign_cpu else None,
+            "foreign_top": disturbance.top_text(rec.foreign_cpu) if rec.foreign_cpu else None,
             "started_at": rec.started_at,
             "ended_at": rec.ended_at,
             "duration_s": (rec.ended_at - rec.started_at).total_seconds(),
@@ -390,6 +392,7 @@ class Parsed:
     metric_rows: int
     profiled: int = 0
     profile_rows: int = 0
+    disturbed: int = 0
 
 
 TABLES = ("runs", "metrics", "profile_runs", "profiles")  # what parse_campaign writes, <name>.parquet
@@ -409,19 +412,27 @@ def parse_campaign(
     what reads them can tell tables of one parse from tables of several; ``plan`` is the plan's digest."""
     out_dir.mkdir(parents=True, exist_ok=True)
     schema.remove_stale_temporaries(out_dir, [f"{name}.parquet" for name in TABLES])
-    failed = 0
+    failed = disturbed = 0
     with ExitStack() as stack:
         out = {name: stack.enter_context(schema.TableWriter(name, out_dir / f"{name}.parquet")) for name in TABLES}
         for chunk in _checked_chunks(campaign_dir, skip_corrupt, log, records):
             for name, writer in out.items():
                 writer.append(getattr(chunk, name))
-            failed += int((chunk.runs["outcome"] != "ok").sum())
+            failed += int((chunk.runs["outcome"] == "failed").sum())
+            disturbed += int((chunk.runs["outcome"] == "disturbed").sum())
         stamp = {schema.PARSE_KEY: json.dumps(identity(campaign_dir.name, plan, {n: w.digest for n, w in out.items()}))}
         for writer in out.values():  # every table written before any replaces the old one
             writer.prepare(stamp)
         for writer in out.values():
             writer.publish()
-    return Parsed(out["runs"].rows, failed, out["metrics"].rows, out["profile_runs"].rows, out["profiles"].rows)
+    return Parsed(
+        out["runs"].rows,
+        failed,
+        out["metrics"].rows,
+        out["profile_runs"].rows,
+        out["profiles"].rows,
+        disturbed=disturbed,
+    )
 
 
 def identity(campaign: str, plan: str, digests: dict[str, str]) -> dict[str, str]:

@@ -105,7 +105,11 @@ def main(argv: list[str] | None = None) -> None:
     t = time.monotonic()
     out = profiles.analyse(p, pr, "host")
     out["profile_explanations"] = profile_text.explanations(
-        out["profile_categories"], out["profile_differences"], out["profile_no_symbols"], "host"
+        out["profile_categories"],
+        out["profile_differences"],
+        out["profile_no_symbols"],
+        out["profile_disturbed"],
+        "host",
     )
     t_analysis = time.monotonic() - t
     figure("analysis: profiles.analyse", t_analysis, "s")

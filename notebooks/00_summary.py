@@ -40,7 +40,7 @@ display(
             s.baseline,
             s.correction,
             explanations=profiles.explanations(
-                a.profile_categories, a.profile_differences, a.profile_no_symbols, s.baseline
+                a.profile_categories, a.profile_differences, a.profile_no_symbols, a.profile_disturbed, s.baseline
             ),
             caveats=False,
         )

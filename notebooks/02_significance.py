@@ -163,7 +163,12 @@ tables.spreadsheet(comparisons).write_csv(out / "significance.csv")  # every com
 
 # %%
 flagged, failed = report.caveats(summary, runs)
-display(Markdown(f"{len(flagged)} flagged configuration(s), {failed['failed_runs'].sum()} failed run(s)."))
+display(
+    Markdown(
+        f"{len(flagged)} flagged configuration(s), {failed['failed_runs'].sum()} failed run(s), "
+        f"{failed['disturbed_runs'].sum()} of them disturbed (other processes took their CPUs), all left out."
+    )
+)
 if len(flagged):
     tables.show(
         tables.publication_table(flagged, formats={"cv_pct": "{:.3g}", "drift_rho": "{:+.3f}", "drift_p": "{:.2g}"})

@@ -42,7 +42,7 @@ display(Markdown(method_text(a.profile_method)))
 # %%
 # the sentences under the comparisons they explain, findings first; the others (no headline comparison,
 # no kernel symbols) after them
-sentences = explanations(cats, diffs, a.profile_no_symbols, baseline)
+sentences = explanations(cats, diffs, a.profile_no_symbols, a.profile_disturbed, baseline)
 explained = summary.explained_markdown(a.comparisons, sentences)
 keys = ["environment", "test", "scenario", "baseline"]
 primary = a.comparisons.filter(pl.col("family") == stats.PRIMARY).select(keys).unique()

@@ -298,7 +298,7 @@ def test_quiet_collect_prints_its_counts_and_the_log_keeps_the_progress(tmp_path
             assert proc.returncode == 0, proc.stderr[-3000:]
             return proc
 
-    counts = "collect: local-lab: 1 ok, 0 failed, 0 recorded before, 1 planned"
+    counts = "collect: local-lab: 1 ok, 0 failed, 0 disturbed, 0 recorded before, 1 planned"
     quiet = collect("-q", campaign="quiet")
     assert quiet.stderr.splitlines() == [counts], quiet.stderr
     log = (project / "data" / "raw" / "quiet.log").read_text()

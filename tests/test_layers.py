@@ -22,6 +22,7 @@ LAYERS = [
         "benchlib.schema",
         "benchlib.collectors",
         "benchlib.cpu",
+        "benchlib.disturbance",
         "benchlib.stacks",
         "benchlib.meshes",
     ],  # pure: builders, parsers, vocabulary (meshes: the mesh shapes' names)

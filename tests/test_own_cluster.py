@@ -136,7 +136,10 @@ def test_the_users_copy_passes_doctor_and_collects_on_their_cluster(cluster, tmp
     assert any(ln.startswith(f"ok    image {LOCAL_IMAGE}: present on ") for ln in lines), lines
     collect = benchlib(project, params, "collect", "--env", "my-cluster", kubeconfig=runner_kubeconfig)
     assert collect.returncode == 0, collect.stderr[-3000:]
-    assert collect.stderr.splitlines()[-1] == "collect: my-cluster: 6 ok, 0 failed, 0 recorded before, 6 planned"
+    assert (
+        collect.stderr.splitlines()[-1]
+        == "collect: my-cluster: 6 ok, 0 failed, 0 disturbed, 0 recorded before, 6 planned"
+    )
     runs, _ = tidy.build_tables(project / "data" / "raw" / "mine-001")
     assert set(runs["scenario"]) == {"host-network", "pod-to-pod"} and set(runs["outcome"]) == {"ok"}
 

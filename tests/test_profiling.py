@@ -162,7 +162,7 @@ def test_a_version_4_record_is_a_measured_run_without_a_profile(v1_record):  # n
     rec = record.load(v1_record)
     assert (rec.profiled, rec.profile, rec.profile_folded) == (False, None, None)
     meta = rec.meta_json()
-    assert meta["schema_version"] == 5 and meta["profiled"] is False and meta["profile"] is None
+    assert meta["schema_version"] == record.SCHEMA_VERSION and meta["profiled"] is False and meta["profile"] is None
 
 
 # -- the real lab ---------------------------------------------------------------------------
@@ -185,7 +185,7 @@ def profiled_campaign(tmp_path_factory, lab_env):
 
 def test_a_profiled_campaign_has_one_profiled_run_per_configuration(profiled_campaign):
     c = profiled_campaign
-    assert c["counts"] == {"planned": 4, "already_done": 0, "ok": 4, "failed": 0}
+    assert c["counts"] == {"planned": 4, "already_done": 0, "ok": 4, "failed": 0, "disturbed": 0}
     found = sorted(p.relative_to(c["dir"]).as_posix() for p in record.find(c["dir"]))
     assert found == [
         "local-lab/host/rr/p000",

@@ -91,6 +91,7 @@ def test_a_version_1_record_is_migrated_on_load(v1_record):
     assert rec.stdouts[0].startswith(b"THROUGHPUT=")
     assert rec.cpu["server"].cpus == [1] and rec.cpu["client"].end.counters[0][0] == 150
     assert rec.processes == {}  # version 3: a run before proxies existed had none
+    assert rec.foreign_cpu is None  # version 6: what other processes took is unknown
 
 
 def test_written_again_a_migrated_record_reads_back_equal(v1_record, tmp_path):

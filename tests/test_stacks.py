@@ -96,3 +96,14 @@ def test_sides_split_by_cpu_only_where_their_cpus_are_disjoint(folded):
     split_rows = stacks.rows(folded, {"client": [0], "server": [1]})
     on_cpu0 = sum(n for s, n in folded.items() if s.startswith("cpu0;"))
     assert sum(r["samples"] for r in split_rows if r["side"] == "client") == on_cpu0
+
+
+def test_samples_of_processes_not_the_measurements_are_their_own_category():
+    # netperf, netserver and the kernel's thread are the measurement's; `sleep` (pid 6967) is not
+    folded = stacks.fold(script("host"), own_pids=frozenset({6964, 6966, 77}))
+    others = {stacks.split(s)[1] for s in folded if stacks.split(s)[1].startswith(stacks.OTHER_TASK)}
+    assert others == {stacks.OTHER_TASK + "sleep"}
+    rows = stacks.rows(folded, {"client": [0], "server": [0]})
+    assert {r["category"] for r in rows if r["comm"] in others} == {stacks.OTHER}
+    assert stacks.OTHER not in {r["category"] for r in rows if r["comm"] not in others}  # idle stays idle
+    assert sum(folded.values()) == sum(stacks.fold(script("host")).values())

@@ -81,6 +81,7 @@ class Result:
     profile_frames: pl.DataFrame = field(default_factory=lambda: profiles.empty("profile_frames"))
     profile_differences: pl.DataFrame = field(default_factory=lambda: profiles.empty("profile_differences"))
     profile_no_symbols: pl.DataFrame = field(default_factory=lambda: profiles.empty("profile_no_symbols"))
+    profile_disturbed: pl.DataFrame = field(default_factory=lambda: profiles.empty("profile_disturbed"))
     # a campaign run until precise: per primary comparison, the target, the look it stopped at and whether
     # it met the target (sequential.py); empty otherwise
     precision: pl.DataFrame = field(default_factory=lambda: sequential.precision(pl.DataFrame(), pl.DataFrame(), None))

@@ -117,12 +117,14 @@ NO_RATIO = "no CI: values <= 0"
 
 
 def run_counts(runs: pl.DataFrame) -> pl.DataFrame:
-    """Per configuration (RUN_KEYS): how many runs were recorded, how many failed, and why."""
+    """Per configuration (RUN_KEYS): how many runs were recorded, how many failed (disturbed ones
+    included: other processes took their CPUs), how many were disturbed, and why."""
     return (
         runs.group_by(RUN_KEYS)
         .agg(
             runs=pl.len().cast(pl.Int64),
             failed_runs=(pl.col("outcome") != "ok").sum().cast(pl.Int64),
+            disturbed_runs=(pl.col("outcome") == "disturbed").sum().cast(pl.Int64),
             failure_reasons=pl.col("failure_reason")
             .filter(pl.col("outcome") != "ok")
             .drop_nulls()
@@ -145,9 +147,11 @@ def failed_runs(a: Campaign, b: Campaign) -> pl.DataFrame:
         "test",
         "runs_base",
         "failed_runs_base",
+        "disturbed_runs_base",
         "failure_reasons_base",
         "runs",
         "failed_runs",
+        "disturbed_runs",
         "failure_reasons",
         "test_params",
         "streams",
@@ -300,7 +304,9 @@ def comparisons(
         rows = pl.concat([rows, *extra], how="diagonal_relaxed")
     ca, cb = run_counts(a.runs), run_counts(b.runs)
     rows = rows.join(cb.drop("failure_reasons"), on=RUN_KEYS, how="left", nulls_equal=True).join(
-        ca.drop("failure_reasons").rename({"runs": "runs_base", "failed_runs": "failed_runs_base"}),
+        ca.drop("failure_reasons").rename(
+            {"runs": "runs_base", "failed_runs": "failed_runs_base", "disturbed_runs": "disturbed_runs_base"}
+        ),
         on=RUN_KEYS,
         how="left",
         nulls_equal=True,

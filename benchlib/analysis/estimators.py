@@ -36,11 +36,16 @@ def ok_values(metrics: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
 
 
 def failed_runs(runs: pl.DataFrame) -> pl.DataFrame:
-    """Runs whose outcome is not 'ok', counted per configuration (with their reasons)."""
+    """Runs whose outcome is not 'ok' (failed, or disturbed: other processes took their CPUs), counted
+    per configuration (with their reasons)."""
     return (
         runs.filter(pl.col("outcome") != "ok")
         .group_by(RUN_CONFIG)
-        .agg(failed_runs=pl.len(), reasons=pl.col("failure_reason").drop_nulls().unique().sort().str.join("; "))
+        .agg(
+            failed_runs=pl.len(),
+            disturbed_runs=(pl.col("outcome") == "disturbed").sum().cast(pl.Int64),
+            reasons=pl.col("failure_reason").drop_nulls().unique().sort().str.join("; "),
+        )
         .sort(RUN_CONFIG, nulls_last=True)
     )
 
@@ -172,8 +177,10 @@ def _flags(row: dict, alpha: float, cv_limit_pct: float) -> str:
         out.append(f"CV {row['cv_pct']:.1f} % > {cv_limit_pct:g} %")
     if row["drift_p"] < alpha:
         out.append(f"drift (Spearman rho {row['drift_rho']:+.2f}, p {row['drift_p']:.3f})")
-    if row["failed_runs"]:
-        out.append(f"{row['failed_runs']} failed run(s)")
+    if row["failed_runs"] > row["disturbed_runs"]:
+        out.append(f"{row['failed_runs'] - row['disturbed_runs']} failed run(s)")
+    if row["disturbed_runs"]:
+        out.append(f"{row['disturbed_runs']} disturbed run(s) left out")
     if row["excluded"]:
         out.append(f"{row['excluded']} non-finite value(s) excluded")
     return "; ".join(out)
@@ -221,8 +228,15 @@ def summarize(
         out["drift_rho"][idx], out["drift_p"][idx] = _drift(x)
     df = (
         cells.with_columns(n=pl.col("x").list.len().cast(pl.Int64), **{c: pl.Series(v) for c, v in out.items()})
-        .join(failed_runs(runs).select(*RUN_CONFIG, "failed_runs"), on=RUN_CONFIG, how="left", nulls_equal=True)
-        .with_columns(pl.col("failed_runs").fill_null(0).cast(pl.Int64), pl.col("excluded").cast(pl.Int64))
+        .join(
+            failed_runs(runs).select(*RUN_CONFIG, "failed_runs", "disturbed_runs"),
+            on=RUN_CONFIG,
+            how="left",
+            nulls_equal=True,
+        )
+        .with_columns(
+            pl.col("failed_runs", "disturbed_runs").fill_null(0).cast(pl.Int64), pl.col("excluded").cast(pl.Int64)
+        )
     )
     df = df.with_columns(
         flags=pl.Series([_flags(r, alpha, cv_limit_pct) for r in df.iter_rows(named=True)], dtype=pl.String)

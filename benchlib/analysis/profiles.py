@@ -8,6 +8,11 @@ number, and a profile says where CPU goes, not how fast the path is.
 CPU is kernel-inclusive and busy (the idle category left out), per unit of the run's work: µs of CPU per
 transaction, connection, request or query for a rate, CPU cores per Gbit/s for throughput. Several
 profiled runs of one configuration are pooled: samples summed, work summed.
+
+Samples of processes that are not the measurement's (stacks.OTHER, "other processes") are no part of
+the path's work: they are left out of the figures per unit of work, and a configuration where they
+hold more than FOREIGN_SHARE_MAX of the busy samples gets a sentence saying so instead of an
+explanation, as does every scenario compared with such a baseline.
 """
 
 from __future__ import annotations
@@ -18,10 +23,12 @@ import polars as pl
 
 from benchlib.errors import SchemaError
 from benchlib.schema import PROFILES_SCHEMA, check_names
-from benchlib.stacks import CATEGORIES, frame_category, is_user
+from benchlib.stacks import CATEGORIES, OTHER, OTHER_TASK, frame_category, is_user
 
 KEYS = ["environment", "scenario", "test"]
 IDLE = "idle"
+# share of a configuration's busy samples taken by other processes above which its profile explains nothing
+FOREIGN_SHARE_MAX = 0.1
 # share of a side's busy samples under which a path or frame is left out of the tables (and the figures)
 PRUNE_SHARE = 0.005
 # metric -> (unit of work, scale of CPU seconds per unit, unit of the result)
@@ -97,6 +104,13 @@ DIFFERENCES_SCHEMA = {
     "unit": pl.String,
 }
 NO_SYMBOLS_SCHEMA = {"environment": pl.String, "test": pl.String, "scenario": pl.String}
+DISTURBED_SCHEMA = {
+    "environment": pl.String,
+    "test": pl.String,
+    "scenario": pl.String,
+    "share": pl.Float64,  # of the configuration's busy samples, taken by other processes
+    "top": pl.String,  # the other process that took most
+}
 METHOD_SCHEMA = {
     "environment": pl.String,
     "perf_version": pl.String,
@@ -173,16 +187,38 @@ def pooled_configs(profile_runs: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _busy(profiles: pl.DataFrame, profile_runs: pl.DataFrame, configs: pl.DataFrame) -> pl.DataFrame:
-    """The busy rows of the usable runs, with their CPU seconds (samples / frequency)."""
+def _busy(
+    profiles: pl.DataFrame, profile_runs: pl.DataFrame, configs: pl.DataFrame, others: bool = False
+) -> pl.DataFrame:
+    """The busy rows of the usable runs, with their CPU seconds (samples / frequency); other processes'
+    samples only where ``others``."""
     runs = _conform(profile_runs, PROFILE_RUNS_SCHEMA).select("run_id", "frequency_hz")
     usable = configs.select("run_ids").explode("run_ids").rename({"run_ids": "run_id"})
     return (
         _conform(profiles, PROFILES_SCHEMA)
-        .filter(pl.col("category") != IDLE)
+        .filter(pl.col("category") != IDLE, True if others else pl.col("category") != OTHER)
         .join(usable, on="run_id")
         .join(runs, on="run_id")
         .with_columns(cpu_s=pl.col("samples") / pl.col("frequency_hz"))
+    )
+
+
+def foreign_shares(profiles: pl.DataFrame, profile_runs: pl.DataFrame) -> pl.DataFrame:
+    """Per configuration (its usable profiled runs pooled, both sides): the share of busy samples that
+    other processes took, and the other process that took most."""
+    b = _busy(profiles, profile_runs, pooled_configs(profile_runs), others=True)
+    top = (
+        b.filter(category=OTHER)
+        .group_by(*KEYS, "comm")
+        .agg(pl.col("samples").sum())
+        .sort("samples", "comm", descending=[True, False])
+        .unique(KEYS, keep="first")
+        .select(*KEYS, top="comm")
+    )
+    return (
+        b.group_by(KEYS)
+        .agg(share=pl.col("samples").filter(category=OTHER).sum() / pl.col("samples").sum())
+        .join(top, on=KEYS, how="left")
     )
 
 
@@ -406,6 +442,18 @@ def no_symbols(profile_runs: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def disturbed(profiles: pl.DataFrame, profile_runs: pl.DataFrame) -> pl.DataFrame:
+    """profile_disturbed: the configurations whose profiles other processes took more than
+    FOREIGN_SHARE_MAX of: what the profile shows is not the datapath's alone, so it explains nothing."""
+    return (
+        foreign_shares(profiles, profile_runs)
+        .filter(pl.col("share") > FOREIGN_SHARE_MAX)
+        .with_columns(pl.col("top").str.strip_prefix(OTHER_TASK))
+        .sort(KEYS)
+        .select(DISTURBED_SCHEMA.keys())
+    )
+
+
 def method(profile_runs: pl.DataFrame) -> pl.DataFrame:
     """profile_method: how each environment's profiles were taken: perf version, event, rate, attribution,
     profiled runs, samples, whether the kernel's symbols were visible."""
@@ -446,6 +494,7 @@ def analyse(profiles: pl.DataFrame | None, profile_runs: pl.DataFrame | None, ba
         "profile_frames": frames(profiles, profile_runs, trees),
         "profile_differences": differences(profiles, profile_runs, baseline, trees),
         "profile_no_symbols": no_symbols(profile_runs),
+        "profile_disturbed": disturbed(profiles, profile_runs),
     }
 
 
@@ -455,4 +504,5 @@ EMPTY = {
     "profile_frames": FRAMES_SCHEMA,
     "profile_differences": DIFFERENCES_SCHEMA,
     "profile_no_symbols": NO_SYMBOLS_SCHEMA,
+    "profile_disturbed": DISTURBED_SCHEMA,
 }

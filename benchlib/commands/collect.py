@@ -100,7 +100,7 @@ def run(args) -> int:
             precision=precision_of(p, plan) if p.experiment.precision else None,
         )
     log.info(
-        f"collect: {args.env}: {counts['ok']} ok, {counts['failed']} failed, "
+        f"collect: {args.env}: {counts['ok']} ok, {counts['failed']} failed, {counts['disturbed']} disturbed, "
         f"{counts['already_done']} recorded before, {counts['planned']} planned",
         extra=RESULT,
     )

@@ -65,7 +65,7 @@ def run(args) -> int:
         cdir, where, skip_corrupt=args.skip_corrupt, log=log.warning, records=records, plan=plan_digest(p)
     )
     out(
-        f"parse: {parsed.runs} runs ({parsed.failed} failed), {parsed.metric_rows} metric rows, "
+        f"parse: {parsed.runs} runs ({parsed.failed} failed, {parsed.disturbed} disturbed), {parsed.metric_rows} metric rows, "
         f"{parsed.profiled} profiled runs ({parsed.profile_rows} stack rows) -> {where}"
     )
     return 0

@@ -48,9 +48,13 @@ def _case_name(r: dict) -> tuple[str, str]:
 
 
 def failed_text(r: dict) -> str:
-    """How many runs of a comparison's configuration failed, in B and in A; "" if none did."""
+    """How many runs of a comparison's configuration failed (and how many of those were disturbed), in B
+    and in A; "" if none did."""
     parts = [
-        f"{r[f'failed_runs{s}']} of {r[f'runs{s}']} runs failed in {who}"
+        f"{r[f'failed_runs{s}']} of {r[f'runs{s}']} runs left out in {who} "
+        f"({r[f'failed_runs{s}'] - r[f'disturbed_runs{s}']} failed, {r[f'disturbed_runs{s}']} disturbed)"
+        if r.get(f"disturbed_runs{s}")
+        else f"{r[f'failed_runs{s}']} of {r[f'runs{s}']} runs failed in {who}"
         for s, who in (("", "B"), ("_base", "A"))
         if r[f"failed_runs{s}"]
     ]
@@ -162,8 +166,8 @@ def text(res: Result) -> str:
         out += ["Measured in one campaign only (not compared):", str(res.unmatched), ""]
     if len(res.failed):
         out += [
-            f"Failed runs (runs and failed runs in {res.a} (A) and {res.b} (B); a configuration whose every "
-            "run failed in B is a regression):",
+            f"Failed runs (runs, failed runs and of those disturbed in {res.a} (A) and {res.b} (B); a "
+            "configuration whose every run failed in B is a regression):",
             str(
                 res.failed.select(
                     "environment",
@@ -171,16 +175,20 @@ def text(res: Result) -> str:
                     "test",
                     "runs_base",
                     "failed_runs_base",
+                    "disturbed_runs_base",
                     "runs",
                     "failed_runs",
+                    "disturbed_runs",
                     "failure_reasons_base",
                     "failure_reasons",
                 ).rename(
                     {
                         "runs_base": "runs A",
                         "failed_runs_base": "failed A",
+                        "disturbed_runs_base": "disturbed A",
                         "runs": "runs B",
                         "failed_runs": "failed B",
+                        "disturbed_runs": "disturbed B",
                         "failure_reasons_base": "reasons A",
                         "failure_reasons": "reasons B",
                     }

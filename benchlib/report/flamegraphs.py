@@ -35,6 +35,7 @@ CATEGORY_COLORS: dict[str, str] = dict(
             "#BBBBBB",
             "#EEEEEE",
             "#666666",
+            "#333333",  # other processes: no part of the path
         ),
         strict=True,
     )

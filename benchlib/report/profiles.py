@@ -85,13 +85,19 @@ def _side_text(side: str) -> str:
 
 
 def explanations(
-    cats: pl.DataFrame, diffs: pl.DataFrame, no_symbols: pl.DataFrame, baseline: str, top: int = 3
+    cats: pl.DataFrame,
+    diffs: pl.DataFrame,
+    no_symbols: pl.DataFrame,
+    disturbed: pl.DataFrame,
+    baseline: str,
+    top: int = 3,
 ) -> pl.DataFrame:
     """Per scenario, test and side a sentence (plain text) on what the scenario's CPU per unit adds over the
     baseline's: which categories carry the difference, which frames gained or lost most (ranked among the
     DISTINCTIVE categories), on how many profiled runs and samples; from the analysis' profile_categories,
-    profile_differences and profile_no_symbols. A configuration whose profiles have no kernel symbols gets
-    a sentence saying so instead."""
+    profile_differences, profile_no_symbols and profile_disturbed. A configuration whose profiles have no
+    kernel symbols, or that other processes disturbed, gets a sentence saying so instead, and no
+    configuration is explained against a disturbed baseline."""
     out = [
         {
             **{k: r[k] for k in ("environment", "test", "scenario")},
@@ -100,6 +106,17 @@ def explanations(
             "sentence": f"{r['scenario']} ({r['test']}): {NO_SYMBOLS}; its profile is not shown.",
         }
         for r in no_symbols.iter_rows(named=True)
+    ] + [
+        {
+            **{k: r[k] for k in ("environment", "test", "scenario")},
+            "baseline": baseline,
+            "side": "",
+            "sentence": (
+                f"{r['scenario']} ({r['test']}): other processes ({r['top']} most) "
+                f"took {100 * r['share']:.0f} % of its profile's busy samples; it explains nothing."
+            ),
+        }
+        for r in disturbed.iter_rows(named=True)
     ]
     if not cats.is_empty():
         tot = cats.group_by(*KEYS, "side").agg(
@@ -109,8 +126,16 @@ def explanations(
             unit=pl.col("unit").first(),
         )
         base = tot.filter(scenario=baseline).drop("scenario")
-        pairs = tot.filter(pl.col("scenario") != baseline).join(
-            base, on=["environment", "test", "side"], suffix="_base"
+        pairs = (
+            tot.filter(pl.col("scenario") != baseline)
+            .join(base, on=["environment", "test", "side"], suffix="_base")
+            # no sentence from a profile that other processes disturbed, nor against one
+            .join(disturbed.select(*KEYS), on=KEYS, how="anti")
+            .join(
+                disturbed.filter(scenario=baseline).select("environment", "test"),
+                on=["environment", "test"],
+                how="anti",
+            )
         )
         for p in pairs.sort("environment", "test", "scenario", "side").iter_rows(named=True):
             out.append(

@@ -118,6 +118,7 @@ def method_table(runs: pl.DataFrame) -> pl.DataFrame:
             blocks=pl.col("block").n_unique(),
             runs=pl.len(),
             ok=(pl.col("outcome") == "ok").sum(),
+            disturbed=(pl.col("outcome") == "disturbed").sum(),
             median_duration_s=pl.col("duration_s").median(),
             attempts_max=pl.col("attempts").max(),
         )

@@ -167,6 +167,10 @@ def campaign_text(runs: pl.DataFrame, comparisons: pl.DataFrame, baseline: str, 
     per_config = per_config if len(per_config) else pl.Series([0])
     lo, hi = int(per_config.min()), int(per_config.max())  # pyright: ignore[reportArgumentType] (polars types Series.min/max as any literal or None)
     n = f"{lo}" if lo == hi else f"{lo} to {hi}"
+    disturbed = int((runs["outcome"] == "disturbed").sum())
+    failed = len(runs) - len(ok) - disturbed
+    # disturbed runs (other processes took their CPUs) are left out as failed ones are
+    left_out = f"{failed} failed and {disturbed} disturbed (left out)" if disturbed else f"{failed} failed"
     others = [s for s in scenarios if s != baseline]
     what = (
         f"{bold(_join(others))} against the baseline {bold(baseline)}"
@@ -175,7 +179,7 @@ def campaign_text(runs: pl.DataFrame, comparisons: pl.DataFrame, baseline: str, 
     )
     return (
         f"Campaign {bold(_join(campaigns))} in {_join(envs)}: {what}, on {len(tests)} test(s) "
-        f"({_join(tests)}); {n} successful run(s) per configuration, {len(runs) - len(ok)} failed of {len(runs)}."
+        f"({_join(tests)}); {n} successful run(s) per configuration, {left_out} of {len(runs)}."
     )
 
 

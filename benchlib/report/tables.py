@@ -41,6 +41,7 @@ LABELS = {
     "first_run": "First run",
     "last_run": "Last run",
     "failed_runs": "Failed runs",
+    "disturbed_runs": "Of them disturbed",
     "failure_reasons": "Failure reasons",
     "message_size": "Message size (bytes)",
     "vcpu_per_proxy": "vCPU per proxy per 1000 req/s",

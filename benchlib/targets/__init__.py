@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from .. import cpu, profiling
+from .. import cpu, disturbance, profiling
 from ..collectors import Server
 from ..errors import TargetError  # noqa: F401 (targets raise it; callers catch targets.TargetError)
 
@@ -193,6 +193,12 @@ class Target(ABC):
         (since the last reading with ``reset_peak``). None by default. Raises DatapathError when one of
         them died."""
         return {}
+
+    def foreign_snapshot(self, scenario: str) -> disturbance.Snapshot | None:
+        """The processes of the machine that are not the measurement's (`benchlib.disturbance`), read
+        when the CPU window opens and closes; None where the target cannot tell them apart (the
+        default: the run's foreign CPU is then not recorded)."""
+        return None
 
     def recover(self, scenario: str) -> list[str]:
         """Start again the datapath processes of the scenario that died; returns their names."""

@@ -10,6 +10,7 @@ import pytest
 from analysis_tables import make_tables, settings
 from profile_tables import HZ, RATES, WINDOW_S, folded, profile_tables
 
+from benchlib import stacks
 from benchlib.analysis import analyse, profiles
 from benchlib.report import flamegraphs, profiles as profile_text, render as report, summary
 
@@ -49,7 +50,11 @@ def test_runs_of_one_configuration_are_pooled():
 def sentences(tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
     """The report's CPU-profile sentences of the analysis' tables, against host."""
     return profile_text.explanations(
-        tables["profile_categories"], tables["profile_differences"], tables["profile_no_symbols"], "host"
+        tables["profile_categories"],
+        tables["profile_differences"],
+        tables["profile_no_symbols"],
+        tables["profile_disturbed"],
+        "host",
     )
 
 
@@ -65,6 +70,31 @@ def test_veth_routed_gains_backlog_processing_and_veth_transmit_over_host(tables
     assert "process_backlog" in sentence and "veth_xmit" in sentence and "softirq/backlog" in sentence
     assert "1 vs 1 profiled run" in sentence and "busy samples" in sentence
     assert "entry_SYSCALL" not in sentence and "do_softirq" not in sentence  # dispatchers are not named
+
+
+def _with_other_processes(p: pl.DataFrame, scenario: str, samples: int) -> pl.DataFrame:
+    """``p`` with a busy process that is not the measurement's on ``scenario``'s CPUs."""
+    row = p.filter(scenario=scenario).head(1)
+    hog = row.with_columns(
+        comm=pl.lit(stacks.OTHER_TASK + "sha256sum"),
+        stack=pl.lit("sha256_block_data_order [sha256sum]"),
+        category=pl.lit(stacks.OTHER),
+        samples=pl.lit(samples, pl.Int64),
+    )
+    return pl.concat([p, hog])
+
+
+def test_other_processes_stay_out_of_the_work_and_a_profile_they_disturbed_explains_nothing(tables):
+    p, r = profile_tables()
+    busy = int(p.filter(pl.col("scenario") == "veth-routed", pl.col("category") != "idle")["samples"].sum())
+    quiet = profiles.analyse(_with_other_processes(p, "veth-routed", busy // 20), r, "host")
+    noisy = profiles.analyse(_with_other_processes(p, "veth-routed", busy // 2), r, "host")
+    for t in (quiet, noisy):  # the path's CPU per unit of work is the same with or without others beside it
+        assert t["profile_categories"].equals(tables["profile_categories"])
+    assert quiet["profile_disturbed"].is_empty() and sentences(quiet).equals(sentences(tables))  # 5 %: below the flag
+    (sentence,) = sentences(noisy)["sentence"]
+    assert sentence.startswith("veth-routed (tcp_rr): other processes (sha256sum most) took 33 %")
+    assert "explains nothing" in sentence
 
 
 def test_paths_are_a_pruned_tree_with_every_parent(tables):
@@ -193,7 +223,8 @@ def test_the_report_section_shows_the_profiles(tmp_path, with_profiles):
     analysis_dir = _campaign(tmp_path, with_profiles)
     loaded = analyse.load(analysis_dir)
     tables = {
-        name: getattr(loaded, name) for name in ("profile_categories", "profile_differences", "profile_no_symbols")
+        name: getattr(loaded, name)
+        for name in ("profile_categories", "profile_differences", "profile_no_symbols", "profile_disturbed")
     }
     assert len(sentences(tables)) == {"profiles": 1, "none": 0, "no-symbols": 2}[with_profiles]
     out = tmp_path / "reports"

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from benchlib import cpu
+from benchlib import cpu, disturbance
 from benchlib.collectors import Server
 from benchlib.config import Environment
 from benchlib.errors import DatapathError, TargetError
@@ -114,6 +114,7 @@ class LabTarget(Target):
         # per scenario: its namespaces by side, and the CPU placement their receive steering is set for
         self._side_namespaces: dict[str, dict[str, list[str]]] = {}
         self._steered: dict[str, str] = {}
+        self._namespace_inodes: set[int] | None = None  # what foreign_snapshot tells the lab's processes by
 
     @property
     def _logs(self) -> Path:
@@ -143,6 +144,7 @@ class LabTarget(Target):
         for ns in reversed(self._namespaces):
             remove_namespace(ns)
         self._namespaces.clear()
+        self._namespace_inodes = None
         left = [ns for ns in list_namespaces() if lab_id_of(ns) == self.lab_id]
         if self._logdir:
             shutil.rmtree(self._logdir, ignore_errors=True)
@@ -208,6 +210,13 @@ class LabTarget(Target):
 
     def cpu_snapshot(self, scenario: str, side: str) -> cpu.Snapshot:
         return cpu.read_local()  # both lab "nodes" share this kernel's /proc/stat
+
+    def foreign_snapshot(self, scenario: str) -> disturbance.Snapshot:
+        """Every process of this machine but the lab's (in any of its namespaces: every scenario's tools,
+        servers and proxies) and the harness's own (this process and what it started)."""
+        if self._namespace_inodes is None:
+            self._namespace_inodes = {os.stat(f"/run/netns/{ns}").st_ino for ns in self._namespaces}
+        return disturbance.scan(self._namespace_inodes, os.getpid())
 
     def describe(self) -> dict:
         iproute2 = subprocess.run(

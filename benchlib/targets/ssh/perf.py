@@ -126,7 +126,8 @@ class SshRecorder:
             if h.proc.returncode not in (0, 130) or "Captured and wrote" not in tail:
                 raise profiling.PerfError(f"{side} host: record exited {h.proc.returncode}: {tail} {self._tail(side)}")
 
-    def profile(self, start: float, end: float) -> profiling.Profile:
+    def profile(self, start: float, end: float, own_pids: frozenset[int] | None = None) -> profiling.Profile:
+        """``own_pids`` is this machine's: a host's processes are not told apart (no foreign category)."""
         folded: Counter = Counter()
         events: set[str] = set()
         for side, h in self.hosts.items():

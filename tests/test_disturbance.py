@@ -1,0 +1,177 @@
+"""Runs that know they were disturbed: the CPU other processes took over a run's window, a real
+CPU hog during a real lab run, and what the tables, the analysis and the summary make of it."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import polars as pl
+import pytest
+
+from benchlib import disturbance, record, runner, tidy
+from benchlib.analysis import estimators
+from benchlib.config import Params
+from benchlib.plan import plan_environment, schedule
+from benchlib.report import summary
+from benchlib.schema import SIDES
+from tests.analysis.analysis_tables import make_tables
+from tests.conftest import REPO, RR, lab_target, require_root, short_params, venv_env
+
+
+def _process(name: str, parent: int, ticks: int, cpu: int = 0) -> disturbance.Process:
+    return disturbance.Process(name, parent, ticks, cpu)
+
+
+def test_a_process_reaped_in_the_window_counts_only_what_it_used_within_it():
+    # make (pid 10) runs a shell (11) that runs cc (12): cc and the shell end within the window, and
+    # make's cutime then holds their whole lives, 600 ticks of them from before the window
+    start = disturbance.Snapshot(
+        0.0, 100, {(10, 1): _process("make", 1, 50), (11, 2): _process("sh", 10, 100), (12, 3): _process("cc", 11, 500)}
+    )
+    end = disturbance.Snapshot(2.0, 100, {(10, 1): _process("make", 1, 50 + 600 + 150)})
+    used = disturbance.usage(start, end, [0])
+    assert used["cores"] == pytest.approx(150 / 100 / 2.0)  # what cc and the shell used in the window
+    assert used["top"] == [{"name": "make", "pid": 10, "cores": 0.75, "reaped": ["cc", "sh"]}]
+    assert disturbance.top_text(used) == "make (cc, sh) 0.75"
+
+
+def test_foreign_cpu_is_put_on_the_cpu_each_process_last_ran_on():
+    start = disturbance.Snapshot(0.0, 100, {(5, 9): _process("hog", 1, 0, cpu=1), (6, 9): _process("cron", 1, 0)})
+    end = disturbance.Snapshot(
+        1.0, 100, {(5, 9): _process("hog", 1, 90, cpu=1), (6, 9): _process("cron", 1, 4), (7, 9): _process("new", 1, 2)}
+    )
+    used = disturbance.usage(start, end, [0])
+    assert used["cpus"] == {"0": 0.06, "1": 0.9}
+    assert used["measured_cores"] == pytest.approx(0.06)  # the hog ran on a CPU the run did not use
+    assert [(p["name"], p["reaped"]) for p in used["top"]] == [("cron", []), ("new", [])]
+    assert disturbance.top_text(used) == "cron 0.04, new 0.02"
+
+
+def test_a_scan_tells_the_harness_and_its_children_from_other_processes():
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    # started through a shell that exits at once: reparented, no longer the harness's
+    other = int(
+        subprocess.run(["sh", "-c", "sleep 30 >/dev/null 2>&1 & echo $!"], capture_output=True, text=True).stdout
+    )
+    try:
+        time.sleep(0.2)
+        pids = {pid for pid, _ in disturbance.scan(set(), os.getpid()).foreign}
+        assert os.getpid() not in pids and child.pid not in pids
+        assert other in pids
+        assert 2 not in pids  # kthreadd: the kernel's threads are the datapath's
+    finally:
+        child.kill()
+        child.wait()
+        os.kill(other, signal.SIGKILL)
+
+
+def test_a_bad_threshold_exits_2_naming_the_key(tmp_path):
+    from tests.test_config import write
+
+    shutil.copytree(REPO / "pipelines", tmp_path / "pipelines")
+    (tmp_path / "dvc.yaml").write_text("stages: {}\n")
+    write(tmp_path, lambda d: d["experiment"].update(foreign_cpu_max=-0.5))
+    done = subprocess.run(["benchlib", "validate"], cwd=tmp_path, env=venv_env(), capture_output=True, text=True)
+    assert done.returncode == 2, done.stderr
+    assert "experiment.foreign_cpu_max" in done.stderr, done.stderr
+
+
+def test_disturbed_runs_are_left_out_and_counted_as_failed_runs_are():
+    samples = {("host", "rr"): {("throughput", "none"): [9.0, 9.5, 10.0, 10.2, 10.4, 11.0]}}
+    runs, metrics = make_tables(samples, failed={("host", "rr"): 2})
+    runs = runs.with_columns(
+        outcome=pl.when(pl.col("run_id") == "host-rr-7").then(pl.lit("disturbed")).otherwise("outcome")
+    )
+    counted = estimators.failed_runs(runs).row(0, named=True)
+    assert (counted["failed_runs"], counted["disturbed_runs"]) == (2, 1)
+    text = summary.campaign_text(runs, pl.DataFrame(), "host")
+    assert "6 successful run(s) per configuration, 1 failed and 1 disturbed (left out) of 8" in text
+    (row,) = estimators.summarize(metrics, runs).iter_rows(named=True)
+    (as_failed,) = estimators.summarize(
+        metrics, runs.with_columns(pl.col("outcome").replace("disturbed", "failed"))
+    ).iter_rows(named=True)
+    assert row["flags"].endswith("1 failed run(s); 1 disturbed run(s) left out")
+    assert (row["n"], row["median"], row["ci_low"]) == (as_failed["n"], as_failed["median"], as_failed["ci_low"])
+    assert runs["foreign_cpu"].is_null().all()  # a table from before the column: null, not 0
+
+
+# -- the real lab ---------------------------------------------------------------------------
+
+
+def _collect(lab_env, raw, campaign: str, retries: int) -> tuple[dict, record.RunRecord, dict]:
+    params = short_params(campaign, ["host"], {"rr": RR}, repetitions=1, retries=retries)
+    plan = plan_environment(params, "local-lab")
+    target = lab_target(lab_env, plan.scenarios)
+    counts = runner.run_environment(params, plan, target, raw_root=raw, log=lambda m: None)
+    path = record.find(record.campaign_dir(campaign, raw))[0]
+    return counts, record.load(path), tidy.load_record(path)[0]
+
+
+def _hog(cpus: list[int]) -> int:
+    """A real CPU hog on ``cpus``, started through a shell that exits at once: not the harness's child."""
+    cpu_list = ",".join(map(str, cpus))
+    out = subprocess.run(
+        ["sh", "-c", f"taskset -c {cpu_list} sha256sum /dev/zero >/dev/null 2>&1 & echo $!"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return int(out.stdout)
+
+
+def test_a_run_with_a_cpu_hog_beside_it_is_disturbed_retried_and_names_the_hog(lab_env, tmp_path, caplog):
+    require_root()
+    cpus = lab_target(lab_env, ["host"]).client_cpus  # measured whatever the test's CPU placement
+    hog = _hog(cpus)
+    try:
+        with caplog.at_level(logging.INFO, logger="benchlib.progress"):
+            counts, rec, row = _collect(lab_env, tmp_path, "hog", retries=1)
+    finally:
+        os.kill(hog, signal.SIGKILL)
+    assert counts["disturbed"] == 1, counts
+    assert [a.outcome for a in rec.attempts] == ["disturbed", "disturbed"]  # measured again, kept with its flag
+    assert all("sha256sum" in a.reason for a in rec.attempts)
+    names = [p["name"] for p in rec.foreign_cpu["top"]]
+    assert "sha256sum" in names and hog in [p["pid"] for p in rec.foreign_cpu["top"]], rec.foreign_cpu
+    assert (
+        rec.foreign_cpu["measured_cores"]
+        > Params.model_fields["experiment"].annotation.model_fields["foreign_cpu_max"].default
+    )
+    assert row["outcome"] == "disturbed" and "sha256sum" in row["foreign_top"] and row["foreign_cpu"] > 0.3
+    assert tidy.load_record(record.find(record.campaign_dir("hog", tmp_path))[0])[1] == []  # no metric rows
+    line = next(r.getMessage() for r in caplog.records if r.name == "benchlib.progress")
+    assert " disturbed " in line and "sha256sum" in line, line
+    meta = json.loads((record.campaign_dir("hog", tmp_path) / rec.run_id / "meta.json").read_text())
+    assert meta["outcome"] == "disturbed" and meta["foreign_cpu"] == rec.foreign_cpu
+
+
+def test_a_quiet_run_is_not_disturbed_and_never_counts_its_own_processes(lab_env):
+    require_root()
+    params = short_params("quiet", ["host"], {"rr": RR}, repetitions=1, retries=0)
+    (run,) = schedule(plan_environment(params, "local-lab"), 1, 7)
+    with runner.serving(lab_target(lab_env, ["host"])) as target:
+        measured = runner.measure(target, run, params.experiment.cpu_trim_s, None, params.experiment.foreign_cpu_max)
+        resident = target.spawn("host", "client", ["sleep", "5"])  # a process of the lab's, as a client is
+        try:
+            time.sleep(0.2)
+            snapshot = target.foreign_snapshot("host")
+            ours = {
+                int(pid)
+                for side in SIDES
+                for pid in subprocess.run(
+                    ["ip", "netns", "pids", target.namespace("host", side)], capture_output=True, text=True, check=True
+                ).stdout.split()
+            }
+        finally:
+            resident.kill()
+    assert len(ours) >= 2 and ours <= snapshot.own  # netserver and the sleep, whatever their names
+    assert not ours & {pid for pid, _ in snapshot.foreign} and os.getpid() in snapshot.own
+    # on a machine where someone else is working, this names who took the CPUs
+    assert measured.outcome == "ok" and measured.foreign is not None, measured.reason
