@@ -480,6 +480,9 @@ def _next_look(exp, runs: list[RunSpec], every: list[RunSpec], precision: Precis
     if met:
         log(f"collect: every primary comparison is within +/- {exp.precision:g} % after {blocks} blocks")
         return []
+    if not widths:
+        log(f"collect: no primary comparison in {runs[0].environment} (no baseline run): no blocks added")
+        return []
     if look == len(marks):
         log(f"collect: the budget of {blocks} blocks is spent; not every comparison reached the target")
         return []

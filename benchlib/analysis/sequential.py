@@ -61,6 +61,15 @@ def half_widths(runs: pl.DataFrame, metrics: pl.DataFrame, settings: Analysis, c
     its interval of the change at ``confidence`` and its half-width in % (KEYS, delta_low,
     delta_high, half_width_pct), widest first. The stopping rule's view of the recorded runs."""
     s = settings
+    if runs.is_empty() or s.baseline not in set(runs["scenario"]):
+        # an environment without the baseline: nothing to judge (its contrasts are not judged either)
+        return pl.DataFrame(
+            schema={
+                **{k: pl.String for k in KEYS},
+                "n": pl.Int64,
+                **dict.fromkeys(("delta_low", "delta_high", "half_width_pct"), pl.Float64),
+            }
+        )
     compared = stats.compared_values(metrics, runs, [])  # the headline metrics only: the primary family
     table = stats.compare(
         compared,

@@ -63,6 +63,10 @@ def test_half_widths_of_the_primary_family_on_real_tables():
     assert widths["half_width_pct"].is_sorted(descending=True)
     assert sequential.precise(widths, float(widths["half_width_pct"].max()))
     assert not sequential.precise(widths, float(widths["half_width_pct"].min()) - 1e-9)
+    # an environment without the baseline has nothing to judge, and is not precise
+    others = runs.filter(pl.col("scenario") != "host")
+    none = sequential.half_widths(others, metrics, Analysis(baseline="host"), confidence=0.95)
+    assert none.is_empty() and not sequential.precise(none, 100)
 
 
 def test_stopping_early_keeps_the_nominal_coverage():
