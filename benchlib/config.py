@@ -80,6 +80,9 @@ def check_distinct(names: typing.Iterable[str]) -> None:
 Name = Annotated[str, AfterValidator(check_name)]
 
 
+MAX_BLOCKS = 1000  # experiment.repetitions' cap: the last look of a campaign run until precise within minutes
+
+
 class Experiment(Strict):
     campaign: Name = Field(description="names the raw data (data/raw/<campaign>/); change it to measure anew")
     environments: list[Name] = Field(
@@ -89,7 +92,7 @@ class Experiment(Strict):
             "environment.yaml, e.g. [local-lab]; each once"
         ),
     )
-    repetitions: int = Field(ge=1, le=1000, description="blocks: every configuration runs once per block")
+    repetitions: int = Field(ge=1, le=MAX_BLOCKS, description="blocks: every configuration runs once per block")
     seed: int = Field(
         default=0,
         description=(
@@ -128,6 +131,82 @@ class Experiment(Strict):
             "perf's sampling frequency per CPU; not a multiple of the timer tick, so samples do not lock onto it"
         ),
     )
+
+    precision: float | None = Field(
+        default=None,
+        gt=0,
+        lt=100,
+        description=(
+            "run until precise: the target half-width, in %, of every primary comparison's interval of the change "
+            "(analysis.baseline and the contrasts); repetitions is the first look, and collect adds look_blocks "
+            "blocks at each further look until every primary comparison meets it or the budget (max_repetitions, "
+            "max_minutes) is spent; alpha is spent across the looks (docs: statistics, run until precise); "
+            "unset: exactly repetitions blocks"
+        ),
+    )
+    max_repetitions: int | None = Field(
+        default=None,
+        le=MAX_BLOCKS,
+        description=(
+            "with precision: the most blocks collect runs, at least repetitions; its looks are then fixed in "
+            "advance and share alpha equally"
+        ),
+    )
+    max_minutes: float | None = Field(
+        default=None,
+        description=(
+            "with precision: no further look starts once the recorded runs of the environment, with the look's "
+            "estimated time, would exceed this many minutes of measurement"
+        ),
+    )
+    look_blocks: int | None = Field(
+        default=None,
+        ge=1,
+        le=1000,
+        description="with precision: the blocks added at each look after the first; unset: repetitions",
+    )
+
+    def blocks_planned(self) -> int:
+        """The most blocks the campaign can run: repetitions, or with precision the budget's last look."""
+        if self.precision is None:
+            return self.repetitions
+        return self.max_repetitions if self.max_repetitions is not None else MAX_BLOCKS
+
+    def looks(self) -> list[int]:
+        """The block counts at which a campaign run until precise looks at its primary comparisons, fixed
+        before any run: repetitions, then every look_blocks blocks, the budget's last block count last."""
+        last = self.blocks_planned()
+        return [*range(self.repetitions, last, self.look_blocks or self.repetitions), last]
+
+    def look_of(self, blocks: int) -> int:
+        """The look (1-based) that ``blocks`` recorded blocks belong to: the first at or after them (a look
+        interrupted part way counts as the look it was collecting)."""
+        marks = self.looks()
+        return next((j for j, b in enumerate(marks, 1) if b >= blocks), len(marks))
+
+    @field_validator("max_repetitions")
+    @classmethod
+    def _max_repetitions(cls, value: int | None, info) -> int | None:
+        repetitions = info.data.get("repetitions")
+        if value is not None and repetitions is not None and value < repetitions:
+            raise ValueError(f"{value} is below repetitions ({repetitions}), the first look")
+        return value
+
+    @field_validator("max_minutes")
+    @classmethod
+    def _max_minutes(cls, value: float | None) -> float | None:
+        if value is not None and not value > 0:
+            raise ValueError(f"{value} is no time budget: give minutes above 0")
+        return value
+
+    @model_validator(mode="after")
+    def _budget(self) -> Experiment:
+        budget = [k for k in ("max_repetitions", "max_minutes", "look_blocks") if getattr(self, k) is not None]
+        if self.precision is None and budget:
+            raise ValueError(f"{budget[0]}: only used with precision (run until precise): set precision or remove it")
+        if self.precision is not None and self.max_repetitions is None and self.max_minutes is None:
+            raise ValueError("precision: needs a budget: set max_repetitions and/or max_minutes")
+        return self
 
     @field_validator("environments")
     @classmethod

@@ -151,26 +151,44 @@ def schedule(
     return runs
 
 
+# Run until precise (experiment.precision): the blocks a campaign may add are fixed before any run
+# (Experiment.looks); which of them run depends on the data. The plan holds them all (a campaign's
+# identity does not change as it adds blocks); the runs expected are those up to the look the records
+# reached.
+def recorded_blocks(cdir: Path, runs: list[RunSpec]) -> int:
+    """The blocks the records of ``runs`` reach: the highest recorded block + 1 (0 if none)."""
+    return max((r.block + 1 for r in runs if record.exists(cdir, r.run_id)), default=0)
+
+
+def expected_runs(params: Params, runs: list[RunSpec], cdir: Path) -> list[RunSpec]:
+    """The runs of one environment's schedule that its records should hold: every block up to the look
+    its records reached (all of them without precision)."""
+    exp = params.experiment
+    if exp.precision is None:
+        return runs
+    horizon = exp.looks()[exp.look_of(recorded_blocks(cdir, runs)) - 1]
+    return [r for r in runs if r.block < horizon]
+
+
+def campaign_schedule(params: Params, plans: list[Plan] | None = None) -> list[RunSpec]:
+    """Every run the campaign may hold, of every environment (with precision, up to the budget)."""
+    e = params.experiment
+    return [
+        r
+        for plan in (plans if plans is not None else validate_all(params))
+        for r in schedule(plan, e.blocks_planned(), e.seed, profile_runs=e.profile_runs)
+    ]
+
+
 def planned_params(params: Params) -> dict[str, dict]:
     """Run id -> its test parameters, for every run of every environment: a campaign's identity."""
-    e = params.experiment
-    return {
-        r.run_id: r.spec.test_params()
-        for plan in validate_all(params)
-        for r in schedule(plan, e.repetitions, e.seed, profile_runs=e.profile_runs)
-    }
+    return {r.run_id: r.spec.test_params() for r in campaign_schedule(params)}
 
 
 def planned_definitions(params: Params) -> dict[str, dict]:
     """Run id -> the definition of its scenario, for every run of every environment: the rest of a
     campaign's identity."""
-    e = params.experiment
-    return {
-        r.run_id: r.definition
-        for plan in validate_all(params)
-        for r in schedule(plan, e.repetitions, e.seed, profile_runs=e.profile_runs)
-        if r.definition is not None
-    }
+    return {r.run_id: r.definition for r in campaign_schedule(params) if r.definition is not None}
 
 
 def plan_digest(params: Params) -> str:

@@ -11,16 +11,16 @@ from __future__ import annotations
 import logging
 import subprocess
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import collectors, cpu, disturbance, profiling, record
 from .collectors import TestSpec
 from .config import Params
 from .errors import DatapathError, ParseError, RecordError, TargetError
-from .plan import Plan, RunSpec, check_same_plan, schedule
+from .plan import Plan, RunSpec, check_same_plan, expected_runs, schedule
 from .schema import METRICS, PRIMARY_METRICS, SIDES
 from .targets import KILL_WAIT_S, Placement, Result, Target, shown
 
@@ -374,8 +374,34 @@ def _headline(spec: TestSpec, stdouts: list[bytes]) -> str:
     )
 
 
-def run_environment(params: Params, plan: Plan, target: Target, raw_root: Path | None = None, log=_log.info) -> dict:
-    """Run (or resume) every run of one environment. Returns counts."""
+@dataclass
+class _Session:
+    """The target entered once for all the looks of a collect, and what it has done so far."""
+
+    stack: ExitStack
+    info: dict | None = None  # target.describe() with the tools' versions
+    activated: list[str] = field(default_factory=list)
+    probed: bool = False
+
+
+# Run until precise: (look, blocks recorded) -> the primary comparisons' (label, half-width in %), worst
+# first, and the minutes the environment's recorded runs took; the caller parses and analyses the records
+Precision = Callable[[int, int], tuple[list[tuple[str, float]], float]]
+
+
+def run_environment(
+    params: Params,
+    plan: Plan,
+    target: Target,
+    raw_root: Path | None = None,
+    log=_log.info,
+    precision: Precision | None = None,
+) -> dict:
+    """Run (or resume) every run of one environment. Returns counts.
+
+    With experiment.precision, ``precision`` judges each look once its blocks are recorded, and the next
+    look's blocks are added until every primary comparison meets the target or the budget is spent. What
+    is added depends only on the records, so a resumed campaign takes the same decisions."""
     exp = params.experiment
     cdir = record.campaign_dir(exp.campaign, raw_root)
     # before reading or removing anything there, and before DVC commits the records as the stage's
@@ -386,8 +412,8 @@ def run_environment(params: Params, plan: Plan, target: Target, raw_root: Path |
             f"{cdir}: {len(foreign)} link(s) or special file(s) in the campaign's records "
             "(remove them, or restore the records: `dvc checkout`):\n  " + "\n  ".join(foreign)
         )
-    runs = schedule(plan, exp.repetitions, exp.seed, target.interleaves_scenarios, exp.profile_runs)
-    unchecked = check_same_plan(params, runs, cdir)
+    every = schedule(plan, exp.blocks_planned(), exp.seed, target.interleaves_scenarios, exp.profile_runs)
+    unchecked = check_same_plan(params, every, cdir)
     if unchecked:
         log(
             f"collect: {unchecked} record(s) of campaign {exp.campaign} predate recorded scenario definitions: "
@@ -409,54 +435,125 @@ def run_environment(params: Params, plan: Plan, target: Target, raw_root: Path |
     cleaned = record.remove_partial(cdir)
     if cleaned:
         log(f"collect: removed {cleaned} incomplete record(s) of an interrupted run")
-    for path, aside in record.set_aside_incomplete(cdir, [r.run_id for r in runs]):
+    for path, aside in record.set_aside_incomplete(cdir, [r.run_id for r in every]):
         log(f"collect: {path} was not a whole record: moved to {aside.name}, measuring the run again")
-    todo = [r for r in runs if not record.exists(cdir, r.run_id)]
+    runs = expected_runs(params, every, cdir)
+    counts = {
+        "planned": len(runs),
+        "already_done": sum(record.exists(cdir, r.run_id) for r in every),
+        "ok": 0,
+        "failed": 0,
+        "disturbed": 0,
+    }
+    with ExitStack() as stack:
+        session = _Session(stack)
+        while True:
+            counts["planned"] = len(runs)
+            todo = [r for r in runs if not record.exists(cdir, r.run_id)]
+            if todo:
+                _measure(params, plan, target, cdir, todo, counts, len(runs), session, log)
+            else:
+                log(f"collect: {plan.environment.name}: all {len(runs)} runs of campaign {exp.campaign} are recorded")
+            runs = _next_look(exp, runs, every, precision, log) if precision and exp.precision else []
+            if not runs:
+                return counts
+            if not target.interleaves_scenarios:
+                session.activated.clear()  # a cluster activates each scenario again for the added blocks
+
+
+def _next_look(exp, runs: list[RunSpec], every: list[RunSpec], precision: Precision, log) -> list[RunSpec]:
+    """The runs up to the next look, or [] where this look is precise or the budget is spent."""
+    blocks = max(r.block for r in runs) + 1
+    marks = exp.looks()
+    look = exp.look_of(blocks)
+    widths, minutes = precision(look, blocks)
+    worst = ", ".join(f"{label} {hw:.2f} %" for label, hw in widths[:6]) + (" ..." if len(widths) > 6 else "")
+    met = bool(widths) and all(hw <= exp.precision for _, hw in widths)  # NaN: not met
+    left = [] if exp.max_repetitions is None else [f"{exp.max_repetitions - blocks} blocks"]
+    if exp.max_minutes is not None:
+        left.append(f"{exp.max_minutes - minutes:.1f} min")
+    log(
+        f"collect: look {look}{f' of {len(marks)}' if exp.max_repetitions is not None else ''} "
+        f"after {blocks} blocks: half-widths (target {exp.precision:g} %) {worst or 'none'}; "
+        f"budget left {', '.join(left)}"
+    )
+    if met:
+        log(f"collect: every primary comparison is within +/- {exp.precision:g} % after {blocks} blocks")
+        return []
+    if not widths:
+        log(f"collect: no primary comparison in {runs[0].environment} (no baseline run): no blocks added")
+        return []
+    if look == len(marks):
+        log(f"collect: the budget of {blocks} blocks is spent; not every comparison reached the target")
+        return []
+    step = marks[look] - blocks
+    if exp.max_minutes is not None and minutes + minutes / blocks * step > exp.max_minutes:
+        log(
+            f"collect: {step} more blocks (about {minutes / blocks * step:.1f} min) would exceed max_minutes "
+            f"({exp.max_minutes:g}); stopping after {blocks} blocks"
+        )
+        return []
+    log(f"collect: adding blocks {blocks + 1}-{marks[look]} (look {look + 1})")
+    return [r for r in every if r.block < marks[look]]
+
+
+def _measure(
+    params: Params,
+    plan: Plan,
+    target: Target,
+    cdir: Path,
+    todo: list[RunSpec],
+    counts: dict,
+    total: int,
+    session: _Session,
+    log=_log.info,
+) -> None:
+    """Measure and record ``todo``, entering the target the first time."""
+    exp = params.experiment
     perf = None
     if any(r.profiled for r in todo):  # before any run: a campaign must not find out halfway
         perf = (exp.profile_hz, target.check_profiling())
-    counts = {"planned": len(runs), "already_done": len(runs) - len(todo), "ok": 0, "failed": 0, "disturbed": 0}
-    if not todo:
-        log(f"collect: {plan.environment.name}: all {len(runs)} runs of campaign {exp.campaign} are recorded")
-        return counts
-    if counts["already_done"]:
-        log(f"collect: resuming campaign {exp.campaign}: {counts['already_done']} of {len(runs)} runs already recorded")
-    progress = Progress(len(runs), counts["already_done"])
+    done = total - len(todo)
+    if done and session.info is None:  # a later look's blocks are no resume
+        log(f"collect: resuming campaign {exp.campaign}: {done} of {total} runs already recorded")
+    progress = Progress(total, done)
     names = plan.tools()
-    with target:
-        info = target.describe()
-        activated: list[str] = []
-        for run in todo:
-            if not target.interleaves_scenarios and run.scenario in activated[:-1]:
-                # schedule() keeps each scenario's runs together where scenarios cannot interleave
-                raise RuntimeError(f"schedule returns to scenario {run.scenario} on a {target.kind} target")
-            if run.scenario not in activated:
-                target.activate(run.scenario)
-                start_servers(target, run.scenario, names)
-                unavailable = target.profile_unavailable(run.scenario) if perf else None
-                if unavailable:
-                    raise TargetError(
-                        f"cannot record profiled runs: experiment.profile_runs: target {target.kind}, "
-                        f"scenario {run.scenario}: {unavailable}; {profiling.OFF}"
-                    )
-                if not activated:
-                    info = {**info, "versions": {**info["versions"], **probe_versions(target, run.scenario, names)}}
-                activated.append(run.scenario)
-            attempts = []
-            for _ in range(1 + exp.retries):
-                attempts.append(
-                    measure(target, run, exp.cpu_trim_s, perf if run.profiled else None, exp.foreign_cpu_max)
+    if session.info is None:
+        session.stack.enter_context(target)
+        session.info = target.describe()
+    activated = session.activated
+    for run in todo:
+        if not target.interleaves_scenarios and run.scenario in activated[:-1]:
+            # schedule() keeps each scenario's runs together where scenarios cannot interleave
+            raise RuntimeError(f"schedule returns to scenario {run.scenario} on a {target.kind} target")
+        if run.scenario not in activated:
+            target.activate(run.scenario)
+            start_servers(target, run.scenario, names)
+            unavailable = target.profile_unavailable(run.scenario) if perf else None
+            if unavailable:
+                raise TargetError(
+                    f"cannot record profiled runs: experiment.profile_runs: target {target.kind}, "
+                    f"scenario {run.scenario}: {unavailable}; {profiling.OFF}"
                 )
-                if attempts[-1].outcome == "ok":
-                    break
-            last = attempts[-1]
-            to_record(exp.campaign, run, attempts, info).write(cdir)
-            counts[last.outcome] += 1
-            if last.outcome == "ok":
-                summary = _headline(run.spec, [r.stdout for r in last.results])
-            elif last.outcome == "disturbed" and last.foreign:
-                summary = f"{last.foreign['measured_cores']:.2f} core: {disturbance.top_text(last.foreign)}"[:60]
-            else:
-                summary = (last.reason or "")[:60]
-            progress.report(run, last.outcome, summary)
-    return counts
+            if not session.probed:
+                session.info = {
+                    **session.info,
+                    "versions": {**session.info["versions"], **probe_versions(target, run.scenario, names)},
+                }
+                session.probed = True
+            activated.append(run.scenario)
+        attempts = []
+        for _ in range(1 + exp.retries):
+            attempts.append(measure(target, run, exp.cpu_trim_s, perf if run.profiled else None, exp.foreign_cpu_max))
+            if attempts[-1].outcome == "ok":
+                break
+        last = attempts[-1]
+        to_record(exp.campaign, run, attempts, session.info).write(cdir)
+        counts[last.outcome] += 1
+        if last.outcome == "ok":
+            summary = _headline(run.spec, [r.stdout for r in last.results])
+        elif last.outcome == "disturbed" and last.foreign:
+            summary = f"{last.foreign['measured_cores']:.2f} core: {disturbance.top_text(last.foreign)}"[:60]
+        else:
+            summary = (last.reason or "")[:60]
+        progress.report(run, last.outcome, summary)

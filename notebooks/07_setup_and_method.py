@@ -28,7 +28,7 @@ analysis_dir = "data/analysis"
 from IPython.display import Markdown, display
 
 from benchlib.analysis import analyse, normalize, stats
-from benchlib.report import figures, render as report, tables
+from benchlib.report import figures, render as report, summary, tables
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
 report.display_tables()
@@ -57,6 +57,12 @@ if note := report.shared_kernel_note(runs):
 
 # %%
 tables.show(tables.publication_table(report.method_table(runs)))
+
+# %%
+# a campaign run until precise (experiment.precision): its looks, and per primary comparison the target met or not
+if not a.precision.is_empty():
+    display(Markdown(summary.precision_text(a.precision)))
+    tables.show(tables.publication_table(a.precision))
 
 # %%
 display(

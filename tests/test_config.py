@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from benchlib.config import ConfigError, load_environment, load_params
-from benchlib.plan import plan_environment, validate_all
+from benchlib.plan import plan_environment, schedule, validate_all
 from tests.conftest import REPO, project_with_environment, venv_env
 
 
@@ -371,3 +371,35 @@ def test_a_scenario_setting_recorded_in_meta_json_is_finite(tmp_path, monkeypatc
     )
     with pytest.raises(ConfigError, match=f"^{folder / 'environment.yaml'}: invalid\n  scenarios.host.settings.gso"):
         load_environment("lab")
+
+
+@pytest.mark.parametrize(
+    "fields, expected",
+    [
+        ({"precision": 0, "max_repetitions": 20}, "experiment.precision: Input should be greater than 0"),
+        ({"precision": 100, "max_repetitions": 20}, "experiment.precision: Input should be less than 100"),
+        ({"precision": 2}, "experiment: precision: needs a budget: set max_repetitions and/or max_minutes"),
+        ({"precision": 2, "max_repetitions": 3}, "experiment.max_repetitions: 3 is below repetitions (10)"),
+        ({"precision": 2, "max_minutes": 0}, "experiment.max_minutes: 0.0 is no time budget"),
+        ({"precision": 2, "max_minutes": -5}, "experiment.max_minutes: -5.0 is no time budget"),
+        ({"max_repetitions": 20}, "experiment: max_repetitions: only used with precision"),
+        ({"precision": 2, "max_repetitions": 20, "look_blocks": 0}, "experiment.look_blocks"),
+    ],
+)
+def test_run_until_precise_is_checked_and_names_the_key(tmp_path, fields, expected):
+    with pytest.raises(ConfigError) as err:
+        load_params(write(tmp_path, lambda d: d["experiment"].update(repetitions=10, **fields)))
+    assert expected in str(err.value) and "\n" not in str(err.value)
+
+
+def test_run_until_precise_plans_every_block_its_budget_allows(tmp_path):
+    params = load_params(
+        write(tmp_path, lambda d: d["experiment"].update(repetitions=6, precision=2, max_repetitions=14, look_blocks=3))
+    )
+    assert params.experiment.looks() == [6, 9, 12, 14]
+    runs = schedule(plan_environment(params, "local-lab"), params.experiment.blocks_planned(), 1)
+    assert max(r.block for r in runs) == 13
+    plain = load_params(write(tmp_path, lambda d: d["experiment"].update(repetitions=6)))
+    # the first blocks are those of a campaign without precision: the same run order
+    first = schedule(plan_environment(plain, "local-lab"), 6, 1)
+    assert [r.run_id for r in runs[: len(first)]] == [r.run_id for r in first]

@@ -19,10 +19,10 @@ from pathlib import Path
 import polars as pl
 
 from benchlib import files, limits, schema
-from benchlib.config import Analysis as Settings
+from benchlib.config import Analysis as Settings, Experiment
 from benchlib.errors import BenchlibError, SchemaError
 
-from . import mesh, normalize, profiles, reference, resolution, resolve, saturation, stats
+from . import mesh, normalize, profiles, reference, resolution, resolve, saturation, sequential, stats
 
 ANALYSIS_DIR = "data/analysis"
 SETTINGS_FILE = "settings.json"  # the settings analysed with, which tidy tables, and the digests of the set
@@ -82,6 +82,9 @@ class Result:
     profile_differences: pl.DataFrame = field(default_factory=lambda: profiles.empty("profile_differences"))
     profile_no_symbols: pl.DataFrame = field(default_factory=lambda: profiles.empty("profile_no_symbols"))
     profile_disturbed: pl.DataFrame = field(default_factory=lambda: profiles.empty("profile_disturbed"))
+    # a campaign run until precise: per primary comparison, the target, the look it stopped at and whether
+    # it met the target (sequential.py); empty otherwise
+    precision: pl.DataFrame = field(default_factory=lambda: sequential.precision(pl.DataFrame(), pl.DataFrame(), None))
 
     def metrics_json(self) -> dict:
         """reports/metrics.json: the settings that decide verdicts, then the headline numbers."""
@@ -121,10 +124,16 @@ def run(
     reference_dir: str | Path = reference.REFERENCE_DIR,
     profile_stacks: pl.DataFrame | None = None,
     profile_runs: pl.DataFrame | None = None,
+    experiment: Experiment | None = None,
 ) -> Result:
     """Analyse one campaign's tidy tables with ``settings`` (the analysis section of params.yaml); with
-    the profiled runs' tables (profiles.parquet, profile_runs.parquet), their CPU profiles too."""
+    the profiled runs' tables (profiles.parquet, profile_runs.parquet), their CPU profiles too.
+
+    A campaign run until precise (``experiment``.precision) is analysed at the alpha its stopping look
+    spent (sequential.spent_alpha): the settings returned carry that alpha."""
     s = settings
+    if experiment is not None and experiment.precision is not None:
+        s = s.model_copy(update={"alpha": sequential.spent_alpha(experiment, s.alpha, runs)})
     values = normalize.with_cpu_at_target(metrics, runs, **work_rates(s))
     compared = stats.compared_values(values, runs, s.family_metrics)
     # what the instrument cannot resolve, and where a side ran at its CPU limit, stated on each comparison
@@ -155,6 +164,7 @@ def run(
         mesh_comparisons=mesh_comparisons,
         reference=published,
         **profiles.analyse(profile_stacks, profile_runs, s.baseline),
+        precision=sequential.precision(comparisons, runs, experiment, s.alpha),
     )
 
 

@@ -14,12 +14,13 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
+from scipy.stats import norm
 
 from benchlib import config, schema
-from benchlib.errors import BenchlibError
+from benchlib.errors import BenchlibError, ConfigError
 from benchlib.plan import Plan
 
-from . import normalize, stats
+from . import normalize, sequential, stats
 
 EFFECT_PCT = 5.0  # besides the noise band: the runs needed for a change this large
 
@@ -123,12 +124,89 @@ def unreachable(params: config.Params, planned: list) -> list[str]:
     ]
 
 
+def blocks_for_precision(params: config.Params, x: np.ndarray, y: np.ndarray, comparisons: int) -> int | None:
+    """The blocks a campaign run until precise needs for the change of x against y (a pilot's runs) to
+    be within +/- experiment.precision %: the first look whose interval is that narrow, or beyond the
+    budget, the blocks the last look's level needs; None where the pilot gives no interval.
+
+    The pilot's interval at the first look's level (stats.delta_pct, as the analysis computes it) is
+    scaled on the log scale by sqrt(n_pilot / n) (a median's standard error) and by the ratio of the
+    normal quantiles of the two levels."""
+    exp, a = params.experiment, params.analysis
+    first = sequential.stopping_confidence(exp, a.alpha, 1, comparisons)
+    _, lo, hi = stats.delta_pct(x, y, seed=a.seed, confidence=first)
+    if not (np.isfinite(lo) and np.isfinite(hi)) or hi <= lo:
+        return None
+    log_lo, log_hi = np.log1p(lo / 100), np.log1p(hi / 100)
+    width, center = (log_hi - log_lo) / 2, (log_hi + log_lo) / 2
+    target = np.arcsinh(exp.precision / (100 * np.exp(center)))  # the log half-width of a +/- precision % interval
+    n_pilot = min(len(x), len(y))
+    z1 = norm.ppf((1 + first) / 2)
+
+    def scaled(look: int) -> float:
+        z = norm.ppf((1 + sequential.stopping_confidence(exp, a.alpha, look, comparisons)) / 2)
+        return width * z / z1
+
+    marks = exp.looks()
+    for j, n in enumerate(marks, 1):
+        if scaled(j) * np.sqrt(n_pilot / n) <= target:
+            return n
+    return int(np.ceil(n_pilot * (scaled(len(marks)) / target) ** 2))
+
+
+def precision_plan(
+    params: config.Params, planned: list, samples: dict, minutes_per_block: dict[str, float] | None = None
+) -> list[str]:
+    """Lines on a campaign run until precise: the blocks each primary comparison needs, from the pilot.
+    A budget that cannot reach the worst of them is a ConfigError naming the key."""
+    exp = params.experiment
+    if exp.precision is None:
+        return []
+    needs = []
+    for env, test, s, ref in planned:
+        x, y = samples.get((env, test, s)), samples.get((env, test, ref))
+        if x is None or y is None or min(len(x[1]), len(y[1])) < stats.MIN_N:
+            continue
+        blocks = blocks_for_precision(params, x[1], y[1], len(planned))
+        if blocks is not None:
+            needs.append((blocks, env, f"{env} {test} {s} vs {ref}"))
+    marks = exp.looks()
+    lines = [
+        f"  run until precise: +/- {exp.precision:g} % at looks after {', '.join(map(str, marks[:6]))}"
+        f"{' ...' if len(marks) > 6 else ''} blocks, alpha per look "
+        f"{sequential.look_alpha(exp, params.analysis.alpha, 1):.2g}"
+        + (" (alpha / (j (j + 1)) at look j)" if exp.max_repetitions is None else "")
+    ]
+    if not needs:
+        return [*lines, "  run until precise: no pilot comparison to estimate the blocks needed from"]
+    needs.sort(reverse=True)
+    worst, env, label = needs[0]
+    lines.append(
+        f"  blocks needed from the pilot, worst first: {', '.join(f'{lbl} {b}' for b, _, lbl in needs[:6])}"
+        + (" ..." if len(needs) > 6 else "")
+    )
+    if exp.max_repetitions is not None and worst > exp.max_repetitions:
+        raise ConfigError(
+            f"{params.source}: experiment.max_repetitions: {exp.max_repetitions} blocks cannot reach "
+            f"experiment.precision +/- {exp.precision:g} %: the pilot's spread needs {worst} blocks ({label})"
+        )
+    per_block = (minutes_per_block or {}).get(env)
+    if exp.max_minutes is not None and per_block is not None and worst * per_block > exp.max_minutes:
+        raise ConfigError(
+            f"{params.source}: experiment.max_minutes: {exp.max_minutes:g} min cannot reach experiment.precision "
+            f"+/- {exp.precision:g} %: the pilot's spread needs {worst} blocks ({label}), about "
+            f"{worst * per_block:.0f} min"
+        )
+    return lines
+
+
 def planned_power(
     params: config.Params,
     plans: list[Plan],
     root: Path,
     pilot: str | Path | None = None,
     parse_raw: Callable[[Path], tuple[pl.DataFrame, pl.DataFrame]] | None = None,
+    minutes_per_block: dict[str, float] | None = None,
 ) -> list[str]:
     """The lines `benchlib validate` prints about power: one header, one line per test (a raw pilot
     is parsed by ``parse_raw``). Without a pilot, whether the planned n can reach significance at all."""
@@ -192,4 +270,4 @@ def planned_power(
             + ", ".join(missing[:4])
             + (" ..." if len(missing) > 4 else "")
         )
-    return lines
+    return lines + precision_plan(params, planned, samples, minutes_per_block)

@@ -54,7 +54,9 @@ def run(args) -> int:
         )
     where = Path(args.out) if args.out else Path(analyse.ANALYSIS_DIR)
     log.info(f"analyse: {len(runs)} runs, {len(metrics)} metric rows with the analysis section of {p.source}")
-    result = analyse.run(runs, metrics, p.analysis, profile_stacks=profile_stacks, profile_runs=profile_runs)
+    result = analyse.run(
+        runs, metrics, p.analysis, profile_stacks=profile_stacks, profile_runs=profile_runs, experiment=p.experiment
+    )
     # metrics.json is no DVC-cached output (dvc.yaml: cache: false, persist: true): DVC cannot restore it,
     # so it is written with the tables as one set, which a failure leaves as it was
     metrics_json = args.metrics_json or "reports/metrics.json"
@@ -67,7 +69,8 @@ def run(args) -> int:
         metrics_json=metrics_json,
         parse=parse,
     )
-    significant = int((result.comparisons["p_adj"] < p.analysis.alpha).sum())
+    alpha = result.settings.alpha  # with experiment.precision: the alpha the stopping look spent
+    significant = int((result.comparisons["p_adj"] < alpha).sum())
     base = runs.filter(pl.col("scenario") == baseline)
     failed_baseline = (
         f"; the baseline {baseline} has no successful run ({len(base)} failed), so nothing was compared with it"
@@ -76,6 +79,6 @@ def run(args) -> int:
     )
     out(
         f"analyse: {len(result.comparisons)} comparisons ({significant} significant at alpha = "
-        f"{p.analysis.alpha:g}){failed_baseline} -> {where}, {analysis.resolve(metrics_json)}"
+        f"{alpha:g}){failed_baseline} -> {where}, {analysis.resolve(metrics_json)}"
     )
     return 0

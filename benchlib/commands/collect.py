@@ -60,12 +60,45 @@ def _stop_on_signals() -> None:
         machine.die_with_parent(signal.SIGTERM)
 
 
+def precision_of(p, plan: Plan, raw_root=None) -> runner.Precision:
+    """The stopping rule's view of an environment's records at a look: parsed in memory as `benchlib parse`
+    does, its primary comparisons as `benchlib analyse` computes them, at the look's spent level."""
+    import polars as pl
+
+    from .. import record, tidy
+    from ..analysis import planning, sequential
+    from ..plan import validate_all
+
+    comparisons = len(planning.planned_comparisons(p, validate_all(p)))
+    cdir = record.campaign_dir(p.experiment.campaign, raw_root)
+
+    def judge(look: int, blocks: int) -> tuple[list[tuple[str, float]], float]:
+        measured = [d for d in sorted((cdir / plan.environment.name).glob("*/*/r*")) if record.complete(d)]
+        runs, metrics = tidy.build_tables(cdir, records=measured)
+        runs = runs.filter(pl.col("environment") == plan.environment.name)
+        confidence = sequential.stopping_confidence(p.experiment, p.analysis.alpha, look, comparisons)
+        widths = sequential.half_widths(runs, metrics, p.analysis, confidence)
+        labels = [
+            (f"{r['test']} {r['scenario']} vs {r['baseline']}", float(r["half_width_pct"]))
+            for r in widths.iter_rows(named=True)
+        ]
+        return labels, float(runs["duration_s"].sum()) / 60
+
+    return judge
+
+
 def run(args) -> int:
     p = params(args)
     plan = plan_environment(p, args.env)
     _stop_on_signals()
     with machine.exclusive(f"benchlib collect --env {args.env}, campaign {p.experiment.campaign}"):
-        counts = runner.run_environment(p, plan, make_target(plan), log=log.info)
+        counts = runner.run_environment(
+            p,
+            plan,
+            make_target(plan),
+            log=log.info,
+            precision=precision_of(p, plan) if p.experiment.precision else None,
+        )
     log.info(
         f"collect: {args.env}: {counts['ok']} ok, {counts['failed']} failed, {counts['disturbed']} disturbed, "
         f"{counts['already_done']} recorded before, {counts['planned']} planned",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import config, record, tidy
-from ..plan import plan_digest, planned_definitions, planned_params
+from ..plan import campaign_schedule, expected_runs, plan_digest, planned_definitions, planned_params
 from .common import ERRORS, add, log, out, params
 
 
@@ -45,15 +45,20 @@ def run(args) -> int:
             f"parse: skipped {len(problems)} record(s) that do not match the plan (--skip-corrupt):\n  "
             + "\n  ".join(problems)
         )
-    missing = [rid for rid in planned if not record.exists(cdir, rid)]
+    # with experiment.precision: the blocks up to the look each environment's records reached
+    by_env: dict[str, list] = {}
+    for run in campaign_schedule(p):
+        by_env.setdefault(run.environment, []).append(run)
+    expected = [r.run_id for runs in by_env.values() for r in expected_runs(p, runs, cdir)]
+    missing = [rid for rid in expected if not record.exists(cdir, rid)]
     if missing:
         envs = sorted({rid.split("/")[0] for rid in missing})
         what = (
-            f"{cdir}: {len(missing)} of {len(planned)} planned runs not recorded yet (the first: {missing[0]}): "
+            f"{cdir}: {len(missing)} of {len(expected)} planned runs not recorded yet (the first: {missing[0]}): "
             f"run {' and '.join(f'`benchlib collect --env {e}`' for e in envs)}"
         )
         if not args.skip_corrupt:
-            raise record.RecordError(f"{what} (--skip-corrupt parses the {len(planned) - len(missing)} recorded)")
+            raise record.RecordError(f"{what} (--skip-corrupt parses the {len(expected) - len(missing)} recorded)")
         log.warning(f"parse: {what}; parsing the {len(records)} recorded that match the plan (--skip-corrupt)")
     where = Path(args.out) if args.out else config.project_root() / "data" / "processed"
     parsed = tidy.parse_campaign(

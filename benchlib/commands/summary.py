@@ -29,5 +29,5 @@ def run(args) -> int:
     a = analyse.load(resolve(args.analysis))
     report = resolve(args.report)
     where = str(report) if report.exists() else f"{report} (not rendered yet: benchlib report)"
-    out(summary.terminal_text(a.runs, a.comparisons, a.settings.baseline, where, args.top))
+    out(summary.terminal_text(a.runs, a.comparisons, a.settings.baseline, where, args.top, a.precision))
     return 0

@@ -34,6 +34,7 @@ def add_parser(subparsers) -> None:
 def run(args) -> int:
     p = params(args)
     plans = validate_all(p)
+    minutes_per_block = {}
     for plan in plans:
         target = make_target(plan)
         runs = schedule(
@@ -50,18 +51,28 @@ def run(args) -> int:
         if p.experiment.profile_runs and not target.perf_is_remote:  # validate contacts no host
             # the targets whose perf runs here collect as root (the lab, the local cluster): root's permissions
             profiling.check_plan(target.kind, target.can_profile, root=True)
+        minutes_per_block[plan.environment.name] = seconds / 60 / p.experiment.repetitions
+        e = p.experiment
+        up_to = (
+            f" (the first look; run until precise: up to {e.blocks_planned()} blocks)"
+            if e.precision is not None and e.max_repetitions is not None
+            else f" (the first look; run until precise: up to {e.max_minutes:g} min)"
+            if e.precision is not None
+            else ""
+        )
         cdir = record.campaign_dir(p.experiment.campaign)
         done = sum(record.exists(cdir, r.run_id) for r in runs)
         out(
             f"{plan.environment.name}: {len(plan.scenarios)} scenarios {plan.scenarios}, "
             f"{len(plan.tests)} tests {list(plan.tests)}: {len(plan.configurations())} configurations "
-            f"x {p.experiment.repetitions} blocks "
+            f"x {p.experiment.repetitions} blocks{up_to} "
             f"= {sum(not r.profiled for r in runs)} runs + {sum(r.profiled for r in runs)} profiled, about {seconds / 60:.1f} min; {done} already recorded "
             f"in {cdir}"
         )
     from ..analysis import planning  # scipy and statsmodels only here
 
-    for line in planning.planned_power(p, plans, config.project_root(), args.pilot, tidy.build_tables):
+    lines = planning.planned_power(p, plans, config.project_root(), args.pilot, tidy.build_tables, minutes_per_block)
+    for line in lines:
         out(line)
     out(f"{p.source} is valid")
     return 0

@@ -13,7 +13,7 @@ import math
 import polars as pl
 
 from .. import escape
-from ..analysis import stats
+from ..analysis import sequential, stats
 from .format import change_text, mde_text
 
 # Short names of metrics for sentences and table headers (the schema's descriptions are longer).
@@ -382,9 +382,55 @@ def summary_markdown(
     return "\n\n".join(parts)
 
 
-def terminal_text(runs: pl.DataFrame, comparisons: pl.DataFrame, baseline: str, report: str, top: int = 5) -> str:
+def precision_text(precision: pl.DataFrame, markdown: bool = True) -> str:
+    """For a campaign run until precise (analyse.Result.precision): the method, the target, the blocks each
+    environment stopped after, and per primary comparison whether its interval met the target; '' otherwise."""
+    if precision.is_empty():
+        return ""
+    r0 = precision.row(0, named=True)
+    looks = f" of {r0['looks']}" if r0["looks"] is not None else ""
+    stops = precision.group_by("environment", maintain_order=True).agg(pl.col("blocks", "look").first())
+    where = _join(
+        [f"{escape.markdown(e) if markdown else e} after {b} blocks (look {k}{looks})" for e, b, k in stops.iter_rows()]
+    )
+    met = precision.filter(pl.col("met"))
+    missed = precision.filter(~pl.col("met")).sort("half_width_pct", descending=True, nulls_last=False)
+
+    def label(r: dict) -> str:
+        text = f"{r['test']} {r['scenario']} vs {r['baseline']}"
+        return escape.markdown(text) if markdown else text
+
+    lines = [
+        f"Run until precise by {sequential.METHOD}: target +/- {r0['target_pct']:g} % for every primary "
+        f"comparison; stopped {where}; intervals and tests at alpha {r0['alpha_look']:.3g}, the share of that "
+        f"look. Target met by {len(met)} of {len(precision)} primary comparisons"
+        + (
+            "; not met: "
+            + ", ".join(
+                f"{label(r)} +/- {r['half_width_pct']:.2f} %"
+                if r["half_width_pct"] is not None
+                else f"{label(r)} (no interval)"
+                for r in missed.iter_rows(named=True)
+            )
+            if len(missed)
+            else ""
+        )
+        + "."
+    ]
+    return "\n".join(lines)
+
+
+def terminal_text(
+    runs: pl.DataFrame,
+    comparisons: pl.DataFrame,
+    baseline: str,
+    report: str,
+    top: int = 5,
+    precision: pl.DataFrame | None = None,
+) -> str:
     """What the main command prints last: the campaign in one line, the largest primary findings,
-    how many comparisons were tested, and where the report is. Plain text (no Markdown)."""
+    how many comparisons were tested, and where the report is (and, run until precise, whether each
+    primary comparison met the target). Plain text (no Markdown)."""
     findings = ordered_findings(comparisons)
     significant = findings.filter(pl.col("kind") == FINDING)
     degenerate = degenerate_text(runs, comparisons, baseline, markdown=False)
@@ -400,5 +446,7 @@ def terminal_text(runs: pl.DataFrame, comparisons: pl.DataFrame, baseline: str, 
     ]
     if len(significant) > top:
         lines.append(f"  ... and {len(significant) - top} more in the report")
+    if precision is not None and not precision.is_empty():
+        lines.append(precision_text(precision, markdown=False))
     lines.append(f"Report: {report}")
     return "\n".join(lines)
