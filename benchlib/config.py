@@ -239,7 +239,7 @@ class EnvironmentOverride(Strict):
     scenarios: list[str] | None = Field(
         default=None,
         description=(
-            "scenarios of the environment to run, by name (a cluster runs them one after another, in this order); "
+            "scenarios of the environment to run, by name (a cluster visits their pod networks in rounds); "
             "unset: every scenario, in the file's order"
         ),
     )

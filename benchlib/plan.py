@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -111,7 +112,11 @@ class RunSpec:
 
 
 def schedule(
-    plan: Plan, repetitions: int, seed: int, interleave_scenarios: bool = True, profile_runs: int = 0
+    plan: Plan,
+    repetitions: int,
+    seed: int,
+    rounds_by: Callable[[str], str] | None = None,
+    profile_runs: int = 0,
 ) -> list[RunSpec]:
     """All runs of an environment in blocks: each block runs every configuration once, in a seeded order.
 
@@ -119,18 +124,31 @@ def schedule(
     that block's measured runs, so that it sees the machine as they do while perf's load stays
     out of their numbers.
 
-    Where scenarios can stand side by side (the lab), a block spans all of
-    them. Where switching scenario costs minutes (a CNI change on a cluster),
-    scenarios run one after another, in the order given, each with its own
-    blocks of tests.
+    Where scenarios stand side by side (the lab, ``rounds_by`` None), a block spans all of them in
+    one shuffled order. Where switching costs minutes (a pod network on a cluster), ``rounds_by``
+    names each scenario's switch (scenarios with the same one share it) and a block is a round: it
+    visits every switch once, in a seeded order, and each of its scenarios once there, that
+    scenario's tests shuffled. Drift then spreads over every comparison instead of falling between
+    scenarios measured one after another.
     """
     rng = random.Random(f"{seed}/{plan.environment.name}")
-    groups = [plan.scenarios] if interleave_scenarios else [[s] for s in plan.scenarios]
     definitions = {s: scenario_definition(plan.environment, s) for s in plan.scenarios}
-    runs = []
-    for scenarios in groups:
-        configs = plan.configurations(scenarios)
-        for block in range(repetitions):
+    switches: dict[str, list[str]] = {}
+    for s in plan.scenarios:
+        switches.setdefault(rounds_by(s) if rounds_by else "", []).append(s)
+    runs: list[RunSpec] = []
+    for block in range(repetitions):
+        visits = [plan.scenarios]
+        if rounds_by is not None:
+            keys = list(switches)
+            rng.shuffle(keys)
+            visits = []
+            for key in keys:
+                here = list(switches[key])
+                rng.shuffle(here)
+                visits += [[s] for s in here]
+        for scenarios in visits:
+            configs = plan.configurations(scenarios)
             order = [(s, t, False) for s, t in configs]
             if block < profile_runs:
                 order += [(s, t, True) for s, t in configs]

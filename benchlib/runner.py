@@ -380,8 +380,9 @@ class _Session:
 
     stack: ExitStack
     info: dict | None = None  # target.describe() with the tools' versions
-    activated: list[str] = field(default_factory=list)
+    activated: list = field(default_factory=list)  # scenarios, or (round, scenario) visits where switched
     probed: bool = False
+    switch_s: list[float] = field(default_factory=list)  # each visit's activation and servers, where switched
 
 
 # Run until precise: (look, blocks recorded) -> the primary comparisons' (label, half-width in %), worst
@@ -412,7 +413,7 @@ def run_environment(
             f"{cdir}: {len(foreign)} link(s) or special file(s) in the campaign's records "
             "(remove them, or restore the records: `dvc checkout`):\n  " + "\n  ".join(foreign)
         )
-    every = schedule(plan, exp.blocks_planned(), exp.seed, target.interleaves_scenarios, exp.profile_runs)
+    every = schedule_on(target, plan, exp.blocks_planned(), exp.seed, exp.profile_runs)
     unchecked = check_same_plan(params, every, cdir)
     if unchecked:
         log(
@@ -456,9 +457,40 @@ def run_environment(
                 log(f"collect: {plan.environment.name}: all {len(runs)} runs of campaign {exp.campaign} are recorded")
             runs = _next_look(exp, runs, every, precision, log) if precision and exp.precision else []
             if not runs:
+                if session.switch_s:
+                    rounds = len({block for block, _ in session.activated})
+                    log(
+                        f"collect: {len(session.switch_s)} scenario switches in {rounds} round(s) took "
+                        f"{sum(session.switch_s):.0f} s, {sum(session.switch_s) / rounds:.0f} s per round"
+                    )
                 return counts
-            if not target.interleaves_scenarios:
-                session.activated.clear()  # a cluster activates each scenario again for the added blocks
+
+
+def schedule_on(target: Target, plan: Plan, blocks: int, seed: int, profile_runs: int) -> list[RunSpec]:
+    """The environment's runs as ``target`` takes them: side by side in each block, or in rounds of
+    the switches it names where it cannot hold scenarios side by side."""
+    rounds_by = None if target.interleaves_scenarios else target.switch_of
+    return schedule(plan, blocks, seed, rounds_by, profile_runs)
+
+
+def _needs_activation(target: Target, session: _Session, run: RunSpec) -> bool:
+    """Whether ``run``'s scenario must be activated before it, noting the visit. Side by side: once per
+    campaign. Switched: at each change of scenario; schedule_on keeps a scenario's runs of a round
+    together, so a round that returns to one is a bug."""
+    if target.interleaves_scenarios:
+        fresh = run.scenario not in session.activated
+        if fresh:
+            session.activated.append(run.scenario)
+        return fresh
+    visit, last = (run.block, run.scenario), session.activated[-1] if session.activated else None
+    if visit == last:
+        return False
+    if visit in session.activated:
+        raise RuntimeError(
+            f"schedule returns to scenario {run.scenario} in round {run.block} on a {target.kind} target"
+        )
+    session.activated.append(visit)
+    return last is None or last[1] != run.scenario
 
 
 def _next_look(exp, runs: list[RunSpec], every: list[RunSpec], precision: Precision, log) -> list[RunSpec]:
@@ -521,14 +553,14 @@ def _measure(
     if session.info is None:
         session.stack.enter_context(target)
         session.info = target.describe()
-    activated = session.activated
     for run in todo:
-        if not target.interleaves_scenarios and run.scenario in activated[:-1]:
-            # schedule() keeps each scenario's runs together where scenarios cannot interleave
-            raise RuntimeError(f"schedule returns to scenario {run.scenario} on a {target.kind} target")
-        if run.scenario not in activated:
+        if _needs_activation(target, session, run):
+            started = time.monotonic()
             target.activate(run.scenario)
             start_servers(target, run.scenario, names)
+            if not target.interleaves_scenarios:
+                session.switch_s.append(time.monotonic() - started)
+                log(f"collect: round {run.block + 1}: {run.scenario} ready after {session.switch_s[-1]:.1f} s")
             unavailable = target.profile_unavailable(run.scenario) if perf else None
             if unavailable:
                 raise TargetError(
@@ -541,7 +573,6 @@ def _measure(
                     "versions": {**session.info["versions"], **probe_versions(target, run.scenario, names)},
                 }
                 session.probed = True
-            activated.append(run.scenario)
         attempts = []
         for _ in range(1 + exp.retries):
             attempts.append(measure(target, run, exp.cpu_trim_s, perf if run.profiled else None, exp.foreign_cpu_max))

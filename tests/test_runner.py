@@ -1,6 +1,7 @@
 """The campaign: blocks, raw records, resume, failures."""
 
 import glob
+import itertools
 import json
 import signal
 import subprocess
@@ -191,3 +192,42 @@ def test_the_runner_calls_the_target_in_the_declared_order(tmp_path, lab_env):
     assert calls.index(("run", first, "client", "netperf")) == calls.index(("start_server", first, "netserver")) + 1
     meta = json.loads((record.find(tmp_path / "order")[0] / "meta.json").read_text())
     assert meta["target"]["versions"]["netperf"] == "2.7.0" and meta["target"]["versions"]["kernel"]
+
+
+class Switching(Recording):
+    """The real lab taken as a target that switches scenarios (as a cluster switches pod networks):
+    host and bridge share one switch, vxlan has its own. Its servers run once for the campaign, so a
+    later visit's start_server is only noted."""
+
+    interleaves_scenarios = False
+
+    def switch_of(self, scenario):
+        return "vxlan" if scenario == "vxlan" else "one"
+
+    def start_server(self, scenario, server, cpus):
+        if ("start_server", scenario, server.name) in self.calls:
+            self.calls.append(("start_server", scenario, server.name))
+            return None
+        return super().start_server(scenario, server, cpus)
+
+
+def test_a_switching_target_is_activated_once_per_visit_of_each_round(tmp_path, lab_env):
+    params = short_params("rounds", ["host", "bridge", "vxlan"], {"rr": SHORT_TESTS["rr"]}, repetitions=2, retries=0)
+    params = params.model_copy(update={"experiment": params.experiment.model_copy(update={"foreign_cpu_max": 2.0})})
+    plan = plan_environment(params, "local-lab")
+    target = Switching(lab_env, plan.scenarios, log=lambda m: None)
+    lines = []
+    counts = runner.run_environment(params, plan, target, raw_root=tmp_path, log=lines.append)
+    assert counts["ok"] == 6
+    expected = runner.schedule_on(target, plan, 2, params.experiment.seed, 0)
+    activations = [c[1] for c in target.calls if c[0] == "activate"]
+    changes = [scenario for scenario, _ in itertools.groupby(r.scenario for r in expected)]
+    assert activations == changes and len(changes) >= 5  # at each change of scenario, rounds included
+    for i, c in enumerate(target.calls):
+        if c[0] == "activate":
+            assert target.calls[i + 1] == ("start_server", c[1], "netserver")
+    for block in (0, 1):  # host and bridge side by side in each round, vxlan before or after them
+        visit = [r.scenario for r in expected if r.block == block]
+        assert visit.index("vxlan") in (0, 2)
+    assert sum("ready after" in line for line in lines) == len(changes)
+    assert any(line.startswith(f"collect: {len(changes)} scenario switches in 2 round(s) took") for line in lines)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .. import config, profiling, record, runner, tidy
-from ..plan import schedule, validate_all
+from ..plan import validate_all
 from .collect import make_target
 from .common import ERRORS, add, out, params
 
@@ -37,13 +37,7 @@ def run(args) -> int:
     minutes_per_block = {}
     for plan in plans:
         target = make_target(plan)
-        runs = schedule(
-            plan,
-            p.experiment.repetitions,
-            p.experiment.seed,
-            target.interleaves_scenarios,
-            p.experiment.profile_runs,
-        )
+        runs = runner.schedule_on(target, plan, p.experiment.repetitions, p.experiment.seed, p.experiment.profile_runs)
         seconds = sum(
             runner.expected_run_s(target, r.spec) + PER_RUN_OVERHEAD_S + (profiling.EXTRA_S if r.profiled else 0.0)
             for r in runs

@@ -89,8 +89,10 @@ class Target(ABC):
        `activate(scenario)`, then `start_server(scenario, server, cpus)` for
        every server the campaign's tools need (`Placement.server_cpus`).
        A target that cannot hold scenarios side by side
-       (``interleaves_scenarios = False``) gets its scenarios one after
-       another, so activating the next one may remove the previous one.
+       (``interleaves_scenarios = False``) gets them in rounds instead: each
+       block visits every `switch_of` once and each of its scenarios once
+       there, activated again at every visit, so activating the next one may
+       remove the previous one.
     3. After the first scenario's servers: `run(scenario, "client", argv,
        timeout)` for each tool's version probe.
     4. For every run: `placement`, `spawn` of each client process, and
@@ -152,6 +154,11 @@ class Target(ABC):
         """Where a run of test ``kind`` goes: the scenario's placement, unless the target places
         some kinds otherwise (the lab's shared CPU placement)."""
         return self.placement(scenario)
+
+    def switch_of(self, scenario: str) -> str:
+        """What activating ``scenario`` switches at a cost (a pod network): scenarios with the same
+        switch share one visit of each round. Asked only where scenarios do not interleave."""
+        return scenario
 
     @abstractmethod
     def activate(self, scenario: str) -> None:

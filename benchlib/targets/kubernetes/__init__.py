@@ -57,6 +57,7 @@ from .manifests import (
     pod_manifest,
     pod_name,
     render,
+    scenario_commands,
 )
 from .sampling import NodeCpu, agent_usage
 from .scenarios import Switch, node_facts
@@ -87,7 +88,7 @@ class Sidecars:
 class KubernetesTarget(Target):
     kind = "kubernetes"
     can_profile = True  # where the nodes run on this machine's kernel (a local cluster): profile_unavailable
-    # switching a CNI costs minutes: scenarios run one after another
+    # switching a CNI costs minutes: scenarios run in rounds, each pod network visited once per round
     interleaves_scenarios = False
     render = staticmethod(render)  # the namespace, pods and Services, as `benchlib render` prints them
 
@@ -228,6 +229,10 @@ class KubernetesTarget(Target):
         raise TargetError(f"kubernetes: namespace {name} still exists {timeout:g} s after deletion")
 
     # -- scenarios -----------------------------------------------------------------
+    def switch_of(self, scenario: str) -> str:
+        # the pod network is what a scenario's commands switch; the same commands are the same network
+        return "\n".join(scenario_commands(self.env, scenario))
+
     def activate(self, scenario: str) -> None:
         sc = self.env.scenarios[scenario]
         self._remove_scenario_objects()
