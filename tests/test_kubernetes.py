@@ -618,6 +618,7 @@ def test_a_quiet_window_freezes_the_nodes_daemons_and_thaws_them_after_ok_and_fa
 CHILD = """
 import sys
 sys.path.insert(0, {repo!r})
+from pathlib import Path
 from benchlib import runner
 from benchlib.plan import Plan
 from benchlib.targets.kubernetes import KubernetesTarget
@@ -626,7 +627,7 @@ from tests.local_cluster import NETPERF, k8s_env
 env = k8s_env({{"pod-to-pod": {{"description": "two nodes", "placement": "pod-to-pod"}}}}, quiet={quiet!r})
 params = short_params("quiet-kill", ["pod-to-pod"], {tests!r}, repetitions=1, retries=0)
 plan = Plan(environment=env, scenarios=["pod-to-pod"], tests=params.tests)
-runner.run_environment(params, plan, KubernetesTarget(env, ["pod-to-pod"], NETPERF), raw_root={raw!r})
+runner.run_environment(params, plan, KubernetesTarget(env, ["pod-to-pod"], NETPERF), raw_root=Path({raw!r}))
 """
 
 
