@@ -21,6 +21,8 @@ import statistics
 import time
 from pathlib import Path
 
+from scipy.stats import mannwhitneyu
+
 from benchlib import collectors, runner
 from benchlib.collectors import fortio, netperf
 from benchlib.config import load_environment
@@ -95,6 +97,14 @@ def main() -> None:
         if len(vs) >= 2:
             mode = "quiet" if quiet else "plain"
             print(f"{test:<10} {mode:<6} {len(vs):>3} {statistics.median(vs):>12.5g} {cv_pct(vs):>7.2f}")
+    print("\nquiet against plain: two-sided Mann-Whitney p of the medians; every value in run order")
+    for test in tests:
+        plain, quiet = values[(test, False)], values[(test, True)]
+        if plain and quiet:
+            p = mannwhitneyu(quiet, plain, alternative="two-sided").pvalue
+            print(f"{test:<10} p = {p:.3g}")
+            print(f"  plain: {' '.join(f'{v:.5g}' for v in plain)}")
+            print(f"  quiet: {' '.join(f'{v:.5g}' for v in quiet)}")
 
 
 if __name__ == "__main__":

@@ -276,7 +276,12 @@ class Window:
                 "a longer freeze lets node leases expire"
             )
             return
-        self._freeze(quiet.freezer, quiet.cgroup, quiet.watchdog, seconds, keep)
+        try:
+            self._freeze(quiet.freezer, quiet.cgroup, quiet.watchdog, seconds, keep)
+        except OSError as exc:  # never a crash, never half frozen: undo, and say why
+            release(quiet.freezer, quiet.cgroup, self.back)
+            quiet.cgroup.mkdir(exist_ok=True)
+            self.result = {"window_s": round(seconds, 3), "unavailable": f"freezing failed: {exc}"}
 
     def _freeze(self, freezer: Freezer, cgroup: Path, watchdog: Watchdog, seconds: float, keep: dict) -> None:
         frozen, kept = choose(daemons(self.quiet.pid_dir), keep)
@@ -324,14 +329,19 @@ class Window:
         if "frozen_s" in self.result:
             return self.result
         freezer, cgroup = q.freezer, q.cgroup
-        freezer.set_frozen(cgroup, False)
-        self.result["frozen_s"] = round(time.monotonic() - self.started, 3)
-        for pid in freezer.procs(cgroup):
-            try:
-                freezer.move(pid, self.back.get(pid, cgroup.parent))
-            except OSError:
-                pass  # exited meanwhile
-        self.result["thawed"] = freezer.state(cgroup) == "THAWED"
+        try:
+            freezer.set_frozen(cgroup, False)
+            self.result["frozen_s"] = round(time.monotonic() - self.started, 3)
+            for pid in freezer.procs(cgroup):
+                try:
+                    freezer.move(pid, self.back.get(pid, cgroup.parent))
+                except OSError:
+                    pass  # exited meanwhile
+            self.result["thawed"] = freezer.state(cgroup) == "THAWED"
+        except OSError as exc:  # the watchdog, still armed, thaws within its margin
+            self.result.update(frozen_s=round(time.monotonic() - self.started, 3), thawed=False)
+            q.log(f"kubernetes: thawing {cgroup} failed ({exc}); the quiet watchdog thaws it")
+            return self.result
         if q.watchdog is not None:
             try:
                 q.watchdog.tell("disarm")
