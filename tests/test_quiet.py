@@ -115,4 +115,3 @@ def test_a_real_process_is_frozen_and_thawed_and_a_killed_owner_leaves_it_thawed
     finally:
         sleeper.kill()
         sleeper.wait()
-
