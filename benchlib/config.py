@@ -115,6 +115,14 @@ class Experiment(Strict):
             "within `retries`"
         ),
     )
+    quiet_windows: bool = Field(
+        default=True,
+        description=(
+            "target kubernetes: freeze the nodes' host daemons over each run's CPU window where the environment "
+            "names them (kubernetes.quiet); false: never. Each record's quiet says what was frozen, kept and "
+            "could not be"
+        ),
+    )
     profile_runs: int = Field(
         default=0,
         ge=0,

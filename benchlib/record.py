@@ -38,7 +38,9 @@ profile.folded.gz was recorded: perf version, event, frequency, kernel, CPUs,
 attribution, window, samples, whether kernel symbols were visible); an older
 record is a measured run without a profile; 6 added ``foreign_cpu`` (`benchlib.disturbance`: the CPU
 other processes took over the window, and which) and the outcome ``disturbed``; an older record's
-foreign CPU is unknown (null).
+foreign CPU is unknown (null); 7 added ``quiet`` (`benchlib.targets.kubernetes.quiet`: the host daemons
+frozen over the CPU window, those kept running and why, those that could not be frozen); an older
+record's is unknown (null).
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ from .errors import RecordError
 from .files import temporary
 from .schema import SIDES
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 CHECKSUMS = "SHA256SUMS"
 META = "meta.json"
 CPU = "cpu.json"
@@ -454,6 +456,8 @@ class RunRecord:
     profile_folded: bytes | None = None  # profile.folded.gz's bytes (stacks.folded_bytes)
     # CPU other processes took over the last attempt's window (disturbance.usage); None: not measured
     foreign_cpu: dict | None = None
+    # the quiet window of the last attempt: daemons frozen, kept, failed (quiet.Window.end); None: none asked
+    quiet: dict | None = None
 
     @property
     def run_id(self) -> str:
@@ -502,6 +506,7 @@ class RunRecord:
             "profiled": self.profiled,
             "profile": self.profile,
             "foreign_cpu": self.foreign_cpu,
+            "quiet": self.quiet,
         }
 
     def cpu_json(self) -> dict:
@@ -647,6 +652,11 @@ def _record_files(record_dir: str) -> set[str]:
     return names
 
 
+def _v6_to_v7(meta: dict, path: Path) -> dict:
+    """Version 7 added ``quiet``; whether an older run's window was quiet is unknown."""
+    return {**meta, "quiet": None, "schema_version": 7}
+
+
 def _v5_to_v6(meta: dict, path: Path) -> dict:
     """Version 6 added ``foreign_cpu``; an older run's is unknown."""
     return {**meta, "foreign_cpu": None, "schema_version": 6}
@@ -680,7 +690,7 @@ def _v1_to_v2(meta: dict, path: Path) -> dict:
 
 
 # MIGRATIONS[v] turns a version-v meta.json into version v + 1
-MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5, 5: _v5_to_v6}
+MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5, 5: _v5_to_v6, 6: _v6_to_v7}
 
 
 def migrate(meta: dict, path: Path) -> dict:
@@ -755,11 +765,14 @@ def load(path: Path) -> RunRecord:
             profile=meta["profile"],
             profile_folded=files.get(PROFILE),
             foreign_cpu=meta["foreign_cpu"],
+            quiet=meta["quiet"],
         )
         if type(rec.profiled) is not bool:
             raise ValueError(f"profiled is {rec.profiled!r}, not true or false")
         if rec.foreign_cpu is not None and not isinstance(rec.foreign_cpu, dict):
             raise ValueError(f"foreign_cpu is {rec.foreign_cpu!r}, not a mapping or null")
+        if rec.quiet is not None and not isinstance(rec.quiet, dict):
+            raise ValueError(f"quiet is {rec.quiet!r}, not a mapping or null")
         if rec.profile is not None and rec.profile_folded is None:
             raise ValueError(f"profile recorded but {PROFILE} missing")
     except RecordError:

@@ -47,6 +47,7 @@ class Measurement:
     processes: dict[str, tuple[dict, dict]] | None = None
     profile: profiling.Profile | None = None  # a profiled run's, when perf succeeded
     foreign: dict | None = None  # CPU of other processes over the window (disturbance.usage); None: not measured
+    quiet: dict | None = None  # the quiet window: what was frozen, kept, could not be; None: none asked
 
 
 def expected_run_s(target: Target, spec: TestSpec) -> float:
@@ -115,11 +116,13 @@ def measure(
     trim_s: float,
     profile: tuple[int, str] | None = None,
     foreign_max: float | None = None,
+    quiet: bool = False,
 ) -> Measurement:
     """One attempt: start the tool on the client, sample CPU over the steady-state window.
 
     ``profile``: (frequency, perf version) for a profiled run: perf records the CPU window.
-    ``foreign_max``: the attempt is disturbed when other processes took more of its CPUs (cores)."""
+    ``foreign_max``: the attempt is disturbed when other processes took more of its CPUs (cores).
+    ``quiet``: ask the target to quiet the machine over the CPU window (Target.quiet_window)."""
     spec = run.spec
     collector = collectors.get(spec.tool)
     placement = target.placement_for(run.scenario, spec.kind)
@@ -130,6 +133,7 @@ def measure(
     deadline = time.monotonic() + spec.run_timeout_s + (profiling.START_S if recorder else 0.0)
     procs = []
     first = None
+    quieted = None
     try:
         if recorder:
             recorder.start()
@@ -141,7 +145,14 @@ def measure(
         scans = [target.foreign_snapshot(run.scenario)]
         first = {side: target.cpu_snapshot(run.scenario, side) for side in SIDES}
         first_usage = target.datapath_usage(run.scenario, reset_peak=True)
-        time.sleep(max(0.0, spec.duration_s - 2 * trim_s))
+        window_s, opened = max(0.0, spec.duration_s - 2 * trim_s), time.monotonic()
+        # frozen once the tool runs and the first readings are taken; thawed before the last ones,
+        # which (on a cluster) go through the very daemons frozen
+        window = target.quiet_window(run.scenario, window_s, procs) if quiet else None
+        try:
+            time.sleep(max(0.0, opened + window_s - time.monotonic()))
+        finally:
+            quieted = window.end() if window is not None else None
         last = {side: target.cpu_snapshot(run.scenario, side) for side in SIDES}
         scans.append(target.foreign_snapshot(run.scenario))
         if recorder:
@@ -210,6 +221,7 @@ def measure(
         {name: (first_usage[name], last_usage[name]) for name in first_usage},
         folded,
         foreign,
+        quieted,
     )
 
 
@@ -282,6 +294,7 @@ def to_record(campaign: str, run: RunSpec, attempts: list[Measurement], target_i
         profile=last.profile.meta if last.profile else None,
         profile_folded=last.profile.folded if last.profile else None,
         foreign_cpu=last.foreign,
+        quiet=last.quiet,
         attempts=tuple(
             record.Attempt(
                 m.outcome, m.reason, record.utc(m.started), tuple(record.Output(r.stdout, r.stderr) for r in m.results)
@@ -575,7 +588,16 @@ def _measure(
                 session.probed = True
         attempts = []
         for _ in range(1 + exp.retries):
-            attempts.append(measure(target, run, exp.cpu_trim_s, perf if run.profiled else None, exp.foreign_cpu_max))
+            attempts.append(
+                measure(
+                    target,
+                    run,
+                    exp.cpu_trim_s,
+                    perf if run.profiled else None,
+                    exp.foreign_cpu_max,
+                    exp.quiet_windows,
+                )
+            )
             if attempts[-1].outcome == "ok":
                 break
         last = attempts[-1]

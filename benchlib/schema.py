@@ -191,6 +191,9 @@ RUNS_SCHEMA = pl.Schema(
         # cores of the run's CPUs that other processes took over the CPU window; null: not measured
         "foreign_cpu": pl.Float64,
         "foreign_top": pl.String,  # the other processes that took most, e.g. "sha256sum 0.98, python3 0.01"
+        # the host daemons frozen over the CPU window (a quiet window), comma-separated; "" none could be;
+        # null: no quiet window was asked for (or the record predates them)
+        "quiet_frozen": pl.String,
         "started_at": _UTC,
         "ended_at": _UTC,
         "duration_s": pl.Float64,
@@ -285,6 +288,7 @@ RUNS_DEFAULTS = {
     "cpu_placement": "split",
     "foreign_cpu": None,
     "foreign_top": None,
+    "quiet_frozen": None,
 }
 
 

@@ -116,6 +116,7 @@ def _measured(rec: record.RunRecord, path: Path) -> tuple[dict, list[dict]]:
             "failure_reason": rec.failure_reason,
             "foreign_cpu": rec.foreign_cpu["measured_cores"] if rec.foreign_cpu else None,
             "foreign_top": disturbance.top_text(rec.foreign_cpu) if rec.foreign_cpu else None,
+            "quiet_frozen": ",".join(sorted(rec.quiet.get("frozen") or {})) if rec.quiet else None,
             "started_at": rec.started_at,
             "ended_at": rec.ended_at,
             "duration_s": (rec.ended_at - rec.started_at).total_seconds(),

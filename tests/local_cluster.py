@@ -111,10 +111,30 @@ def leftovers() -> list[str]:
         for p in subprocess.run(["pgrep", "-af", str(STATE)], capture_output=True, text=True).stdout.splitlines()
     ]
     left += [f"cgroup {c}" for c in Path("/sys/fs/cgroup").glob("*/bk8s-node*")]
+    left += [f"quiet cgroup {c}" for c in quiet_cgroups()]
     left += [f"path {p}" for p in (STATE, Path("/var/lib/kubelet/device-plugins/kubelet.sock")) if p.exists()]
     logs = Path("/var/log/containers")
     left += [f"log link {p}" for p in (logs.iterdir() if logs.exists() else []) if str(STATE) in os.readlink(p)]
     return left
+
+
+def quiet_cgroups() -> list[Path]:
+    """The quiet windows' cgroups on this machine (benchlib.targets.kubernetes.quiet), in any hierarchy."""
+    root = Path("/sys/fs/cgroup")
+    return sorted([*root.glob("benchlib-quiet-*"), *root.glob("*/benchlib-quiet-*")])
+
+
+def frozen_cgroups() -> list[str]:
+    """Every cgroup of the machine that is frozen or freezing, v1 and v2 (empty: nothing frozen)."""
+    root = Path("/sys/fs/cgroup")
+    out = [str(f.parent) for f in root.glob("freezer/**/freezer.state") if f.read_text().strip() != "THAWED"]
+    for events in [*root.glob("unified/**/cgroup.events"), *root.glob("**/cgroup.events")]:
+        if (
+            "frozen 1" in events.read_text().splitlines()
+            or (events.parent / "cgroup.freeze").read_text().strip() == "1"
+        ):
+            out.append(str(events.parent))
+    return sorted(set(out))
 
 
 def sysctls(keys: list[str]) -> dict[str, str]:

@@ -11,6 +11,7 @@ pipelines/kubernetes/rbac.yaml. Nothing here is faked.
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import json
 import os
@@ -25,7 +26,7 @@ import pytest
 
 from benchlib import cli, collectors, machine, record, runner, tidy
 from benchlib.config import ConfigError, Environment, _expand_service_counts, load_environment, load_params
-from benchlib.plan import Plan, validate_all
+from benchlib.plan import Plan, schedule, validate_all
 from benchlib.targets import TargetError
 from benchlib.targets.kubernetes import LABEL_OWNER, LABEL_SESSION, KubernetesTarget, render
 from tests.conftest import REPO, project_with_environment, require_root, short_params, venv_env
@@ -37,9 +38,11 @@ from tests.local_cluster import (
     bridge_cluster,
     cluster_script,
     execd_commands,
+    frozen_cgroups,
     in_node,
     k8s_env,
     leftovers,
+    quiet_cgroups,
     run_tool,
     serving_cluster,
     sysctls,
@@ -536,3 +539,130 @@ def test_up_is_idempotent_down_leaves_nothing_and_a_killed_up_is_cleaned(cluster
     assert nodes == ["bk8s-node1"] and "bridge nftables - -" in cluster_script("status").stdout
     assert cluster_script("down").returncode == 0
     assert leftovers() == []
+
+
+# -- quiet windows: the nodes' host daemons frozen over the CPU window -------------------------------
+
+QUIET = {"pid_dir": str(STATE / "run")}
+LONG_RR = {"rr": {"tool": "netperf", "kind": "TCP_RR", "duration_s": 20, "message_size": 1}}
+THAW_BOUND_S = 3  # after an interrupt or a kill, every frozen cgroup is thawed within this
+
+
+def _freezer_state(pid: int) -> str:
+    """The process's state letter; a task the v1 freezer holds shows D, one a v2 freeze holds S."""
+    return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+
+
+def _watch_frozen(stop, seen: dict) -> None:
+    """Every daemon found inside a frozen quiet cgroup, while the test runs (what was really frozen)."""
+    from benchlib.targets.kubernetes import quiet
+
+    pids = {pid: name for name, pid in quiet.daemons(STATE / "run").items()}
+    while not stop.is_set():
+        for cg in quiet_cgroups():
+            try:
+                state = (cg / "freezer.state").read_text().strip()
+                procs = (cg / "cgroup.procs").read_text().split()
+            except OSError:
+                continue
+            if state == "FROZEN":
+                seen.update({pids[int(p)]: _freezer_state(int(p)) for p in procs if int(p) in pids})
+        time.sleep(0.02)
+
+
+def test_a_quiet_window_freezes_the_nodes_daemons_and_thaws_them_after_ok_and_failed_runs(admin, tmp_path):
+    """One real run with the daemons frozen over its window, then a run whose client fails at once: both
+    thawed, the daemons back where they were, the record saying what was frozen and kept."""
+    import threading
+
+    from benchlib.targets.kubernetes import quiet
+
+    env = k8s_env({"pod-to-pod": {"description": "two nodes", "placement": "pod-to-pod"}}, quiet=QUIET)
+    before = {name: open(f"/proc/{pid}/cgroup").read() for name, pid in quiet.daemons(STATE / "run").items()}
+    tests = {"rr": {"tool": "netperf", "kind": "TCP_RR", "duration_s": 3, "message_size": 1}}
+    params = short_params("quiet", ["pod-to-pod"], tests, repetitions=1, retries=0)
+    plan = Plan(environment=env, scenarios=["pod-to-pod"], tests=params.tests)
+    seen: dict[str, str] = {}
+    stop = threading.Event()
+    watcher = threading.Thread(target=_watch_frozen, args=(stop, seen))
+    watcher.start()
+    try:
+        with runner.serving(KubernetesTarget(env, ["pod-to-pod"], NETPERF, log=lambda m: None)) as target:
+            [run] = schedule(plan, 1, 7)
+            ok = runner.measure(target, run, 0.2, quiet=True)
+            pl = target.placement("pod-to-pod")
+            # the server node's own address: no netserver listens there, the client fails at once
+            node_ip = next(
+                a.address for a in admin.read_node(pl.server_node).status.addresses if a.type == "InternalIP"
+            )
+            target.placements["pod-to-pod"] = dataclasses.replace(pl, server_address=node_ip)
+            failed = runner.measure(target, run, 0.2, quiet=True)
+    finally:
+        stop.set()
+        watcher.join()
+    assert ok.outcome == "ok", ok.reason
+    q = ok.quiet
+    assert q is not None and q["mechanism"] == "cgroup v1 freezer", q
+    daemons = {"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy1", "kube-proxy2"}
+    daemons |= {"containerd1", "containerd2", "kubelet1", "kubelet2"}
+    assert set(q["frozen"]) == daemons and q["failed"] == {} and q["freeze_state"] == "FROZEN", q
+    assert set(q["kept"]) == {"apiserver-forward"} and q["thawed"] is True, q
+    assert 2.5 <= q["frozen_s"] < 3.5, q  # the window: 3 s less twice the trim, thawed at its end
+    # what the kernel showed meanwhile: every daemon but the kept one inside the frozen cgroup, held (D)
+    assert set(seen) == daemons and set(seen.values()) == {"D"}, seen
+    assert failed.outcome == "failed" and failed.quiet and failed.quiet["thawed"] is True, failed.quiet
+    assert frozen_cgroups() == [] and quiet_cgroups() == []
+    assert {name: open(f"/proc/{pid}/cgroup").read() for name, pid in quiet.daemons(STATE / "run").items()} == before
+
+
+CHILD = """
+import sys
+sys.path.insert(0, {repo!r})
+from pathlib import Path
+from benchlib import runner
+from benchlib.plan import Plan
+from benchlib.targets.kubernetes import KubernetesTarget
+from tests.conftest import short_params
+from tests.local_cluster import NETPERF, k8s_env
+env = k8s_env({{"pod-to-pod": {{"description": "two nodes", "placement": "pod-to-pod"}}}}, quiet={quiet!r})
+params = short_params("quiet-kill", ["pod-to-pod"], {tests!r}, repetitions=1, retries=0)
+plan = Plan(environment=env, scenarios=["pod-to-pod"], tests=params.tests)
+runner.run_environment(params, plan, KubernetesTarget(env, ["pod-to-pod"], NETPERF), raw_root=Path({raw!r}))
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
+def test_an_interrupted_or_killed_collect_leaves_nothing_frozen(admin, tmp_path, sig):
+    """A campaign stopped mid-window: by Ctrl-C its own finally thaws; by SIGKILL its watchdog does."""
+    script = tmp_path / "child.py"
+    script.write_text(CHILD.format(repo=str(REPO), quiet=QUIET, tests=LONG_RR, raw=str(tmp_path / "raw")))
+    proc = subprocess.Popen([str(REPO / ".venv" / "bin" / "python"), str(script)], stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not frozen_cgroups() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert frozen_cgroups(), f"never frozen: {proc.poll()} {proc.stderr.read() if proc.poll() is not None else ''}"
+        time.sleep(1)  # well inside the 20 s window
+        proc.send_signal(sig)
+        signalled = time.monotonic()
+        while frozen_cgroups() and time.monotonic() - signalled < THAW_BOUND_S:
+            time.sleep(0.02)
+        thawed_after = time.monotonic() - signalled
+        assert frozen_cgroups() == [], f"still frozen {THAW_BOUND_S} s after {sig.name}"
+        print(f"{sig.name}: thawed after {thawed_after:.3f} s")
+    finally:
+        if proc.poll() is None:
+            try:
+                proc.wait(60)  # SIGINT: the target tears its namespace down
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        proc.wait()
+    # the watchdog has moved the daemons back and removed its cgroup; the cluster answers again
+    deadline = time.monotonic() + THAW_BOUND_S
+    while quiet_cgroups() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert quiet_cgroups() == []
+    assert all(c.type != "Ready" or c.status == "True" for n in admin.list_node().items for c in n.status.conditions)
+    KubernetesTarget(
+        k8s_env(), ["pod-to-pod"], NETPERF, log=lambda m: None
+    ).prepare()  # removes a killed one's namespace

@@ -92,6 +92,7 @@ def test_a_version_1_record_is_migrated_on_load(v1_record):
     assert rec.cpu["server"].cpus == [1] and rec.cpu["client"].end.counters[0][0] == 150
     assert rec.processes == {}  # version 3: a run before proxies existed had none
     assert rec.foreign_cpu is None  # version 6: what other processes took is unknown
+    assert rec.quiet is None  # version 7: whether the window was quiet is unknown
 
 
 def test_written_again_a_migrated_record_reads_back_equal(v1_record, tmp_path):
@@ -104,6 +105,16 @@ def test_written_again_a_migrated_record_reads_back_equal(v1_record, tmp_path):
     (run_v1, rows_v1), (run_v2, rows_v2) = tidy.load_record(v1_record), tidy.load_record(written)
     assert {**run_v1, "record": ""} == {**run_v2, "record": ""} and rows_v1 == rows_v2
     assert {r["metric"] for r in rows_v1} >= {"transaction_rate", "latency_p99", "cpu_busy_pct"}
+
+
+def test_a_quiet_window_is_kept_in_the_record_and_its_frozen_daemons_in_the_runs_table(v1_record, tmp_path):
+    import dataclasses
+
+    q = {"mechanism": "cgroup v1 freezer", "frozen": {"kubelet1": 7, "etcd": 3}, "kept": {}, "failed": {}}
+    written = dataclasses.replace(record.load(v1_record), quiet=q).write(tmp_path / "again")
+    assert record.load(written).quiet == q
+    assert tidy.load_record(written)[0]["quiet_frozen"] == "etcd,kubelet1"
+    assert tidy.load_record(v1_record)[0]["quiet_frozen"] is None  # an older record: unknown
 
 
 def test_an_existing_record_is_never_overwritten(v1_record, tmp_path):

@@ -66,6 +66,15 @@ class KubernetesScenario(PodScenario):
             "has programmed them (e.g. kube-proxy has synced); bounded by ready_timeout_s"
         ),
     )
+    keep_running: list[str] = Field(
+        default=[],
+        description=(
+            "host daemons this scenario's datapath needs in user space while it is measured (names of "
+            "kubernetes.quiet.pid_dir's pid files, shell globs such as cilium-agent*): never frozen in its quiet "
+            "windows. A kernel or eBPF datapath runs without its agent; an agent that proxies traffic (an L7 "
+            "proxy, a userspace load balancer) does not"
+        ),
+    )
     namespace_labels: dict[str, str] = Field(
         default={},
         description=(
@@ -114,6 +123,34 @@ def check_mesh(n: str, sc: KubernetesScenario) -> None:
         )
 
 
+class QuietSettings(Strict):
+    """target kubernetes: the nodes' host daemons to freeze over each run's CPU window (quiet windows)."""
+
+    pid_dir: str = Field(
+        description=(
+            "directory of <daemon>.pid files of the nodes' host daemons (control plane, kubelets, containerd, "
+            "kube-proxy, CNI agents), on the machine benchlib runs on; the local cluster's: "
+            "/var/lib/benchlib-k8s/run"
+        ),
+    )
+    keep: list[str] = Field(
+        default=["apiserver-forward"],
+        description=(
+            "daemons never frozen, as shell globs over the pid files' names; by default the local cluster's "
+            "forward of the API server to this machine, which carries benchlib's own connections"
+        ),
+    )
+    max_window_s: float = Field(
+        default=30,
+        gt=0,
+        le=300,
+        description=(
+            "a CPU window longer than this is not quieted (recorded so): a frozen kubelet renews no node lease, "
+            "and the controller-manager marks a node whose lease (40 s) expired NotReady once thawed"
+        ),
+    )
+
+
 class KubernetesSettings(Strict):
     """target: kubernetes: which cluster, which image, which nodes."""
 
@@ -141,6 +178,14 @@ class KubernetesSettings(Strict):
     )
     cni_agent: dict[str, str] | None = Field(
         default=None, description="{namespace, selector} of the CNI agent pods, for CPU/memory from the metrics API"
+    )
+    quiet: QuietSettings | None = Field(
+        default=None,
+        description=(
+            "where the nodes' host daemons run on this machine (a local cluster): freeze them over each run's CPU "
+            "window (cgroup freezer), thawed before the window's last reading; unset: no quiet windows. "
+            "experiment.quiet_windows turns them off for a campaign"
+        ),
     )
 
     @model_validator(mode="after")

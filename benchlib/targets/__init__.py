@@ -74,6 +74,12 @@ class Process(Protocol):
     def kill(self) -> None: ...
 
 
+class QuietWindow(Protocol):
+    def end(self) -> dict:
+        """Thaw; what was quieted, kept and could not be (the record's ``quiet``)."""
+        ...
+
+
 class Target(ABC):
     """What the runner needs from a place to run benchmarks.
 
@@ -205,6 +211,13 @@ class Target(ABC):
         """The processes of the machine that are not the measurement's (`benchlib.disturbance`), read
         when the CPU window opens and closes; None where the target cannot tell them apart (the
         default: the run's foreign CPU is then not recorded)."""
+        return None
+
+    def quiet_window(self, scenario: str, seconds: float, procs: Sequence[Process]) -> QuietWindow | None:
+        """Quiet the machine now, for a CPU window of ``seconds`` during which ``procs`` (the run's
+        clients, started) measure: freeze what the scenario does not need. None: the target has
+        nothing it can quiet (the default). The runner calls ``end()`` on what it returns before the
+        window's last reading, also on failure."""
         return None
 
     def recover(self, scenario: str) -> list[str]:

@@ -66,8 +66,19 @@ up() {  # up <nodes> <cni> <proxy-mode> <routing> <lb>
   log "up: $nodes node(s) Ready, pod network $network_spec, after $((SECONDS - t0)) s; KUBECONFIG=$STATE/admin.kubeconfig"
 }
 
+thaw_quiet() {  # benchlib's quiet windows (benchlib/targets/kubernetes/quiet.py): a frozen daemon would not stop
+  local c pid
+  for c in /sys/fs/cgroup/freezer/benchlib-quiet-* /sys/fs/cgroup/benchlib-quiet-* /sys/fs/cgroup/unified/benchlib-quiet-*; do
+    [ -d "$c" ] || continue
+    if [ -f "$c/freezer.state" ]; then echo THAWED >"$c/freezer.state"; else echo 0 >"$c/cgroup.freeze"; fi
+    while read -r pid; do echo "$pid" >"$(dirname "$c")/cgroup.procs" 2>/dev/null || true; done <"$c/cgroup.procs"
+    rmdir "$c" 2>/dev/null || true
+  done
+}
+
 down() {
   local t0=$SECONDS n c
+  thaw_quiet
   if [ ! -d "$STATE" ] && ! ip netns list | grep -q "^$PREFIX-node"; then log "nothing to take down"; return; fi
   mkdir -p "$STATE/run"
   # shellcheck disable=SC2046 # daemon names, one a word

@@ -41,7 +41,7 @@ from ...config import Environment
 from ...errors import DatapathError
 from .. import Placement, Target, TargetError, service_ports, shown, wait_listening
 from ..mesh import certificates, envoy, shapes
-from . import services, sidecars
+from . import quiet, services, sidecars
 from .api import PID_MARKER, Cluster, ExecProcess, k8s, placed, reason
 from .manifests import (
     LABEL_OWNER,
@@ -73,6 +73,7 @@ SERVER_LISTEN_TIMEOUT_S, SERVER_POLL_S = 15, 0.2
 SIDECAR_POLL_S = 0.5
 TLS_PREFIX = "benchlib-mesh-"  # + the owner's pid: a killed session's keys are found and removed
 CAPTURE_PROBE_TIMEOUT_S = 10  # one connection through the node proxies, or its refusal
+QUIET_START_WAIT_S = 2  # for the clients' PID markers before a quiet window (they come well before it)
 
 
 @dataclass
@@ -116,6 +117,7 @@ class KubernetesTarget(Target):
         self._servers: list[ExecProcess] = []
         self._sidecars: dict[str, Sidecars] = {}  # the active scenario's, if it has a mesh
         self._tls_dir: Path | None = None  # the session's CA and sidecar certificates (mTLS meshes)
+        self._quiet: quiet.Quiet | None = None  # the nodes' host daemons, frozen over CPU windows
 
     @property
     def cluster(self) -> Cluster:
@@ -138,8 +140,16 @@ class KubernetesTarget(Target):
     def setup(self) -> None:
         self._create_namespace()
         self.node_cpu.start(self.env, self.session, self.settings.pod_ready_timeout_s)
+        q = self.settings.quiet
+        if q is not None:
+            keep = {pattern: "kept running (kubernetes.quiet.keep)" for pattern in q.keep}
+            self._quiet = quiet.Quiet(Path(q.pid_dir), keep, q.max_window_s, self.log)
+            self._quiet.start()
 
     def teardown(self) -> None:
+        if self._quiet is not None:
+            self._quiet.close()
+            self._quiet = None
         self._stop_servers()
         if self._tls_dir is not None:
             shutil.rmtree(self._tls_dir, ignore_errors=True)
@@ -570,6 +580,22 @@ class KubernetesTarget(Target):
     # -- what the runner uses --------------------------------------------------------
     def spawn(self, scenario: str, side: str, argv: list[str]) -> ExecProcess:
         return self.cluster.spawn(self.placements[scenario].details[f"{side}_pod"], argv)
+
+    def quiet_window(self, scenario: str, seconds: float, procs: Sequence) -> quiet.Window | quiet.Unquiet | None:
+        """Freeze the nodes' host daemons (kubernetes.quiet) for a CPU window, all but those the
+        scenario keeps running; once every client has printed its PID marker, so none of them is
+        still being started through the daemons about to freeze."""
+        if self._quiet is None:
+            return None
+        needs = {
+            p: "the scenario's datapath needs it (keep_running)" for p in self.env.scenarios[scenario].keep_running
+        }
+        deadline = time.monotonic() + QUIET_START_WAIT_S
+        while not all(getattr(p, "started", lambda: True)() for p in procs):
+            if time.monotonic() > deadline:
+                return quiet.Unquiet(seconds, f"a client had not started {QUIET_START_WAIT_S:g} s into the window")
+            time.sleep(0.01)
+        return self._quiet.window(seconds, needs)
 
     def cpu_snapshot(self, scenario: str, side: str) -> cpu.Snapshot:
         pl = self.placements[scenario]

@@ -262,6 +262,10 @@ class ExecProcess:
     def poll(self) -> int | None:
         return None if self._reader.is_alive() else self.returncode
 
+    def started(self) -> bool:
+        """Whether the command's shell has printed its PID marker: it runs in the pod."""
+        return bool(_PID_RE.match("".join(self._err))) or not self._reader.is_alive()
+
     def communicate(self, timeout: float | None = None) -> tuple[bytes, bytes]:
         """(stdout, stderr) as bytes, like LocalProcess; the exec API has already decoded them as
         UTF-8, a byte that is not UTF-8 replaced by U+FFFD."""
