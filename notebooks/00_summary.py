@@ -26,7 +26,7 @@ import polars as pl
 from IPython.display import HTML, Markdown, display
 
 from benchlib.analysis import analyse, stats
-from benchlib.report import figures, profiles, summary
+from benchlib.report import colours, figures, profiles, summary
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
 a = analyse.load(analysis_dir)
@@ -50,7 +50,7 @@ display(
 # %%
 primary = a.comparisons.filter(pl.col("family") == stats.PRIMARY, pl.col("delta_pct").is_not_nan())
 if len(primary):
-    figures.forest(primary, s.baseline).show()
+    figures.forest(primary, s.baseline, colours=colours.scenario_colours(a.runs["scenario"], s.baseline)).show()
 
 # %%
 display(Markdown(summary.caveats_markdown(a.comparisons)))

@@ -14,32 +14,12 @@ from plotly.subplots import make_subplots
 from benchlib import escape
 from benchlib.stacks import CATEGORIES
 
+from .colours import CATEGORY, UNKNOWN_CATEGORY
 from .figures import TEMPLATE, scenario_order
 from .theme import axis_title, describe
 
 SHARED_NOTE = "client and server shared their CPUs: one profile of both"
 SIDES = ("client", "server", "total")
-# one colour per category, the network layers in saturated hues, the rest muted
-CATEGORY_COLORS: dict[str, str] = dict(
-    zip(
-        CATEGORIES,
-        (
-            "#999999",
-            "#CC79A7",
-            "#56B4E9",
-            "#0072B2",
-            "#D55E00",
-            "#E69F00",
-            "#009E73",
-            "#F0E442",
-            "#BBBBBB",
-            "#EEEEEE",
-            "#666666",
-            "#333333",  # other processes: no part of the path
-        ),
-        strict=True,
-    )
-)
 
 
 def _sides(d: pl.DataFrame) -> list[str]:
@@ -135,7 +115,7 @@ def flamegraph(frames: pl.DataFrame, test: str, baseline: str = "host", environm
         d,
         order,
         sides,
-        lambda s, i, t: dict(colors=[CATEGORY_COLORS.get(c, "#DDDDDD") for c in t["category"].fill_null("")]),
+        lambda s, i, t: dict(colors=[CATEGORY.get(c, UNKNOWN_CATEGORY) for c in t["category"].fill_null("")]),
         ["cpu_per_unit", "share_pct", "category"],
         lambda s, i, t: (
             "%{label}<br>%{value} samples, %{customdata[1]:.1f} % of busy<br>"
@@ -245,7 +225,7 @@ def category_bars(
                     name=category,
                     legendgroup=category,
                     showlegend=i == 0,
-                    marker_color=CATEGORY_COLORS[category],
+                    marker_color=CATEGORY[category],
                     customdata=t.select("share_pct"),
                     hovertemplate="%{x}: "
                     + category

@@ -9,9 +9,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 from analysis_tables import analysed, settings
+from figure_colours import by_scenario, in_notebooks
 
 from benchlib.analysis import project_root, resolve, stats
-from benchlib.report import render as report
+from benchlib.report import colours, render as report
 
 PLOTLYJS_BANNER = "* plotly.js v"
 REMOTE_SCRIPT = re.compile(r"<script[^>]*\ssrc=[\"']?(https?:)?//", re.I)
@@ -104,6 +105,11 @@ def test_notebooks_execute_and_render_offline_report(lab_tables, tmp_path):
     assert "dvc repro" in summary_part and 'class="plotly-graph-div"' in summary_part  # headline figure
     assert "Service-mesh" not in html  # no proxy on any path: no mesh section
     assert '"ename"' not in "".join(p.read_text() for p in (out / "notebooks").glob("*.ipynb"))
+    # each scenario in one colour in every figure the notebooks drew, the baseline grey
+    drawn = by_scenario(in_notebooks(out / "notebooks"), runs["scenario"].unique())
+    assert set(drawn) == {"host", "bridge", "veth-routed", "vxlan"}, drawn
+    assert all(len(c) == 1 for c in drawn.values()), drawn
+    assert set(drawn["host"]) == {colours.BASELINE.lower()}
 
     m = result.metrics_json()
     assert m["comparisons"]["c1/local-lab/vxlan/tcp_stream_1/throughput/none"]["verdict"].endswith("worse")
@@ -174,6 +180,11 @@ def test_report_renders_without_a_traceback_on_degenerate_campaigns(case, tmp_pa
         [f"notebooks/{n}" for n in report.NOTEBOOKS], out, {"analysis_dir": str(analysis_dir), "out_dir": str(out)}
     ).read_text()
     assert '"ename"' not in "".join(p.read_text() for p in (out / "notebooks").glob("*.ipynb"))
+    # each scenario in one colour in every figure the notebooks drew, the baseline grey
+    drawn = by_scenario(in_notebooks(out / "notebooks"), runs["scenario"].unique())
+    assert set(drawn) == {"host", "bridge", "veth-routed", "vxlan"}, drawn
+    assert all(len(c) == 1 for c in drawn.values()), drawn
+    assert set(drawn["host"]) == {colours.BASELINE.lower()}
     m = result.metrics_json()
     summary_part = html[: html.index('id="Significance-vs-the-baseline"')]
     # never an empty figure: every figure drawn has something to draw
