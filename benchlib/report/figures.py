@@ -400,8 +400,7 @@ def forest(
         row_heights=rows,
         vertical_spacing=min(0.3, 90 / height) if len(panels) > 1 else 0.0,
         subplot_titles=[
-            f"{family} metrics, {'higher' if up else 'lower'} is better "
-            f"(interval at {100 * g['ci_level'][0]:.4g} %, {g['correction'][0]})"
+            f"{family} metrics, {'higher' if up else 'lower'} is better ({g['correction'][0]})"
             for family, up, g in panels
         ],
     )

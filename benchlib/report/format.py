@@ -44,6 +44,23 @@ def level(ci_level: float) -> str:
     return f"{100 * ci_level:.4g} %"
 
 
+def interval_wording(correction: str, alpha: float) -> str:
+    """What the interval of a change is, in words that stay the same from campaign to campaign: the
+    test it agrees with and that test's error rate. Its level (1 - the per-comparison threshold the
+    correction stopped at) depends on how many comparisons were significant, so the method states it
+    per family instead of each finding.
+
+    Holm's intervals are not simultaneous ones (they claim no family-wise coverage once something is
+    rejected, analysis.families.decision_level); they are the intervals that exclude 0 exactly where
+    the corrected test is significant."""
+    rate = f"{100 * alpha:g} %"
+    if correction == "holm":
+        return f"interval agreeing with the Holm-corrected test, {rate} family-wise error"
+    if correction == "fdr_bh":
+        return f"interval agreeing with the Benjamini-Hochberg test, {rate} false discovery rate"
+    return f"interval agreeing with the {correction}-corrected test at {rate}"
+
+
 def change(v: float) -> str:
     """A change in %, signed, one decimal: "+3.2"."""
     return f"{v:+.1f}"

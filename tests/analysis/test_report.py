@@ -87,7 +87,7 @@ def test_notebooks_execute_and_render_offline_report(lab_tables, tmp_path):
     assert "@import" not in html and "fonts.googleapis" not in html  # tables in system fonts, none fetched
     assert "figures.use_report_renderer" not in html  # code hidden
     headings = (
-        "Summary",
+        "Findings",
         "Significance vs the baseline",
         "Headline table",
         "Caveats",
@@ -99,6 +99,12 @@ def test_notebooks_execute_and_render_offline_report(lab_tables, tmp_path):
     at = [html.index(f'id="{heading.replace(" ", "-")}"') for heading in headings]
     assert at == sorted(at)  # the answer first, the results next, how they were measured last
     assert 'class="gt_table"' in html  # publication tables
+    # the first screen before the findings: the title, the takeaways, the context strip, then the contents
+    first = html.index('class="first-screen"')
+    assert (
+        first < html.index('class="report-title"') < html.index('class="context"') < html.index('aria-label="Contents"')
+    )
+    assert html.index('aria-label="Contents"') < at[0]
     summary_part = html[at[0] : at[1]]
     assert "**" not in summary_part  # markdown rendered
     assert "vxlan vs host, tcp_stream_1 throughput: <strong>" in summary_part and "worse" in summary_part
