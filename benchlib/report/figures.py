@@ -26,7 +26,7 @@ from benchlib.schema import metric_info, percentiles
 
 from ..analysis.stats import FAMILY_ORDER, INSUFFICIENT, MIN_N, NEGLIGIBLE, UNCLEAR, WITHIN_NOISE, median_ci
 from .colours import OURS, PUBLISHED, natural, pick
-from .format import caption
+from .format import caption, unit as display_unit
 from .summary import FINDING, NOISE, UNTESTED, finding_sentence, metric_label, ordered_findings
 
 # the theme registers the template and the report renderer, once; notebooks reach them through figures
@@ -115,7 +115,7 @@ def values_caption(
     With ``within`` (a column, e.g. the percentile), the rows of one scenario are one entry, each
     value named by its ``within``: "host: p50 12 [11, 13], p99 40 [38, 45] us, n = 10". With
     ``limit``, only the first ``limit`` comparisons are sentences and the rest are counted."""
-    unit = d["unit"][0]
+    unit = display_unit(d["unit"][0])
 
     def value(r: dict) -> str:
         name = f"{r[within]} " if within else ""
@@ -163,7 +163,7 @@ def bars(
     d = _one(summary, "bars", test=test, metric=metric, side=side)
     order = scenario_order(d["scenario"], baseline)
     d = in_order(d, "scenario", order)
-    unit = d["unit"][0]
+    unit = display_unit(d["unit"][0])
     labels = verdict_labels(comparisons, test, metric, side, baseline)
     found = _found(comparisons, baseline, test=test, metric=metric, side=side)
     quantity = metric_label(metric, side)
@@ -235,7 +235,7 @@ def cpu_bars(
                 hovertemplate="%{x} " + side + ": %{y:.4g}<extra></extra>",
             )
         )
-    unit = d["unit"][0]
+    unit = display_unit(d["unit"][0])
     how = "client and server on one CPU set: the whole path's CPU" if shared else "plain: client, hatched: server"
     fig.update_layout(
         template=TEMPLATE,
@@ -315,7 +315,7 @@ def runs_strip(
             for g in [d.filter(scenario=s)]
         ]
     )
-    unit = d["unit"][0]
+    unit = display_unit(d["unit"][0])
     fig.add_trace(
         go.Scatter(
             x=ci["scenario"],
@@ -663,10 +663,10 @@ def latency_percentiles(
                 y=g["median"],
                 marker_color=colors[s],
                 error_y=ci_whiskers(g),
-                hovertemplate="%{x}: %{y:.4g} us<extra>" + s + "</extra>",
+                hovertemplate="%{x}: %{y:.4g} " + display_unit(d["unit"][0]) + "<extra>" + s + "</extra>",
             )
         )
-    unit = d["unit"][0]
+    unit = display_unit(d["unit"][0])
     fig.update_layout(
         template=TEMPLATE,
         barmode="group",
@@ -755,7 +755,7 @@ def service_scaling(
     scenario_colour = pick(colours, scenario_order(d["scenario"], baseline), baseline)
     pairs = sorted(zip(d["scenario"], d["datapath"], strict=True), key=lambda p: natural(p[0]), reverse=True)
     colors = {datapath: scenario_colour[scenario] for scenario, datapath in pairs}
-    unit = d["unit"][0]
+    unit = display_unit(d["unit"][0])
     fig = go.Figure()
     base = summary.filter(test=test, metric=metric, side="none", scenario=baseline)
     if len(base):
@@ -868,7 +868,9 @@ def rate_sweep(
                     ),
                     error_y={**ci_whiskers(g), "color": colors[s]},
                     customdata=np.stack([g["n"].to_numpy(), verdicts], axis=-1),
-                    hovertemplate="offered %{x}: %{y:.4g} us, n = %{customdata[0]}<br>%{customdata[1]}<extra>"
+                    hovertemplate="offered %{x}: %{y:.4g} "
+                    + display_unit(g["unit"][0])
+                    + ", n = %{customdata[0]}<br>%{customdata[1]}<extra>"
                     + f"{s} {percentile_name(m)}</extra>",
                 ),
                 row=1,
@@ -877,7 +879,7 @@ def rate_sweep(
     fig.update_xaxes(type="category", categoryorder="array", categoryarray=[x_label[t] for t in ordered])
     fig.update_xaxes(title_text="Offered load (requests/s)", row=1, col=(len(metrics) + 1) // 2)
     fig.update_yaxes(type="log")
-    fig.update_yaxes(title_text=axis_title("latency, log scale", d["unit"][0]), row=1, col=1)
+    fig.update_yaxes(title_text=axis_title("latency, log scale", display_unit(d["unit"][0])), row=1, col=1)
     fig.update_layout(
         template=TEMPLATE,
         legend_title_text="scenario",

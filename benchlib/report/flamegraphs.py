@@ -16,6 +16,7 @@ from benchlib.stacks import CATEGORIES
 
 from .colours import CATEGORY, UNKNOWN_CATEGORY
 from .figures import TEMPLATE, scenario_order
+from .format import unit as display_unit
 from .theme import axis_title, describe
 
 SHARED_NOTE = "client and server shared their CPUs: one profile of both"
@@ -108,7 +109,7 @@ def flamegraph(frames: pl.DataFrame, test: str, baseline: str = "host", environm
     d = _one_environment(frames.filter(level="path"), "flamegraph", test, environment)
     order = scenario_order(d["scenario"], baseline)
     sides = _sides(d)
-    unit = d["unit"][0]
+    unit = display_unit(d["unit"][0])
     fig = go.Figure()
     _icicles(
         fig,
@@ -147,7 +148,7 @@ def differential(differences: pl.DataFrame, test: str, environment: str | None =
     baseline = d["baseline"][0]
     order = [s for s in scenario_order(d["scenario"], baseline) if s != baseline]
     sides = _sides(d)
-    unit = d["unit"][0]
+    unit = display_unit(d["unit"][0])
     span = float(d["delta"].abs().max() or 1.0)  # pyright: ignore[reportArgumentType] (polars types Series.min/max as any literal or None)
     fig = go.Figure()
     _icicles(
@@ -200,7 +201,7 @@ def category_bars(
     d = _one_environment(categories, "category_bars", test, environment)
     order = scenario_order(d["scenario"], baseline)
     sides = _sides(d)
-    unit = d["unit"][0]
+    unit = display_unit(d["unit"][0])
     fig = make_subplots(
         rows=1,
         cols=len(sides),

@@ -12,6 +12,7 @@ from ..analysis.mesh import LADDER_METRICS, path_label, paths
 from ..analysis.normalize import PROXY_CPU_AT_TARGET
 from . import figures
 from .colours import pick
+from .format import unit as display_unit
 from .summary import FINDING, ordered_findings
 
 
@@ -66,7 +67,7 @@ def ladder_figure(
     by_scenario = pick(colours, scenario_of.values(), baseline)
     colors = {path: by_scenario[scenario_of[path]] for path in order}
     dash = {0: "solid", 1: "dash", 2: "dot"}
-    unit = d["unit"][0]
+    unit = display_unit(d["unit"][0])
     fig = go.Figure()
     for path in order:
         g = d.filter(path=path)
@@ -122,7 +123,7 @@ def proxy_cpu_figure(
     scenario_of = dict(d.select("path", "scenario").unique().iter_rows())
     by_scenario = pick(colours, scenario_of.values(), baseline)
     colors = {path: by_scenario[scenario_of[path]] for path in order}
-    unit = d["unit"][0]
+    unit = display_unit(d["unit"][0])
     fig = go.Figure()
     for side, pattern in (("client", ""), ("server", "/")):
         s = figures.in_order(d.filter(side=side), "path", order)

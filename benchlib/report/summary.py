@@ -14,7 +14,7 @@ import polars as pl
 
 from .. import escape
 from ..analysis import stats
-from .format import change, change_text, interval_wording, level, mde_text
+from .format import change, change_text, interval_wording, level, mde_text, unit
 
 # Short names of metrics for sentences and table headers (the schema's descriptions are longer).
 METRIC_LABELS = {
@@ -109,7 +109,7 @@ def finding_sentence(
     kind, what = kind_of(r["verdict"]), _what(r, markdown)
     over = f" over {family_size}" if family_size else ""
     if kind == FINDING:
-        verdict = f"**{r['verdict']}**" if markdown else r["verdict"]
+        verdict = f"**{unit(r['verdict'])}**" if markdown else unit(r["verdict"])
         text = f"{what}: {verdict}, significant after {r['correction']}{over}"
     elif kind == NEGLIGIBLE:
         text = (
@@ -502,17 +502,20 @@ def context(runs: pl.DataFrame) -> list[tuple[str, str]]:
 def first_screen_html(runs: pl.DataFrame, comparisons: pl.DataFrame, baseline: str) -> str:
     """The opening of the report: the title, the takeaways and the context strip, as HTML."""
     said = "".join(f"<p>{escape.html(t)}</p>" for t in takeaways(comparisons, baseline))
+    # divs and spans, not a <dl>: the notebook's page styles dt and dd for prose
     strip = "".join(
-        f'<div><dt style="font-size:12px;color:#555;text-transform:uppercase;letter-spacing:.04em">{escape.html(k)}'
-        f'</dt><dd style="margin:0;font-size:14px">{escape.html(v)}</dd></div>'
+        '<div class="context-item" style="min-width:9em;max-width:26em">'
+        f'<span class="context-label" style="display:block;font-size:12px;color:#555;text-transform:uppercase;'
+        f'letter-spacing:.04em">{escape.html(k)}</span>'
+        f'<span class="context-value" style="display:block;font-size:14px">{escape.html(v)}</span></div>'
         for k, v in context(runs)
     )
     return (
         '<header class="first-screen" style="max-width:1100px">'
         f'<h1 class="report-title" style="margin:.2em 0 .4em 0">{escape.html(title_text(runs, baseline))}</h1>'
         f'<div class="takeaways" style="font-size:17px;line-height:1.45">{said}</div>'
-        '<dl class="context" aria-label="Context" style="display:flex;flex-wrap:wrap;gap:.4em 1.6em;'
-        f'margin:.8em 0;padding:.6em .9em;background:#f6f8fa;border:1px solid #d8dde3">{strip}</dl></header>'
+        '<div class="context" role="group" aria-label="Context" style="display:flex;flex-wrap:wrap;gap:.5em 1.8em;'
+        f'margin:.8em 0;padding:.6em .9em;background:#f6f8fa;border:1px solid #d8dde3">{strip}</div></header>'
     )
 
 

@@ -17,6 +17,7 @@ import plotly.io as pio
 from plotly.io.base_renderers import MimetypeRenderer, PlotlyRenderer
 
 from . import colours
+from .format import unit as display_unit
 
 TEMPLATE = "benchlib"
 BAND_COLOR = "rgba(120, 120, 120, 0.18)"
@@ -47,7 +48,7 @@ pio.templates[TEMPLATE] = _template()
 def axis_title(quantity: str, unit: str | None) -> str:
     """A value axis in words with its unit: "Transaction rate (transactions/s)"."""
     text = quantity[:1].upper() + quantity[1:]
-    return f"{text} ({unit})" if unit else text
+    return f"{text} ({display_unit(unit)})" if unit else text
 
 
 def plain(text: str) -> str:

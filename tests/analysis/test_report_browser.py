@@ -48,7 +48,7 @@ INSPECT = """(() => {
   const rerun = document.querySelector('aside.rerun');
   const header = document.querySelector('header.first-screen');
   const first_screen = header ? {takeaways: text(header.querySelector('.takeaways')),
-    context: [...header.querySelectorAll('dt')].map(text),
+    context: [...header.querySelectorAll('.context-label')].map(text),
     bottom: header.getBoundingClientRect().bottom + window.scrollY} : null;
   return {h1, links, tables, figures, rerun: rerun ? text(rerun) : null, first_screen,
           resources: performance.getEntriesByType('resource').map(r => r.name)};

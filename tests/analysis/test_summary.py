@@ -97,7 +97,17 @@ def test_a_degenerate_campaign_gets_a_summary_that_says_so(case, says, tmp_path)
 
 def test_the_headline_table_is_a_publication_table(real):
     html = tables.html(tables.headline_table(real.summary, real.comparisons, "host"))
-    assert "primary (Holm)" in html and "latency (FDR (Benjamini-Hochberg))" in html  # families as row groups
+    # families as row groups, each with its correction and the level its intervals came out at, once
+    assert "primary (Holm, intervals at 98.33 %)" in html and "latency (FDR (Benjamini-Hochberg), intervals at " in html
+    t = tables.headline(real.summary, real.comparisons, "host")
+    assert not any("@" in c for c in t["change % [interval]"].drop_nulls())
+    # the change once per row: the verdict beside it is a word
+    text = tables.as_text(t.with_columns(verdict=pl.col("verdict").map_elements(fmt.verdict_word)))
+    assert set(text["verdict"]) <= {"baseline", "better", "worse", "~ within noise", "negligible", ""} | {
+        v for v in text["verdict"] if v.startswith(("inconclusive", "worse (", "better (", "worse by", "better by"))
+    }
+    assert "&lt; 0.001" in html and ">0.00<" not in html  # p as a reader reads it
+    assert "µs" in html and "(us)" not in html and " us " not in html
     assert "transaction rate (trans/s)" in html and "Median [95 % CI]" in html
     assert "e+0" not in html.split("</style>")[-1]  # medians without exponents
     assert "null" not in html and "<script" not in html and "fonts.googleapis" not in html
