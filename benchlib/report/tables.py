@@ -48,7 +48,31 @@ LABELS = {
     "vcpu_per_proxy": "vCPU per proxy per 1000 req/s",
     "istio_label": "Istio's proxy",
     "istio_vcpu": "Istio: vCPU per 1000 req/s",
+    "change_pct": "Change %",
+    "baseline_value": "Baseline value",
+    "value_from": "Value from",
+    "value_to": "Value to",
+    "ours_test": "Our test",
+    "ours_metric": "Our metric",
+    "ours_side": "Our side",
+    "ours_scenario": "Our scenario",
+    "ours_baseline": "Our baseline",
+    "ours_n": "Our n",
+    "ours_p": "Our p",
+    "ours_p_adj": "Our p (adjusted)",
+    "ours_delta_pct": "Our change %",
+    "ours_low": "Our interval low",
+    "ours_high": "Our interval high",
+    "ours_ci_level": "Our interval level",
+    "ours_verdict": "Our verdict",
+    "theirs_metric": "Published metric",
+    "theirs_scenario": "Published scenario",
+    "theirs_baseline": "Published baseline",
+    "theirs_change_pct": "Published change %",
+    "theirs_direction": "Published direction",
 }
+# Values that are identifiers in the tables and words in the report.
+VALUE_LABELS = {"median_of_3plus": "median of 3 or more runs", "tcp_throughput": "TCP throughput"}
 BETTER, WORSE, MUTED = "#1a7f37", "#b42318", "#6b7280"
 
 
@@ -61,7 +85,18 @@ def label(column: str) -> str:
 
 
 # columns written by a formatter of format.py unless a table says otherwise
-FORMATTERS: dict[str, Callable] = {"p": p_value, "p_adj": p_value, "drift_p": p_value, "unit": unit}
+FORMATTERS: dict[str, Callable] = {
+    "p": p_value,
+    "p_adj": p_value,
+    "drift_p": p_value,
+    "ours_p": p_value,
+    "ours_p_adj": p_value,
+    "unit": unit,
+    "statistic": lambda v: VALUE_LABELS.get(v, v),
+    "metric": lambda v: metric_label(v),
+    "ours_metric": lambda v: metric_label(v),
+    "theirs_metric": lambda v: VALUE_LABELS.get(v, v),
+}
 
 
 def _cell(v, spec: str | Callable | None) -> str:
