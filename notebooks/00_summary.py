@@ -13,9 +13,6 @@
 #     name: python3
 # ---
 
-# %% [markdown]
-# # Summary
-
 # %% tags=["parameters"]
 # Where `benchlib analyse` wrote the analysis (relative to the project root): its tables, the settings
 # they were made with and the tidy tables they came from. `benchlib report` (papermill) passes it.
@@ -26,14 +23,19 @@ import polars as pl
 from IPython.display import HTML, Markdown, display
 
 from benchlib.analysis import analyse, stats
-from benchlib.report import figures, profiles, summary
+from benchlib.report import colours, figures, profiles, summary
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
 a = analyse.load(analysis_dir)
 s = a.settings
+# the first screen: title, takeaways, context; then the findings
+display(HTML(summary.first_screen_html(a.runs, a.comparisons, s.baseline)))
+
+# %%
 display(
     Markdown(
-        summary.summary_markdown(
+        "# Findings\n\n"
+        + summary.summary_markdown(
             a.runs,
             a.comparisons,
             a.families,
@@ -43,6 +45,8 @@ display(
                 a.profile_categories, a.profile_differences, a.profile_no_symbols, a.profile_disturbed, s.baseline
             ),
             caveats=False,
+            campaign=False,
+            alpha=s.alpha,
         )
     )
 )
@@ -50,7 +54,7 @@ display(
 # %%
 primary = a.comparisons.filter(pl.col("family") == stats.PRIMARY, pl.col("delta_pct").is_not_nan())
 if len(primary):
-    figures.forest(primary, s.baseline).show()
+    figures.forest(primary, s.baseline, colours=colours.scenario_colours(a.runs["scenario"], s.baseline)).show()
 
 # %%
 display(Markdown(summary.caveats_markdown(a.comparisons)))

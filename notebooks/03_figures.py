@@ -33,13 +33,14 @@ from IPython.display import Markdown, display
 
 import benchlib.escape as escape
 from benchlib.analysis import analyse, normalize, resolve, stats
-from benchlib.report import figures
+from benchlib.report import colours, figures
 from benchlib.schema import PRIMARY_METRICS
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
 a = analyse.load(analysis_dir)
 runs, metrics, comparisons, summary_all = a.runs, a.metrics, a.comparisons, a.summary_all
 baseline, cpu_target_gbps = a.settings.baseline, a.settings.cpu_target_gbps
+colour = colours.scenario_colours(runs["scenario"], baseline)  # each scenario's, in every figure
 
 # %%
 run_values = stats.ok_values(a.values, runs)
@@ -52,17 +53,21 @@ for (test,), g in summary_all.filter(pl.col("n") > 0).group_by("test", maintain_
     for metric in PRIMARY_METRICS:
         if metric in present:
             figs[test][f"{test}_{metric}"] = figures.bars(
-                summary_all, test, metric, baseline=baseline, comparisons=comparisons
+                summary_all, test, metric, baseline=baseline, comparisons=comparisons, colours=colour
             )
-            figs[test][f"{test}_{metric}_runs"] = figures.runs_strip(run_values, test, metric, baseline=baseline)
+            figs[test][f"{test}_{metric}_runs"] = figures.runs_strip(
+                run_values, test, metric, baseline=baseline, colours=colour
+            )
     if "cpu_pct_at_target" in present:
-        figs[test][f"{test}_cpu"] = figures.cpu_bars(summary_all, test, baseline=baseline)
+        figs[test][f"{test}_cpu"] = figures.cpu_bars(summary_all, test, baseline=baseline, colours=colour)
     if "throughput" in present and "cpu_pct_at_target" in present:
         figs[test][f"{test}_throughput_vs_cpu"] = figures.throughput_vs_cpu(
-            per_run, test, baseline=baseline, target_gbps=cpu_target_gbps
+            per_run, test, baseline=baseline, target_gbps=cpu_target_gbps, colours=colour
         )
     if present & set(figures.LATENCY_PERCENTILES):
-        figs[test][f"{test}_latency"] = figures.latency_percentiles(summary_all, test, baseline=baseline)
+        figs[test][f"{test}_latency"] = figures.latency_percentiles(
+            summary_all, test, baseline=baseline, colours=colour
+        )
     if present & set(figures.DNS_PERCENTILES):
         figs[test][f"{test}_latency"] = figures.latency_percentiles(
             summary_all,
@@ -70,6 +75,7 @@ for (test,), g in summary_all.filter(pl.col("n") > 0).group_by("test", maintain_
             baseline=baseline,
             metrics=figures.DNS_PERCENTILES,
             title="DNS resolution latency percentiles",
+            colours=colour,
         )
 
 # %% [markdown]
@@ -84,7 +90,7 @@ for test in sorted(
     tested = set(summary_all.filter(test=test)["metric"])
     metric = next(m for m in PRIMARY_METRICS if m in tested)
     figs[test][f"{test}_{metric}_vs_services"] = figures.service_scaling(
-        summary_all, runs, test, metric, baseline=baseline, comparisons=comparisons
+        summary_all, runs, test, metric, baseline=baseline, comparisons=comparisons, colours=colour
     )
 http = runs.filter(pl.col("tool") == "fortio", pl.col("test").is_in(summary_all["test"].implode())).unique(
     "test", keep="first", maintain_order=True
@@ -99,6 +105,7 @@ for (close,), sweep in http.group_by("connection_close", maintain_order=True):
         baseline=baseline,
         comparisons=comparisons,
         title=f"HTTP latency vs offered load ({name.replace('_', ' ')})",
+        colours=colour,
     )
 
 # %% [markdown]
@@ -109,7 +116,7 @@ for (close,), sweep in http.group_by("connection_close", maintain_order=True):
 
 # %%
 if len(comparisons):
-    figs["Across tests"]["forest"] = figures.forest(comparisons, baseline=baseline)
+    figs["Across tests"]["forest"] = figures.forest(comparisons, baseline=baseline, colours=colour)
 else:
     display(Markdown("No comparison against the baseline (see the significance section): no forest plot."))
 paths = figures.write_figures(

@@ -31,7 +31,7 @@ out_dir = "reports"  # where figures and exported tables go
 import polars as pl
 
 from benchlib.analysis import analyse, reference, resolve
-from benchlib.report import figures, render as report, tables
+from benchlib.report import figures, format as fmt, render as report, tables
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
 report.display_tables()
@@ -78,11 +78,8 @@ tables.show(
     tables.publication_table(
         both,
         {
-            **{
-                c: "{:.2f}"
-                for c in ("ours_p", "ours_delta_pct", "ours_low", "ours_high", "theirs_change_pct", "ours_p_adj")
-            },
-            "ours_ci_level": "{:.4g}",
+            **{c: "{:+.1f}" for c in ("ours_delta_pct", "ours_low", "ours_high", "theirs_change_pct")},
+            "ours_ci_level": lambda v: fmt.level(v),
         },
     )
 )

@@ -27,13 +27,14 @@ from IPython.display import Markdown, display
 
 import benchlib.escape as escape
 from benchlib.analysis import analyse, mesh, normalize, reference, resolve, stats
-from benchlib.report import figures, mesh as mesh_figures, render as report, tables
+from benchlib.report import colours, figures, mesh as mesh_figures, render as report, tables
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
 report.display_tables()
 a = analyse.load(analysis_dir)
 runs, values, compared = a.runs, a.values, a.mesh_comparisons
 baseline, alpha, contrasts = a.settings.baseline, a.settings.alpha, a.settings.contrasts
+colour = colours.scenario_colours(runs["scenario"], baseline)  # each scenario's, in every figure
 http_per_requests, rr_per_transactions = a.settings.http_per_requests, a.settings.rr_per_transactions
 show = mesh.has_mesh(runs)
 
@@ -209,11 +210,11 @@ if mesh.has_sized_datapath(runs):  # BIG TCP scenarios: which size each one's ru
 # %%
 if show:
     figs = {
-        f"mesh_ladder_{t}": mesh_figures.ladder_figure(ladder, t, compared)
+        f"mesh_ladder_{t}": mesh_figures.ladder_figure(ladder, t, compared, baseline, colour)
         for t in ladder["test"].unique(maintain_order=True)
     }
     for t in summary.filter(metric=normalize.PROXY_CPU_AT_TARGET)["test"].unique(maintain_order=True):
-        figs[f"mesh_proxy_cpu_{t}"] = mesh_figures.proxy_cpu_figure(summary, runs, t, compared)
+        figs[f"mesh_proxy_cpu_{t}"] = mesh_figures.proxy_cpu_figure(summary, runs, t, compared, baseline, colour)
     figures.write_figures(figs, resolve(out_dir) / "figures", blog_dir=resolve(out_dir) / "blog")
     for fig in figs.values():
         fig.show()

@@ -79,7 +79,8 @@ display(
         f"{100 * stats.POWER:.0f} % power at its n, its spread (pooled normal-scaled median absolute deviation of "
         "the log values) and its family's level; "
         'a change below it reads `~ within noise` without meaning "no difference". Where no sample of this size '
-        "can reach the level (exact Mann-Whitney's smallest p is 2 / C(2n, n)), it says how many runs could."
+        "can reach the level (exact Mann-Whitney's smallest p is 2 / C(2n, n)), it says how many runs could.\n\n"
+        + summary.levels_text(a.families, settings.correction, settings.alpha)
     )
 )
 

@@ -25,7 +25,7 @@ from IPython.display import HTML, Markdown, display
 import benchlib.escape as escape
 from benchlib.analysis import compare, resolve
 from benchlib.config import load_params
-from benchlib.report import figures, render as report, summary, tables
+from benchlib.report import colours, figures, render as report, summary, tables
 from benchlib.report.compare import display_rows
 
 figures.use_report_renderer()  # headless kernels need it; the page carries plotly.js once
@@ -53,13 +53,15 @@ display(
 headline = res.rows.filter(family=compare.stats.PRIMARY)
 tested_headline = tested.filter(family=compare.stats.PRIMARY)
 if len(tested_headline):
-    # each scenario in the colour the campaigns' own reports give it (the project's baseline first)
+    # each scenario in the colour the campaigns' own reports give it: the project's baseline grey, the others
+    # in order
+    scenario_baseline = (
+        load_params(resolve("params.yaml")).analysis.baseline if resolve("params.yaml").exists() else None
+    )
     figures.forest(
         headline,
         baseline=campaign_a,
-        colour_baseline=load_params(resolve("params.yaml")).analysis.baseline
-        if resolve("params.yaml").exists()
-        else None,
+        colours=colours.scenario_colours(res.rows["scenario"], scenario_baseline),
     ).show()
 
 # %%

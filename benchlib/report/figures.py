@@ -25,27 +25,18 @@ from benchlib import escape
 from benchlib.schema import metric_info, percentiles
 
 from ..analysis.stats import FAMILY_ORDER, INSUFFICIENT, MIN_N, NEGLIGIBLE, UNCLEAR, WITHIN_NOISE, median_ci
-from .format import caption
+from .colours import OURS, PUBLISHED, natural, pick
+from .format import caption, unit as display_unit
 from .summary import FINDING, NOISE, UNTESTED, finding_sentence, metric_label, ordered_findings
 
 # the theme registers the template and the report renderer, once; notebooks reach them through figures
-from .theme import BAND_COLOR, BLOG_WIDTH, PALETTE, TEMPLATE, axis_title, describe, use_report_renderer, words  # noqa: F401
-
-
-def _natural(name: str) -> tuple:
-    """Sort key: kube-proxy-iptables-4 before kube-proxy-iptables-1000."""
-    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
+from .theme import BAND_COLOR, BLOG_WIDTH, TEMPLATE, axis_title, describe, use_report_renderer, words  # noqa: F401
 
 
 def scenario_order(scenarios: Iterable[str], baseline: str) -> list[str]:
     """Baseline first, then the others alphabetically (numbers by value): the same order in every figure."""
-    s = sorted(set(scenarios), key=_natural)
+    s = sorted(set(scenarios), key=natural)
     return ([baseline] if baseline in s else []) + [x for x in s if x != baseline]
-
-
-def path_colors(order: list[str]) -> dict[str, str]:
-    """One palette colour per scenario (or path), fixed by its position in ``order``."""
-    return {s: PALETTE[i % len(PALETTE)] for i, s in enumerate(order)}
 
 
 def value_axis(metric: str, side: str = "none", unit: str | None = None) -> str:
@@ -124,7 +115,7 @@ def values_caption(
     With ``within`` (a column, e.g. the percentile), the rows of one scenario are one entry, each
     value named by its ``within``: "host: p50 12 [11, 13], p99 40 [38, 45] us, n = 10". With
     ``limit``, only the first ``limit`` comparisons are sentences and the rest are counted."""
-    unit = d["unit"][0]
+    unit = display_unit(d["unit"][0])
 
     def value(r: dict) -> str:
         name = f"{r[within]} " if within else ""
@@ -160,8 +151,10 @@ def bars(
     side: str = "none",
     baseline: str = "host",
     comparisons: pl.DataFrame | None = None,
+    colours: Mapping[str, str] | None = None,
 ) -> go.Figure:
-    """Median per scenario with 95 % CI whiskers, one colour per scenario; the title states the
+    """Median per scenario with 95 % CI whiskers, one colour per scenario (``colours``: the campaign's,
+    colours.scenario_colours); the title states the
     largest significant change vs the baseline.
 
     With `comparisons` (stats.compare), each scenario's verdict vs the
@@ -170,7 +163,7 @@ def bars(
     d = _one(summary, "bars", test=test, metric=metric, side=side)
     order = scenario_order(d["scenario"], baseline)
     d = in_order(d, "scenario", order)
-    unit = d["unit"][0]
+    unit = display_unit(d["unit"][0])
     labels = verdict_labels(comparisons, test, metric, side, baseline)
     found = _found(comparisons, baseline, test=test, metric=metric, side=side)
     quantity = metric_label(metric, side)
@@ -178,7 +171,7 @@ def bars(
         go.Bar(
             x=d["scenario"],
             y=d["median"],
-            marker_color=[path_colors(order)[s] for s in d["scenario"]],
+            marker_color=[pick(colours, order, baseline)[s] for s in d["scenario"]],
             error_y=ci_whiskers(d),
             customdata=d.select("n", "ci_low", "ci_high"),
             hovertemplate="%{x}: %{y:.4g} " + unit + "<br>95 % CI [%{customdata[1]:.4g}, %{customdata[2]:.4g}]"
@@ -209,7 +202,13 @@ def bars(
     return describe(fig, values_caption(d, quantity, test, found))
 
 
-def cpu_bars(summary: pl.DataFrame, test: str, metric: str = "cpu_pct_at_target", baseline: str = "host") -> go.Figure:
+def cpu_bars(
+    summary: pl.DataFrame,
+    test: str,
+    metric: str = "cpu_pct_at_target",
+    baseline: str = "host",
+    colours: Mapping[str, str] | None = None,
+) -> go.Figure:
     """Client and server CPU side by side per scenario (hatched: server), median with 95 % CI; a test
     whose client and server shared one CPU set (cpu_placement shared) has one bar: the whole path's."""
     d = _one(summary, "cpu_bars", test=test, metric=metric)
@@ -217,7 +216,7 @@ def cpu_bars(summary: pl.DataFrame, test: str, metric: str = "cpu_pct_at_target"
     sides = (("total", ""),) if shared else (("client", ""), ("server", "/"))
     d = d.filter(pl.col("side").is_in([side for side, _ in sides]))
     order = scenario_order(d["scenario"], baseline)
-    colors = path_colors(order)
+    colors = pick(colours, order, baseline)
     fig = go.Figure()
     for side, pattern in sides:
         s = in_order(d.filter(side=side), "scenario", order)
@@ -236,7 +235,7 @@ def cpu_bars(summary: pl.DataFrame, test: str, metric: str = "cpu_pct_at_target"
                 hovertemplate="%{x} " + side + ": %{y:.4g}<extra></extra>",
             )
         )
-    unit = d["unit"][0]
+    unit = display_unit(d["unit"][0])
     how = "client and server on one CPU set: the whole path's CPU" if shared else "plain: client, hatched: server"
     fig.update_layout(
         template=TEMPLATE,
@@ -282,12 +281,19 @@ def medians_with_ci(d: pl.DataFrame, column: str, order: list[str]) -> pl.DataFr
     return out.with_columns(unit=pl.lit(d["unit"][0])) if "unit" in d.columns else out
 
 
-def runs_strip(values: pl.DataFrame, test: str, metric: str, side: str = "none", baseline: str = "host") -> go.Figure:
+def runs_strip(
+    values: pl.DataFrame,
+    test: str,
+    metric: str,
+    side: str = "none",
+    baseline: str = "host",
+    colours: Mapping[str, str] | None = None,
+) -> go.Figure:
     """Every run as a point, and over them the scenario's median with its 95 % CI (the summary
     tables' interval): spread, outliers, n and the interval at a glance."""
     d = _one(values, "runs_strip", test=test, metric=metric, side=side)
     order = scenario_order(d["scenario"], baseline)
-    colors = path_colors(order)
+    colors = pick(colours, order, baseline)
     ci = medians_with_ci(d, "value", order)
     fig = go.Figure(
         [
@@ -309,7 +315,7 @@ def runs_strip(values: pl.DataFrame, test: str, metric: str, side: str = "none",
             for g in [d.filter(scenario=s)]
         ]
     )
-    unit = d["unit"][0]
+    unit = display_unit(d["unit"][0])
     fig.add_trace(
         go.Scatter(
             x=ci["scenario"],
@@ -342,7 +348,12 @@ def runs_strip(values: pl.DataFrame, test: str, metric: str, side: str = "none",
     )
 
 
-def forest(comparisons: pl.DataFrame, baseline: str | None = None, colour_baseline: str | None = None) -> go.Figure:
+def forest(
+    comparisons: pl.DataFrame,
+    baseline: str | None = None,
+    colour_baseline: str | None = None,
+    colours: Mapping[str, str] | None = None,
+) -> go.Figure:
     """Change % vs the baseline per comparison with its interval at the level its family's correction
     decided at; grey: the +/- noise band of its metric.
 
@@ -354,8 +365,8 @@ def forest(comparisons: pl.DataFrame, baseline: str | None = None, colour_baseli
     <= 0) are counted in the caption, not drawn. Contrasts (rows against another reference than
     `baseline`) are labelled "scenario vs reference". A comparison made where a side ran at its CPU
     limit (saturation.annotate's cpu_bound, where present) ends its label in "CPU limit".
-    Scenario colours are those of every other figure (path_colors, ``colour_baseline`` first; by
-    default ``baseline``): a comparison of campaigns passes the scenario baseline, so they match.
+    Scenario colours are ``colours`` (the campaign's, colours.scenario_colours), else made from the
+    scenarios drawn with ``colour_baseline`` (by default ``baseline``) as the baseline, drawn or not.
     """
     baseline = baseline or str(comparisons["baseline"][0])
     c = comparisons.filter(pl.col("delta_pct").is_not_nan() & pl.col("delta_pct").is_not_null())
@@ -380,7 +391,7 @@ def forest(comparisons: pl.DataFrame, baseline: str | None = None, colour_baseli
     )
     panels = [(f, up, g) for (f, up), g in c.group_by("family", "up", maintain_order=True)]
     order = scenario_order(c["scenario"], colour_baseline or baseline)
-    colors = path_colors(order)
+    colors = pick(colours, order, colour_baseline or baseline)
     rows = [len(g) for *_, g in panels] or [1]
     height = 150 + 26 * sum(rows) + 90 * len(panels)
     fig = make_subplots(
@@ -389,8 +400,7 @@ def forest(comparisons: pl.DataFrame, baseline: str | None = None, colour_baseli
         row_heights=rows,
         vertical_spacing=min(0.3, 90 / height) if len(panels) > 1 else 0.0,
         subplot_titles=[
-            f"{family} metrics, {'higher' if up else 'lower'} is better "
-            f"(interval at {100 * g['ci_level'][0]:.4g} %, {g['correction'][0]})"
+            f"{family} metrics, {'higher' if up else 'lower'} is better ({g['correction'][0]})"
             for family, up, g in panels
         ],
     )
@@ -509,7 +519,12 @@ SIDE_CPUS = {"client": "the client's", "server": "the server's", "total": "both 
 
 
 def throughput_vs_cpu(
-    per_run: pl.DataFrame, test: str, side: str = "total", baseline: str = "host", target_gbps: float = 100.0
+    per_run: pl.DataFrame,
+    test: str,
+    side: str = "total",
+    baseline: str = "host",
+    target_gbps: float = 100.0,
+    colours: Mapping[str, str] | None = None,
 ) -> go.Figure:
     """Each stream run: CPU busy % vs Gbit/s, with iso lines of equal CPU cost per target_gbps, and
     each scenario's median throughput and CPU with their 95 % CIs (medians_with_ci) as a cross.
@@ -519,7 +534,7 @@ def throughput_vs_cpu(
     """
     d = _one(per_run, "throughput_vs_cpu", test=test, work_metric="throughput")
     order = scenario_order(d["scenario"], baseline)
-    colors = path_colors(order)
+    colors = pick(colours, order, baseline)
     fig = go.Figure()
     xmax, ymax = d[side].max() * 1.1, d["work"].max() * 1.15  # pyright: ignore[reportOperatorIssue] (polars types Series.max as any literal or None)
     for level in _iso_levels((d[side] * target_gbps / d["work"]).to_numpy()):
@@ -628,6 +643,7 @@ def latency_percentiles(
     baseline: str = "host",
     metrics: tuple[str, ...] = LATENCY_PERCENTILES,
     title: str = "Round-trip latency percentiles",
+    colours: Mapping[str, str] | None = None,
 ) -> go.Figure:
     """Latency percentiles per scenario (grouped bars, median over runs with 95 % CI)."""
     d = _one(summary, "latency_percentiles", test=test)
@@ -636,7 +652,7 @@ def latency_percentiles(
         raise ValueError(f"latency_percentiles: {test} has none of {list(metrics)}")
     order = scenario_order(d["scenario"], baseline)
     d = d.sort(pl.col("scenario").replace_strict({s: i for i, s in enumerate(order)}), "metric")
-    colors = path_colors(order)
+    colors = pick(colours, order, baseline)
     fig = go.Figure()
     for s in order:
         g = in_order(d.filter(scenario=s), "metric", list(metrics))
@@ -647,10 +663,10 @@ def latency_percentiles(
                 y=g["median"],
                 marker_color=colors[s],
                 error_y=ci_whiskers(g),
-                hovertemplate="%{x}: %{y:.4g} us<extra>" + s + "</extra>",
+                hovertemplate="%{x}: %{y:.4g} " + display_unit(d["unit"][0]) + "<extra>" + s + "</extra>",
             )
         )
-    unit = d["unit"][0]
+    unit = display_unit(d["unit"][0])
     fig.update_layout(
         template=TEMPLATE,
         barmode="group",
@@ -717,6 +733,7 @@ def service_scaling(
     metric: str,
     baseline: str = "veth-routed",
     comparisons: pl.DataFrame | None = None,
+    colours: Mapping[str, str] | None = None,
 ) -> go.Figure:
     """Metric vs number of ClusterIP services, one line per datapath, 95 % CI ribbons.
 
@@ -734,8 +751,11 @@ def service_scaling(
         datapath=pl.Series([s.removesuffix(f"-{n}") for s, n in zip(d["scenario"], d["services"], strict=True)])
     )
     labels = verdict_labels(comparisons, test, metric, baseline=baseline)
-    colors = path_colors(sorted(d["datapath"].unique()))
-    unit = d["unit"][0]
+    # a datapath's line in the colour of its first scenario (its fewest services) in every other figure
+    scenario_colour = pick(colours, scenario_order(d["scenario"], baseline), baseline)
+    pairs = sorted(zip(d["scenario"], d["datapath"], strict=True), key=lambda p: natural(p[0]), reverse=True)
+    colors = {datapath: scenario_colour[scenario] for scenario, datapath in pairs}
+    unit = display_unit(d["unit"][0])
     fig = go.Figure()
     base = summary.filter(test=test, metric=metric, side="none", scenario=baseline)
     if len(base):
@@ -802,6 +822,7 @@ def rate_sweep(
     baseline: str = "host",
     comparisons: pl.DataFrame | None = None,
     title: str = "HTTP latency vs offered load",
+    colours: Mapping[str, str] | None = None,
 ) -> go.Figure:
     """Latency vs offered rate (one test per rate): a panel per percentile, a line per scenario.
 
@@ -820,7 +841,7 @@ def rate_sweep(
         raise ValueError(f"rate_sweep: no {list(metrics)} for tests {tests}")
     metrics = tuple(m for m in metrics if m in set(d["metric"]))
     order = scenario_order(d["scenario"], baseline)
-    colors = path_colors(order)
+    colors = pick(colours, order, baseline)
     fig = make_subplots(
         rows=1, cols=len(metrics), subplot_titles=[percentile_name(m) for m in metrics], horizontal_spacing=0.06
     )
@@ -847,7 +868,9 @@ def rate_sweep(
                     ),
                     error_y={**ci_whiskers(g), "color": colors[s]},
                     customdata=np.stack([g["n"].to_numpy(), verdicts], axis=-1),
-                    hovertemplate="offered %{x}: %{y:.4g} us, n = %{customdata[0]}<br>%{customdata[1]}<extra>"
+                    hovertemplate="offered %{x}: %{y:.4g} "
+                    + display_unit(g["unit"][0])
+                    + ", n = %{customdata[0]}<br>%{customdata[1]}<extra>"
                     + f"{s} {percentile_name(m)}</extra>",
                 ),
                 row=1,
@@ -856,7 +879,7 @@ def rate_sweep(
     fig.update_xaxes(type="category", categoryorder="array", categoryarray=[x_label[t] for t in ordered])
     fig.update_xaxes(title_text="Offered load (requests/s)", row=1, col=(len(metrics) + 1) // 2)
     fig.update_yaxes(type="log")
-    fig.update_yaxes(title_text=axis_title("latency, log scale", d["unit"][0]), row=1, col=1)
+    fig.update_yaxes(title_text=axis_title("latency, log scale", display_unit(d["unit"][0])), row=1, col=1)
     fig.update_layout(
         template=TEMPLATE,
         legend_title_text="scenario",
@@ -898,7 +921,7 @@ def reference_changes(side_by_side: pl.DataFrame) -> go.Figure:
                 y=side_by_side["claim"],
                 x=side_by_side["ours_delta_pct"],
                 orientation="h",
-                marker_color=PALETTE[0],
+                marker_color=OURS,
                 error_x=dict(
                     type="data",
                     array=side_by_side["ours_high"] - side_by_side["ours_delta_pct"],
@@ -911,7 +934,7 @@ def reference_changes(side_by_side: pl.DataFrame) -> go.Figure:
                 y=side_by_side["claim"],
                 x=side_by_side["theirs_change_pct"],
                 orientation="h",
-                marker_color=PALETTE[1],
+                marker_color=PUBLISHED,
             ),
         ]
     )
@@ -1052,7 +1075,7 @@ def blog_index(blog: Path, names: list[str]) -> list[Path]:
         p.stem for p in blog.glob("*.md")
     }
     before = INDEX_HEADING.findall(index.read_text(encoding="utf-8")) if index.exists() else []
-    order = list(dict.fromkeys([*before, *names, *sorted(present, key=_natural)]))
+    order = list(dict.fromkeys([*before, *names, *sorted(present, key=natural)]))
     entries = []
     for name in (n for n in order if n in present):
         image, caption = (blog / f"{name}.md").read_text(encoding="utf-8").split("\n\n")[:2]

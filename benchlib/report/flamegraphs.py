@@ -14,32 +14,13 @@ from plotly.subplots import make_subplots
 from benchlib import escape
 from benchlib.stacks import CATEGORIES
 
+from .colours import CATEGORY, UNKNOWN_CATEGORY
 from .figures import TEMPLATE, scenario_order
+from .format import unit as display_unit
 from .theme import axis_title, describe
 
 SHARED_NOTE = "client and server shared their CPUs: one profile of both"
 SIDES = ("client", "server", "total")
-# one colour per category, the network layers in saturated hues, the rest muted
-CATEGORY_COLORS: dict[str, str] = dict(
-    zip(
-        CATEGORIES,
-        (
-            "#999999",
-            "#CC79A7",
-            "#56B4E9",
-            "#0072B2",
-            "#D55E00",
-            "#E69F00",
-            "#009E73",
-            "#F0E442",
-            "#BBBBBB",
-            "#EEEEEE",
-            "#666666",
-            "#333333",  # other processes: no part of the path
-        ),
-        strict=True,
-    )
-)
 
 
 def _sides(d: pl.DataFrame) -> list[str]:
@@ -128,14 +109,14 @@ def flamegraph(frames: pl.DataFrame, test: str, baseline: str = "host", environm
     d = _one_environment(frames.filter(level="path"), "flamegraph", test, environment)
     order = scenario_order(d["scenario"], baseline)
     sides = _sides(d)
-    unit = d["unit"][0]
+    unit = display_unit(d["unit"][0])
     fig = go.Figure()
     _icicles(
         fig,
         d,
         order,
         sides,
-        lambda s, i, t: dict(colors=[CATEGORY_COLORS.get(c, "#DDDDDD") for c in t["category"].fill_null("")]),
+        lambda s, i, t: dict(colors=[CATEGORY.get(c, UNKNOWN_CATEGORY) for c in t["category"].fill_null("")]),
         ["cpu_per_unit", "share_pct", "category"],
         lambda s, i, t: (
             "%{label}<br>%{value} samples, %{customdata[1]:.1f} % of busy<br>"
@@ -167,7 +148,7 @@ def differential(differences: pl.DataFrame, test: str, environment: str | None =
     baseline = d["baseline"][0]
     order = [s for s in scenario_order(d["scenario"], baseline) if s != baseline]
     sides = _sides(d)
-    unit = d["unit"][0]
+    unit = display_unit(d["unit"][0])
     span = float(d["delta"].abs().max() or 1.0)  # pyright: ignore[reportArgumentType] (polars types Series.min/max as any literal or None)
     fig = go.Figure()
     _icicles(
@@ -220,7 +201,7 @@ def category_bars(
     d = _one_environment(categories, "category_bars", test, environment)
     order = scenario_order(d["scenario"], baseline)
     sides = _sides(d)
-    unit = d["unit"][0]
+    unit = display_unit(d["unit"][0])
     fig = make_subplots(
         rows=1,
         cols=len(sides),
@@ -245,7 +226,7 @@ def category_bars(
                     name=category,
                     legendgroup=category,
                     showlegend=i == 0,
-                    marker_color=CATEGORY_COLORS[category],
+                    marker_color=CATEGORY[category],
                     customdata=t.select("share_pct"),
                     hovertemplate="%{x}: "
                     + category

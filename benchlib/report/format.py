@@ -15,6 +15,23 @@ import numpy as np
 
 from ..analysis.resolution import BELOW, CHANGE, steps_text
 
+# Units as the tables store them (ASCII) and as a reader sees them.
+UNITS = {"us": "µs"}
+_UNIT_WORDS = re.compile(r"\b(" + "|".join(map(re.escape, UNITS)) + r")\b")
+
+
+def unit(u: str | None) -> str:
+    """A unit for reading: "us" -> "µs", "us per transaction" -> "µs per transaction"; "" if missing."""
+    return _UNIT_WORDS.sub(lambda m: UNITS[m.group()], u) if u else ""
+
+
+def p_value(p: float | None) -> str:
+    """A p-value: "< 0.001" below a thousandth, else two significant digits (0.012, 0.5); "" if missing."""
+    if missing(p):
+        return ""
+    assert p is not None
+    return "< 0.001" if p < 0.001 else f"{p:.2g}"
+
 
 def missing(v: float | None) -> bool:
     return v is None or (isinstance(v, float) and math.isnan(v))
@@ -44,6 +61,23 @@ def level(ci_level: float) -> str:
     return f"{100 * ci_level:.4g} %"
 
 
+def interval_wording(correction: str, alpha: float) -> str:
+    """What the interval of a change is, in words that stay the same from campaign to campaign: the
+    test it agrees with and that test's error rate. Its level (1 - the per-comparison threshold the
+    correction stopped at) depends on how many comparisons were significant, so the method states it
+    per family instead of each finding.
+
+    Holm's intervals are not simultaneous ones (they claim no family-wise coverage once something is
+    rejected, analysis.families.decision_level); they are the intervals that exclude 0 exactly where
+    the corrected test is significant."""
+    rate = f"{100 * alpha:g} %"
+    if correction == "holm":
+        return f"interval agreeing with the Holm-corrected test, {rate} family-wise error"
+    if correction == "fdr_bh":
+        return f"interval agreeing with the Benjamini-Hochberg test, {rate} false discovery rate"
+    return f"interval agreeing with the {correction}-corrected test at {rate}"
+
+
 def change(v: float) -> str:
     """A change in %, signed, one decimal: "+3.2"."""
     return f"{v:+.1f}"
@@ -68,7 +102,17 @@ def numbers_in(text: str) -> str:
     return _NUMBER.sub(lambda m: reading(float(m.group())), text)
 
 
-def change_text(r: dict) -> str:
+def verdict_word(verdict: str | None) -> str:
+    """A verdict without the change it starts with, for a table whose change has a column of its own:
+    "-33.7 % [-35.4, -32.2] worse" -> "worse", "+31 % [+18, +38] worse (± 1 step of 1 us)" -> "worse
+    (± 1 step of 1 µs)"; the other verdicts ("~ within noise", "negligible",
+    "inconclusive: ...", "baseline") as they are."""
+    v = unit(verdict or "")
+    m = re.match(r"^[+-]?\d.*?\s(better|worse)( \(.*\))?$", v)
+    return m.group(1) + (m.group(2) or "") if m else v
+
+
+def change_text(r: dict, with_level: bool = True) -> str:
     """A comparison's change in % with its interval and the interval's level; "" without a change.
 
     Below the instrument's resolution (resolution.annotate's ``below_resolution``) in whole percent,
@@ -78,14 +122,11 @@ def change_text(r: dict) -> str:
     us; interval below resolution)"."""
     if missing(r["delta_pct"]):
         return ""
+    at = f" @ {level(r['ci_level'])}" if with_level else ""
     if not r.get("below_resolution"):
-        return (
-            f"{change(r['delta_pct'])} [{change(r['delta_low'])}, {change(r['delta_high'])}] @ {level(r['ci_level'])}"
-        )
-    steps = steps_text(r["steps"], r["step"], r["unit"])
-    widened = (
-        f"[{whole_change(r['delta_low_res'])}, {whole_change(r['delta_high_res'])}] ± 1 step @ {level(r['ci_level'])}"
-    )
+        return f"{change(r['delta_pct'])} [{change(r['delta_low'])}, {change(r['delta_high'])}]{at}"
+    steps = steps_text(r["steps"], r["step"], unit(r["unit"]))
+    widened = f"[{whole_change(r['delta_low_res'])}, {whole_change(r['delta_high_res'])}] ± 1 step{at}"
     if r["unresolved"] == CHANGE:
         return f"{whole_change(r['delta_pct'])} % ({steps}: {BELOW}) {widened}"
     return f"{whole_change(r['delta_pct'])} % {widened} ({steps}; interval {BELOW})"

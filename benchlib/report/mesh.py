@@ -3,7 +3,7 @@ with the mesh family's significant changes (the numbers: benchlib.analysis.mesh)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 import polars as pl
@@ -11,6 +11,8 @@ import polars as pl
 from ..analysis.mesh import LADDER_METRICS, path_label, paths
 from ..analysis.normalize import PROXY_CPU_AT_TARGET
 from . import figures
+from .colours import pick
+from .format import unit as display_unit
 from .summary import FINDING, ordered_findings
 
 
@@ -46,17 +48,26 @@ def _caption(d: pl.DataFrame, quantity: str, test: str, found: pl.DataFrame, wit
     )
 
 
-def ladder_figure(ladder_rows: pl.DataFrame, test: str, compared: pl.DataFrame | None = None) -> go.Figure:
+def ladder_figure(
+    ladder_rows: pl.DataFrame,
+    test: str,
+    compared: pl.DataFrame | None = None,
+    baseline: str | None = None,
+    colours: Mapping[str, str] | None = None,
+) -> go.Figure:
     """The percentile ladder of one test: latency (log) against percentile, a line per scenario
     labelled with its hop count, hop counts in order; whiskers: 95 % CI. The caption gives every
-    point's median, CI and n and, with ``compared`` (comparisons()), the significant changes."""
+    point's median, CI and n and, with ``compared`` (comparisons()), the significant changes. Each
+    line is in its scenario's colour (``colours``: the campaign's, colours.scenario_colours)."""
     d = ladder_rows.filter(test=test)
     if d.is_empty():
         raise ValueError(f"ladder_figure: no latency percentiles for test {test!r}")
     order = d.select("path").unique(maintain_order=True)["path"].to_list()
-    colors = figures.path_colors(order)
+    scenario_of = dict(d.select("path", "scenario").unique().iter_rows())
+    by_scenario = pick(colours, scenario_of.values(), baseline)
+    colors = {path: by_scenario[scenario_of[path]] for path in order}
     dash = {0: "solid", 1: "dash", 2: "dot"}
-    unit = d["unit"][0]
+    unit = display_unit(d["unit"][0])
     fig = go.Figure()
     for path in order:
         g = d.filter(path=path)
@@ -94,7 +105,12 @@ def ladder_figure(ladder_rows: pl.DataFrame, test: str, compared: pl.DataFrame |
 
 
 def proxy_cpu_figure(
-    summary: pl.DataFrame, runs: pl.DataFrame, test: str, compared: pl.DataFrame | None = None
+    summary: pl.DataFrame,
+    runs: pl.DataFrame,
+    test: str,
+    compared: pl.DataFrame | None = None,
+    baseline: str | None = None,
+    colours: Mapping[str, str] | None = None,
 ) -> go.Figure:
     """The proxies' CPU at the fixed work rate per scenario, client and server side by side (hatched:
     server), median with 95 % CI. The caption gives each bar's median, CI and n and, with ``compared``
@@ -104,8 +120,10 @@ def proxy_cpu_figure(
         raise ValueError(f"proxy_cpu_figure: no proxy CPU for test {test!r}")
     d = d.join(paths(runs), on="scenario").with_columns(path=path_label()).sort("proxy_hops", "mtls", "scenario")
     order = d.select("path").unique(maintain_order=True)["path"].to_list()
-    colors = figures.path_colors(order)
-    unit = d["unit"][0]
+    scenario_of = dict(d.select("path", "scenario").unique().iter_rows())
+    by_scenario = pick(colours, scenario_of.values(), baseline)
+    colors = {path: by_scenario[scenario_of[path]] for path in order}
+    unit = display_unit(d["unit"][0])
     fig = go.Figure()
     for side, pattern in (("client", ""), ("server", "/")):
         s = figures.in_order(d.filter(side=side), "path", order)

@@ -264,6 +264,16 @@ def contents(cells) -> str:
     return '<nav aria-label="Contents">\n\n**Contents**: ' + " · ".join(items) + "\n\n</nav>"
 
 
+FIRST_SCREEN = '<header class="first-screen"'
+
+
+def _html_outputs(cell) -> str:
+    """The HTML a code cell displays, joined."""
+    return "".join(
+        "".join(o.get("data", {}).get("text/html", "")) for o in cell.get("outputs", []) if cell.cell_type == "code"
+    )
+
+
 def render_report(
     executed: Sequence[str | Path], output: str | Path, title: str = "CNI network benchmark report"
 ) -> Path:
@@ -271,8 +281,10 @@ def render_report(
     cells = []
     for path in executed:
         cells += nbformat.read(resolve(path), as_version=4).cells
+    # the contents after the report's first screen (summary.first_screen_html) where it has one, else first
+    at = next((i + 1 for i, c in enumerate(cells) if FIRST_SCREEN in _html_outputs(c)), 0)
     merged = nbformat.v4.new_notebook(
-        cells=[nbformat.v4.new_markdown_cell(contents(cells)), *cells], metadata={"title": title}
+        cells=[*cells[:at], nbformat.v4.new_markdown_cell(contents(cells)), *cells[at:]], metadata={"title": title}
     )
     exporter = HTMLExporter(
         extra_loaders=[DictLoader({"benchlib_report.html.j2": _TEMPLATE})],

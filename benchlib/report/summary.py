@@ -14,7 +14,7 @@ import polars as pl
 
 from .. import escape
 from ..analysis import sequential, stats
-from .format import change_text, mde_text
+from .format import change, change_text, interval_wording, level, mde_text, unit
 
 # Short names of metrics for sentences and table headers (the schema's descriptions are longer).
 METRIC_LABELS = {
@@ -109,7 +109,7 @@ def finding_sentence(
     kind, what = kind_of(r["verdict"]), _what(r, markdown)
     over = f" over {family_size}" if family_size else ""
     if kind == FINDING:
-        verdict = f"**{r['verdict']}**" if markdown else r["verdict"]
+        verdict = f"**{unit(r['verdict'])}**" if markdown else unit(r["verdict"])
         text = f"{what}: {verdict}, significant after {r['correction']}{over}"
     elif kind == NEGLIGIBLE:
         text = (
@@ -347,24 +347,25 @@ def summary_markdown(
     limit: int | None = 12,
     explanations: pl.DataFrame | None = None,
     caveats: bool = True,
+    campaign: bool = True,
+    alpha: float = 0.05,
 ) -> str:
-    """The whole opening section: the campaign, then the primary findings (or why there are none), each
-    with its CPU-profile sentences where ``explanations`` has them, then (``caveats``) the campaign-wide
-    caveats."""
-    parts = [campaign_text(runs, comparisons, baseline)]
+    """The whole opening section: the campaign (``campaign``; the report's first screen says it in its
+    context strip instead), then the primary findings (or why there are none), each with its CPU-profile
+    sentences where ``explanations`` has them, then (``caveats``) the campaign-wide caveats. The findings'
+    intervals are named by interval_wording, the same in every campaign."""
+    parts = [campaign_text(runs, comparisons, baseline)] if campaign else []
     if why := degenerate_text(runs, comparisons, baseline):
         parts.append(why)
     primary = findings_markdown(comparisons, families, stats.PRIMARY, limit, explanations)
     if primary:
         rows = ordered_findings(comparisons)
         n_sig = int(rows["kind"].eq(FINDING).sum())
-        levels = sorted({f"{100 * v:.4g} %" for v in rows["ci_level"].drop_nulls().drop_nans()})
         corr = stats.CORRECTIONS.get(correction, correction)
         head = (
             f"**Findings**: the headline metric of each test, {n_sig} of {len(rows)} comparisons significant "
-            f"after {corr} correction, largest change first (change in % of the baseline median [interval"
-            + (f" at {', '.join(levels)}" if levels else "")
-            + "])"
+            f"after {corr} correction, largest change first (change in % of the baseline median "
+            f"[{interval_wording(correction, alpha)}])"
             if n_sig
             else f"**Findings**: none of the {len(rows)} comparisons of each test's headline metric is significant "
             f"after {corr} correction"
@@ -450,3 +451,134 @@ def terminal_text(
         lines.append(precision_text(precision, markdown=False))
     lines.append(f"Report: {report}")
     return "\n".join(lines)
+
+
+# -- the first screen: a title, the takeaways, the context, then the findings -------------------------
+
+
+def title_text(runs: pl.DataFrame, baseline: str) -> str:
+    """The report's title, plain text: what was compared with what, where."""
+    scenarios = stats_order(runs["scenario"].unique().to_list(), baseline)
+    others = [s for s in scenarios if s != baseline]
+    envs = _join(sorted(runs["environment"].unique().to_list()))
+    if not others:
+        return f"Network benchmark of {_join(scenarios)} ({envs})"
+    return f"Network datapaths: {_join(others)} against {baseline} ({envs})"
+
+
+def _direction(verdict: str) -> str:
+    return "better" if verdict.endswith("better") else "worse" if verdict.endswith("worse") else ""
+
+
+def _span(values: list[float]) -> str:
+    lo, hi = min(values), max(values)
+    return f"{change(lo)} %" if lo == hi else f"{change(lo)} % to {change(hi)} %"
+
+
+def takeaways(comparisons: pl.DataFrame, baseline: str) -> list[str]:
+    """One or two plain sentences from the primary findings: the largest change, then per scenario in
+    how many tests it did better or worse than the baseline; [] where nothing was compared."""
+    rows = ordered_findings(comparisons)
+    rows = rows.filter(pl.col("baseline") == baseline) if len(rows) else rows
+    if rows.is_empty():
+        return []
+    found = rows.filter(kind=FINDING)
+    if found.is_empty():
+        return [
+            f"No scenario differs from {baseline} beyond the noise in any test's headline metric "
+            f"({len(rows)} comparisons)."
+        ]
+    r = found.row(0, named=True)
+    lead = (
+        f"The largest difference: {r['scenario']}'s {r['test']} {metric_label(r['metric'], r['side'])} is "
+        f"{abs(r['delta_pct']):.1f} % {'higher' if r['delta_pct'] > 0 else 'lower'} than {baseline}'s "
+        f"({_direction(r['verdict'])})."
+    )
+    parts = []
+    for (scenario,), g in rows.group_by("scenario", maintain_order=True):
+        f = g.filter(kind=FINDING)
+        said = [
+            f"{way} in {len(h)} of {len(g)} tests ({_span(h['delta_pct'].to_list())})"
+            for way in ("worse", "better")
+            if len(h := f.filter(pl.col("verdict").str.ends_with(way)))
+        ]
+        parts.append((len(f), scenario, f"{scenario} " + (" and ".join(said) or f"no different in {len(g)} tests")))
+    ranked = [text for _, _, text in sorted(parts, key=lambda p: (-p[0], p[1]))]
+    return [lead, f"Against {baseline}, each test's headline metric: " + "; ".join(ranked) + "."]
+
+
+def _dates(runs: pl.DataFrame) -> str:
+    first, last = runs["started_at"].min(), runs["ended_at"].max()
+    if first is None or last is None:
+        return "-"
+    a, b = first.strftime("%Y-%m-%d"), last.strftime("%Y-%m-%d")  # pyright: ignore[reportAttributeAccessIssue] (polars types Series.min loosely)
+    return a if a == b else f"{a} to {b}"
+
+
+def context(runs: pl.DataFrame) -> list[tuple[str, str]]:
+    """(label, value) of what the reader needs to place the numbers, from the runs as recorded: when,
+    where (environment, kernel, CPUs per side), with which tools, how long each run, how many runs."""
+
+    def distinct(col: str) -> list[str]:
+        return sorted({str(v) for v in runs[col].drop_nulls().to_list() if str(v) != ""})
+
+    tools = sorted({f"{t} {v}".strip() for t, v in runs.select("tool", pl.col("tool_version").fill_null("")).rows()})
+    per_config = runs.group_by("environment", "scenario", "test").agg((pl.col("outcome") == "ok").sum())["outcome"]
+    lo, hi = (int(per_config.min()), int(per_config.max())) if len(per_config) else (0, 0)  # pyright: ignore[reportArgumentType] (polars types Series.min loosely)
+    ok = int((runs["outcome"] == "ok").sum())
+    durations = runs.filter(pl.col("outcome") == "ok")["duration_s"].drop_nulls()
+    cpus = sorted({f"{c} client / {s} server" for c, s in runs.select("client_cpus", "server_cpus").rows()})
+    placement = distinct("cpu_placement")
+    shared = bool(runs["nodes_share_kernel"].fill_null(False).all()) if len(runs) else False
+    items = [
+        ("Measured", _dates(runs)),
+        ("Campaign", _join(distinct("campaign"))),
+        ("Environment", _join(distinct("environment")) + (" (both nodes on one kernel)" if shared else "")),
+        ("Kernel", _join(distinct("kernel")) if distinct("kernel") else "-"),
+        ("CPUs per side", _join(cpus) + (f", placement {_join(placement)}" if placement else "")),
+        ("Tools", _join(tools) if tools else "-"),
+        ("Run length", f"{durations.median():.3g} s per run (median)" if len(durations) else "-"),
+        (
+            "Runs",
+            f"n = {lo if lo == hi else f'{lo}-{hi}'} per configuration, {ok} of {len(runs)} ok, "
+            f"{runs['block'].n_unique()} blocks",
+        ),
+    ]
+    return items
+
+
+def first_screen_html(runs: pl.DataFrame, comparisons: pl.DataFrame, baseline: str) -> str:
+    """The opening of the report: the title, the takeaways and the context strip, as HTML."""
+    said = "".join(f"<p>{escape.html(t)}</p>" for t in takeaways(comparisons, baseline))
+    # divs and spans, not a <dl>: the notebook's page styles dt and dd for prose
+    strip = "".join(
+        '<div class="context-item" style="min-width:9em;max-width:26em">'
+        f'<span class="context-label" style="display:block;font-size:12px;color:#555;text-transform:uppercase;'
+        f'letter-spacing:.04em">{escape.html(k)}</span>'
+        f'<span class="context-value" style="display:block;font-size:14px">{escape.html(v)}</span></div>'
+        for k, v in context(runs)
+    )
+    return (
+        '<header class="first-screen" style="max-width:1100px">'
+        f'<h1 class="report-title" style="margin:.2em 0 .4em 0">{escape.html(title_text(runs, baseline))}</h1>'
+        f'<div class="takeaways" style="font-size:17px;line-height:1.45">{said}</div>'
+        '<div class="context" role="group" aria-label="Context" style="display:flex;flex-wrap:wrap;gap:.5em 1.8em;'
+        f'margin:.8em 0;padding:.6em .9em;background:#f6f8fa;border:1px solid #d8dde3">{strip}</div></header>'
+    )
+
+
+def levels_text(families: pl.DataFrame, correction: str, alpha: float) -> str:
+    """The method's one statement of the intervals: what they are (interval_wording, the same in every
+    campaign) and, per family, the level they came out at in this campaign."""
+    per = "; ".join(
+        f"{r['family']} ({stats.CORRECTIONS.get(r['correction'], r['correction'])}, {r['significant']} of "
+        f"{r['comparisons']} significant): {level(r['interval_level_pct'] / 100)}"
+        for r in families.iter_rows(named=True)
+        if r["interval_level_pct"] is not None and not math.isnan(r["interval_level_pct"])
+    )
+    return (
+        f"Every change's interval in this report is the {interval_wording(correction, alpha)} (secondary "
+        f"families: the {interval_wording('fdr_bh', alpha)}). Its level is 1 minus the threshold the "
+        "correction stopped at, so it depends on how many comparisons were significant"
+        + (f"; in this campaign: {per}." if per else ".")
+    )

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+from collections.abc import Callable
 
 import polars as pl
 from great_tables import GT, loc, style
 
 from .. import escape
 from ..analysis import stats
-from .format import change_text, mde_text, median, numbers_in, reading
+from .format import change_text, level, mde_text, median, numbers_in, p_value, reading, unit, verdict_word
 from .summary import metric_label
 
 # Header labels of the analysis tables' columns; others are the name with spaces, capitalised.
@@ -47,7 +48,31 @@ LABELS = {
     "vcpu_per_proxy": "vCPU per proxy per 1000 req/s",
     "istio_label": "Istio's proxy",
     "istio_vcpu": "Istio: vCPU per 1000 req/s",
+    "change_pct": "Change %",
+    "baseline_value": "Baseline value",
+    "value_from": "Value from",
+    "value_to": "Value to",
+    "ours_test": "Our test",
+    "ours_metric": "Our metric",
+    "ours_side": "Our side",
+    "ours_scenario": "Our scenario",
+    "ours_baseline": "Our baseline",
+    "ours_n": "Our n",
+    "ours_p": "Our p",
+    "ours_p_adj": "Our p (adjusted)",
+    "ours_delta_pct": "Our change %",
+    "ours_low": "Our interval low",
+    "ours_high": "Our interval high",
+    "ours_ci_level": "Our interval level",
+    "ours_verdict": "Our verdict",
+    "theirs_metric": "Published metric",
+    "theirs_scenario": "Published scenario",
+    "theirs_baseline": "Published baseline",
+    "theirs_change_pct": "Published change %",
+    "theirs_direction": "Published direction",
 }
+# Values that are identifiers in the tables and words in the report.
+VALUE_LABELS = {"median_of_3plus": "median of 3 or more runs", "tcp_throughput": "TCP throughput"}
 BETTER, WORSE, MUTED = "#1a7f37", "#b42318", "#6b7280"
 
 
@@ -59,9 +84,26 @@ def label(column: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-def _cell(v, spec: str | None) -> str:
+# columns written by a formatter of format.py unless a table says otherwise
+FORMATTERS: dict[str, Callable] = {
+    "p": p_value,
+    "p_adj": p_value,
+    "drift_p": p_value,
+    "ours_p": p_value,
+    "ours_p_adj": p_value,
+    "unit": unit,
+    "statistic": lambda v: VALUE_LABELS.get(v, v),
+    "metric": lambda v: metric_label(v),
+    "ours_metric": lambda v: metric_label(v),
+    "theirs_metric": lambda v: VALUE_LABELS.get(v, v),
+}
+
+
+def _cell(v, spec: str | Callable | None) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return ""
+    if callable(spec):
+        return spec(v)
     if spec:
         return spec.format(v)
     if isinstance(v, bool):
@@ -73,16 +115,17 @@ def _cell(v, spec: str | None) -> str:
     return escape.printable(v)  # a name or a failure reason from the records: no raw control character
 
 
-def as_text(df: pl.DataFrame, formats: dict[str, str] | None = None) -> pl.DataFrame:
-    """Every column as display text: ``formats`` ("{:+.1f}") where given, floats to 4 significant
-    digits, booleans yes/no, times to the minute; null and NaN -> ''."""
-    formats = formats or {}
+def as_text(df: pl.DataFrame, formats: dict[str, str | Callable] | None = None) -> pl.DataFrame:
+    """Every column as display text: ``formats`` ("{:+.1f}", or a function of the value) where given,
+    else FORMATTERS' (p-values as "< 0.001", units as read), floats to 4 significant digits, booleans
+    yes/no, times to the minute; null and NaN -> ''."""
+    formats = {**FORMATTERS, **(formats or {})}
     return pl.DataFrame([pl.Series(c, [_cell(v, formats.get(c)) for v in df[c]], dtype=pl.String) for c in df.columns])
 
 
 def publication_table(
     df: pl.DataFrame,
-    formats: dict[str, str] | None = None,
+    formats: dict[str, str | Callable] | None = None,
     labels: dict[str, str] | None = None,
     group: str | None = None,
     verdict: str | None = None,
@@ -211,7 +254,7 @@ def headline(summary: pl.DataFrame, comparisons: pl.DataFrame, baseline: str = "
             _base_first=pl.col("scenario") != baseline,
             **{
                 "median [95 % CI]": pl.Series(ci, dtype=pl.String),
-                "change % [CI @ level]": pl.Series([change_text(r) for r in rows], dtype=pl.String),
+                "change % [interval]": pl.Series([change_text(r, with_level=False) for r in rows], dtype=pl.String),
                 "MDE %": pl.Series([mde_text(r) for r in rows], dtype=pl.String),
             },
         )
@@ -234,7 +277,7 @@ def headline(summary: pl.DataFrame, comparisons: pl.DataFrame, baseline: str = "
             "scenario",
             "n",
             "median [95 % CI]",
-            "change % [CI @ level]",
+            "change % [interval]",
             "p_adj",
             "verdict",
             "MDE %",
@@ -268,15 +311,31 @@ def spreadsheet(comparisons: pl.DataFrame) -> pl.DataFrame:
 
 
 def headline_table(summary: pl.DataFrame, comparisons: pl.DataFrame, baseline: str) -> GT:
-    """headline as a publication table: one row group per family (with its correction),
-    the metric with its side and unit, the verdict coloured; the environment only where there are several."""
+    """headline as a publication table: one row group per family (with its correction and the level its
+    intervals came out at), the metric with its side and unit, the change once (its verdict a word where
+    the change has a column), p as "< 0.001", the environment only where there are several."""
     t = headline(summary, comparisons, baseline=baseline)
+    levels = {
+        f: f", intervals at {level(v)}"
+        for f, v in comparisons.filter(pl.col("baseline") == baseline)
+        .group_by("family")
+        .agg(pl.col("ci_level").drop_nulls().drop_nans().first())
+        .iter_rows()
+        if v is not None
+    }
     t = t.with_columns(
-        family=pl.format("{} ({})", "family", "correction"),
+        # the family's correction and the level its intervals came out at, once per group
+        family=pl.format(
+            "{} ({}{})",
+            "family",
+            "correction",
+            pl.col("family").replace_strict(levels, default="", return_dtype=pl.String),
+        ),
+        verdict=pl.col("verdict").map_elements(verdict_word, return_dtype=pl.String),
         **{"median [95 % CI]": pl.col("median [95 % CI]").map_elements(numbers_in, return_dtype=pl.String)},
         metric=pl.Series(
             [
-                f"{metric_label(m, s)} ({u})" if u else metric_label(m, s)
+                f"{metric_label(m, s)} ({unit(u)})" if u else metric_label(m, s)
                 for m, s, u in zip(t["metric"], t["side"], t["unit"], strict=True)
             ],
             dtype=pl.String,
@@ -288,12 +347,11 @@ def headline_table(summary: pl.DataFrame, comparisons: pl.DataFrame, baseline: s
         t,
         labels={
             "median [95 % CI]": "Median [95 % CI]",
-            "change % [CI @ level]": "Change % [CI @ level]",
+            "change % [interval]": "Change % [interval]",
             "p_adj": "p (adjusted)",
             "verdict": "Verdict",
             "flags": "Flags",
         },
-        formats={"p_adj": "{:.2g}"},
         group="family",
         verdict="verdict",
     )

@@ -16,9 +16,10 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.io.base_renderers import MimetypeRenderer, PlotlyRenderer
 
+from . import colours
+from .format import unit as display_unit
+
 TEMPLATE = "benchlib"
-# Okabe-Ito: distinguishable with the common colour-vision deficiencies.
-PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
 BAND_COLOR = "rgba(120, 120, 120, 0.18)"
 # A blog column: static images are drawn at this width, so their text is read at 1:1.
 BLOG_WIDTH = 700
@@ -30,7 +31,7 @@ def _template() -> go.layout.Template:
     t.layout.update(
         font=dict(family="Helvetica, Arial, sans-serif", size=13, color="#222"),
         title=dict(x=0.015, xanchor="left", font=dict(size=16)),
-        colorway=PALETTE,
+        colorway=list(colours.SCENARIOS),  # a figure colours its scenarios itself: colours.py
         height=HEIGHT,
         margin=dict(l=70, r=20, t=80, b=60),
         hoverlabel=dict(font_size=12),
@@ -47,7 +48,7 @@ pio.templates[TEMPLATE] = _template()
 def axis_title(quantity: str, unit: str | None) -> str:
     """A value axis in words with its unit: "Transaction rate (transactions/s)"."""
     text = quantity[:1].upper() + quantity[1:]
-    return f"{text} ({unit})" if unit else text
+    return f"{text} ({display_unit(unit)})" if unit else text
 
 
 def plain(text: str) -> str:

@@ -52,8 +52,8 @@ def test_below_the_resolution_the_change_is_in_whole_percent_and_steps():
     below = {**ROW, "below_resolution": True, "step": 1.0, "delta_low_res": 18.2, "delta_high_res": 38.5}
     interval = {**below, "unresolved": resolution.INTERVAL, "steps": 4.0}
     change = {**below, "unresolved": resolution.CHANGE, "steps": 1.0}
-    assert fmt.change_text(interval) == "+31 % [+18, +38] ± 1 step @ 95 % (4 steps of 1 us; interval below resolution)"
-    assert fmt.change_text(change) == "+31 % (1 step of 1 us: below resolution) [+18, +38] ± 1 step @ 95 %"
+    assert fmt.change_text(interval) == "+31 % [+18, +38] ± 1 step @ 95 % (4 steps of 1 µs; interval below resolution)"
+    assert fmt.change_text(change) == "+31 % (1 step of 1 µs: below resolution) [+18, +38] ± 1 step @ 95 %"
 
 
 def test_the_mde_text_says_why_there_is_none():
@@ -72,3 +72,29 @@ def test_the_spreadsheet_carries_the_change_text_after_the_resolution_columns():
     assert "u" not in sheet.columns and sheet.columns[sheet.columns.index("finer_metric") + 1] == "change"
     below = sheet.filter("below_resolution").row(0, named=True)
     assert resolution.BELOW in below["change"] and below["change"] == fmt.change_text(below)
+
+
+def test_p_values_units_and_verdicts_as_a_reader_reads_them():
+    assert [fmt.p_value(p) for p in (0.0, 0.0004, 0.001, 0.0123, 0.5, None, float("nan"))] == [
+        "< 0.001",
+        "< 0.001",
+        "0.001",
+        "0.012",
+        "0.5",
+        "",
+        "",
+    ]
+    assert [fmt.unit(u) for u in ("us", "us per transaction", "Gbit/s", "", None)] == [
+        "µs",
+        "µs per transaction",
+        "Gbit/s",
+        "",
+        "",
+    ]
+    assert fmt.verdict_word("-33.7 % [-35.4, -32.2] worse") == "worse"
+    assert fmt.verdict_word("+31 % [+18, +38] worse (± 1 step of 1 us)") == "worse (± 1 step of 1 µs)"
+    assert fmt.verdict_word("~ within noise") == "~ within noise"
+    r = {"delta_pct": -5.0, "delta_low": -6.0, "delta_high": -4.0, "ci_level": 0.98}
+    assert (
+        fmt.change_text(r) == "-5.0 [-6.0, -4.0] @ 98 %" and fmt.change_text(r, with_level=False) == "-5.0 [-6.0, -4.0]"
+    )

@@ -9,9 +9,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 from analysis_tables import analysed, settings
+from figure_colours import by_scenario, in_notebooks
 
 from benchlib.analysis import project_root, resolve, stats
-from benchlib.report import render as report
+from benchlib.report import colours, render as report
 
 PLOTLYJS_BANNER = "* plotly.js v"
 REMOTE_SCRIPT = re.compile(r"<script[^>]*\ssrc=[\"']?(https?:)?//", re.I)
@@ -86,7 +87,7 @@ def test_notebooks_execute_and_render_offline_report(lab_tables, tmp_path):
     assert "@import" not in html and "fonts.googleapis" not in html  # tables in system fonts, none fetched
     assert "figures.use_report_renderer" not in html  # code hidden
     headings = (
-        "Summary",
+        "Findings",
         "Significance vs the baseline",
         "Headline table",
         "Caveats",
@@ -98,12 +99,23 @@ def test_notebooks_execute_and_render_offline_report(lab_tables, tmp_path):
     at = [html.index(f'id="{heading.replace(" ", "-")}"') for heading in headings]
     assert at == sorted(at)  # the answer first, the results next, how they were measured last
     assert 'class="gt_table"' in html  # publication tables
+    # the first screen before the findings: the title, the takeaways, the context strip, then the contents
+    first = html.index('class="first-screen"')
+    assert (
+        first < html.index('class="report-title"') < html.index('class="context"') < html.index('aria-label="Contents"')
+    )
+    assert html.index('aria-label="Contents"') < at[0]
     summary_part = html[at[0] : at[1]]
     assert "**" not in summary_part  # markdown rendered
     assert "vxlan vs host, tcp_stream_1 throughput: <strong>" in summary_part and "worse" in summary_part
     assert "dvc repro" in summary_part and 'class="plotly-graph-div"' in summary_part  # headline figure
     assert "Service-mesh" not in html  # no proxy on any path: no mesh section
     assert '"ename"' not in "".join(p.read_text() for p in (out / "notebooks").glob("*.ipynb"))
+    # each scenario in one colour in every figure the notebooks drew, the baseline grey
+    drawn = by_scenario(in_notebooks(out / "notebooks"), runs["scenario"].unique())
+    assert set(drawn) == {"host", "bridge", "veth-routed", "vxlan"}, drawn
+    assert all(len(c) == 1 for c in drawn.values()), drawn
+    assert set(drawn["host"]) == {colours.BASELINE.lower()}
 
     m = result.metrics_json()
     assert m["comparisons"]["c1/local-lab/vxlan/tcp_stream_1/throughput/none"]["verdict"].endswith("worse")

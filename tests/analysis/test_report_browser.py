@@ -46,7 +46,11 @@ INSPECT = """(() => {
             caption: fig ? text(fig.querySelector('figcaption')) : null};
   });
   const rerun = document.querySelector('aside.rerun');
-  return {h1, links, tables, figures, rerun: rerun ? text(rerun) : null,
+  const header = document.querySelector('header.first-screen');
+  const first_screen = header ? {takeaways: text(header.querySelector('.takeaways')),
+    context: [...header.querySelectorAll('.context-label')].map(text),
+    bottom: header.getBoundingClientRect().bottom + window.scrollY} : null;
+  return {h1, links, tables, figures, rerun: rerun ? text(rerun) : null, first_screen,
           resources: performance.getEntriesByType('resource').map(r => r.name)};
 })()"""
 
@@ -115,9 +119,19 @@ def pages(tmp_path_factory):
 def test_the_summary_is_the_first_section_with_the_findings_and_the_headline_figure_on_the_first_screen(pages, name):
     p = pages[name]
     first = p["h1"][0]
-    expected = "Summary" if name == "report" else "lab-default-003 against lab-default-002"
+    expected = (
+        "Network datapaths: bridge, veth-routed and vxlan against host (local-lab)"
+        if name == "report"
+        else "lab-default-003 against lab-default-002"
+    )
     assert first["text"] == expected and first["top"] < HEIGHT / 4, p["h1"]
-    assert p["figures"] and p["figures"][0]["top"] < HEIGHT, p["figures"][0]  # the headline figure starts on screen 1
+    if name == "report":  # the takeaways and the context strip on the first screen, the findings after them
+        assert p["first_screen"]["takeaways"].startswith("The largest difference: "), p["first_screen"]
+        assert {"Measured", "Kernel", "Tools", "Run length", "Runs"} <= set(p["first_screen"]["context"])
+        assert p["first_screen"]["bottom"] < HEIGHT, p["first_screen"]
+    # the headline figure follows the findings: on screen 1 of the compare page, by screen 2 of the report, whose
+    # first screen holds its title, takeaways and context strip
+    assert p["figures"] and p["figures"][0]["top"] < (2 if name == "report" else 1) * HEIGHT, p["figures"][0]
     assert "is significant" in p["figures"][0]["title"] or "are significant" in p["figures"][0]["title"]
     assert p["rerun"] and ("dvc repro" in p["rerun"] or "benchlib compare" in p["rerun"]), p["rerun"]
 
@@ -125,7 +139,7 @@ def test_the_summary_is_the_first_section_with_the_findings_and_the_headline_fig
 def test_the_sections_are_in_reading_order_and_the_contents_reach_them(pages):
     order = [h["text"] for h in pages["report"]["h1"]]
     for earlier, later in [
-        ("Summary", "Significance vs the baseline"),
+        ("Findings", "Significance vs the baseline"),
         ("Significance vs the baseline", "Results per test"),
         ("Results per test", "CPU profiles"),
         ("CPU profiles", "Setup, method and CPU normalization"),

@@ -103,7 +103,7 @@ def test_an_exact_looking_interval_of_whole_microseconds_is_marked(default_campa
     assert (r["step"], r["steps"], r["unresolved"], r["below_resolution"]) == (1.0, 4.0, "interval", True)
     assert r["delta_low_res"] == pytest.approx(before["delta_low"] - 100 / 13)
     assert r["delta_high_res"] == pytest.approx(before["delta_high"] + 100 / 13)
-    assert fmt.change_text(r) == "+31 % [+18, +38] ± 1 step @ 95 % (4 steps of 1 us; interval below resolution)"
+    assert fmt.change_text(r) == "+31 % [+18, +38] ± 1 step @ 95 % (4 steps of 1 µs; interval below resolution)"
     assert r["verdict"] == "+31 % [+18, +38] worse (± 1 step of 1 us)"
     assert r["finer_metric"] == "latency_mean"
 
@@ -138,8 +138,8 @@ def test_a_change_of_one_step_is_not_given_a_size():
     bridge, vxlan = _row(a, "bridge", "tcp_rr", "latency_p99"), _row(a, "vxlan", "tcp_rr", "latency_p99")
     assert (bridge["median"], bridge["median_base"], bridge["step"]) == (133.0, 123.0, 10.0)
     assert bridge["unresolved"] == vxlan["unresolved"] == resolution.CHANGE
-    assert fmt.change_text(bridge).startswith("+8 % (1 step of 10 us: below resolution) [")
-    assert fmt.change_text(vxlan).startswith("+7 % (0.85 steps of 10 us: below resolution) [")
+    assert fmt.change_text(bridge).startswith("+8 % (1 step of 10 µs: below resolution) [")
+    assert fmt.change_text(vxlan).startswith("+7 % (0.85 steps of 10 µs: below resolution) [")
     assert bridge["verdict"] == vxlan["verdict"] == stats.WITHIN_NOISE  # no precise claim to take back
 
 
@@ -157,7 +157,7 @@ def test_a_precise_verdict_one_step_apart_keeps_its_direction_only():
     assert c["verdict"][0] == "+7.7 % [+7.7, +7.7] worse"
     r = resolution.annotate(c).row(0, named=True)
     assert r["verdict"] == "worse by 1 step of 1 us (below resolution)"
-    assert fmt.change_text(r).startswith("+8 % (1 step of 1 us: below resolution)")
+    assert fmt.change_text(r).startswith("+8 % (1 step of 1 µs: below resolution)")
 
 
 def test_order_statistic_intervals_of_whole_steps(default_campaign):
@@ -186,9 +186,10 @@ def test_netperf_mean_latency_is_the_finer_source(default_campaign):
 def test_headline_shows_the_resolution(default_campaign):
     table = tables.headline(default_campaign["summary"], default_campaign["annotated"])
     r = table.filter(scenario="veth-routed", test="tcp_rr", metric="latency_p50").row(0, named=True)
-    assert r["change % [CI @ level]"].endswith("(4 steps of 1 us; interval below resolution)")
+    assert r["change % [interval]"].endswith("(4 steps of 1 µs; interval below resolution)")
+    assert "@" not in r["change % [interval]"]  # the level is the family's, stated once in the table
     assert r["verdict"] == "+31 % [+18, +38] worse (± 1 step of 1 us)"
     plain = tables.headline(default_campaign["summary"], default_campaign["comparisons"])
-    assert "note" not in plain.columns and plain.drop("change % [CI @ level]", "verdict").equals(
-        table.drop("change % [CI @ level]", "verdict")
+    assert "note" not in plain.columns and plain.drop("change % [interval]", "verdict").equals(
+        table.drop("change % [interval]", "verdict")
     )

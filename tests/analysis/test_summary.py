@@ -97,7 +97,17 @@ def test_a_degenerate_campaign_gets_a_summary_that_says_so(case, says, tmp_path)
 
 def test_the_headline_table_is_a_publication_table(real):
     html = tables.html(tables.headline_table(real.summary, real.comparisons, "host"))
-    assert "primary (Holm)" in html and "latency (FDR (Benjamini-Hochberg))" in html  # families as row groups
+    # families as row groups, each with its correction and the level its intervals came out at, once
+    assert "primary (Holm, intervals at 98.33 %)" in html and "latency (FDR (Benjamini-Hochberg), intervals at " in html
+    t = tables.headline(real.summary, real.comparisons, "host")
+    assert not any("@" in c for c in t["change % [interval]"].drop_nulls())
+    # the change once per row: the verdict beside it is a word
+    text = tables.as_text(t.with_columns(verdict=pl.col("verdict").map_elements(fmt.verdict_word)))
+    assert set(text["verdict"]) <= {"baseline", "better", "worse", "~ within noise", "negligible", ""} | {
+        v for v in text["verdict"] if v.startswith(("inconclusive", "worse (", "better (", "worse by", "better by"))
+    }
+    assert "&lt; 0.001" in html and ">0.00<" not in html  # p as a reader reads it
+    assert "µs" in html and "(us)" not in html and " us " not in html
     assert "transaction rate (trans/s)" in html and "Median [95 % CI]" in html
     assert "e+0" not in html.split("</style>")[-1]  # medians without exponents
     assert "null" not in html and "<script" not in html and "fonts.googleapis" not in html
@@ -132,3 +142,47 @@ def test_the_terminal_summary_says_plainly_that_the_baseline_has_no_successful_r
     text = summary.terminal_text(a.runs, a.comparisons, "host", "reports/report.html")
     assert "0 to 8 successful run(s) per configuration, 3 failed of 11" in text, text
     assert "No finding: the baseline host has no successful run, so no scenario was compared with it." in text
+
+
+def test_the_first_screen_has_a_title_takeaways_and_the_context_of_the_runs(real):
+    s = real.settings
+    assert (
+        summary.title_text(real.runs, "host")
+        == "Network datapaths: bridge, veth-routed and vxlan against host (local-lab)"
+    )
+    lead, per_scenario = summary.takeaways(real.comparisons, "host")
+    assert lead == "The largest difference: vxlan's tcp_crr connection rate is 50.7 % lower than host's (worse)."
+    assert per_scenario == (
+        "Against host, each test's headline metric: vxlan worse in 4 of 4 tests (-50.7 % to -7.2 %); "
+        "bridge worse in 3 of 4 tests (-37.1 % to -5.8 %); veth-routed worse in 2 of 4 tests (-24.9 % to -21.9 %)."
+    )
+    strip = dict(summary.context(real.runs))
+    assert strip["Measured"] == "2026-11-23" or strip["Measured"].startswith("2026-11-23 to ")
+    assert strip["Campaign"] == "lab-default-003" and strip["Kernel"] == "6.18.44-fc-v657"
+    assert strip["Runs"] == "n = 10 per configuration, 160 of 160 ok, 10 blocks"
+    assert "netperf 2.7.0" in strip["Tools"] and strip["Run length"].endswith("s per run (median)")
+    html = summary.first_screen_html(real.runs, real.comparisons, s.baseline)
+    assert html.startswith('<header class="first-screen"') and html.count("<h1") == 1
+    assert html.index("report-title") < html.index("takeaways") < html.index('class="context"')
+
+
+def test_the_takeaways_say_so_when_nothing_differs(real):
+    none = real.comparisons.with_columns(verdict=pl.lit(stats.WITHIN_NOISE))
+    assert summary.takeaways(none, "host") == [
+        "No scenario differs from host beyond the noise in any test's headline metric (12 comparisons)."
+    ]
+    assert summary.takeaways(real.comparisons.clear(), "host") == []
+
+
+def test_the_interval_is_named_the_same_whatever_its_level(real):
+    """The findings name their intervals by what they agree with, never by a level that changes from
+    campaign to campaign; the method states the levels once."""
+    s = real.settings
+    text = text_of(real)
+    assert "[interval agreeing with the Holm-corrected test, 5 % family-wise error]" in text
+    assert "interval at" not in text and "98.33" not in text
+    method = summary.levels_text(real.families, s.correction, s.alpha)
+    assert "primary (Holm, 9 of 12 significant): 98.33 %" in method
+    assert fmt.interval_wording("fdr_bh", 0.01) == (
+        "interval agreeing with the Benjamini-Hochberg test, 1 % false discovery rate"
+    )
