@@ -80,6 +80,8 @@ def load(out_dir: Path, campaign_dir: Path, tables: list[str]) -> tuple[Index | 
         return None, f"{path} describes the records of {head.get('campaign_dir')}, not {campaign_dir}"
     for name in tables:  # the stamp is the set's: a table swapped for another of the set has it too
         table = out_dir / f"{name}.parquet"
+        if not table.exists():
+            return None, f"{table} is missing (`dvc repro` removes a stage's outputs before it runs it)"
         stamp = schema.parse_identity(table)
         if (
             stamp is None

@@ -117,7 +117,7 @@ def test_a_removed_record_leaves_the_tables(campaign, tmp_path, parallel):
     [
         (lambda out: (out / parse_index.INDEX).write_bytes(b"not parquet"), "parse_index.parquet is unreadable"),
         (lambda out: (out / parse_index.INDEX).write_bytes(b""), "parse_index.parquet is unreadable"),
-        (lambda out: (out / "metrics.parquet").unlink(), "metrics.parquet is not the metrics table"),
+        (lambda out: (out / "metrics.parquet").unlink(), "metrics.parquet is missing"),
         (
             lambda out: shutil.copy(out / "runs.parquet", out / "profiles.parquet"),
             "profiles.parquet is not the profiles table",
