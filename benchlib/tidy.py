@@ -19,13 +19,13 @@ from collections import deque
 from collections.abc import Generator, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import ExitStack, closing, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import chain, islice
 from pathlib import Path
 
 import polars as pl
 
-from . import collectors, cpu, disturbance, record, schema, stacks
+from . import collectors, cpu, disturbance, parse_index, record, schema, stacks
 from .errors import BenchlibError, ParseError, RecordError
 
 _log = logging.getLogger(__name__)  # the default for log=: where benchlib.logs sends messages
@@ -219,6 +219,10 @@ class _Chunk:
     profile_runs: pl.DataFrame
     profiles: pl.DataFrame
     errors: list[RecordError]
+    loaded: list[tuple[str, str]]  # (record, run_id) of every record whose rows it holds
+    index: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=parse_index.SCHEMA))  # those records
+    read: int = 0  # records read now, corrupt ones included
+    reused: int = 0  # records whose rows came from the previous tables, unread
 
 
 def _columns(rows: list[dict], keys: dict, into: dict[str, list]) -> None:
@@ -231,7 +235,7 @@ def _columns(rows: list[dict], keys: dict, into: dict[str, list]) -> None:
 
 def _load_chunk(paths: list[str]) -> _Chunk:
     """The tables' rows of consecutive records; a worker returns frames, not millions of dicts."""
-    runs, profile_runs, errors = [], [], []
+    runs, profile_runs, errors, loaded = [], [], [], []
     metrics = {c: [] for c in schema.METRICS_SCHEMA}
     profiles = {c: [] for c in schema.PROFILES_SCHEMA}
     for path in map(Path, paths):
@@ -242,6 +246,7 @@ def _load_chunk(paths: list[str]) -> _Chunk:
                 _check_int64(prun, path)
                 profile_runs.append(prun)
                 _columns(rows, {k: prun[k] for k in _PROFILE_KEYS}, profiles)
+                loaded.append((str(path), rec.run_id))
                 continue
             run, rows = _measured(rec, path)
             _check_int64(run, path)
@@ -250,23 +255,48 @@ def _load_chunk(paths: list[str]) -> _Chunk:
             continue
         runs.append(run)
         _columns(rows, {k: run[k] for k in _KEYS}, metrics)
+        loaded.append((str(path), rec.run_id))
     return _Chunk(
         pl.DataFrame(runs, schema=schema.RUNS_SCHEMA) if runs else schema.empty("runs"),
         pl.DataFrame(metrics, schema=schema.METRICS_SCHEMA),
         pl.DataFrame(profile_runs, schema=schema.PROFILE_RUNS_SCHEMA) if profile_runs else schema.empty("profile_runs"),
         pl.DataFrame(profiles, schema=schema.PROFILES_SCHEMA),
         errors,
+        loaded,
     )
 
 
-_RUN_ORDER_SCHEMA = pl.Schema({"record": pl.String, "environment": pl.String, "order": pl.Int64})
+_RUN_ORDER_SCHEMA = pl.Schema(
+    {
+        "record": pl.String,
+        "environment": pl.String,
+        "order": pl.Int64,
+        "fingerprint": pl.String,  # null: not asked for, or the record is not a readable directory
+        "run_id": pl.String,  # a reused record's; null for one read now
+        "reused": pl.Boolean,
+    }
+)
 
 
-def _run_order(paths: list[str]) -> pl.DataFrame:
+def _run_order(task: tuple[list[str], bool, dict[str, tuple]]) -> pl.DataFrame:
     """Each record's environment and order (its place in the schedule), from its meta.json; null
-    where unreadable: load_record then names what is wrong with that record."""
+    where unreadable: load_record then names what is wrong with that record. With ``fingerprints``,
+    each record's `record.fingerprint` too, taken before anything of it is read (a record changed
+    during the parse is then read again by the next one). A record whose fingerprint is the one in
+    ``known`` (path -> fingerprint, run id, environment, order) is reused: its meta.json is not read."""
+    paths, fingerprints, known = task
     rows = []
     for path in paths:
+        fp = None
+        if fingerprints:
+            try:
+                fp = record.fingerprint(path)
+            except OSError:  # not there, or not a directory: load_record names it
+                pass
+        was = known.get(path)
+        if fp is not None and was is not None and was[0] == fp:
+            rows.append((path, was[2], was[3], fp, was[1], True))
+            continue
         try:
             meta = json.loads(record.read_file(path, record.META))
             env, order = meta["environment"], meta["order"]
@@ -274,7 +304,7 @@ def _run_order(paths: list[str]) -> pl.DataFrame:
             env = order = None
         if not (isinstance(env, str) and type(order) is int and -(2**63) <= order < 2**63):
             env = order = None
-        rows.append((path, env, order))
+        rows.append((path, env, order, fp, None, False))
     return pl.DataFrame(rows, schema=_RUN_ORDER_SCHEMA, orient="row")
 
 
@@ -298,34 +328,112 @@ def _map(pool: ProcessPoolExecutor | None, fn, tasks: Iterator) -> Iterator:
         yield ahead.popleft().result()
 
 
-def _chunks(campaign_dir: Path, records: Iterable[Path] | None) -> Generator[_Chunk, None, None]:
+_POS = "__position"  # a row's record's place in the tables (private to the merge)
+
+
+@dataclass
+class _Previous:
+    """The previous tables' rows of the records a parse reuses, each with its record's new place
+    (_POS). A reused record's rows keep their order: the stable sort moves whole records."""
+
+    tables: dict[str, pl.DataFrame]  # by table name, sorted by _POS
+
+    @classmethod
+    def of(cls, out_dir: Path, in_order: pl.DataFrame) -> _Previous:
+        places = in_order.with_row_index(_POS).filter("reused").select("run_id", pl.col(_POS).cast(pl.Int64))
+        tables = {
+            name: pl.read_parquet(out_dir / f"{name}.parquet")
+            .join(places, on="run_id", maintain_order="left")
+            .sort(_POS, maintain_order=True)
+            for name in TABLES
+        }
+        return cls(tables)
+
+    def rows(self, name: str, start: int, stop: int) -> pl.DataFrame:
+        """Table ``name``'s rows of the reused records placed in [start, stop)."""
+        df = self.tables[name]
+        lo, hi = df[_POS].search_sorted(pl.Series([start, stop])).to_list()
+        return df.slice(lo, hi - lo)
+
+
+def _merged(chunk: _Chunk, places: pl.DataFrame, start: int, previous: _Previous | None) -> _Chunk:
+    """The chunk of the records ``places`` (in_order's rows from ``start`` on): the rows read now and
+    the reused ones, each record's where a full parse puts them, and the index rows of them all."""
+    loaded = pl.DataFrame(chunk.loaded, schema={"record": pl.String, "run_id": pl.String}, orient="row")
+    reused = int(places["reused"].sum())
+    if previous is not None and reused:
+        at = places.with_row_index(_POS).select("record", pl.col(_POS).cast(pl.Int64) + start)
+        fresh_at = loaded.join(at, on="record", maintain_order="left").select("run_id", _POS)
+        frames = {}
+        for name in TABLES:
+            fresh = getattr(chunk, name).join(fresh_at, on="run_id", maintain_order="left")
+            old = previous.rows(name, start, start + len(places))
+            frames[name] = pl.concat([old, fresh]).sort(_POS, maintain_order=True).drop(_POS)
+        chunk = _Chunk(**frames, errors=chunk.errors, loaded=chunk.loaded)
+    chunk.index = (
+        places.join(loaded, on="record", how="left", maintain_order="left", suffix="_read")
+        .with_columns(run_id=pl.coalesce("run_id", "run_id_read"))
+        .filter(pl.col("run_id").is_not_null())
+        .select(parse_index.SCHEMA.names())
+    )
+    chunk.read, chunk.reused = len(places) - reused, reused
+    return chunk
+
+
+def _chunks(
+    campaign_dir: Path,
+    records: Iterable[Path] | None,
+    fingerprints: bool = False,
+    previous: tuple[Path, pl.DataFrame] | None = None,
+) -> Generator[_Chunk, None, None]:
     """The tables chunk by chunk, in run order (environment, then order).
 
     Records are put in run order first, from their meta.json (the pass costs about a tenth of
     the parse), so both tables come out in that order without sorting a table in memory.
     Records are independent, so a large campaign is parsed on every CPU (100k runs: 80 s on
-    one core of this 2-core VM).
+    one core of this 2-core VM). ``fingerprints``: fill in each chunk's index (parse_index).
+    ``previous``: the directory of the last parse's tables and its index (parse_index.SCHEMA): a
+    record whose fingerprint is unchanged is not read, its rows are taken from those tables.
     """
     paths = (str(p) for p in (record.walk(campaign_dir) if records is None else records))
+    known = {}
+    if previous is not None:
+        index = previous[1]
+        known = {
+            r: (fp, rid, env, order) for r, rid, env, order, fp in index.select(parse_index.SCHEMA.names()).iter_rows()
+        }
     head = list(islice(paths, PARALLEL_MIN_RECORDS))
     workers = len(os.sched_getaffinity(0))
     parallel = len(head) == PARALLEL_MIN_RECORDS and workers > 1
     with ProcessPoolExecutor(max_workers=workers) if parallel else nullcontext() as pool:
-        located = _map(pool, _run_order, _batches(chain(head, paths), PARSE_CHUNK))
+        tasks = (
+            (batch, fingerprints, {p: known[p] for p in batch if p in known})
+            for batch in _batches(chain(head, paths), PARSE_CHUNK)
+        )
+        located = _map(pool, _run_order, tasks)
         in_order = pl.concat([pl.DataFrame(schema=_RUN_ORDER_SCHEMA), *located]).sort(
             "environment", "order", nulls_last=True, maintain_order=True
-        )["record"]
-        yield from _map(
-            pool, _load_chunk, (in_order.slice(i, PARSE_CHUNK).to_list() for i in range(0, len(in_order), PARSE_CHUNK))
         )
+        old = _Previous.of(previous[0], in_order) if previous is not None and in_order["reused"].any() else None
+        slices = [in_order.slice(i, PARSE_CHUNK) for i in range(0, len(in_order), PARSE_CHUNK)]
+        read = _map(pool, _load_chunk, (s.filter(~pl.col("reused"))["record"].to_list() for s in slices))
+        for i, (places, chunk) in enumerate(zip(slices, read, strict=True)):
+            yield _merged(chunk, places, i * PARSE_CHUNK, old)
 
 
-def _checked_chunks(campaign_dir: Path, skip_corrupt: bool, log, records: Iterable[Path] | None) -> Iterator[_Chunk]:
-    """The tables chunk by chunk; a corrupt record stops it (naming the record) unless skipped."""
+def _checked_chunks(
+    campaign_dir: Path,
+    skip_corrupt: bool,
+    log,
+    records: Iterable[Path] | None,
+    fingerprints: bool = False,
+    previous: tuple[Path, pl.DataFrame] | None = None,
+) -> Iterator[_Chunk]:
+    """The tables chunk by chunk (`_chunks`); a corrupt record stops it (naming the record) unless skipped."""
     if not campaign_dir.is_dir():
         raise RecordError(f"{campaign_dir}: no raw data for this campaign (run `dvc repro` or `benchlib collect`)")
     skipped, n_runs = [], 0
-    with closing(_chunks(campaign_dir, records)) as chunks:  # on an error: stop the workers now
+    with closing(_chunks(campaign_dir, records, fingerprints, previous)) as chunks:  # on an error: stop the workers
         for chunk in chunks:
             if chunk.errors and not skip_corrupt:
                 raise chunk.errors[0]
@@ -394,6 +502,8 @@ class Parsed:
     profiled: int = 0
     profile_rows: int = 0
     disturbed: int = 0
+    read: int = 0  # records read (verified and parsed) this time, corrupt ones included
+    reused: int = 0  # records whose rows were taken from the previous tables, unread
 
 
 TABLES = ("runs", "metrics", "profile_runs", "profiles")  # what parse_campaign writes, <name>.parquet
@@ -406,26 +516,46 @@ def parse_campaign(
     log=_log.warning,
     records: Iterable[Path] | None = None,
     plan: str = "",
+    incremental: bool = False,
 ) -> Parsed:
     """The tables of `build_tables` and `build_profile_tables`, written to out_dir/<table>.parquet
     (TABLES) chunk by chunk as the records are parsed, so memory stays about flat however many runs
     the campaign has. Each table carries the set's identity (schema.PARSE_KEY, `identity`), so that
-    what reads them can tell tables of one parse from tables of several; ``plan`` is the plan's digest."""
+    what reads them can tell tables of one parse from tables of several; ``plan`` is the plan's digest.
+
+    Beside them goes the index of the records parsed (parse_index). ``incremental``: a record the
+    index knows unchanged is not read again, its rows are the previous tables'; the tables written
+    are the same, row for row and byte for byte in their identity, as a parse that reads every record.
+    An index that cannot be used is said (``log``) and every record is read."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    schema.remove_stale_temporaries(out_dir, [f"{name}.parquet" for name in TABLES])
-    failed = disturbed = 0
+    schema.remove_stale_temporaries(out_dir, [*(f"{name}.parquet" for name in TABLES), parse_index.INDEX])
+    previous = None
+    if incremental and (out_dir / parse_index.INDEX).exists():
+        index, why = parse_index.load(out_dir, campaign_dir, list(TABLES))
+        if index is None:
+            log(f"parse: reading every record, not only the new ones: {why}")
+        else:
+            previous = (out_dir, index.rows)
+    failed = disturbed = read = reused = 0
+    indexed = [pl.DataFrame(schema=parse_index.SCHEMA)]
     with ExitStack() as stack:
         out = {name: stack.enter_context(schema.TableWriter(name, out_dir / f"{name}.parquet")) for name in TABLES}
-        for chunk in _checked_chunks(campaign_dir, skip_corrupt, log, records):
+        for chunk in _checked_chunks(campaign_dir, skip_corrupt, log, records, fingerprints=True, previous=previous):
             for name, writer in out.items():
                 writer.append(getattr(chunk, name))
             failed += int((chunk.runs["outcome"] == "failed").sum())
             disturbed += int((chunk.runs["outcome"] == "disturbed").sum())
-        stamp = {schema.PARSE_KEY: json.dumps(identity(campaign_dir.name, plan, {n: w.digest for n, w in out.items()}))}
+            read += chunk.read
+            reused += chunk.reused
+            indexed.append(chunk.index)
+        ident = identity(campaign_dir.name, plan, {n: w.digest for n, w in out.items()})
+        stamp = {schema.PARSE_KEY: json.dumps(ident)}
         for writer in out.values():  # every table written before any replaces the old one
             writer.prepare(stamp)
         for writer in out.values():
             writer.publish()
+    # after the tables: an index left from before names other tables, and is not used
+    parse_index.write(out_dir, pl.concat(indexed), parse_index.header(campaign_dir, ident["tables"]))
     return Parsed(
         out["runs"].rows,
         failed,
@@ -433,6 +563,8 @@ def parse_campaign(
         out["profile_runs"].rows,
         out["profiles"].rows,
         disturbed=disturbed,
+        read=read,
+        reused=reused,
     )
 
 

@@ -13,6 +13,11 @@ Finally weighs reports/report.html.
 
     uv run python benchmarks/scale.py [--runs 10000 100000 1000000] [--raw /tmp/bench_synth]
 
+``--incremental`` measures, on each size's campaign, `benchlib parse` after one record was added
+(held back from a first parse, then put back: the parse reads it and reuses the other records' rows)
+against a full parse of the same campaign, in one run, as a ratio; the machine's load average is
+printed before and after, and the two parses' tables are checked to be the same.
+
 ``--tables DIR --copies K`` measures the analysis alone on the tables a parse wrote to DIR, repeated
 K times as one campaign (blocks and run ids shifted, start times shifted by the campaign's span):
 the analysis of a K-times larger campaign without generating and parsing its records.
@@ -37,13 +42,20 @@ from benchlib import tidy
 from benchlib.config import project_root
 
 
-def measure_parse(cdir: Path, out: Path) -> dict:
-    """`benchlib parse` on one campaign: the records -> out/{runs,metrics}.parquet, streamed."""
+def measure_parse(cdir: Path, out: Path, incremental: bool = False) -> dict:
+    """`benchlib parse` on one campaign: the records -> out/{runs,metrics}.parquet, streamed;
+    ``incremental``: reading only the records the index in out does not know unchanged."""
     t = time.monotonic()
-    parsed = tidy.parse_campaign(cdir, out)
+    parsed = tidy.parse_campaign(cdir, out, incremental=incremental)
     timings = {"parse: read records + write parquet": time.monotonic() - t}
     _log(timings)
-    return {"runs": parsed.runs, "metric_rows": parsed.metric_rows, "timings": timings}
+    return {
+        "runs": parsed.runs,
+        "metric_rows": parsed.metric_rows,
+        "read": parsed.read,
+        "reused": parsed.reused,
+        "timings": timings,
+    }
 
 
 def measure_analysis(out: Path) -> dict:
@@ -188,6 +200,39 @@ def run_size(runs: int, scenarios: int, raw: Path, no_analysis: bool) -> None:
     figure("children's wall (incl. interpreter start-up)", wall, "s")
 
 
+def _loadavg() -> str:
+    return Path("/proc/loadavg").read_text().strip()
+
+
+def run_incremental(runs: int, scenarios: int, raw: Path) -> None:
+    """A full parse of the campaign against a parse after one record was added to it (a child each)."""
+    import shutil
+
+    from benchlib import record, schema
+
+    cdir = synth.generate_once(raw / str(runs), runs, scenarios)
+    added = next(record.walk(cdir))
+    with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
+        out, fresh, aside = Path(tmp) / "incremental", Path(tmp) / "full", Path(tmp) / "aside"
+        shutil.move(added, aside)
+        try:
+            _child("--parse", str(cdir), "--out", str(out))  # the last parse, without the record
+        finally:
+            shutil.move(aside, added)
+        print(f"scale: incremental parse, {runs} records, one of them new; load average {_loadavg()}")
+        inc, _ = _child("--parse", str(cdir), "--out", str(out), "--parse-incremental")
+        full, _ = _child("--parse", str(cdir), "--out", str(fresh))
+        t_inc, t_full = sum(inc["timings"].values()), sum(full["timings"].values())
+        assert (inc["read"], inc["reused"]) == (1, runs - 1), inc
+        for name in tidy.TABLES:  # the same tables: the identity stamp digests every table's rows
+            assert schema.parse_identity(out / f"{name}.parquet") == schema.parse_identity(fresh / f"{name}.parquet")
+        figure("parse, every record read", t_full, "s")
+        figure("parse, one record new (1 read, rest reused)", t_inc, "s")
+        figure("incremental / full", t_inc / t_full)
+        figure("peak RSS, incremental parse process", inc["peak_rss_kib"] / 2**20, "GiB")
+        print(f"load average after: {_loadavg()}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--runs", type=int, nargs="+", default=[10_000, 100_000])
@@ -196,12 +241,20 @@ def main() -> None:
     p.add_argument("--parse", type=Path, help=argparse.SUPPRESS)  # child mode: campaign dir to parse
     p.add_argument("--analyse", type=Path, help=argparse.SUPPRESS)  # child mode: tables dir to analyse
     p.add_argument("--out", type=Path, help=argparse.SUPPRESS)
+    p.add_argument("--parse-incremental", action="store_true", help=argparse.SUPPRESS)  # child mode
+    p.add_argument(
+        "--incremental", action="store_true", help="a full parse against one after a record was added (per size)"
+    )
     p.add_argument("--no-analysis", action="store_true", help="parse only")
     p.add_argument("--tables", type=Path, help="analysis only, of the runs/metrics tables in this directory")
     p.add_argument("--copies", type=int, default=1, help="with --tables: analyse them repeated this many times")
     args = p.parse_args()
     if args.parse or args.analyse:
-        result = measure_parse(args.parse, args.out) if args.parse else measure_analysis(args.analyse)
+        result = (
+            measure_parse(args.parse, args.out, args.parse_incremental)
+            if args.parse
+            else measure_analysis(args.analyse)
+        )
         # parse workers are this process's children, measured apart from it
         result["peak_rss_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         result["worker_peak_rss_kib"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
@@ -209,6 +262,10 @@ def main() -> None:
         return
     if args.tables:
         run_tables(args.tables, args.copies)
+        return
+    if args.incremental:
+        for runs in args.runs:
+            run_incremental(runs, args.scenarios, args.raw)
         return
     for runs in args.runs:
         run_size(runs, args.scenarios, args.raw, args.no_analysis)

@@ -57,6 +57,14 @@ def test_scale_prints_each_phase_measured_in_a_child_process(tmp_path, capsys):
     assert rss["peak RSS, parse process"] > 0.01 and rss["peak RSS, analysis process"] > 0.01  # GiB: read, not 0
 
 
+@pytest.mark.slow  # three parses in child processes
+def test_scale_prints_the_incremental_parse_against_a_full_one(tmp_path, capsys):
+    scale.run_incremental(200, 2, tmp_path)  # asserts itself: 1 record read, the same tables
+    out = capsys.readouterr().out
+    assert out.startswith("scale: incremental parse, 200 records, one of them new; load average ")
+    assert re.search(r"^incremental / full +[0-9.e-]+ *$", out, re.M) and "load average after: " in out
+
+
 def test_scale_replicates_tables_as_one_larger_campaign(tmp_path):
     from benchlib import schema
     from benchlib.analysis import stats

@@ -194,7 +194,7 @@ def test_streamed_parse_writes_the_tables_built_in_memory(real_campaign, tmp_pat
     # each run's metric rows follow each other, runs in the runs table's order
     assert metrics["run_id"].unique(maintain_order=True).to_list() == runs["run_id"].to_list()
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(
-        f"{t}.parquet" for t in tidy.TABLES
+        [*(f"{t}.parquet" for t in tidy.TABLES), "parse_index.parquet"]
     )  # no parts left
 
 

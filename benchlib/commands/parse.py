@@ -14,9 +14,14 @@ def add_parser(subparsers) -> None:
         subparsers,
         "parse",
         help="raw records -> data/processed/{runs,metrics}.parquet",
-        description="Verify every raw record of the campaign against its checksums, "
-        "re-parse the tool output and write the tidy tables.",
-        examples=["benchlib parse", "benchlib parse --skip-corrupt --out /tmp/tables"],
+        description="Verify the campaign's raw records against their checksums, parse the tool output "
+        "and write the tidy tables. Only what is new is read: a record parsed before whose files are "
+        "unchanged (name, size, inode, mtime and ctime of each, as DVC tells a changed file; recorded in "
+        "parse_index.parquet beside the tables) keeps its rows of the previous tables, which are the same "
+        "as reading it again would give. A changed record is verified and parsed again, a removed one "
+        "leaves the tables; another benchlib version, other tables or an unreadable index: every record "
+        "is read. --full reads every record regardless.",
+        examples=["benchlib parse", "benchlib parse --full", "benchlib parse --skip-corrupt --out /tmp/tables"],
         exit_codes=f"0 the tables are written; {ERRORS}: a record that is corrupt or not of the plan, "
         "or planned runs not recorded yet (without --skip-corrupt).",
     )
@@ -26,6 +31,12 @@ def add_parser(subparsers) -> None:
         action="store_true",
         help="skip records that fail verification or do not match the plan (counted and listed), "
         "and parse a campaign whose planned runs are not all recorded yet, instead of stopping",
+    )
+    s.add_argument(
+        "--full",
+        action="store_true",
+        help="read, verify and parse every record, even those the last parse read unchanged "
+        "(e.g. to check every checksum again)",
     )
     s.set_defaults(func=run)
 
@@ -62,10 +73,17 @@ def run(args) -> int:
         log.warning(f"parse: {what}; parsing the {len(records)} recorded that match the plan (--skip-corrupt)")
     where = Path(args.out) if args.out else config.project_root() / "data" / "processed"
     parsed = tidy.parse_campaign(
-        cdir, where, skip_corrupt=args.skip_corrupt, log=log.warning, records=records, plan=plan_digest(p)
+        cdir,
+        where,
+        skip_corrupt=args.skip_corrupt,
+        log=log.warning,
+        records=records,
+        plan=plan_digest(p),
+        incremental=not args.full,
     )
     out(
         f"parse: {parsed.runs} runs ({parsed.failed} failed, {parsed.disturbed} disturbed), {parsed.metric_rows} metric rows, "
-        f"{parsed.profiled} profiled runs ({parsed.profile_rows} stack rows) -> {where}"
+        f"{parsed.profiled} profiled runs ({parsed.profile_rows} stack rows) -> {where}; "
+        f"{parsed.read} record(s) read, {parsed.reused} unchanged since the last parse reused"
     )
     return 0
