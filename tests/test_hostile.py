@@ -22,7 +22,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from benchlib import collectors, machine, record, runner, schema, tidy
+from benchlib import collectors, machine, parse_index, record, runner, schema, tidy
 from benchlib.config import ConfigError
 from benchlib.errors import TargetError
 from benchlib.plan import plan_environment
@@ -597,7 +597,7 @@ def test_a_full_disk_during_parse_is_one_line_and_keeps_the_old_tables(project_c
     assert parse.returncode == 0 and "parse: 36 runs" in parse.stdout, parse.stderr
     processed = project_copy / "data/processed"
     old = {p.name: p.read_bytes() for p in processed.iterdir()}
-    assert set(old) == {f"{t}.parquet" for t in tidy.TABLES}
+    assert set(old) == {f"{t}.parquet" for t in tidy.TABLES} | {parse_index.INDEX}
 
     def pages(name: str) -> int:
         return -(-(new / name).stat().st_size // 4096)

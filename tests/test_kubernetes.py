@@ -500,48 +500,8 @@ def test_cluster_scenario_without_placement_is_refused(tmp_path, monkeypatch):
         load_environment("noplace")
 
 
-# -- the cluster's own life cycle (last: it takes the module's cluster down) ----------------------
-
-
-def test_up_is_idempotent_down_leaves_nothing_and_a_killed_up_is_cleaned(cluster):
-    again = cluster_script("up", "--nodes", "2", "--proxy-mode", "iptables")
-    assert again.returncode == 0 and "already up" in again.stderr, again.stderr
-    assert cluster_script("status").returncode == 0
-    saved = dict(line.strip().split("=", 1) for line in (STATE / "sysctl.saved").read_text().splitlines())
-    assert sysctls(list(saved)) != saved, "the kubelet changes host tunables while the cluster runs"
-
-    down = cluster_script("down")
-    assert down.returncode == 0, down.stderr
-    assert leftovers() == []
-    assert sysctls(list(saved)) == saved
-    assert cluster_script("status").returncode != 0
-
-    # an `up` killed half-way leaves running daemons; `status` says so and `down` removes them
-    proc = subprocess.Popen(["bash", str(CLUSTER), "up"], stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 120
-    while not (STATE / "run" / "kube-apiserver.pid").exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    time.sleep(2)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    assert leftovers(), "a killed up leaves a partial cluster"
-    status = cluster_script("status")
-    assert status.returncode != 0 and "did not finish" in status.stdout
-    down = cluster_script("down")
-    assert down.returncode == 0, down.stderr
-    assert leftovers() == []
-    assert sysctls(list(saved)) == saved
-
-    # one node: its wire has a loose end, the node still has a routable address
-    one = cluster_script("up", "--nodes", "1", "--proxy-mode", "nftables")
-    assert one.returncode == 0, one.stderr
-    nodes = cluster_script("kubectl", "get", "nodes", "-o", "jsonpath={.items[*].metadata.name}").stdout.split()
-    assert nodes == ["bk8s-node1"] and "bridge nftables - -" in cluster_script("status").stdout
-    assert cluster_script("down").returncode == 0
-    assert leftovers() == []
-
-
 # -- quiet windows: the nodes' host daemons frozen over the CPU window -------------------------------
+
 
 QUIET = {"pid_dir": str(STATE / "run")}
 LONG_RR = {"rr": {"tool": "netperf", "kind": "TCP_RR", "duration_s": 20, "message_size": 1}}
@@ -668,3 +628,44 @@ def test_a_killed_collect_leaves_nothing_frozen(admin, tmp_path, sig):
     KubernetesTarget(
         k8s_env(), ["pod-to-pod"], NETPERF, log=lambda m: None
     ).prepare()  # removes a killed one's namespace
+
+
+# -- the cluster's own life cycle (last: it takes the module's cluster down) ----------------------
+
+
+def test_up_is_idempotent_down_leaves_nothing_and_a_killed_up_is_cleaned(cluster):
+    again = cluster_script("up", "--nodes", "2", "--proxy-mode", "iptables")
+    assert again.returncode == 0 and "already up" in again.stderr, again.stderr
+    assert cluster_script("status").returncode == 0
+    saved = dict(line.strip().split("=", 1) for line in (STATE / "sysctl.saved").read_text().splitlines())
+    assert sysctls(list(saved)) != saved, "the kubelet changes host tunables while the cluster runs"
+
+    down = cluster_script("down")
+    assert down.returncode == 0, down.stderr
+    assert leftovers() == []
+    assert sysctls(list(saved)) == saved
+    assert cluster_script("status").returncode != 0
+
+    # an `up` killed half-way leaves running daemons; `status` says so and `down` removes them
+    proc = subprocess.Popen(["bash", str(CLUSTER), "up"], stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not (STATE / "run" / "kube-apiserver.pid").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(2)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert leftovers(), "a killed up leaves a partial cluster"
+    status = cluster_script("status")
+    assert status.returncode != 0 and "did not finish" in status.stdout
+    down = cluster_script("down")
+    assert down.returncode == 0, down.stderr
+    assert leftovers() == []
+    assert sysctls(list(saved)) == saved
+
+    # one node: its wire has a loose end, the node still has a routable address
+    one = cluster_script("up", "--nodes", "1", "--proxy-mode", "nftables")
+    assert one.returncode == 0, one.stderr
+    nodes = cluster_script("kubectl", "get", "nodes", "-o", "jsonpath={.items[*].metadata.name}").stdout.split()
+    assert nodes == ["bk8s-node1"] and "bridge nftables - -" in cluster_script("status").stdout
+    assert cluster_script("down").returncode == 0
+    assert leftovers() == []
