@@ -104,17 +104,7 @@ TABLES = [f.name for f in fields(Result) if f.name not in ("settings", "runs", "
 def compare(compared: pl.DataFrame, runs: pl.DataFrame, settings: Settings) -> pl.DataFrame:
     """The compared values (stats.compared_values) against the baseline and the contrasts, corrected
     within families, as ``settings`` say."""
-    s = settings
-    return stats.compare(
-        compared,
-        runs,
-        baseline=s.baseline,
-        alpha=s.alpha,
-        correction=s.correction,
-        noise_band_pct=s.noise_band_pct,
-        seed=s.seed,
-        contrasts=s.contrasts,
-    )
+    return stats.compare_as(compared, runs, settings)
 
 
 def run(

@@ -71,17 +71,7 @@ def half_widths(runs: pl.DataFrame, metrics: pl.DataFrame, settings: Analysis, c
             }
         )
     compared = stats.compared_values(metrics, runs, [])  # the headline metrics only: the primary family
-    table = stats.compare(
-        compared,
-        runs,
-        baseline=s.baseline,
-        alpha=s.alpha,
-        correction=s.correction,
-        noise_band_pct=s.noise_band_pct,
-        seed=s.seed,
-        contrasts=s.contrasts,
-        confidence=confidence,
-    ).filter(pl.col("family") == stats.PRIMARY)
+    table = stats.compare_as(compared, runs, s, confidence=confidence).filter(pl.col("family") == stats.PRIMARY)
     return (
         table.select(*KEYS, "n", "delta_low", "delta_high")
         .with_columns(half_width_pct=(pl.col("delta_high") - pl.col("delta_low")) / 2)

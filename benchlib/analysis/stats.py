@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
@@ -25,6 +26,9 @@ from scipy import stats
 from scipy.stats import mstats
 
 from benchlib.schema import metric_info
+
+if TYPE_CHECKING:
+    from benchlib.config import Analysis
 
 # `X as X`: names of the split-off modules that this module re-exports, so that `stats.X` reads the same everywhere
 from .estimators import (
@@ -523,3 +527,22 @@ def to_metrics_dict(summary: pl.DataFrame, comparisons: pl.DataFrame, baseline: 
             for r in comparisons.iter_rows(named=True)
         },
     }
+
+
+def compare_as(
+    compared: pl.DataFrame, runs: pl.DataFrame, settings: Analysis, confidence: float | None = None
+) -> pl.DataFrame:
+    """`compare` with the analysis settings: the baseline, contrasts, correction, noise band and seed
+    they name (the analysis at alpha, the stopping rule of a run until precise at its look's level)."""
+    s = settings
+    return compare(
+        compared,
+        runs,
+        baseline=s.baseline,
+        alpha=s.alpha,
+        correction=s.correction,
+        noise_band_pct=s.noise_band_pct,
+        seed=s.seed,
+        contrasts=s.contrasts,
+        confidence=confidence,
+    )
