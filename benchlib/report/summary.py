@@ -401,14 +401,18 @@ def precision_text(precision: pl.DataFrame, markdown: bool = True) -> str:
         text = f"{r['test']} {r['scenario']} vs {r['baseline']}"
         return escape.markdown(text) if markdown else text
 
+    per_target = precision.group_by("target_pct", maintain_order=True).agg(pl.col("metric").unique(maintain_order=True))
+    if len(per_target) == 1:
+        target = f"+/- {r0['target_pct']:g} % for every primary comparison"
+    else:
+        target = "+/- " + ", ".join(f"{t:g} % ({', '.join(ms)})" for t, ms in per_target.iter_rows())
     lines = [
-        f"Run until precise by {sequential.METHOD}: target +/- {r0['target_pct']:g} % for every primary "
-        f"comparison; stopped {where}; intervals and tests at alpha {r0['alpha_look']:.3g}, the share of that "
+        f"Run until precise by {sequential.METHOD}: target {target}; stopped {where}; intervals and tests at alpha {r0['alpha_look']:.3g}, the share of that "
         f"look. Target met by {len(met)} of {len(precision)} primary comparisons"
         + (
             "; not met: "
             + ", ".join(
-                f"{label(r)} +/- {r['half_width_pct']:.2f} %"
+                f"{label(r)} +/- {r['half_width_pct']:.2f} % (target {r['target_pct']:g} %)"
                 if r["half_width_pct"] is not None
                 else f"{label(r)} (no interval)"
                 for r in missed.iter_rows(named=True)
