@@ -330,8 +330,8 @@ def check_band(value: object, positive: bool = False) -> float | dict[str, float
 
 def _percent(value: object, where: str, positive: bool = False) -> float:
     # type(): a boolean is no number here; a NaN fails the comparison
-    low_ok = value > 0 if positive else value >= 0  # type: ignore[operator]
-    if type(value) not in (int, float) or not (low_ok and value < BAND_MAX):  # type: ignore[operator]
+    number = type(value) in (int, float)
+    if not number or not ((value > 0 if positive else value >= 0) and value < BAND_MAX):  # type: ignore[operator]
         bounds = f"(0, {BAND_MAX:g})" if positive else f"[0, {BAND_MAX:g})"
         raise ValueError(f"{where}{value!r} is not a percentage in {bounds}")
     return float(value)  # type: ignore[arg-type]
@@ -405,6 +405,15 @@ class Analysis(Strict):
         description=(
             "benchlib compare: a significant change whose CI lies inside +/- this % reads 'negligible' and fails "
             f"no gate; a number in [0, {BAND_MAX:g}) or {{metric: %, default: %}}; unset: noise_band_pct"
+        ),
+    )
+    paired: bool = Field(
+        default=False,
+        description=(
+            "compare each scenario with its reference within the blocks (a cluster's rounds) where both ran: the "
+            "sign test of the per-block ratios and the median ratio's distribution-free interval, so that drift "
+            "between blocks cancels; a comparison with fewer than 6 such blocks stays unpaired; off: Mann-Whitney "
+            "on the runs"
         ),
     )
     contrasts: list[tuple[Name, Name]] = Field(

@@ -13,7 +13,7 @@ import math
 import polars as pl
 
 from .. import escape
-from ..analysis import sequential, stats
+from ..analysis import paired, sequential, stats
 from .format import change, change_text, interval_wording, level, mde_text, unit
 
 # Short names of metrics for sentences and table headers (the schema's descriptions are longer).
@@ -423,6 +423,27 @@ def precision_text(precision: pl.DataFrame, markdown: bool = True) -> str:
         + "."
     ]
     return "\n".join(lines)
+
+
+def paired_text(comparisons: pl.DataFrame) -> str:
+    """With analysis.paired: how many comparisons were paired by block and what that means; '' if none."""
+    if comparisons.is_empty():
+        return ""
+    n = int((comparisons["test_method"] == paired.TEST).sum())
+    if not n:
+        return ""
+    rest = len(comparisons) - n
+    return (
+        f"Paired by block: {n} of {len(comparisons)} comparisons are made within the blocks (rounds) where both "
+        "configurations ran, by the sign test of the per-block ratios; their change is the median of those ratios "
+        "with its distribution-free interval, so drift common to a block cancels"
+        + (
+            f". The other {rest} (fewer than {stats.MIN_N} complete blocks, or values <= 0) are unpaired, by "
+            "Mann-Whitney."
+            if rest
+            else "."
+        )
+    )
 
 
 def terminal_text(
