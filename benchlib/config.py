@@ -12,6 +12,7 @@ import json
 import os
 import re
 import typing
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -140,13 +141,12 @@ class Experiment(Strict):
         ),
     )
 
-    precision: float | None = Field(
+    precision: float | dict[str, float] | None = Field(
         default=None,
-        gt=0,
-        lt=100,
         description=(
             "run until precise: the target half-width, in %, of every primary comparison's interval of the change "
-            "(analysis.baseline and the contrasts); repetitions is the first look, and collect adds look_blocks "
+            "(analysis.baseline and the contrasts), in (0, 100); or {headline metric: %, default: %}, e.g. "
+            "{default: 3, throughput: 5}; repetitions is the first look, and collect adds look_blocks "
             "blocks at each further look until every primary comparison meets it or the budget (max_repetitions, "
             "max_minutes) is spent; alpha is spent across the looks (docs: statistics, run until precise); "
             "unset: exactly repetitions blocks"
@@ -199,6 +199,16 @@ class Experiment(Strict):
         if value is not None and repetitions is not None and value < repetitions:
             raise ValueError(f"{value} is below repetitions ({repetitions}), the first look")
         return value
+
+    @field_validator("precision", mode="before")
+    @classmethod
+    def _precision(cls, value: object) -> object:
+        return value if value is None else check_band(value, positive=True)
+
+    def precision_for(self, metric: str) -> float:
+        """The target half-width of a primary comparison of ``metric`` (with precision set)."""
+        assert self.precision is not None
+        return percent_for(metric, self.precision)
 
     @field_validator("max_minutes")
     @classmethod
@@ -301,27 +311,45 @@ BAND_MAX = 100.0  # % : a band of 100 or more calls a fall to zero negligible an
 SEED_MAX = 2**32 - 1  # the seeds every random generator takes (numpy refuses a negative one)
 
 
-def check_band(value: object) -> float | dict[str, float]:
-    """A noise band or compare threshold: a % in [0, BAND_MAX), or {metric: %} with a 'default' for the
-    metrics not named; else ValueError naming what is wrong."""
+def check_band(value: object, positive: bool = False) -> float | dict[str, float]:
+    """A noise band or compare threshold (or, ``positive``, a precision target: above 0): a % in
+    [0, BAND_MAX), or {metric: %} with a 'default' for the metrics not named; else ValueError naming
+    what is wrong."""
     if not isinstance(value, dict):
-        return _percent(value, "")
+        return _percent(value, "", positive)
     from .schema import DERIVED_METRICS, METRICS
 
     known = sorted(METRICS) + sorted(DERIVED_METRICS)
     unknown = sorted(str(m) for m in value if m not in known and m != "default")
     if unknown:
         raise ValueError(f"unknown metric(s) {unknown}; allowed: 'default', {known}")
-    if "default" not in value:  # every compared metric needs a band
-        raise ValueError(f"per-metric bands need a 'default' for the other metrics, got {sorted(value)}")
-    return {metric: _percent(band, f"{metric}: ") for metric, band in value.items()}
+    if "default" not in value:  # every compared metric needs one
+        raise ValueError(f"per-metric percentages need a 'default' for the other metrics, got {sorted(value)}")
+    return {metric: _percent(pct, f"{metric}: ", positive) for metric, pct in value.items()}
 
 
-def _percent(value: object, where: str) -> float:
+def _percent(value: object, where: str, positive: bool = False) -> float:
     # type(): a boolean is no number here; a NaN fails the comparison
-    if type(value) not in (int, float) or not 0 <= value < BAND_MAX:  # type: ignore[operator]
-        raise ValueError(f"{where}{value!r} is not a percentage in [0, {BAND_MAX:g})")
+    number = type(value) in (int, float)
+    if not number or not ((value > 0 if positive else value >= 0) and value < BAND_MAX):  # type: ignore[operator]
+        bounds = f"(0, {BAND_MAX:g})" if positive else f"[0, {BAND_MAX:g})"
+        raise ValueError(f"{where}{value!r} is not a percentage in {bounds}")
     return float(value)  # type: ignore[arg-type]
+
+
+def percent_for(metric: str, value: float | Mapping[str, float]) -> float:
+    """The percentage a per-metric setting (check_band) gives ``metric``: its own, else the default."""
+    if not isinstance(value, Mapping):
+        return float(value)
+    return float(value.get(metric, value["default"]))
+
+
+def percent_text(value: float | Mapping[str, float]) -> str:
+    """A per-metric setting as one phrase: "3 %", or "3 % (throughput 5 %, latency_p50 5 %)"."""
+    if not isinstance(value, Mapping):
+        return f"{value:g} %"
+    named = ", ".join(f"{m} {v:g} %" for m, v in value.items() if m != "default")
+    return f"{value['default']:g} % ({named})" if named else f"{value['default']:g} %"
 
 
 def _number(gt: float, le: float, **kw) -> typing.Any:
@@ -377,6 +405,15 @@ class Analysis(Strict):
         description=(
             "benchlib compare: a significant change whose CI lies inside +/- this % reads 'negligible' and fails "
             f"no gate; a number in [0, {BAND_MAX:g}) or {{metric: %, default: %}}; unset: noise_band_pct"
+        ),
+    )
+    paired: bool = Field(
+        default=False,
+        description=(
+            "compare each scenario with its reference within the blocks (a cluster's rounds) where both ran: the "
+            "sign test of the per-block ratios and the median ratio's distribution-free interval, so that drift "
+            "between blocks cancels; a comparison with fewer than 6 such blocks stays unpaired; off: Mann-Whitney "
+            "on the runs"
         ),
     )
     contrasts: list[tuple[Name, Name]] = Field(

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from . import collectors, cpu, disturbance, profiling, record
 from .collectors import TestSpec
-from .config import Params
+from .config import Params, percent_text
 from .errors import DatapathError, ParseError, RecordError, TargetError
 from .plan import Plan, RunSpec, check_same_plan, expected_runs, schedule
 from .schema import METRICS, PRIMARY_METRICS, SIDES
@@ -398,9 +398,10 @@ class _Session:
     switch_s: list[float] = field(default_factory=list)  # each visit's activation and servers, where switched
 
 
-# Run until precise: (look, blocks recorded) -> the primary comparisons' (label, half-width in %), worst
-# first, and the minutes the environment's recorded runs took; the caller parses and analyses the records
-Precision = Callable[[int, int], tuple[list[tuple[str, float]], float]]
+# Run until precise: (look, blocks recorded) -> the primary comparisons' (label, half-width in %, target
+# in %), worst first, and the minutes the environment's recorded runs took; the caller parses and
+# analyses the records
+Precision = Callable[[int, int], tuple[list[tuple[str, float, float]], float]]
 
 
 def run_environment(
@@ -512,18 +513,19 @@ def _next_look(exp, runs: list[RunSpec], every: list[RunSpec], precision: Precis
     marks = exp.looks()
     look = exp.look_of(blocks)
     widths, minutes = precision(look, blocks)
-    worst = ", ".join(f"{label} {hw:.2f} %" for label, hw in widths[:6]) + (" ..." if len(widths) > 6 else "")
-    met = bool(widths) and all(hw <= exp.precision for _, hw in widths)  # NaN: not met
+    worst = ", ".join(f"{label} {hw:.2f} %" for label, hw, _ in widths[:6]) + (" ..." if len(widths) > 6 else "")
+    met = bool(widths) and all(hw <= target for _, hw, target in widths)  # NaN: not met
+    target = percent_text(exp.precision)
     left = [] if exp.max_repetitions is None else [f"{exp.max_repetitions - blocks} blocks"]
     if exp.max_minutes is not None:
         left.append(f"{exp.max_minutes - minutes:.1f} min")
     log(
         f"collect: look {look}{f' of {len(marks)}' if exp.max_repetitions is not None else ''} "
-        f"after {blocks} blocks: half-widths (target {exp.precision:g} %) {worst or 'none'}; "
+        f"after {blocks} blocks: half-widths (target {target}) {worst or 'none'}; "
         f"budget left {', '.join(left)}"
     )
     if met:
-        log(f"collect: every primary comparison is within +/- {exp.precision:g} % after {blocks} blocks")
+        log(f"collect: every primary comparison is within its target (+/- {target}) after {blocks} blocks")
         return []
     if not widths:
         log(f"collect: no primary comparison in {runs[0].environment} (no baseline run): no blocks added")

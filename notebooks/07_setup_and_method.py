@@ -59,6 +59,11 @@ if note := report.shared_kernel_note(runs):
 tables.show(tables.publication_table(report.method_table(runs)))
 
 # %%
+# with analysis.paired: the comparisons made within blocks, and what that changes
+if summary.paired_text(a.comparisons):
+    display(Markdown(summary.paired_text(a.comparisons)))
+
+# %%
 # a campaign run until precise (experiment.precision): its looks, and per primary comparison the target met or not
 if not a.precision.is_empty():
     display(Markdown(summary.precision_text(a.precision)))

@@ -149,6 +149,24 @@ def test_a_slower_path_is_a_regression_the_gate_fails_on(project):
     assert '"ename"' not in (project / "reports" / "notebooks" / "compare-cmp-a-vs-cmp-b.ipynb").read_text()
 
 
+def test_history_marks_the_slower_path_between_the_two_campaigns_and_nothing_else(project):
+    """`benchlib history` over the same two real campaigns: the change compare fails on is marked, the
+    unchanged host path is not, and the campaigns come in the order measured whatever order is given."""
+    done = benchlib(project, "--params", str(params(project, "cmp-b")), "history", "cmp-b", "cmp-a", "--json")
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = json.loads(done.stdout)
+    rate = {(r["campaign"], r["scenario"]): r for r in rows if r["metric"] == "transaction_rate"}
+    assert set(rate) == {(c, s) for c in ("cmp-a", "cmp-b") for s in (SLOW_SCENARIO, SAME_SCENARIO)}
+    assert rate[("cmp-a", SLOW_SCENARIO)]["previous"] is None  # cmp-a's first block ran first
+    slow, same = rate[("cmp-b", SLOW_SCENARIO)], rate[("cmp-b", SAME_SCENARIO)]
+    assert slow["previous"] == "cmp-a" and slow["changed"] and slow["delta_pct"] < -THRESHOLD_PCT, slow
+    assert not same["changed"], same
+    text = benchlib(project, "--params", str(params(project, "cmp-b")), "history", "cmp-a", "cmp-b")
+    assert text.returncode == 0 and "in the order measured: cmp-a (" in text.stdout
+    missing = benchlib(project, "--params", str(params(project, "cmp-b")), "history", "cmp-a", "cmp-nope")
+    assert missing.returncode == 2 and "cmp-nope" in missing.stderr and "Traceback" not in missing.stderr
+
+
 def test_a_significant_change_within_the_threshold_is_worse_but_no_regression(project, monkeypatch):
     """The threshold between the slower path's change and its CI's far end: the CI reaches past it,
     so the verdict still reads "worse", but the change itself is within it and the gate passes."""

@@ -376,8 +376,11 @@ def test_a_scenario_setting_recorded_in_meta_json_is_finite(tmp_path, monkeypatc
 @pytest.mark.parametrize(
     "fields, expected",
     [
-        ({"precision": 0, "max_repetitions": 20}, "experiment.precision: Input should be greater than 0"),
-        ({"precision": 100, "max_repetitions": 20}, "experiment.precision: Input should be less than 100"),
+        ({"precision": 0, "max_repetitions": 20}, "experiment.precision: 0 is not a percentage in (0, 100)"),
+        ({"precision": 100, "max_repetitions": 20}, "experiment.precision: 100 is not a percentage in"),
+        ({"precision": {"throughput": 5}, "max_repetitions": 20}, "per-metric percentages need a 'default'"),
+        ({"precision": {"default": 3, "thruput": 5}, "max_repetitions": 20}, "unknown metric(s) ['thruput']"),
+        ({"precision": {"default": 3, "throughput": -1}, "max_repetitions": 20}, "throughput: -1 is not a percentage"),
         ({"precision": 2}, "experiment: precision: needs a budget: set max_repetitions and/or max_minutes"),
         ({"precision": 2, "max_repetitions": 3}, "experiment.max_repetitions: 3 is below repetitions (10)"),
         ({"precision": 2, "max_minutes": 0}, "experiment.max_minutes: 0.0 is no time budget"),
@@ -397,6 +400,15 @@ def test_run_until_precise_plans_every_block_its_budget_allows(tmp_path):
         write(tmp_path, lambda d: d["experiment"].update(repetitions=6, precision=2, max_repetitions=14, look_blocks=3))
     )
     assert params.experiment.looks() == [6, 9, 12, 14]
+    per_metric = load_params(
+        write(
+            tmp_path,
+            lambda d: d["experiment"].update(
+                repetitions=6, precision={"default": 3, "throughput": 5}, max_repetitions=14
+            ),
+        )
+    ).experiment
+    assert [per_metric.precision_for(m) for m in ("throughput", "transaction_rate")] == [5.0, 3.0]
     runs = schedule(plan_environment(params, "local-lab"), params.experiment.blocks_planned(), 1)
     assert max(r.block for r in runs) == 13
     plain = load_params(write(tmp_path, lambda d: d["experiment"].update(repetitions=6)))

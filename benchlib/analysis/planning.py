@@ -124,9 +124,11 @@ def unreachable(params: config.Params, planned: list) -> list[str]:
     ]
 
 
-def blocks_for_precision(params: config.Params, x: np.ndarray, y: np.ndarray, comparisons: int) -> int | None:
+def blocks_for_precision(
+    params: config.Params, x: np.ndarray, y: np.ndarray, comparisons: int, target_pct: float
+) -> int | None:
     """The blocks a campaign run until precise needs for the change of x against y (a pilot's runs) to
-    be within +/- experiment.precision %: the first look whose interval is that narrow, or beyond the
+    be within +/- ``target_pct`` %: the first look whose interval is that narrow, or beyond the
     budget, the blocks the last look's level needs; None where the pilot gives no interval.
 
     The pilot's interval at the first look's level (stats.delta_pct, as the analysis computes it) is
@@ -139,7 +141,7 @@ def blocks_for_precision(params: config.Params, x: np.ndarray, y: np.ndarray, co
         return None
     log_lo, log_hi = np.log1p(lo / 100), np.log1p(hi / 100)
     width, center = (log_hi - log_lo) / 2, (log_hi + log_lo) / 2
-    target = np.arcsinh(exp.precision / (100 * np.exp(center)))  # the log half-width of a +/- precision % interval
+    target = np.arcsinh(target_pct / (100 * np.exp(center)))  # the log half-width of a +/- precision % interval
     n_pilot = min(len(x), len(y))
     z1 = norm.ppf((1 + first) / 2)
 
@@ -167,12 +169,12 @@ def precision_plan(
         x, y = samples.get((env, test, s)), samples.get((env, test, ref))
         if x is None or y is None or min(len(x[1]), len(y[1])) < stats.MIN_N:
             continue
-        blocks = blocks_for_precision(params, x[1], y[1], len(planned))
+        blocks = blocks_for_precision(params, x[1], y[1], len(planned), exp.precision_for(x[0]))
         if blocks is not None:
             needs.append((blocks, env, f"{env} {test} {s} vs {ref}"))
     marks = exp.looks()
     lines = [
-        f"  run until precise: +/- {exp.precision:g} % at looks after {', '.join(map(str, marks[:6]))}"
+        f"  run until precise: +/- {config.percent_text(exp.precision)} at looks after {', '.join(map(str, marks[:6]))}"
         f"{' ...' if len(marks) > 6 else ''} blocks, alpha per look "
         f"{sequential.look_alpha(exp, params.analysis.alpha, 1):.2g}"
         + (" (alpha / (j (j + 1)) at look j)" if exp.max_repetitions is None else "")
@@ -188,13 +190,13 @@ def precision_plan(
     if exp.max_repetitions is not None and worst > exp.max_repetitions:
         raise ConfigError(
             f"{params.source}: experiment.max_repetitions: {exp.max_repetitions} blocks cannot reach "
-            f"experiment.precision +/- {exp.precision:g} %: the pilot's spread needs {worst} blocks ({label})"
+            f"experiment.precision +/- {config.percent_text(exp.precision)}: the pilot's spread needs {worst} blocks ({label})"
         )
     per_block = (minutes_per_block or {}).get(env)
     if exp.max_minutes is not None and per_block is not None and worst * per_block > exp.max_minutes:
         raise ConfigError(
             f"{params.source}: experiment.max_minutes: {exp.max_minutes:g} min cannot reach experiment.precision "
-            f"+/- {exp.precision:g} %: the pilot's spread needs {worst} blocks ({label}), about "
+            f"+/- {config.percent_text(exp.precision)}: the pilot's spread needs {worst} blocks ({label}), about "
             f"{worst * per_block:.0f} min"
         )
     return lines

@@ -2,7 +2,8 @@
 
 A campaign with experiment.precision looks at its primary comparisons after ``repetitions`` blocks,
 then every ``look_blocks`` blocks, and stops at the first look where every primary comparison's
-interval of the change is at most ``precision`` % wide on either side (or when the budget is spent).
+interval of the change is at most ``precision`` % wide on either side (or when the budget is spent);
+``precision`` may give each headline metric its own target (config.check_band).
 Which look it stops at depends on the data, so the intervals are computed at a spent level: look j
 gets alpha_j, with the alpha_j summing to at most alpha (Bonferroni over the looks). Whatever the
 dependence between looks and whatever the stopping rule, the interval of the look that stopped then
@@ -86,11 +87,17 @@ def stopping_confidence(exp: Experiment, alpha: float, look: int, comparisons: i
     return 1 - look_alpha(exp, alpha, look) / max(comparisons, 1)
 
 
-def precise(widths: pl.DataFrame, target: float) -> bool:
-    """Whether every primary comparison's half-width is within ``target`` % (one without an interval,
-    too few runs or values <= 0, is not)."""
+def targets(exp: Experiment, metrics: pl.Series) -> pl.Series:
+    """The target half-width of each primary comparison, from the metric it compares."""
+    return pl.Series([exp.precision_for(m) for m in metrics], dtype=pl.Float64)
+
+
+def judged(widths: pl.DataFrame, exp: Experiment) -> pl.DataFrame:
+    """half_widths with each comparison's target (target_pct) and whether it is within it (met): one
+    without an interval, too few runs or values <= 0, is not."""
+    target = targets(exp, widths["metric"])
     hw = widths["half_width_pct"]
-    return not widths.is_empty() and bool((hw.is_not_null() & hw.is_not_nan() & (hw <= target)).all())
+    return widths.with_columns(target_pct=target, met=(hw.is_not_nan() & (hw <= target)).fill_null(False))
 
 
 PRECISION_COLUMNS = [
@@ -129,6 +136,7 @@ def precision(
     primary = comparisons.filter(pl.col("family") == stats.PRIMARY)
     env_blocks = [blocks.get(e, 0) for e in primary["environment"]]
     hw = (primary["delta_high"] - primary["delta_low"]) / 2
+    target = targets(exp, primary["metric"])
     return (
         primary.select(KEYS)
         .with_columns(
@@ -137,8 +145,8 @@ def precision(
             looks=pl.lit(len(exp.looks()) if exp.max_repetitions is not None else None, dtype=pl.Int64),
             alpha_look=pl.lit(alpha, dtype=pl.Float64),
             half_width_pct=hw,
-            target_pct=pl.lit(exp.precision, dtype=pl.Float64),
-            met=(hw <= exp.precision).fill_null(False),  # NaN sorts above every number: not met
+            target_pct=target,
+            met=(hw <= target).fill_null(False),  # NaN sorts above every number: not met
         )
         .cast(schema)
     )

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from benchlib.config import Analysis
 
 # `X as X`: names of the split-off modules that this module re-exports, so that `stats.X` reads the same everywhere
+from . import paired as paired_module
 from .estimators import (
     CONFIG,
     INSUFFICIENT,
@@ -309,6 +310,7 @@ def compare(
     contrasts: Sequence[Sequence[str]] = (),
     family: str | None = None,
     confidence: float | None = None,
+    paired: bool = False,
 ) -> pl.DataFrame:
     """Every configuration vs the same configuration in the baseline scenario, plus each
     (scenario, reference) of `contrasts` (e.g. notrack vs conntrack), wherever both were measured.
@@ -317,7 +319,8 @@ def compare(
     other metrics form one family per kind (family_of), Benjamini-Hochberg. Pass the metrics a
     report stands behind (compared_values). ``family`` names one family for every row instead,
     corrected by ``correction`` (a section with a family of its own); ``confidence`` sets the level
-    of the intervals where the caller corrects over a family of its own. A baseline that was measured
+    of the intervals where the caller corrects over a family of its own. ``paired``: each comparison
+    within the blocks where both configurations ran, where it can be (paired.py). A baseline that was measured
     but has no successful run gives no comparison (an empty table: the report says why); a baseline
     that is not in the campaign is an error.
     """
@@ -330,8 +333,9 @@ def compare(
     present = set(cells["scenario"])
     against = [(s, baseline) for s in sorted(present - {baseline})] if baseline in present else []
     against += [(s, ref) for s, ref in contrasts if {s, ref} <= present and (s, ref) not in against]
+    pairs = _pairs(cells, against)
     return _compare_pairs(
-        _pairs(cells, against),
+        pairs,
         cells.schema,
         headlines(metrics, runs),
         alpha,
@@ -341,6 +345,7 @@ def compare(
         n_resamples,
         family,
         confidence,
+        paired_module.block_ratios(metrics, runs, pairs) if paired and pairs is not None else None,
     )
 
 
@@ -385,9 +390,12 @@ def _compare_pairs(
     n_resamples: int,
     family: str | None = None,
     confidence: float | None = None,
+    paired: dict[int, np.ndarray] | None = None,
 ) -> pl.DataFrame:
     """The tests, the correction per family, the effects at each family's decision level, the MDE
-    and the verdicts over all ``pairs``: the rows compare() returns."""
+    and the verdicts over all ``pairs``: the rows compare() returns. The rows in ``paired`` (row ->
+    per-block log ratios) are tested and estimated within blocks (paired.py)."""
+    paired = paired or {}
     if pairs is None or pairs.is_empty():
         return pl.DataFrame(schema={**{c: schema[c] for c in CONFIG}, **_COMPARISON_DTYPES})
     k = len(pairs)
@@ -418,6 +426,10 @@ def _compare_pairs(
         num["u"][idx], num["p"][idx], test_method[idx] = _mwu_rows(x, y, seed, n_resamples)
         num["sd_log"][idx] = pooled_log_sd(x, y)
         delta_method[idx] = delta_ci_method(n, m)
+    for i, d in paired.items():
+        num["u"][i], num["p"][i] = paired_module.sign_test(d)
+        num["sd_log"][i] = paired_module.spread(d)
+        test_method[i], delta_method[i] = paired_module.TEST, paired_module.INTERVAL
     # each comparison's family, then the correction within it and the level it decided at
     if family is None:
         pairs = pairs.join(heads, on=["environment", "test", "test_params"], how="left", nulls_equal=True)
@@ -438,7 +450,11 @@ def _compare_pairs(
             num["delta_pct"][idx], num["delta_low"][idx], num["delta_high"][idx] = _delta_rows(
                 x, y, seed, n_resamples, 1 - num["alpha_family"][idx]
             )
-    n_runs, n_base = pairs["x"].list.len().to_numpy(), pairs["x_base"].list.len().to_numpy()
+    for i, d in paired.items():
+        num["delta_pct"][i], num["delta_low"][i], num["delta_high"][i] = paired_module.delta(
+            d, 1 - num["alpha_family"][i]
+        )
+    n_runs, n_base = pairs["x"].list.len().to_numpy().copy(), pairs["x_base"].list.len().to_numpy().copy()
     mde = [
         mde_pct(int(a), int(b), sd, lvl)
         for a, b, sd, lvl in zip(n_runs, n_base, num["sd_log"], num["alpha_family"], strict=True)
@@ -447,6 +463,11 @@ def _compare_pairs(
         n_attainable(float(lvl)) if not math.isnan(lvl) and never_reaches(int(a), int(b), lvl) else None
         for a, b, lvl in zip(n_runs, n_base, num["alpha_family"], strict=True)
     ]
+    for i, d in paired.items():  # a paired comparison's n is its blocks, its power the sign test's
+        n_runs[i] = n_base[i] = len(d)
+        level = num["alpha_family"][i]
+        mde[i] = paired_module.mde_pct(len(d), num["sd_log"][i], level, POWER)
+        attainable[i] = paired_module.n_attainable(level) if paired_module.smallest_p(len(d)) >= level else None
     df = pairs.with_columns(
         n=pl.Series(n_runs, dtype=pl.Int64),
         n_base=pl.Series(n_base, dtype=pl.Int64),
@@ -545,4 +566,5 @@ def compare_as(
         seed=s.seed,
         contrasts=s.contrasts,
         confidence=confidence,
+        paired=s.paired,
     )

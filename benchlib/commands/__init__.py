@@ -4,7 +4,35 @@ them, in this order."""
 
 from __future__ import annotations
 
-from . import analyse, collect, compare, completion, doctor, lab, parse, render, report, summary, validate, verify
+from . import (
+    analyse,
+    collect,
+    compare,
+    completion,
+    doctor,
+    history,
+    lab,
+    parse,
+    render,
+    report,
+    summary,
+    validate,
+    verify,
+)
 
 # the order of `benchlib --help` and of a bare `benchlib`'s list
-COMMANDS = (validate, collect, parse, verify, analyse, doctor, completion, summary, report, compare, render, lab)
+COMMANDS = (
+    validate,
+    collect,
+    parse,
+    verify,
+    analyse,
+    doctor,
+    completion,
+    summary,
+    report,
+    compare,
+    history,
+    render,
+    lab,
+)

@@ -72,14 +72,14 @@ def precision_of(p, plan: Plan, raw_root=None) -> runner.Precision:
     comparisons = len(planning.planned_comparisons(p, validate_all(p)))
     cdir = record.campaign_dir(p.experiment.campaign, raw_root)
 
-    def judge(look: int, blocks: int) -> tuple[list[tuple[str, float]], float]:
+    def judge(look: int, blocks: int) -> tuple[list[tuple[str, float, float]], float]:
         measured = [d for d in sorted((cdir / plan.environment.name).glob("*/*/r*")) if record.complete(d)]
         runs, metrics = tidy.build_tables(cdir, records=measured)
         runs = runs.filter(pl.col("environment") == plan.environment.name)
         confidence = sequential.stopping_confidence(p.experiment, p.analysis.alpha, look, comparisons)
-        widths = sequential.half_widths(runs, metrics, p.analysis, confidence)
+        widths = sequential.judged(sequential.half_widths(runs, metrics, p.analysis, confidence), p.experiment)
         labels = [
-            (f"{r['test']} {r['scenario']} vs {r['baseline']}", float(r["half_width_pct"]))
+            (f"{r['test']} {r['scenario']} vs {r['baseline']}", float(r["half_width_pct"]), float(r["target_pct"]))
             for r in widths.iter_rows(named=True)
         ]
         return labels, float(runs["duration_s"].sum()) / 60

@@ -13,7 +13,7 @@ import math
 import polars as pl
 
 from .. import escape
-from ..analysis import sequential, stats
+from ..analysis import paired, sequential, stats
 from .format import change, change_text, interval_wording, level, mde_text, unit
 
 # Short names of metrics for sentences and table headers (the schema's descriptions are longer).
@@ -401,14 +401,18 @@ def precision_text(precision: pl.DataFrame, markdown: bool = True) -> str:
         text = f"{r['test']} {r['scenario']} vs {r['baseline']}"
         return escape.markdown(text) if markdown else text
 
+    per_target = precision.group_by("target_pct", maintain_order=True).agg(pl.col("metric").unique(maintain_order=True))
+    if len(per_target) == 1:
+        target = f"+/- {r0['target_pct']:g} % for every primary comparison"
+    else:
+        target = "+/- " + ", ".join(f"{t:g} % ({', '.join(ms)})" for t, ms in per_target.iter_rows())
     lines = [
-        f"Run until precise by {sequential.METHOD}: target +/- {r0['target_pct']:g} % for every primary "
-        f"comparison; stopped {where}; intervals and tests at alpha {r0['alpha_look']:.3g}, the share of that "
+        f"Run until precise by {sequential.METHOD}: target {target}; stopped {where}; intervals and tests at alpha {r0['alpha_look']:.3g}, the share of that "
         f"look. Target met by {len(met)} of {len(precision)} primary comparisons"
         + (
             "; not met: "
             + ", ".join(
-                f"{label(r)} +/- {r['half_width_pct']:.2f} %"
+                f"{label(r)} +/- {r['half_width_pct']:.2f} % (target {r['target_pct']:g} %)"
                 if r["half_width_pct"] is not None
                 else f"{label(r)} (no interval)"
                 for r in missed.iter_rows(named=True)
@@ -419,6 +423,27 @@ def precision_text(precision: pl.DataFrame, markdown: bool = True) -> str:
         + "."
     ]
     return "\n".join(lines)
+
+
+def paired_text(comparisons: pl.DataFrame) -> str:
+    """With analysis.paired: how many comparisons were paired by block and what that means; '' if none."""
+    if comparisons.is_empty():
+        return ""
+    n = int((comparisons["test_method"] == paired.TEST).sum())
+    if not n:
+        return ""
+    rest = len(comparisons) - n
+    return (
+        f"Paired by block: {n} of {len(comparisons)} comparisons are made within the blocks (rounds) where both "
+        "configurations ran, by the sign test of the per-block ratios; their change is the median of those ratios "
+        "with its distribution-free interval, so drift common to a block cancels"
+        + (
+            f". The other {rest} (fewer than {stats.MIN_N} complete blocks, or values <= 0) are unpaired, by "
+            "Mann-Whitney."
+            if rest
+            else "."
+        )
+    )
 
 
 def terminal_text(

@@ -10,6 +10,7 @@ import pytest
 from benchlib import schema
 from benchlib.analysis import analyse, sequential, stats
 from benchlib.config import Analysis, Experiment
+from benchlib.report import summary
 from tests.conftest import FIXTURES
 
 CAMPAIGN = FIXTURES / "tidy" / "lab-default-003"  # real lab runs: 4 scenarios x 4 tests x 10 blocks
@@ -61,12 +62,24 @@ def test_half_widths_of_the_primary_family_on_real_tables():
     assert len(widths) == 12  # 3 scenarios against host x 4 tests
     assert set(widths["metric"]) == {"throughput", "transaction_rate", "connection_rate"}
     assert widths["half_width_pct"].is_sorted(descending=True)
-    assert sequential.precise(widths, float(widths["half_width_pct"].max()))
-    assert not sequential.precise(widths, float(widths["half_width_pct"].min()) - 1e-9)
-    # an environment without the baseline has nothing to judge, and is not precise
+    widest, narrowest = float(widths["half_width_pct"].max()), float(widths["half_width_pct"].min())
+    assert sequential.judged(widths, experiment(precision=widest, max_repetitions=20))["met"].all()
+    assert not sequential.judged(widths, experiment(precision=narrowest - 1e-9, max_repetitions=20))["met"].any()
+    # a target per headline metric: the streams' wide intervals against a loose target, the rest a tight one
+    streams = widths.filter(pl.col("metric") == "throughput")["half_width_pct"]
+    rest = widths.filter(pl.col("metric") != "throughput")["half_width_pct"]
+    per_metric = {"default": float(rest.max()), "throughput": float(streams.max())}
+    judged = sequential.judged(widths, experiment(precision=per_metric, max_repetitions=20))
+    assert judged["met"].all()
+    assert set(judged.filter(pl.col("metric") == "throughput")["target_pct"]) == {float(streams.max())}
+    assert set(judged.filter(pl.col("metric") != "throughput")["target_pct"]) == {float(rest.max())}
+    tighter = {**per_metric, "throughput": float(streams.min()) - 1e-9}
+    missed = sequential.judged(widths, experiment(precision=tighter, max_repetitions=20)).filter(~pl.col("met"))
+    assert set(missed["metric"]) == {"throughput"} and len(missed) == len(streams)
+    # an environment without the baseline has nothing to judge
     others = runs.filter(pl.col("scenario") != "host")
     none = sequential.half_widths(others, metrics, Analysis(baseline="host"), confidence=0.95)
-    assert none.is_empty() and not sequential.precise(none, 100)
+    assert none.is_empty()
 
 
 def test_stopping_early_keeps_the_nominal_coverage():
@@ -123,6 +136,17 @@ def test_the_analysis_runs_at_the_spent_level_and_says_whether_the_target_was_me
     widths = (primary["delta_high"] - primary["delta_low"]) / 2
     assert table["met"].to_list() == (widths <= 3).to_list()
     assert 0 < table["met"].sum() < 12  # some comparisons met it, some did not
+    text = summary.precision_text(table, markdown=False)
+    assert "target +/- 3 % for every primary comparison; stopped local-lab after 10 blocks (look 2 of 3)" in text
+    assert f"Target met by {table['met'].sum()} of 12" in text and "(target 3 %)" in text
+    # a target per headline metric: each comparison judged against its own, and the page says which
+    per_metric = exp.model_copy(update={"precision": {"default": 3.0, "throughput": 60.0}})
+    mixed = analyse.run(runs, metrics, settings, experiment=per_metric).precision
+    streams = pl.col("metric") == "throughput"
+    assert set(mixed.filter(streams)["target_pct"]) == {60.0} and set(mixed.filter(~streams)["target_pct"]) == {3.0}
+    assert mixed.filter(streams)["met"].all()
+    text = summary.precision_text(mixed, markdown=False)
+    assert "60 % (throughput)" in text and "3 % (" in text and "every primary comparison" not in text
     # without precision: the settings' alpha, no precision table
     plain = analyse.run(runs, metrics, settings)
     assert plain.settings.alpha == 0.05 and plain.precision.is_empty()
