@@ -33,9 +33,11 @@ vpc_build() {
   rm -rf "$src" "$out" && mkdir -p "$out"
   cp -r "$GOMODCACHE/$mod@v$VPC_CNI_VERSION" "$src" && chmod -R u+w "$src"
   log "go build ipamd, aws-cni, egress-cni (about 9 minutes cold on 2 cores)"
-  (cd "$src" && GOFLAGS="$GOFLAGS -mod=mod" nice -n 10 go build -ldflags "-s -w \
-      -X $mod/pkg/version.Version=v$VPC_CNI_VERSION" -o "$out/" \
-      ./cmd/aws-k8s-agent ./cmd/routed-eni-cni-plugin ./cmd/egress-cni-plugin) ||
+  # the release's version in each binary: ipamd refuses an aws-cni whose version differs from its own
+  (cd "$src" && GOFLAGS="$GOFLAGS -mod=mod" nice -n 10 go build -o "$out/" \
+      -ldflags "-s -w -X $mod/pkg/version.Version=v$VPC_CNI_VERSION" ./cmd/aws-k8s-agent &&
+    GOFLAGS="$GOFLAGS -mod=mod" nice -n 10 go build -o "$out/" \
+      -ldflags "-s -w -X main.version=v$VPC_CNI_VERSION" ./cmd/routed-eni-cni-plugin ./cmd/egress-cni-plugin) ||
     die "the VPC CNI v$VPC_CNI_VERSION did not build"
   mv "$out/routed-eni-cni-plugin" "$out/aws-cni" && mv "$out/egress-cni-plugin" "$out/egress-cni"
   log "go install ec2-metadata-mock v$IMDS_MOCK_VERSION"

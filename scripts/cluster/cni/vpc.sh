@@ -77,11 +77,12 @@ vpc_ipamd() {  # vpc_ipamd <node>: ipamd in the node's netns and a mount namespa
   dir=$(vpc_dir "$n")
   mkdir -p "$dir/run"
   if [ ! -d /run/aws-node ]; then mkdir /run/aws-node; touch "$STATE/run/created-run-aws-node"; fi
-  # IMDS-only: no EC2 calls, no new ENIs or IPs (the pool is what the metadata lists); any EC2
-  # endpoint it might still build points at a closed port inside the node
+  # as the release's chart sets them, but IMDS-only: no EC2 calls, no new ENIs or IPs (the pool is
+  # what the metadata lists); any EC2 endpoint it might still build is a closed port inside the node
   daemon "ipamd$n" - env AWS_EC2_METADATA_SERVICE_ENDPOINT="http://$VPC_IMDS" AWS_EC2_ENDPOINT=http://127.0.0.1:1 \
     AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=none AWS_SECRET_ACCESS_KEY=none \
     ENABLE_IMDS_ONLY_MODE=true DISABLE_NETWORK_RESOURCE_PROVISIONING=true MAX_ENI=1 \
+    ENABLE_IPv4=true ENABLE_IPv6=false ENABLE_PREFIX_DELEGATION=false ENABLE_SUBNET_DISCOVERY=false AWS_VPC_ENI_MTU=9001 \
     AWS_VPC_K8S_CNI_LOG_FILE=stdout AWS_VPC_K8S_CNI_LOGLEVEL=INFO DISABLE_METRICS=true \
     KUBECONFIG="$STATE/cp.kubeconfig" MY_NODE_NAME="$PREFIX-node$n" \
     unshare --mount --propagation slave -- sh "$PROJECT/scripts/cluster/cni/vpc-ipamd-ns.sh" \
