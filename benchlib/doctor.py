@@ -15,6 +15,7 @@ import shutil
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 from . import collectors, runner
 from .config import Params, environment_dir
@@ -208,6 +209,33 @@ def ssh_checks(plan: Plan) -> Iterator[Check]:
 
 
 # -- kubernetes ------------------------------------------------------------------------------------
+VPC_CNI_COMMANDS = ("unshare", "nsenter", "curl", "python3", "nft", "iptables-save")
+
+
+def vpc_cni_checks() -> Iterator[Check]:
+    """The AWS VPC CNI on the local cluster (a scenario whose settings.cni is vpc): its build, cached
+    per machine (the cluster script knows its versions and path), and the commands its switch runs on
+    the host to start ipamd in a node and to remove what ipamd made."""
+    script = Path(__file__).resolve().parent.parent / "scripts" / LOCAL_CLUSTER_SCRIPT  # this checkout's
+    try:
+        r = subprocess.run(
+            ["bash", str(script), "build", "vpc", "--check"],
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=30,
+        )
+        found = ((r.stdout if r.returncode == 0 else r.stderr).strip().splitlines() or ["?"])[-1]
+        ok = r.returncode == 0
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        ok, found = False, f"{script} build vpc --check failed ({exc})"
+    yield Check(ok, "the AWS VPC CNI build", found.removeprefix(f"{LOCAL_CLUSTER_SCRIPT}: "))
+    if not ok:
+        yield command_check("go", "the VPC CNI build's ")
+    for name in VPC_CNI_COMMANDS:
+        yield command_check(name, "the VPC CNI's ")
+
+
 def kubernetes_checks(plan: Plan, timeout: float = API_TIMEOUT_S) -> Iterator[Check]:
     import kubernetes as k
 
@@ -222,6 +250,8 @@ def kubernetes_checks(plan: Plan, timeout: float = API_TIMEOUT_S) -> Iterator[Ch
     commands = [c for sc in scenarios for c in (*sc.apply, *sc.ready, *sc.programmed, *sc.record.values())]
     if any("kubectl" in c.split() for c in commands):
         yield command_check("kubectl", "scenario command ")
+    if any(env.scenarios[s].settings.get("cni") == "vpc" for s in plan.scenarios):
+        yield from vpc_cni_checks()
 
     path = settings.kubeconfig and os.path.expanduser(settings.kubeconfig)
     shown_path = path or os.environ.get("KUBECONFIG") or "~/.kube/config"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A real Kubernetes cluster on this machine: real kubelets, containerd + runc,
-# a real pod network (the bridge + host-local CNI with kube-proxy, Cilium, or
-# Calico) with each node in a network namespace of its own and the nodes joined
+# a real pod network (the bridge + host-local CNI with kube-proxy, Cilium,
+# Calico, or the AWS VPC CNI against a mocked AWS) with each node in a network namespace of its own and the nodes joined
 # by a veth "wire".
 #
 #   k8s-local-cluster.sh build [cilium]     # Kubernetes (~8 min cold on 2 cores), or Cilium (~10 min)
@@ -10,8 +10,9 @@
 #                                           #   github.com/projectcalico/calico (or BENCHLIB_CALICO_SRC),
 #                                           #   else a clone of the release tag (BENCHLIB_CALICO_VERSION,
 #                                           #   default v3.32.1); libbpf likewise (or BENCHLIB_LIBBPF_SRC)
+#   k8s-local-cluster.sh build vpc          # the AWS VPC CNI v1.23.2 and ec2-metadata-mock (~9 min cold)
 #   k8s-local-cluster.sh up [--nodes 1|2] [NETWORK]
-#   k8s-local-cluster.sh cni bridge|cilium|calico [NETWORK]   # switch the pod network of a running cluster
+#   k8s-local-cluster.sh cni bridge|cilium|calico|vpc [NETWORK]   # switch the pod network of a running cluster
 #   k8s-local-cluster.sh proxy-mode iptables|nftables  # kube-proxy in that mode, the CNI kept
 #   k8s-local-cluster.sh status                # exit 0 when every component runs
 #   k8s-local-cluster.sh kubectl ARGS...       # kubectl as the cluster's admin
@@ -22,7 +23,7 @@
 #
 # NETWORK (defaults: bridge with kube-proxy iptables; Cilium: tunnel, no kube-proxy, socket LB;
 # Calico: iptables dataplane, VXLAN, kube-proxy in the dataplane's mode):
-#   --cni bridge|cilium|calico
+#   --cni bridge|cilium|calico|vpc        vpc: ipamd and aws-cni beside kube-proxy, no options of its own
 #   --proxy-mode iptables|nftables|none   none = Cilium or Calico eBPF replaces kube-proxy
 #   --routing tunnel|native               Cilium: VXLAN between nodes, or plain routes over the wire
 #   --lb socket|packet                    Cilium without kube-proxy: Services translated at connect(),
@@ -36,7 +37,8 @@
 # option or value (refused before anything changes).
 #
 # Bounds: BENCHLIB_K8S_TIMEOUT_S (default 180) for each wait on a component;
-# BENCHLIB_FELIX_READY_S (default the same) for felix's readiness after a switch.
+# BENCHLIB_FELIX_READY_S (default the same) for felix's readiness after a switch;
+# BENCHLIB_VPC_READY_S (default the same) for ipamd's readiness after a switch.
 #
 # `up` is idempotent (a healthy cluster of the same size is kept and its pod
 # network switched if another is asked for), bounded in time, and prints the
@@ -87,6 +89,10 @@ PROJECT=$PWD
 . scripts/cluster/cni/calico-build.sh
 # shellcheck source=scripts/cluster/cni/calico.sh
 . scripts/cluster/cni/calico.sh
+# shellcheck source=scripts/cluster/cni/vpc-build.sh
+. scripts/cluster/cni/vpc-build.sh
+# shellcheck source=scripts/cluster/cni/vpc.sh
+. scripts/cluster/cni/vpc.sh
 # shellcheck source=scripts/cluster/lifecycle.sh
 . scripts/cluster/lifecycle.sh
 
@@ -146,7 +152,8 @@ case "${1:-}" in
       "") build ;;
       cilium) cilium_build ;;
       calico) shift 2; calico_build "$@" ;;
-      *) bad_input "build: unknown argument '$2' (build, build cilium, or build calico)" ;;
+      vpc) shift 2; vpc_build "$@" ;;
+      *) bad_input "build: unknown argument '$2' (build, build cilium, build calico, or build vpc)" ;;
     esac ;;
   up) shift; up_command "$@" ;;
   down)

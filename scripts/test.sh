@@ -19,8 +19,9 @@ export BENCHLIB_TEST_REQUIRE_ALL=1
 bash scripts/setup.sh
 export PATH="$PWD/.tools/bin:$PATH"
 bash scripts/lint.sh
-# the Kubernetes target's tests run a real local cluster, with the bridge CNI
-# and with Cilium (both built once per machine and cached under ~/.cache/benchlib)
+# the Kubernetes target's tests run a real local cluster, with the bridge CNI,
+# Cilium and the AWS VPC CNI (each built once per machine and cached under ~/.cache/benchlib)
 bash scripts/k8s-local-cluster.sh build
 bash scripts/k8s-local-cluster.sh build cilium
+bash scripts/k8s-local-cluster.sh build vpc
 exec uv run --frozen pytest --durations=25 "$@"

@@ -42,7 +42,7 @@ def require_root() -> None:
 # Test tiers, from the fixtures a test uses: cluster (the local Kubernetes cluster), lab (root and the
 # network-namespace lab, or a whole campaign), else unit (root-free, seconds). `scripts/test.sh --fast`
 # runs the unit tier.
-CLUSTER_FIXTURES = {"cluster", "admin", "cilium", "calico"}
+CLUSTER_FIXTURES = {"cluster", "admin", "cilium", "calico", "vpc"}
 LAB_FIXTURES = {"lab", "lab_env", "mesh_lab", "envoy_lab", "service_lab", "short_campaign", "project_copy"}
 SLOW_FIXTURES = {"short_campaign", "project_copy"}
 

@@ -279,3 +279,12 @@ def test_every_check_runs_after_one_that_could_not_be_made(tmp_path, monkeypatch
     checks = list(doctor.run(config.load_params(params)))
     assert [c.line() for c in checks[:2]] == ["ok    before: found", f"FAIL  environment local-lab: {fix}"]
     assert any(c.line().startswith(f"FAIL  kubeconfig {tmp_path / 'nowhere'}: does not exist") for c in checks)
+
+
+def test_the_vpc_cni_build_and_what_its_switch_runs_are_checked(tmp_path, monkeypatch):
+    monkeypatch.setenv("BENCHLIB_CACHE", str(tmp_path / "cache"))  # a machine that never built it
+    checks = {c.what: c for c in doctor.vpc_cni_checks()}
+    build = checks["the AWS VPC CNI build"]
+    assert not build.ok and build.text.startswith(f"no VPC CNI build at {tmp_path}/cache/vpc-cni/bin-vpc1.23.2")
+    assert "build vpc" in build.text
+    assert {"the VPC CNI build's `go`", "the VPC CNI's `nft`", "the VPC CNI's `unshare`"} <= set(checks)
