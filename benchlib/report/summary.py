@@ -9,6 +9,7 @@ scenario, too few runs, a baseline without a successful run) gets sentences that
 from __future__ import annotations
 
 import math
+import re
 
 import polars as pl
 
@@ -318,21 +319,39 @@ def caveats_markdown(comparisons: pl.DataFrame) -> str:
     return "\n\n".join(out)
 
 
+def next_campaign(name: str) -> str:
+    """A fresh campaign name after ``name``: its trailing number plus one (lab-default-004 ->
+    lab-default-005), else ``name-2``. A new name is what makes `dvc repro` measure again."""
+    m = re.search(r"(\d+)$", name)
+    if not m:
+        return f"{name}-2"
+    return name[: m.start()] + str(int(m.group(1)) + 1).zfill(len(m.group(1)))
+
+
 def rerun_box(campaign: str | list[str], commands: list[tuple[str, str]] | None = None) -> str:
     """A short boxed "how to rerun this": the campaign and the commands, each with what it redoes (by
-    default: this report from the stored data, and the whole campaign again). HTML: the report shows it
-    as a box."""
+    default: this report rebuilt from the recorded campaign, and a new measurement under a new campaign
+    name, since the same name measures nothing). HTML: the report shows it as a box."""
     names = [campaign] if isinstance(campaign, str) else list(campaign)
+    named = _join(names)
     commands = commands or [
-        ("dvc repro analyse report", "this report again, from the stored measurements"),
-        ("dvc repro", f"measure again, with experiment.campaign: {_join(names)} in params.yaml"),
+        (
+            "dvc repro -f -s parse analyse report",
+            f"this report again from the records of {named} (experiment.campaign: {named} in params.yaml); "
+            "measures nothing",
+        ),
+        (
+            "bash scripts/reproduce.sh",
+            f"measure again: first give experiment.campaign a new name in params.yaml (e.g. "
+            f"{next_campaign(names[-1])}); under {named} it finds every run recorded and measures nothing",
+        ),
     ]
     width = max(len(c) for c, _ in commands)
     lines = "\n".join(f"{escape.html(c).ljust(width)}  # {escape.html(why)}" for c, why in commands)
     return (
         '<aside class="rerun" aria-label="How to rerun this" style="border:1px solid #c8ccd1;'
         'border-left:4px solid #0072B2;background:#f6f8fa;padding:.6em 1em;margin:1em 0;max-width:960px">'
-        f"<strong>How to rerun this</strong>: campaign <code>{escape.html(_join(names))}</code>; every number "
+        f"<strong>How to rerun this</strong>: campaign <code>{escape.html(named)}</code>; every number "
         "and sentence above is computed from its tables, none is typed in by hand."
         f'<pre style="margin:.5em 0 0 0;white-space:pre-wrap">{lines}</pre></aside>'
     )

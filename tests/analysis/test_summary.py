@@ -66,11 +66,21 @@ def test_a_below_resolution_finding_keeps_the_verdicts_resolution_wording(real):
     assert "step of" in summary.finding_sentence(lat)
 
 
+@pytest.mark.parametrize(
+    "name, after", [("lab-default-004", "lab-default-005"), ("run9", "run10"), ("mine", "mine-2"), ("a-099", "a-100")]
+)
+def test_the_next_campaign_name_is_a_fresh_one(name, after):
+    assert summary.next_campaign(name) == after
+
+
 def test_the_rerun_box_names_the_campaign_and_the_commands():
     box = summary.rerun_box("lab-default-003")
     assert box.startswith('<aside class="rerun"') and "campaign <code>lab-default-003</code>" in box
-    assert "dvc repro analyse report  # this report again" in box
-    assert "experiment.campaign: lab-default-003 in params.yaml" in box
+    # rebuilding the report measures nothing; measuring again needs a new campaign name, and says so
+    assert "dvc repro -f -s parse analyse report  # this report again from the records of lab-default-003" in box
+    assert "experiment.campaign: lab-default-003 in params.yaml); measures nothing" in box
+    assert "bash scripts/reproduce.sh" in box and "a new name in params.yaml (e.g. lab-default-004)" in box
+    assert "under lab-default-003 it finds every run recorded and measures nothing" in box
     compare = summary.rerun_box(["a", "b"], [("benchlib compare a b", "this comparison again")])
     assert "<code>a and b</code>" in compare and "benchlib compare a b  # this comparison again" in compare
 
