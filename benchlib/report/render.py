@@ -15,6 +15,7 @@ import logging
 import os
 import re
 import shutil
+import subprocess
 import tempfile
 import threading
 from collections.abc import Sequence
@@ -267,6 +268,29 @@ def contents(cells) -> str:
 FIRST_SCREEN = '<header class="first-screen"'
 
 
+_REPORT_TITLE = re.compile(r'<h1 class="report-title"[^>]*>([^<]*)</h1>')
+
+
+def code_revision(root: Path | None = None) -> str | None:
+    """The commit of the code building the report ("git 1a2b3c4", "+ uncommitted changes" when tracked
+    files other than a pipeline run's own outputs differ); None outside a git checkout."""
+    root = root or project_root()
+    git = ["git", "-C", str(root)]
+    try:
+        rev = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10)
+        # dvc.lock and reports/metrics.json are rewritten by every pipeline run: not a change of the code
+        diff = subprocess.run(
+            [*git, "diff", "--quiet", "HEAD", "--", ".", ":!dvc.lock", ":!reports/metrics.json"],
+            capture_output=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if rev.returncode != 0:
+        return None
+    return f"git {rev.stdout.strip()}" + (" + uncommitted changes" if diff.returncode == 1 else "")
+
+
 def _html_outputs(cell) -> str:
     """The HTML a code cell displays, joined."""
     return "".join(
@@ -283,6 +307,9 @@ def render_report(
         cells += nbformat.read(resolve(path), as_version=4).cells
     # the contents after the report's first screen (summary.first_screen_html) where it has one, else first
     at = next((i + 1 for i, c in enumerate(cells) if FIRST_SCREEN in _html_outputs(c)), 0)
+    # the page's <title> is the report's own title, as a tab or a bookmark shows it
+    heading = _REPORT_TITLE.search(_html_outputs(cells[at - 1])) if at else None
+    title = html.unescape(heading.group(1)) if heading else title
     merged = nbformat.v4.new_notebook(
         cells=[*cells[:at], nbformat.v4.new_markdown_cell(contents(cells)), *cells[at:]], metadata={"title": title}
     )

@@ -171,6 +171,14 @@ def test_the_first_screen_has_a_title_takeaways_and_the_context_of_the_runs(real
     assert strip["Campaign"] == "lab-default-003" and strip["Kernel"] == "6.18.44-fc-v657"
     assert strip["Runs"] == "n = 10 per configuration, 160 of 160 ok, 10 blocks"
     assert "netperf 2.7.0" in strip["Tools"] and strip["Run length"].endswith("s per run (median)")
+    # the fixture's tables predate the machine column: said, not left blank
+    assert strip["Machine"] == "not recorded" and "Report built from" not in strip
+    from benchlib import tidy
+
+    machine = tidy.machine_text({"cpu_model": "AMD EPYC 9R14", "cpus": 2, "memory": "8126464 kB"})
+    assert machine == "AMD EPYC 9R14, 2 CPUs, 8 GiB" and tidy.machine_text({}) is None
+    recorded = dict(summary.context(real.runs.with_columns(machine=pl.lit(machine)), commit="git 1a2b3c4"))
+    assert recorded["Machine"] == machine and recorded["Report built from"] == "git 1a2b3c4"
     html = summary.first_screen_html(real.runs, real.comparisons, s.baseline)
     assert html.startswith('<header class="first-screen"') and html.count("<h1") == 1
     assert html.index("report-title") < html.index("takeaways") < html.index('class="context"')
