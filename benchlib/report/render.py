@@ -320,11 +320,11 @@ def render_report(
         exclude_input_prompt=True,
         exclude_output_prompt=True,
     )
-    html, _ = exporter.from_notebook_node(merged, resources={"plotly_js": get_plotlyjs()})
+    page, _ = exporter.from_notebook_node(merged, resources={"plotly_js": get_plotlyjs()})
     output = resolve(output)
     output.parent.mkdir(parents=True, exist_ok=True)
     # a full disk leaves the previous page whole, and names it
-    return write_atomically(output, lambda tmp: tmp.write_text(html, encoding="utf-8"))
+    return write_atomically(output, lambda tmp: tmp.write_text(page, encoding="utf-8"))
 
 
 def default_jobs() -> int:
