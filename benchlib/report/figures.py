@@ -565,7 +565,7 @@ def overview(comparisons: pl.DataFrame, baseline: str) -> go.Figure:
     return describe(
         fig,
         f"Change of each scenario vs {baseline} in each test's headline metric, in % of the baseline median: "
-        f"green better, red worse, \"*\" significant after correction. {title}.",
+        f'green better, red worse, "*" significant after correction. {title}.',
         alt=f"Heatmap of the headline change in % vs {baseline} of every scenario in every test: {title}",
     )
 

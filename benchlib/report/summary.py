@@ -575,7 +575,10 @@ def context(runs: pl.DataFrame, commit: str | None = None) -> list[tuple[str, st
         ("Measured", _dates(runs)),
         ("Campaign", _join(distinct("campaign"))),
         ("Environment", _join(distinct("environment")) + (" (both nodes on one kernel)" if shared else "")),
-        ("Machine", _join(distinct("machine")) if "machine" in runs.columns and distinct("machine") else "not recorded"),
+        (
+            "Machine",
+            _join(distinct("machine")) if "machine" in runs.columns and distinct("machine") else "not recorded",
+        ),
         ("Kernel", _join(distinct("kernel")) if distinct("kernel") else "-"),
         ("CPUs per side", _join(cpus) + (f", placement {_join(placement)}" if placement else "")),
         ("Tools", _join(tools) if tools else "-"),

@@ -197,7 +197,7 @@ def test_a_finding_carries_its_profile_sentence():
     assert clause.startswith("veth-routed spends more CPU per unit of work than host, mostly in ")
     assert not any(k in clause for k in ("softirq/", "netfilter/", "_"))  # no category or frame ids
     why = summary.why_html(row, expl)
-    assert why.startswith(f" Why: {clause}. <details class=\"why\"><summary>")
+    assert why.startswith(f' Why: {clause}. <details class="why"><summary>')
     assert why.endswith("</details>") and "veth-routed vs host (tcp_rr" in why
     assert summary.why_html({**row, "scenario": "bridge"}, expl) == ""
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import polars as pl
 import pytest
 from analysis_tables import analysed, degenerate
@@ -122,6 +124,41 @@ def test_the_headline_table_is_a_publication_table(real):
     assert "e+0" not in html.split("</style>")[-1]  # medians without exponents
     assert "null" not in html and "<script" not in html and "fonts.googleapis" not in html
     assert tables.WORSE in html  # verdicts coloured
+
+
+def test_the_headline_table_names_tests_and_writes_cpu_per_work_in_one_unit_per_kind(real):
+    assert tables.test_labels(real.runs) == {
+        "tcp_crr": "TCP connect/request/response",
+        "tcp_rr": "TCP request/response",
+        "tcp_stream_1": "TCP stream, 1 flow",
+        "tcp_stream_n": "TCP stream, 4 flows",
+    }
+    html = tables.html(tables.headline_table(real.summary, real.comparisons, "host", real.runs))
+    body = html.split("</style>")[-1]
+    assert "TCP stream, 1 flow" in body and "tcp_stream_1" not in body
+    assert "µs CPU per transaction" in body and "µs CPU per connection" in body and "cores per 10 Gbit/s" in body
+    assert "% CPU @" not in body and "cpu_pct_at_target" not in body
+    cpu = real.summary.filter(metric="cpu_pct_at_target")
+    cost = tables.cpu_cost(cpu, real.runs)
+    for r, c in zip(cpu.iter_rows(named=True), cost.iter_rows(named=True), strict=True):
+        n = 1 if r["test"] in ("tcp_rr", "tcp_crr") or r["side"] != "total" else 2  # the lab's CPUs per side
+        if r["test"] == "tcp_rr":  # % of n CPUs at 10000 trans/s -> µs of CPU per transaction
+            assert c["median"] == pytest.approx(r["median"] / 100 * n / 10_000 * 1e6)
+        if r["test"].startswith("tcp_stream"):  # % of n CPUs at 100 Gbit/s -> cores per 10 Gbit/s
+            assert c["median"] == pytest.approx(r["median"] / 100 * n / 100 * 10) and c["unit"] == "cores per 10 Gbit/s"
+        # one factor per configuration: its interval scales with its median
+        assert c["ci_low"] / c["median"] == pytest.approx(r["ci_low"] / r["median"])
+
+
+def test_ours_next_to_theirs_is_written_like_the_headline_table(real):
+    measured = real.reference.filter(pl.col("ours_verdict") != "not measured")
+    html = tables.html(tables.reference_table(measured)).split("</style>")[-1]
+    assert "Our change % [interval]" in html and "Our verdict" in html and "Their change %" in html
+    assert "-8.3 [-10.4, -6.3]" in html and ">worse<" in html  # the change once, its verdict a word
+    shown = re.sub(r"<[^>]+>", " ", html)  # what a reader sees, not the cells' ids
+    assert "pct" not in shown and "ours_" not in shown and "&lt; 0.001" in shown
+    box = tables.collapsed("3 claims", "<ul><li>a</li></ul>")
+    assert box.startswith('<details class="long"><summary') and ">3 claims</summary>" in box and "open" not in box
 
 
 def test_publication_cells_are_text_without_nulls_or_quotes():
