@@ -30,7 +30,16 @@ from .format import caption, change, unit as display_unit
 from .summary import FINDING, NOISE, UNTESTED, finding_sentence, kind_of, metric_label, ordered_findings
 
 # the theme registers the template and the report renderer, once; notebooks reach them through figures
-from .theme import BAND_COLOR, BLOG_WIDTH, TEMPLATE, axis_title, describe, use_report_renderer, words  # noqa: F401
+from .theme import (  # noqa: F401
+    BAND_COLOR,
+    BLOG_WIDTH,
+    TEMPLATE,
+    axis_title,
+    describe,
+    show_collapsed,
+    use_report_renderer,
+    words,
+)
 
 
 def scenario_order(scenarios: Iterable[str], baseline: str) -> list[str]:

@@ -58,6 +58,12 @@ _TEMPLATE = """{%- extends 'lab/index.html.j2' -%}
 {%- block html_head_js -%}
 <script type="text/javascript">window.PlotlyConfig = {MathJaxConfig: 'local'};</script>
 <script type="text/javascript">{{ resources.plotly_js }}</script>
+<script type="text/javascript">
+// a figure drawn inside a closed disclosure has no width yet: size it when the disclosure opens
+document.addEventListener('toggle', e => {
+  if (e.target.open) e.target.querySelectorAll('.plotly-graph-div').forEach(g => Plotly.Plots.resize(g));
+}, true);
+</script>
 {%- endblock html_head_js -%}
 {%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
 {%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}

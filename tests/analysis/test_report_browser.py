@@ -135,6 +135,9 @@ def test_the_summary_is_the_first_section_with_the_findings_and_the_headline_fig
         ), p["first_screen"]
         assert p["first_screen"]["bottom"] < HEIGHT, p["first_screen"]
         assert p["title"] == first["text"], p["title"]  # the tab and a bookmark read the report's title
+        # long tables, the method's notes and the figures after each test's first behind closed disclosures
+        assert p["closed"] >= 10, p["closed"]
+        print(f"report length at {WIDTH} px, disclosures closed: {p['length']} px")
     # the headline figure follows the findings: on screen 1 of the compare page, by screen 2 of the report, whose
     # first screen holds its title, takeaways and context strip
     assert p["figures"] and p["figures"][0]["top"] < (2 if name == "report" else 1) * HEIGHT, p["figures"][0]
