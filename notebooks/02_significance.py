@@ -115,16 +115,16 @@ tables.show(
     summary=f"The table: {len(summary)} medians of {summary['scenario'].n_unique()} scenarios, with their changes",
 )
 
-# %% [markdown]
-# ## Contrasts
-# Comparisons against another reference than the baseline (`analysis.contrasts`),
-# corrected within the same families as the headline table.
-
 # %%
+# a section only where the campaign has contrasts (analysis.contrasts) with both scenarios measured
 contrast_rows = comparisons.filter(pl.col("baseline") != baseline)
-if contrast_rows.is_empty():
-    display(Markdown("No contrasts configured, or their scenarios were not measured."))
-else:
+if not contrast_rows.is_empty():
+    display(
+        Markdown(
+            "## Contrasts\nComparisons against another reference than the baseline (`analysis.contrasts`), "
+            "corrected within the same families as the headline table."
+        )
+    )
     tables.show(
         tables.publication_table(
             contrast_rows.with_columns(

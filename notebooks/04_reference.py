@@ -88,4 +88,4 @@ if unmeasured:
 tables.show(tables.reference_table(both), summary=f"Ours next to theirs: {len(both)} claim(s)")
 fig = figures.reference_changes(both)
 figures.write_figures({"reference_changes": fig}, resolve(out_dir) / "figures", blog_dir=resolve(out_dir) / "blog")
-fig
+figures.show_collapsed(fig)
