@@ -100,14 +100,18 @@ bound = comparisons.filter(pl.col("cpu_bound"))
 unresolved = comparisons.filter(pl.col("below_resolution"))
 display(
     Markdown(
-        f"**At a CPU limit: {len(bound)} of {len(comparisons)} comparisons.** The `{tables.CPU_LIMIT}` column names "
+        f"**At a CPU limit: {len(bound)} of {len(comparisons)} comparisons; below the instrument's resolution: "
+        f"{len(unresolved)} of {len(comparisons)}.**\n\n"
+        '<details class="long"><summary>What these two caveats mean</summary>\n\n'
+        f"The `{tables.CPU_LIMIT}` column names "
         f"the sides whose median run kept at least {saturation.CPU_BOUND_PCT:g} % of their CPUs busy, in the "
         "scenario or its baseline (with the higher median busy %). There a rate or a latency measures that CPU as "
         "much as the path: the comparison to read is the CPU per work of that side.\n\n"
-        f"**Below the instrument's resolution: {len(unresolved)} of {len(comparisons)} comparisons.** A latency "
-        "percentile is known to one step of the tool's histogram (netperf: 1 us below 100 us, 10 us below 1 ms; "
+        "A latency "
+        "percentile is known to one step of the tool's histogram (netperf: 1 µs below 100 µs, 10 µs below 1 ms; "
         "fortio: the width of its bucket at that value); where the change or its interval is finer than one step, "
         "the change is given in steps and the interval widened by one step, instead of exact-looking digits."
+        "\n\n</details>"
     )
 )
 tables.show(

@@ -322,7 +322,7 @@ def caveats_markdown(comparisons: pl.DataFrame) -> str:
             + (f" ({_join(sides)})" if sides else "")
             + " kept its CPUs busy: "
             "there a rate or a latency measures that CPU as much as the network path; "
-            "compare the CPU per work (cpu_pct_at_target) of that side."
+            "compare the CPU per work of that side."
         )
     below = comparisons["below_resolution"].fill_null(False) if "below_resolution" in comparisons.columns else None
     if below is not None and (k := int(below.sum())):
@@ -367,8 +367,8 @@ def rerun_box(campaign: str | list[str], commands: list[tuple[str, str]] | None 
             f"{next_campaign(names[-1])}); under {named} it finds every run recorded and measures nothing",
         ),
     ]
-    width = max(len(c) for c, _ in commands)
-    lines = "\n".join(f"{escape.html(c).ljust(width)}  # {escape.html(why)}" for c, why in commands)
+    # what each does on its own line above it: a long comment beside a command wraps into the next one
+    lines = "\n".join(f"# {escape.html(why)}\n{escape.html(c)}" for c, why in commands)
     return (
         '<aside class="rerun" aria-label="How to rerun this" style="border:1px solid #c8ccd1;'
         'border-left:4px solid #0072B2;background:#f6f8fa;padding:.6em 1em;margin:1em 0;max-width:960px">'

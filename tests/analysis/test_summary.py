@@ -79,12 +79,13 @@ def test_the_rerun_box_names_the_campaign_and_the_commands():
     box = summary.rerun_box("lab-default-003")
     assert box.startswith('<aside class="rerun"') and "campaign <code>lab-default-003</code>" in box
     # rebuilding the report measures nothing; measuring again needs a new campaign name, and says so
-    assert "dvc repro -f -s parse analyse report  # this report again from the records of lab-default-003" in box
+    assert "# this report again from the records of lab-default-003" in box
+    assert "measures nothing\ndvc repro -f -s parse analyse report\n# measure again" in box
     assert "experiment.campaign: lab-default-003 in params.yaml); measures nothing" in box
     assert "bash scripts/reproduce.sh" in box and "a new name in params.yaml (e.g. lab-default-004)" in box
     assert "under lab-default-003 it finds every run recorded and measures nothing" in box
     compare = summary.rerun_box(["a", "b"], [("benchlib compare a b", "this comparison again")])
-    assert "<code>a and b</code>" in compare and "benchlib compare a b  # this comparison again" in compare
+    assert "<code>a and b</code>" in compare and "# this comparison again\nbenchlib compare a b" in compare
 
 
 @pytest.mark.parametrize(
