@@ -526,7 +526,9 @@ def overview(comparisons: pl.DataFrame, baseline: str) -> go.Figure:
         for t in tests:
             r = cell.get((s, t))
             if r is None:
-                zr.append(None), tr.append(""), hr.append(f"{s} · {t}: not compared")
+                zr.append(None)
+                tr.append("")
+                hr.append(f"{s} · {t}: not compared")
                 continue
             sig = kind_of(r["verdict"]) == FINDING
             better = r["delta_pct"] if metric_info(r["metric"]).higher_is_better else -r["delta_pct"]
@@ -534,7 +536,9 @@ def overview(comparisons: pl.DataFrame, baseline: str) -> go.Figure:
             zr.append(better if sig else better * 0.15)
             tr.append(f"{change(r['delta_pct'])} %" + (" *" if sig else ""))
             hr.append(f"{s} · {t} · {metric_label(r['metric'], r['side'])}: {finding_sentence(r, markdown=False)}")
-        z.append(zr), text.append(tr), hover.append(hr)
+        z.append(zr)
+        text.append(tr)
+        hover.append(hr)
     top = max((abs(v) for row in z for v in row if v is not None), default=1.0) or 1.0
     labels = [f"{t}<br><sup>{metric_label(cell_metric(c, t), 'none')}</sup>" for t in tests]
     fig = go.Figure(

@@ -193,7 +193,7 @@ def _clause(p: dict, baseline: str, cats: pl.DataFrame) -> str:
     same_way = c.filter((pl.col("delta") > 0) if delta > 0 else (pl.col("delta") < 0))
     spread = float(same_way["delta"].abs().sum()) or 1.0
     named = [
-        PLAIN.get(r["category"], r["category"])
+        PLAIN.get(str(r["category"]), str(r["category"]))
         for r in same_way.head(2).iter_rows(named=True)
         if abs(r["delta"]) >= 0.25 * spread
     ]

@@ -282,14 +282,14 @@ def cpu_cost(summary: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
     for r in rows.iter_rows(named=True):
         m = _AT_TARGET.match(r["unit"] or "") if r["metric"] == "cpu_pct_at_target" else None
         if not m or not r["one"] or not r["n_cpus"]:
-            factor.append(1.0), units.append(r["unit"])
+            factor.append(1.0)
+            units.append(r["unit"])
             continue
         target, work = float(m.group(1)), m.group(2)
         cores = r["n_cpus"] / 100 / target  # busy cores per unit of work rate
-        if work == "Gbit/s":
-            factor.append(cores * 10), units.append("cores per 10 Gbit/s")
-        else:
-            factor.append(cores * 1e6), units.append(f"µs CPU per {_PER.get(work, work)}")
+        streams = work == "Gbit/s"
+        factor.append(cores * 10 if streams else cores * 1e6)
+        units.append("cores per 10 Gbit/s" if streams else f"µs CPU per {_PER.get(work, work)}")
     f = pl.Series(factor, dtype=pl.Float64)
     scaled = [c for c in ("median", "ci_low", "ci_high", "mean", "iqr") if c in summary.columns]
     return summary.with_columns(*[(pl.col(c) * f).alias(c) for c in scaled], unit=pl.Series(units, dtype=pl.String))
