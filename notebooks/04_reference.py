@@ -31,7 +31,6 @@ out_dir = "reports"  # where figures and exported tables go
 import polars as pl
 from IPython.display import HTML, display
 
-from benchlib import escape
 from benchlib.analysis import analyse, reference, resolve
 from benchlib.report import figures, format as fmt, render as report, tables
 
@@ -80,8 +79,7 @@ if unmeasured:
     display(
         HTML(
             tables.collapsed(
-                f"{len(unmeasured)} claim(s) need scenarios this campaign did not run",
-                "<ul>" + "".join(f"<li>{escape.html(c)}</li>" for c in unmeasured) + "</ul>",
+                f"{len(unmeasured)} claim(s) need scenarios this campaign did not run", tables.html_list(unmeasured)
             )
         )
     )

@@ -213,6 +213,11 @@ def collapsed(summary: str, inner: str) -> str:
     )
 
 
+def html_list(items: list[str]) -> str:
+    """``items`` (text from records or references) as an HTML bullet list: each wraps at word breaks."""
+    return "<ul>" + "".join(f"<li>{escape.html(i)}</li>" for i in items) + "</ul>"
+
+
 def show(gt: GT, summary: str | None = None) -> None:
     """Display the table in a notebook (and so in the report); with ``summary``, behind a closed
     disclosure that reads it."""
