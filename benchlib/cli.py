@@ -70,30 +70,42 @@ def _accept_global_options(sub: argparse._SubParsersAction) -> None:
                 _accept_global_options(action)
 
 
-def version_text() -> str:
-    """'benchlib 0.1.0 (git 1a2b3c4)', '-dirty' when the checkout has uncommitted changes to tracked files."""
+# Tracked files a pipeline run rewrites by design: DVC's lock of what each stage ran on, and the metrics
+# kept in git for `dvc metrics diff`. A changed one means "results of a run here", not changed code.
+PIPELINE_FILES = ("dvc.lock", "reports/metrics.json")
+
+
+def version_text(root: Path | None = None) -> str:
+    """'benchlib 0.1.0 (git 1a2b3c4)'; '-dirty' and the changed files when the checkout's tracked files
+    differ from the commit, except the files a pipeline run rewrites, which are named as such."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
         text = f"benchlib {version('benchlib')}"
     except PackageNotFoundError:
         text = "benchlib (not installed)"
-    root = Path(__file__).resolve().parent.parent
+    root = root or Path(__file__).resolve().parent.parent
     try:
         rev = subprocess.run(
             ["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10
         )
-        dirty = (
-            subprocess.run(
-                ["git", "-C", str(root), "diff", "--quiet", "HEAD", "--"], capture_output=True, timeout=10
-            ).returncode
-            != 0
+        diff = subprocess.run(
+            ["git", "-C", str(root), "diff", "--name-only", "HEAD", "--"], capture_output=True, text=True, timeout=10
         )
     except (OSError, subprocess.TimeoutExpired):
         return f"{text} (no git revision: git is not available)"
     if rev.returncode != 0:
         return f"{text} (no git revision: {root} is not a git checkout)"
-    return f"{text} (git {rev.stdout.strip()}{'-dirty' if dirty else ''})"
+    changed = diff.stdout.split() if diff.returncode == 0 else []
+    code = [f for f in changed if f not in PIPELINE_FILES]
+    ran = [f for f in changed if f in PIPELINE_FILES]
+    shown = ", ".join(code[:3]) + (f" and {len(code) - 3} more" if len(code) > 3 else "")
+    return (
+        f"{text} (git {rev.stdout.strip()}"
+        + (f"-dirty: {shown} changed" if code else "")
+        + (f"; {' and '.join(ran)} from a pipeline run here" if ran else "")
+        + ")"
+    )
 
 
 class _VersionAction(argparse.Action):

@@ -203,6 +203,8 @@ RUNS_SCHEMA = pl.Schema(
         "server_node": pl.String,
         "nodes_share_kernel": pl.Boolean,  # client and server nodes run on one kernel (its CPUs); null: unknown
         "kernel": pl.String,
+        # the machine as the target described it ("<CPU model>, <n> CPUs, <memory>"); null: not recorded
+        "machine": pl.String,
         "tool_version": pl.String,
         "record": pl.String,
     }
@@ -289,6 +291,7 @@ RUNS_DEFAULTS = {
     "foreign_cpu": None,
     "foreign_top": None,
     "quiet_frozen": None,
+    "machine": None,
 }
 
 

@@ -126,6 +126,7 @@ def _measured(rec: record.RunRecord, path: Path) -> tuple[dict, list[dict]]:
             "server_node": placement["server_node"],
             "nodes_share_kernel": placement.get("nodes_share_kernel"),
             "kernel": versions["kernel"],
+            "machine": machine_text(rec.target.get("machine")),
             "tool_version": versions.get(rec.tool, ""),
             "record": str(path),
         }
@@ -617,6 +618,20 @@ def _flatten(prefix: str, value, out: dict[str, str], session: set[str], setting
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
     if settings or not any(s in text for s in session):  # e.g. a lab node named after its lab id
         out[prefix] = text
+
+
+def machine_text(machine: dict | None) -> str | None:
+    """A target's machine facts (cpu.machine: CPU model, CPUs, memory) as one phrase; None: not recorded."""
+    if not isinstance(machine, dict) or not machine.get("cpu_model"):
+        return None
+    parts = [str(machine["cpu_model"])]
+    if machine.get("cpus"):
+        parts.append(f"{machine['cpus']} CPUs")
+    if machine.get("memory"):
+        kib = str(machine["memory"]).split()
+        # /proc/meminfo's "MemTotal: 8123456 kB" read as GiB
+        parts.append(f"{int(kib[0]) / 2**20:.0f} GiB" if kib[0].isdigit() else str(machine["memory"]))
+    return ", ".join(parts)
 
 
 def record_facts(meta: dict) -> dict[str, str]:

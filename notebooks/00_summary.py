@@ -23,13 +23,13 @@ import polars as pl
 from IPython.display import HTML, Markdown, display
 
 from benchlib.analysis import analyse, stats
-from benchlib.report import colours, figures, profiles, summary
+from benchlib.report import figures, profiles, render as report, summary
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
 a = analyse.load(analysis_dir)
 s = a.settings
 # the first screen: title, takeaways, context; then the findings
-display(HTML(summary.first_screen_html(a.runs, a.comparisons, s.baseline)))
+display(HTML(summary.first_screen_html(a.runs, a.comparisons, s.baseline, commit=report.code_revision())))
 
 # %%
 display(
@@ -52,9 +52,10 @@ display(
 )
 
 # %%
+# every scenario x test at a glance (the forest of every comparison is in the results below)
 primary = a.comparisons.filter(pl.col("family") == stats.PRIMARY, pl.col("delta_pct").is_not_nan())
 if len(primary):
-    figures.forest(primary, s.baseline, colours=colours.scenario_colours(a.runs["scenario"], s.baseline)).show()
+    figures.overview(primary, s.baseline).show()
 
 # %%
 display(Markdown(summary.caveats_markdown(a.comparisons)))

@@ -30,6 +30,7 @@ import benchlib.escape as escape
 from benchlib.analysis import analyse, resolve, saturation, stats
 from benchlib.report import figures, render as report, tables
 from benchlib.report.format import change_text, mde_text
+from benchlib.report.summary import metric_label
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
 report.display_tables()
@@ -56,7 +57,7 @@ display(
         "families. The **primary** family is the headline metric of each test (throughput, transaction or "
         "connection rate, UDP loss, request rate; the median latency of a paced test), "
         f"{stats.CORRECTIONS[correction]}-corrected; the **secondary** metrics (`family_metrics`: "
-        f"{', '.join(escape.markdown_code(m) for m in family_metrics) or 'none'}) form one family per kind (latency, CPU, other), "
+        f"{', '.join(escape.markdown(metric_label(m)) for m in family_metrics) or 'none'}) form one family per kind (latency, CPU, other), "
         "Benjamini-Hochberg (FDR: a share of the secondary findings may be false). How the intervals, verdicts "
         "and the MDE are read: see [Method](#Method)."
     )
@@ -99,28 +100,35 @@ bound = comparisons.filter(pl.col("cpu_bound"))
 unresolved = comparisons.filter(pl.col("below_resolution"))
 display(
     Markdown(
-        f"**At a CPU limit: {len(bound)} of {len(comparisons)} comparisons.** The `{tables.CPU_LIMIT}` column names "
+        f"**At a CPU limit: {len(bound)} of {len(comparisons)} comparisons; below the instrument's resolution: "
+        f"{len(unresolved)} of {len(comparisons)}.**\n\n"
+        '<details class="long"><summary>What these two caveats mean</summary>\n\n'
+        f"The `{tables.CPU_LIMIT}` column names "
         f"the sides whose median run kept at least {saturation.CPU_BOUND_PCT:g} % of their CPUs busy, in the "
         "scenario or its baseline (with the higher median busy %). There a rate or a latency measures that CPU as "
-        "much as the path: the comparison to read is the CPU per work (`cpu_pct_at_target`) of that side.\n\n"
-        f"**Below the instrument's resolution: {len(unresolved)} of {len(comparisons)} comparisons.** A latency "
-        "percentile is known to one step of the tool's histogram (netperf: 1 us below 100 us, 10 us below 1 ms; "
+        "much as the path: the comparison to read is the CPU per work of that side.\n\n"
+        "A latency "
+        "percentile is known to one step of the tool's histogram (netperf: 1 µs below 100 µs, 10 µs below 1 ms; "
         "fortio: the width of its bucket at that value); where the change or its interval is finer than one step, "
         "the change is given in steps and the interval widened by one step, instead of exact-looking digits."
+        "\n\n</details>"
     )
 )
-tables.show(tables.headline_table(summary, comparisons, baseline))
-
-# %% [markdown]
-# ## Contrasts
-# Comparisons against another reference than the baseline (`analysis.contrasts`),
-# corrected within the same families as the headline table.
+tables.show(
+    tables.headline_table(summary, comparisons, baseline, runs),
+    summary=f"The table: {len(summary)} medians of {summary['scenario'].n_unique()} scenarios, with their changes",
+)
 
 # %%
+# a section only where the campaign has contrasts (analysis.contrasts) with both scenarios measured
 contrast_rows = comparisons.filter(pl.col("baseline") != baseline)
-if contrast_rows.is_empty():
-    display(Markdown("No contrasts configured, or their scenarios were not measured."))
-else:
+if not contrast_rows.is_empty():
+    display(
+        Markdown(
+            "## Contrasts\nComparisons against another reference than the baseline (`analysis.contrasts`), "
+            "corrected within the same families as the headline table."
+        )
+    )
     tables.show(
         tables.publication_table(
             contrast_rows.with_columns(
@@ -171,7 +179,8 @@ display(
 )
 if len(flagged):
     tables.show(
-        tables.publication_table(flagged, formats={"cv_pct": "{:.3g}", "drift_rho": "{:+.3f}", "drift_p": "{:.2g}"})
+        tables.publication_table(flagged, formats={"cv_pct": "{:.3g}", "drift_rho": "{:+.3f}", "drift_p": "{:.2g}"}),
+        summary=f"The {len(flagged)} flagged configuration(s)",
     )
 if len(failed):
-    tables.show(tables.publication_table(failed))
+    tables.show(tables.publication_table(failed), summary="The failed runs per configuration")

@@ -33,12 +33,13 @@ from IPython.display import Markdown, display
 
 import benchlib.escape as escape
 from benchlib.analysis import analyse, normalize, resolve, stats
-from benchlib.report import colours, figures
+from benchlib.report import colours, figures, tables
 from benchlib.schema import PRIMARY_METRICS
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
 a = analyse.load(analysis_dir)
 runs, metrics, comparisons, summary_all = a.runs, a.metrics, a.comparisons, a.summary_all
+cpu_cost = tables.cpu_cost(summary_all, runs)
 baseline, cpu_target_gbps = a.settings.baseline, a.settings.cpu_target_gbps
 colour = colours.scenario_colours(runs["scenario"], baseline)  # each scenario's, in every figure
 
@@ -59,7 +60,8 @@ for (test,), g in summary_all.filter(pl.col("n") > 0).group_by("test", maintain_
                 run_values, test, metric, baseline=baseline, colours=colour
             )
     if "cpu_pct_at_target" in present:
-        figs[test][f"{test}_cpu"] = figures.cpu_bars(summary_all, test, baseline=baseline, colours=colour)
+        # in the tables' unit: µs of CPU per transaction or connection, cores per 10 Gbit/s
+        figs[test][f"{test}_cpu"] = figures.cpu_bars(cpu_cost, test, baseline=baseline, colours=colour)
     if "throughput" in present and "cpu_pct_at_target" in present:
         figs[test][f"{test}_throughput_vs_cpu"] = figures.throughput_vs_cpu(
             per_run, test, baseline=baseline, target_gbps=cpu_target_gbps, colours=colour
@@ -127,7 +129,11 @@ paths = figures.write_figures(
 
 # %%
 # one section per test, so a reader can jump to a test
+# each test's headline figure open, its other figures (every run, CPU, latency) behind their titles
 for section, shown in figs.items():
     display(Markdown(f"## {escape.markdown(section)}"))
-    for fig in shown.values():
-        fig.show()
+    for i, fig in enumerate(shown.values()):
+        if i == 0 and section != "Across tests":
+            fig.show()
+        else:
+            figures.show_collapsed(fig)

@@ -29,6 +29,7 @@ out_dir = "reports"  # where figures and exported tables go
 
 # %%
 import polars as pl
+from IPython.display import HTML, display
 
 from benchlib.analysis import analyse, reference, resolve
 from benchlib.report import figures, format as fmt, render as report, tables
@@ -45,7 +46,8 @@ scaling = reference.load_eks_service_scaling()
 # %%
 changes = reference.eks_relative_changes(scenarios)
 tables.show(
-    tables.publication_table(changes, formats={"change_pct": "{:+.1f}", "baseline_value": "{:g}", "value": "{:g}"})
+    tables.publication_table(changes, formats={"change_pct": fmt.change, "baseline_value": "{:g}", "value": "{:g}"}),
+    summary=f"Their {len(changes)} scenario changes",
 )
 
 # %% [markdown]
@@ -54,7 +56,8 @@ tables.show(
 # %%
 growth = reference.eks_service_scaling_growth(scaling)
 tables.show(
-    tables.publication_table(growth, formats={"change_pct": "{:+.1f}", "value_from": "{:g}", "value_to": "{:g}"})
+    tables.publication_table(growth, formats={"change_pct": fmt.change, "value_from": "{:g}", "value_to": "{:g}"}),
+    summary=f"Their {len(growth)} service-scaling changes",
 )
 
 # %% [markdown]
@@ -63,8 +66,8 @@ tables.show(
 # comparable (cloud VMs with a 12.5 Gbit/s NIC vs network namespaces on one
 # machine). The 2021 bare-metal study (Cilium 1.9, two 100G hosts) published
 # charts only: its rows carry the direction its text states, without a number. Our side keeps its statistics (these claims are their own family
-# for the correction; our interval, `ours_low` to `ours_high`, is at the level that correction decided at,
-# `ours_ci_level`, so that a significant verdict's interval excludes 0).
+# for the correction; our interval is at the level that correction decided at, so that a significant verdict's
+# interval excludes 0).
 
 # %%
 both = a.reference
@@ -73,16 +76,14 @@ both.write_csv(resolve(out_dir) / "reference_side_by_side.csv")  # every claim, 
 unmeasured = both.filter(pl.col("ours_verdict") == "not measured")["claim"].to_list()
 both = both.filter(pl.col("ours_verdict") != "not measured")
 if unmeasured:
-    print(f"{len(unmeasured)} claim(s) need scenarios this campaign did not run:", "; ".join(unmeasured))
-tables.show(
-    tables.publication_table(
-        both,
-        {
-            **{c: "{:+.1f}" for c in ("ours_delta_pct", "ours_low", "ours_high", "theirs_change_pct")},
-            "ours_ci_level": lambda v: fmt.level(v),
-        },
+    display(
+        HTML(
+            tables.collapsed(
+                f"{len(unmeasured)} claim(s) need scenarios this campaign did not run", tables.html_list(unmeasured)
+            )
+        )
     )
-)
+tables.show(tables.reference_table(both), summary=f"Ours next to theirs: {len(both)} claim(s)")
 fig = figures.reference_changes(both)
 figures.write_figures({"reference_changes": fig}, resolve(out_dir) / "figures", blog_dir=resolve(out_dir) / "blog")
-fig
+figures.show_collapsed(fig)

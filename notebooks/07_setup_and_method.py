@@ -25,6 +25,7 @@
 analysis_dir = "data/analysis"
 
 # %%
+import polars as pl
 from IPython.display import Markdown, display
 
 from benchlib.analysis import analyse, normalize, stats
@@ -40,7 +41,7 @@ runs, metrics, settings = a.runs, a.metrics, a.settings
 # Kernel, tools and CPU placement as recorded with every run.
 
 # %%
-tables.show(tables.publication_table(report.setup_table(runs)))
+tables.show(tables.publication_table(report.setup_table(runs)), summary="The setup of each environment")
 if note := report.shared_kernel_note(runs):
     display(Markdown(note))
 
@@ -56,7 +57,7 @@ if note := report.shared_kernel_note(runs):
 # with a 95 % CI (bootstrap up to 50 runs per side, Maritz-Jarrett above).
 
 # %%
-tables.show(tables.publication_table(report.method_table(runs)))
+tables.show(tables.publication_table(report.method_table(runs)), summary="Runs, blocks and order per environment")
 
 # %%
 # with analysis.paired: the comparisons made within blocks, and what that changes
@@ -72,8 +73,11 @@ if not a.precision.is_empty():
 # %%
 display(
     Markdown(
-        "### Intervals, verdicts and MDE\n"
-        "The change in % is the median ratio - 1; its interval is at the **level the family's correction decided "
+        "### Intervals, verdicts and MDE\n\n"
+        + summary.levels_text(a.families, settings.correction, settings.alpha)
+        + "\n\n"
+        + '<details class="long"><summary>How the intervals, verdicts and MDE are read</summary>\n\n'
+        + "The change in % is the median ratio - 1; its interval is at the **level the family's correction decided "
         "at**: a p-value is significant after correction exactly when it is below 1 - level (Holm: alpha / (m - R) "
         "for R of m rejected; FDR: R alpha / m), so a verdict and the interval shown beside it agree. Verdicts: "
         "`~ within noise` (not significant, the interval includes 0), `negligible` (significant, the interval "
@@ -84,8 +88,8 @@ display(
         f"{100 * stats.POWER:.0f} % power at its n, its spread (pooled normal-scaled median absolute deviation of "
         "the log values) and its family's level; "
         'a change below it reads `~ within noise` without meaning "no difference". Where no sample of this size '
-        "can reach the level (exact Mann-Whitney's smallest p is 2 / C(2n, n)), it says how many runs could.\n\n"
-        + summary.levels_text(a.families, settings.correction, settings.alpha)
+        "can reach the level (exact Mann-Whitney's smallest p is 2 / C(2n, n)), it says how many runs could."
+        + "\n\n</details>"
     )
 )
 
@@ -103,7 +107,9 @@ display(
         "window and the number of CPUs, then scaled to a fixed work rate: "
         f"{targets['throughput']:g} Gbit/s for stream tests, {targets['transaction_rate']:g} transactions/s "
         f"for TCP_RR, {targets['connection_rate']:g} connections/s for TCP_CRR{http}. "
-        "`total` sums both sides' busy cores before dividing by all their CPUs."
+        "`total` sums both sides' busy cores before dividing by all their CPUs. The tables write that cost in "
+        "one unit per kind of test: µs of CPU per transaction or connection (request/response tests), cores "
+        "per 10 Gbit/s (streams); a change in % is the same in either unit."
     )
 )
 
@@ -112,17 +118,20 @@ cpu_summary = a.summary_all.filter(metric=normalize.CPU_AT_TARGET)
 if cpu_summary.is_empty():
     display(Markdown("No successful run with CPU counters and work done: nothing to normalize."))
 else:
+    # in one unit per kind of test (µs of CPU per transaction or connection, cores per 10 Gbit/s)
+    cpu_summary = tables.cpu_cost(cpu_summary, runs).with_columns(test=pl.col("test").replace(tables.test_labels(runs)))
     tables.show(
         tables.publication_table(
             cpu_summary.pivot(
                 on="side", index=["environment", "test", "unit", "scenario"], values="median", sort_columns=True
             ),
-            formats={c: "{:.2f}" for c in ("client", "server", "total")},
+            formats={c: "{:.3g}" for c in ("client", "server", "total")},
             group="test",
-        )
+        ),
+        summary=f"CPU per work of each scenario and side ({cpu_summary['scenario'].n_unique()} scenarios)",
     )
 
 # %% [markdown]
-# Median CPU % per side at the target work rate (lower is cheaper). Their CIs
+# Median CPU per unit of work per side (lower is cheaper). Their CIs
 # and significance are in the headline table above (CPU family), the per-run
 # values in the figures.

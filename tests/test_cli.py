@@ -82,7 +82,41 @@ def test_version_names_the_package_and_the_git_revision():
         ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True
     ).stdout.strip()
     assert proc.returncode == 0, proc.stderr
-    assert re.fullmatch(rf"benchlib \d+\.\d+\.\d+ \(git {head}(-dirty)?\)\n", proc.stdout), proc.stdout
+    assert re.fullmatch(
+        rf"benchlib \d+\.\d+\.\d+ \(git {head}(-dirty: [^;)]+ changed)?(; [^)]+ from a pipeline run here)?\)\n",
+        proc.stdout,
+    ), proc.stdout
+
+
+def test_version_tells_changed_code_from_what_a_pipeline_run_rewrote(tmp_path):
+    def git(*args):
+        subprocess.run(
+            ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+            check=True,
+            capture_output=True,
+        )
+
+    for name in ("dvc.lock", "reports/metrics.json", "benchlib/a.py", "params.yaml"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("1\n")
+    git("init", "-q")
+    git("add", ".")
+    git("commit", "-qm", "c")
+    head = subprocess.run(
+        ["git", "-C", str(tmp_path), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    assert cli.version_text(tmp_path).endswith(f"(git {head})")
+    (tmp_path / "dvc.lock").write_text("2\n")
+    (tmp_path / "reports/metrics.json").write_text("2\n")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "new").write_text("untracked: not a change of the checkout\n")
+    assert cli.version_text(tmp_path).endswith(
+        f"(git {head}; dvc.lock and reports/metrics.json from a pipeline run here)"
+    )
+    (tmp_path / "benchlib/a.py").write_text("2\n")
+    assert cli.version_text(tmp_path).endswith(
+        f"(git {head}-dirty: benchlib/a.py changed; dvc.lock and reports/metrics.json from a pipeline run here)"
+    )
 
 
 @pytest.mark.parametrize("preset", ["pipelines/local-lab/params-mesh-envoy.yaml"])

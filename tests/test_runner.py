@@ -13,7 +13,7 @@ import pytest
 from benchlib import record, runner, tidy
 from benchlib.plan import plan_environment, schedule
 from benchlib.targets.lab import LabTarget, list_namespaces
-from tests.conftest import SHORT_TESTS, lab_target, short_params, venv_env
+from tests.conftest import SHORT_TESTS, lab_target, short_params, venv_env, write_params
 
 
 def test_every_block_runs_every_configuration_once_in_seeded_order(lab_env):
@@ -142,6 +142,28 @@ def test_interrupted_campaign_tears_down_and_resumes(project_copy, sig):
     )
     assert set(runs["outcome"]) == {"ok"}
     assert not list(cdir.rglob(".*tmp*"))
+
+
+def test_validate_says_in_one_line_that_a_complete_campaign_measures_nothing(project_copy):
+    """The main command validates before it runs dvc: the second time, the plan and its power would
+    read as if a measurement followed."""
+    write_params(project_copy, "done", repetitions=1)
+
+    def benchlib(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["benchlib", *args], cwd=project_copy, env=venv_env(), capture_output=True, text=True)
+
+    first = benchlib("validate")
+    assert first.returncode == 0, first.stderr
+    assert "0 already recorded" in first.stdout and "complete" not in first.stdout
+    collected = benchlib("collect", "--env", "local-lab")
+    assert collected.returncode == 0, collected.stderr
+    second = benchlib("validate")
+    assert second.returncode == 0, second.stderr
+    (line,) = second.stdout.strip().splitlines()
+    assert line.endswith(
+        "params.yaml is valid; campaign done is complete (1 of 1 runs recorded in data/raw/done): nothing is "
+        "measured; to measure again, give experiment.campaign a new name"
+    )
 
 
 class Recording(LabTarget):

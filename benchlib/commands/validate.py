@@ -21,7 +21,8 @@ def add_parser(subparsers) -> None:
         "previous campaign of the same configurations (data/processed, the newest "
         "campaign under data/raw, or --pilot), the minimum detectable effect of each "
         "primary comparison at the planned repetitions and the runs needed for the "
-        "noise band and for 5 %. Touches nothing.",
+        "noise band and for 5 %. A campaign whose runs are all recorded gets one line "
+        "instead: it is complete and nothing is measured. Touches nothing.",
         examples=["benchlib validate", "benchlib validate --params pipelines/local-lab/params-datapaths.yaml"],
         exit_codes=f"0 valid; {ERRORS} (the file and key).",
     )
@@ -35,6 +36,7 @@ def run(args) -> int:
     p = params(args)
     plans = validate_all(p)
     minutes_per_block = {}
+    lines_of_plan, planned, recorded = [], 0, 0
     for plan in plans:
         target = make_target(plan)
         runs = runner.schedule_on(target, plan, p.experiment.repetitions, p.experiment.seed, p.experiment.profile_runs)
@@ -56,13 +58,25 @@ def run(args) -> int:
         )
         cdir = record.campaign_dir(p.experiment.campaign)
         done = sum(record.exists(cdir, r.run_id) for r in runs)
-        out(
+        planned, recorded = planned + len(runs), recorded + done
+        lines_of_plan.append(
             f"{plan.environment.name}: {len(plan.scenarios)} scenarios {plan.scenarios}, "
             f"{len(plan.tests)} tests {list(plan.tests)}: {len(plan.configurations())} configurations "
             f"x {p.experiment.repetitions} blocks{up_to} "
             f"= {sum(not r.profiled for r in runs)} runs + {sum(r.profiled for r in runs)} profiled, about {seconds / 60:.1f} min; {done} already recorded "
             f"in {cdir}"
         )
+    if planned and recorded == planned and p.experiment.precision is None:
+        # a second run of the main command: nothing to plan, so no plan and no power to print
+        cdir = record.campaign_dir(p.experiment.campaign)
+        shown = cdir.relative_to(config.project_root()) if cdir.is_relative_to(config.project_root()) else cdir
+        out(
+            f"{p.source} is valid; campaign {p.experiment.campaign} is complete ({recorded} of {planned} runs "
+            f"recorded in {shown}): nothing is measured; to measure again, give experiment.campaign a new name"
+        )
+        return 0
+    for line in lines_of_plan:
+        out(line)
     from ..analysis import planning  # scipy and statsmodels only here
 
     lines = planning.planned_power(p, plans, config.project_root(), args.pilot, tidy.build_tables, minutes_per_block)

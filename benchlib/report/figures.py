@@ -26,11 +26,20 @@ from benchlib.schema import metric_info, percentiles
 
 from ..analysis.stats import FAMILY_ORDER, INSUFFICIENT, MIN_N, NEGLIGIBLE, UNCLEAR, WITHIN_NOISE, median_ci
 from .colours import OURS, PUBLISHED, natural, pick
-from .format import caption, unit as display_unit
-from .summary import FINDING, NOISE, UNTESTED, finding_sentence, metric_label, ordered_findings
+from .format import caption, change, unit as display_unit
+from .summary import FINDING, NOISE, UNTESTED, finding_sentence, kind_of, metric_label, ordered_findings
 
 # the theme registers the template and the report renderer, once; notebooks reach them through figures
-from .theme import BAND_COLOR, BLOG_WIDTH, TEMPLATE, axis_title, describe, use_report_renderer, words  # noqa: F401
+from .theme import (  # noqa: F401
+    BAND_COLOR,
+    BLOG_WIDTH,
+    TEMPLATE,
+    axis_title,
+    describe,
+    show_collapsed,
+    use_report_renderer,
+    words,
+)
 
 
 def scenario_order(scenarios: Iterable[str], baseline: str) -> list[str]:
@@ -499,6 +508,84 @@ def forest(
         alt=f"Forest plot of the change vs {baseline} in % of each comparison with its "
         f"interval, a panel per family and direction: {title}",
     )
+
+
+def overview(comparisons: pl.DataFrame, baseline: str) -> go.Figure:
+    """Every scenario x test at a glance: a heatmap of each test's headline change vs ``baseline``,
+    signed so that better reads the same way in every column (green better, red worse, whatever the
+    metric's direction), its text the change in % with "*" where it is significant after correction;
+    a cell that is not significant is drawn pale. The primary family only: one metric per test."""
+    c = comparisons.filter(pl.col("baseline") == baseline, pl.col("family") == FAMILY_ORDER[0])
+    c = c.filter(pl.col("delta_pct").is_not_null() & pl.col("delta_pct").is_not_nan())
+    tests = sorted(set(c["test"]), key=natural)
+    scenarios = [s for s in scenario_order(c["scenario"], baseline) if s != baseline]
+    cell = {(r["scenario"], r["test"]): r for r in c.iter_rows(named=True)}
+    z, text, hover = [], [], []
+    for s in scenarios:
+        zr, tr, hr = [], [], []
+        for t in tests:
+            r = cell.get((s, t))
+            if r is None:
+                zr.append(None)
+                tr.append("")
+                hr.append(f"{s} · {t}: not compared")
+                continue
+            sig = kind_of(r["verdict"]) == FINDING
+            better = r["delta_pct"] if metric_info(r["metric"]).higher_is_better else -r["delta_pct"]
+            # not significant: kept near white, its sign only a hint
+            zr.append(better if sig else better * 0.15)
+            tr.append(f"{change(r['delta_pct'])} %" + (" *" if sig else ""))
+            hr.append(f"{s} · {t} · {metric_label(r['metric'], r['side'])}: {finding_sentence(r, markdown=False)}")
+        z.append(zr)
+        text.append(tr)
+        hover.append(hr)
+    top = max((abs(v) for row in z for v in row if v is not None), default=1.0) or 1.0
+    labels = [f"{t}<br><sup>{metric_label(cell_metric(c, t), 'none')}</sup>" for t in tests]
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=labels,
+            y=scenarios,
+            text=text,
+            texttemplate="%{text}",
+            textfont=dict(size=14),
+            customdata=hover,
+            hovertemplate="%{customdata}<extra></extra>",
+            colorscale=[[0.0, "#b42318"], [0.5, "#f7f7f7"], [1.0, "#1a7f37"]],
+            zmin=-top,
+            zmax=top,
+            xgap=3,
+            ygap=3,
+            colorbar=dict(
+                title=dict(text=f"vs {baseline}", side="right"),
+                tickvals=[-top, 0, top],
+                ticktext=["worse", "same", "better"],
+            ),
+        )
+    )
+    found = ordered_findings(c, None)
+    k = int((found["kind"] == FINDING).sum()) if len(found) else 0
+    title = f"{k} of {len(found)} headline changes vs {baseline} are significant"
+    fig.update_layout(
+        template=TEMPLATE,
+        height=150 + 60 * max(len(scenarios), 1),
+        title=f"{title}<br><sup>each test's headline metric, change in % of {baseline}'s median; "
+        "* significant after correction, pale: within noise</sup>",
+        margin=dict(t=100),
+        xaxis=dict(title_text="Test (headline metric)", side="bottom"),
+        yaxis=dict(title_text=f"Scenario (vs {baseline}, %)", autorange="reversed"),
+    )
+    return describe(
+        fig,
+        f"Change of each scenario vs {baseline} in each test's headline metric, in % of the baseline median: "
+        f'green better, red worse, "*" significant after correction. {title}.',
+        alt=f"Heatmap of the headline change in % vs {baseline} of every scenario in every test: {title}",
+    )
+
+
+def cell_metric(c: pl.DataFrame, test: str) -> str:
+    """The headline metric of ``test`` among the comparisons ``c``."""
+    return str(c.filter(test=test)["metric"][0])
 
 
 def _ci_methods(comparisons: pl.DataFrame) -> str:

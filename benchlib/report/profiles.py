@@ -31,6 +31,21 @@ EXPLANATIONS_SCHEMA = {
     "baseline": pl.String,
     "side": pl.String,
     "sentence": pl.String,
+    # the why in plain words, for the findings (the sentence, with its frames, goes behind a disclosure)
+    "clause": pl.String,
+}
+# The profile categories as a reader outside kernel work names them
+PLAIN = {
+    "devices": "the virtual network devices",
+    "softirq/backlog": "packet processing in softirq",
+    "netfilter/conntrack": "firewall rules and connection tracking",
+    "eBPF": "eBPF programs",
+    "proxy": "the proxy",
+    "TCP/IP": "the TCP/IP stack",
+    "syscall/socket": "system calls and sockets",
+    "application": "the benchmark tool itself",
+    "other": "other kernel work",
+    "scheduler": "the scheduler",
 }
 
 
@@ -104,6 +119,7 @@ def explanations(
             "baseline": baseline,
             "side": "",
             "sentence": f"{r['scenario']} ({r['test']}): {NO_SYMBOLS}; its profile is not shown.",
+            "clause": "",
         }
         for r in no_symbols.iter_rows(named=True)
     ] + [
@@ -115,6 +131,7 @@ def explanations(
                 f"{r['scenario']} ({r['test']}): other processes ({r['top']} most) "
                 f"took {100 * r['share']:.0f} % of its profile's busy samples; it explains nothing."
             ),
+            "clause": "",
         }
         for r in disturbed.iter_rows(named=True)
     ]
@@ -143,9 +160,51 @@ def explanations(
                     **{k: p[k] for k in ("environment", "test", "scenario", "side")},
                     "baseline": baseline,
                     "sentence": _sentence(p, baseline, cats, diffs, top),
+                    "clause": _clause(p, baseline, cats),
                 }
             )
     return pl.DataFrame(out, schema=EXPLANATIONS_SCHEMA) if out else pl.DataFrame(schema=EXPLANATIONS_SCHEMA)
+
+
+def _category_deltas(p: dict, baseline: str, cats: pl.DataFrame) -> pl.DataFrame:
+    """Per category, the scenario's CPU per unit minus the baseline's, largest first."""
+    where = dict(environment=p["environment"], test=p["test"], side=p["side"])
+    return (
+        cats.filter(scenario=p["scenario"], **where)
+        .select("category", "cpu_per_unit")
+        .join(
+            cats.filter(scenario=baseline, **where).select("category", base="cpu_per_unit"),
+            on="category",
+            how="full",
+            coalesce=True,
+        )
+        .with_columns(delta=pl.col("cpu_per_unit").fill_null(0.0) - pl.col("base").fill_null(0.0))
+        .sort(pl.col("delta").abs(), descending=True)
+    )
+
+
+def _clause(p: dict, baseline: str, cats: pl.DataFrame) -> str:
+    """The why of a difference in one plain clause: where the CPU per unit of work went, in the
+    one or two categories that carry most of it, named in plain words; "" when the CPU is the same."""
+    delta = p["cpu"] - p["cpu_base"]
+    c = _category_deltas(p, baseline, cats)
+    if delta == 0 or c.is_empty():
+        return ""
+    same_way = c.filter((pl.col("delta") > 0) if delta > 0 else (pl.col("delta") < 0))
+    spread = float(same_way["delta"].abs().sum()) or 1.0
+    named = [
+        PLAIN.get(str(r["category"]), str(r["category"]))
+        for r in same_way.head(2).iter_rows(named=True)
+        if abs(r["delta"]) >= 0.25 * spread
+    ]
+    if not named:
+        return ""
+    where = " and ".join(named)
+    return (
+        f"{p['scenario']} spends more CPU per unit of work than {baseline}, mostly in {where}"
+        if delta > 0
+        else f"{p['scenario']} spends less CPU per unit of work than {baseline}, mostly in {where}"
+    )
 
 
 def _sentence(p: dict, baseline: str, cats: pl.DataFrame, diffs: pl.DataFrame, top: int) -> str:

@@ -15,6 +15,7 @@ import logging
 import os
 import re
 import shutil
+import subprocess
 import tempfile
 import threading
 from collections.abc import Sequence
@@ -57,6 +58,12 @@ _TEMPLATE = """{%- extends 'lab/index.html.j2' -%}
 {%- block html_head_js -%}
 <script type="text/javascript">window.PlotlyConfig = {MathJaxConfig: 'local'};</script>
 <script type="text/javascript">{{ resources.plotly_js }}</script>
+<script type="text/javascript">
+// a figure drawn inside a closed disclosure has no width yet: size it when the disclosure opens
+document.addEventListener('toggle', e => {
+  if (e.target.open) e.target.querySelectorAll('.plotly-graph-div').forEach(g => Plotly.Plots.resize(g));
+}, true);
+</script>
 {%- endblock html_head_js -%}
 {%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
 {%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
@@ -267,6 +274,29 @@ def contents(cells) -> str:
 FIRST_SCREEN = '<header class="first-screen"'
 
 
+_REPORT_TITLE = re.compile(r'<h1 class="report-title"[^>]*>([^<]*)</h1>')
+
+
+def code_revision(root: Path | None = None) -> str | None:
+    """The commit of the code building the report ("git 1a2b3c4", "+ uncommitted changes" when tracked
+    files other than a pipeline run's own outputs differ); None outside a git checkout."""
+    root = root or project_root()
+    git = ["git", "-C", str(root)]
+    try:
+        rev = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10)
+        # dvc.lock and reports/metrics.json are rewritten by every pipeline run: not a change of the code
+        diff = subprocess.run(
+            [*git, "diff", "--quiet", "HEAD", "--", ".", ":!dvc.lock", ":!reports/metrics.json"],
+            capture_output=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if rev.returncode != 0:
+        return None
+    return f"git {rev.stdout.strip()}" + (" + uncommitted changes" if diff.returncode == 1 else "")
+
+
 def _html_outputs(cell) -> str:
     """The HTML a code cell displays, joined."""
     return "".join(
@@ -283,6 +313,9 @@ def render_report(
         cells += nbformat.read(resolve(path), as_version=4).cells
     # the contents after the report's first screen (summary.first_screen_html) where it has one, else first
     at = next((i + 1 for i, c in enumerate(cells) if FIRST_SCREEN in _html_outputs(c)), 0)
+    # the page's <title> is the report's own title, as a tab or a bookmark shows it
+    heading = _REPORT_TITLE.search(_html_outputs(cells[at - 1])) if at else None
+    title = html.unescape(heading.group(1)) if heading else title
     merged = nbformat.v4.new_notebook(
         cells=[*cells[:at], nbformat.v4.new_markdown_cell(contents(cells)), *cells[at:]], metadata={"title": title}
     )
@@ -293,11 +326,11 @@ def render_report(
         exclude_input_prompt=True,
         exclude_output_prompt=True,
     )
-    html, _ = exporter.from_notebook_node(merged, resources={"plotly_js": get_plotlyjs()})
+    page, _ = exporter.from_notebook_node(merged, resources={"plotly_js": get_plotlyjs()})
     output = resolve(output)
     output.parent.mkdir(parents=True, exist_ok=True)
     # a full disk leaves the previous page whole, and names it
-    return write_atomically(output, lambda tmp: tmp.write_text(html, encoding="utf-8"))
+    return write_atomically(output, lambda tmp: tmp.write_text(page, encoding="utf-8"))
 
 
 def default_jobs() -> int:

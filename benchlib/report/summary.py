@@ -9,6 +9,7 @@ scenario, too few runs, a baseline without a successful run) gets sentences that
 from __future__ import annotations
 
 import math
+import re
 
 import polars as pl
 
@@ -231,6 +232,26 @@ def profile_notes(r: dict, explanations: pl.DataFrame | None) -> list[str]:
     return list(e["sentence"])
 
 
+def why_html(r: dict, explanations: pl.DataFrame | None) -> str:
+    """After a finding: its why as one plain clause (the profiles' "clause", both sides' where there
+    is one), and the CPU-profile sentences with their kernel frames behind a disclosure; "" when the
+    profiles say nothing about it. Inline HTML: the findings are a Markdown list."""
+    if explanations is None or explanations.is_empty():
+        return ""
+    e = explanations.filter(
+        environment=r["environment"], test=r["test"], scenario=r["scenario"], baseline=r["baseline"]
+    )
+    if e.is_empty():
+        return ""
+    clauses = [c for side in ("total", "", "server", "client") for c in e.filter(side=side)["clause"] if c]
+    why = f" Why: {escape.html(clauses[0])}." if clauses else ""
+    details = "<br>".join(escape.html(n) for n in e["sentence"])
+    return (
+        f'{why} <details class="why"><summary>CPU profile: where the CPU went, frame by frame</summary>'
+        f"{details}</details>"
+    )
+
+
 def explained_markdown(comparisons: pl.DataFrame, explanations: pl.DataFrame, family: str = stats.PRIMARY) -> str:
     """Each comparison of ``family`` that has a CPU-profile sentence, as a bullet with its sentences under
     it: findings first, largest change first; "" where none has one."""
@@ -265,9 +286,10 @@ def findings_markdown(
     every_bound = "cpu_bound" in rows.columns and bool(rows["cpu_bound"].fill_null(False).all())
     lines = []
     for r in shown.iter_rows(named=True):
-        lines.append(f"- {finding_sentence(r, m, cpu_note=not every_bound)}")
+        line = f"- {finding_sentence(r, m, cpu_note=not every_bound)}"
         if r["kind"] == FINDING:
-            lines += [f"  - CPU profile: {escape.markdown(n)}" for n in profile_notes(r, explanations)]
+            line += why_html(r, explanations)
+        lines.append(line)
     if len(shown) < len(listed):
         lines.append(f"- ... and {len(listed) - len(shown)} more in the results below.")
     noise = rows.filter(kind=NOISE)
@@ -300,7 +322,7 @@ def caveats_markdown(comparisons: pl.DataFrame) -> str:
             + (f" ({_join(sides)})" if sides else "")
             + " kept its CPUs busy: "
             "there a rate or a latency measures that CPU as much as the network path; "
-            "compare the CPU per work (cpu_pct_at_target) of that side."
+            "compare the CPU per work of that side."
         )
     below = comparisons["below_resolution"].fill_null(False) if "below_resolution" in comparisons.columns else None
     if below is not None and (k := int(below.sum())):
@@ -318,21 +340,39 @@ def caveats_markdown(comparisons: pl.DataFrame) -> str:
     return "\n\n".join(out)
 
 
+def next_campaign(name: str) -> str:
+    """A fresh campaign name after ``name``: its trailing number plus one (lab-default-004 ->
+    lab-default-005), else ``name-2``. A new name is what makes `dvc repro` measure again."""
+    m = re.search(r"(\d+)$", name)
+    if not m:
+        return f"{name}-2"
+    return name[: m.start()] + str(int(m.group(1)) + 1).zfill(len(m.group(1)))
+
+
 def rerun_box(campaign: str | list[str], commands: list[tuple[str, str]] | None = None) -> str:
     """A short boxed "how to rerun this": the campaign and the commands, each with what it redoes (by
-    default: this report from the stored data, and the whole campaign again). HTML: the report shows it
-    as a box."""
+    default: this report rebuilt from the recorded campaign, and a new measurement under a new campaign
+    name, since the same name measures nothing). HTML: the report shows it as a box."""
     names = [campaign] if isinstance(campaign, str) else list(campaign)
+    named = _join(names)
     commands = commands or [
-        ("dvc repro analyse report", "this report again, from the stored measurements"),
-        ("dvc repro", f"measure again, with experiment.campaign: {_join(names)} in params.yaml"),
+        (
+            "dvc repro -f -s parse analyse report",
+            f"this report again from the records of {named} (experiment.campaign: {named} in params.yaml); "
+            "measures nothing",
+        ),
+        (
+            "bash scripts/reproduce.sh",
+            f"measure again: first give experiment.campaign a new name in params.yaml (e.g. "
+            f"{next_campaign(names[-1])}); under {named} it finds every run recorded and measures nothing",
+        ),
     ]
-    width = max(len(c) for c, _ in commands)
-    lines = "\n".join(f"{escape.html(c).ljust(width)}  # {escape.html(why)}" for c, why in commands)
+    # what each does on its own line above it: a long comment beside a command wraps into the next one
+    lines = "\n".join(f"# {escape.html(why)}\n{escape.html(c)}" for c, why in commands)
     return (
         '<aside class="rerun" aria-label="How to rerun this" style="border:1px solid #c8ccd1;'
         'border-left:4px solid #0072B2;background:#f6f8fa;padding:.6em 1em;margin:1em 0;max-width:960px">'
-        f"<strong>How to rerun this</strong>: campaign <code>{escape.html(_join(names))}</code>; every number "
+        f"<strong>How to rerun this</strong>: campaign <code>{escape.html(named)}</code>; every number "
         "and sentence above is computed from its tables, none is typed in by hand."
         f'<pre style="margin:.5em 0 0 0;white-space:pre-wrap">{lines}</pre></aside>'
     )
@@ -540,9 +580,10 @@ def _dates(runs: pl.DataFrame) -> str:
     return a if a == b else f"{a} to {b}"
 
 
-def context(runs: pl.DataFrame) -> list[tuple[str, str]]:
+def context(runs: pl.DataFrame, commit: str | None = None) -> list[tuple[str, str]]:
     """(label, value) of what the reader needs to place the numbers, from the runs as recorded: when,
-    where (environment, kernel, CPUs per side), with which tools, how long each run, how many runs."""
+    where (environment, machine and CPU model, kernel, CPUs per side), with which tools, how long each
+    run, how many runs; and ``commit``, the code the report was built from (records do not hold one)."""
 
     def distinct(col: str) -> list[str]:
         return sorted({str(v) for v in runs[col].drop_nulls().to_list() if str(v) != ""})
@@ -559,6 +600,10 @@ def context(runs: pl.DataFrame) -> list[tuple[str, str]]:
         ("Measured", _dates(runs)),
         ("Campaign", _join(distinct("campaign"))),
         ("Environment", _join(distinct("environment")) + (" (both nodes on one kernel)" if shared else "")),
+        (
+            "Machine",
+            _join(distinct("machine")) if "machine" in runs.columns and distinct("machine") else "not recorded",
+        ),
         ("Kernel", _join(distinct("kernel")) if distinct("kernel") else "-"),
         ("CPUs per side", _join(cpus) + (f", placement {_join(placement)}" if placement else "")),
         ("Tools", _join(tools) if tools else "-"),
@@ -569,10 +614,12 @@ def context(runs: pl.DataFrame) -> list[tuple[str, str]]:
             f"{runs['block'].n_unique()} blocks",
         ),
     ]
+    if commit:
+        items.append(("Report built from", commit))
     return items
 
 
-def first_screen_html(runs: pl.DataFrame, comparisons: pl.DataFrame, baseline: str) -> str:
+def first_screen_html(runs: pl.DataFrame, comparisons: pl.DataFrame, baseline: str, commit: str | None = None) -> str:
     """The opening of the report: the title, the takeaways and the context strip, as HTML."""
     said = "".join(f"<p>{escape.html(t)}</p>" for t in takeaways(comparisons, baseline))
     # divs and spans, not a <dl>: the notebook's page styles dt and dd for prose
@@ -581,7 +628,7 @@ def first_screen_html(runs: pl.DataFrame, comparisons: pl.DataFrame, baseline: s
         f'<span class="context-label" style="display:block;font-size:12px;color:#555;text-transform:uppercase;'
         f'letter-spacing:.04em">{escape.html(k)}</span>'
         f'<span class="context-value" style="display:block;font-size:14px">{escape.html(v)}</span></div>'
-        for k, v in context(runs)
+        for k, v in context(runs, commit)
     )
     return (
         '<header class="first-screen" style="max-width:1100px">'

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import re
 from collections.abc import Callable
 
 import polars as pl
@@ -16,7 +17,19 @@ from great_tables import GT, loc, style
 
 from .. import escape
 from ..analysis import stats
-from .format import change_text, level, mde_text, median, numbers_in, p_value, reading, unit, verdict_word
+from .format import (
+    change,
+    change_text,
+    level,
+    mde_text,
+    median,
+    missing,
+    numbers_in,
+    p_value,
+    reading,
+    unit,
+    verdict_word,
+)
 from .summary import metric_label
 
 # Header labels of the analysis tables' columns; others are the name with spaces, capitalised.
@@ -191,11 +204,100 @@ def html(gt: GT) -> str:
     return gt.as_raw_html()
 
 
-def show(gt: GT) -> None:
-    """Display the table in a notebook (and so in the report)."""
+def collapsed(summary: str, inner: str) -> str:
+    """``inner`` (HTML) behind a closed disclosure whose line reads ``summary``: long tables and method
+    text wait there, so the page is short until a reader opens what they want."""
+    return (
+        f'<details class="long"><summary style="cursor:pointer;font-weight:600;margin:.4em 0">'
+        f"{escape.html(summary)}</summary>\n\n{inner}\n\n</details>"
+    )
+
+
+def html_list(items: list[str]) -> str:
+    """``items`` (text from records or references) as an HTML bullet list: each wraps at word breaks."""
+    return "<ul>" + "".join(f"<li>{escape.html(i)}</li>" for i in items) + "</ul>"
+
+
+def show(gt: GT, summary: str | None = None) -> None:
+    """Display the table in a notebook (and so in the report); with ``summary``, behind a closed
+    disclosure that reads it."""
     from IPython.display import HTML, display
 
-    display(HTML(html(gt)))
+    display(HTML(collapsed(summary, html(gt)) if summary else html(gt)))
+
+
+# How a test reads in a table, by its kind: the name in params.yaml is an identifier
+KIND_LABELS = {
+    "TCP_STREAM": "TCP stream",
+    "TCP_MAERTS": "TCP stream, reverse",
+    "UDP_STREAM": "UDP stream",
+    "TCP_RR": "TCP request/response",
+    "TCP_CRR": "TCP connect/request/response",
+    "UDP_RR": "UDP request/response",
+}
+
+
+def test_labels(runs: pl.DataFrame) -> dict[str, str]:
+    """{test: its label}: the kind in words with its streams where there are several tests of a kind
+    ("TCP stream, 1 flow"), else the kind in words; a test of another tool keeps its name."""
+    rows = runs.select("test", "kind", "streams").unique("test", keep="first").sort("test").rows()
+    per_kind: dict[str, int] = {}
+    for _, kind, _ in rows:
+        per_kind[kind] = per_kind.get(kind, 0) + 1
+    out = {}
+    for test, kind, streams in rows:
+        if kind not in KIND_LABELS:
+            out[test] = test
+            continue
+        flows = f", {streams} flow{'s' if streams != 1 else ''}" if "STREAM" in kind and streams else ""
+        out[test] = KIND_LABELS[kind] + (flows if per_kind[kind] > 1 or flows else "")
+    if len(set(out.values())) < len(out):  # two tests that read alike: their names tell them apart
+        return {t: f"{label} ({t})" for t, label in out.items()}
+    return out
+
+
+_AT_TARGET = re.compile(r"^% CPU @ ([0-9.e+]+) (\S+)$")
+# the unit of work a rate counts, per its unit (schema.METRICS)
+_PER = {"trans/s": "transaction", "conn/s": "connection", "req/s": "request", "queries/s": "query"}
+
+
+def cpu_cost(summary: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
+    """``summary`` with the CPU per work (cpu_pct_at_target: % of the side's CPUs at a target rate) in
+    one unit per kind of test: µs of CPU per transaction, connection or request, and cores per
+    10 Gbit/s for streams. Exact: a configuration's runs share their CPUs and the target, so the
+    median and its CI scale by one factor, and a change in % is the same in either unit. A test
+    whose scenarios ran on different CPU counts keeps %, as its changes would differ."""
+    cpus = (
+        runs.group_by("environment", "scenario", "test")
+        .agg(
+            client=pl.col("client_cpus").first(),
+            server=pl.col("server_cpus").first(),
+            total=pl.when(pl.col("cpu_placement").first() == "shared")
+            .then(pl.col("client_cpus").first())
+            .otherwise(pl.col("client_cpus").first() + pl.col("server_cpus").first()),
+        )
+        .unpivot(index=["environment", "scenario", "test"], variable_name="side", value_name="n_cpus")
+    )
+    # one CPU count across a test's scenarios, per side, or no conversion
+    same = cpus.group_by("environment", "test", "side").agg(one=pl.col("n_cpus").n_unique() == 1)
+    rows = summary.join(cpus, on=["environment", "scenario", "test", "side"], how="left").join(
+        same, on=["environment", "test", "side"], how="left"
+    )
+    factor, units = [], []
+    for r in rows.iter_rows(named=True):
+        m = _AT_TARGET.match(r["unit"] or "") if r["metric"] == "cpu_pct_at_target" else None
+        if not m or not r["one"] or not r["n_cpus"]:
+            factor.append(1.0)
+            units.append(r["unit"])
+            continue
+        target, work = float(m.group(1)), m.group(2)
+        cores = r["n_cpus"] / 100 / target  # busy cores per unit of work rate
+        streams = work == "Gbit/s"
+        factor.append(cores * 10 if streams else cores * 1e6)
+        units.append("cores per 10 Gbit/s" if streams else f"µs CPU per {_PER.get(work, work)}")
+    f = pl.Series(factor, dtype=pl.Float64)
+    scaled = [c for c in ("median", "ci_low", "ci_high", "mean", "iqr") if c in summary.columns]
+    return summary.with_columns(*[(pl.col(c) * f).alias(c) for c in scaled], unit=pl.Series(units, dtype=pl.String))
 
 
 # columns resolution.annotate and saturation.annotate add to comparisons that headline carries when present
@@ -310,11 +412,16 @@ def spreadsheet(comparisons: pl.DataFrame) -> pl.DataFrame:
     return out.insert_column(out.columns.index("finer_metric") + 1, change)
 
 
-def headline_table(summary: pl.DataFrame, comparisons: pl.DataFrame, baseline: str) -> GT:
+def headline_table(
+    summary: pl.DataFrame, comparisons: pl.DataFrame, baseline: str, runs: pl.DataFrame | None = None
+) -> GT:
     """headline as a publication table: one row group per family (with its correction and the level its
     intervals came out at), the metric with its side and unit, the change once (its verdict a word where
-    the change has a column), p as "< 0.001", the environment only where there are several."""
-    t = headline(summary, comparisons, baseline=baseline)
+    the change has a column), p as "< 0.001", the environment only where there are several. With the
+    ``runs``: each test by its label (test_labels) and the CPU per work in its kind's unit (cpu_cost)."""
+    t = headline(cpu_cost(summary, runs) if runs is not None else summary, comparisons, baseline=baseline)
+    if runs is not None:
+        t = t.with_columns(test=pl.col("test").replace(test_labels(runs)))
     levels = {
         f: f", intervals at {level(v)}"
         for f, v in comparisons.filter(pl.col("baseline") == baseline)
@@ -353,5 +460,40 @@ def headline_table(summary: pl.DataFrame, comparisons: pl.DataFrame, baseline: s
             "flags": "Flags",
         },
         group="family",
+        verdict="verdict",
+    )
+
+
+def reference_table(both: pl.DataFrame) -> GT:
+    """Ours next to theirs (analysis.reference's claims that this campaign measured) written like the
+    headline table: our change once, with its interval, and the verdict as a word; p as "< 0.001";
+    their change in % or, where they published a chart only, the direction their text states."""
+    ours = [
+        ""
+        if missing(r["ours_delta_pct"])
+        else change_text(
+            {"delta_pct": r["ours_delta_pct"], "delta_low": r["ours_low"], "delta_high": r["ours_high"]},
+            with_level=False,
+        )
+        for r in both.iter_rows(named=True)
+    ]
+    theirs = [
+        (r["theirs_direction"] or "") if missing(r["theirs_change_pct"]) else change(r["theirs_change_pct"])
+        for r in both.iter_rows(named=True)
+    ]
+    t = both.select(
+        "claim",
+        "ours",
+        "ours_n",
+        pl.Series("Our change % [interval]", ours, dtype=pl.String),
+        "ours_p_adj",
+        pl.col("ours_verdict").map_elements(verdict_word, return_dtype=pl.String).alias("verdict"),
+        "theirs",
+        pl.Series("Their change %", theirs, dtype=pl.String),
+        "caveat",
+    )
+    return publication_table(
+        t,
+        labels={"ours": "Ours", "theirs": "Theirs", "ours_p_adj": "Our p (adjusted)", "verdict": "Our verdict"},
         verdict="verdict",
     )

@@ -94,22 +94,43 @@ class _ReportRenderer(MimetypeRenderer):
     """
 
     def to_mimebundle(self, fig_dict):
-        div = pio.to_html(
-            fig_dict,
-            include_plotlyjs=False,
-            include_mathjax=False,
-            full_html=False,
-            default_width="100%",
-            validate=False,
-        )
-        caption, alt = words(fig_dict)
-        figure = (
-            f'<figure class="benchlib-figure" role="img" aria-label="{html.escape(alt)}" '
-            f'style="margin:0 0 1.5em 0;max-width:{BLOG_WIDTH + 260}px">{div}'
-            f'<figcaption style="font-size:13px;color:#444;margin-top:.3em">{html.escape(caption)}'
-            "</figcaption></figure>"
-        )
-        return {**PlotlyRenderer().to_mimebundle(fig_dict), "text/html": figure}
+        return {**PlotlyRenderer().to_mimebundle(fig_dict), "text/html": figure_html(fig_dict)}
+
+
+def figure_html(fig: go.Figure | dict) -> str:
+    """The figure as the report shows it: a <figure> with its alt text and caption around a div that
+    expects plotly.js on the page."""
+    fig_dict = fig.to_dict() if isinstance(fig, go.Figure) else fig
+    div = pio.to_html(
+        fig_dict,
+        include_plotlyjs=False,
+        include_mathjax=False,
+        full_html=False,
+        default_width="100%",
+        validate=False,
+    )
+    caption, alt = words(fig_dict)
+    return (
+        f'<figure class="benchlib-figure" role="img" aria-label="{html.escape(alt)}" '
+        f'style="margin:0 0 1.5em 0;max-width:{BLOG_WIDTH + 260}px">{div}'
+        f'<figcaption style="font-size:13px;color:#444;margin-top:.3em">{html.escape(caption)}'
+        "</figcaption></figure>"
+    )
+
+
+def show_collapsed(fig: go.Figure) -> None:
+    """Display ``fig`` behind a closed disclosure whose line is the figure's title: the report stays
+    short, and the notebook keeps the figure's plotly JSON (JupyterLab, the colour checks). The page
+    resizes a figure when its disclosure opens (render's template)."""
+    from IPython.display import display
+
+    fig_dict = fig.to_dict()
+    title = plain(fig.layout.title.text).split(". ")[0]
+    body = (
+        '<details class="figure"><summary style="cursor:pointer;margin:.3em 0">'
+        f"{html.escape(title)}</summary>{figure_html(fig_dict)}</details>"
+    )
+    display({**PlotlyRenderer().to_mimebundle(fig_dict), "text/html": body}, raw=True)
 
 
 pio.renderers[TEMPLATE] = _ReportRenderer()

@@ -404,3 +404,27 @@ def test_the_blog_index_lists_every_exported_figure_with_its_caption_and_files(a
     assert page.captions == [figures.words(all_figures[n])[0] for n in ("scatter", "bars", "forest")]
     assert page.images == [(f"{n}.svg", figures.words(all_figures[n])[1]) for n in ("scatter", "bars", "forest")]
     assert len(page.links) == 9 and all((blog / href).is_file() for href in page.links)
+
+
+def test_the_overview_shows_every_scenario_in_every_test_signed_by_better():
+    """The default campaign's primary comparisons: one cell per scenario x test, green better, red worse
+    whatever the metric's direction, the change in the cell with "*" where significant."""
+    from analysis_tables import report_comparisons
+
+    _, runs, _, rows = report_comparisons("tests/fixtures/tidy/lab-default-003")
+    primary = rows.filter(family=stats.PRIMARY)
+    fig = figures.overview(primary, "host")
+    (heat,) = fig.data
+    scenarios = sorted(set(primary["scenario"]))
+    assert sorted(heat.y) == scenarios and "host" not in heat.y
+    assert [x.split("<br>")[0] for x in heat.x] == sorted(set(primary["test"]))
+    for s, zs, texts in zip(heat.y, heat.z, heat.text, strict=True):
+        for x, z, text in zip(heat.x, zs, texts, strict=True):
+            r = primary.filter(scenario=s, test=x.split("<br>")[0]).row(0, named=True)
+            assert text.startswith(f"{fmt.change(r['delta_pct'])} %")
+            worse = r["verdict"].endswith(" worse")
+            assert text.endswith(" *") == (worse or r["verdict"].endswith(" better"))
+            if worse:
+                assert z < 0  # red, whether the metric is a rate or a latency
+    assert "are significant" in fig.layout.title.text
+    assert fig.layout.meta["caption"] and fig.layout.meta["alt"]

@@ -192,6 +192,14 @@ def test_a_finding_carries_its_profile_sentence():
     row = {"environment": "local-lab", "test": "tcp_rr", "scenario": "veth-routed", "baseline": "host"}
     assert summary.profile_notes(row, expl) == expl["sentence"].to_list()
     assert summary.profile_notes({**row, "scenario": "bridge"}, expl) == []
+    # the why in plain words beside the finding, the frames behind a disclosure
+    (clause,) = [c for c in expl["clause"] if c]
+    assert clause.startswith("veth-routed spends more CPU per unit of work than host, mostly in ")
+    assert not any(k in clause for k in ("softirq/", "netfilter/", "_"))  # no category or frame ids
+    why = summary.why_html(row, expl)
+    assert why.startswith(f' Why: {clause}. <details class="why"><summary>')
+    assert why.endswith("</details>") and "veth-routed vs host (tcp_rr" in why
+    assert summary.why_html({**row, "scenario": "bridge"}, expl) == ""
 
 
 def _campaign(tmp_path, with_profiles: str):
@@ -236,8 +244,10 @@ def test_the_report_section_shows_the_profiles(tmp_path, with_profiles):
     assert 'id="CPU-profiles"' in html
     if with_profiles == "profiles":
         assert "Profiled runs are separate from the measured runs" in html and "499 Hz" in html
-        # the sentence under its finding, in the summary and in the section
-        assert html.count("CPU profile: veth-routed vs host (tcp_rr, per transaction, both sides)") == 2
+        # the why beside its finding with the sentence behind a disclosure, and the sentence in the section
+        assert html.count("veth-routed vs host (tcp_rr, per transaction, both sides)") == 2
+        assert "Why: veth-routed spends more CPU per unit of work than host" in html
+        assert html.count('<details class="why">') == 1
         assert html.count('class="plotly-graph-div"') >= 4  # forest, bars, flamegraph, differential
         for name in ("categories", "flamegraph", "differential"):
             assert (out / "figures" / f"cpu_profile_tcp_rr_{name}.html").exists()

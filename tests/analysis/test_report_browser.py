@@ -50,7 +50,10 @@ INSPECT = """(() => {
   const first_screen = header ? {takeaways: text(header.querySelector('.takeaways')),
     context: [...header.querySelectorAll('.context-label')].map(text),
     bottom: header.getBoundingClientRect().bottom + window.scrollY} : null;
-  return {h1, links, tables, figures, rerun: rerun ? text(rerun) : null, first_screen,
+  return {title: document.title, h1, links, tables, figures, rerun: rerun ? text(rerun) : null, first_screen,
+          length: document.documentElement.scrollHeight,
+          closed: [...document.querySelectorAll('details')].filter(d => !d.open).length,
+          why: [...document.querySelectorAll('details.why')].map(d => text(d.querySelector('summary'))),
           resources: performance.getEntriesByType('resource').map(r => r.name)};
 })()"""
 
@@ -127,8 +130,14 @@ def test_the_summary_is_the_first_section_with_the_findings_and_the_headline_fig
     assert first["text"] == expected and first["top"] < HEIGHT / 4, p["h1"]
     if name == "report":  # the takeaways and the context strip on the first screen, the findings after them
         assert p["first_screen"]["takeaways"].startswith("The largest difference: "), p["first_screen"]
-        assert {"Measured", "Kernel", "Tools", "Run length", "Runs"} <= set(p["first_screen"]["context"])
+        assert {"Measured", "Machine", "Kernel", "Tools", "Run length", "Runs", "Report built from"} <= set(
+            p["first_screen"]["context"]
+        ), p["first_screen"]
         assert p["first_screen"]["bottom"] < HEIGHT, p["first_screen"]
+        assert p["title"] == first["text"], p["title"]  # the tab and a bookmark read the report's title
+        # long tables, the method's notes and the figures after each test's first behind closed disclosures
+        assert p["closed"] >= 10, p["closed"]
+        print(f"report length at {WIDTH} px, disclosures closed: {p['length']} px")
     # the headline figure follows the findings: on screen 1 of the compare page, by screen 2 of the report, whose
     # first screen holds its title, takeaways and context strip
     assert p["figures"] and p["figures"][0]["top"] < (2 if name == "report" else 1) * HEIGHT, p["figures"][0]

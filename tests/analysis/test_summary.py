@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import polars as pl
 import pytest
 from analysis_tables import analysed, degenerate
@@ -66,13 +68,24 @@ def test_a_below_resolution_finding_keeps_the_verdicts_resolution_wording(real):
     assert "step of" in summary.finding_sentence(lat)
 
 
+@pytest.mark.parametrize(
+    "name, after", [("lab-default-004", "lab-default-005"), ("run9", "run10"), ("mine", "mine-2"), ("a-099", "a-100")]
+)
+def test_the_next_campaign_name_is_a_fresh_one(name, after):
+    assert summary.next_campaign(name) == after
+
+
 def test_the_rerun_box_names_the_campaign_and_the_commands():
     box = summary.rerun_box("lab-default-003")
     assert box.startswith('<aside class="rerun"') and "campaign <code>lab-default-003</code>" in box
-    assert "dvc repro analyse report  # this report again" in box
-    assert "experiment.campaign: lab-default-003 in params.yaml" in box
+    # rebuilding the report measures nothing; measuring again needs a new campaign name, and says so
+    assert "# this report again from the records of lab-default-003" in box
+    assert "measures nothing\ndvc repro -f -s parse analyse report\n# measure again" in box
+    assert "experiment.campaign: lab-default-003 in params.yaml); measures nothing" in box
+    assert "bash scripts/reproduce.sh" in box and "a new name in params.yaml (e.g. lab-default-004)" in box
+    assert "under lab-default-003 it finds every run recorded and measures nothing" in box
     compare = summary.rerun_box(["a", "b"], [("benchlib compare a b", "this comparison again")])
-    assert "<code>a and b</code>" in compare and "benchlib compare a b  # this comparison again" in compare
+    assert "<code>a and b</code>" in compare and "# this comparison again\nbenchlib compare a b" in compare
 
 
 @pytest.mark.parametrize(
@@ -112,6 +125,41 @@ def test_the_headline_table_is_a_publication_table(real):
     assert "e+0" not in html.split("</style>")[-1]  # medians without exponents
     assert "null" not in html and "<script" not in html and "fonts.googleapis" not in html
     assert tables.WORSE in html  # verdicts coloured
+
+
+def test_the_headline_table_names_tests_and_writes_cpu_per_work_in_one_unit_per_kind(real):
+    assert tables.test_labels(real.runs) == {
+        "tcp_crr": "TCP connect/request/response",
+        "tcp_rr": "TCP request/response",
+        "tcp_stream_1": "TCP stream, 1 flow",
+        "tcp_stream_n": "TCP stream, 4 flows",
+    }
+    html = tables.html(tables.headline_table(real.summary, real.comparisons, "host", real.runs))
+    body = html.split("</style>")[-1]
+    assert "TCP stream, 1 flow" in body and "tcp_stream_1" not in body
+    assert "µs CPU per transaction" in body and "µs CPU per connection" in body and "cores per 10 Gbit/s" in body
+    assert "% CPU @" not in body and "cpu_pct_at_target" not in body
+    cpu = real.summary.filter(metric="cpu_pct_at_target")
+    cost = tables.cpu_cost(cpu, real.runs)
+    for r, c in zip(cpu.iter_rows(named=True), cost.iter_rows(named=True), strict=True):
+        n = 1 if r["test"] in ("tcp_rr", "tcp_crr") or r["side"] != "total" else 2  # the lab's CPUs per side
+        if r["test"] == "tcp_rr":  # % of n CPUs at 10000 trans/s -> µs of CPU per transaction
+            assert c["median"] == pytest.approx(r["median"] / 100 * n / 10_000 * 1e6)
+        if r["test"].startswith("tcp_stream"):  # % of n CPUs at 100 Gbit/s -> cores per 10 Gbit/s
+            assert c["median"] == pytest.approx(r["median"] / 100 * n / 100 * 10) and c["unit"] == "cores per 10 Gbit/s"
+        # one factor per configuration: its interval scales with its median
+        assert c["ci_low"] / c["median"] == pytest.approx(r["ci_low"] / r["median"])
+
+
+def test_ours_next_to_theirs_is_written_like_the_headline_table(real):
+    measured = real.reference.filter(pl.col("ours_verdict") != "not measured")
+    html = tables.html(tables.reference_table(measured)).split("</style>")[-1]
+    assert "Our change % [interval]" in html and "Our verdict" in html and "Their change %" in html
+    assert "-8.3 [-10.4, -6.3]" in html and ">worse<" in html  # the change once, its verdict a word
+    shown = re.sub(r"<[^>]+>", " ", html)  # what a reader sees, not the cells' ids
+    assert "pct" not in shown and "ours_" not in shown and "&lt; 0.001" in shown
+    box = tables.collapsed("3 claims", "<ul><li>a</li></ul>")
+    assert box.startswith('<details class="long"><summary') and ">3 claims</summary>" in box and "open" not in box
 
 
 def test_publication_cells_are_text_without_nulls_or_quotes():
@@ -161,6 +209,14 @@ def test_the_first_screen_has_a_title_takeaways_and_the_context_of_the_runs(real
     assert strip["Campaign"] == "lab-default-003" and strip["Kernel"] == "6.18.44-fc-v657"
     assert strip["Runs"] == "n = 10 per configuration, 160 of 160 ok, 10 blocks"
     assert "netperf 2.7.0" in strip["Tools"] and strip["Run length"].endswith("s per run (median)")
+    # the fixture's tables predate the machine column: said, not left blank
+    assert strip["Machine"] == "not recorded" and "Report built from" not in strip
+    from benchlib import tidy
+
+    machine = tidy.machine_text({"cpu_model": "AMD EPYC 9R14", "cpus": 2, "memory": "8126464 kB"})
+    assert machine == "AMD EPYC 9R14, 2 CPUs, 8 GiB" and tidy.machine_text({}) is None
+    recorded = dict(summary.context(real.runs.with_columns(machine=pl.lit(machine)), commit="git 1a2b3c4"))
+    assert recorded["Machine"] == machine and recorded["Report built from"] == "git 1a2b3c4"
     html = summary.first_screen_html(real.runs, real.comparisons, s.baseline)
     assert html.startswith('<header class="first-screen"') and html.count("<h1") == 1
     assert html.index("report-title") < html.index("takeaways") < html.index('class="context"')
