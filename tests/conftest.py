@@ -44,7 +44,7 @@ def require_root() -> None:
 # runs the unit tier.
 CLUSTER_FIXTURES = {"cluster", "admin", "cilium", "calico"}
 LAB_FIXTURES = {"lab", "lab_env", "mesh_lab", "envoy_lab", "service_lab", "short_campaign", "project_copy"}
-SLOW_FIXTURES = {"short_campaign", "project_copy"}
+SLOW_FIXTURES = {"short_campaign", "project_copy", "default_report"}
 
 
 def pytest_collection_modifyitems(config, items):
@@ -55,6 +55,9 @@ def pytest_collection_modifyitems(config, items):
         item.add_marker(tier)
         if names & SLOW_FIXTURES:
             item.add_marker("slow")
+    # The cluster tier last, each module's tests in their own order: on a fresh machine the cluster's builds
+    # (scripts/test.sh starts them in the background) run while the other tiers do.
+    items.sort(key=lambda item: item.get_closest_marker("cluster") is not None)
 
 
 def pytest_collection_finish(session):
