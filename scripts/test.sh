@@ -40,6 +40,8 @@ if ! wait "$build_pid"; then
   tail -n 30 "$build_log" >&2
   echo "test.sh: the cluster's build failed (all of its output in $build_log)" >&2
   [ "$status" -ne 0 ] || status=1
+else
+  rm -f "$build_log"
 fi
 trap - EXIT
 exit "$status"
