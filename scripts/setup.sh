@@ -55,6 +55,12 @@ if [ "$(id -u)" -ne 0 ]; then
   exit 1
 fi
 
+APT_STAMP=${XDG_CACHE_HOME:-$HOME/.cache}/benchlib/apt-lists-fetched  # apt_lists_state after our last update
+apt_lists_state() {  # the sources' digest and the time the package lists last changed
+  echo "$(cat /etc/apt/sources.list /etc/apt/sources.list.d/* 2>/dev/null | md5sum | cut -d' ' -f1)" \
+    "$(stat -c %Y /var/lib/apt/lists 2>/dev/null)"
+}
+
 install_profiles() {  # install_profiles PROFILE...: the apt packages of lab and of each profile
   local want=(lab "$@") p pkg missing=() cluster_needed=
   for p in "$@"; do [[ $p == cilium || $p == calico ]] && cluster_needed=1; done
@@ -76,7 +82,14 @@ install_profiles() {  # install_profiles PROFILE...: the apt packages of lab and
   fi
   log "apt-get install ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
+  # The package lists are fetched again only when this script did not fetch them within the hour, from
+  # these sources, into the lists as they are: on a fresh machine reproduce.sh's set-up fetched them
+  # minutes before test.sh's.
+  if [[ ! -f $APT_STAMP || -n $(find "$APT_STAMP" -mmin +60) || "$(cat "$APT_STAMP")" != "$(apt_lists_state)" ]]; then
+    apt-get update -qq
+    mkdir -p "$(dirname "$APT_STAMP")"
+    apt_lists_state >"$APT_STAMP"
+  fi
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 

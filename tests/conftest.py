@@ -44,7 +44,7 @@ def require_root() -> None:
 # runs the unit tier.
 CLUSTER_FIXTURES = {"cluster", "admin", "cilium", "calico", "vpc"}
 LAB_FIXTURES = {"lab", "lab_env", "mesh_lab", "envoy_lab", "service_lab", "short_campaign", "project_copy"}
-SLOW_FIXTURES = {"short_campaign", "project_copy"}
+SLOW_FIXTURES = {"short_campaign", "project_copy", "default_report"}
 
 
 def pytest_collection_modifyitems(config, items):

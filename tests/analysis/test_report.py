@@ -8,7 +8,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from analysis_tables import analysed, settings
+from analysis_tables import analysed
 from figure_colours import by_scenario, in_notebooks
 
 from benchlib.analysis import project_root, resolve, stats
@@ -65,20 +65,9 @@ def test_caveats_list_flags_and_failures(lab_tables):
 
 
 @pytest.mark.slow
-def test_notebooks_execute_and_render_offline_report(lab_tables, tmp_path):
-    runs, metrics = lab_tables
-    analysis_dir, result = analysed(
-        runs,
-        metrics,
-        tmp_path,
-        settings().model_copy(
-            update={"noise_band_pct": {"default": 2.0, "latency_p99": 5.0}, "contrasts": [("vxlan", "bridge")]}
-        ),
-    )
-    out = tmp_path / "reports"
-    html_path = report.build_report(
-        [f"notebooks/{n}" for n in report.NOTEBOOKS], out, {"analysis_dir": str(analysis_dir), "out_dir": str(out)}
-    )
+def test_notebooks_execute_and_render_offline_report(default_report):
+    runs, result, out, html_path = (default_report[k] for k in ("runs", "result", "out", "html"))
+    key = f"{default_report['campaign']}/local-lab"
 
     html = html_path.read_text()
     assert html.count(PLOTLYJS_BANNER) == 1  # plotly.js exactly once for all figures
@@ -118,8 +107,8 @@ def test_notebooks_execute_and_render_offline_report(lab_tables, tmp_path):
     assert set(drawn["host"]) == {colours.BASELINE.lower()}
 
     m = result.metrics_json()
-    assert m["comparisons"]["c1/local-lab/vxlan/tcp_stream_1/throughput/none"]["verdict"].endswith("worse")
-    assert m["comparisons"]["c1/local-lab/vxlan vs bridge/tcp_stream_1/throughput/none"]["baseline"] == "bridge"
+    assert m["comparisons"][f"{key}/vxlan/tcp_stream_1/throughput/none"]["verdict"].endswith("worse")
+    assert m["comparisons"][f"{key}/vxlan vs bridge/tcp_stream_1/throughput/none"]["baseline"] == "bridge"
     assert (out / "significance.csv").stat().st_size > 0
     for name in ("forest", "tcp_stream_1_throughput_vs_cpu", "tcp_rr_latency", "reference_changes"):
         for ext in ("html", "svg", "png"):

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from analysis_tables import analysed
 from browser import CHROMIUM, Page
 
 from benchlib.analysis import compare, load_tables
@@ -73,19 +72,6 @@ BLOG_INSPECT = """(() => {
 })()"""
 
 
-def build_default(out: Path) -> Path:
-    runs, metrics = load_tables(
-        FIXTURES / "lab-default-003" / "runs.parquet", FIXTURES / "lab-default-003" / "metrics.parquet"
-    )
-    analysis_dir, _ = analysed(runs, metrics, out / "data")
-    reports = out / "reports"
-    return report.build_report(
-        [f"notebooks/{n}" for n in report.NOTEBOOKS],
-        reports,
-        {"analysis_dir": str(analysis_dir), "out_dir": str(reports)},
-    )
-
-
 def build_compare(out: Path) -> Path:
     def campaign(name: str) -> compare.Campaign:
         runs, metrics = load_tables(FIXTURES / name / "runs.parquet", FIXTURES / name / "metrics.parquet")
@@ -97,11 +83,12 @@ def build_compare(out: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def pages(tmp_path_factory):
+def pages(tmp_path_factory, default_report):
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM}: not installed (the project installs chromium for kaleido and these tests)")
     out = tmp_path_factory.mktemp("browser")
-    built = {"report": build_default(out / "default"), "compare": build_compare(out / "compare" / "reports")}
+    # the default report is the session's one (conftest.default_report), whose content test_report checks
+    built = {"report": default_report["html"], "compare": build_compare(out / "compare" / "reports")}
     seen = {}
     with Page(WIDTH, HEIGHT) as page:
         for name, path in built.items():
