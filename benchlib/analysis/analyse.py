@@ -102,7 +102,7 @@ class Result:
 TABLES = [f.name for f in fields(Result) if f.name not in ("settings", "runs", "metrics")]
 
 
-def compare(compared: pl.DataFrame, runs: pl.DataFrame, settings: Settings) -> pl.DataFrame:
+def compare(compared: pl.DataFrame | pl.LazyFrame, runs: pl.DataFrame, settings: Settings) -> pl.DataFrame:
     """The compared values (stats.compared_values) against the baseline and the contrasts, corrected
     within families, as ``settings`` say."""
     return stats.compare_as(compared, runs, settings)

@@ -187,7 +187,7 @@ SUMMARY_COLUMNS = [
 
 
 def summarize(
-    metrics: pl.DataFrame, runs: pl.DataFrame, alpha: float = 0.05, cv_limit_pct: float = 5.0
+    metrics: pl.DataFrame | pl.LazyFrame, runs: pl.DataFrame, alpha: float = 0.05, cv_limit_pct: float = 5.0
 ) -> pl.DataFrame:
     """One row per configuration: n, median and its 95 % CI, IQR, CV, drift, failed runs,
     non-finite values excluded, flags."""

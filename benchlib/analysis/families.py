@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import overload
 
 import numpy as np
 import polars as pl
 from statsmodels.stats.multitest import multipletests
 
-from benchlib.schema import Frame, headline_metric, metric_info
+from benchlib.schema import headline_metric, metric_info
 
 CORRECTIONS = {"holm": "Holm", "fdr_bh": "FDR (Benjamini-Hochberg)"}
 
@@ -94,7 +95,13 @@ def headlines(values: pl.DataFrame | pl.LazyFrame, runs: pl.DataFrame) -> pl.Dat
     )
 
 
-def compared_values(values: Frame, runs: pl.DataFrame, metrics: Sequence[str]) -> Frame:
+@overload
+def compared_values(values: pl.DataFrame, runs: pl.DataFrame, metrics: Sequence[str]) -> pl.DataFrame: ...
+@overload
+def compared_values(values: pl.LazyFrame, runs: pl.DataFrame, metrics: Sequence[str]) -> pl.LazyFrame: ...
+def compared_values(
+    values: pl.DataFrame | pl.LazyFrame, runs: pl.DataFrame, metrics: Sequence[str]
+) -> pl.DataFrame | pl.LazyFrame:
     """The rows of ``values`` a report compares: each test's headline metric (the primary family)
     and ``metrics`` (analysis.family_metrics: the secondary ones shown). Of a LazyFrame (a scan), the
     same rows as a LazyFrame: each step that reads them filters them again instead of holding them."""

@@ -7,9 +7,11 @@ counts as 50 % busy, not as an average of per-CPU percentages.
 
 from __future__ import annotations
 
+from typing import overload
+
 import polars as pl
 
-from benchlib.schema import DERIVED_METRICS, METRICS, METRICS_SCHEMA, SIDES, TOTAL_SIDE, WORK_METRICS, Frame
+from benchlib.schema import DERIVED_METRICS, METRICS, METRICS_SCHEMA, SIDES, TOTAL_SIDE, WORK_METRICS
 
 CPU_AT_TARGET = "cpu_pct_at_target"
 CPU_SIDES = DERIVED_METRICS[CPU_AT_TARGET].sides  # client, server and total
@@ -167,7 +169,13 @@ def proxy_cpu_at_target(
     return pl.concat(long).select(METRICS_SCHEMA.names())
 
 
-def with_cpu_at_target(metrics: Frame, runs: pl.DataFrame, **targets) -> Frame:
+@overload
+def with_cpu_at_target(metrics: pl.DataFrame, runs: pl.DataFrame, **targets) -> pl.DataFrame: ...
+@overload
+def with_cpu_at_target(metrics: pl.LazyFrame, runs: pl.DataFrame, **targets) -> pl.LazyFrame: ...
+def with_cpu_at_target(
+    metrics: pl.DataFrame | pl.LazyFrame, runs: pl.DataFrame, **targets
+) -> pl.DataFrame | pl.LazyFrame:
     """The metrics table plus the cpu_pct_at_target and proxy_cpu_pct_at_target rows (targets: see
     cpu_at_target). Of a LazyFrame (a scan), a LazyFrame: the metric rows stay in their file, only
     the derived rows (three per run at most) are held."""
