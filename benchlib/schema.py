@@ -15,6 +15,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import polars as pl
 
@@ -295,16 +296,21 @@ RUNS_DEFAULTS = {
 }
 
 
-def conform(df: pl.DataFrame, name: str) -> pl.DataFrame:
+Frame = TypeVar("Frame", pl.DataFrame, pl.LazyFrame)
+
+
+def conform(df: Frame, name: str) -> Frame:
     """``df`` with exactly the columns and dtypes of table ``name`` (runs, metrics), or SchemaError.
 
     Casts are strict: a value that does not fit its dtype is an error, never a null.
     """
     sch = _SCHEMAS[name]
     if name == "runs":
-        df = df.with_columns(pl.lit(v, sch[c]).alias(c) for c, v in RUNS_DEFAULTS.items() if c not in df.columns)
-    missing = [c for c in sch.names() if c not in df.columns]
-    extra = [c for c in df.columns if c not in sch]
+        present = df.collect_schema().names()
+        df = df.with_columns(pl.lit(v, sch[c]).alias(c) for c, v in RUNS_DEFAULTS.items() if c not in present)
+    columns = df.collect_schema().names()
+    missing = [c for c in sch.names() if c not in columns]
+    extra = [c for c in columns if c not in sch]
     if missing or extra:
         raise SchemaError(f"{name}: missing columns {missing}, unexpected columns {extra}")
     try:
@@ -325,9 +331,12 @@ _ALLOWED = pl.DataFrame(
 )
 
 
-def check_metrics(df: pl.DataFrame) -> None:
-    """Values a metrics table must satisfy beyond its types: known metric, side and unit, finite value."""
-    unknown = sorted(set(df["metric"].unique()) - set(METRICS))
+def check_metrics(df: pl.DataFrame | pl.LazyFrame) -> None:
+    """Values a metrics table must satisfy beyond its types: known metric, side and unit, finite value.
+    A LazyFrame (a scan) is checked in streamed passes over the columns each check reads."""
+    unknown = sorted(
+        set(df.lazy().select(pl.col("metric").unique()).collect(engine="streaming")["metric"]) - set(METRICS)
+    )
     if unknown:
         raise SchemaError(f"metrics: unknown metric names {unknown}")
     # checked on the distinct (metric, side, unit) combinations, not row by row (a million-run table
@@ -341,13 +350,19 @@ def check_metrics(df: pl.DataFrame) -> None:
     )
 
     def first(bad: pl.DataFrame) -> dict:
-        return df.join(
-            bad.select("metric", "side", "unit"),
-            on=["metric", "side", "unit"],
-            how="semi",
-            nulls_equal=True,
-            maintain_order="left",
-        ).row(0, named=True)
+        return (
+            df.lazy()
+            .join(
+                bad.lazy().select("metric", "side", "unit"),
+                on=["metric", "side", "unit"],
+                how="semi",
+                nulls_equal=True,
+                maintain_order="left",
+            )
+            .head(1)
+            .collect()
+            .row(0, named=True)
+        )
 
     bad_side = combos.filter(pl.col("expected_unit").is_null())
     if len(bad_side):
@@ -362,12 +377,12 @@ def check_metrics(df: pl.DataFrame) -> None:
         raise SchemaError(
             f"metrics: metric {row['metric']} has unit {row['unit']!r}, expected {METRICS[row['metric']].unit!r}"
         )
-    not_finite = df.lazy().filter(~pl.col("value").is_finite() | pl.col("value").is_null()).collect()
-    if len(not_finite):
-        row = not_finite.row(0, named=True)
+    bad_value = ~pl.col("value").is_finite() | pl.col("value").is_null()
+    count = df.lazy().select(bad_value.sum()).collect(engine="streaming").item()
+    if count:
+        row = df.lazy().filter(bad_value).head(1).collect().row(0, named=True)
         raise SchemaError(
-            f"metrics: {len(not_finite)} value(s) not finite, first: {row['metric']} = "
-            f"{row['value']} (run {row['run_id']})"
+            f"metrics: {count} value(s) not finite, first: {row['metric']} = {row['value']} (run {row['run_id']})"
         )
 
 
@@ -552,15 +567,51 @@ def check_name(name: object) -> str:
 NAME_COLUMNS = ("campaign", "environment", "scenario", "test")
 
 
-def check_names(df: pl.DataFrame) -> None:
+def check_names(df: pl.DataFrame | pl.LazyFrame) -> None:
     """A table's names are ones a campaign can give (config.NAME_RULE), as parse wrote them: a table
     from elsewhere could name figure files out of reports/ or a scenario that is markup."""
-    for column in (c for c in NAME_COLUMNS if c in df.columns):
-        for value in df[column].unique().drop_nulls().to_list():
+    for column in (c for c in NAME_COLUMNS if c in df.collect_schema()):
+        names = df.lazy().select(pl.col(column).unique().drop_nulls()).collect(engine="streaming")[column]
+        for value in names.to_list():
             try:
                 check_name(value)
             except ValueError as exc:
                 raise SchemaError(f"{column}: {exc}") from None
+
+
+def scan(path, name: str) -> pl.LazyFrame:
+    """Table ``name`` from ``path`` as a lazy scan, checked as `read` checks it in streamed passes: the
+    steps that use it read only the columns and rows they need (projection and predicate pushdown)."""
+    path = Path(path)
+    if path.is_dir():
+        raise SchemaError(f"{path}: a directory, not the {name} table")
+    try:
+        if path.stat().st_size == 0:
+            raise SchemaError(f"{path}: empty (0 bytes), not the {name} table")
+        lf = pl.scan_parquet(path, glob=False)
+        columns = lf.collect_schema().names()
+    except FileNotFoundError:
+        raise SchemaError(f"{path}: not found (the {name} table; `benchlib parse` writes it)") from None
+    except pl.exceptions.PolarsError as exc:
+        why = " ".join(str(exc).split())[:200]
+        raise SchemaError(f"{path}: not a readable parquet file, truncated or overwritten? ({why})") from None
+    others = [other for other, sch in _SCHEMAS.items() if other != name and set(columns) == set(sch.names())]
+    if others:
+        raise SchemaError(f"{path}: holds the {others[0]} table, not the {name} table")
+    try:
+        if list(lf.collect_schema().items()) != list(
+            _SCHEMAS[name].items()
+        ):  # a file from elsewhere: cast, strictly, once
+            lf = conform(lf, name)
+            lf.select(pl.all().null_count()).collect(engine="streaming")
+        if name == "metrics":
+            check_metrics(lf)
+        check_names(lf)
+    except SchemaError as exc:
+        raise SchemaError(f"{path}: {exc}") from None
+    except pl.exceptions.PolarsError as exc:
+        raise SchemaError(f"{path}: {name}: {' '.join(str(exc).split())[:200]}") from None
+    return lf
 
 
 def read_runs(path) -> pl.DataFrame:

@@ -18,9 +18,12 @@ Finally weighs reports/report.html.
 against a full parse of the same campaign, in one run, as a ratio; the machine's load average is
 printed before and after, and the two parses' tables are checked to be the same.
 
-``--tables DIR --copies K`` measures the analysis alone on the tables a parse wrote to DIR, repeated
-K times as one campaign (blocks and run ids shifted, start times shifted by the campaign's span):
-the analysis of a K-times larger campaign without generating and parsing its records.
+``--tables DIR --copies K`` measures the analysis alone (the whole `benchlib analyse` stage, the metrics
+scanned) on the tables a parse wrote to DIR, repeated K times as one campaign (blocks and run ids
+shifted, start times shifted by the campaign's span): the analysis of a K-times larger campaign (10
+copies of 100k runs: 1M; 1000 copies of 10k: 10M) without generating and parsing its records.
+``--before CHECKOUT`` first runs the same analysis with the benchlib of another checkout and both
+tables read whole, in the same run, and compares every file the two wrote.
 """
 
 from __future__ import annotations
@@ -58,48 +61,59 @@ def measure_parse(cdir: Path, out: Path, incremental: bool = False) -> dict:
     }
 
 
-def measure_analysis(out: Path) -> dict:
-    """`benchlib analyse`'s computation on the tables in out, with the project's analysis settings,
-    timed phase by phase (each logged as it ends)."""
-    from benchlib import analysis
-    from benchlib.analysis import analyse, normalize, resolution, saturation, stats
+def measure_analysis(out: Path, in_memory: bool = False) -> dict:
+    """`benchlib analyse` on the tables in out, with the project's analysis settings: the tables read
+    and checked (``in_memory``: both read whole, as before; else the metrics scanned), `analyse.run`,
+    `analyse.write` of the analysis and metrics.json; timed phase by phase (each logged as it ends).
+    Returns the sha256 of every file written, to compare two ways of analysing the same tables."""
+    import polars as pl
+
+    from benchlib import analysis, schema
+    from benchlib.analysis import analyse
     from benchlib.config import load_params
 
     timings = {}
     t = time.monotonic()
     s = load_params(project_root() / "params.yaml").analysis
-    runs, metrics = analysis.load_tables(out / "runs.parquet", out / "metrics.parquet")
-    values = normalize.with_cpu_at_target(metrics, runs, **analyse.work_rates(s))
-    timings["analysis: load + normalize"] = time.monotonic() - t
+    paths = {"runs": out / "runs.parquet", "metrics": out / "metrics.parquet"}
+    read = analysis.load_tables if in_memory else analysis.scan_tables
+    runs, metrics = read(paths["runs"], paths["metrics"])
+    identity = schema.parse_identity(paths["runs"]) or {}
+    analyse.check_inputs(paths, runs, metrics, pl.DataFrame(), identity.get("campaign"), identity.get("plan"), out)
+    timings["analysis: read + check tables"] = time.monotonic() - t
     _log(timings)
     t = time.monotonic()
-    family = stats.compared_values(values, runs, s.family_metrics)  # primary + secondary, as the report
-    stats.summarize(values, runs, alpha=s.alpha)
-    timings["analysis: summarize"] = time.monotonic() - t
+    result = analyse.run(runs, metrics, s)
+    timings["analysis: analyse.run"] = time.monotonic() - t
     _log(timings)
     t = time.monotonic()
-    compared = analyse.compare(family, runs, s)
-    timings["analysis: compare"] = time.monotonic() - t
-    _log(timings)
-    t = time.monotonic()
-    saturation.annotate(resolution.annotate(compared), runs, values)
-    timings["analysis: resolution + CPU limit"] = time.monotonic() - t
-    return {"runs": len(runs), "metric_rows": len(metrics), "timings": timings}
+    with tempfile.TemporaryDirectory(prefix="bench-scale-analysis-") as tmp:
+        analyse.write(result, tmp, paths["runs"], paths["metrics"], metrics_json=Path(tmp) / "metrics.json")
+        digests = {p.name: analyse.sha256(p) for p in sorted(Path(tmp).iterdir()) if p.name != analyse.SETTINGS_FILE}
+    timings["analysis: write"] = time.monotonic() - t
+    rows = metrics.lazy().select(pl.len()).collect().item()
+    return {"runs": len(runs), "metric_rows": rows, "timings": timings, "digests": digests}
 
 
 def replicate(tables: Path, copies: int, out: Path) -> int:
     """The runs and metrics tables in ``tables`` repeated ``copies`` times into out/, as one campaign of
     ``copies`` times the runs: copy k's blocks are shifted by k x (blocks per configuration), its run
-    ids follow, its start and end times are shifted by k x the campaign's span. Returns the runs."""
+    ids follow, its start and end times are shifted by k x the campaign's span. Streamed from the
+    files to the files (polars' streaming engine): 10M runs never held. Returns the runs."""
     import polars as pl
 
     from benchlib import schema
 
-    runs, metrics = schema.read_runs(tables / "runs.parquet"), schema.read_metrics(tables / "metrics.parquet")
-    blocks = int(runs["block"].max()) + 1
-    span = runs["ended_at"].max() - runs["started_at"].min()
+    runs, metrics = schema.scan(tables / "runs.parquet", "runs"), schema.scan(tables / "metrics.parquet", "metrics")
+    stats = runs.select(
+        blocks=pl.col("block").max() + 1,
+        order=pl.col("order").max() + 1,
+        span=pl.col("ended_at").max() - pl.col("started_at").min(),
+        n=pl.len(),
+    ).collect()
+    blocks, order, span, n = stats.row(0)
 
-    def shifted(df: pl.DataFrame, k: int) -> pl.DataFrame:
+    def shifted(df: pl.LazyFrame, k: int) -> pl.LazyFrame:
         block = pl.col("block") + k * blocks
         return df.with_columns(
             block=block,
@@ -109,40 +123,51 @@ def replicate(tables: Path, copies: int, out: Path) -> int:
         )
 
     out.mkdir(parents=True, exist_ok=True)
-    order = int(runs["order"].max()) + 1
-    schema.write(
-        pl.concat(
-            [
-                shifted(runs, k).with_columns(
-                    order=pl.col("order") + k * order,
-                    started_at=pl.col("started_at") + k * span,
-                    ended_at=pl.col("ended_at") + k * span,
-                )
-                for k in range(copies)
-            ]
-        ),
-        "runs",
-        out / "runs.parquet",
-    )
-    schema.write(pl.concat([shifted(metrics, k) for k in range(copies)]), "metrics", out / "metrics.parquet")
-    return copies * len(runs)
+    pl.concat(
+        [
+            shifted(runs, k).with_columns(
+                order=pl.col("order") + k * order,
+                started_at=pl.col("started_at") + k * span,
+                ended_at=pl.col("ended_at") + k * span,
+            )
+            for k in range(copies)
+        ]
+    ).sink_parquet(out / "runs.parquet")
+    pl.concat([shifted(metrics, k) for k in range(copies)]).sink_parquet(out / "metrics.parquet")
+    return copies * n
 
 
-def run_tables(tables: Path, copies: int) -> None:
-    """The analysis alone (a child process) on the tables in ``tables`` repeated ``copies`` times."""
-    with tempfile.TemporaryDirectory(prefix="bench-scale-") as out:
-        runs = replicate(tables, copies, Path(out)) if copies > 1 else None
-        analysed, wall = _child("--analyse", out if copies > 1 else str(tables))
-        print(
-            f"scale: {analysed['runs']} runs, {analysed['metric_rows']} metric rows "
-            f"({copies} x the tables in {tables}), analysis only"
-        )
-        for phase, seconds in analysed["timings"].items():
-            figure(f"  {phase}", seconds, "s")
-        figure("analysis", sum(analysed["timings"].values()), "s")
-        figure("peak RSS, analysis process", analysed["peak_rss_kib"] / 2**20, "GiB", "< 2 GiB")
-        figure("child's wall (incl. interpreter start-up)", wall, "s")
-        assert runs is None or runs == analysed["runs"]
+def run_tables(tables: Path, copies: int, before: Path | None = None, keep: Path | None = None) -> None:
+    """The analysis alone (a child process) on the tables in ``tables`` repeated ``copies`` times: the
+    metrics scanned, and with ``before`` (a checkout of the code before) that code's analysis of the
+    same tables, both tables read whole, in the same run; the files both wrote compared byte for byte."""
+    with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
+        out = keep or Path(tmp)
+        runs = replicate(tables, copies, out) if copies > 1 else None
+        where = str(out) if copies > 1 else str(tables)
+        print(f"scale: {copies} x the tables in {tables}, analysis only; load average {_loadavg()}")
+        ways = [("before, tables in memory", ("--in-memory",), before)] if before else []
+        ways.append(("after, metrics scanned", (), None))
+        seen = {}
+        for name, flags, code in ways:
+            analysed, wall = _child("--analyse", where, *flags, pythonpath=code)
+            print(f"{name}: {analysed['runs']} runs, {analysed['metric_rows']} metric rows")
+            for phase, seconds in analysed["timings"].items():
+                figure(f"  {phase}", seconds, "s")
+            figure("analysis", sum(analysed["timings"].values()), "s", "< 60 s")
+            figure("peak RSS, analysis process", analysed["peak_rss_kib"] / 2**20, "GiB", "< 2 GiB")
+            figure("child's wall (incl. interpreter start-up)", wall, "s")
+            assert runs is None or runs == analysed["runs"]
+            seen[name] = analysed
+        if before:
+            (old, new), names = seen.values(), list(seen)
+            figure("analysis time, after / before", sum(new["timings"].values()) / sum(old["timings"].values()))
+            figure("peak RSS, after / before", new["peak_rss_kib"] / old["peak_rss_kib"])
+            same = [f for f in new["digests"] if old["digests"].get(f) == new["digests"][f]]
+            print(f"files byte for byte the same ({names[0]} vs {names[1]}): {len(same)} of {len(new['digests'])}")
+            for f in sorted(set(new["digests"]) - set(same)):
+                print(f"  differs: {f}")
+        print(f"load average after: {_loadavg()}")
 
 
 def _log(timings: dict) -> None:
@@ -154,10 +179,14 @@ def _log(timings: dict) -> None:
     )
 
 
-def _child(*args: str) -> tuple[dict, float]:
-    """This script in child mode (a fresh process): its result and wall time."""
+def _child(*args: str, pythonpath: Path | None = None) -> tuple[dict, float]:
+    """This script in child mode (a fresh process): its result and wall time; ``pythonpath``: with the
+    benchlib package of that checkout instead of this one."""
+    import os
+
+    env = {**os.environ, "PYTHONPATH": str(pythonpath)} if pythonpath else None
     t0 = time.monotonic()
-    child = subprocess.Popen([sys.executable, __file__, *args], stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen([sys.executable, __file__, *args], stdout=subprocess.PIPE, text=True, env=env)
     stdout, _ = child.communicate()
     wall = time.monotonic() - t0
     if child.returncode:
@@ -241,6 +270,7 @@ def main() -> None:
     p.add_argument("--parse", type=Path, help=argparse.SUPPRESS)  # child mode: campaign dir to parse
     p.add_argument("--analyse", type=Path, help=argparse.SUPPRESS)  # child mode: tables dir to analyse
     p.add_argument("--out", type=Path, help=argparse.SUPPRESS)
+    p.add_argument("--in-memory", action="store_true", help=argparse.SUPPRESS)  # child mode: both tables read whole
     p.add_argument("--parse-incremental", action="store_true", help=argparse.SUPPRESS)  # child mode
     p.add_argument(
         "--incremental", action="store_true", help="a full parse against one after a record was added (per size)"
@@ -248,12 +278,18 @@ def main() -> None:
     p.add_argument("--no-analysis", action="store_true", help="parse only")
     p.add_argument("--tables", type=Path, help="analysis only, of the runs/metrics tables in this directory")
     p.add_argument("--copies", type=int, default=1, help="with --tables: analyse them repeated this many times")
+    p.add_argument(
+        "--before",
+        type=Path,
+        help="with --tables: also analyse with the benchlib package of this checkout (the code before), tables in memory",
+    )
+    p.add_argument("--keep", type=Path, help="with --tables --copies: write the repeated tables here (kept)")
     args = p.parse_args()
     if args.parse or args.analyse:
         result = (
             measure_parse(args.parse, args.out, args.parse_incremental)
             if args.parse
-            else measure_analysis(args.analyse)
+            else measure_analysis(args.analyse, args.in_memory)
         )
         # parse workers are this process's children, measured apart from it
         result["peak_rss_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -261,7 +297,7 @@ def main() -> None:
         print(json.dumps(result))
         return
     if args.tables:
-        run_tables(args.tables, args.copies)
+        run_tables(args.tables, args.copies, args.before, args.keep)
         return
     if args.incremental:
         for runs in args.runs:

@@ -39,12 +39,10 @@ def test_scale_measures_parse_and_analysis(tmp_path):
     assert list(parsed["timings"]) == ["parse: read records + write parquet"]
     analysed = scale.measure_analysis(tmp_path / "out")
     assert (analysed["runs"], analysed["metric_rows"]) == (parsed["runs"], parsed["metric_rows"])
-    assert list(analysed["timings"]) == [
-        "analysis: load + normalize",
-        "analysis: summarize",
-        "analysis: compare",
-        "analysis: resolution + CPU limit",
-    ]
+    assert list(analysed["timings"]) == ["analysis: read + check tables", "analysis: analyse.run", "analysis: write"]
+    assert "metrics.json" in analysed["digests"] and "values.parquet" in analysed["digests"]
+    # the tables read whole, as before: the same files
+    assert scale.measure_analysis(tmp_path / "out", in_memory=True)["digests"] == analysed["digests"]
 
 
 @pytest.mark.slow  # runs the scale benchmark's phases in child processes

@@ -26,3 +26,11 @@ def load_tables(runs_path: str | Path, metrics_path: str | Path):
     runs, metrics = read_runs(resolve(runs_path)), read_metrics(resolve(metrics_path))
     check_metrics(metrics)
     return runs, metrics
+
+
+def scan_tables(runs_path: str | Path, metrics_path: str | Path):
+    """(runs, metrics) as `load_tables` checks them, the runs read and the metrics a lazy scan (the
+    largest table, a row per run and metric: `analyse.run` reads only the parts each step needs)."""
+    from benchlib.schema import read_runs, scan
+
+    return read_runs(resolve(runs_path)), scan(resolve(metrics_path), "metrics")

@@ -66,8 +66,9 @@ class Result:
 
     settings: Settings
     runs: pl.DataFrame
-    metrics: pl.DataFrame
-    values: pl.DataFrame  # every metric per run, plus CPU at the target work rates
+    # analysed from a scan (`scan_metrics`), these two are LazyFrames over the metrics file: never held whole
+    metrics: pl.DataFrame | pl.LazyFrame
+    values: pl.DataFrame | pl.LazyFrame  # every metric per run, plus CPU at the target work rates
     summary: pl.DataFrame  # per configuration of a compared metric: median, CI, flags
     summary_all: pl.DataFrame  # the same for every metric (figures show metrics outside the families)
     comparisons: pl.DataFrame  # against the baseline and the contrasts, corrected within families, with the
@@ -101,7 +102,7 @@ class Result:
 TABLES = [f.name for f in fields(Result) if f.name not in ("settings", "runs", "metrics")]
 
 
-def compare(compared: pl.DataFrame, runs: pl.DataFrame, settings: Settings) -> pl.DataFrame:
+def compare(compared: pl.DataFrame | pl.LazyFrame, runs: pl.DataFrame, settings: Settings) -> pl.DataFrame:
     """The compared values (stats.compared_values) against the baseline and the contrasts, corrected
     within families, as ``settings`` say."""
     return stats.compare_as(compared, runs, settings)
@@ -109,7 +110,7 @@ def compare(compared: pl.DataFrame, runs: pl.DataFrame, settings: Settings) -> p
 
 def run(
     runs: pl.DataFrame,
-    metrics: pl.DataFrame,
+    metrics: pl.DataFrame | pl.LazyFrame,
     settings: Settings,
     reference_dir: str | Path = reference.REFERENCE_DIR,
     profile_stacks: pl.DataFrame | None = None,
@@ -118,6 +119,10 @@ def run(
 ) -> Result:
     """Analyse one campaign's tidy tables with ``settings`` (the analysis section of params.yaml); with
     the profiled runs' tables (profiles.parquet, profile_runs.parquet), their CPU profiles too.
+
+    ``metrics`` may be a scan (`scan_metrics`): each step then reads only the rows and columns it
+    needs, one (metric, side) at a time, and memory grows with the configurations, not the runs; the
+    tables are the same as from the table in memory.
 
     A campaign run until precise (``experiment``.precision) is analysed at the alpha its stopping look
     spent (sequential.spent_alpha): the settings returned carry that alpha."""
@@ -167,7 +172,7 @@ def _parse_text(identity: dict | None) -> str:
 def check_inputs(
     paths: dict[str, Path],
     runs: pl.DataFrame,
-    metrics: pl.DataFrame,
+    metrics: pl.DataFrame | pl.LazyFrame,
     profile_runs: pl.DataFrame,
     campaign: str,
     plan: str,
@@ -197,10 +202,12 @@ def check_inputs(
                 f"{paths[first]}: parsed with another plan than the one of {source} (its experiment, tests or "
                 "environments changed since); run `benchlib parse`"
             )
-    orphans = (
-        metrics.select("campaign", "run_id")
+    orphans = (  # streamed: the metrics may be a scan
+        metrics.lazy()
+        .select("campaign", "run_id")
+        .join(runs.lazy().select("campaign", "run_id"), on=["campaign", "run_id"], how="anti")
         .unique()
-        .join(runs.select("campaign", "run_id"), on=["campaign", "run_id"], how="anti")
+        .collect(engine="streaming")
     )
     if len(orphans):
         o = orphans.sort("campaign", "run_id").row(0, named=True)
@@ -227,6 +234,14 @@ def sha256(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def _write_parquet(table: pl.DataFrame | pl.LazyFrame, path: Path) -> None:
+    # a LazyFrame (the values of a scanned campaign) is streamed to its file, never collected whole
+    if isinstance(table, pl.LazyFrame):
+        table.sink_parquet(path)
+    else:
+        table.write_parquet(path)
 
 
 def write(
@@ -256,7 +271,7 @@ def write(
             dst = out / f"{name}.parquet"
             tmp = files.temporary(dst)
             staged.append((tmp, dst))
-            schema.writing(dst, tmp, lambda: getattr(result, name).write_parquet(tmp))  # noqa: B023 (called at once)
+            schema.writing(dst, tmp, lambda: _write_parquet(getattr(result, name), tmp))  # noqa: B023 (called at once)
             digests[name] = sha256(tmp)
         inputs = [runs_path, metrics_path, *profile_paths]
         saved = {

@@ -106,42 +106,31 @@ def buckets(*lists: pl.Series) -> Iterator[tuple[np.ndarray, list[np.ndarray]]]:
         yield idx, [_stack(s, idx, int(n)) for s, n in zip(lists, key, strict=True)]
 
 
-def samples(metrics: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
+def samples(metrics: pl.DataFrame | pl.LazyFrame, runs: pl.DataFrame) -> pl.DataFrame:
     """One row per configuration of the successful runs' metric rows (ok_values): unit, its finite
     values in run order (list column x), and how many non-finite values were left out of it (excluded).
 
-    Each metric row is looked up among the successful runs once, on the run_id column alone (its
-    run's start time, and its test_params as a small integer code); then one pass per (metric, side)
-    groups that part of the table. Memory holds the lookup and one part, never the whole table
-    joined with its runs, sorted and copied (a million-run campaign: 11M rows, parts of 2M at most).
+    One pass per (metric, side): only that part's rows and the columns a configuration needs are read
+    (from a scan: predicate and projection pushdown), each looked up among the successful runs (its
+    run's start time, and its test_params as a small integer code) and grouped. Memory holds the
+    lookup and one part, never the whole table (a million-run campaign: 11M rows, parts of 1M).
     """
     ok = runs.lazy().filter(pl.col("outcome") == "ok").select("run_id", "started_at", "test_params").collect()
     if ok["run_id"].is_duplicated().any():
-        ok_values(metrics, runs)  # raises polars' own error: a run_id names one run
+        ok_values(metrics.lazy().head(0).collect(), runs)  # raises polars' own error: a run_id names one run
     params = ok.select("test_params").unique(maintain_order=True).with_row_index("_params")
     ok = ok.join(params, on="test_params", how="left", nulls_equal=True).drop("test_params")
-    run = (
-        metrics.lazy()
-        .select("run_id")
-        .join(ok.lazy(), on="run_id", how="left", maintain_order="left")
-        .select("started_at", "_params")
-        .collect()
-    )
     keys = [c if c != "test_params" else "_params" for c in CONFIG]
-    # column by column: a frame's columns can be chunked differently (normalize's concat), and
-    # selecting them together as a frame would first copy them all into matching chunks
-    table = [metrics[c] for c in CONFIG if c != "test_params"] + [metrics["value"], metrics["unit"]]
+    columns = ["run_id", *(c for c in CONFIG if c != "test_params"), "value", "unit"]
     finite = pl.col("value").is_finite().fill_null(False)
     in_order: dict[str, Any] = dict(by="started_at", maintain_order=True)  # run order, as a stable sort gives
 
-    def cells(rows: pl.Series) -> pl.DataFrame:
-        # both halves gathered alike (each comes out contiguous), then side by side: filtering the
-        # table by a mask chunked otherwise would copy all of it first
-        idx = rows.arg_true()
+    def cells(part: pl.Expr) -> pl.DataFrame:
         return (
-            pl.DataFrame([c.gather(idx) for c in table])
-            .hstack(run[idx])
-            .lazy()
+            metrics.lazy()
+            .filter(part)
+            .select(columns)
+            .join(ok.lazy(), on="run_id", how="inner", maintain_order="left")  # the successful runs' rows
             .group_by(keys)
             .agg(
                 unit=pl.col("unit").sort_by(**in_order).first(),
@@ -151,17 +140,11 @@ def samples(metrics: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
             .collect()
         )
 
-    ran = run["_params"].is_not_null()  # the successful runs' rows
     parts = metrics.lazy().select("metric", "side").unique().collect(engine="streaming")
-    if len(parts) <= 1:
-        out = cells(ran)
-    else:
-        out = pl.concat(
-            [
-                cells(ran & metrics["metric"].eq_missing(m) & metrics["side"].eq_missing(sd))
-                for m, sd in parts.iter_rows()
-            ]
-        )
+    out = pl.concat(
+        [cells(pl.col("metric").eq_missing(m) & pl.col("side").eq_missing(sd)) for m, sd in parts.iter_rows()]
+        or [cells(pl.lit(True))]  # no rows: the empty frame of the right shape
+    )
     return (
         out.join(params, on="_params", how="left")
         .select(*CONFIG, "unit", "x", "excluded")
@@ -204,7 +187,7 @@ SUMMARY_COLUMNS = [
 
 
 def summarize(
-    metrics: pl.DataFrame, runs: pl.DataFrame, alpha: float = 0.05, cv_limit_pct: float = 5.0
+    metrics: pl.DataFrame | pl.LazyFrame, runs: pl.DataFrame, alpha: float = 0.05, cv_limit_pct: float = 5.0
 ) -> pl.DataFrame:
     """One row per configuration: n, median and its 95 % CI, IQR, CV, drift, failed runs,
     non-finite values excluded, flags."""

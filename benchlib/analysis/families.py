@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import overload
 
 import numpy as np
 import polars as pl
@@ -70,7 +71,7 @@ def family_of(metric: str, headline: str | None) -> str:
     return CPU if "cpu" in metric else OTHER
 
 
-def headlines(values: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
+def headlines(values: pl.DataFrame | pl.LazyFrame, runs: pl.DataFrame) -> pl.DataFrame:
     """Per environment, test and test_params: the test's headline metric among those in ``values``
     (benchlib.schema.headline_metric: by the test's kind, its latency median when paced)."""
     keys = ["environment", "test", "test_params"]
@@ -94,9 +95,16 @@ def headlines(values: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def compared_values(values: pl.DataFrame, runs: pl.DataFrame, metrics: Sequence[str]) -> pl.DataFrame:
+@overload
+def compared_values(values: pl.DataFrame, runs: pl.DataFrame, metrics: Sequence[str]) -> pl.DataFrame: ...
+@overload
+def compared_values(values: pl.LazyFrame, runs: pl.DataFrame, metrics: Sequence[str]) -> pl.LazyFrame: ...
+def compared_values(
+    values: pl.DataFrame | pl.LazyFrame, runs: pl.DataFrame, metrics: Sequence[str]
+) -> pl.DataFrame | pl.LazyFrame:
     """The rows of ``values`` a report compares: each test's headline metric (the primary family)
-    and ``metrics`` (analysis.family_metrics: the secondary ones shown)."""
+    and ``metrics`` (analysis.family_metrics: the secondary ones shown). Of a LazyFrame (a scan), the
+    same rows as a LazyFrame: each step that reads them filters them again instead of holding them."""
     keys = ["environment", "test", "test_params"]
     # each run's headline, then one streamed pass over the rows (in their order) that keeps the compared ones
     run_heads = (
@@ -104,11 +112,14 @@ def compared_values(values: pl.DataFrame, runs: pl.DataFrame, metrics: Sequence[
         .select("run_id", *keys)
         .join(headlines(values, runs).lazy(), on=keys, how="inner", nulls_equal=True)
         .select("run_id", "environment", "test", "headline")
+        .collect()
     )
-    return (
+    compared = (
         values.lazy()
-        .join(run_heads, on=["run_id", "environment", "test"], how="left", nulls_equal=True, maintain_order="left")
+        .join(
+            run_heads.lazy(), on=["run_id", "environment", "test"], how="left", nulls_equal=True, maintain_order="left"
+        )
         .filter(pl.col("metric").is_in(list(metrics)) | (pl.col("metric") == pl.col("headline")))
-        .select(values.columns)
-        .collect(engine="streaming")
+        .select(values.collect_schema().names())
     )
+    return compared.collect(engine="streaming") if isinstance(values, pl.DataFrame) else compared

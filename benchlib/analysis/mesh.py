@@ -103,7 +103,7 @@ def ladder(summary: pl.DataFrame, runs: pl.DataFrame, values: pl.DataFrame) -> p
 
 
 def comparisons(
-    values: pl.DataFrame,
+    values: pl.DataFrame | pl.LazyFrame,
     runs: pl.DataFrame,
     baseline: str,
     alpha: float,

@@ -7,6 +7,8 @@ counts as 50 % busy, not as an average of per-CPU percentages.
 
 from __future__ import annotations
 
+from typing import overload
+
 import polars as pl
 
 from benchlib.schema import DERIVED_METRICS, METRICS, METRICS_SCHEMA, SIDES, TOTAL_SIDE, WORK_METRICS
@@ -18,7 +20,17 @@ PROXY_CPU_AT_TARGET = "proxy_cpu_pct_at_target"
 RUN_KEYS = [c for c in METRICS_SCHEMA.names() if c not in ("metric", "value", "unit", "side")]
 
 
-def per_run_cpu(metrics: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
+def _work(metrics: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
+    """The work metric's row of each run: its keys, work_metric and work (only these rows read)."""
+    return (
+        metrics.lazy()
+        .filter(pl.col("metric").is_in(WORK_METRICS))
+        .select(*RUN_KEYS, work_metric=pl.col("metric"), work=pl.col("value"))
+        .collect()
+    )
+
+
+def per_run_cpu(metrics: pl.DataFrame | pl.LazyFrame, runs: pl.DataFrame) -> pl.DataFrame:
     """One row per run: busy % of client, server and both sides' CPUs, and the work done.
 
     Columns: RUN_KEYS, client, server, total (percent of the respective CPUs),
@@ -28,13 +40,14 @@ def per_run_cpu(metrics: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
     """
 
     def cores(side: str) -> pl.DataFrame:
-        return metrics.filter((pl.col("metric") == "cpu_busy_cores") & (pl.col("side") == side)).select(
-            "run_id", pl.col("value").alias(f"{side}_cores")
+        return (
+            metrics.lazy()
+            .filter((pl.col("metric") == "cpu_busy_cores") & (pl.col("side") == side))
+            .select("run_id", pl.col("value").alias(f"{side}_cores"))
+            .collect()
         )
 
-    work = metrics.filter(pl.col("metric").is_in(WORK_METRICS)).select(
-        *RUN_KEYS, work_metric=pl.col("metric"), work=pl.col("value")
-    )
+    work = _work(metrics)
     df = work.join(runs.select("run_id", "client_cpus", "server_cpus"), on="run_id")
     for side in (*SIDES, TOTAL_SIDE):
         df = df.join(cores(side), on="run_id", how="left")
@@ -80,7 +93,7 @@ def _scaled(df: pl.DataFrame, targets: dict[str, float], unit_prefix: str) -> pl
 
 
 def cpu_at_target(
-    metrics: pl.DataFrame,
+    metrics: pl.DataFrame | pl.LazyFrame,
     runs: pl.DataFrame,
     target_gbps: float = 100.0,
     per_transactions: float = 10_000,
@@ -108,18 +121,19 @@ def cpu_at_target(
     return pl.concat(long).select(METRICS_SCHEMA.names())
 
 
-def per_run_proxy_cpu(metrics: pl.DataFrame) -> pl.DataFrame:
+def per_run_proxy_cpu(metrics: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     """One row per run whose target recorded its proxies: their busy cores per side (client, server)
     and both together (total), and the work done (work_metric, work)."""
 
     def cores(side: str) -> pl.DataFrame:
-        return metrics.filter((pl.col("metric") == "proxy_cpu_cores") & (pl.col("side") == side)).select(
-            "run_id", pl.col("value").alias(side)
+        return (
+            metrics.lazy()
+            .filter((pl.col("metric") == "proxy_cpu_cores") & (pl.col("side") == side))
+            .select("run_id", pl.col("value").alias(side))
+            .collect()
         )
 
-    work = metrics.filter(pl.col("metric").is_in(WORK_METRICS)).select(
-        *RUN_KEYS, work_metric=pl.col("metric"), work=pl.col("value")
-    )
+    work = _work(metrics)
     # tidy gives both sides a row (0 where a side has no proxy) in every run that has proxies
     return (
         work.join(cores("client"), on="run_id")
@@ -129,7 +143,7 @@ def per_run_proxy_cpu(metrics: pl.DataFrame) -> pl.DataFrame:
 
 
 def proxy_cpu_at_target(
-    metrics: pl.DataFrame,
+    metrics: pl.DataFrame | pl.LazyFrame,
     target_gbps: float = 100.0,
     per_transactions: float = 10_000,
     per_connections: float = 10_000,
@@ -155,7 +169,17 @@ def proxy_cpu_at_target(
     return pl.concat(long).select(METRICS_SCHEMA.names())
 
 
-def with_cpu_at_target(metrics: pl.DataFrame, runs: pl.DataFrame, **targets) -> pl.DataFrame:
+@overload
+def with_cpu_at_target(metrics: pl.DataFrame, runs: pl.DataFrame, **targets) -> pl.DataFrame: ...
+@overload
+def with_cpu_at_target(metrics: pl.LazyFrame, runs: pl.DataFrame, **targets) -> pl.LazyFrame: ...
+def with_cpu_at_target(
+    metrics: pl.DataFrame | pl.LazyFrame, runs: pl.DataFrame, **targets
+) -> pl.DataFrame | pl.LazyFrame:
     """The metrics table plus the cpu_pct_at_target and proxy_cpu_pct_at_target rows (targets: see
-    cpu_at_target)."""
-    return pl.concat([metrics, cpu_at_target(metrics, runs, **targets), proxy_cpu_at_target(metrics, **targets)])
+    cpu_at_target). Of a LazyFrame (a scan), a LazyFrame: the metric rows stay in their file, only
+    the derived rows (three per run at most) are held."""
+    derived = [cpu_at_target(metrics, runs, **targets), proxy_cpu_at_target(metrics, **targets)]
+    if isinstance(metrics, pl.LazyFrame):
+        return pl.concat([metrics, *(d.lazy() for d in derived)])
+    return pl.concat([metrics, *derived])

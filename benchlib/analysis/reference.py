@@ -261,7 +261,7 @@ def published_changes(directory: str | Path = REFERENCE_DIR) -> pl.DataFrame:
 
 
 def side_by_side(
-    metrics: pl.DataFrame,
+    metrics: pl.DataFrame | pl.LazyFrame,
     runs: pl.DataFrame,
     changes: pl.DataFrame,
     pairs: list[dict] = LIKE_FOR_LIKE,
@@ -278,11 +278,15 @@ def side_by_side(
     """
 
     def ours(pair: dict, confidence: float | None = None) -> dict:
-        sub = metrics.filter(
-            (pl.col("test") == pair["ours_test"])
-            & (pl.col("metric") == pair["ours_metric"])
-            & (pl.col("side") == pair["ours_side"])
-            & pl.col("scenario").is_in([pair["ours_scenario"], pair["ours_baseline"]])
+        sub = (
+            metrics.lazy()
+            .filter(
+                (pl.col("test") == pair["ours_test"])
+                & (pl.col("metric") == pair["ours_metric"])
+                & (pl.col("side") == pair["ours_side"])
+                & pl.col("scenario").is_in([pair["ours_scenario"], pair["ours_baseline"]])
+            )
+            .collect()
         )
         if not (sub["scenario"] == pair["ours_baseline"]).any():
             return {}

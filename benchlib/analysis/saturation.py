@@ -30,10 +30,10 @@ CPU_BOUND_PCT = 90.0
 COLUMNS = ["cpu_bound", "cpu_bound_in", "cpu_bound_side", "cpu_bound_pct", "cpu_bound_pct_base", "note"]
 
 
-def side_utilisation(metrics: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
+def side_utilisation(metrics: pl.DataFrame | pl.LazyFrame, runs: pl.DataFrame) -> pl.DataFrame:
     """One row per configuration (stats.RUN_CONFIG): the median over its successful runs of each
     side's busy % (columns cpu_client, cpu_server, cpu_total; null where not recorded)."""
-    cpu = stats.ok_values(metrics.filter(pl.col("metric") == CPU_METRIC), runs)
+    cpu = stats.ok_values(metrics.lazy().filter(pl.col("metric") == CPU_METRIC).collect(), runs)
     medians = cpu.group_by([*stats.RUN_CONFIG, "side"]).agg(pl.col("value").median())
     wide = medians.pivot(on="side", index=stats.RUN_CONFIG, values="value")
     return wide.select(
@@ -45,7 +45,9 @@ def side_utilisation(metrics: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def bound_configs(metrics: pl.DataFrame, runs: pl.DataFrame, threshold_pct: float = CPU_BOUND_PCT) -> pl.DataFrame:
+def bound_configs(
+    metrics: pl.DataFrame | pl.LazyFrame, runs: pl.DataFrame, threshold_pct: float = CPU_BOUND_PCT
+) -> pl.DataFrame:
     """side_utilisation with cpu_bound (a side's median >= threshold_pct), cpu_bound_side (those
     sides, comma-separated) and cpu_bound_pct (the highest median among them)."""
     util = side_utilisation(metrics, runs)
@@ -90,7 +92,10 @@ def _note(metric: pl.Expr, side: pl.Expr, bound_in: pl.Expr, pct: pl.Expr, pct_b
 
 
 def annotate(
-    comparisons: pl.DataFrame, runs: pl.DataFrame, metrics: pl.DataFrame, threshold_pct: float = CPU_BOUND_PCT
+    comparisons: pl.DataFrame,
+    runs: pl.DataFrame,
+    metrics: pl.DataFrame | pl.LazyFrame,
+    threshold_pct: float = CPU_BOUND_PCT,
 ) -> pl.DataFrame:
     """The comparisons (stats.compare's rows, scenario vs the ``baseline`` scenario) with the CPU limit
     of either side of each.

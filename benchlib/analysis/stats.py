@@ -299,7 +299,7 @@ def _pairs(cells: pl.DataFrame, against: list[tuple[str, str]]) -> pl.DataFrame 
 
 
 def compare(
-    metrics: pl.DataFrame,
+    metrics: pl.DataFrame | pl.LazyFrame,
     runs: pl.DataFrame,
     baseline: str = "host",
     alpha: float = 0.05,
@@ -551,7 +551,7 @@ def to_metrics_dict(summary: pl.DataFrame, comparisons: pl.DataFrame, baseline: 
 
 
 def compare_as(
-    compared: pl.DataFrame, runs: pl.DataFrame, settings: Analysis, confidence: float | None = None
+    compared: pl.DataFrame | pl.LazyFrame, runs: pl.DataFrame, settings: Analysis, confidence: float | None = None
 ) -> pl.DataFrame:
     """`compare` with the analysis settings: the baseline, contrasts, correction, noise band and seed
     they name (the analysis at alpha, the stopping rule of a run until precise at its look's level)."""

@@ -40,8 +40,8 @@ def run(args) -> int:
     validate_all(p)  # the baseline and contrasts name scenarios of the campaign's environments
     paths = {name: analysis.resolve(path) for name, path in analyse.PROCESSED.items()}
     runs_path = analyse.PROCESSED["runs"]
-    # a missing or broken table is named here
-    runs, metrics = analysis.load_tables(runs_path, analyse.PROCESSED["metrics"])
+    # a missing or broken table is named here; the metrics are scanned, never read whole
+    runs, metrics = analysis.scan_tables(runs_path, analyse.PROCESSED["metrics"])
     # written by parse when the campaign has profiled runs; absent files are empty tables
     profile_stacks, profile_runs = profiles.read_tables(paths["profiles"], paths["profile_runs"])
     parse = analyse.check_inputs(paths, runs, metrics, profile_runs, p.experiment.campaign, plan_digest(p), p.source)
@@ -53,7 +53,8 @@ def run(args) -> int:
             f"(campaign {p.experiment.campaign}); scenarios there: {', '.join(measured) or 'none'}"
         )
     where = Path(args.out) if args.out else Path(analyse.ANALYSIS_DIR)
-    log.info(f"analyse: {len(runs)} runs, {len(metrics)} metric rows with the analysis section of {p.source}")
+    rows = metrics.select(pl.len()).collect().item()
+    log.info(f"analyse: {len(runs)} runs, {rows} metric rows with the analysis section of {p.source}")
     result = analyse.run(
         runs, metrics, p.analysis, profile_stacks=profile_stacks, profile_runs=profile_runs, experiment=p.experiment
     )
