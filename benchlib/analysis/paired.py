@@ -32,13 +32,19 @@ INTERVAL = "sign-test interval, paired by block"
 ARE_SIGN = 2 / math.pi
 
 
-def block_ratios(metrics: pl.DataFrame, runs: pl.DataFrame, pairs: pl.DataFrame) -> dict[int, np.ndarray]:
+def block_ratios(
+    metrics: pl.DataFrame | pl.LazyFrame, runs: pl.DataFrame, pairs: pl.DataFrame
+) -> dict[int, np.ndarray]:
     """Row of ``pairs`` (a configuration beside its reference, named by ``baseline``) -> the log ratios of
     its run to the reference's run in each block where both ran, for rows with MIN_N such blocks or more
-    and every value above 0; the other rows are absent."""
-    ok = runs.filter(pl.col("outcome") == "ok").select("run_id", "test_params")
+    and every value above 0; the other rows are absent. ``metrics`` may be a scan: one streamed pass."""
+    ok = runs.lazy().filter(pl.col("outcome") == "ok").select("run_id", "test_params")
     values = (
-        metrics.join(ok, on="run_id", how="inner").filter(pl.col("value").is_finite()).select(*CONFIG, "block", "value")
+        metrics.lazy()
+        .join(ok, on="run_id", how="inner")
+        .filter(pl.col("value").is_finite())
+        .select(*CONFIG, "block", "value")
+        .collect(engine="streaming")
     )
     rows = pairs.select(*CONFIG, "baseline").with_row_index("_row")
     mine = rows.drop("baseline").join(values, on=CONFIG, nulls_equal=True)
