@@ -145,6 +145,7 @@ def test_a_record_from_before_the_datapath_fields_reads_with_the_defaults(mesh_t
     for key in ("mesh", "ip_family", "big_tcp", "cpu_placement"):
         meta["placement"].pop(key, None)
     meta.pop("processes")
+    meta["target"].pop("machine", None)  # recorded by targets since the report names the machine
     meta["schema_version"] = 2
     (dst / "meta.json").write_text(json.dumps(meta))
     record.write_checksums(dst)

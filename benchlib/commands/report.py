@@ -46,7 +46,7 @@ def run(args) -> int:
         notebooks,
         out_dir,
         {"analysis_dir": str(args.analysis), "out_dir": str(out_dir)},
-        title=p.report.title,
+        title=p.report.title if "title" in p.report.model_fields_set else None,  # unset: the report's heading
         jobs=args.jobs,
     )
     out(f"report: {html}")

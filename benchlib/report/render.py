@@ -304,18 +304,17 @@ def _html_outputs(cell) -> str:
     )
 
 
-def render_report(
-    executed: Sequence[str | Path], output: str | Path, title: str = "CNI network benchmark report"
-) -> Path:
+def render_report(executed: Sequence[str | Path], output: str | Path, title: str | None = None) -> Path:
     """Concatenate executed notebooks into one HTML page: code hidden, plotly.js inlined once, no CDN."""
     cells = []
     for path in executed:
         cells += nbformat.read(resolve(path), as_version=4).cells
     # the contents after the report's first screen (summary.first_screen_html) where it has one, else first
     at = next((i + 1 for i, c in enumerate(cells) if FIRST_SCREEN in _html_outputs(c)), 0)
-    # the page's <title> is the report's own title, as a tab or a bookmark shows it
+    # the page's <title>: the one the user gave (report.title), else the report's own heading, as a tab
+    # or a bookmark shows it
     heading = _REPORT_TITLE.search(_html_outputs(cells[at - 1])) if at else None
-    title = html.unescape(heading.group(1)) if heading else title
+    title = title or (html.unescape(heading.group(1)) if heading else "CNI network benchmark report")
     merged = nbformat.v4.new_notebook(
         cells=[*cells[:at], nbformat.v4.new_markdown_cell(contents(cells)), *cells[at:]], metadata={"title": title}
     )
@@ -342,7 +341,7 @@ def build_report(
     sources: Sequence[str | Path],
     out_dir: str | Path = "reports",
     parameters: dict | None = None,
-    title: str = "CNI network benchmark report",
+    title: str | None = None,
     jobs: int | None = None,
 ) -> Path:
     """Execute each notebook into <out_dir>/notebooks/, ``jobs`` at a time (default_jobs()), and render <out_dir>/report.html

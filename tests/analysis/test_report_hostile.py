@@ -33,7 +33,8 @@ FRAME = "<img src=y onerror=\"document.title='pwned'\">](javascript:alert(1))"  
 TITLE = f"Lab {SCRIPT} **report**"
 
 # What the payloads could have done, and what the reader sees of them.
-INSPECT = """(() => ({
+# every disclosure opened first, as a reader would to see what it holds
+INSPECT = """(() => (document.querySelectorAll('details').forEach(d => { d.open = true; }), {
   title: document.title,
   payload_elements: document.querySelectorAll('img[src="x"], img[src="y"], [onerror], a[href^="javascript"]').length,
   scripts_with_payload: [...document.scripts].filter(s => s.textContent.includes("document.title='pwned'")
