@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -519,24 +520,32 @@ class TableWriter:
         self._tmp.unlink(missing_ok=True)  # prepared, never published: an error came first
 
 
-def read(path, name: str) -> pl.DataFrame:
-    """Table ``name`` from ``path``, checked as on write (a file from elsewhere is not trusted).
-    A file that is missing, empty, truncated, not parquet or another table is a SchemaError naming it."""
-    path = Path(path)
+def _opened(path: Path, name: str, open_table: Callable[[], Frame]) -> Frame:
+    """``open_table()`` (a read or a scan of ``path``), with what `read` and `scan` both refuse: a
+    directory, an empty, missing or unreadable file, or a file that holds another table."""
     if path.is_dir():
         raise SchemaError(f"{path}: a directory, not the {name} table")
     try:
         if path.stat().st_size == 0:
             raise SchemaError(f"{path}: empty (0 bytes), not the {name} table")
-        df = pl.read_parquet(path, glob=False)
+        table = open_table()
+        columns = table.collect_schema().names()
     except FileNotFoundError:
         raise SchemaError(f"{path}: not found (the {name} table; `benchlib parse` writes it)") from None
     except pl.exceptions.PolarsError as exc:
         why = " ".join(str(exc).split())[:200]
         raise SchemaError(f"{path}: not a readable parquet file, truncated or overwritten? ({why})") from None
-    others = [other for other, sch in _SCHEMAS.items() if other != name and set(df.columns) == set(sch.names())]
+    others = [other for other, sch in _SCHEMAS.items() if other != name and set(columns) == set(sch.names())]
     if others:
         raise SchemaError(f"{path}: holds the {others[0]} table, not the {name} table")
+    return table
+
+
+def read(path, name: str) -> pl.DataFrame:
+    """Table ``name`` from ``path``, checked as on write (a file from elsewhere is not trusted).
+    A file that is missing, empty, truncated, not parquet or another table is a SchemaError naming it."""
+    path = Path(path)
+    df = _opened(path, name, lambda: pl.read_parquet(path, glob=False))
     try:
         df = conform(df, name)
         if name == "metrics":
@@ -583,21 +592,7 @@ def scan(path, name: str) -> pl.LazyFrame:
     """Table ``name`` from ``path`` as a lazy scan, checked as `read` checks it in streamed passes: the
     steps that use it read only the columns and rows they need (projection and predicate pushdown)."""
     path = Path(path)
-    if path.is_dir():
-        raise SchemaError(f"{path}: a directory, not the {name} table")
-    try:
-        if path.stat().st_size == 0:
-            raise SchemaError(f"{path}: empty (0 bytes), not the {name} table")
-        lf = pl.scan_parquet(path, glob=False)
-        columns = lf.collect_schema().names()
-    except FileNotFoundError:
-        raise SchemaError(f"{path}: not found (the {name} table; `benchlib parse` writes it)") from None
-    except pl.exceptions.PolarsError as exc:
-        why = " ".join(str(exc).split())[:200]
-        raise SchemaError(f"{path}: not a readable parquet file, truncated or overwritten? ({why})") from None
-    others = [other for other, sch in _SCHEMAS.items() if other != name and set(columns) == set(sch.names())]
-    if others:
-        raise SchemaError(f"{path}: holds the {others[0]} table, not the {name} table")
+    lf = _opened(path, name, lambda: pl.scan_parquet(path, glob=False))
     try:
         if list(lf.collect_schema().items()) != list(
             _SCHEMAS[name].items()

@@ -210,18 +210,7 @@ def _clause(p: dict, baseline: str, cats: pl.DataFrame) -> str:
 def _sentence(p: dict, baseline: str, cats: pl.DataFrame, diffs: pl.DataFrame, top: int) -> str:
     unit, short = p["unit"], _short(p["unit"])
     where = dict(environment=p["environment"], test=p["test"], side=p["side"])
-    c = (
-        cats.filter(scenario=p["scenario"], **where)
-        .select("category", "cpu_per_unit")
-        .join(
-            cats.filter(scenario=baseline, **where).select("category", base="cpu_per_unit"),
-            on="category",
-            how="full",
-            coalesce=True,
-        )
-        .with_columns(delta=pl.col("cpu_per_unit").fill_null(0.0) - pl.col("base").fill_null(0.0))
-        .sort(pl.col("delta").abs(), descending=True)
-    )
+    c = _category_deltas(p, baseline, cats)
     delta = p["cpu"] - p["cpu_base"]
     spread = float(c["delta"].abs().sum()) or 1.0
     named = [
