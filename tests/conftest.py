@@ -182,6 +182,16 @@ def write_params(project: Path, campaign: str, repetitions: int, name: str = "pa
     return path
 
 
+def unrecorded_default_params(tmp_path: Path) -> Path:
+    """The shipped params.yaml under a campaign name with nothing recorded: the plan validate prints
+    whether or not the main command has already run in this checkout (as it has in CI)."""
+    path = tmp_path / "params.yaml"
+    doc = yaml.safe_load((REPO / "params.yaml").read_text())
+    doc["experiment"]["campaign"] = f"unrecorded-{tmp_path.name}"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
 def short_params(campaign: str, scenarios: list[str], tests: dict, repetitions: int = 2, retries: int = 1):
     from benchlib.config import Params
 

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from benchlib import cli, config
-from tests.conftest import REPO, venv_env
+from tests.conftest import REPO, unrecorded_default_params, venv_env
 
 
 @pytest.mark.parametrize(
@@ -29,8 +29,11 @@ def test_help(args, expected):
     assert expected in " ".join(proc.stdout.split())
 
 
-def test_validate_prints_the_plan():
-    proc = subprocess.run(["benchlib", "validate"], cwd=REPO, env=venv_env(), capture_output=True, text=True)
+def test_validate_prints_the_plan(tmp_path):
+    params = unrecorded_default_params(tmp_path)
+    proc = subprocess.run(
+        ["benchlib", "--params", str(params), "validate"], cwd=REPO, env=venv_env(), capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stderr
     blocks = config.load_params(REPO / "params.yaml").experiment.repetitions
     assert (

@@ -126,7 +126,7 @@ def test_an_ipamd_not_ready_in_time_fails_the_switch_and_leaves_the_bridge_worki
     ), done.stderr
     assert "--- last lines of /var/lib/benchlib-k8s/logs/ipamd1.failed.log ---" in done.stderr
     assert (STATE / "network").read_text().strip() == "bridge iptables - -"
-    assert not any(running(p) for p in PROCESSES)
+    assert not [line for p in PROCESSES for line in running(p).splitlines()]
     env = cilium_env({"pod-to-pod": {"description": "two nodes", "placement": "pod-to-pod"}})
     with serving_cluster(env, "pod-to-pod") as target:
         assert run_tool(target, "pod-to-pod", "TCP_RR")["transaction_rate"] > 1000
@@ -146,7 +146,7 @@ def test_switching_vpc_to_the_bridge_and_down_leave_nothing_of_the_vpc_cni(vpc):
         assert "PERMANENT" not in in_node(node, "ip", "neigh", "show", "dev", "wire0")
         assert "mtu 1500" in in_node(node, "ip", "link", "show", "wire0")
     assert "aws-node" not in Path("/proc/self/mounts").read_text() and not Path("/run/aws-node").exists()
-    assert not any(running(p) for p in PROCESSES)
+    assert not [line for p in PROCESSES for line in running(p).splitlines()]
     down = cluster_script("down")
     assert down.returncode == 0, down.stderr
     assert leftovers() == []

@@ -15,20 +15,31 @@ daemon() {  # daemon <name> <node|-> <command...>: detached (own session), PID r
 pid_of() { [ -f "$STATE/run/$1.pid" ] && cat "$STATE/run/$1.pid"; }
 running() { local pid; pid=$(pid_of "$1") && kill -0 "$pid" 2>/dev/null; }
 
-stop_daemons() {  # stop_daemons <name...>: TERM all at once, KILL what is left after 10 s
+stop_daemons() {  # stop_daemons <name...>: TERM all at once, KILL what is left after 10 s, gone on return
   local pids=() n pid
   for n in "$@"; do
     pid=$(pid_of "$n") || continue
     kill "$pid" 2>/dev/null && pids+=("$pid")
   done
-  for _ in $(seq 100); do
-    local alive=0
-    for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
-    [ $alive = 0 ] && break
+  await_exit 100 "${pids[@]}" || {
+    for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
+    # a killed process lingers while the kernel tears down what it held (its mount namespace,
+    # sockets): the caller's next step must not find it
+    await_exit 50 "${pids[@]}" || true
+  }
+  for n in "$@"; do rm -f "$STATE/run/$n.pid"; done
+}
+
+await_exit() {  # await_exit <tenths of a second> <pid...>: 0 once none is alive, 1 at the bound
+  local bound=$1 pid alive
+  shift
+  for _ in $(seq "$bound"); do
+    alive=0
+    for pid in "$@"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+    [ $alive = 0 ] && return 0
     sleep 0.1
   done
-  for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
-  for n in "$@"; do rm -f "$STATE/run/$n.pid"; done
+  return 1
 }
 
 fail() {  # fail <component> <message>: the message and the component's log tail

@@ -12,7 +12,7 @@ import polars as pl
 from benchlib import config
 from benchlib.analysis import planning, power, project_root, stats
 from benchlib.plan import validate_all
-from tests.conftest import venv_env
+from tests.conftest import unrecorded_default_params, venv_env
 
 FIXTURE = "tests/fixtures/tidy/lab-default-002"
 
@@ -122,7 +122,7 @@ def test_validate_on_degenerate_real_spreads(tmp_path):
     runs.write_parquet(pilot / "runs.parquet")
     metrics.write_parquet(pilot / "metrics.parquet")
     proc = subprocess.run(
-        ["benchlib", "validate", "--pilot", str(pilot)],
+        ["benchlib", "--params", str(unrecorded_default_params(tmp_path)), "validate", "--pilot", str(pilot)],
         cwd=project_root(),
         env=venv_env(),
         capture_output=True,
