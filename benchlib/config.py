@@ -357,6 +357,11 @@ def _number(gt: float, le: float, **kw) -> typing.Any:
     return Field(strict=True, allow_inf_nan=False, gt=gt, le=le, **kw)
 
 
+# The 2026 EKS m6i study's names a preset may give a stand-in of its own (analysis.reference_scenarios):
+# its scenarios, and the kube-proxy side of its service scaling (ours: that scenario with -<count> Services).
+EKS_STUDY_NAMES = ("A", "B", "C", "D", "E", "kube-proxy-iptables")
+
+
 class Analysis(Strict):
     """Parameters of the analysis notebooks (passed to papermill as they are)."""
 
@@ -423,6 +428,27 @@ class Analysis(Strict):
             "primary family, of the others in their secondary families; two different scenarios, each pair once"
         ),
     )
+
+    reference_scenarios: dict[str, Name] = Field(
+        default={},
+        description=(
+            "the 2026 EKS m6i study's scenario (A, B, C, D, E, or kube-proxy-iptables: its service scaling's "
+            "kube-proxy side) -> our scenario standing for it, e.g. {A: vpc-cni, B: cilium-vxlan-iptables}: the "
+            "report's reference section sets ours beside each of its changes vs A (B-E need A), and for "
+            "kube-proxy-iptables ours with -4 and -1000 Services; unset: the local Cilium campaign's "
+            "(A bridge-iptables, B cilium-vxlan-iptables, C cilium-vxlan-ebpf, D cilium-native-ebpf)"
+        ),
+    )
+
+    @field_validator("reference_scenarios")
+    @classmethod
+    def _study_names(cls, stand_ins: dict[str, str]) -> dict[str, str]:
+        unknown = sorted(set(stand_ins) - set(EKS_STUDY_NAMES))
+        if unknown:
+            raise ValueError(f"{unknown}: not a scenario of the EKS study; choose from {list(EKS_STUDY_NAMES)}")
+        if "A" not in stand_ins and set(stand_ins) & set("BCDE"):
+            raise ValueError("B-E are compared with A: name a stand-in for A too")
+        return stand_ins
 
     @field_validator("family_metrics")
     @classmethod

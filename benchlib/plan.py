@@ -91,6 +91,15 @@ def validate_all(params: Params) -> list[Plan]:
                 f"{params.source}: analysis.contrasts[{i}]: {unknown} not a scenario of any environment; "
                 f"scenarios: {scenarios}"
             )
+    for study, ours in params.analysis.reference_scenarios.items():
+        # the kube-proxy side stands for a series: ours with the study's 4 and 1000 Services
+        needed = [f"{ours}-4", f"{ours}-1000"] if study == "kube-proxy-iptables" else [ours]
+        unknown = [s for s in needed if s not in scenarios]
+        if unknown:
+            raise ConfigError(
+                f"{params.source}: analysis.reference_scenarios.{study}: {unknown} not a scenario of any "
+                f"environment; scenarios: {scenarios}"
+            )
     return plans
 
 

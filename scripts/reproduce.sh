@@ -56,6 +56,12 @@ envs = yaml.safe_load(open("params.yaml"))["environments"].values()
 sys.exit(not any(s.startswith("calico-") for e in envs for m in e["matrix"] for s in m["scenarios"]))'; then
     bash scripts/k8s-local-cluster.sh build calico
   fi
+  # the AWS VPC CNI's scenarios: its build from the Go module proxy
+  if python -c 'import sys, yaml
+envs = yaml.safe_load(open("params.yaml"))["environments"].values()
+sys.exit(not any(s.startswith("vpc-cni") for e in envs for m in e["matrix"] for s in m["scenarios"]))'; then
+    bash scripts/k8s-local-cluster.sh build vpc
+  fi
   # On a signal dvc exits at once while its `benchlib collect` still deletes
   # its namespace; and another measurement on the machine may run: down
   # --wait lets each end (bounded) before the cluster goes away.

@@ -53,6 +53,26 @@ def test_bad_params_name_the_key(tmp_path, mutate, expected):
     assert "params.yaml" in str(err.value)
 
 
+def test_the_vpc_preset_plans_every_scenario_and_its_reference_stand_ins(tmp_path):
+    params = load_params(REPO / "pipelines/local-cilium/params-vpc.yaml")
+    [plan] = validate_all(params)
+    stand_ins = params.analysis.reference_scenarios
+    assert stand_ins["A"] == params.analysis.baseline == "vpc-cni"
+    assert {"vpc-cni-same-node", "vpc-cni-service-4", "vpc-cni-service-1000", "vpc-cni-service-5000"} <= set(
+        plan.scenarios
+    )
+    # a stand-in that is no scenario, or a study name the study lacks, is named with its key
+    bad = yaml.safe_load((REPO / "pipelines/local-cilium/params-vpc.yaml").read_text())
+    bad["analysis"]["reference_scenarios"]["kube-proxy-iptables"] = "vpc-cni-svc"
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(bad))
+    with pytest.raises(ConfigError, match=r"analysis.reference_scenarios.kube-proxy-iptables: \['vpc-cni-svc-4'"):
+        validate_all(load_params(tmp_path / "bad.yaml"))
+    bad["analysis"]["reference_scenarios"] = {"F": "vpc-cni"}
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(bad))
+    with pytest.raises(ConfigError, match="analysis.reference_scenarios"):
+        load_params(tmp_path / "bad.yaml")
+
+
 def test_unknown_scenario_lists_the_allowed_ones(tmp_path):
     params = load_params(write(tmp_path, lambda d: d["environments"]["local-lab"].update(scenarios=["host", "ebpf"])))
     with pytest.raises(ConfigError) as err:

@@ -142,6 +142,7 @@ def run(
         metrics,
         runs,
         reference.published_changes(reference_dir),
+        reference.like_for_like(s.reference_scenarios),
         alpha=s.alpha,
         correction=s.correction,
         noise_band_pct=s.noise_band_pct,

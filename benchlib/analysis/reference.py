@@ -88,9 +88,15 @@ LIKE_FOR_LIKE = [
 
 
 # The local cluster with the real Cilium agent (pipelines/local-cilium) mirrors
-# the study's B, C and D against A: our baseline is the bridge CNI with
-# kube-proxy iptables (routed pods, no encapsulation), theirs the VPC CNI.
-CILIUM_AS_STUDY = {"B": "cilium-vxlan-iptables", "C": "cilium-vxlan-ebpf", "D": "cilium-native-ebpf"}
+# the study's B, C and D against A: by default our A is the bridge CNI with
+# kube-proxy iptables (routed pods, no encapsulation), theirs the VPC CNI. A preset
+# names its own stand-ins with analysis.reference_scenarios (study_claims).
+CILIUM_AS_STUDY = {
+    "A": "bridge-iptables",
+    "B": "cilium-vxlan-iptables",
+    "C": "cilium-vxlan-ebpf",
+    "D": "cilium-native-ebpf",
+}
 CILIUM_CLAIMS = [  # (claim, our test, our metric, their metric, caveat)
     (
         "TCP throughput",
@@ -122,22 +128,51 @@ CILIUM_CLAIMS = [  # (claim, our test, our metric, their metric, caveat)
         "theirs: fortio on EKS; ours: fortio at 1000 q/s pod to pod on the local cluster",
     ),
 ]
-LIKE_FOR_LIKE += [
-    {
-        "claim": f"{claim}: {study} vs A (local Cilium)",
-        "ours_test": test,
-        "ours_metric": metric,
-        "ours_side": "none",
-        "ours_scenario": ours,
-        "ours_baseline": "bridge-iptables",
-        "theirs_metric": theirs,
-        "theirs_scenario": study,
-        "theirs_baseline": "A",
-        "caveat": caveat,
-    }
-    for study, ours in CILIUM_AS_STUDY.items()
-    for claim, test, metric, theirs, caveat in CILIUM_CLAIMS
-]
+
+
+def study_claims(stand_ins: Mapping[str, str], label: str) -> list[dict]:
+    """The EKS study's like-for-like claims for our stand-ins of its scenarios (its name -> ours): each
+    of B-E named against A on CILIUM_CLAIMS, and, for kube-proxy-iptables, connection setup from 4 to
+    1000 Services (ours: <stand-in>-4 and -1000)."""
+    claims = [
+        {
+            "claim": f"{claim}: {study} vs A ({label})",
+            "ours_test": test,
+            "ours_metric": metric,
+            "ours_side": "none",
+            "ours_scenario": ours,
+            "ours_baseline": stand_ins["A"],
+            "theirs_metric": theirs,
+            "theirs_scenario": study,
+            "theirs_baseline": "A",
+            "caveat": caveat,
+        }
+        for study, ours in stand_ins.items()
+        if study in ("B", "C", "D", "E")
+        for claim, test, metric, theirs, caveat in CILIUM_CLAIMS
+    ]
+    kube_proxy = stand_ins.get("kube-proxy-iptables")
+    if kube_proxy:
+        claims.append(
+            {
+                "claim": f"Connection setup: 1000 vs 4 services, kube-proxy iptables ({label})",
+                "ours_test": "tcp_crr",
+                "ours_metric": "latency_p50",
+                "ours_side": "none",
+                "ours_scenario": f"{kube_proxy}-1000",
+                "ours_baseline": f"{kube_proxy}-4",
+                "theirs_metric": "conn_setup_time_connection_close",
+                "theirs_scenario": "kube-proxy-iptables-1000",
+                "theirs_baseline": "kube-proxy-iptables-4",
+                "caveat": "theirs: connection time of HTTP requests with Connection: close on EKS; ours: netperf "
+                "TCP_CRR median (connect, 1-byte request/response, close) through a ClusterIP",
+            }
+        )
+    return claims
+
+
+LOCAL_CILIUM_CLAIMS = study_claims(CILIUM_AS_STUDY, "local Cilium")
+LIKE_FOR_LIKE += LOCAL_CILIUM_CLAIMS
 
 # The 2021 bare-metal study (data/reference/README.md) states directions, not numbers.
 LIKE_FOR_LIKE.append(
@@ -155,6 +190,15 @@ LIKE_FOR_LIKE.append(
         "ours: one TCP_CRR stream through the lab's pod path (params-datapaths.yaml)",
     }
 )
+
+
+def like_for_like(stand_ins: Mapping[str, str] | None = None) -> list[dict]:
+    """The claims side_by_side pairs: LIKE_FOR_LIKE, where ``stand_ins`` (analysis.reference_scenarios:
+    the study's name -> our scenario) take the place of the local Cilium campaign's."""
+    if not stand_ins:
+        return LIKE_FOR_LIKE
+    kept = [c for c in LIKE_FOR_LIKE if c not in LOCAL_CILIUM_CLAIMS]
+    return kept + study_claims(stand_ins, "this campaign")
 
 
 def load_eks_scenarios(directory: str | Path = REFERENCE_DIR) -> pl.DataFrame:

@@ -101,3 +101,33 @@ def test_every_claim_names_what_the_study_published_and_what_a_shipped_campaign_
             {pair["ours_scenario"], pair["ours_baseline"]} <= scenarios and pair["ours_test"] in tests
             for scenarios, tests in campaigns
         ), f"{pair['claim']}: no shipped preset measures it"
+
+
+def test_a_presets_stand_ins_name_published_changes_and_scenarios_it_measures():
+    """A preset's own stand-ins (analysis.reference_scenarios) replace the local Cilium claims, and
+    each claim of a test the preset runs pairs two scenarios it plans with a published change."""
+    from benchlib.config import load_params
+    from benchlib.plan import validate_all
+
+    published = reference.published_changes()
+    presets = [
+        (path, load_params(path))
+        for path in sorted((project_root() / "pipelines").glob("*/params*.yaml"))
+        if "reference_scenarios" in path.read_text()
+    ]
+    assert presets, "no preset names reference stand-ins"
+    for path, params in presets:
+        planned = {(s, t) for plan in validate_all(params) for s, t in plan.configurations()}
+        claims = reference.like_for_like(params.analysis.reference_scenarios)
+        assert not [c for c in claims if c in reference.LOCAL_CILIUM_CLAIMS], path
+        own = [c for c in claims if c["claim"].endswith("(this campaign)")]
+        assert own, path
+        for c in own:
+            theirs = published.filter(
+                metric=c["theirs_metric"], scenario=c["theirs_scenario"], baseline=c["theirs_baseline"]
+            )
+            assert len(theirs) == 1, c["claim"]
+        measured = [
+            c for c in own if {(c["ours_scenario"], c["ours_test"]), (c["ours_baseline"], c["ours_test"])} <= planned
+        ]
+        assert measured, f"{path}: none of its reference claims is measured"
