@@ -6,7 +6,7 @@ import json
 import polars as pl
 import pytest
 
-from benchlib import profiling, record, runner, schema, stacks, tidy
+from benchlib import bpfstats, profiling, record, runner, schema, stacks, tidy
 from benchlib.config import ConfigError, Params
 from benchlib.errors import TargetError
 from benchlib.plan import plan_environment, planned_definitions, planned_params, schedule
@@ -337,3 +337,28 @@ def test_validate_without_perf_on_path_is_one_error_and_exit_2(tmp_path):
     )
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert "experiment.profile_runs: `perf` is not on PATH" in r.stderr
+
+
+def test_a_profiled_ebpf_run_records_each_programs_runs_and_restores_the_setting(tmp_path, lab_env):
+    """The kernel's per-program accounting of the lab's tc BPF programs, per transaction."""
+    require_root()
+    before = bpfstats.STATS.read_text()
+    rr = {**SHORT_TESTS["rr"], "duration_s": 2}
+    # what this test reads is the kernel's count, not a measured number: other load on the machine may stay
+    params = profiled_params("bpf", ["ebpf-host-routing"], {"rr": rr}, foreign_cpu_max=1024)
+    plan = plan_environment(params, "local-lab")
+    runner.run_environment(params, plan, lab_target(lab_env, plan.scenarios), raw_root=tmp_path, log=lambda m: None)
+    assert bpfstats.STATS.read_text() == before
+    path = tmp_path / "bpf" / "local-lab/ebpf-host-routing/rr/p000"
+    rec = record.load(path)
+    assert "error" not in rec.profile["bpf"], rec.profile["bpf"]
+    t = bpfstats.table(rec.run_id, rec.profile["bpf"])
+    ours = t.filter(pl.col("name").is_in(["from_pod", "from_wire"]))
+    # both hooks of both nodes ran on every transaction's packets, at a known device
+    assert set(ours["name"]) == {"from_pod", "from_wire"} and (ours["run_cnt"] > 0).all()
+    assert (ours["run_time_ns"] > 0).all() and ours["attach"].str.contains("tc ingress").all()
+    prun, _ = tidy.load_profiled(rec, path)
+    per = bpfstats.per_unit(ours, pl.DataFrame([prun]))
+    assert (per["unit"] == "µs per transaction").all()
+    # each transaction crosses each hook about once per direction: a request and a response
+    assert (per["runs_per_unit"] > 0.5).all() and (per["cpu_per_unit"] < 50).all()
