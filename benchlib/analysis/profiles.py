@@ -282,7 +282,8 @@ class _Tree:
 
 def _trees(profiles: pl.DataFrame, profile_runs: pl.DataFrame) -> pl.DataFrame:
     """Every path prefix (level "path": side;comm;frames...) and every frame (level "frame", counted once
-    per stack however often it recurs) with its inclusive busy samples and CPU seconds, unpruned. ``key``
+    per stack however often it recurs) with its inclusive busy samples and CPU seconds, and every frame's
+    exclusive ones (level "self": the samples taken in the frame itself), unpruned. ``key``
     names a node (or frame) in every configuration; ``id`` and ``parent`` are null on the nodes that no
     configuration keeps (under PRUNE_SHARE everywhere), which no output shows."""
     configs = pooled_configs(profile_runs)
@@ -300,6 +301,7 @@ def _trees(profiles: pl.DataFrame, profile_runs: pl.DataFrame) -> pl.DataFrame:
     # each stack's nodes and distinct frames as integers, one flat array each: no prefix is ever spelled
     tree = _Tree()
     path_rows, path_keys, frame_rows, frame_keys = array("q"), array("q"), array("q"), array("q")
+    self_rows, self_keys = array("q"), array("q")
     for row, (side, comm, stack) in enumerate(b.select("side", "comm", "stack").iter_rows()):
         nodes = tree.add(f"{side};{comm};{stack}".rstrip(";").split(";"))
         path_rows.extend([row] * len(nodes))
@@ -307,6 +309,9 @@ def _trees(profiles: pl.DataFrame, profile_runs: pl.DataFrame) -> pl.DataFrame:
         frames = sorted({tree.frame[n] for n in nodes[2:]})
         frame_rows.extend([row] * len(frames))
         frame_keys.extend(frames)
+        if len(nodes) > 2:  # the leaf: where the sample's CPU itself went
+            self_rows.append(row)
+            self_keys.append(tree.frame[nodes[-1]])
     rows = b.select("_g", "cpu_s", "samples").with_row_index("_row").with_columns(pl.col("_row").cast(pl.Int64))
 
     def inclusive(row: array, key: array) -> pl.DataFrame:
@@ -351,15 +356,18 @@ def _trees(profiles: pl.DataFrame, profile_runs: pl.DataFrame) -> pl.DataFrame:
         .with_columns(parent=pl.when(pl.col("depth") > 0).then("parent").otherwise(pl.lit("")))
         .with_columns(parent=pl.when(pl.col("id").is_null()).then(None).otherwise("parent"))
     )
-    frames = inclusive(frame_rows, frame_keys).with_columns(
-        level=pl.lit("frame"),
-        name=column(tree.name, pl.String),
-        id=column(tree.name, pl.String),
-        parent=pl.lit(None, pl.String),
-        depth=pl.lit(None, pl.Int64),
+    frames, own = (
+        inclusive(rows_, keys).with_columns(
+            level=pl.lit(level),
+            name=column(tree.name, pl.String),
+            id=column(tree.name, pl.String),
+            parent=pl.lit(None, pl.String),
+            depth=pl.lit(None, pl.Int64),
+        )
+        for level, rows_, keys in (("frame", frame_rows, frame_keys), ("self", self_rows, self_keys))
     )
     cols = ["_g", "level", "key", "id", "parent", "name", "depth", "samples", "cpu_s"]
-    out = pl.concat([paths.select(cols), frames.select(cols)]).join(groups, on="_g").drop("_g")
+    out = pl.concat([paths.select(cols), frames.select(cols), own.select(cols)]).join(groups, on="_g").drop("_g")
     names = out["name"].unique().sort()
     cat = dict(zip(names, (_frame_category(n) for n in names), strict=True))
     return _per_unit(out.with_columns(category=pl.col("name").replace_strict(cat, return_dtype=pl.String)), configs)
@@ -374,7 +382,8 @@ def _frame_category(frame: str) -> str:
 
 def frames(profiles: pl.DataFrame, profile_runs: pl.DataFrame, trees: pl.DataFrame | None = None) -> pl.DataFrame:
     """profile_frames: inclusive busy CPU per unit of each path prefix (level "path": the flamegraph's
-    nodes, id = side;comm;frame;...) and of each frame (level "frame"), per configuration and side, without
+    nodes, id = side;comm;frame;...) and of each frame (level "frame"), exclusive of each frame (level
+    "self"), per configuration and side, without
     those under PRUNE_SHARE of the side's busy samples."""
     t = _trees(profiles, profile_runs) if trees is None else trees
     return (

@@ -6,7 +6,9 @@ from __future__ import annotations
 import polars as pl
 
 from .. import escape
+from ..analysis import stats
 from ..analysis.profiles import KEYS
+from .summary import FINDING, ordered_findings
 
 NO_SYMBOLS = "no kernel symbols: kernel.kptr_restrict hid them"
 NO_PROFILES = "No CPU profiles: experiment.profile_runs is 0 (or the campaign predates profiles)"
@@ -243,3 +245,23 @@ def _sentence(p: dict, baseline: str, cats: pl.DataFrame, diffs: pl.DataFrame, t
         text += f"; frames {frames_text}"
     runs = f"{p['n_runs']} vs {p['n_runs_base']} profiled run{'s' if max(p['n_runs'], p['n_runs_base']) > 1 else ''}"
     return text + f" ({runs}, {p['samples']:,} vs {p['samples_base']:,} busy samples)."
+
+
+def finding_pairs(comparisons: pl.DataFrame, diffs: pl.DataFrame, disturbed: pl.DataFrame) -> pl.DataFrame:
+    """The headline findings (environment, test, scenario, baseline; largest change first) whose
+    scenario and baseline both have profiles to compare, neither disturbed by other processes: those
+    the report draws the why of."""
+    keys = ["environment", "test", "scenario", "baseline"]
+    found = ordered_findings(comparisons, stats.PRIMARY).filter(kind=FINDING).select(keys)
+    profiled = diffs.filter(level="self").select(keys).unique()
+    return (
+        found.join(profiled, on=keys, how="semi", maintain_order="left")
+        .join(disturbed.select(*KEYS), on=KEYS, how="anti", maintain_order="left")
+        .join(
+            disturbed.select("environment", "test", baseline="scenario"),
+            on=["environment", "test", "baseline"],
+            how="anti",
+            maintain_order="left",
+        )
+        .unique(maintain_order=True)
+    )
