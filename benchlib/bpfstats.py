@@ -5,8 +5,8 @@ With ``kernel.bpf_stats_enabled`` set to 1 the kernel counts, per loaded program
 non-zero). A profiled run turns the setting on before its window, reads every program at the
 window's edges, and puts the previous value back when it ends, failed or not. The counters go into
 the record as bpftool printed them (meta.json, profile.bpf), with where each program is attached as
-`bpftool net show` prints it in every named network namespace; `table` makes them tidy, per program
-and run, and `per_unit` puts them per unit of work.
+`bpftool net show` prints it in every named network namespace; `table` makes them tidy (per program
+and run: the profile_bpf table), which the analysis puts per unit of work (analysis.profiles).
 
 Counting costs a clock read per program run: a profiled run's numbers, like its perf samples, are
 never a measured run's.
@@ -15,26 +15,21 @@ never a measured run's.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
 
 import polars as pl
 
+from .schema import PROFILE_BPF_SCHEMA
+
 STATS = Path("/proc/sys/kernel/bpf_stats_enabled")
 NETNS = Path("/run/netns")
 TIMEOUT_S = 10
 # what a program entry keeps: the rest (maps, BTF ids, pids) says nothing of its cost
+LAB_ID = re.compile(r"^bl-\d+_\d+-")
 FIELDS = ("id", "type", "name", "tag", "run_cnt", "run_time_ns")
-TABLE_SCHEMA = {
-    "run_id": pl.String,
-    "id": pl.Int64,
-    "name": pl.String,
-    "type": pl.String,
-    "attach": pl.String,  # "<netns> <device> <tc ingress|egress|xdp>", "" where not attached to a device
-    "run_cnt": pl.Int64,
-    "run_time_ns": pl.Int64,
-}
 
 
 def _bpftool(argv: list[str]) -> list | dict | None:
@@ -124,7 +119,8 @@ def _attach_points(attached: list[dict]) -> dict[int, str]:
     """{program id: "<netns> <device> <hook>"} from `bpftool net show` in each namespace."""
     points: dict[int, list[str]] = {}
     for entry in attached:
-        ns = entry.get("netns") or "host"
+        # a lab's namespaces carry its id (bl-<pid>_<n>-), which differs from run to run
+        ns = LAB_ID.sub("", entry.get("netns") or "host")
         for net in entry.get("net") or []:
             for hook, items in net.items():  # "xdp", "tc", "flow_dissector"
                 for it in items or []:
@@ -139,9 +135,9 @@ def _attach_points(attached: list[dict]) -> dict[int, str]:
 
 def table(run_id: str, bpf: dict | None) -> pl.DataFrame:
     """One row per program that ran within the window of ``run_id`` (its counters' difference):
-    TABLE_SCHEMA; empty where the record has no counters."""
+    PROFILE_BPF_SCHEMA; empty where the record has no counters."""
     if not bpf or "after" not in bpf:
-        return pl.DataFrame(schema=TABLE_SCHEMA)
+        return pl.DataFrame(schema=PROFILE_BPF_SCHEMA)
     before = {p["id"]: p for p in bpf["before"]}
     attach = _attach_points(bpf.get("attached") or [])
     rows = []
@@ -161,31 +157,4 @@ def table(run_id: str, bpf: dict | None) -> pl.DataFrame:
                     "run_time_ns": ns,
                 }
             )
-    return pl.DataFrame(rows, schema=TABLE_SCHEMA)
-
-
-def per_unit(programs: pl.DataFrame, profile_runs: pl.DataFrame) -> pl.DataFrame:
-    """``programs`` (table's rows of successful profiled runs) with their run time per unit of the run's work
-    (profile_runs' metric value x window) in the profile categories' unit (µs per transaction, cores
-    per Gbit/s, ...), and runs per unit: the kernel's view beside the profile's categories."""
-    from .analysis.profiles import unit_of
-
-    r = profile_runs.filter(pl.col("outcome") == "ok", pl.col("value") > 0, pl.col("window_s") > 0).select(
-        "run_id", "environment", "scenario", "test", "metric", "value", "window_s"
-    )
-    units = {m: unit_of(m) for m in r["metric"].unique()}
-    return (
-        programs.join(r, on="run_id")
-        .with_columns(
-            work=pl.col("value") * pl.col("window_s"),
-            scale=pl.col("metric").replace_strict({m: u[1] for m, u in units.items()}, return_dtype=pl.Float64),
-            unit=pl.col("metric").replace_strict({m: u[2] for m, u in units.items()}, return_dtype=pl.String),
-        )
-        .with_columns(
-            cpu_per_unit=pl.col("run_time_ns") / 1e9 * pl.col("scale") / pl.col("work"),
-            runs_per_unit=pl.col("run_cnt") / pl.col("work"),
-            ns_per_run=pl.col("run_time_ns") / pl.col("run_cnt"),
-        )
-        .drop("metric", "value", "window_s", "work", "scale")
-        .sort("environment", "test", "scenario", "run_id", "cpu_per_unit", descending=[False] * 4 + [True])
-    )
+    return pl.DataFrame(rows, schema=PROFILE_BPF_SCHEMA)

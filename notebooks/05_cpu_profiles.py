@@ -31,7 +31,7 @@ from IPython.display import Markdown, display
 import benchlib.escape as escape
 from benchlib.analysis import analyse, profiles, resolve, stats
 from benchlib.report import colours, figures, flamegraphs, summary
-from benchlib.report.profiles import explanations, finding_pairs, method_text
+from benchlib.report.profiles import bpf_markdown, explanations, finding_pairs, method_text
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
 a = analyse.load(analysis_dir)
@@ -50,6 +50,11 @@ rest = sentences.join(primary, on=keys, how="anti")["sentence"]
 if explained or len(rest):
     others = (f"- {escape.markdown(s)}" for s in rest)
     display(Markdown("## What the profiles say\n" + "\n".join(filter(None, [explained, *others]))))
+
+# %%
+# the eBPF scenarios' programs, beside the categories (absent where no profiled run ran a BPF program)
+if bpf_table := bpf_markdown(a.profile_bpf, a.profile_disturbed):
+    display(Markdown(bpf_table))
 
 # %%
 # per finding with profiles of both scenarios, neither disturbed: what changed, frame by frame, and where

@@ -7,6 +7,7 @@ import polars as pl
 import pytest
 
 from benchlib import bpfstats, profiling, record, runner, schema, stacks, tidy
+from benchlib.analysis import profiles
 from benchlib.config import ConfigError, Params
 from benchlib.errors import TargetError
 from benchlib.plan import plan_environment, planned_definitions, planned_params, schedule
@@ -357,8 +358,14 @@ def test_a_profiled_ebpf_run_records_each_programs_runs_and_restores_the_setting
     # both hooks of both nodes ran on every transaction's packets, at a known device
     assert set(ours["name"]) == {"from_pod", "from_wire"} and (ours["run_cnt"] > 0).all()
     assert (ours["run_time_ns"] > 0).all() and ours["attach"].str.contains("tc ingress").all()
-    prun, _ = tidy.load_profiled(rec, path)
-    per = bpfstats.per_unit(ours, pl.DataFrame([prun]))
-    assert (per["unit"] == "µs per transaction").all()
-    # each transaction crosses each hook about once per direction: a request and a response
-    assert (per["runs_per_unit"] > 0.5).all() and (per["cpu_per_unit"] < 50).all()
+    # parsed into profile_bpf, and per transaction in the analysis
+    out = tmp_path / "processed"
+    tidy.parse_campaign(tmp_path / "bpf", out)
+    bpf = schema.read(out / "profile_bpf.parquet", "profile_bpf")
+    assert set(bpf["run_id"]) == {rec.run_id}
+    per = profiles.bpf_programs(bpf, schema.read(out / "profile_runs.parquet", "profile_runs"))
+    per = per.filter(pl.col("name").is_in(["from_pod", "from_wire"]))
+    assert len(per) == 4 and (per["unit"] == "µs per transaction").all()
+    # each transaction's request and response cross each hook once or not at all
+    assert (per["runs_per_unit"] > 0.5).all() and (per["runs_per_unit"] < 2.5).all()
+    assert (per["cpu_per_unit"] > 0).all() and (per["cpu_per_unit"] < 50).all()

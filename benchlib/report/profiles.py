@@ -8,6 +8,7 @@ import polars as pl
 from .. import escape
 from ..analysis import stats
 from ..analysis.profiles import KEYS
+from .format import reading, unit
 from .summary import FINDING, ordered_findings
 
 NO_SYMBOLS = "no kernel symbols: kernel.kptr_restrict hid them"
@@ -264,4 +265,32 @@ def finding_pairs(comparisons: pl.DataFrame, diffs: pl.DataFrame, disturbed: pl.
             maintain_order="left",
         )
         .unique(maintain_order=True)
+    )
+
+
+def bpf_markdown(bpf: pl.DataFrame, disturbed: pl.DataFrame) -> str:
+    """The kernel's own accounting of the BPF programs of each profiled configuration that ran some (the
+    analysis' profile_bpf), as a Markdown table beside the categories; "" where none did. A disturbed
+    configuration's counters are left out as its profile is: its programs ran for other processes too."""
+    b = bpf.join(disturbed.select(*KEYS), on=KEYS, how="anti")
+    if b.is_empty():
+        return ""
+    rows = [
+        "| scenario | test | program | type | attached at | runs per unit | ns per run | CPU per unit |",
+        "|---|---|---|---|---|--:|--:|--:|",
+    ]
+    for r in b.iter_rows(named=True):
+        cells = [
+            *(escape.markdown(r[k]) for k in ("scenario", "test", "name", "type")),
+            escape.markdown(r["attach"] or "-"),
+            reading(r["runs_per_unit"]),
+            reading(r["ns_per_run"]),
+            f"{reading(r['cpu_per_unit'])} {unit(r['unit'])}",
+        ]
+        rows.append("| " + " | ".join(cells) + " |")
+    return (
+        "## BPF programs, as the kernel counts them\n"
+        "With `kernel.bpf_stats_enabled` on during each profiled run, the kernel counted every BPF program's "
+        "runs and run time (`bpftool prog show`); per unit of work, pooled over the profiled runs:\n\n"
+        + "\n".join(rows)
     )

@@ -10,7 +10,7 @@ import pytest
 from analysis_tables import make_tables, settings
 from profile_tables import HZ, RATES, WINDOW_S, folded, profile_tables
 
-from benchlib import stacks
+from benchlib import schema, stacks
 from benchlib.analysis import analyse, profiles
 from benchlib.report import flamegraphs, profiles as profile_text, render as report, summary
 
@@ -237,12 +237,28 @@ def _campaign(tmp_path, with_profiles: str):
     stacks_, profile_runs = (
         profile_tables(kernel_symbols=with_profiles == "profiles") if with_profiles != "none" else (None, None)
     )
+    # a tc program's counters on the veth-routed run, as parse reads them from its record
+    bpf = pl.DataFrame(
+        [
+            {
+                "run_id": "veth-routed-tcp_rr-p0",
+                "id": 7,
+                "name": "from_pod",
+                "type": "sched_cls",
+                "attach": "node-a veth0 tc ingress",
+                "run_cnt": int(2 * RATES["veth-routed"] * WINDOW_S),
+                "run_time_ns": int(2 * RATES["veth-routed"] * WINDOW_S * 400),
+            }
+        ],
+        schema=schema.PROFILE_BPF_SCHEMA,
+    )
     result = analyse.run(
         runs,
         metrics,
         settings().model_copy(update={"baseline": "host", "contrasts": []}),
         profile_stacks=stacks_,
         profile_runs=profile_runs,
+        profile_bpf=bpf if with_profiles == "profiles" else None,
     )
     return analyse.write(result, tmp_path / "analysis", tmp_path / "runs.parquet", tmp_path / "metrics.parquet")
 
@@ -282,6 +298,9 @@ def test_the_report_section_shows_the_profiles(tmp_path, with_profiles):
         for image in out.glob("*/cpu_profile_*.png"):
             assert '"buttons"' not in (out / "figures" / f"{image.stem}.html").read_text(), image
         assert "Why the findings differ" in html
+        # the kernel's count beside the categories: two runs of 400 ns per transaction
+        assert "BPF programs, as the kernel counts them" in html
+        assert "<td>from_pod</td>" in html and "0.8 µs per transaction" in html
         assert len(html) < 6_000_000  # plotly.js once (~4.7 MB) and small trees
     elif with_profiles == "none":
         assert "No CPU profiles: experiment.profile_runs is 0" in html
