@@ -74,7 +74,11 @@ def run(args) -> int:
         where,
         runs_path,
         analyse.PROCESSED["metrics"],
-        profile_paths=(analyse.PROCESSED["profile_runs"], analyse.PROCESSED["profiles"], analyse.PROCESSED["profile_bpf"]),
+        profile_paths=(
+            analyse.PROCESSED["profile_runs"],
+            analyse.PROCESSED["profiles"],
+            analyse.PROCESSED["profile_bpf"],
+        ),
         metrics_json=metrics_json,
         parse=parse,
     )

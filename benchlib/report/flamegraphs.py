@@ -199,9 +199,7 @@ def differential(
     ).with_columns(relative=relative(pl.col("cpu_per_unit"), pl.col("cpu_per_unit_base")))
     baseline = d["baseline"][0]
     order = [
-        s
-        for s in scenario_order(d["scenario"], baseline)
-        if s != baseline and (scenarios is None or s in scenarios)
+        s for s in scenario_order(d["scenario"], baseline) if s != baseline and (scenarios is None or s in scenarios)
     ]
     sides = _sides(d)
     unit = display_unit(d["unit"][0])

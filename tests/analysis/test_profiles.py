@@ -200,7 +200,9 @@ def test_a_findings_figures_show_its_frames_deep_and_coloured_by_their_own_chang
     # the frames the sentences name are drawn: every level, process_backlog 21 calls deep
     depth = tree.filter(name="process_backlog")["depth"].min()
     assert depth >= 20 and (tr.maxdepth == -1 or tr.maxdepth > depth)
-    bars = flamegraphs.changed_frames(diffs, "tcp_rr", "veth-routed", colours={"host": "#111111", "veth-routed": "#222222"})
+    bars = flamegraphs.changed_frames(
+        diffs, "tcp_rr", "veth-routed", colours={"host": "#111111", "veth-routed": "#222222"}
+    )
     assert [b.name for b in bars.data] == ["host", "veth-routed"]
     assert [b.marker.color for b in bars.data] == ["#111111", "#222222"]
     # largest change of exclusive CPU on top (plotly draws the last category at the top)
