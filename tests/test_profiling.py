@@ -265,6 +265,7 @@ def test_an_empty_profile_table_has_its_schema(short_campaign, tmp_path):
 
 def test_a_perf_that_fails_fails_only_its_profiled_run(tmp_path, lab_env, monkeypatch):
     require_root()
+    before = bpfstats.STATS.read_text()
     real = profiling.Recorder.__init__
 
     def broken(self, cpus, hz, version):
@@ -279,6 +280,7 @@ def test_a_perf_that_fails_fails_only_its_profiled_run(tmp_path, lab_env, monkey
     rec = record.load(tmp_path / "broken" / "local-lab/host/rr/p000")
     assert rec.outcome == "failed" and rec.failure_reason.startswith("perf: ")
     assert "record exited" in rec.failure_reason and rec.profile is None and rec.profile_folded is None
+    assert bpfstats.STATS.read_text() == before  # the BPF counting the run turned on is off again
 
 
 def test_the_window_keeps_the_samples_of_its_time_and_cpus_without_their_time():
