@@ -31,7 +31,7 @@ from IPython.display import Markdown, display
 import benchlib.escape as escape
 from benchlib.analysis import analyse, profiles, resolve, stats
 from benchlib.report import colours, figures, flamegraphs, summary
-from benchlib.report.profiles import bpf_markdown, explanations, finding_pairs, method_text
+from benchlib.report.profiles import WHY_FIGURES, bpf_markdown, explanations, finding_pairs, method_text
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
 a = analyse.load(analysis_dir)
@@ -70,9 +70,10 @@ for r in pairs.iter_rows(named=True):
 if why:
     display(
         Markdown(
-            "## Why the findings differ\nFor each finding, the functions whose own CPU per unit of work changed "
-            "most, then the differential flamegraph opened where the change is (each box coloured by its own "
-            "change in %; click the top bar to go back up)."
+            "## Why the findings differ\nFor each finding with profiles of both scenarios (the "
+            f"{WHY_FIGURES} largest at most), the functions whose own CPU per unit of work changed most, then "
+            "the differential flamegraph opened where the change is (each box coloured by its own change in %; "
+            "click the top bar to go back up)."
         )
     )
     figures.write_figures(why, resolve(out_dir) / "figures", blog_dir=resolve(out_dir) / "blog")

@@ -248,8 +248,14 @@ def _sentence(p: dict, baseline: str, cats: pl.DataFrame, diffs: pl.DataFrame, t
     return text + f" ({runs}, {p['samples']:,} vs {p['samples_base']:,} busy samples)."
 
 
-def finding_pairs(comparisons: pl.DataFrame, diffs: pl.DataFrame, disturbed: pl.DataFrame) -> pl.DataFrame:
-    """The headline findings (environment, test, scenario, baseline; largest change first) whose
+# findings whose why the report draws, largest change first: two tall figures each
+WHY_FIGURES = 4
+
+
+def finding_pairs(
+    comparisons: pl.DataFrame, diffs: pl.DataFrame, disturbed: pl.DataFrame, top: int = WHY_FIGURES
+) -> pl.DataFrame:
+    """The ``top`` headline findings (environment, test, scenario, baseline; largest change first) whose
     scenario and baseline both have profiles to compare, neither disturbed by other processes: those
     the report draws the why of."""
     keys = ["environment", "test", "scenario", "baseline"]
@@ -265,6 +271,7 @@ def finding_pairs(comparisons: pl.DataFrame, diffs: pl.DataFrame, disturbed: pl.
             maintain_order="left",
         )
         .unique(maintain_order=True)
+        .head(top)
     )
 
 
