@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from . import stacks
+from . import bpfstats, stacks
 from .errors import TargetError
 
 VERSION_TIMEOUT_S = 10
@@ -124,6 +124,7 @@ class ProfileRecorder(Protocol):
     (time.monotonic() here); `close` leaves no perf process and no perf.data behind."""
 
     def start(self) -> None: ...
+    def mark(self) -> None: ...  # at each edge of the CPU window: the BPF programs' counters
     def stop(self) -> None: ...
     def profile(self, start: float, end: float, own_pids: frozenset[int] | None = None) -> Profile: ...
     def close(self) -> None: ...
@@ -142,13 +143,19 @@ class Recorder:
         self.proc: subprocess.Popen | None = None
         self.start_error = "not started"
         self.stderr = self.dir / "record.stderr"
+        self.bpf: bpfstats.Window | None = None
 
     def start(self) -> None:
+        self.bpf = bpfstats.Window()
         with open(self.stderr, "wb") as err:
             try:
                 self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
             except OSError as exc:  # perf removed since the plan check: this run fails, not the campaign
                 self.start_error = f"cannot start `perf record`: {exc.strerror}"
+
+    def mark(self) -> None:
+        if self.bpf is not None:
+            self.bpf.mark()
 
     def stop(self) -> None:
         """SIGINT ends perf record as Ctrl-C does (it writes perf.data out); killed if it overruns."""
@@ -189,11 +196,14 @@ class Recorder:
                 "samples": samples,
                 "kernel_symbols": stacks.kernel_symbols(folded),
                 "command": self.argv,
+                "bpf": self.bpf.record() if self.bpf is not None else None,
             },
         )
 
     def close(self) -> None:
-        """Kill perf if it still runs, and delete perf.data."""
+        """Kill perf if it still runs, delete perf.data, and put kernel.bpf_stats_enabled back."""
+        if self.bpf is not None:
+            self.bpf.close()
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()

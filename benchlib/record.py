@@ -40,7 +40,9 @@ record is a measured run without a profile; 6 added ``foreign_cpu`` (`benchlib.d
 other processes took over the window, and which) and the outcome ``disturbed``; an older record's
 foreign CPU is unknown (null); 7 added ``quiet`` (`benchlib.targets.kubernetes.quiet`: the host daemons
 frozen over the CPU window, those kept running and why, those that could not be frozen); an older
-record's is unknown (null).
+record's is unknown (null). A profile may hold ``bpf`` (`benchlib.bpfstats`: each BPF program's
+counters at the window's edges and where it is attached, or why they could not be read); a profile
+without it counted no BPF program.
 """
 
 from __future__ import annotations

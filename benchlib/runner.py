@@ -143,6 +143,8 @@ def measure(
         time.sleep(collector.warmup_s(spec) + trim_s)
         # the scans just outside the CPU snapshots, so that their own CPU stays out of the window
         scans = [target.foreign_snapshot(run.scenario)]
+        if recorder:
+            recorder.mark()
         first = {side: target.cpu_snapshot(run.scenario, side) for side in SIDES}
         first_usage = target.datapath_usage(run.scenario, reset_peak=True)
         window_s, opened = max(0.0, spec.duration_s - 2 * trim_s), time.monotonic()
@@ -154,6 +156,8 @@ def measure(
         finally:
             quieted = window.end() if window is not None else None
         last = {side: target.cpu_snapshot(run.scenario, side) for side in SIDES}
+        if recorder:
+            recorder.mark()
         scans.append(target.foreign_snapshot(run.scenario))
         if recorder:
             try:

@@ -271,11 +271,26 @@ PROFILES_SCHEMA = pl.Schema(
     }
 )
 
+# The kernel's accounting of each BPF program over a profiled run's CPU window (benchlib.bpfstats): one
+# row per run and program that ran, its counters' differences.
+PROFILE_BPF_SCHEMA = pl.Schema(
+    {
+        "run_id": pl.String,
+        "id": pl.Int64,
+        "name": pl.String,
+        "type": pl.String,  # sched_cls (tc), xdp, cgroup_sock_addr, ...
+        "attach": pl.String,  # "<netns> <device> <hook>", "" where not on a device
+        "run_cnt": pl.Int64,
+        "run_time_ns": pl.Int64,
+    }
+)
+
 _SCHEMAS = {
     "runs": RUNS_SCHEMA,
     "metrics": METRICS_SCHEMA,
     "profile_runs": PROFILE_RUNS_SCHEMA,
     "profiles": PROFILES_SCHEMA,
+    "profile_bpf": PROFILE_BPF_SCHEMA,
 }
 
 # Runs columns added after tables were first written, with the value that was true of every run then

@@ -1,7 +1,8 @@
 """Raw records -> the tidy tables (runs.parquet, metrics.parquet), as polars frames.
 
-Profiled runs go to their own tables (profile_runs.parquet, profiles.parquet), never to runs or
-metrics: perf's own load is in their numbers, so no statistic may see them.
+Profiled runs go to their own tables (profile_runs.parquet, profiles.parquet, and profile_bpf.parquet: the
+kernel's BPF program counters), never to runs or metrics: perf's own load is in their numbers, so no
+statistic may see them.
 
 The raw record is the truth: metrics are re-derived here from the tool output
 exactly as printed, so a parser fix applies to old campaigns too.
@@ -25,7 +26,7 @@ from pathlib import Path
 
 import polars as pl
 
-from . import collectors, cpu, disturbance, parse_index, record, schema, stacks
+from . import bpfstats, collectors, cpu, disturbance, parse_index, record, schema, stacks
 from .errors import BenchlibError, ParseError, RecordError
 
 _log = logging.getLogger(__name__)  # the default for log=: where benchlib.logs sends messages
@@ -219,6 +220,7 @@ class _Chunk:
     metrics: pl.DataFrame
     profile_runs: pl.DataFrame
     profiles: pl.DataFrame
+    profile_bpf: pl.DataFrame
     errors: list[RecordError]
     loaded: list[tuple[str, str]]  # (record, run_id) of every record whose rows it holds
     index: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=parse_index.SCHEMA))  # those records
@@ -239,6 +241,7 @@ def _load_chunk(paths: list[str]) -> _Chunk:
     runs, profile_runs, errors, loaded = [], [], [], []
     metrics = {c: [] for c in schema.METRICS_SCHEMA}
     profiles = {c: [] for c in schema.PROFILES_SCHEMA}
+    bpf = [schema.empty("profile_bpf")]
     for path in map(Path, paths):
         try:
             rec = record.load(path)
@@ -247,6 +250,7 @@ def _load_chunk(paths: list[str]) -> _Chunk:
                 _check_int64(prun, path)
                 profile_runs.append(prun)
                 _columns(rows, {k: prun[k] for k in _PROFILE_KEYS}, profiles)
+                bpf.append(bpfstats.table(rec.run_id, (rec.profile or {}).get("bpf")))
                 loaded.append((str(path), rec.run_id))
                 continue
             run, rows = _measured(rec, path)
@@ -262,6 +266,7 @@ def _load_chunk(paths: list[str]) -> _Chunk:
         pl.DataFrame(metrics, schema=schema.METRICS_SCHEMA),
         pl.DataFrame(profile_runs, schema=schema.PROFILE_RUNS_SCHEMA) if profile_runs else schema.empty("profile_runs"),
         pl.DataFrame(profiles, schema=schema.PROFILES_SCHEMA),
+        pl.concat(bpf),
         errors,
         loaded,
     )
@@ -507,7 +512,7 @@ class Parsed:
     reused: int = 0  # records whose rows were taken from the previous tables, unread
 
 
-TABLES = ("runs", "metrics", "profile_runs", "profiles")  # what parse_campaign writes, <name>.parquet
+TABLES = ("runs", "metrics", "profile_runs", "profiles", "profile_bpf")  # what parse_campaign writes, <name>.parquet
 
 
 def parse_campaign(

@@ -30,8 +30,8 @@ from IPython.display import Markdown, display
 
 import benchlib.escape as escape
 from benchlib.analysis import analyse, profiles, resolve, stats
-from benchlib.report import figures, flamegraphs, summary
-from benchlib.report.profiles import explanations, method_text
+from benchlib.report import colours, figures, flamegraphs, summary
+from benchlib.report.profiles import WHY_FIGURES, bpf_markdown, explanations, finding_pairs, method_text
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
 a = analyse.load(analysis_dir)
@@ -52,12 +52,44 @@ if explained or len(rest):
     display(Markdown("## What the profiles say\n" + "\n".join(filter(None, [explained, *others]))))
 
 # %%
+# the eBPF scenarios' programs, beside the categories (absent where no profiled run ran a BPF program)
+if bpf_table := bpf_markdown(a.profile_bpf, a.profile_disturbed):
+    display(Markdown(bpf_table))
+
+# %%
+# per finding with profiles of both scenarios, neither disturbed: what changed, frame by frame, and where
+# in the call tree; the compared scenario alone in each, no widget, so the images are the finding's
+colour = colours.scenario_colours(a.runs["scenario"], baseline)
+why = {}
+pairs = finding_pairs(a.comparisons, diffs, a.profile_disturbed)
+for r in pairs.iter_rows(named=True):
+    env, test, scenario = r["environment"], r["test"], r["scenario"]
+    name = f"{env}_{test}_{scenario}" if cats["environment"].n_unique() > 1 else f"{test}_{scenario}"
+    why[f"cpu_profile_{name}_changed"] = flamegraphs.changed_frames(diffs, test, scenario, env, colour)
+    why[f"cpu_profile_{name}_differential"] = flamegraphs.differential(diffs, test, env, [scenario])
+if why:
+    display(
+        Markdown(
+            "## Why the findings differ\nFor each finding with profiles of both scenarios (the "
+            f"{WHY_FIGURES} largest at most), the functions whose own CPU per unit of work changed most, then "
+            "the differential flamegraph opened where the change is (each box coloured by its own change in %; "
+            "click the top bar to go back up)."
+        )
+    )
+    figures.write_figures(why, resolve(out_dir) / "figures", blog_dir=resolve(out_dir) / "blog")
+    for fig in why.values():
+        fig.show()
+
+# %%
+# every scenario, a menu to pick one: for exploring, written as HTML alone (an image of a menu is dead)
 figs = {}
 for (environment, test), _ in cats.group_by("environment", "test", maintain_order=True):
     name = f"{environment}_{test}" if cats["environment"].n_unique() > 1 else test
     figs[f"cpu_profile_{name}_categories"] = flamegraphs.category_bars(cats, test, baseline, environment)
     figs[f"cpu_profile_{name}_flamegraph"] = flamegraphs.flamegraph(frames, test, baseline, environment)
-    if len(diffs.filter(environment=environment, test=test)):
+    # the menu's differential where some scenario has none of a finding above
+    others = set(diffs.filter(environment=environment, test=test)["scenario"])
+    if others - set(pairs.filter(environment=environment, test=test)["scenario"]):
         figs[f"cpu_profile_{name}_differential"] = flamegraphs.differential(diffs, test, environment)
 if figs:
     display(
@@ -67,7 +99,8 @@ if figs:
             f"{100 * profiles.PRUNE_SHARE:g} % of a side's busy CPU are left out."
         )
     )
-    figures.write_figures(figs, resolve(out_dir) / "figures", blog_dir=resolve(out_dir) / "blog")
+    menus = [n for n, f in figs.items() if f.layout.updatemenus]
+    figures.write_figures(figs, resolve(out_dir) / "figures", blog_dir=resolve(out_dir) / "blog", html_only=menus)
 
 # %%
 for fig in figs.values():

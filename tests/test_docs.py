@@ -153,7 +153,13 @@ def test_cli_reference_has_every_command_and_option(site):
 
 def test_schema_reference_has_every_column_and_metric(site):
     page = _page(site, "reference/schema")
-    for table in (schema.RUNS_SCHEMA, schema.METRICS_SCHEMA, schema.PROFILE_RUNS_SCHEMA, schema.PROFILES_SCHEMA):
+    for table in (
+        schema.RUNS_SCHEMA,
+        schema.METRICS_SCHEMA,
+        schema.PROFILE_RUNS_SCHEMA,
+        schema.PROFILES_SCHEMA,
+        schema.PROFILE_BPF_SCHEMA,
+    ):
         for column in table:
             assert f"<code>{column}</code>" in page
     for name, metric in {**schema.METRICS, **schema.DERIVED_METRICS}.items():

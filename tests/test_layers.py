@@ -31,6 +31,7 @@ LAYERS = [
     ["benchlib.config"],  # the settings: tests are the collectors' models, metric names the schema's
     ["benchlib.record", "benchlib.parse_index"],  # parse_index: which records the last parse read
     ["benchlib.plan"],  # what each environment runs, its runs in blocks, and the campaign's identity
+    ["benchlib.bpfstats"],  # the kernel's count of each BPF program's runs over a profiled run
     ["benchlib.profiling"],  # perf records a run's CPU window; each target says where perf runs
     ["benchlib.targets", "benchlib.images"],
     ["benchlib.runner", "benchlib.tidy", "benchlib.analysis", "benchlib.store"],  # store: records against DVC

@@ -6,7 +6,8 @@ import json
 import polars as pl
 import pytest
 
-from benchlib import profiling, record, runner, schema, stacks, tidy
+from benchlib import bpfstats, profiling, record, runner, schema, stacks, tidy
+from benchlib.analysis import profiles
 from benchlib.config import ConfigError, Params
 from benchlib.errors import TargetError
 from benchlib.plan import plan_environment, planned_definitions, planned_params, schedule
@@ -264,6 +265,7 @@ def test_an_empty_profile_table_has_its_schema(short_campaign, tmp_path):
 
 def test_a_perf_that_fails_fails_only_its_profiled_run(tmp_path, lab_env, monkeypatch):
     require_root()
+    before = bpfstats.STATS.read_text()
     real = profiling.Recorder.__init__
 
     def broken(self, cpus, hz, version):
@@ -278,6 +280,7 @@ def test_a_perf_that_fails_fails_only_its_profiled_run(tmp_path, lab_env, monkey
     rec = record.load(tmp_path / "broken" / "local-lab/host/rr/p000")
     assert rec.outcome == "failed" and rec.failure_reason.startswith("perf: ")
     assert "record exited" in rec.failure_reason and rec.profile is None and rec.profile_folded is None
+    assert bpfstats.STATS.read_text() == before  # the BPF counting the run turned on is off again
 
 
 def test_the_window_keeps_the_samples_of_its_time_and_cpus_without_their_time():
@@ -337,3 +340,34 @@ def test_validate_without_perf_on_path_is_one_error_and_exit_2(tmp_path):
     )
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert "experiment.profile_runs: `perf` is not on PATH" in r.stderr
+
+
+def test_a_profiled_ebpf_run_records_each_programs_runs_and_restores_the_setting(tmp_path, lab_env):
+    """The kernel's per-program accounting of the lab's tc BPF programs, per transaction."""
+    require_root()
+    before = bpfstats.STATS.read_text()
+    rr = {**SHORT_TESTS["rr"], "duration_s": 2}
+    # what this test reads is the kernel's count, not a measured number: other load on the machine may stay
+    params = profiled_params("bpf", ["ebpf-host-routing"], {"rr": rr}, foreign_cpu_max=1024)
+    plan = plan_environment(params, "local-lab")
+    runner.run_environment(params, plan, lab_target(lab_env, plan.scenarios), raw_root=tmp_path, log=lambda m: None)
+    assert bpfstats.STATS.read_text() == before
+    path = tmp_path / "bpf" / "local-lab/ebpf-host-routing/rr/p000"
+    rec = record.load(path)
+    assert "error" not in rec.profile["bpf"], rec.profile["bpf"]
+    t = bpfstats.table(rec.run_id, rec.profile["bpf"])
+    ours = t.filter(pl.col("name").is_in(["from_pod", "from_wire"]))
+    # both hooks of both nodes ran on every transaction's packets, at a known device
+    assert set(ours["name"]) == {"from_pod", "from_wire"} and (ours["run_cnt"] > 0).all()
+    assert (ours["run_time_ns"] > 0).all() and ours["attach"].str.contains("tc ingress").all()
+    # parsed into profile_bpf, and per transaction in the analysis
+    out = tmp_path / "processed"
+    tidy.parse_campaign(tmp_path / "bpf", out)
+    bpf = schema.read(out / "profile_bpf.parquet", "profile_bpf")
+    assert set(bpf["run_id"]) == {rec.run_id}
+    per = profiles.bpf_programs(bpf, schema.read(out / "profile_runs.parquet", "profile_runs"))
+    per = per.filter(pl.col("name").is_in(["from_pod", "from_wire"]))
+    assert len(per) == 4 and (per["unit"] == "µs per transaction").all()
+    # each transaction's request and response cross each hook once or not at all
+    assert (per["runs_per_unit"] > 0.5).all() and (per["runs_per_unit"] < 2.5).all()
+    assert (per["cpu_per_unit"] > 0).all() and (per["cpu_per_unit"] < 50).all()

@@ -27,7 +27,9 @@ from . import mesh, normalize, profiles, reference, resolution, resolve, saturat
 ANALYSIS_DIR = "data/analysis"
 SETTINGS_FILE = "settings.json"  # the settings analysed with, which tidy tables, and the digests of the set
 # the tidy tables `benchlib parse` writes, which `benchlib analyse` reads
-PROCESSED = {name: f"data/processed/{name}.parquet" for name in ("runs", "metrics", "profile_runs", "profiles")}
+PROCESSED = {
+    name: f"data/processed/{name}.parquet" for name in ("runs", "metrics", "profile_runs", "profiles", "profile_bpf")
+}
 
 
 class AnalysisError(BenchlibError, ValueError):
@@ -83,6 +85,7 @@ class Result:
     profile_differences: pl.DataFrame = field(default_factory=lambda: profiles.empty("profile_differences"))
     profile_no_symbols: pl.DataFrame = field(default_factory=lambda: profiles.empty("profile_no_symbols"))
     profile_disturbed: pl.DataFrame = field(default_factory=lambda: profiles.empty("profile_disturbed"))
+    profile_bpf: pl.DataFrame = field(default_factory=lambda: profiles.empty("profile_bpf"))
     # a campaign run until precise: per primary comparison, the target, the look it stopped at and whether
     # it met the target (sequential.py); empty otherwise
     precision: pl.DataFrame = field(default_factory=lambda: sequential.precision(pl.DataFrame(), pl.DataFrame(), None))
@@ -116,9 +119,11 @@ def run(
     profile_stacks: pl.DataFrame | None = None,
     profile_runs: pl.DataFrame | None = None,
     experiment: Experiment | None = None,
+    profile_bpf: pl.DataFrame | None = None,
 ) -> Result:
     """Analyse one campaign's tidy tables with ``settings`` (the analysis section of params.yaml); with
-    the profiled runs' tables (profiles.parquet, profile_runs.parquet), their CPU profiles too.
+    the profiled runs' tables (profiles.parquet, profile_runs.parquet, profile_bpf.parquet), their CPU
+    profiles and BPF programs' counters too.
 
     ``metrics`` may be a scan (`scan_metrics`): each step then reads only the rows and columns it
     needs, one (metric, side) at a time, and memory grows with the configurations, not the runs; the
@@ -159,7 +164,7 @@ def run(
         families=families(comparisons, s.alpha),
         mesh_comparisons=mesh_comparisons,
         reference=published,
-        **profiles.analyse(profile_stacks, profile_runs, s.baseline),
+        **profiles.analyse(profile_stacks, profile_runs, s.baseline, profile_bpf),
         precision=sequential.precision(comparisons, runs, experiment, s.alpha),
     )
 
@@ -183,7 +188,12 @@ def check_inputs(
     stamps on each, schema.parse_identity), of another campaign or plan than ``source`` (params.yaml)
     describes, or, whatever wrote them, metric rows of runs the runs table does not hold or profiled runs
     of another campaign. Returns the tables' common identity (None for tables from before identities)."""
-    ids = {name: schema.parse_identity(p) if p.exists() else None for name, p in paths.items()}
+    # a parse from before the BPF counters wrote no profile_bpf: its absence is no mismatch
+    ids = {
+        name: schema.parse_identity(p) if p.exists() else None
+        for name, p in paths.items()
+        if p.exists() or name != "profile_bpf"
+    }
     first = next((name for name, i in ids.items() if i is not None), None)
     if first is not None:
         for name, i in ids.items():

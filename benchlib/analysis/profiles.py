@@ -22,7 +22,7 @@ from array import array
 import polars as pl
 
 from benchlib.errors import SchemaError
-from benchlib.schema import PROFILES_SCHEMA, check_names
+from benchlib.schema import PROFILE_BPF_SCHEMA, PROFILES_SCHEMA, check_names
 from benchlib.stacks import CATEGORIES, OTHER, OTHER_TASK, frame_category, is_user
 
 KEYS = ["environment", "scenario", "test"]
@@ -103,6 +103,17 @@ DIFFERENCES_SCHEMA = {
     "delta": pl.Float64,
     "unit": pl.String,
 }
+BPF_SCHEMA = {
+    **_CONFIG_SCHEMA,
+    "name": pl.String,
+    "type": pl.String,
+    "attach": pl.String,
+    "runs_per_unit": pl.Float64,  # program runs per unit of work
+    "ns_per_run": pl.Float64,
+    "cpu_per_unit": pl.Float64,  # its run time per unit of work, in the categories' unit
+    "unit": pl.String,
+    "n_runs": pl.UInt32,
+}
 NO_SYMBOLS_SCHEMA = {"environment": pl.String, "test": pl.String, "scenario": pl.String}
 DISTURBED_SCHEMA = {
     "environment": pl.String,
@@ -134,9 +145,9 @@ def empty_profile_runs() -> pl.DataFrame:
     return pl.DataFrame(schema=PROFILE_RUNS_SCHEMA)
 
 
-def read_tables(profiles_path, profile_runs_path) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(profiles, profile_runs) from their parquet files; a missing file (profiling off, a campaign from
-    before profiles) is an empty table."""
+def read_tables(profiles_path, profile_runs_path, bpf_path=None) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """(profiles, profile_runs, profile_bpf) from their parquet files; a missing file (profiling off, a
+    campaign from before profiles) is an empty table."""
     from pathlib import Path
 
     def read(path, schema):
@@ -147,7 +158,8 @@ def read_tables(profiles_path, profile_runs_path) -> tuple[pl.DataFrame, pl.Data
         check_names(profile_runs)  # its tests and environments name the profile figures' files
     except SchemaError as exc:
         raise SchemaError(f"{profile_runs_path}: {exc}") from None
-    return read(profiles_path, PROFILES_SCHEMA), profile_runs
+    bpf = read(bpf_path, PROFILE_BPF_SCHEMA) if bpf_path is not None else pl.DataFrame(schema=PROFILE_BPF_SCHEMA)
+    return read(profiles_path, PROFILES_SCHEMA), profile_runs, bpf
 
 
 def unit_of(metric: str) -> tuple[str, float, str]:
@@ -282,7 +294,8 @@ class _Tree:
 
 def _trees(profiles: pl.DataFrame, profile_runs: pl.DataFrame) -> pl.DataFrame:
     """Every path prefix (level "path": side;comm;frames...) and every frame (level "frame", counted once
-    per stack however often it recurs) with its inclusive busy samples and CPU seconds, unpruned. ``key``
+    per stack however often it recurs) with its inclusive busy samples and CPU seconds, and every frame's
+    exclusive ones (level "self": the samples taken in the frame itself), unpruned. ``key``
     names a node (or frame) in every configuration; ``id`` and ``parent`` are null on the nodes that no
     configuration keeps (under PRUNE_SHARE everywhere), which no output shows."""
     configs = pooled_configs(profile_runs)
@@ -300,6 +313,7 @@ def _trees(profiles: pl.DataFrame, profile_runs: pl.DataFrame) -> pl.DataFrame:
     # each stack's nodes and distinct frames as integers, one flat array each: no prefix is ever spelled
     tree = _Tree()
     path_rows, path_keys, frame_rows, frame_keys = array("q"), array("q"), array("q"), array("q")
+    self_rows, self_keys = array("q"), array("q")
     for row, (side, comm, stack) in enumerate(b.select("side", "comm", "stack").iter_rows()):
         nodes = tree.add(f"{side};{comm};{stack}".rstrip(";").split(";"))
         path_rows.extend([row] * len(nodes))
@@ -307,6 +321,9 @@ def _trees(profiles: pl.DataFrame, profile_runs: pl.DataFrame) -> pl.DataFrame:
         frames = sorted({tree.frame[n] for n in nodes[2:]})
         frame_rows.extend([row] * len(frames))
         frame_keys.extend(frames)
+        if len(nodes) > 2:  # the leaf: where the sample's CPU itself went
+            self_rows.append(row)
+            self_keys.append(tree.frame[nodes[-1]])
     rows = b.select("_g", "cpu_s", "samples").with_row_index("_row").with_columns(pl.col("_row").cast(pl.Int64))
 
     def inclusive(row: array, key: array) -> pl.DataFrame:
@@ -351,15 +368,18 @@ def _trees(profiles: pl.DataFrame, profile_runs: pl.DataFrame) -> pl.DataFrame:
         .with_columns(parent=pl.when(pl.col("depth") > 0).then("parent").otherwise(pl.lit("")))
         .with_columns(parent=pl.when(pl.col("id").is_null()).then(None).otherwise("parent"))
     )
-    frames = inclusive(frame_rows, frame_keys).with_columns(
-        level=pl.lit("frame"),
-        name=column(tree.name, pl.String),
-        id=column(tree.name, pl.String),
-        parent=pl.lit(None, pl.String),
-        depth=pl.lit(None, pl.Int64),
+    frames, own = (
+        inclusive(rows_, keys).with_columns(
+            level=pl.lit(level),
+            name=column(tree.name, pl.String),
+            id=column(tree.name, pl.String),
+            parent=pl.lit(None, pl.String),
+            depth=pl.lit(None, pl.Int64),
+        )
+        for level, rows_, keys in (("frame", frame_rows, frame_keys), ("self", self_rows, self_keys))
     )
     cols = ["_g", "level", "key", "id", "parent", "name", "depth", "samples", "cpu_s"]
-    out = pl.concat([paths.select(cols), frames.select(cols)]).join(groups, on="_g").drop("_g")
+    out = pl.concat([paths.select(cols), frames.select(cols), own.select(cols)]).join(groups, on="_g").drop("_g")
     names = out["name"].unique().sort()
     cat = dict(zip(names, (_frame_category(n) for n in names), strict=True))
     return _per_unit(out.with_columns(category=pl.col("name").replace_strict(cat, return_dtype=pl.String)), configs)
@@ -374,7 +394,8 @@ def _frame_category(frame: str) -> str:
 
 def frames(profiles: pl.DataFrame, profile_runs: pl.DataFrame, trees: pl.DataFrame | None = None) -> pl.DataFrame:
     """profile_frames: inclusive busy CPU per unit of each path prefix (level "path": the flamegraph's
-    nodes, id = side;comm;frame;...) and of each frame (level "frame"), per configuration and side, without
+    nodes, id = side;comm;frame;...) and of each frame (level "frame"), exclusive of each frame (level
+    "self"), per configuration and side, without
     those under PRUNE_SHARE of the side's busy samples."""
     t = _trees(profiles, profile_runs) if trees is None else trees
     return (
@@ -425,6 +446,33 @@ def differences(
     )
     return d.sort("environment", "test", "scenario", "side", "level", "depth", "id", nulls_last=True).select(
         DIFFERENCES_SCHEMA.keys()
+    )
+
+
+def bpf_programs(bpf: pl.DataFrame | None, profile_runs: pl.DataFrame) -> pl.DataFrame:
+    """profile_bpf: per configuration and BPF program (name, type, where attached), the kernel's own
+    count of its runs and run time over the usable profiled runs' windows, pooled, per unit of work
+    (the categories' unit); the programs of other scenarios' namespaces left out (those that ran less
+    than once per hundred units)."""
+    configs = pooled_configs(profile_runs)
+    if bpf is None or bpf.is_empty() or configs.is_empty():
+        return pl.DataFrame(schema=BPF_SCHEMA)
+    usable = configs.select(*KEYS, "work", "scale", "unit", "n_runs", run_id="run_ids").explode("run_id")
+    return (
+        bpf.join(usable, on="run_id")
+        .group_by(*KEYS, "name", "type", "attach")
+        .agg(
+            pl.col("run_cnt", "run_time_ns").sum(),
+            pl.col("work", "scale", "unit", "n_runs").first(),
+        )
+        .with_columns(
+            runs_per_unit=pl.col("run_cnt") / pl.col("work"),
+            ns_per_run=pl.col("run_time_ns") / pl.col("run_cnt"),
+            cpu_per_unit=pl.col("run_time_ns") / 1e9 * pl.col("scale") / pl.col("work"),
+        )
+        .filter(pl.col("runs_per_unit") >= 0.01)
+        .sort(*KEYS, "cpu_per_unit", "name", "attach", descending=[False, False, False, True, False, False])
+        .select(BPF_SCHEMA.keys())
     )
 
 
@@ -484,8 +532,13 @@ def method(profile_runs: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def analyse(profiles: pl.DataFrame | None, profile_runs: pl.DataFrame | None, baseline: str) -> dict[str, pl.DataFrame]:
-    """Every profile table the analysis stores, by name."""
+def analyse(
+    profiles: pl.DataFrame | None,
+    profile_runs: pl.DataFrame | None,
+    baseline: str,
+    bpf: pl.DataFrame | None = None,
+) -> dict[str, pl.DataFrame]:
+    """Every profile table the analysis stores, by name (``bpf``: the profile_bpf tidy table)."""
     profiles, profile_runs = _conform(profiles, PROFILES_SCHEMA), _conform(profile_runs, PROFILE_RUNS_SCHEMA)
     trees = _trees(profiles, profile_runs)
     return {
@@ -495,6 +548,7 @@ def analyse(profiles: pl.DataFrame | None, profile_runs: pl.DataFrame | None, ba
         "profile_differences": differences(profiles, profile_runs, baseline, trees),
         "profile_no_symbols": no_symbols(profile_runs),
         "profile_disturbed": disturbed(profiles, profile_runs),
+        "profile_bpf": bpf_programs(bpf, profile_runs),
     }
 
 
@@ -505,4 +559,5 @@ EMPTY = {
     "profile_differences": DIFFERENCES_SCHEMA,
     "profile_no_symbols": NO_SYMBOLS_SCHEMA,
     "profile_disturbed": DISTURBED_SCHEMA,
+    "profile_bpf": BPF_SCHEMA,
 }

@@ -43,7 +43,9 @@ def run(args) -> int:
     # a missing or broken table is named here; the metrics are scanned, never read whole
     runs, metrics = analysis.scan_tables(runs_path, analyse.PROCESSED["metrics"])
     # written by parse when the campaign has profiled runs; absent files are empty tables
-    profile_stacks, profile_runs = profiles.read_tables(paths["profiles"], paths["profile_runs"])
+    profile_stacks, profile_runs, profile_bpf = profiles.read_tables(
+        paths["profiles"], paths["profile_runs"], paths["profile_bpf"]
+    )
     parse = analyse.check_inputs(paths, runs, metrics, profile_runs, p.experiment.campaign, plan_digest(p), p.source)
     measured = sorted(runs["scenario"].unique())
     baseline = p.analysis.baseline
@@ -56,7 +58,13 @@ def run(args) -> int:
     rows = metrics.select(pl.len()).collect().item()
     log.info(f"analyse: {len(runs)} runs, {rows} metric rows with the analysis section of {p.source}")
     result = analyse.run(
-        runs, metrics, p.analysis, profile_stacks=profile_stacks, profile_runs=profile_runs, experiment=p.experiment
+        runs,
+        metrics,
+        p.analysis,
+        profile_stacks=profile_stacks,
+        profile_runs=profile_runs,
+        experiment=p.experiment,
+        profile_bpf=profile_bpf,
     )
     # metrics.json is no DVC-cached output (dvc.yaml: cache: false, persist: true): DVC cannot restore it,
     # so it is written with the tables as one set, which a failure leaves as it was
@@ -66,7 +74,11 @@ def run(args) -> int:
         where,
         runs_path,
         analyse.PROCESSED["metrics"],
-        profile_paths=(analyse.PROCESSED["profile_runs"], analyse.PROCESSED["profiles"]),
+        profile_paths=(
+            analyse.PROCESSED["profile_runs"],
+            analyse.PROCESSED["profiles"],
+            analyse.PROCESSED["profile_bpf"],
+        ),
         metrics_json=metrics_json,
         parse=parse,
     )

@@ -10,7 +10,7 @@ import fcntl
 import math
 import re
 import shutil
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -1049,10 +1049,15 @@ def reference_changes(side_by_side: pl.DataFrame) -> go.Figure:
 
 
 def write_figures(
-    figures: Mapping[str, go.Figure], out_dir: str | Path, png_scale: float = 2.0, blog_dir: str | Path | None = None
+    figures: Mapping[str, go.Figure],
+    out_dir: str | Path,
+    png_scale: float = 2.0,
+    blog_dir: str | Path | None = None,
+    html_only: Collection[str] = (),
 ) -> list[Path]:
     """Write each figure as <name>.html (self-contained, offline), <name>.svg and <name>.png, drawn at
-    the blog column's width (the PNG at ``png_scale`` pixels per point, sharp on dense screens).
+    the blog column's width (the PNG at ``png_scale`` pixels per point, sharp on dense screens). The
+    figures named in ``html_only`` (those with a widget, which an image would show dead) as HTML alone.
 
     With ``blog_dir``, the SVG and PNG go there too, beside <name>.md: the figure embedded with its
     caption (theme.describe), for a post to take as it is. All static images go through one kaleido
@@ -1066,6 +1071,8 @@ def write_figures(
         # plotly.min.js once, beside the pages (offline, and 5 MB instead of 5 MB a figure)
         fig.write_html(html, include_plotlyjs="directory", include_mathjax=False, full_html=True, default_width="100%")
         written.append(html)
+        if name in html_only:
+            continue
         height = fig.layout.height or pio.templates[TEMPLATE].layout.height  # pyright: ignore[reportAttributeAccessIssue, reportOptionalMemberAccess] (plotly's generated properties are not typed)
         for ext, scale in (("svg", 1.0), ("png", png_scale)):
             figs.append(fig)
@@ -1078,7 +1085,7 @@ def write_figures(
     with one_writer(out):
         note_written(out, [*written, out / "plotly.min.js"])
     if blog_dir is not None:
-        written += blog_snippets(figures, out, Path(blog_dir))
+        written += blog_snippets({n: f for n, f in figures.items() if n not in html_only}, out, Path(blog_dir))
     return written
 
 

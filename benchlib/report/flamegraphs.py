@@ -1,8 +1,12 @@
 """Plotly figures of the CPU profiles (profiles.py's tables): flamegraphs as icicles, differential
-flamegraphs coloured by the change per unit of work against the baseline, and busy CPU per unit by category.
+flamegraphs coloured by each frame's own relative change per unit of work against the baseline, the
+frames whose exclusive CPU per unit changed most, and busy CPU per unit by category.
 
-One figure per environment and test; a dropdown chooses the scenario, so the page carries each tree once.
-The trees are those of profile_frames, already pruned of nodes under profiles.PRUNE_SHARE.
+For the page, one figure per environment and test with a dropdown that chooses the scenario, so the page
+carries each tree once; for a finding (``scenarios`` of one), the compared scenario alone and no widget,
+fit for a static image. The trees are those of profile_frames, already pruned of nodes under
+profiles.PRUNE_SHARE, and drawn to their full depth: the frames that tell datapaths apart (process_backlog,
+ip_rcv, nf_hook_slow) sit 20 and more calls deep.
 """
 
 from __future__ import annotations
@@ -14,13 +18,14 @@ from plotly.subplots import make_subplots
 from benchlib import escape
 from benchlib.stacks import CATEGORIES
 
-from .colours import CATEGORY, UNKNOWN_CATEGORY
+from .colours import CATEGORY, UNKNOWN_CATEGORY, pick
 from .figures import TEMPLATE, scenario_order
-from .format import unit as display_unit
+from .format import CHANGE_D3, CPU_D3, RELATIVE_CAP, caption, relative_change, unit as display_unit
 from .theme import axis_title, describe
 
 SHARED_NOTE = "client and server shared their CPUs: one profile of both"
 SIDES = ("client", "server", "total")
+ICICLE_HEIGHT = 820  # thirty levels of frames, each tall enough to read
 
 
 def _sides(d: pl.DataFrame) -> list[str]:
@@ -74,16 +79,47 @@ def _short_ids(t: pl.DataFrame) -> tuple[list[str], list[str]]:
     return list(index.values()), [index.get(p, "") for p in t["parent"]]
 
 
+def _focus(t: pl.DataFrame) -> str | None:
+    """The id of the node where the change of a differential tree (``t``: one scenario and side, with
+    delta) concentrates: from the root down, while one child holds FOCUS of its parent's absolute
+    change; None where that is the root itself."""
+    kids = t.group_by("parent").agg(pl.col("id"), pl.col("delta"))
+    children = {r["parent"]: list(zip(r["id"], r["delta"], strict=True)) for r in kids.iter_rows(named=True)}
+    delta = dict(zip(t["id"], t["delta"], strict=True))
+    roots = children.get("", [])
+    if len(roots) != 1:
+        return None
+    node, focus = roots[0][0], None
+    while node in children and abs(delta[node]) > 0:
+        best, d = max(children[node], key=lambda c: abs(c[1]))
+        if abs(d) < FOCUS * abs(delta[node]):
+            break
+        node, focus = best, best
+    return focus
+
+
+FOCUS = 0.8
+
+
 def _icicles(
-    fig: go.Figure, d: pl.DataFrame, order: list[str], sides: list[str], marker, customdata: list[str], hovertemplate
+    fig: go.Figure,
+    d: pl.DataFrame,
+    order: list[str],
+    sides: list[str],
+    marker,
+    customdata: list[str],
+    hovertemplate,
+    focus: bool = False,
 ) -> None:
     """One icicle per scenario of ``order`` and side (only the first scenario's visible; _dropdown
-    switches), each tree from profile_frames' rows of that scenario and side. ``marker`` and
-    ``hovertemplate`` are functions of (scenario, side index, rows)."""
+    switches), each tree from profile_frames' rows of that scenario and side, every level drawn.
+    ``marker`` and ``hovertemplate`` are functions of (scenario, side index, rows); with ``focus``,
+    each icicle opens on the subtree where its change concentrates (_focus)."""
     for k, scenario in enumerate(order):
         for i, side in enumerate(sides):
             t = d.filter(scenario=scenario, side=side)
             ids, parents = _short_ids(t)
+            start = _focus(t) if focus else None
             fig.add_trace(
                 go.Icicle(
                     ids=ids,
@@ -94,7 +130,8 @@ def _icicles(
                     name=f"{scenario} {side}",
                     domain=_domain(i, len(sides)),
                     visible=k == 0,
-                    maxdepth=12,
+                    maxdepth=-1,
+                    level=ids[list(t["id"]).index(start)] if start is not None else None,
                     marker=marker(scenario, i, t),
                     customdata=t.select(customdata),
                     tiling=dict(orientation="v"),
@@ -103,11 +140,18 @@ def _icicles(
             )
 
 
-def flamegraph(frames: pl.DataFrame, test: str, baseline: str = "host", environment: str | None = None) -> go.Figure:
-    """The busy CPU of each scenario of ``test`` as an icicle (root: the side, then the task, then frames
-    from the outermost caller), client and server side by side; a dropdown picks the scenario."""
+def flamegraph(
+    frames: pl.DataFrame,
+    test: str,
+    baseline: str = "host",
+    environment: str | None = None,
+    scenarios: list[str] | None = None,
+) -> go.Figure:
+    """The busy CPU of each scenario of ``test`` (or of ``scenarios``) as an icicle (root: the side, then
+    the task, then frames from the outermost caller), client and server side by side; a dropdown picks
+    the scenario where there are several."""
     d = _one_environment(frames.filter(level="path"), "flamegraph", test, environment)
-    order = scenario_order(d["scenario"], baseline)
+    order = [s for s in scenario_order(d["scenario"], baseline) if scenarios is None or s in scenarios]
     sides = _sides(d)
     unit = display_unit(d["unit"][0])
     fig = go.Figure()
@@ -120,36 +164,46 @@ def flamegraph(frames: pl.DataFrame, test: str, baseline: str = "host", environm
         ["cpu_per_unit", "share_pct", "category"],
         lambda s, i, t: (
             "%{label}<br>%{value} samples, %{customdata[1]:.1f} % of busy<br>"
-            "%{customdata[0]:.3g} " + unit + "<br>%{customdata[2]}<extra></extra>"
+            "%{customdata[0]:" + CPU_D3 + "} " + unit + "<br>%{customdata[2]}<extra></extra>"
         ),
     )
+    menu = len(order) > 1
     fig.update_layout(
         template=TEMPLATE,
-        height=620,
+        height=ICICLE_HEIGHT,
         margin=dict(t=110),
-        title=f"CPU flamegraph: {test}<br><sup>busy CPU, {unit} in the hover; {_side_note(sides)}; "
-        "colour: the frame's category; click a frame to zoom</sup>",
+        title=f"CPU flamegraph: {test}{'' if menu else f', {order[0]}'}<br><sup>busy CPU, {unit} in the "
+        f"hover; {_side_note(sides)}; colour: the frame's category</sup>",
     )
-    _dropdown(fig, order, len(sides))
+    if menu:
+        _dropdown(fig, order, len(sides))
+    shown = f"{order[0]} shown (the menu picks {', '.join(order)})" if menu else order[0]
     return describe(
         fig,
-        f"Where the busy CPU of {test} goes, {order[0]} shown (the menu picks {', '.join(order)}): "
-        f"each box is a function, as wide as its share of the busy samples; {_side_note(sides)}.",
+        f"Where the busy CPU of {test} goes, {shown}: each box is a function, as wide as its share of "
+        f"the busy samples; {_side_note(sides)}.",
         alt=f"Icicle flamegraph of the busy CPU of {test} per function, {_side_note(sides)}",
     )
 
 
-def differential(differences: pl.DataFrame, test: str, environment: str | None = None) -> go.Figure:
-    """Each scenario's flamegraph of ``test`` coloured by the change of each node's CPU per unit of work
-    against the baseline (blue: less, red: more, white: the same); a dropdown picks the scenario."""
+def differential(
+    differences: pl.DataFrame, test: str, environment: str | None = None, scenarios: list[str] | None = None
+) -> go.Figure:
+    """Each scenario's flamegraph of ``test`` (or of ``scenarios``) coloured by each node's own relative
+    change of CPU per unit of work against the baseline, on a diverging scale centred at 0 (blue: less,
+    red: more, white: the same; capped at format.RELATIVE_CAP %, a node the baseline lacks at the cap);
+    a dropdown picks the scenario where there are several. Each icicle opens on the subtree where the
+    change concentrates (a click on the top bar goes back up)."""
     d = _one_environment(
         differences.filter(pl.col("level") == "path", pl.col("samples") > 0), "differential", test, environment
-    )
+    ).with_columns(relative=relative(pl.col("cpu_per_unit"), pl.col("cpu_per_unit_base")))
     baseline = d["baseline"][0]
-    order = [s for s in scenario_order(d["scenario"], baseline) if s != baseline]
+    order = [
+        s for s in scenario_order(d["scenario"], baseline) if s != baseline and (scenarios is None or s in scenarios)
+    ]
     sides = _sides(d)
     unit = display_unit(d["unit"][0])
-    span = float(d["delta"].abs().max() or 1.0)  # pyright: ignore[reportArgumentType] (polars types Series.min/max as any literal or None)
+    ticks = [-RELATIVE_CAP, -RELATIVE_CAP / 2, 0, RELATIVE_CAP / 2, RELATIVE_CAP]
     fig = go.Figure()
     _icicles(
         fig,
@@ -157,39 +211,129 @@ def differential(differences: pl.DataFrame, test: str, environment: str | None =
         order,
         sides,
         lambda s, i, t: dict(
-            colors=t["delta"],
+            colors=t["relative"],
             colorscale="RdBu_r",
             cmid=0,
-            cmin=-span,
-            cmax=span,
+            cmin=-RELATIVE_CAP,
+            cmax=RELATIVE_CAP,
             showscale=i == len(sides) - 1,
-            colorbar=dict(title=f"Δ {unit}"),
+            colorbar=dict(
+                title="change",
+                tickvals=ticks,
+                ticktext=[relative_change(v, capped=abs(v) == RELATIVE_CAP) for v in ticks],
+            ),
         ),
-        ["cpu_per_unit", "cpu_per_unit_base", "delta"],
+        ["cpu_per_unit", "cpu_per_unit_base", "delta", "relative"],
         lambda s, i, t: (
             "%{label}<br>"
             + s
-            + ": %{customdata[0]:.3g}<br>"
+            + ": %{customdata[0]:"
+            + CPU_D3
+            + "}<br>"
             + baseline
-            + ": %{customdata[1]:.3g}<br>Δ %{customdata[2]:+.3g} "
+            + ": %{customdata[1]:"
+            + CPU_D3
+            + "}<br>Δ %{customdata[2]:+"
+            + CPU_D3
+            + "} "
             + unit
-            + "<extra></extra>"
+            + " (%{customdata[3]:"
+            + CHANGE_D3
+            + "} %)<extra></extra>"
         ),
+        focus=True,
+    )
+    menu = len(order) > 1
+    fig.update_layout(
+        template=TEMPLATE,
+        height=ICICLE_HEIGHT,
+        margin=dict(t=110),
+        title=f"Differential flamegraph: {test}, {order[0] if not menu else 'scenario'} vs {baseline}<br><sup>"
+        f"size: busy samples; colour: each frame's own change in {unit} (red: more)<br>{_side_note(sides)}</sup>",
+    )
+    if menu:
+        _dropdown(fig, order, len(sides))
+    shown = f"{order[0]} shown (the menu picks {', '.join(order)})" if menu else order[0]
+    return describe(
+        fig,
+        f"What {shown} spends per unit of work of {test} against {baseline}, function by function, "
+        f"opened where the change is: red boxes cost more {unit} than the same call path in {baseline}, "
+        f"blue ones less, coloured by their own change in %; {_side_note(sides)}.",
+        alt=f"Differential icicle flamegraph of {test}, {order[0]} against {baseline}, coloured by each "
+        "function's relative change in CPU",
+    )
+
+
+def relative(value: pl.Expr, base: pl.Expr) -> pl.Expr:
+    """The change of ``value`` over ``base`` in %, within ±RELATIVE_CAP (what the baseline lacks at +cap)."""
+    return (
+        pl.when(base > 0)
+        .then(100 * (value - base) / base)
+        .otherwise(pl.when(value > 0).then(RELATIVE_CAP).otherwise(0.0))
+        .clip(-RELATIVE_CAP, RELATIVE_CAP)
+    )
+
+
+def changed_frames(
+    differences: pl.DataFrame,
+    test: str,
+    scenario: str,
+    environment: str | None = None,
+    colours: dict[str, str] | None = None,
+    top: int = 10,
+) -> go.Figure:
+    """The ``top`` frames whose exclusive CPU per unit of work (the samples taken in the frame itself,
+    both sides summed) changed most between ``scenario`` and its baseline, the two side by side in their
+    scenario colours, largest change on top."""
+    d = _one_environment(
+        differences.filter(pl.col("level") == "self", scenario=scenario), "changed_frames", test, environment
+    )
+    baseline, unit = d["baseline"][0], display_unit(d["unit"][0])
+    c = pick(colours, [baseline, scenario], baseline)
+    f = (
+        d.group_by("name")
+        .agg(pl.col("cpu_per_unit", "cpu_per_unit_base", "delta").sum())
+        .sort(pl.col("delta").abs(), "name", descending=[True, False])
+        .head(top)
+        .reverse()  # plotly draws the first category at the bottom
+    )
+    labels = [escape.plotly(n) for n in f["name"]]
+    fig = go.Figure(
+        [
+            go.Bar(
+                y=labels,
+                x=f[col],
+                orientation="h",
+                name=name,
+                marker_color=c[name],
+                customdata=f.select("delta"),
+                hovertemplate=f"{escape.plotly(name)}: %{{x:{CPU_D3}}} {unit}<br>Δ %{{customdata[0]:+{CPU_D3}}}"
+                "<extra>%{y}</extra>",
+            )
+            for name, col in ((baseline, "cpu_per_unit_base"), (scenario, "cpu_per_unit"))
+        ]
     )
     fig.update_layout(
         template=TEMPLATE,
-        height=620,
-        margin=dict(t=110),
-        title=f"Differential flamegraph vs {baseline}: {test}<br><sup>size: the scenario's busy "
-        f"samples; colour: change in {unit} (red: more CPU); {_side_note(sides)}</sup>",
+        barmode="group",
+        height=max(360, 90 + 38 * len(f)),
+        legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0, traceorder="normal"),
+        title=f"What changed: {test}, {scenario} vs {baseline}<br><sup>exclusive CPU per unit of work, the "
+        f"{len(f)} frames that changed most</sup>",
     )
-    _dropdown(fig, order, len(sides))
+    fig.update_xaxes(title_text=axis_title("CPU in the frame itself", unit))
+    most = f.tail(1).row(0, named=True) if len(f) else None
     return describe(
         fig,
-        f"What {order[0]} spends per unit of work of {test} against {baseline}, function by function "
-        f"(the menu picks {', '.join(order)}): red boxes cost more {unit}, blue ones less; "
-        f"{_side_note(sides)}.",
-        alt=f"Differential icicle flamegraph of {test} against {baseline}, coloured by the change in CPU",
+        f"The frames of {test} whose own CPU per unit of work changed most, {scenario} against {baseline}"
+        + (
+            f"; most: {most['name']}, {caption(most['cpu_per_unit'])} against "
+            f"{caption(most['cpu_per_unit_base'])} {unit}."
+            if most
+            else "."
+        ),
+        alt=f"Bars of the CPU per unit of work spent in each of the frames that changed most, {scenario} "
+        f"beside {baseline}",
     )
 
 
@@ -230,7 +374,9 @@ def category_bars(
                     customdata=t.select("share_pct"),
                     hovertemplate="%{x}: "
                     + category
-                    + " %{y:.3g} "
+                    + " %{y:"
+                    + CPU_D3
+                    + "} "
                     + unit
                     + " (%{customdata[0]:.0f} % of busy)<extra></extra>",
                 ),

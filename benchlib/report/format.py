@@ -137,3 +137,17 @@ def mde_text(r: dict) -> str:
     if r["n_attainable"] is not None:
         return f"not attainable at n = {r['n']} (needs n >= {r['n_attainable']})"
     return "" if missing(r["mde_pct"]) else f"{r['mde_pct']:.1f}"
+
+
+# CPU per unit of work in a figure's hover (plotly's d3 format), and a relative change there
+CPU_D3 = ".3g"
+CHANGE_D3 = "+.0f"
+# a differential flamegraph's colour scale ends here: a frame the baseline lacks, or one that more than
+# doubled, is as red as it gets
+RELATIVE_CAP = 100.0
+
+
+def relative_change(v: float, capped: bool = False) -> str:
+    """A relative change on a colour scale: "+50 %", "0 %", and at the cap "≥ +100 %"."""
+    text = f"{v:+.0f} %" if v else "0 %"
+    return f"≥ {text}" if capped and v > 0 else text

@@ -6,7 +6,10 @@ from __future__ import annotations
 import polars as pl
 
 from .. import escape
+from ..analysis import stats
 from ..analysis.profiles import KEYS
+from .format import reading, unit
+from .summary import FINDING, ordered_findings
 
 NO_SYMBOLS = "no kernel symbols: kernel.kptr_restrict hid them"
 NO_PROFILES = "No CPU profiles: experiment.profile_runs is 0 (or the campaign predates profiles)"
@@ -243,3 +246,58 @@ def _sentence(p: dict, baseline: str, cats: pl.DataFrame, diffs: pl.DataFrame, t
         text += f"; frames {frames_text}"
     runs = f"{p['n_runs']} vs {p['n_runs_base']} profiled run{'s' if max(p['n_runs'], p['n_runs_base']) > 1 else ''}"
     return text + f" ({runs}, {p['samples']:,} vs {p['samples_base']:,} busy samples)."
+
+
+# findings whose why the report draws, largest change first: two tall figures each
+WHY_FIGURES = 4
+
+
+def finding_pairs(
+    comparisons: pl.DataFrame, diffs: pl.DataFrame, disturbed: pl.DataFrame, top: int = WHY_FIGURES
+) -> pl.DataFrame:
+    """The ``top`` headline findings (environment, test, scenario, baseline; largest change first) whose
+    scenario and baseline both have profiles to compare, neither disturbed by other processes: those
+    the report draws the why of."""
+    keys = ["environment", "test", "scenario", "baseline"]
+    found = ordered_findings(comparisons, stats.PRIMARY).filter(kind=FINDING).select(keys)
+    profiled = diffs.filter(level="self").select(keys).unique()
+    return (
+        found.join(profiled, on=keys, how="semi", maintain_order="left")
+        .join(disturbed.select(*KEYS), on=KEYS, how="anti", maintain_order="left")
+        .join(
+            disturbed.select("environment", "test", baseline="scenario"),
+            on=["environment", "test", "baseline"],
+            how="anti",
+            maintain_order="left",
+        )
+        .unique(maintain_order=True)
+        .head(top)
+    )
+
+
+def bpf_markdown(bpf: pl.DataFrame, disturbed: pl.DataFrame) -> str:
+    """The kernel's own accounting of the BPF programs of each profiled configuration that ran some (the
+    analysis' profile_bpf), as a Markdown table beside the categories; "" where none did. A disturbed
+    configuration's counters are left out as its profile is: its programs ran for other processes too."""
+    b = bpf.join(disturbed.select(*KEYS), on=KEYS, how="anti")
+    if b.is_empty():
+        return ""
+    rows = [
+        "| scenario | test | program | type | attached at | runs per unit | ns per run | CPU per unit |",
+        "|---|---|---|---|---|--:|--:|--:|",
+    ]
+    for r in b.iter_rows(named=True):
+        cells = [
+            *(escape.markdown(r[k]) for k in ("scenario", "test", "name", "type")),
+            escape.markdown(r["attach"] or "-"),
+            reading(r["runs_per_unit"]),
+            reading(r["ns_per_run"]),
+            f"{reading(r['cpu_per_unit'])} {unit(r['unit'])}",
+        ]
+        rows.append("| " + " | ".join(cells) + " |")
+    return (
+        "## BPF programs, as the kernel counts them\n"
+        "With `kernel.bpf_stats_enabled` on during each profiled run, the kernel counted every BPF program's "
+        "runs and run time (`bpftool prog show`); per unit of work, pooled over the profiled runs:\n\n"
+        + "\n".join(rows)
+    )

@@ -306,6 +306,7 @@ def render_schema() -> str:
         "metrics.parquet": ("METRICS_SCHEMA", "one row per run and metric (long format)"),
         "profile_runs.parquet": ("PROFILE_RUNS_SCHEMA", "one row per profiled run (never in runs)"),
         "profiles.parquet": ("PROFILES_SCHEMA", "one row per profiled run, side, task and stack"),
+        "profile_bpf.parquet": ("PROFILE_BPF_SCHEMA", "one row per profiled run and BPF program that ran"),
     }
     for file, (name, what) in tables.items():
         out += [f"## `{file}`", "", f"{what.capitalize()}.", "", "| column | dtype | note |", "|---|---|---|"]

@@ -10,7 +10,7 @@ import pytest
 from analysis_tables import make_tables, settings
 from profile_tables import HZ, RATES, WINDOW_S, folded, profile_tables
 
-from benchlib import stacks
+from benchlib import schema, stacks
 from benchlib.analysis import analyse, profiles
 from benchlib.report import flamegraphs, profiles as profile_text, render as report, summary
 
@@ -186,6 +186,30 @@ def test_flamegraph_has_a_trace_per_scenario_and_side_and_a_dropdown_per_scenari
             assert heights == pytest.approx(whole)
 
 
+def test_a_findings_figures_show_its_frames_deep_and_coloured_by_their_own_change(tables):
+    diffs = tables["profile_differences"]
+    diff = flamegraphs.differential(diffs, "tcp_rr", scenarios=["veth-routed"])
+    (tr,) = diff.data  # the compared scenario alone, and no menu: fit for a static image
+    assert not diff.layout.updatemenus
+    assert (tr.marker.colorscale[0][1], tr.marker.cmid) == ("rgb(5,48,97)", 0)  # diverging, centred at 0
+    assert tr.marker.cmin == -tr.marker.cmax
+    # each box's colour is its own relative change, not its µs: the root is not the reddest
+    tree = diffs.filter(level="path", scenario="veth-routed").filter(pl.col("samples") > 0)
+    colour = dict(zip(tree["name"], tr.marker.colors, strict=True))
+    assert colour["total"] < max(tr.marker.colors) == tr.marker.cmax
+    # the frames the sentences name are drawn: every level, process_backlog 21 calls deep
+    depth = tree.filter(name="process_backlog")["depth"].min()
+    assert depth >= 20 and (tr.maxdepth == -1 or tr.maxdepth > depth)
+    bars = flamegraphs.changed_frames(
+        diffs, "tcp_rr", "veth-routed", colours={"host": "#111111", "veth-routed": "#222222"}
+    )
+    assert [b.name for b in bars.data] == ["host", "veth-routed"]
+    assert [b.marker.color for b in bars.data] == ["#111111", "#222222"]
+    # largest change of exclusive CPU on top (plotly draws the last category at the top)
+    own = diffs.filter(level="self", scenario="veth-routed").sort(pl.col("delta").abs(), descending=True)
+    assert bars.data[1].y[-1] == own["name"][0] and len(bars.data[1].y) == 10
+
+
 def test_a_finding_carries_its_profile_sentence():
     p, r = profile_tables()
     expl = sentences(profiles.analyse(p, r, "host"))
@@ -215,12 +239,28 @@ def _campaign(tmp_path, with_profiles: str):
     stacks_, profile_runs = (
         profile_tables(kernel_symbols=with_profiles == "profiles") if with_profiles != "none" else (None, None)
     )
+    # a tc program's counters on the veth-routed run, as parse reads them from its record
+    bpf = pl.DataFrame(
+        [
+            {
+                "run_id": "veth-routed-tcp_rr-p0",
+                "id": 7,
+                "name": "from_pod",
+                "type": "sched_cls",
+                "attach": "node-a veth0 tc ingress",
+                "run_cnt": int(2 * RATES["veth-routed"] * WINDOW_S),
+                "run_time_ns": int(2 * RATES["veth-routed"] * WINDOW_S * 400),
+            }
+        ],
+        schema=schema.PROFILE_BPF_SCHEMA,
+    )
     result = analyse.run(
         runs,
         metrics,
         settings().model_copy(update={"baseline": "host", "contrasts": []}),
         profile_stacks=stacks_,
         profile_runs=profile_runs,
+        profile_bpf=bpf if with_profiles == "profiles" else None,
     )
     return analyse.write(result, tmp_path / "analysis", tmp_path / "runs.parquet", tmp_path / "metrics.parquet")
 
@@ -249,8 +289,20 @@ def test_the_report_section_shows_the_profiles(tmp_path, with_profiles):
         assert "Why: veth-routed spends more CPU per unit of work than host" in html
         assert html.count('<details class="why">') == 1
         assert html.count('class="plotly-graph-div"') >= 4  # forest, bars, flamegraph, differential
-        for name in ("categories", "flamegraph", "differential"):
+        for name in ("categories", "flamegraph"):
             assert (out / "figures" / f"cpu_profile_tcp_rr_{name}.html").exists()
+        # the finding's own figures as images and in the blog (its differential the only one: the finding
+        # is the one scenario); a figure with a menu as HTML alone, and no image of a widget
+        for name in ("changed", "differential"):
+            assert (out / "blog" / f"cpu_profile_tcp_rr_veth-routed_{name}.png").exists()
+        assert not (out / "figures" / "cpu_profile_tcp_rr_differential.html").exists()
+        assert not list(out.glob("*/cpu_profile_tcp_rr_flamegraph.[ps][nv]g"))
+        for image in out.glob("*/cpu_profile_*.png"):
+            assert '"buttons"' not in (out / "figures" / f"{image.stem}.html").read_text(), image
+        assert "Why the findings differ" in html
+        # the kernel's count beside the categories: two runs of 400 ns per transaction
+        assert "BPF programs, as the kernel counts them" in html
+        assert "<td>from_pod</td>" in html and "0.8 µs per transaction" in html
         assert len(html) < 6_000_000  # plotly.js once (~4.7 MB) and small trees
     elif with_profiles == "none":
         assert "No CPU profiles: experiment.profile_runs is 0" in html

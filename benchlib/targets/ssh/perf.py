@@ -77,6 +77,9 @@ class SshRecorder:
         self.start_error = "not started"
         self.dir = Path(tempfile.mkdtemp(prefix="benchlib-perf-"))  # the local ssh's stderr
 
+    def mark(self) -> None:
+        """The remote hosts' BPF counters are not read."""
+
     def start(self) -> None:
         for side in SIDES:
             err = open(self.dir / f"{side}.record.stderr", "wb")  # noqa: SIM115 (ssh writes it while perf runs)
