@@ -630,7 +630,7 @@ def verify(path: Path) -> dict[str, bytes]:
     if CHECKSUMS not in present:
         raise RecordError(f"{path}: {CHECKSUMS} missing (incomplete or foreign record)")
     try:
-        sums = read_file(base, CHECKSUMS).decode()
+        sums = _read_regular(base, CHECKSUMS).decode()  # _record_files saw a regular file
     except UnicodeDecodeError:
         raise RecordError(f"{path / CHECKSUMS}: not text (overwritten?)") from None
     except OSError as exc:
@@ -646,7 +646,7 @@ def verify(path: Path) -> dict[str, bytes]:
                 raise RecordError(f"{path / name}: unreadable: {os.strerror(errno.EISDIR)}")
             raise RecordError(f"{path / name}: listed in {CHECKSUMS} but missing")
         try:
-            data = _read_regular(base, name)  # _record_files saw a regular file
+            data = _read_regular(base, name)
         except OSError as exc:
             raise RecordError(f"{path / name}: unreadable: {exc.strerror}") from None
         if hashlib.sha256(data).hexdigest() != digest:

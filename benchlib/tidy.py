@@ -227,25 +227,23 @@ class _Chunk:
 
 
 class _Long:
-    """A long table's rows (metrics, profiles) as columns: each row's own values and the index of its
-    run among the chunk's runs, whose key columns polars gathers at the end (appending a run's keys
-    to each of its rows cost more Python time than the rows themselves)."""
+    """A long table's rows (metrics, profiles) as columns, a run's key columns extended by all its rows
+    at once rather than appended row by row. No polars expression runs here: in a worker forked from a
+    process whose polars thread pool was running, one can wait forever."""
 
     def __init__(self, table_schema: pl.Schema, keys: tuple[str, ...]):
         self.schema, self.keys = table_schema, keys
-        self.own = {c: [] for c in table_schema if c not in keys}
-        self.of_run: list[int] = []
+        self.columns = {c: [] for c in table_schema}
 
-    def add(self, rows: list[dict], run: int) -> None:
+    def add(self, rows: list[dict], run: dict) -> None:
+        for k in self.keys:
+            self.columns[k] += [run[k]] * len(rows)
         for row in rows:
             for k, v in row.items():
-                self.own[k].append(v)
-        self.of_run += [run] * len(rows)
+                self.columns[k].append(v)
 
-    def frame(self, runs: pl.DataFrame) -> pl.DataFrame:
-        own = pl.DataFrame(self.own, schema={c: self.schema[c] for c in self.own})
-        keys = runs.select(pl.col(self.keys).gather(pl.Series(self.of_run, dtype=pl.Int64)))
-        return pl.concat([keys, own], how="horizontal").select(self.schema.names())
+    def frame(self) -> pl.DataFrame:
+        return pl.DataFrame(self.columns, schema=self.schema)
 
 
 def _load_chunk(paths: list[str]) -> _Chunk:
@@ -258,7 +256,7 @@ def _load_chunk(paths: list[str]) -> _Chunk:
             if rec.profiled:
                 prun, rows = load_profiled(rec, path)
                 _check_int64(prun, path)
-                profiles.add(rows, len(profile_runs))
+                profiles.add(rows, prun)
                 profile_runs.append(prun)
                 loaded.append((str(path), rec.run_id))
                 continue
@@ -267,14 +265,14 @@ def _load_chunk(paths: list[str]) -> _Chunk:
         except RecordError as exc:
             errors.append(exc)
             continue
-        metrics.add(rows, len(runs))
+        metrics.add(rows, run)
         runs.append(run)
         loaded.append((str(path), rec.run_id))
     runs = pl.DataFrame(runs, schema=schema.RUNS_SCHEMA) if runs else schema.empty("runs")
     profile_runs = (
         pl.DataFrame(profile_runs, schema=schema.PROFILE_RUNS_SCHEMA) if profile_runs else schema.empty("profile_runs")
     )
-    return _Chunk(runs, metrics.frame(runs), profile_runs, profiles.frame(profile_runs), errors, loaded)
+    return _Chunk(runs, metrics.frame(), profile_runs, profiles.frame(), errors, loaded)
 
 
 _RUN_ORDER_SCHEMA = pl.Schema(

@@ -245,9 +245,13 @@ def run_parse_before(cdir: Path, before: Path, rounds: int) -> None:
                 parsed, _ = _child("--parse", str(cdir), "--out", str(out), pythonpath=code)
                 seen[name].append((sum(parsed["timings"].values()), parsed, out))
                 figure(f"parse, {name} ({k + 1})", seen[name][-1][0], "s")
+                figure(f"  CPU time, all its processes ({name} {k + 1})", parsed["cpu_s"], "s")
         (t_old, old, old_out), (t_new, new, new_out) = (min(seen[n], key=lambda t: t[0]) for n in ("before", "after"))
         print(f"{new['runs']} runs, {new['metric_rows']} metric rows")
         figure("parse, after / before (best of each)", t_new / t_old)
+        cpu_old, cpu_new = (min(p["cpu_s"] for _, p, _ in seen[n]) for n in ("before", "after"))
+        figure("parse CPU time, after / before (best of each)", cpu_new / cpu_old)
+        figure("parse CPU time per record, after", cpu_new / new["runs"] * 1e3, "ms")
         for name, parsed in (("before", old), ("after", new)):
             figure(f"peak RSS, parse process, {name}", parsed["peak_rss_kib"] / 2**20, "GiB")
             figure(f"peak RSS, largest parse worker, {name}", parsed["worker_peak_rss_kib"] / 2**20, "GiB")
@@ -329,13 +333,21 @@ def main() -> None:
         # parse workers are this process's children, measured apart from it
         result["peak_rss_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         result["worker_peak_rss_kib"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        # CPU time of the process and its workers: less sensitive than wall time to a shared machine's load
+        result["cpu_s"] = sum(
+            u.ru_utime + u.ru_stime for u in map(resource.getrusage, (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+        )
         print(json.dumps(result))
         return
     if args.tables:
         run_tables(args.tables, args.copies, args.before, args.keep)
         return
     if args.before:
-        for cdir in [args.campaign] if args.campaign else (synth.generate_once(args.raw / str(n), n, args.scenarios) for n in args.runs):
+        for cdir in (
+            [args.campaign]
+            if args.campaign
+            else (synth.generate_once(args.raw / str(n), n, args.scenarios) for n in args.runs)
+        ):
             run_parse_before(cdir, args.before, args.rounds)
         return
     if args.incremental:
