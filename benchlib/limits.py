@@ -53,8 +53,8 @@ def read_file(path: str | os.PathLike, cap: int, error: type[Exception]) -> byte
 def read_capped(fd: int, size: int, cap: int) -> bytes:
     """At most ``cap`` + 1 bytes of the open regular file ``fd`` of ``size`` bytes (its fstat): all it
     holds, one more telling a file beyond the cap. Reads ask for the size, not the cap: a file object's
-    read of ``cap`` + 1 bytes allocates them first (256 MiB for each of a record's small files: once
-    half the CPU time of a parse), and its buffer and wrapper cost more than the read of a small file."""
+    read of ``cap`` + 1 bytes allocates them first (256 MiB for each of a record's small files: about a
+    sixth of a parse's CPU time), and its buffer and wrapper cost more than the read of a small file."""
     parts, total = [], 0
     while total <= cap:
         part = os.read(fd, min(max(size + 1 - total, io.DEFAULT_BUFFER_SIZE), cap + 1 - total))

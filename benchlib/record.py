@@ -201,7 +201,7 @@ _LONG_NUMBER = b"0" * 20
 
 def parse_json(data: bytes):
     """A record's JSON document as json.loads reads it, by orjson where it reads the same (meta.json
-    and cpu.json by json were a sixth of a parse's CPU time): what orjson refuses (NaN and Infinity,
+    and cpu.json by json were about a tenth of a parse's CPU time): what orjson refuses (NaN and Infinity,
     which json.dumps writes, other encodings than UTF-8) or reads otherwise (integers beyond 64 bits)
     goes to json, and so do errors, named in its words."""
     if _LONG_NUMBER not in data.translate(_DIGITS_AS_ZERO):

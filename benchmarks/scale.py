@@ -24,6 +24,10 @@ shifted, start times shifted by the campaign's span): the analysis of a K-times 
 copies of 100k runs: 1M; 1000 copies of 10k: 10M) without generating and parsing its records.
 ``--before CHECKOUT`` first runs the same analysis with the benchlib of another checkout and both
 tables read whole, in the same run, and compares every file the two wrote.
+
+``--before CHECKOUT`` without ``--tables`` parses each campaign (``--campaign DIR``, or the synthetic one of
+each size) with the code of CHECKOUT and with this code, alternately (``--rounds`` parses each, a child
+each), in one run: wall and CPU time of each and their ratios, and whether the four tables are the same.
 """
 
 from __future__ import annotations
