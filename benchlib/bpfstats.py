@@ -133,20 +133,21 @@ def _attach_points(attached: list[dict]) -> dict[int, str]:
     return {pid: ", ".join(sorted(set(w))) for pid, w in points.items()}
 
 
-def table(run_id: str, bpf: dict | None) -> pl.DataFrame:
-    """One row per program that ran within the window of ``run_id`` (its counters' difference):
-    PROFILE_BPF_SCHEMA; empty where the record has no counters."""
+def rows(run_id: str, bpf: dict | None) -> list[dict]:
+    """One row (PROFILE_BPF_SCHEMA) per program that ran within the window of ``run_id`` (its counters'
+    difference); none where the record has no counters. Plain dicts: parse workers build no polars
+    frame per record."""
     if not bpf or "after" not in bpf:
-        return pl.DataFrame(schema=PROFILE_BPF_SCHEMA)
+        return []
     before = {p["id"]: p for p in bpf["before"]}
     attach = _attach_points(bpf.get("attached") or [])
-    rows = []
+    out = []
     for p in bpf["after"]:
         b = before.get(p["id"], {})
         cnt = p.get("run_cnt", 0) - b.get("run_cnt", 0)
         ns = p.get("run_time_ns", 0) - b.get("run_time_ns", 0)
         if cnt > 0:
-            rows.append(
+            out.append(
                 {
                     "run_id": run_id,
                     "id": p["id"],
@@ -157,4 +158,9 @@ def table(run_id: str, bpf: dict | None) -> pl.DataFrame:
                     "run_time_ns": ns,
                 }
             )
-    return pl.DataFrame(rows, schema=PROFILE_BPF_SCHEMA)
+    return out
+
+
+def table(run_id: str, bpf: dict | None) -> pl.DataFrame:
+    """`rows` as a table of PROFILE_BPF_SCHEMA."""
+    return pl.DataFrame(rows(run_id, bpf), schema=PROFILE_BPF_SCHEMA)

@@ -228,29 +228,40 @@ class _Chunk:
     reused: int = 0  # records whose rows came from the previous tables, unread
 
 
-def _columns(rows: list[dict], keys: dict, into: dict[str, list]) -> None:
-    for row in rows:
-        for k, v in keys.items():
-            into[k].append(v)
-        for k, v in row.items():
-            into[k].append(v)
+class _Long:
+    """A long table's rows (metrics, profiles) as columns, a run's key columns extended by all its rows
+    at once rather than appended row by row. No polars expression runs here: in a worker forked from a
+    process whose polars thread pool was running, one can wait forever."""
+
+    def __init__(self, table_schema: pl.Schema, keys: tuple[str, ...]):
+        self.schema, self.keys = table_schema, keys
+        self.columns = {c: [] for c in table_schema}
+
+    def add(self, rows: list[dict], run: dict) -> None:
+        for k in self.keys:
+            self.columns[k] += [run[k]] * len(rows)
+        for row in rows:
+            for k, v in row.items():
+                self.columns[k].append(v)
+
+    def frame(self) -> pl.DataFrame:
+        return pl.DataFrame(self.columns, schema=self.schema)
 
 
 def _load_chunk(paths: list[str]) -> _Chunk:
     """The tables' rows of consecutive records; a worker returns frames, not millions of dicts."""
     runs, profile_runs, errors, loaded = [], [], [], []
-    metrics = {c: [] for c in schema.METRICS_SCHEMA}
-    profiles = {c: [] for c in schema.PROFILES_SCHEMA}
-    bpf = [schema.empty("profile_bpf")]
+    metrics, profiles = _Long(schema.METRICS_SCHEMA, _KEYS), _Long(schema.PROFILES_SCHEMA, _PROFILE_KEYS)
+    bpf = []
     for path in map(Path, paths):
         try:
             rec = record.load(path)
             if rec.profiled:
                 prun, rows = load_profiled(rec, path)
                 _check_int64(prun, path)
+                profiles.add(rows, prun)
                 profile_runs.append(prun)
-                _columns(rows, {k: prun[k] for k in _PROFILE_KEYS}, profiles)
-                bpf.append(bpfstats.table(rec.run_id, (rec.profile or {}).get("bpf")))
+                bpf += bpfstats.rows(rec.run_id, (rec.profile or {}).get("bpf"))
                 loaded.append((str(path), rec.run_id))
                 continue
             run, rows = _measured(rec, path)
@@ -258,18 +269,15 @@ def _load_chunk(paths: list[str]) -> _Chunk:
         except RecordError as exc:
             errors.append(exc)
             continue
+        metrics.add(rows, run)
         runs.append(run)
-        _columns(rows, {k: run[k] for k in _KEYS}, metrics)
         loaded.append((str(path), rec.run_id))
-    return _Chunk(
-        pl.DataFrame(runs, schema=schema.RUNS_SCHEMA) if runs else schema.empty("runs"),
-        pl.DataFrame(metrics, schema=schema.METRICS_SCHEMA),
-        pl.DataFrame(profile_runs, schema=schema.PROFILE_RUNS_SCHEMA) if profile_runs else schema.empty("profile_runs"),
-        pl.DataFrame(profiles, schema=schema.PROFILES_SCHEMA),
-        pl.concat(bpf),
-        errors,
-        loaded,
+    runs = pl.DataFrame(runs, schema=schema.RUNS_SCHEMA) if runs else schema.empty("runs")
+    profile_runs = (
+        pl.DataFrame(profile_runs, schema=schema.PROFILE_RUNS_SCHEMA) if profile_runs else schema.empty("profile_runs")
     )
+    profile_bpf = pl.DataFrame(bpf, schema=schema.PROFILE_BPF_SCHEMA) if bpf else schema.empty("profile_bpf")
+    return _Chunk(runs, metrics.frame(), profile_runs, profiles.frame(), profile_bpf, errors, loaded)
 
 
 _RUN_ORDER_SCHEMA = pl.Schema(
@@ -304,7 +312,7 @@ def _run_order(task: tuple[list[str], bool, dict[str, tuple]]) -> pl.DataFrame:
             rows.append((path, was[2], was[3], fp, was[1], True))
             continue
         try:
-            meta = json.loads(record.read_file(path, record.META))
+            meta = record.parse_json(record.read_file(path, record.META))
             env, order = meta["environment"], meta["order"]
         except (OSError, ValueError, KeyError, TypeError):  # a RecordError (a link, a FIFO) is a ValueError
             env = order = None

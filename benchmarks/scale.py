@@ -24,6 +24,10 @@ shifted, start times shifted by the campaign's span): the analysis of a K-times 
 copies of 100k runs: 1M; 1000 copies of 10k: 10M) without generating and parsing its records.
 ``--before CHECKOUT`` first runs the same analysis with the benchlib of another checkout and both
 tables read whole, in the same run, and compares every file the two wrote.
+
+``--before CHECKOUT`` without ``--tables`` parses each campaign (``--campaign DIR``, or the synthetic one of
+each size) with the code of CHECKOUT and with this code, alternately (``--rounds`` parses each, a child
+each), in one run: wall and CPU time of each and their ratios, and whether the four tables are the same.
 """
 
 from __future__ import annotations
@@ -229,6 +233,42 @@ def run_size(runs: int, scenarios: int, raw: Path, no_analysis: bool) -> None:
     figure("children's wall (incl. interpreter start-up)", wall, "s")
 
 
+def run_parse_before(cdir: Path, before: Path, rounds: int) -> None:
+    """The parse of one campaign by the code of ``before`` and by this code, alternately (``rounds``
+    times each, a child each), in one run: their times as a ratio, and their tables compared."""
+    import polars as pl
+
+    from benchlib import schema
+
+    with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
+        print(f"scale: parse of {cdir}, before ({before}) and after, alternately; load average {_loadavg()}")
+        seen = {"before": [], "after": []}
+        for k in range(rounds):
+            for name, code in (("before", before), ("after", None)):
+                out = Path(tmp) / f"{name}-{k}"
+                parsed, _ = _child("--parse", str(cdir), "--out", str(out), pythonpath=code)
+                seen[name].append((sum(parsed["timings"].values()), parsed, out))
+                figure(f"parse, {name} ({k + 1})", seen[name][-1][0], "s")
+                figure(f"  CPU time, all its processes ({name} {k + 1})", parsed["cpu_s"], "s")
+        (t_old, old, old_out), (t_new, new, new_out) = (min(seen[n], key=lambda t: t[0]) for n in ("before", "after"))
+        print(f"{new['runs']} runs, {new['metric_rows']} metric rows")
+        figure("parse, after / before (best of each)", t_new / t_old)
+        cpu_old, cpu_new = (min(p["cpu_s"] for _, p, _ in seen[n]) for n in ("before", "after"))
+        figure("parse CPU time, after / before (best of each)", cpu_new / cpu_old)
+        figure("parse CPU time per record, after", cpu_new / new["runs"] * 1e3, "ms")
+        for name, parsed in (("before", old), ("after", new)):
+            figure(f"peak RSS, parse process, {name}", parsed["peak_rss_kib"] / 2**20, "GiB")
+            figure(f"peak RSS, largest parse worker, {name}", parsed["worker_peak_rss_kib"] / 2**20, "GiB")
+        same = [
+            name
+            for name in tidy.TABLES
+            if pl.read_parquet(old_out / f"{name}.parquet").equals(pl.read_parquet(new_out / f"{name}.parquet"))
+            and schema.parse_identity(old_out / f"{name}.parquet") == schema.parse_identity(new_out / f"{name}.parquet")
+        ]
+        print(f"tables the same, row for row and in their identity stamp: {len(same)} of {len(tidy.TABLES)}")
+        print(f"load average after: {_loadavg()}")
+
+
 def _loadavg() -> str:
     return Path("/proc/loadavg").read_text().strip()
 
@@ -281,8 +321,11 @@ def main() -> None:
     p.add_argument(
         "--before",
         type=Path,
-        help="with --tables: also analyse with the benchlib package of this checkout (the code before), tables in memory",
+        help="with --tables: also analyse with the benchlib package of this checkout (the code before), tables in "
+        "memory; else: parse each campaign with it and with this code, alternately, and compare the tables",
     )
+    p.add_argument("--rounds", type=int, default=2, help="with --before, parse: parses by each code")
+    p.add_argument("--campaign", type=Path, help="with --before, parse: this campaign's records, not synthetic ones")
     p.add_argument("--keep", type=Path, help="with --tables --copies: write the repeated tables here (kept)")
     args = p.parse_args()
     if args.parse or args.analyse:
@@ -294,10 +337,22 @@ def main() -> None:
         # parse workers are this process's children, measured apart from it
         result["peak_rss_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         result["worker_peak_rss_kib"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        # CPU time of the process and its workers: less sensitive than wall time to a shared machine's load
+        result["cpu_s"] = sum(
+            u.ru_utime + u.ru_stime for u in map(resource.getrusage, (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+        )
         print(json.dumps(result))
         return
     if args.tables:
         run_tables(args.tables, args.copies, args.before, args.keep)
+        return
+    if args.before:
+        for cdir in (
+            [args.campaign]
+            if args.campaign
+            else (synth.generate_once(args.raw / str(n), n, args.scenarios) for n in args.runs)
+        ):
+            run_parse_before(cdir, args.before, args.rounds)
         return
     if args.incremental:
         for runs in args.runs:

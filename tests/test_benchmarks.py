@@ -109,3 +109,12 @@ def test_cpu_profiles_benchmark_parses_and_analyses(capsys):
     assert "profiles: 20 profiles (4 configurations x 5 runs)" in out
     for line in ("parse: fold + rows + classification", "analysis: profiles.analyse", "profile_explanations: 2 rows"):
         assert line in out
+
+
+@pytest.mark.slow  # two parses in child processes
+def test_scale_parses_with_the_code_before_and_compares_the_tables(tmp_path, capsys):
+    cdir = synth.generate(tmp_path / "raw", runs=200, scenarios=2, seed=5)
+    scale.run_parse_before(cdir, Path(__file__).resolve().parent.parent, rounds=1)  # this code as "before"
+    out = capsys.readouterr().out
+    assert "parse CPU time, after / before (best of each)" in out
+    assert "tables the same, row for row and in their identity stamp: 4 of 4" in out

@@ -1,6 +1,7 @@
 """Raw records: one type reads and writes them; versions are checked and migrated."""
 
 import json
+import re
 import shutil
 
 import pytest
@@ -151,6 +152,41 @@ def test_a_record_moved_to_another_run_is_refused(v1_record):
     shutil.move(v1_record, moved)
     with pytest.raises(record.RecordError, match="holds run 'local-lab/host/rr/r002'"):
         record.load(moved)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b'{"a": NaN, "b": -Infinity}',  # json.dumps writes these
+        b"[1e400]",
+        b'{"order": 18446744073709551616, "block": -9223372036854775809}',  # beyond 64 bits: a float in orjson
+        b"[0.123456789012345678901234, 1.0, -0, 5e-324, 1.7976931348623157e308]",
+        "[1]".encode("utf-16"),
+        b"\xef\xbb\xbf[1]",
+        b'["\\ud800"]',
+        b'{"a": 1, "a": 2}',
+    ],
+)
+def test_a_record_json_document_reads_as_json_reads_it(text):
+    assert repr(record.parse_json(text)) == repr(json.loads(text))  # repr: NaN equals itself, 1 is not 1.0
+
+
+@pytest.mark.parametrize("text", [b"{", b'{"a": 1} x', b"\xff", b""])
+def test_a_broken_record_json_document_is_the_error_json_gives(text):
+    with pytest.raises(ValueError) as expected:
+        json.loads(text)
+    with pytest.raises(type(expected.value), match=f"^{re.escape(str(expected.value))}$"):
+        record.parse_json(text)
+
+
+def test_a_record_integer_beyond_64_bits_is_named_not_read_as_a_float(v1_record):
+    meta = json.loads((v1_record / "meta.json").read_text())
+    meta["order"] = 2**64
+    (v1_record / "meta.json").write_text(json.dumps(meta))
+    record.write_checksums(v1_record)
+    assert record.load(v1_record).order == 2**64
+    (error,) = tidy._load_chunk([str(v1_record)]).errors
+    assert str(error) == f"{v1_record}: order is beyond a 64-bit integer"
 
 
 def test_find_skips_temporary_directories_and_remove_partial_clears_them(v1_record):
