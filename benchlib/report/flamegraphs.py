@@ -249,7 +249,7 @@ def differential(
         height=ICICLE_HEIGHT,
         margin=dict(t=110),
         title=f"Differential flamegraph: {test}, {order[0] if not menu else 'scenario'} vs {baseline}<br><sup>"
-        f"size: busy samples; colour: each frame's own change in {unit} (red: more)<br>{_side_note(sides)}</sup>",
+        f"size: busy samples; colour: each frame's change in % of its own {unit} (red: more)<br>{_side_note(sides)}</sup>",
     )
     if menu:
         _dropdown(fig, order, len(sides))
