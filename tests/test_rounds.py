@@ -12,7 +12,7 @@ from benchlib.plan import plan_environment, schedule
 from benchlib.targets.kubernetes import KubernetesTarget
 from tests.conftest import REPO
 
-PRESET = REPO / "pipelines/local-cilium/params-calico.yaml"  # three CNIs, pod paths and Services on each
+PRESET = REPO / "pipelines/local-cilium/params-calico.yaml"  # three CNIs, across nodes and on one node
 
 
 @pytest.fixture(scope="module")
