@@ -82,8 +82,10 @@ def main() -> None:
                 f"{test:<12} {way:<15} {rows.height:>3} {rows['half'].median():>12.1f} {rows['half'].max():>9.1f}"
                 f" {paired:>7}"
             )
-    joined = ways["report"].join(ways["95 % unpaired"], on=KEYS, suffix="_u95").join(
-        ways["95 % paired"], on=KEYS, suffix="_p95"
+    joined = (
+        ways["report"]
+        .join(ways["95 % unpaired"], on=KEYS, suffix="_u95")
+        .join(ways["95 % paired"], on=KEYS, suffix="_p95")
     )
     print("\nchange % [report interval] | [95 % unpaired] | [95 % paired]; p_adj as in the report")
     for r in joined.sort("test", "scenario", "baseline").iter_rows(named=True):

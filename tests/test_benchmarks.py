@@ -13,6 +13,7 @@ import pytest
 from benchlib import record, tidy
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+import halfwidths  # noqa: E402
 import scale  # noqa: E402
 import synth  # noqa: E402
 
@@ -117,4 +118,23 @@ def test_scale_parses_with_the_code_before_and_compares_the_tables(tmp_path, cap
     scale.run_parse_before(cdir, Path(__file__).resolve().parent.parent, rounds=1)  # this code as "before"
     out = capsys.readouterr().out
     assert "parse CPU time, after / before (best of each)" in out
-    assert "tables the same, row for row and in their identity stamp: 4 of 4" in out
+    tables = len(tidy.TABLES)
+    assert f"tables the same, row for row and in their identity stamp: {tables} of {tables}" in out
+
+
+def test_halfwidths_sets_the_report_intervals_beside_each_at_95_percent(capsys, monkeypatch):
+    """On the real lab-default-003 tables: per test, the report's, the unpaired 95 % and the paired 95 %
+    half-widths, the 95 % ones narrower than the report's family-level ones."""
+    root = Path(__file__).resolve().parent.parent
+    tables = root / "tests/fixtures/tidy/lab-default-003"
+    monkeypatch.setattr(sys, "argv", ["halfwidths.py", "--params", str(root / "params.yaml"), "--tables", str(tables)])
+    halfwidths.main()
+    out = capsys.readouterr().out
+    rows = re.findall(r"^(\S+)\s+(report|95 % unpaired|95 % paired)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+(\d+)$", out, re.M)
+    by = {(test, way): (int(n), float(half), int(paired)) for test, way, n, half, _, paired in rows}
+    tests = {test for test, _ in by}
+    assert len(tests) >= 3 and len(by) == 3 * len(tests)
+    for test in tests:
+        n, report, _ = by[(test, "report")]
+        assert n > 0 and by[(test, "95 % unpaired")][1] < report
+        assert by[(test, "95 % paired")][2] > 0  # the lab's blocks pair its comparisons
