@@ -66,16 +66,18 @@ def clk_tck() -> int:
 def machine() -> dict[str, str | int]:
     """This machine's CPU model, online CPUs and memory: what two campaigns' records should agree on
     before their numbers are compared."""
+    with open("/proc/cpuinfo") as cpuinfo, open("/proc/meminfo") as meminfo:
+        return machine_facts(cpuinfo.read(), meminfo.read(), os.cpu_count() or 0)
 
-    def first(path: str, key: str) -> str:
-        with open(path) as f:
-            return next((line.split(":", 1)[1].strip() for line in f if line.startswith(key)), "unknown")
 
-    return {
-        "cpu_model": first("/proc/cpuinfo", "model name"),
-        "cpus": os.cpu_count() or 0,
-        "memory": first("/proc/meminfo", "MemTotal"),
-    }
+def machine_facts(cpuinfo: str, meminfo: str, cpus: int) -> dict[str, str | int]:
+    """`machine`'s facts from the text of /proc/cpuinfo and /proc/meminfo and the online CPUs (a
+    cluster node's, read in a pod on it)."""
+
+    def first(text: str, key: str) -> str:
+        return next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith(key)), "unknown")
+
+    return {"cpu_model": first(cpuinfo, "model name"), "cpus": cpus, "memory": first(meminfo, "MemTotal")}
 
 
 def side_usage(start: Snapshot, end: Snapshot, cpus: list[int], ticks_per_s: int) -> dict[str, float]:

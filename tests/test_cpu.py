@@ -49,3 +49,15 @@ def test_a_busy_loop_shows_up_on_its_cpu_only():
     both = cpu.side_usage(first, last, [busy_cpu, other], cpu.clk_tck())
     assert both["cpu_busy_cores"] >= busy["cpu_busy_cores"]
     assert both["cpu_busy_pct"] == pytest.approx(both["cpu_busy_cores"] / 2 * 100)
+
+
+def test_a_nodes_machine_read_by_its_script_is_the_machine_read_here():
+    """The Kubernetes target reads a node's machine with a shell script in a pod on it; the same script
+    run on this machine gives what the lab records for it."""
+    from benchlib.targets.kubernetes import MACHINE_SCRIPT, MACHINE_SEPARATOR
+
+    text = subprocess.run(["sh", "-c", MACHINE_SCRIPT], capture_output=True, text=True, check=True).stdout
+    cpuinfo, meminfo, cpus = text.split(MACHINE_SEPARATOR)
+    facts = cpu.machine_facts(cpuinfo, meminfo, int(cpus))
+    assert facts == cpu.machine()
+    assert facts["cpu_model"] != "unknown" and facts["cpus"] >= 1 and str(facts["memory"]).endswith("kB")

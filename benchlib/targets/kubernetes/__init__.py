@@ -617,7 +617,22 @@ class KubernetesTarget(Target):
             "image": self.settings.image,
             "versions": versions,
             "clk_tck": int(self.cluster.check(pod, ["getconf", "CLK_TCK"]).strip()),
+            "machine": self._node_machine(pod),
         }
+
+    def _node_machine(self, pod: str) -> dict[str, str | int]:
+        """The node's CPU model, online CPUs and memory (cpu.machine), read in a pod on it."""
+        text = self.cluster.check(pod, ["sh", "-c", MACHINE_SCRIPT])
+        cpuinfo, meminfo, cpus = text.split(MACHINE_SEPARATOR)
+        return cpu.machine_facts(cpuinfo, meminfo, int(cpus.strip()))
+
+
+# what describe reads of a node: its /proc/cpuinfo, /proc/meminfo and online CPUs, apart
+MACHINE_SEPARATOR = "--benchlib-machine--\n"
+MACHINE_SCRIPT = (
+    f"cat /proc/cpuinfo; echo {MACHINE_SEPARATOR.strip()}; cat /proc/meminfo; echo {MACHINE_SEPARATOR.strip()}; "
+    "getconf _NPROCESSORS_ONLN"
+)
 
 
 def remove_stale_certificates(log=_log.info, directory: Path | None = None) -> list[str]:
