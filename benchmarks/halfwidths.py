@@ -30,22 +30,10 @@ from benchlib.config import load_params
 KEYS = ["test", "metric", "scenario", "baseline"]
 
 
-def primary(runs: pl.DataFrame, metrics: pl.DataFrame, settings, paired: bool, confidence: float | None):
-    values = normalize.with_cpu_at_target(metrics, runs, **work_rates(settings))
-    compared = stats.compared_values(values, runs, settings.family_metrics)
-    s = settings.model_copy(update={"paired": paired})
-    table = stats.compare(
-        compared,
-        runs,
-        baseline=s.baseline,
-        alpha=s.alpha,
-        correction=s.correction,
-        noise_band_pct=s.noise_band_pct,
-        seed=s.seed,
-        contrasts=s.contrasts,
-        confidence=confidence,
-        paired=paired,
-    )
+def primary(compared: pl.DataFrame, runs: pl.DataFrame, settings, paired: bool, confidence: float | None):
+    """The primary comparisons as the analysis makes them, paired or not, at ``confidence`` (None: the
+    family's decision level)."""
+    table = stats.compare_as(compared, runs, settings.model_copy(update={"paired": paired}), confidence)
     return table.filter(pl.col("family") == "primary").select(
         *KEYS,
         "n",
@@ -66,10 +54,12 @@ def main() -> None:
     args = ap.parse_args()
     settings = load_params(args.params).analysis
     runs, metrics = load_tables(args.tables / "runs.parquet", args.tables / "metrics.parquet")
+    values = normalize.with_cpu_at_target(metrics, runs, **work_rates(settings))
+    compared = stats.compared_values(values, runs, settings.family_metrics)
     ways = {
-        "report": primary(runs, metrics, settings, settings.paired, None),
-        "95 % unpaired": primary(runs, metrics, settings, False, 0.95),
-        "95 % paired": primary(runs, metrics, settings, True, 0.95),
+        "report": primary(compared, runs, settings, settings.paired, None),
+        "95 % unpaired": primary(compared, runs, settings, False, 0.95),
+        "95 % paired": primary(compared, runs, settings, True, 0.95),
     }
     blocks = runs.filter(pl.col("outcome") == "ok")["block"].n_unique()
     print(f"{runs.height} runs, {blocks} blocks with a successful run; half-width = (high - low) / 2, in points of %")
