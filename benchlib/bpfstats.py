@@ -27,17 +27,20 @@ from .schema import PROFILE_BPF_SCHEMA
 STATS = Path("/proc/sys/kernel/bpf_stats_enabled")
 NETNS = Path("/run/netns")
 TIMEOUT_S = 10
-# what a program entry keeps: the rest (maps, BTF ids, pids) says nothing of its cost
 LAB_ID = re.compile(r"^bl-\d+_\d+-")
+# what a program entry keeps: the rest (maps, BTF ids, pids) says nothing of its cost
 FIELDS = ("id", "type", "name", "tag", "run_cnt", "run_time_ns")
 
 
-def _bpftool(argv: list[str]) -> list | dict | None:
+def _bpftool(argv: list[str], netns: str | None = None) -> list | dict | None:
+    """bpftool's JSON answer to ``argv`` (in the named network namespace ``netns``); None without a
+    working bpftool or an answer."""
     tool = shutil.which("bpftool")
     if tool is None:
         return None
+    inside = ["ip", "netns", "exec", netns] if netns else []
     try:
-        r = subprocess.run([tool, *argv, "--json"], capture_output=True, text=True, timeout=TIMEOUT_S)
+        r = subprocess.run([*inside, tool, *argv, "--json"], capture_output=True, text=True, timeout=TIMEOUT_S)
     except (OSError, subprocess.TimeoutExpired):
         return None
     if r.returncode != 0:
@@ -59,24 +62,8 @@ def programs() -> list[dict] | None:
 def attachments() -> list[dict]:
     """Where programs hang on devices: one entry per namespace (None: this one), as `bpftool net show`
     prints it there."""
-    out = [{"netns": None, "net": _bpftool(["net", "show"])}]
     names = sorted(p.name for p in NETNS.iterdir()) if NETNS.is_dir() else []
-    for ns in names:
-        tool = shutil.which("bpftool")
-        if tool is None:
-            break
-        try:
-            r = subprocess.run(
-                ["ip", "netns", "exec", ns, tool, "net", "show", "--json"],
-                capture_output=True,
-                text=True,
-                timeout=TIMEOUT_S,
-            )
-            net = json.loads(r.stdout) if r.returncode == 0 else None
-        except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError):
-            net = None
-        out.append({"netns": ns, "net": net})
-    return out
+    return [{"netns": ns, "net": _bpftool(["net", "show"], ns)} for ns in [None, *names]]
 
 
 class Window:
