@@ -638,6 +638,7 @@ def test_a_full_disk_during_parse_is_one_line_and_keeps_the_old_tables(project_c
 
 
 TIDY = REPO / "tests/fixtures/tidy/lab-default-003"  # real tables of the default campaign before profiled runs
+PROFILE_TABLES = [name for name in tidy.TABLES if name not in ("runs", "metrics")]
 
 
 def _reported_before(project: Path) -> Path:
@@ -648,7 +649,7 @@ def _reported_before(project: Path) -> Path:
     reports.mkdir()
     for name in ("runs.parquet", "metrics.parquet"):
         shutil.copy2(TIDY / name, processed / name)
-    for name in ("profile_runs", "profiles"):  # as `benchlib parse` writes them for a campaign without profiles
+    for name in PROFILE_TABLES:  # as `benchlib parse` writes them for a campaign without profiles
         schema.write(schema.empty(name), name, processed / f"{name}.parquet")
     shutil.copy2(REPO / "reports/metrics.json", reports / "metrics.json")
     return processed
@@ -733,7 +734,7 @@ def test_analyse_refuses_tables_of_different_parses_campaigns_or_plans(project_c
     processed = project_copy / "data/processed"
     shutil.copy2(TIDY / "runs.parquet", processed / "runs.parquet")
     shutil.copy2(REPO / "tests/fixtures/tidy/lab-default-002/metrics.parquet", processed / "metrics.parquet")
-    for name in ("profile_runs", "profiles"):
+    for name in PROFILE_TABLES:
         schema.write(schema.empty(name), name, processed / f"{name}.parquet")
     params.write_text(plan)
     line = _one_error(benchlib(project_copy, "analyse", timeout=300))

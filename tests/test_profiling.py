@@ -258,7 +258,7 @@ def test_veth_routed_spends_more_in_backlog_and_veth_per_transaction(profiled_ca
 
 def test_an_empty_profile_table_has_its_schema(short_campaign, tmp_path):
     tidy.parse_campaign(short_campaign["dir"], tmp_path)
-    for name in ("profile_runs", "profiles"):
+    for name in ("profile_runs", "profiles", "profile_bpf"):
         df = schema.read(tmp_path / f"{name}.parquet", name)
         assert df.is_empty() and df.schema == schema._SCHEMAS[name]
 
