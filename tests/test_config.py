@@ -53,16 +53,17 @@ def test_bad_params_name_the_key(tmp_path, mutate, expected):
     assert "params.yaml" in str(err.value)
 
 
-def test_the_vpc_preset_plans_every_scenario_and_its_reference_stand_ins(tmp_path):
-    params = load_params(REPO / "pipelines/local-cilium/params-vpc.yaml")
-    [plan] = validate_all(params)
-    stand_ins = params.analysis.reference_scenarios
-    assert stand_ins["A"] == params.analysis.baseline == "vpc-cni"
-    assert {"vpc-cni-same-node", "vpc-cni-service-4", "vpc-cni-service-1000", "vpc-cni-service-5000"} <= set(
-        plan.scenarios
-    )
+def test_the_vpc_presets_plan_every_scenario_and_their_reference_stand_ins(tmp_path):
+    pods = load_params(REPO / "pipelines/local-cilium/params-vpc.yaml")
+    [plan] = validate_all(pods)
+    assert pods.analysis.reference_scenarios["A"] == pods.analysis.baseline == "vpc-cni"
+    assert {"vpc-cni-same-node", "cilium-vxlan-iptables", "cilium-native-ebpf"} <= set(plan.scenarios)
+    services = load_params(REPO / "pipelines/local-cilium/params-vpc-services.yaml")
+    [plan] = validate_all(services)
+    assert services.analysis.reference_scenarios == {"kube-proxy-iptables": "vpc-cni-service"}
+    assert {"vpc-cni-service-4", "vpc-cni-service-1000", "vpc-cni-service-5000"} <= set(plan.scenarios)
     # a stand-in that is no scenario, or a study name the study lacks, is named with its key
-    bad = yaml.safe_load((REPO / "pipelines/local-cilium/params-vpc.yaml").read_text())
+    bad = yaml.safe_load((REPO / "pipelines/local-cilium/params-vpc-services.yaml").read_text())
     bad["analysis"]["reference_scenarios"]["kube-proxy-iptables"] = "vpc-cni-svc"
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump(bad))
     with pytest.raises(ConfigError, match=r"analysis.reference_scenarios.kube-proxy-iptables: \['vpc-cni-svc-4'"):
