@@ -24,7 +24,6 @@ from pathlib import Path
 import polars as pl
 
 from benchlib.analysis import load_tables, normalize, stats
-from benchlib.analysis.analyse import work_rates
 from benchlib.config import load_params
 
 KEYS = ["test", "metric", "scenario", "baseline"]
@@ -54,7 +53,7 @@ def main() -> None:
     args = ap.parse_args()
     settings = load_params(args.params).analysis
     runs, metrics = load_tables(args.tables / "runs.parquet", args.tables / "metrics.parquet")
-    values = normalize.with_cpu_at_target(metrics, runs, **work_rates(settings))
+    values = normalize.with_cpu_at_target(metrics, runs, **normalize.work_rates(settings))
     compared = stats.compared_values(values, runs, settings.family_metrics)
     ways = {
         "report": primary(compared, runs, settings, settings.paired, None),

@@ -94,7 +94,7 @@ display(
 )
 
 # %%
-targets = normalize.work_targets(**analyse.work_rates(settings))
+targets = normalize.work_targets(**normalize.work_rates(settings))
 http = (
     f", {targets['http_qps']:g} requests/s for HTTP (fortio's achieved rate)"
     if (metrics["metric"] == "http_qps").any()

@@ -36,16 +36,6 @@ class AnalysisError(BenchlibError, ValueError):
     """The analysis tables are missing or do not belong together; the message names the file."""
 
 
-def work_rates(settings: Settings) -> dict[str, float]:
-    """The work rates CPU is normalized to, as normalize's keyword arguments."""
-    return {
-        "target_gbps": settings.cpu_target_gbps,
-        "per_transactions": settings.rr_per_transactions,
-        "per_connections": settings.crr_per_connections,
-        "per_requests": settings.http_per_requests,
-    }
-
-
 def families(comparisons: pl.DataFrame, alpha: float) -> pl.DataFrame:
     """Per family of comparisons (primary first): its correction, size, significant count, interval level
     and metrics."""
@@ -134,7 +124,7 @@ def run(
     s = settings
     if experiment is not None and experiment.precision is not None:
         s = s.model_copy(update={"alpha": sequential.spent_alpha(experiment, s.alpha, runs)})
-    values = normalize.with_cpu_at_target(metrics, runs, **work_rates(s))
+    values = normalize.with_cpu_at_target(metrics, runs, **normalize.work_rates(s))
     compared = stats.compared_values(values, runs, s.family_metrics)
     # what the instrument cannot resolve, and where a side ran at its CPU limit, stated on each comparison
     comparisons = saturation.annotate(resolution.annotate(compare(compared, runs, s)), runs, values)

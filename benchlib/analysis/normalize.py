@@ -7,17 +7,30 @@ counts as 50 % busy, not as an average of per-CPU percentages.
 
 from __future__ import annotations
 
-from typing import overload
+from typing import TYPE_CHECKING, overload
 
 import polars as pl
 
 from benchlib.schema import DERIVED_METRICS, METRICS, METRICS_SCHEMA, SIDES, TOTAL_SIDE, WORK_METRICS
+
+if TYPE_CHECKING:
+    from benchlib.config import Analysis
 
 CPU_AT_TARGET = "cpu_pct_at_target"
 CPU_SIDES = DERIVED_METRICS[CPU_AT_TARGET].sides  # client, server and total
 PROXY_CPU_AT_TARGET = "proxy_cpu_pct_at_target"
 
 RUN_KEYS = [c for c in METRICS_SCHEMA.names() if c not in ("metric", "value", "unit", "side")]
+
+
+def work_rates(analysis: Analysis) -> dict[str, float]:
+    """The work rates the analysis settings normalize CPU to, as with_cpu_at_target's keyword arguments."""
+    return {
+        "target_gbps": analysis.cpu_target_gbps,
+        "per_transactions": analysis.rr_per_transactions,
+        "per_connections": analysis.crr_per_connections,
+        "per_requests": analysis.http_per_requests,
+    }
 
 
 def _work(metrics: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:

@@ -75,14 +75,7 @@ def planned_comparisons(params: config.Params, plans: list[Plan]) -> list[tuple[
 
 def _samples(runs: pl.DataFrame, metrics: pl.DataFrame, analysis: config.Analysis) -> dict:
     """{(environment, test, scenario): (headline metric, its values)} of the pilot's successful runs."""
-    values = normalize.with_cpu_at_target(
-        metrics,
-        runs,
-        target_gbps=analysis.cpu_target_gbps,
-        per_transactions=analysis.rr_per_transactions,
-        per_connections=analysis.crr_per_connections,
-        per_requests=analysis.http_per_requests,
-    )
+    values = normalize.with_cpu_at_target(metrics, runs, **normalize.work_rates(analysis))
     heads = stats.headlines(values, runs).drop_nulls("headline")
     ok = (
         stats.ok_values(values, runs)

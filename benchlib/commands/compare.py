@@ -93,7 +93,7 @@ def load_campaign(spec: str):
 
 
 def run(args) -> int:
-    from benchlib.analysis import analyse, compare
+    from benchlib.analysis import compare, normalize
     from benchlib.report import compare as output, render as report
 
     analysis = params(args).analysis
@@ -109,7 +109,7 @@ def run(args) -> int:
         correction=args.correction or analysis.correction,
         threshold_pct=threshold,
         seed=analysis.seed,
-        targets=analyse.work_rates(analysis),
+        targets=normalize.work_rates(analysis),
     )
     out(json.dumps(output.to_json(res), indent=1) if args.json else output.text(res))
     if args.junit:

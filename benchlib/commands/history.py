@@ -53,7 +53,7 @@ def recorded_campaigns() -> list[str]:
 
 
 def run(args) -> int:
-    from benchlib.analysis import analyse, history
+    from benchlib.analysis import history, normalize
     from benchlib.analysis.compare import Campaign
     from benchlib.report import history as output
 
@@ -73,7 +73,7 @@ def run(args) -> int:
         correction=analysis.correction,
         threshold_pct=analysis.compare_threshold(),
         seed=analysis.seed,
-        targets=analyse.work_rates(analysis),
+        targets=normalize.work_rates(analysis),
         environment=args.env,
     )
     for spec in sorted(set(specs) - set(table["campaign"])):

@@ -193,7 +193,7 @@ def report_comparisons(fixture: str) -> tuple[dict, pl.DataFrame, pl.DataFrame, 
 
     s = settings()
     runs, metrics = load_tables(f"{fixture}/runs.parquet", f"{fixture}/metrics.parquet")
-    values = normalize.with_cpu_at_target(metrics, runs, **analyse.work_rates(s))
+    values = normalize.with_cpu_at_target(metrics, runs, **normalize.work_rates(s))
     return s.model_dump(), runs, values, analyse.compare(stats.compared_values(values, runs, s.family_metrics), runs, s)
 
 
