@@ -24,4 +24,4 @@ bash scripts/lint.sh
 bash scripts/k8s-local-cluster.sh build
 bash scripts/k8s-local-cluster.sh build cilium
 bash scripts/k8s-local-cluster.sh build vpc
-exec uv run --frozen pytest --durations=25 "$@"
+exec uv run --frozen pytest --durations=60 "$@"
