@@ -109,7 +109,7 @@ def finding_title(found: pl.DataFrame, quantity: str, test: str, baseline: str) 
             f"{quantity} than {baseline}" + (f" ({more} more significant)" if more else "")
         )
     if (found["kind"] == NOISE).any():
-        return f"{test}: no {quantity} change beyond the noise vs {baseline}"
+        return f"{test}: no significant {quantity} change vs {baseline}"
     if (found["kind"] == UNTESTED).all():
         return f"{test}: {quantity} per scenario, too few runs to compare"
     return f"{test}: {quantity} per scenario, nothing significant vs {baseline}"

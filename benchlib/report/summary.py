@@ -119,7 +119,8 @@ def finding_sentence(
         )
     elif kind == NOISE:
         mde = mde_text(r)
-        text = f"{what}: no change beyond the noise" + (
+        # not significant is not "no difference": the MDE says how large a change could hide here
+        text = f"{what}: no significant change" + (
             f" (it could detect {mde} %)" if mde and not mde.startswith("not") else ""
         )
     elif kind == INCONCLUSIVE or (r["verdict"] or "").startswith("not tested"):
@@ -295,9 +296,8 @@ def findings_markdown(
     noise = rows.filter(kind=NOISE)
     if len(noise):
         lines.append(
-            f"- No change beyond the noise in {len(noise)} of {len(rows)}: "
-            + "; ".join(_what(r) for r in noise.iter_rows(named=True))
-            + "."
+            f"- Not significant in {len(noise)} of {len(rows)} (no difference shown, none ruled out: the "
+            "headline table gives each interval): " + "; ".join(_what(r) for r in noise.iter_rows(named=True)) + "."
         )
     untested = rows.filter(kind=UNTESTED)
     if len(untested):
@@ -550,8 +550,7 @@ def takeaways(comparisons: pl.DataFrame, baseline: str) -> list[str]:
     found = rows.filter(kind=FINDING)
     if found.is_empty():
         return [
-            f"No scenario differs from {baseline} beyond the noise in any test's headline metric "
-            f"({len(rows)} comparisons)."
+            f"No difference from {baseline} is significant in any test's headline metric ({len(rows)} comparisons)."
         ]
     r = found.row(0, named=True)
     lead = (
@@ -567,7 +566,13 @@ def takeaways(comparisons: pl.DataFrame, baseline: str) -> list[str]:
             for way in ("worse", "better")
             if len(h := f.filter(pl.col("verdict").str.ends_with(way)))
         ]
-        parts.append((len(f), scenario, f"{scenario} " + (" and ".join(said) or f"no different in {len(g)} tests")))
+        parts.append(
+            (
+                len(f),
+                scenario,
+                f"{scenario} " + (" and ".join(said) or f"not significantly different in {len(g)} tests"),
+            )
+        )
     ranked = [text for _, _, text in sorted(parts, key=lambda p: (-p[0], p[1]))]
     return [lead, f"Against {baseline}, each test's headline metric: " + "; ".join(ranked) + "."]
 

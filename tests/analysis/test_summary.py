@@ -48,7 +48,7 @@ def test_findings_are_sentences_with_their_numbers_largest_change_first(real):
     )
     noise = rows.filter(scenario="veth-routed", test="tcp_stream_1").row(0, named=True)
     assert summary.finding_sentence(noise, 12, cpu_note=False).startswith(
-        "veth-routed vs host, tcp_stream_1 throughput: no change beyond the noise (it could detect "
+        "veth-routed vs host, tcp_stream_1 throughput: no significant change (it could detect "
     )
 
 
@@ -56,7 +56,7 @@ def test_the_summary_states_the_caveats_the_comparisons_carry(real):
     text = text_of(real)
     assert "**Findings**: the headline metric of each test, 9 of 12 comparisons significant after Holm" in text
     first = text.index("vxlan vs host, tcp_crr connection rate: **-50.7 %")
-    assert first < text.index("bridge vs host, tcp_rr transaction rate") < text.index("No change beyond the noise in 3")
+    assert first < text.index("bridge vs host, tcp_rr transaction rate") < text.index("Not significant in 3")
     # every comparison of the lab ran a side at its CPU limit: said once, not on every line
     assert "**CPU limit:** in 48 of 48 comparisons" in text and "; CPU limit (" not in text
     assert "**Below the instrument's resolution:** 9 of 48" in text
@@ -225,7 +225,7 @@ def test_the_first_screen_has_a_title_takeaways_and_the_context_of_the_runs(real
 def test_the_takeaways_say_so_when_nothing_differs(real):
     none = real.comparisons.with_columns(verdict=pl.lit(stats.WITHIN_NOISE))
     assert summary.takeaways(none, "host") == [
-        "No scenario differs from host beyond the noise in any test's headline metric (12 comparisons)."
+        "No difference from host is significant in any test's headline metric (12 comparisons)."
     ]
     assert summary.takeaways(real.comparisons.clear(), "host") == []
 
