@@ -17,6 +17,8 @@
 # Where `benchlib analyse` wrote the analysis (relative to the project root): its tables, the settings
 # they were made with and the tidy tables they came from. `benchlib report` (papermill) passes it.
 analysis_dir = "data/analysis"
+# The report's title (params.yaml report.title), where the user gave one; else what was compared.
+title = ""
 
 # %%
 import polars as pl
@@ -29,7 +31,7 @@ figures.use_report_renderer()  # headless kernels need it; the report page carri
 a = analyse.load(analysis_dir)
 s = a.settings
 # the first screen: title, takeaways, context; then the findings
-display(HTML(summary.first_screen_html(a.runs, a.comparisons, s.baseline, commit=report.code_revision())))
+display(HTML(summary.first_screen_html(a.runs, a.comparisons, s.baseline, commit=report.code_revision(), title=title)))
 
 # %%
 display(

@@ -42,11 +42,12 @@ def run(args) -> int:
     analyse.load(args.analysis)  # a missing or partial analysis is named here, not in a notebook's traceback
     notebooks = [root / "notebooks" / name for name in report.NOTEBOOKS]
     log.info(f"report: executing {len(notebooks)} notebooks into {out_dir}")
+    title = p.report.title if "title" in p.report.model_fields_set else None  # unset: the report's heading
     html = report.build_report(
         notebooks,
         out_dir,
-        {"analysis_dir": str(args.analysis), "out_dir": str(out_dir)},
-        title=p.report.title if "title" in p.report.model_fields_set else None,  # unset: the report's heading
+        {"analysis_dir": str(args.analysis), "out_dir": str(out_dir), "title": title or ""},
+        title=title,
         jobs=args.jobs,
     )
     out(f"report: {html}")

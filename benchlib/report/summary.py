@@ -624,8 +624,17 @@ def context(runs: pl.DataFrame, commit: str | None = None) -> list[tuple[str, st
     return items
 
 
-def first_screen_html(runs: pl.DataFrame, comparisons: pl.DataFrame, baseline: str, commit: str | None = None) -> str:
-    """The opening of the report: the title, the takeaways and the context strip, as HTML."""
+def first_screen_html(
+    runs: pl.DataFrame, comparisons: pl.DataFrame, baseline: str, commit: str | None = None, title: str = ""
+) -> str:
+    """The opening of the report: the title (``title``, the user's report.title, with what was compared
+    beneath it; else what was compared), the takeaways and the context strip, as HTML."""
+    compared = title_text(runs, baseline)
+    subtitle = (
+        f'<p class="report-subtitle" style="font-size:17px;color:#444;margin:0 0 .6em 0">{escape.html(compared)}</p>'
+        if title
+        else ""
+    )
     said = "".join(f"<p>{escape.html(t)}</p>" for t in takeaways(comparisons, baseline))
     # divs and spans, not a <dl>: the notebook's page styles dt and dd for prose
     strip = "".join(
@@ -637,7 +646,7 @@ def first_screen_html(runs: pl.DataFrame, comparisons: pl.DataFrame, baseline: s
     )
     return (
         '<header class="first-screen" style="max-width:1100px">'
-        f'<h1 class="report-title" style="margin:.2em 0 .4em 0">{escape.html(title_text(runs, baseline))}</h1>'
+        f'<h1 class="report-title" style="margin:.2em 0 .4em 0">{escape.html(title or compared)}</h1>{subtitle}'
         f'<div class="takeaways" style="font-size:17px;line-height:1.45">{said}</div>'
         '<div class="context" role="group" aria-label="Context" style="display:flex;flex-wrap:wrap;gap:.5em 1.8em;'
         f'margin:.8em 0;padding:.6em .9em;background:#f6f8fa;border:1px solid #d8dde3">{strip}</div></header>'

@@ -220,6 +220,10 @@ def test_the_first_screen_has_a_title_takeaways_and_the_context_of_the_runs(real
     html = summary.first_screen_html(real.runs, real.comparisons, s.baseline)
     assert html.startswith('<header class="first-screen"') and html.count("<h1") == 1
     assert html.index("report-title") < html.index("takeaways") < html.index('class="context"')
+    # the user's report.title heads the page, what was compared beneath it
+    titled = summary.first_screen_html(real.runs, real.comparisons, s.baseline, title="Lab <datapaths>")
+    assert '<h1 class="report-title" style="margin:.2em 0 .4em 0">Lab &lt;datapaths&gt;</h1>' in titled
+    assert "report-subtitle" in titled and summary.title_text(real.runs, s.baseline) in titled
 
 
 def test_the_takeaways_say_so_when_nothing_differs(real):
