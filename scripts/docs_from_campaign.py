@@ -39,13 +39,15 @@ def parser() -> argparse.ArgumentParser:
         epilog=epilog(
             [
                 f"uv run python scripts/{NAME}",
-                f"uv run python scripts/{NAME} --page docs/studies/datapaths.md --image docs/images/datapaths.png",
+                f"uv run python scripts/{NAME} --image /tmp/report.png   # look at the screenshot before replacing the docs' one",
             ],
-            f"0 page and screenshot written; {ERRORS}: no analysis or report, a report or preset of another "
+            f"0 page and screenshot written (or already this campaign's); {ERRORS}: no analysis or report, a report or preset of another "
             "campaign, a page without the markers, no Chromium.",
         ),
     )
-    p.add_argument("--analysis", default=analyse.ANALYSIS_DIR, help="what `benchlib analyse` wrote (default: %(default)s)")
+    p.add_argument(
+        "--analysis", default=analyse.ANALYSIS_DIR, help="what `benchlib analyse` wrote (default: %(default)s)"
+    )
     p.add_argument("--report", default="reports/report.html", help="the rendered report (default: %(default)s)")
     p.add_argument("--params", default="params.yaml", help="the campaign's params file (default: %(default)s)")
     p.add_argument("--page", default="docs/studies/default-lab.md", help="the study page (default: %(default)s)")
@@ -54,17 +56,18 @@ def parser() -> argparse.ArgumentParser:
 
 
 def preset_of(params: Path) -> tuple[str, str]:
-    """(the preset's path, where it came from): a shipped preset that params.yaml is a copy of, the
-    committed params.yaml, or a file with edits of its own (as reproduce.sh tells them apart)."""
+    """(the preset's path, where it came from): the file as committed (params.yaml: the committed
+    default), a shipped preset that it is a copy of, or a file with edits of its own (as reproduce.sh
+    tells them apart)."""
     root = project_root()
     text = params.read_bytes()
     shown = str(params.relative_to(root)) if params.is_relative_to(root) else str(params)
-    for shipped in sorted(root.glob("pipelines/*/params*.yaml")):
-        if shipped.read_bytes() == text:
-            return str(shipped.relative_to(root)), "" if shipped == params else f"copied to {shown}"
     committed = subprocess.run(["git", "-C", str(root), "show", f"HEAD:{shown}"], capture_output=True, timeout=10)
     if committed.returncode == 0 and committed.stdout == text:
-        return shown, "the committed default" if shown == "params.yaml" else "as committed"
+        return shown, "the committed default" if shown == "params.yaml" else ""
+    for shipped in sorted(root.glob("pipelines/*/params*.yaml")):
+        if shipped.read_bytes() == text:
+            return str(shipped.relative_to(root)), f"copied to {shown}"
     return shown, "with edits of its own, not committed"
 
 

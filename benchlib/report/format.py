@@ -159,7 +159,7 @@ def time_span(first, last) -> str:
     "2026-11-23 22:30 UTC to 2026-11-24 01:05 UTC"; "-" when either end is missing."""
     if first is None or last is None:
         return "-"
-    first, last = (t.astimezone(dt.timezone.utc) if t.tzinfo else t for t in (first, last))
+    first, last = (t.astimezone(dt.UTC) if t.tzinfo else t for t in (first, last))
     if first.date() == last.date():
         return f"{first:%Y-%m-%d %H:%M}-{last:%H:%M} UTC"
     return f"{first:%Y-%m-%d %H:%M} UTC to {last:%Y-%m-%d %H:%M} UTC"

@@ -26,7 +26,9 @@ class ScreenshotError(BenchlibError, RuntimeError):
 def chromium() -> str:
     found = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
     if not found:
-        raise ScreenshotError("no Chromium on PATH (chromium, chromium-browser or google-chrome): apt-get install chromium")
+        raise ScreenshotError(
+            "no Chromium on PATH (chromium, chromium-browser or google-chrome): apt-get install chromium"
+        )
     return found
 
 

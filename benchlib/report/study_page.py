@@ -72,7 +72,7 @@ def medians_markdown(summary_table: pl.DataFrame, comparisons: pl.DataFrame, run
     several = heads["environment"].n_unique() > 1
     median = {(r["environment"], r["scenario"], r["test"]): r["median"] for r in cells.iter_rows(named=True)}
     header = ["scenario"] + [
-        labels.get(t, t) + (f" ({unit(u)})" if u else "") + (f", {e}" if several else "") for e, t, u in columns
+        f"{labels.get(t, t)}" + (f" ({unit(u)})" if u else "") + (f", {e}" if several else "") for e, t, u in columns
     ]
     rows = []
     for env in sorted(heads["environment"].unique().to_list()):
