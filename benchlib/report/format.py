@@ -8,6 +8,7 @@ them through these. A missing value (None or NaN) is the formatter's to show (""
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import re
 
@@ -151,3 +152,14 @@ def relative_change(v: float, capped: bool = False) -> str:
     """A relative change on a colour scale: "+50 %", "0 %", and at the cap "≥ +100 %"."""
     text = f"{v:+.0f} %" if v else "0 %"
     return f"≥ {text}" if capped and v > 0 else text
+
+
+def time_span(first, last) -> str:
+    """When a campaign ran, to the minute in UTC: "2026-11-23 22:30-22:36 UTC" within a day, else
+    "2026-11-23 22:30 UTC to 2026-11-24 01:05 UTC"; "-" when either end is missing."""
+    if first is None or last is None:
+        return "-"
+    first, last = (t.astimezone(dt.UTC) if t.tzinfo else t for t in (first, last))
+    if first.date() == last.date():
+        return f"{first:%Y-%m-%d %H:%M}-{last:%H:%M} UTC"
+    return f"{first:%Y-%m-%d %H:%M} UTC to {last:%Y-%m-%d %H:%M} UTC"

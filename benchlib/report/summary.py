@@ -378,6 +378,24 @@ def rerun_box(campaign: str | list[str], commands: list[tuple[str, str]] | None 
     )
 
 
+def findings_head(comparisons: pl.DataFrame, correction: str = "holm", alpha: float = 0.05) -> str:
+    """What the list of primary findings holds: how many comparisons are significant after which
+    correction, and what the intervals are (interval_wording). Markdown, without its closing colon."""
+    rows = ordered_findings(comparisons)
+    n_sig = int(rows["kind"].eq(FINDING).sum())
+    corr = stats.CORRECTIONS.get(correction, correction)
+    if not n_sig:
+        return (
+            f"**Findings**: none of the {len(rows)} comparisons of each test's headline metric is significant "
+            f"after {corr} correction"
+        )
+    return (
+        f"**Findings**: the headline metric of each test, {n_sig} of {len(rows)} comparisons significant "
+        f"after {corr} correction, largest change first (change in % of the baseline median "
+        f"[{interval_wording(correction, alpha)}])"
+    )
+
+
 def summary_markdown(
     runs: pl.DataFrame,
     comparisons: pl.DataFrame,
@@ -399,18 +417,7 @@ def summary_markdown(
         parts.append(why)
     primary = findings_markdown(comparisons, families, stats.PRIMARY, limit, explanations)
     if primary:
-        rows = ordered_findings(comparisons)
-        n_sig = int(rows["kind"].eq(FINDING).sum())
-        corr = stats.CORRECTIONS.get(correction, correction)
-        head = (
-            f"**Findings**: the headline metric of each test, {n_sig} of {len(rows)} comparisons significant "
-            f"after {corr} correction, largest change first (change in % of the baseline median "
-            f"[{interval_wording(correction, alpha)}])"
-            if n_sig
-            else f"**Findings**: none of the {len(rows)} comparisons of each test's headline metric is significant "
-            f"after {corr} correction"
-        )
-        parts.append(f"{head}:\n\n{primary}")
+        parts.append(f"{findings_head(comparisons, correction, alpha)}:\n\n{primary}")
     secondary = comparisons.filter(pl.col("family") != stats.PRIMARY)
     if len(secondary):
         k = int(ordered_findings(secondary, None)["kind"].eq(FINDING).sum())

@@ -3,6 +3,7 @@ resolution, as the report, the summary and `benchlib compare` show them."""
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 
 import pytest
@@ -98,3 +99,18 @@ def test_p_values_units_and_verdicts_as_a_reader_reads_them():
     assert (
         fmt.change_text(r) == "-5.0 [-6.0, -4.0] @ 98 %" and fmt.change_text(r, with_level=False) == "-5.0 [-6.0, -4.0]"
     )
+
+
+def test_a_time_span_is_to_the_minute_in_utc_and_names_the_date_once_within_a_day():
+    utc = dt.UTC
+    first = dt.datetime(2026, 11, 23, 22, 30, 5, tzinfo=utc)
+    assert fmt.time_span(first, dt.datetime(2026, 11, 23, 22, 36, 59, tzinfo=utc)) == "2026-11-23 22:30-22:36 UTC"
+    assert (
+        fmt.time_span(first, dt.datetime(2026, 11, 24, 1, 5, tzinfo=dt.timezone(dt.timedelta(hours=2))))
+        == "2026-11-23 22:30-23:05 UTC"
+    )
+    assert (
+        fmt.time_span(first, dt.datetime(2026, 11, 24, 1, 5, tzinfo=utc))
+        == "2026-11-23 22:30 UTC to 2026-11-24 01:05 UTC"
+    )
+    assert fmt.time_span(None, first) == "-"
