@@ -485,9 +485,7 @@ def forest(
     if len(sig):
         r = sig.row(0, named=True)
         title = f"{len(sig)} of {len(found)} changes vs {baseline} are significant"
-        largest = (
-            f"largest: {r['scenario']}, {r['test']} {metric_label(r['metric'], r['side'])}, {change(r['delta_pct'])} %<br>"
-        )
+        largest = f"largest: {r['scenario']}, {r['test']} {metric_label(r['metric'], r['side'])}, {change(r['delta_pct'])} %<br>"
     else:
         title, largest = f"No change vs {baseline} is significant ({len(found)} compared)", ""
     # the scenario is in each row's label: no legend, the plot keeps the width
