@@ -161,7 +161,7 @@ def headline_caption(rows: pl.DataFrame, test: str, metric: str, baseline: str) 
         f"Against {md(baseline)}: "
     )
     parts = [f"{md(r['scenario'])} {unit(r['verdict'])}" for r in t.filter(kind=FINDING).iter_rows(named=True)]
-    for kind, word in ((NEGLIGIBLE, "negligible"), (INCONCLUSIVE, "inconclusive"), (NOISE, "within noise")):
+    for kind, word in ((NEGLIGIBLE, "negligible"), (INCONCLUSIVE, "inconclusive"), (NOISE, "not significant")):
         if len(g := t.filter(kind=kind)):
             parts.append(f"{_and([md(s) for s in g['scenario']])} {word}")
     untested = t.filter(~pl.col("kind").is_in([FINDING, NEGLIGIBLE, INCONCLUSIVE, NOISE]))

@@ -112,7 +112,7 @@ def test_the_figures_are_the_overview_then_each_findings_test_with_short_caption
         "vxlan -50.7 % [-52.0, -49.2] worse; bridge -37.1 % [-38.2, -35.6] worse; "
         "veth-routed -24.9 % [-26.1, -23.1] worse."
     )
-    assert said[4].endswith("vxlan -7.2 % [-11.8, -4.7] worse; veth-routed and bridge within noise.")
+    assert said[4].endswith("vxlan -7.2 % [-11.8, -4.7] worse; veth-routed and bridge not significant.")
     assert "Each block runs every scenario × test once" in md and "report.html" in md
 
 
@@ -156,7 +156,7 @@ def test_without_a_finding_the_tests_with_the_largest_change_fill_the_post(real)
     quiet = real.comparisons.with_columns(verdict=pl.lit(stats.WITHIN_NOISE))
     s = real.settings
     md = post.post_markdown(real.runs, quiet, real.families, s.baseline, heights=heights_of(real))
-    assert "No scenario differs from host beyond the noise" in md
+    assert "No difference from host is significant" in md
     assert images(md) == ["overview", "tcp_crr_connection_rate", "tcp_rr_transaction_rate"]
     assert "none of the 12 changes is significant after Holm" in captions(md)[0]
 
