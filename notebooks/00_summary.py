@@ -17,6 +17,7 @@
 # Where `benchlib analyse` wrote the analysis (relative to the project root): its tables, the settings
 # they were made with and the tidy tables they came from. `benchlib report` (papermill) passes it.
 analysis_dir = "data/analysis"
+out_dir = "reports"  # where figures and exported tables go
 # The report's title (params.yaml report.title), where the user gave one; else what was compared.
 title = ""
 
@@ -24,7 +25,7 @@ title = ""
 import polars as pl
 from IPython.display import HTML, Markdown, display
 
-from benchlib.analysis import analyse, stats
+from benchlib.analysis import analyse, resolve, stats
 from benchlib.report import figures, profiles, render as report, summary
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
@@ -54,10 +55,14 @@ display(
 )
 
 # %%
-# every scenario x test at a glance (the forest of every comparison is in the results below)
+# every scenario x test at a glance (the forest of every comparison is in the results below); exported as
+# the others are, the blog post opens on it
 primary = a.comparisons.filter(pl.col("family") == stats.PRIMARY, pl.col("delta_pct").is_not_nan())
 if len(primary):
-    figures.overview(primary, s.baseline).show()
+    overview = figures.overview(primary, s.baseline)
+    out = resolve(out_dir)
+    figures.write_figures({figures.OVERVIEW: overview}, out / "figures", blog_dir=out / "blog")
+    overview.show()
 
 # %%
 display(Markdown(summary.caveats_markdown(a.comparisons)))

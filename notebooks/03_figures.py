@@ -53,7 +53,7 @@ for (test,), g in summary_all.filter(pl.col("n") > 0).group_by("test", maintain_
     present = set(g["metric"])
     for metric in PRIMARY_METRICS:
         if metric in present:
-            figs[test][f"{test}_{metric}"] = figures.bars(
+            figs[test][figures.headline_name(test, metric)] = figures.bars(
                 summary_all, test, metric, baseline=baseline, comparisons=comparisons, colours=colour
             )
             figs[test][f"{test}_{metric}_runs"] = figures.runs_strip(

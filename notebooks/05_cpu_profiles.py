@@ -31,7 +31,14 @@ from IPython.display import Markdown, display
 import benchlib.escape as escape
 from benchlib.analysis import analyse, profiles, resolve, stats
 from benchlib.report import colours, figures, flamegraphs, summary
-from benchlib.report.profiles import WHY_FIGURES, bpf_markdown, explanations, finding_pairs, method_text
+from benchlib.report.profiles import (
+    WHY_FIGURES,
+    bpf_markdown,
+    explanations,
+    finding_pairs,
+    method_text,
+    why_figure,
+)
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
 a = analyse.load(analysis_dir)
@@ -64,9 +71,9 @@ why = {}
 pairs = finding_pairs(a.comparisons, diffs, a.profile_disturbed)
 for r in pairs.iter_rows(named=True):
     env, test, scenario = r["environment"], r["test"], r["scenario"]
-    name = f"{env}_{test}_{scenario}" if cats["environment"].n_unique() > 1 else f"{test}_{scenario}"
-    why[f"cpu_profile_{name}_changed"] = flamegraphs.changed_frames(diffs, test, scenario, env, colour)
-    why[f"cpu_profile_{name}_differential"] = flamegraphs.differential(diffs, test, env, [scenario])
+    where = env if cats["environment"].n_unique() > 1 else None
+    why[why_figure(test, scenario, where)] = flamegraphs.changed_frames(diffs, test, scenario, env, colour)
+    why[why_figure(test, scenario, where, "differential")] = flamegraphs.differential(diffs, test, env, [scenario])
 if why:
     display(
         Markdown(

@@ -17,8 +17,9 @@ def add_parser(subparsers) -> None:
         "`benchlib analyse` wrote: setup, method, CPU normalization, significance "
         "against the baseline, figures (HTML/SVG/PNG), the published reference "
         "numbers and the mesh section. Writes reports/notebooks/*.ipynb, "
-        "reports/figures/, reports/significance.csv and reports/report.html (code "
-        "hidden, opens offline). Computes no statistic of its own.",
+        "reports/figures/, reports/significance.csv, reports/report.html (code "
+        "hidden, opens offline) and reports/blog/ (each figure with its caption, and "
+        "post.md, the findings as a blog post). Computes no statistic of its own.",
         examples=["benchlib report", "benchlib report --out-dir /tmp/reports --jobs 1"],
         exit_codes=f"0 the report is written; {ERRORS}: a missing or partial analysis, a notebook that failed.",
     )

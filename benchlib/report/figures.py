@@ -26,7 +26,7 @@ from benchlib.schema import metric_info, percentiles
 
 from ..analysis.stats import FAMILY_ORDER, INSUFFICIENT, MIN_N, NEGLIGIBLE, UNCLEAR, WITHIN_NOISE, median_ci
 from .colours import OURS, PUBLISHED, natural, pick
-from .format import caption, change, unit as display_unit
+from .format import caption, change, size, unit as display_unit
 from .summary import FINDING, NOISE, UNTESTED, finding_sentence, kind_of, metric_label, ordered_findings
 
 # the theme registers the template and the report renderer, once; notebooks reach them through figures
@@ -46,6 +46,14 @@ def scenario_order(scenarios: Iterable[str], baseline: str) -> list[str]:
     """Baseline first, then the others alphabetically (numbers by value): the same order in every figure."""
     s = sorted(set(scenarios), key=natural)
     return ([baseline] if baseline in s else []) + [x for x in s if x != baseline]
+
+
+OVERVIEW = "overview"  # the file name of the heatmap of every scenario x test (overview())
+
+
+def headline_name(test: str, metric: str) -> str:
+    """The file name (no extension) of a test's headline figure, its bars of ``metric`` per scenario."""
+    return f"{test}_{metric}"
 
 
 def value_axis(metric: str, side: str = "none", unit: str | None = None) -> str:
@@ -105,7 +113,7 @@ def finding_title(found: pl.DataFrame, quantity: str, test: str, baseline: str) 
         r = found.row(0, named=True)
         more = int((found["kind"] == FINDING).sum()) - 1
         return (
-            f"{test}: {r['scenario']} has {abs(r['delta_pct']):.3g} % {'higher' if r['delta_pct'] > 0 else 'lower'} "
+            f"{test}: {r['scenario']} has {size(r['delta_pct'])} % {'higher' if r['delta_pct'] > 0 else 'lower'} "
             f"{quantity} than {baseline}" + (f" ({more} more significant)" if more else "")
         )
     if (found["kind"] == NOISE).any():
@@ -477,9 +485,7 @@ def forest(
     if len(sig):
         r = sig.row(0, named=True)
         title = f"{len(sig)} of {len(found)} changes vs {baseline} are significant"
-        largest = (
-            f"largest: {r['scenario']}, {r['test']} {metric_label(r['metric'], r['side'])}, {r['delta_pct']:+.3g} %<br>"
-        )
+        largest = f"largest: {r['scenario']}, {r['test']} {metric_label(r['metric'], r['side'])}, {change(r['delta_pct'])} %<br>"
     else:
         title, largest = f"No change vs {baseline} is significant ({len(found)} compared)", ""
     # the scenario is in each row's label: no legend, the plot keeps the width
@@ -1165,7 +1171,7 @@ def blog_index(blog: Path, names: list[str]) -> list[Path]:
     other snippet the report wrote there (WRITTEN) by name. index.html is index.md rendered by markdown-it (CommonMark),
     a page that opens offline: the images are the files beside it."""
     index = blog / "index.md"
-    present = {Path(n).stem for n in written_names(blog) if n.endswith(".md") and n != index.name} & {
+    present = {Path(n).stem for n in written_names(blog) if n.endswith(".md") and Path(n).stem not in BLOG_PAGES} & {
         p.stem for p in blog.glob("*.md")
     }
     before = INDEX_HEADING.findall(index.read_text(encoding="utf-8")) if index.exists() else []
@@ -1186,15 +1192,26 @@ def blog_index(blog: Path, names: list[str]) -> list[Path]:
     )
     index.write_text(text, encoding="utf-8")
     page = blog / "index.html"
-    page.write_text(
+    page.write_text(blog_html("Figures for a post", text), encoding="utf-8")
+    return [index, page]
+
+
+# the blog folder's pages, beside the figures' snippets: the index of every figure and the post
+BLOG_PAGES = ("index", "post")
+
+
+def blog_html(title: str, markdown: str, column: int = BLOG_WIDTH + 60) -> str:
+    """A page of the blog folder: ``markdown`` rendered by markdown-it (CommonMark) in a column
+    ``column`` px wide at most, images at the column's width; it opens offline, its images the files
+    beside it."""
+    return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1"><title>Figures for a post</title>'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{escape.html(title)}</title>"
         "<style>body{font-family:Helvetica,Arial,sans-serif;color:#222;max-width:"
-        f"{BLOG_WIDTH + 60}px;margin:2em auto;padding:0 1em;line-height:1.45}}"
+        f"{column}px;margin:2em auto;padding:0 1em;line-height:1.45}}"
         "img{width:100%;height:auto;border:1px solid #ddd}em{font-style:normal;font-size:14px;color:#444}"
         "h2{margin-top:2.2em;font-size:18px}</style></head><body>\n"
-        + MarkdownIt("commonmark").render(text)
-        + "</body></html>\n",
-        encoding="utf-8",
+        + MarkdownIt("commonmark").render(markdown)
+        + "</body></html>\n"
     )
-    return [index, page]

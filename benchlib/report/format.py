@@ -84,6 +84,11 @@ def change(v: float) -> str:
     return f"{v:+.1f}"
 
 
+def size(v: float) -> str:
+    """A change's size in %, unsigned, one decimal, for a sentence that says which way: "3.2"."""
+    return f"{abs(v):.1f}"
+
+
 def whole_change(v: float) -> str:
     """A change in whole percent, signed (below the instrument's resolution): "+8"."""
     return f"{v:+.0f}"

@@ -252,6 +252,13 @@ def _sentence(p: dict, baseline: str, cats: pl.DataFrame, diffs: pl.DataFrame, t
 WHY_FIGURES = 4
 
 
+def why_figure(test: str, scenario: str, environment: str | None = None, kind: str = "changed") -> str:
+    """The file name (no extension) of a finding's why figure, ``kind`` "changed" or "differential";
+    named with its ``environment`` where the profiles span several."""
+    where = f"{environment}_{test}_{scenario}" if environment else f"{test}_{scenario}"
+    return f"cpu_profile_{where}_{kind}"
+
+
 def finding_pairs(
     comparisons: pl.DataFrame, diffs: pl.DataFrame, disturbed: pl.DataFrame, top: int = WHY_FIGURES
 ) -> pl.DataFrame:

@@ -35,11 +35,11 @@ from papermill.exceptions import PapermillExecutionError
 from plotly.offline import get_plotlyjs
 
 from .. import escape, limits
-from ..analysis import project_root, resolve
+from ..analysis import analyse, project_root, resolve
 from ..analysis.stats import CONFIG, failed_runs
 from ..errors import ConfigError, NotebookError
 from ..files import write_atomically
-from . import figures
+from . import figures, post
 
 # report order: the answer first, then the results, then how they were measured
 NOTEBOOKS = (
@@ -345,7 +345,7 @@ def build_report(
     jobs: int | None = None,
 ) -> Path:
     """Execute each notebook into <out_dir>/notebooks/, ``jobs`` at a time (default_jobs()), and render <out_dir>/report.html
-    with the notebooks in the order given. Each notebook runs in its own kernel process and reads only the
+    with the notebooks in the order given, and the blog post in <out_dir>/blog/ (post.write_post). Each notebook runs in its own kernel process and reads only the
     analysis, so they run side by side; the figures' folders they share are written under a lock
     (figures.one_writer)."""
     out = resolve(out_dir)
@@ -367,6 +367,11 @@ def build_report(
         with figures.one_writer(blog):
             (blog / "index.md").unlink(missing_ok=True)
             figures.blog_index(blog, [])
+    # the post chooses among the figures every notebook exported, so it is written once they all have; a
+    # campaign with no figure gets one that says why
+    blog.mkdir(parents=True, exist_ok=True)
+    analysis = analyse.load(resolve((parameters or {}).get("analysis_dir", analyse.ANALYSIS_DIR)))
+    post.write_post(blog, analysis, commit=code_revision(), title=title)
     return render_report(executed, out / "report.html", title=title)
 
 

@@ -15,7 +15,7 @@ import polars as pl
 
 from .. import escape
 from ..analysis import paired, sequential, stats
-from .format import change, change_text, interval_wording, level, mde_text, unit
+from .format import change, change_text, interval_wording, level, mde_text, size, unit
 
 # Short names of metrics for sentences and table headers (the schema's descriptions are longer).
 METRIC_LABELS = {
@@ -233,19 +233,35 @@ def profile_notes(r: dict, explanations: pl.DataFrame | None) -> list[str]:
     return list(e["sentence"])
 
 
-def why_html(r: dict, explanations: pl.DataFrame | None) -> str:
-    """After a finding: its why as one plain clause (the profiles' "clause", both sides' where there
-    is one), and the CPU-profile sentences with their kernel frames behind a disclosure; "" when the
-    profiles say nothing about it. Inline HTML: the findings are a Markdown list."""
+def _explained(r: dict, explanations: pl.DataFrame | None) -> pl.DataFrame | None:
+    """The explanations (report.profiles.explanations) of a comparison; None where there are none."""
     if explanations is None or explanations.is_empty():
-        return ""
+        return None
     e = explanations.filter(
         environment=r["environment"], test=r["test"], scenario=r["scenario"], baseline=r["baseline"]
     )
-    if e.is_empty():
+    return None if e.is_empty() else e
+
+
+def why_clause(r: dict, explanations: pl.DataFrame | None) -> str:
+    """A comparison's why as one plain clause, plain text: the profiles' "clause", both sides' where
+    there is one; "" when the profiles say nothing about it."""
+    e = _explained(r, explanations)
+    if e is None:
         return ""
     clauses = [c for side in ("total", "", "server", "client") for c in e.filter(side=side)["clause"] if c]
-    why = f" Why: {escape.html(clauses[0])}." if clauses else ""
+    return clauses[0] if clauses else ""
+
+
+def why_html(r: dict, explanations: pl.DataFrame | None) -> str:
+    """After a finding: its why as one plain clause (why_clause), and the CPU-profile sentences with
+    their kernel frames behind a disclosure; "" when the profiles say nothing about it. Inline HTML:
+    the findings are a Markdown list."""
+    e = _explained(r, explanations)
+    if e is None:
+        return ""
+    clause = why_clause(r, explanations)
+    why = f" Why: {escape.html(clause)}." if clause else ""
     details = "<br>".join(escape.html(n) for n in e["sentence"])
     return (
         f'{why} <details class="why"><summary>CPU profile: where the CPU went, frame by frame</summary>'
@@ -528,14 +544,15 @@ def terminal_text(
 # -- the first screen: a title, the takeaways, the context, then the findings -------------------------
 
 
-def title_text(runs: pl.DataFrame, baseline: str) -> str:
-    """The report's title, plain text: what was compared with what, where."""
-    scenarios = stats_order(runs["scenario"].unique().to_list(), baseline)
-    others = [s for s in scenarios if s != baseline]
-    envs = _join(sorted(runs["environment"].unique().to_list()))
+def title_text(runs: pl.DataFrame, baseline: str, markdown: bool = False) -> str:
+    """The report's title: what was compared with what, where. Plain text, or Markdown (names escaped)."""
+    name = _names(markdown)
+    scenarios = [name(s) for s in stats_order(runs["scenario"].unique().to_list(), baseline)]
+    others = [s for s in scenarios if s != name(baseline)]
+    envs = _join([name(e) for e in sorted(runs["environment"].unique().to_list())])
     if not others:
         return f"Network benchmark of {_join(scenarios)} ({envs})"
-    return f"Network datapaths: {_join(others)} against {baseline} ({envs})"
+    return f"Network datapaths: {_join(others)} against {name(baseline)} ({envs})"
 
 
 def _direction(verdict: str) -> str:
@@ -547,9 +564,11 @@ def _span(values: list[float]) -> str:
     return f"{change(lo)} %" if lo == hi else f"{change(lo)} % to {change(hi)} %"
 
 
-def takeaways(comparisons: pl.DataFrame, baseline: str) -> list[str]:
+def takeaways(comparisons: pl.DataFrame, baseline: str, markdown: bool = False) -> list[str]:
     """One or two plain sentences from the primary findings: the largest change, then per scenario in
-    how many tests it did better or worse than the baseline; [] where nothing was compared."""
+    how many tests it did better or worse than the baseline; [] where nothing was compared. Plain
+    text, or Markdown (names escaped)."""
+    name = _names(markdown)
     rows = ordered_findings(comparisons)
     rows = rows.filter(pl.col("baseline") == baseline) if len(rows) else rows
     if rows.is_empty():
@@ -557,13 +576,14 @@ def takeaways(comparisons: pl.DataFrame, baseline: str) -> list[str]:
     found = rows.filter(kind=FINDING)
     if found.is_empty():
         return [
-            f"No difference from {baseline} is significant in any test's headline metric ({len(rows)} comparisons)."
+            f"No difference from {name(baseline)} is significant in any test's headline metric "
+            f"({len(rows)} comparisons)."
         ]
     r = found.row(0, named=True)
     lead = (
-        f"The largest difference: {r['scenario']}'s {r['test']} {metric_label(r['metric'], r['side'])} is "
-        f"{abs(r['delta_pct']):.1f} % {'higher' if r['delta_pct'] > 0 else 'lower'} than {baseline}'s "
-        f"({_direction(r['verdict'])})."
+        f"The largest difference: {name(r['scenario'])}'s {name(r['test'])} "
+        f"{name(metric_label(r['metric'], r['side']))} is {size(r['delta_pct'])} % "
+        f"{'higher' if r['delta_pct'] > 0 else 'lower'} than {name(baseline)}'s ({_direction(r['verdict'])})."
     )
     parts = []
     for (scenario,), g in rows.group_by("scenario", maintain_order=True):
@@ -577,11 +597,11 @@ def takeaways(comparisons: pl.DataFrame, baseline: str) -> list[str]:
             (
                 len(f),
                 scenario,
-                f"{scenario} " + (" and ".join(said) or f"not significantly different in {len(g)} tests"),
+                f"{name(scenario)} " + (" and ".join(said) or f"not significantly different in {len(g)} tests"),
             )
         )
     ranked = [text for _, _, text in sorted(parts, key=lambda p: (-p[0], p[1]))]
-    return [lead, f"Against {baseline}, each test's headline metric: " + "; ".join(ranked) + "."]
+    return [lead, f"Against {name(baseline)}, each test's headline metric: " + "; ".join(ranked) + "."]
 
 
 def _dates(runs: pl.DataFrame) -> str:

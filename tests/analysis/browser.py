@@ -126,10 +126,17 @@ class Page:
             raise RuntimeError(f"{expression[:80]}: {r['exceptionDetails'].get('exception', {}).get('description')}")
         return r["result"].get("value")
 
-    def screenshot(self, path: Path) -> Path:
-        """The first screen (the viewport at the top of the page) as a PNG."""
+    def screenshot(self, path: Path, clip: dict | None = None) -> Path:
+        """The first screen (the viewport at the top of the page) as a PNG; with ``clip`` ({x, y, width,
+        height} in CSS px of the page), that part of the page, wherever it is."""
         self.evaluate("window.scrollTo(0, 0)")
-        data = self.call("Page.captureScreenshot", format="png")["data"]
+        area = {"clip": {**clip, "scale": 1}, "captureBeyondViewport": True} if clip else {}
+        data = self.call("Page.captureScreenshot", format="png", **area)["data"]
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(base64.b64decode(data))
         return path
+
+    def whole_page(self, path: Path) -> Path:
+        """The whole page, top to bottom, as a PNG."""
+        size = self.call("Page.getLayoutMetrics")["cssContentSize"]
+        return self.screenshot(path, {"x": 0, "y": 0, "width": size["width"], "height": size["height"]})

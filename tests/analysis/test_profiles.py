@@ -4,6 +4,7 @@ the lab (tests/fixtures/perf via profile_tables: host and veth-routed, client an
 from __future__ import annotations
 
 import json
+import re
 
 import polars as pl
 import pytest
@@ -295,6 +296,11 @@ def test_the_report_section_shows_the_profiles(tmp_path, with_profiles):
         # is the one scenario); a figure with a menu as HTML alone, and no image of a widget
         for name in ("changed", "differential"):
             assert (out / "blog" / f"cpu_profile_tcp_rr_veth-routed_{name}.png").exists()
+        # the blog post shows the overview and what changed for the finding, with its why
+        post = (out / "blog" / "post.md").read_text()
+        shown = re.findall(r"^!\[.*\]\((.+)\.png\)$", post, re.M)
+        assert shown == ["overview", "cpu_profile_tcp_rr_veth-routed_changed"], post
+        assert "Veth-routed spends more CPU per unit of work than host" in post
         assert not (out / "figures" / "cpu_profile_tcp_rr_differential.html").exists()
         assert not list(out.glob("*/cpu_profile_tcp_rr_flamegraph.[ps][nv]g"))
         for image in out.glob("*/cpu_profile_*.png"):

@@ -179,6 +179,10 @@ def test_report_renders_without_a_traceback_on_degenerate_campaigns(case, tmp_pa
     summary_part = html[: html.index('id="Significance-vs-the-baseline"')]
     # never an empty figure: every figure drawn has something to draw
     assert '"data": []' not in html and '"data":[]' not in html
+    # the blog post says plainly that there is nothing to show
+    post = (out / "blog" / "post.md").read_text()
+    assert post.startswith("# Network datapaths: vxlan against host") and "**No finding:**" in post, post
+    assert "No figure: " in post and "![" not in post and (out / "blog" / "post.html").stat().st_size > 0
     if case == "one scenario":
         assert "No finding:</strong> only one scenario (host) was measured" in summary_part
     elif case == "no baseline":

@@ -2,7 +2,8 @@
 over the DevTools protocol, after plotly drew the figures.
 
 Both reports are rendered from real campaigns' tidy tables (tests/fixtures/tidy). Screenshots of each
-report's first screen are written to reports/screenshots/ (kept by CI as artefacts; the path is printed).
+report's first screen, of the blog post (whole, and each of its figures with its caption) and of each
+figure of the blog index are written to reports/screenshots/ (kept by CI as artefacts; the paths are printed).
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ import pytest
 from browser import CHROMIUM, Page
 
 from benchlib.analysis import compare, load_tables
-from benchlib.report import render as report
+from benchlib.report import post, render as report
+from benchlib.report.figures import BLOG_PAGES
+from benchlib.report.theme import BLOG_WIDTH
 
 pytestmark = pytest.mark.slow
 
@@ -23,6 +26,7 @@ REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "tidy"
 SCREENSHOTS = REPO / "reports" / "screenshots"
 WIDTH, HEIGHT = 1280, 900
+POST_WIDTH = 800  # a blog column of BLOG_WIDTH px and its margins
 DTYPES = {"str", "f64", "f32", "i64", "i32", "u32", "u64", "bool", "date", "null", "list[str]"}
 UNIT = re.compile(r"\(.+\)|%")
 
@@ -72,6 +76,24 @@ BLOG_INSPECT = """(() => {
 })()"""
 
 
+# The blog post as a reader sees it: its headings, its lead, and each image with its drawn size, its
+# caption (the paragraph after it) and the area of both on the page.
+POST_INSPECT = """(() => {
+  const text = e => (e ? e.textContent.replace(/\\s+/g, ' ').trim() : '');
+  const box = e => { const r = e.getBoundingClientRect();
+    return {x: r.left + window.scrollX, y: r.top + window.scrollY, width: r.width, height: r.height}; };
+  return {h1: text(document.querySelector('h1')), h2: [...document.querySelectorAll('h2')].map(text),
+          lead: text(document.querySelector('h1 + p')), length: document.documentElement.scrollHeight,
+          images: [...document.querySelectorAll('img')].map(img => {
+            const next = img.closest('p').nextElementSibling, em = next && next.querySelector('em');
+            const b = box(img), c = em ? box(next) : b;
+            return {src: img.getAttribute('src'), alt: img.getAttribute('alt'), width: b.width, height: b.height,
+                    loaded: img.complete && img.naturalWidth > 0, caption: text(em),
+                    area: {x: b.x, y: b.y, width: b.width, height: c.y + c.height - b.y}};
+          })};
+})()"""
+
+
 def build_compare(out: Path) -> Path:
     def campaign(name: str) -> compare.Campaign:
         runs, metrics = load_tables(FIXTURES / name / "runs.parquet", FIXTURES / name / "metrics.parquet")
@@ -102,6 +124,23 @@ def pages(tmp_path_factory, default_report):
         page.open(index)
         seen["blog"] = {**page.evaluate(BLOG_INSPECT), "requests": list(page.requests), "path": index}
         print(f"first screen of the blog index: {page.screenshot(SCREENSHOTS / 'blog-index-first-screen.png')}")
+        # each figure of the blog as the index shows it
+        areas = page.evaluate(
+            "[...document.querySelectorAll('img')].map(i => { const r = i.getBoundingClientRect(); "
+            "return {name: i.getAttribute('src').replace(/\\.svg$/, ''), x: r.left + scrollX, y: r.top + scrollY, "
+            "width: r.width, height: r.height}; })"
+        )
+        for a in areas:
+            page.screenshot(SCREENSHOTS / "blog" / f"{a.pop('name')}.png", a)
+        print(f"each blog figure: {SCREENSHOTS / 'blog'}/*.png ({len(areas)})")
+    with Page(POST_WIDTH, HEIGHT) as page:  # the post at a blog column's width
+        path = built["report"].parent / "blog" / f"{post.POST}.html"
+        page.open(path)
+        seen["post"] = {**page.evaluate(POST_INSPECT), "requests": list(page.requests), "path": path}
+        print(f"the blog post: {page.whole_page(SCREENSHOTS / 'blog-post.png')}")
+        for i, image in enumerate(seen["post"]["images"], start=1):
+            shot = page.screenshot(SCREENSHOTS / f"blog-post-figure-{i}.png", image["area"])
+            print(f"its figure {i}, {image['src']}, with its caption: {shot}")
     return seen
 
 
@@ -184,7 +223,7 @@ def test_the_blog_export_has_each_figure_with_its_caption(pages):
     blog = pages["report"]["path"].parent / "blog"
     figures = pages["report"]["path"].parent / "figures"
     names = sorted(p.stem for p in figures.glob("*.svg"))
-    assert names and sorted(p.stem for p in blog.glob("*.md") if p.name != "index.md") == names
+    assert names and sorted(p.stem for p in blog.glob("*.md") if p.stem not in BLOG_PAGES) == names
     for name in names:
         md = (blog / f"{name}.md").read_text()
         image, caption = md.split("\n\n")[:2]
@@ -205,3 +244,27 @@ def test_the_blog_index_shows_every_figure_with_its_caption_offline(pages):
         caption = (blog["path"].parent / f"{f['name']}.md").read_text().split("\n\n")[1]
         assert re.search(r"\d", f["caption"]) and f["caption"] == re.sub(r"\\(.)", r"\1", caption[1:-1]), f
     assert not [u for u in blog["requests"] if re.match(r"(https?|wss?):", u)]
+
+
+def test_the_blog_post_opens_on_the_findings_and_its_figures_fit_a_column(pages):
+    """reports/blog/post.html in the browser at a blog column's width: the report's title and takeaways,
+    the setup, then 3 to 6 figures, each drawn from the PNG beside the post at BLOG_WIDTH px wide and at
+    most post.MAX_HEIGHT px tall, none of a figure with a widget, each with a short caption; offline."""
+    p, out = pages["post"], pages["report"]["path"].parent
+    assert p["h1"] == pages["report"]["h1"][0]["text"], p["h1"]
+    assert p["lead"].startswith("The largest difference: ") and p["h2"] == ["Setup and method", "Results"], p
+    images = p["images"]
+    assert 3 <= len(images) <= 6 and images[0]["src"] == "overview.png", images
+    for image in images:
+        name = Path(image["src"]).stem
+        assert image["loaded"] and image["alt"], image
+        # drawn at the column's width (and its 1 px border), no taller than a screen
+        assert abs(image["width"] - (BLOG_WIDTH + 2)) <= 1 and image["height"] <= post.MAX_HEIGHT + 2, image
+        assert 0 < len(image["caption"]) <= post.CAPTION_CHARS and re.search(r"\d", image["caption"]), image
+        assert '"buttons"' not in (out / "figures" / f"{name}.html").read_text(), name  # no menu in the image
+    print(
+        "post figures (name, caption characters, height px at 700 px wide):",
+        [(Path(i["src"]).stem, len(i["caption"]), round(i["height"] - 2)) for i in images],
+        f"post length {p['length']} px",
+    )
+    assert not [u for u in p["requests"] if re.match(r"(https?|wss?):", u)]
