@@ -118,7 +118,8 @@ def test_notebooks_execute_and_render_offline_report(default_report):
 @pytest.mark.parametrize("notebook", report.NOTEBOOKS)
 def test_notebooks_take_only_where_the_data_is(notebook):
     """The analysis settings reach the notebooks through the analysis tables, never as parameters: the
-    parameters cell names where the analysis is (and where outputs go), with `benchlib report`'s defaults."""
+    parameters cell names where the analysis is (and where outputs go, and the user's report title),
+    with `benchlib report`'s defaults."""
     import jupytext
 
     from benchlib.cli import build_parser
@@ -128,10 +129,11 @@ def test_notebooks_take_only_where_the_data_is(notebook):
     namespace = {}
     exec(cell.source, namespace)  # plain assignments: nothing to import, nothing hidden
     declared = {k: v for k, v in namespace.items() if not k.startswith("__")}
-    assert set(declared) <= {"analysis_dir", "out_dir"} and "analysis_dir" in declared, declared
+    assert set(declared) <= {"analysis_dir", "out_dir", "title"} and "analysis_dir" in declared, declared
     report_args = build_parser().parse_args(["report"])
     assert declared["analysis_dir"] == report_args.analysis
     assert declared.get("out_dir", "reports") == "reports"
+    assert declared.get("title", "") == ""  # none given: the report names what was compared
 
 
 @pytest.mark.slow
