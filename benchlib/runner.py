@@ -463,6 +463,7 @@ def run_environment(
         "ok": 0,
         "failed": 0,
         "disturbed": 0,
+        "unwatched": 0,  # measured without other processes' CPU read (the target cannot tell them apart)
     }
     with ExitStack() as stack:
         session = _Session(stack)
@@ -609,6 +610,7 @@ def _measure(
         last = attempts[-1]
         to_record(exp.campaign, run, attempts, session.info).write(cdir)
         counts[last.outcome] += 1
+        counts["unwatched"] += last.foreign is None
         if last.outcome == "ok":
             summary = _headline(run.spec, [r.stdout for r in last.results])
         elif last.outcome == "disturbed" and last.foreign:

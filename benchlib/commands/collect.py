@@ -99,8 +99,15 @@ def run(args) -> int:
             log=log.info,
             precision=precision_of(p, plan) if p.experiment.precision else None,
         )
+    # "0 disturbed" is a finding only where the target read the other processes' CPU
+    unwatched = counts.get("unwatched", 0)
+    disturbed = (
+        f"{counts['disturbed']} disturbed"
+        if not unwatched
+        else f"disturbance not measured in {unwatched} run(s) (this target cannot tell other processes apart)"
+    )
     log.info(
-        f"collect: {args.env}: {counts['ok']} ok, {counts['failed']} failed, {counts['disturbed']} disturbed, "
+        f"collect: {args.env}: {counts['ok']} ok, {counts['failed']} failed, {disturbed}, "
         f"{counts['already_done']} recorded before, {counts['planned']} planned",
         extra=RESULT,
     )
