@@ -6,8 +6,10 @@ when it closes. Its CPU time is user + system plus that of the children it reape
 lived and died within it. A process is the measurement's own, and not counted, when it
 
 - runs in one of the measurement's network namespaces (the tools, their servers, the scenario's
-  proxies: their namespaces' kernel work charged to them included), or
-- is the harness or a process it started (``benchlib collect``, perf);
+  proxies: their namespaces' kernel work charged to them included), or, for a local cluster, in
+  any network namespace but the machine's own (the nodes', the pods'), or
+- is the harness or a process it started (``benchlib collect``, perf), or one of the roots given
+  (a local cluster's host daemons) or a process they started;
 
 kernel threads (ksoftirqd, kworkers: network processing, the encryption of a WireGuard or IPsec
 path) count as the datapath's, and so does interrupt and softirq time charged to no process. What
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 
 PF_KTHREAD = 0x00200000  # task flag of a kernel thread (include/linux/sched.h)
@@ -66,12 +69,17 @@ def _netns(pid: str) -> int | None:
         return None
 
 
-def scan(own_namespaces: set[int], own_root: int) -> Snapshot:
+def scan(
+    own_namespaces: set[int], own_root: int, outside: int | None = None, own_roots: Collection[int] = ()
+) -> Snapshot:
     """Every process of this machine that is neither the measurement's nor a kernel thread, with its CPU
     time so far, and the pids of those that are (``own``: what a CPU profile's samples are told by).
 
-    ``own_namespaces``: the inode numbers of the measurement's network namespaces; ``own_root``: the
-    pid of the harness, whose descendants are the measurement's too."""
+    ``own_namespaces``: the inode numbers of the measurement's network namespaces; ``outside``: the
+    inode of a network namespace whose processes are foreign unless otherwise the measurement's,
+    every other namespace's being its own; ``own_root``: the pid of the harness, whose descendants are
+    the measurement's too, as are those of ``own_roots``."""
+    roots = {own_root, *own_roots}
     procs: dict[int, tuple[str, list[str]]] = {}
     for pid in os.listdir("/proc"):
         if pid.isdigit():
@@ -82,7 +90,7 @@ def scan(own_namespaces: set[int], own_root: int) -> Snapshot:
 
     def harness(pid: int) -> bool:
         for _ in range(64):  # a parent chain is short; a loop in a racy read must not hang the run
-            if pid == own_root:
+            if pid in roots:
                 return True
             if pid <= 1 or pid not in parents:
                 return False
@@ -91,7 +99,13 @@ def scan(own_namespaces: set[int], own_root: int) -> Snapshot:
 
     foreign, own = {}, set()
     for pid, (name, f) in procs.items():
-        if int(f[6]) & PF_KTHREAD or harness(pid) or _netns(str(pid)) in own_namespaces:
+        netns = _netns(str(pid))
+        if (
+            int(f[6]) & PF_KTHREAD
+            or harness(pid)
+            or netns in own_namespaces
+            or (outside is not None and netns is not None and netns != outside)
+        ):
             own.add(pid)
             continue
         ticks = sum(int(v) for v in f[11:15])

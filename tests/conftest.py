@@ -32,6 +32,19 @@ def cannot_run(reason: str) -> None:
     pytest.skip(reason)
 
 
+def cpu_hog(cpus: list[int]) -> int:
+    """A real CPU hog on ``cpus`` (sha256sum of /dev/zero), started through a shell that exits at once:
+    not the harness's child. Returns its pid; the caller kills it."""
+    cpu_list = ",".join(map(str, cpus))
+    out = subprocess.run(
+        ["sh", "-c", f"taskset -c {cpu_list} sha256sum /dev/zero >/dev/null 2>&1 & echo $!"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return int(out.stdout)
+
+
 def require_root() -> None:
     # The lab measures real kernel datapaths: without root (network namespaces) there is nothing honest
     # to test.

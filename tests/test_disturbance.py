@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import pathlib
 import shutil
 import signal
 import subprocess
@@ -22,7 +23,7 @@ from benchlib.plan import plan_environment, schedule
 from benchlib.report import summary
 from benchlib.schema import SIDES
 from tests.analysis.analysis_tables import make_tables
-from tests.conftest import REPO, RR, lab_target, require_root, short_params, venv_env
+from tests.conftest import REPO, RR, cpu_hog, lab_target, require_root, short_params, venv_env
 
 
 def _process(name: str, parent: int, ticks: int, cpu: int = 0) -> disturbance.Process:
@@ -72,6 +73,44 @@ def test_a_scan_tells_the_harness_and_its_children_from_other_processes():
         os.kill(other, signal.SIGKILL)
 
 
+def test_a_local_clusters_scan_counts_every_namespace_but_the_machines_and_the_daemons_as_its_own(tmp_path):
+    """The local cluster's nodes and pods are network namespaces of this machine, its host daemons
+    processes of the machine's own namespace: all the cluster's, what else runs there foreign."""
+    require_root()
+    ns = f"bl-dist-{os.getpid()}"
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    daemon = subprocess.Popen(["sh", "-c", "sleep 30 & wait"], start_new_session=True)  # a daemon and its child
+    inside = int(
+        subprocess.run(
+            ["ip", "netns", "exec", ns, "sh", "-c", "sleep 30 >/dev/null 2>&1 & echo $!"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
+    other = int(
+        subprocess.run(["sh", "-c", "sleep 30 >/dev/null 2>&1 & echo $!"], capture_output=True, text=True).stdout
+    )
+    try:
+        time.sleep(0.2)
+        host = os.stat("/proc/self/ns/net").st_ino
+        children = [int(p) for p in pathlib.Path(f"/proc/{daemon.pid}/task/{daemon.pid}/children").read_text().split()]
+        # no harness root (0 is no process): the daemon is the cluster's by own_roots alone
+        snap = disturbance.scan(set(), 0, outside=host, own_roots=[daemon.pid])
+        foreign = {pid for pid, _ in snap.foreign}
+        assert inside in snap.own and inside not in foreign  # a pod's or a node's process
+        assert daemon.pid in snap.own and children and set(children) <= snap.own  # a host daemon and its child
+        assert other in foreign  # anything else in the machine's own namespace
+        # without the cluster's arguments the same processes are foreign: the lab's scan is unchanged
+        assert {inside, daemon.pid} <= {pid for pid, _ in disturbance.scan(set(), 0).foreign}
+    finally:
+        for pid in (inside, other):
+            os.kill(pid, signal.SIGKILL)
+        os.killpg(daemon.pid, signal.SIGKILL)
+        daemon.wait()
+        subprocess.run(["ip", "netns", "del", ns], check=True)
+
+
 def test_a_bad_threshold_exits_2_naming_the_key(tmp_path):
     from tests.test_config import write
 
@@ -114,22 +153,10 @@ def _collect(lab_env, raw, campaign: str, retries: int) -> tuple[dict, record.Ru
     return counts, record.load(path), tidy.load_record(path)[0]
 
 
-def _hog(cpus: list[int]) -> int:
-    """A real CPU hog on ``cpus``, started through a shell that exits at once: not the harness's child."""
-    cpu_list = ",".join(map(str, cpus))
-    out = subprocess.run(
-        ["sh", "-c", f"taskset -c {cpu_list} sha256sum /dev/zero >/dev/null 2>&1 & echo $!"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return int(out.stdout)
-
-
 def test_a_run_with_a_cpu_hog_beside_it_is_disturbed_retried_and_names_the_hog(lab_env, tmp_path, caplog):
     require_root()
     cpus = lab_target(lab_env, ["host"]).client_cpus  # measured whatever the test's CPU placement
-    hog = _hog(cpus)
+    hog = cpu_hog(cpus)
     try:
         with caplog.at_level(logging.INFO, logger="benchlib.progress"):
             counts, rec, row = _collect(lab_env, tmp_path, "hog", retries=1)

@@ -25,11 +25,11 @@ import time
 import pytest
 
 from benchlib import cli, collectors, machine, record, runner, tidy
-from benchlib.config import ConfigError, Environment, _expand_service_counts, load_environment, load_params
+from benchlib.config import ConfigError, Environment, Params, _expand_service_counts, load_environment, load_params
 from benchlib.plan import Plan, schedule, validate_all
 from benchlib.targets import TargetError
 from benchlib.targets.kubernetes import LABEL_OWNER, LABEL_SESSION, KubernetesTarget, render
-from tests.conftest import REPO, project_with_environment, require_root, short_params, venv_env
+from tests.conftest import REPO, cpu_hog, project_with_environment, require_root, short_params, venv_env
 from tests.local_cluster import (
     CLUSTER,
     NETPERF,
@@ -504,6 +504,7 @@ def test_cluster_scenario_without_placement_is_refused(tmp_path, monkeypatch):
 
 
 QUIET = {"pid_dir": str(STATE / "run")}
+FOREIGN_MAX = Params.model_fields["experiment"].annotation.model_fields["foreign_cpu_max"].default
 LONG_RR = {"rr": {"tool": "netperf", "kind": "TCP_RR", "duration_s": 20, "message_size": 1}}
 THAW_BOUND_S = 3  # after an interrupt or a kill, every frozen cgroup is thawed within this
 
@@ -549,7 +550,13 @@ def test_a_quiet_window_freezes_the_nodes_daemons_and_thaws_them_after_ok_and_fa
     try:
         with runner.serving(KubernetesTarget(env, ["pod-to-pod"], NETPERF, log=lambda m: None)) as target:
             [run] = schedule(plan, 1, 7)
-            ok = runner.measure(target, run, 0.2, quiet=True)
+            ok = runner.measure(target, run, 0.2, None, FOREIGN_MAX, quiet=True)
+            # a real CPU hog beside a run: the cluster's processes are told from it, and it from them
+            hog = cpu_hog([0, 1])
+            try:
+                disturbed = runner.measure(target, run, 0.2, None, FOREIGN_MAX, quiet=True)
+            finally:
+                os.kill(hog, signal.SIGKILL)
             pl = target.placement("pod-to-pod")
             # the server node's own address: no netserver listens there, the client fails at once
             node_ip = next(
@@ -561,6 +568,9 @@ def test_a_quiet_window_freezes_the_nodes_daemons_and_thaws_them_after_ok_and_fa
         stop.set()
         watcher.join()
     assert ok.outcome == "ok", ok.reason
+    assert ok.foreign is not None and ok.foreign["measured_cores"] <= FOREIGN_MAX, ok.foreign
+    assert disturbed.outcome == "disturbed" and "sha256sum" in (disturbed.reason or ""), disturbed.reason
+    assert hog in [p["pid"] for p in disturbed.foreign["top"]], disturbed.foreign
     q = ok.quiet
     assert q is not None and q["mechanism"] == "cgroup v1 freezer", q
     daemons = {"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy1", "kube-proxy2"}

@@ -35,7 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ... import cpu
+from ... import cpu, disturbance
 from ...collectors import Server
 from ...config import Environment
 from ...errors import DatapathError
@@ -596,6 +596,17 @@ class KubernetesTarget(Target):
                 return quiet.Unquiet(seconds, f"a client had not started {QUIET_START_WAIT_S:g} s into the window")
             time.sleep(0.01)
         return self._quiet.window(seconds, needs)
+
+    def foreign_snapshot(self, scenario: str) -> disturbance.Snapshot | None:
+        """On a cluster whose nodes are this machine (kubernetes.quiet names the host daemons' pid files:
+        the local cluster), every process but the cluster's and the harness's: the cluster's are those
+        in any network namespace but the machine's own (the nodes' and the pods') and the host daemons
+        with what they started. Elsewhere the nodes' processes are out of sight: None."""
+        if self._quiet is None:
+            return None
+        host = os.stat("/proc/self/ns/net").st_ino  # the harness runs in the machine's own namespace
+        daemons = quiet.daemons(self._quiet.pid_dir).values()
+        return disturbance.scan(set(), os.getpid(), outside=host, own_roots=daemons)
 
     def cpu_snapshot(self, scenario: str, side: str) -> cpu.Snapshot:
         pl = self.placements[scenario]
