@@ -97,15 +97,13 @@ def scan(
             pid = parents[pid]
         return False
 
+    def in_own_namespace(pid: int) -> bool:  # read only for the processes neither kernel's nor harness's
+        netns = _netns(str(pid))
+        return netns in own_namespaces or (outside is not None and netns is not None and netns != outside)
+
     foreign, own = {}, set()
     for pid, (name, f) in procs.items():
-        netns = _netns(str(pid))
-        if (
-            int(f[6]) & PF_KTHREAD
-            or harness(pid)
-            or netns in own_namespaces
-            or (outside is not None and netns is not None and netns != outside)
-        ):
+        if int(f[6]) & PF_KTHREAD or harness(pid) or in_own_namespace(pid):
             own.add(pid)
             continue
         ticks = sum(int(v) for v in f[11:15])
