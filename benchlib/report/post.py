@@ -31,8 +31,8 @@ from .summary import (
     NOISE,
     context,
     degenerate_text,
+    headline_rows,
     metric_label,
-    ordered_findings,
     takeaways,
     title_text,
     why_clause,
@@ -53,12 +53,6 @@ class PostFigure:
     name: str
     alt: str
     caption: str
-
-
-def headline_rows(comparisons: pl.DataFrame, baseline: str) -> pl.DataFrame:
-    """The headline comparisons against ``baseline`` (contrasts left out), findings first, largest first."""
-    rows = ordered_findings(comparisons)
-    return rows.filter(pl.col("baseline") == baseline) if len(rows) else rows
 
 
 def choose(rows: pl.DataFrame, heights: Mapping[str, float]) -> list[tuple[str, str, dict | None]]:
@@ -278,7 +272,8 @@ def post_markdown(
     conclude), the setup and method, the figures (post_figures; the PNGs beside the post) with their
     captions, and where the rest is. Names from the tables are escaped for Markdown."""
     rows = headline_rows(comparisons, baseline)
-    lead = [degenerate_text(runs, comparisons, baseline)] if degenerate_text(runs, comparisons, baseline) else []
+    degenerate = degenerate_text(runs, comparisons, baseline)
+    lead = [degenerate] if degenerate else []
     lead += takeaways(comparisons, baseline, markdown=True)
     if not lead:
         lead = [f"Nothing was compared with {md(baseline)}."]
@@ -352,12 +347,12 @@ def write_post(blog: Path, analysis: analyse.Result, commit: str | None = None, 
         commit,
         title,
     )
-    md, page = blog / f"{POST}.md", blog / f"{POST}.html"
-    md.write_text(text, encoding="utf-8")
+    markdown, page = blog / f"{POST}.md", blog / f"{POST}.html"
+    markdown.write_text(text, encoding="utf-8")
     # the images at the width they were drawn for, so their text reads at 1:1
     page.write_text(
         figures.blog_html(title or title_text(analysis.runs, s.baseline), text, BLOG_WIDTH), encoding="utf-8"
     )
     with figures.one_writer(blog):
-        figures.note_written(blog, [md, page])
-    return [md, page]
+        figures.note_written(blog, [markdown, page])
+    return [markdown, page]

@@ -149,6 +149,12 @@ def ordered_findings(comparisons: pl.DataFrame, family: str | None = stats.PRIMA
     )
 
 
+def headline_rows(comparisons: pl.DataFrame, baseline: str) -> pl.DataFrame:
+    """The headline comparisons against ``baseline`` (contrasts left out), findings first, largest first."""
+    rows = ordered_findings(comparisons)
+    return rows.filter(pl.col("baseline") == baseline) if len(rows) else rows
+
+
 def _join(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + ", ".join(items[-1:])
 
@@ -243,14 +249,17 @@ def _explained(r: dict, explanations: pl.DataFrame | None) -> pl.DataFrame | Non
     return None if e.is_empty() else e
 
 
+def _first_clause(e: pl.DataFrame) -> str:
+    """The profiles' first "clause" among a comparison's explanations, both sides' first; "" if none."""
+    clauses = [c for side in ("total", "", "server", "client") for c in e.filter(side=side)["clause"] if c]
+    return clauses[0] if clauses else ""
+
+
 def why_clause(r: dict, explanations: pl.DataFrame | None) -> str:
     """A comparison's why as one plain clause, plain text: the profiles' "clause", both sides' where
     there is one; "" when the profiles say nothing about it."""
     e = _explained(r, explanations)
-    if e is None:
-        return ""
-    clauses = [c for side in ("total", "", "server", "client") for c in e.filter(side=side)["clause"] if c]
-    return clauses[0] if clauses else ""
+    return "" if e is None else _first_clause(e)
 
 
 def why_html(r: dict, explanations: pl.DataFrame | None) -> str:
@@ -260,7 +269,7 @@ def why_html(r: dict, explanations: pl.DataFrame | None) -> str:
     e = _explained(r, explanations)
     if e is None:
         return ""
-    clause = why_clause(r, explanations)
+    clause = _first_clause(e)
     why = f" Why: {escape.html(clause)}." if clause else ""
     details = "<br>".join(escape.html(n) for n in e["sentence"])
     return (
@@ -569,8 +578,7 @@ def takeaways(comparisons: pl.DataFrame, baseline: str, markdown: bool = False) 
     how many tests it did better or worse than the baseline; [] where nothing was compared. Plain
     text, or Markdown (names escaped)."""
     name = _names(markdown)
-    rows = ordered_findings(comparisons)
-    rows = rows.filter(pl.col("baseline") == baseline) if len(rows) else rows
+    rows = headline_rows(comparisons, baseline)
     if rows.is_empty():
         return []
     found = rows.filter(kind=FINDING)
