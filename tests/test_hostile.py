@@ -880,8 +880,9 @@ def test_a_report_without_an_analysis_is_one_line(project_copy):
 
 
 def test_a_failing_report_names_the_cell_and_leaves_the_analysis_alone(project_copy):
-    """The analysis is computed once, by `benchlib analyse`; 03_figures then fails (a file where
-    reports/figures/ goes): one line naming the notebook and cell, metrics.json as analyse wrote it."""
+    """The analysis is computed once, by `benchlib analyse`; the report then fails (a file where
+    reports/figures/ goes): one line naming the first notebook that writes a figure (00_summary, the
+    overview) and its cell, metrics.json as analyse wrote it."""
     _reported_before(project_copy)
     (project_copy / "reports/metrics.json").write_text("{}")
     assert benchlib(project_copy, "analyse", timeout=600).returncode == 0
@@ -889,16 +890,15 @@ def test_a_failing_report_names_the_cell_and_leaves_the_analysis_alone(project_c
     assert json.loads(analysed)["comparisons"]
     (project_copy / "reports/figures").write_text("not a directory")
     out = benchlib(project_copy, "report", timeout=900)
-    executed = project_copy / "reports/notebooks/03_figures.ipynb"
+    executed = project_copy / "reports/notebooks/00_summary.ipynb"
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-3000:]
     assert re.search(
-        rf"^benchlib: error: {project_copy}/notebooks/03_figures.py: cell \d+ raised FileExistsError: "
+        rf"^benchlib: error: {project_copy}/notebooks/00_summary.py: cell \d+ raised FileExistsError: "
         rf".*{project_copy}/reports/figures.* \(the traceback is in {executed}\)$",
         out.stderr,
         re.MULTILINE,
     ), out.stderr
     assert "FileExistsError" in executed.read_text()
-    assert (project_copy / "reports/notebooks/02_significance.ipynb").exists()  # it ran
     assert (project_copy / "reports/metrics.json").read_bytes() == analysed
     assert not list((project_copy / "reports").glob(".metrics.json*"))
 

@@ -186,7 +186,7 @@ def profiled_campaign(tmp_path_factory, lab_env):
 
 def test_a_profiled_campaign_has_one_profiled_run_per_configuration(profiled_campaign):
     c = profiled_campaign
-    assert c["counts"] == {"planned": 4, "already_done": 0, "ok": 4, "failed": 0, "disturbed": 0}
+    assert c["counts"] == {"planned": 4, "already_done": 0, "ok": 4, "failed": 0, "disturbed": 0, "unwatched": 0}
     found = sorted(p.relative_to(c["dir"]).as_posix() for p in record.find(c["dir"]))
     assert found == [
         "local-lab/host/rr/p000",

@@ -34,7 +34,7 @@ def test_every_block_runs_every_configuration_once_in_seeded_order(lab_env):
 
 def test_records_are_complete_and_verifiable(short_campaign):
     cdir = short_campaign["dir"]
-    assert short_campaign["counts"] == {"planned": 8, "already_done": 0, "ok": 8, "failed": 0, "disturbed": 0}
+    assert short_campaign["counts"] == {"planned": 8, "already_done": 0, "ok": 8, "failed": 0, "disturbed": 0, "unwatched": 0}
     records = record.find(cdir)
     assert len(records) == 8
     for rec in records:
@@ -58,7 +58,7 @@ def test_rerun_measures_nothing_new(short_campaign, lab_env):
     counts = runner.run_environment(
         short_campaign["params"], short_campaign["plan"], target, raw_root=short_campaign["raw"], log=lambda m: None
     )
-    assert counts == {"planned": 8, "already_done": 8, "ok": 0, "failed": 0, "disturbed": 0}
+    assert counts == {"planned": 8, "already_done": 8, "ok": 0, "failed": 0, "disturbed": 0, "unwatched": 0}
     assert {p: p.stat().st_mtime_ns for p in short_campaign["dir"].rglob("*")} == before
 
 
