@@ -34,7 +34,14 @@ def test_every_block_runs_every_configuration_once_in_seeded_order(lab_env):
 
 def test_records_are_complete_and_verifiable(short_campaign):
     cdir = short_campaign["dir"]
-    assert short_campaign["counts"] == {"planned": 8, "already_done": 0, "ok": 8, "failed": 0, "disturbed": 0, "unwatched": 0}
+    assert short_campaign["counts"] == {
+        "planned": 8,
+        "already_done": 0,
+        "ok": 8,
+        "failed": 0,
+        "disturbed": 0,
+        "unwatched": 0,
+    }
     records = record.find(cdir)
     assert len(records) == 8
     for rec in records:
