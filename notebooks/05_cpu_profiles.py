@@ -30,10 +30,11 @@ from IPython.display import Markdown, display
 
 import benchlib.escape as escape
 from benchlib.analysis import analyse, profiles, resolve, stats
-from benchlib.report import colours, figures, flamegraphs, summary
+from benchlib.report import colours, figures, flamegraphs, summary, tables
 from benchlib.report.profiles import (
+    BPF_NOTE,
     WHY_FIGURES,
-    bpf_markdown,
+    bpf_rows,
     explanations,
     finding_pairs,
     method_text,
@@ -60,8 +61,17 @@ if explained or len(rest):
 
 # %%
 # the eBPF scenarios' programs, beside the categories (absent where no profiled run ran a BPF program)
-if bpf_table := bpf_markdown(a.profile_bpf, a.profile_disturbed):
-    display(Markdown(bpf_table))
+bpf = bpf_rows(a.profile_bpf, a.profile_disturbed, tables.test_labels(a.runs))
+if len(bpf):
+    display(Markdown("## BPF programs, as the kernel counts them"))
+    tables.show(
+        tables.publication_table(
+            bpf,
+            labels={"cpu_per_unit": "CPU per unit of work", "ns_per_run": "ns per run"},
+            group="scenario",
+            note=BPF_NOTE,
+        )
+    )
 
 # %%
 # per finding with profiles of both scenarios, neither disturbed: what changed, frame by frame, and where

@@ -282,29 +282,26 @@ def finding_pairs(
     )
 
 
-def bpf_markdown(bpf: pl.DataFrame, disturbed: pl.DataFrame) -> str:
+BPF_NOTE = (
+    "With kernel.bpf_stats_enabled on during each profiled run, the kernel counted every BPF program's runs "
+    "and run time (bpftool prog show); per unit of work, pooled over the profiled runs."
+)
+
+
+def bpf_rows(bpf: pl.DataFrame, disturbed: pl.DataFrame, test_labels: dict[str, str]) -> pl.DataFrame:
     """The kernel's own accounting of the BPF programs of each profiled configuration that ran some (the
-    analysis' profile_bpf), as a Markdown table beside the categories; "" where none did. A disturbed
-    configuration's counters are left out as its profile is: its programs ran for other processes too."""
+    analysis' profile_bpf), one row per program as the report's table shows it: tests by their labels,
+    the CPU per unit with its unit. Empty where none did. A disturbed configuration's counters are left
+    out as its profile is: its programs ran for other processes too."""
     b = bpf.join(disturbed.select(*KEYS), on=KEYS, how="anti")
-    if b.is_empty():
-        return ""
-    rows = [
-        "| scenario | test | program | type | attached at | runs per unit | ns per run | CPU per unit |",
-        "|---|---|---|---|---|--:|--:|--:|",
-    ]
-    for r in b.iter_rows(named=True):
-        cells = [
-            *(escape.markdown(r[k]) for k in ("scenario", "test", "name", "type")),
-            escape.markdown(r["attach"] or "-"),
-            reading(r["runs_per_unit"]),
-            reading(r["ns_per_run"]),
-            f"{reading(r['cpu_per_unit'])} {unit(r['unit'])}",
-        ]
-        rows.append("| " + " | ".join(cells) + " |")
-    return (
-        "## BPF programs, as the kernel counts them\n"
-        "With `kernel.bpf_stats_enabled` on during each profiled run, the kernel counted every BPF program's "
-        "runs and run time (`bpftool prog show`); per unit of work, pooled over the profiled runs:\n\n"
-        + "\n".join(rows)
+    cpu = [f"{reading(v)} {unit(u)}" for v, u in b.select("cpu_per_unit", "unit").iter_rows()]
+    return b.select(
+        "scenario",
+        pl.col("test").replace(test_labels),
+        program="name",
+        type="type",
+        attached_at=pl.col("attach").fill_null("-"),
+        runs_per_unit="runs_per_unit",
+        ns_per_run="ns_per_run",
+        cpu_per_unit=pl.Series(cpu, dtype=pl.String),
     )

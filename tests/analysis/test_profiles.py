@@ -308,7 +308,10 @@ def test_the_report_section_shows_the_profiles(tmp_path, with_profiles):
         assert "Why the findings differ" in html
         # the kernel's count beside the categories: two runs of 400 ns per transaction
         assert "BPF programs, as the kernel counts them" in html
-        assert "<td>from_pod</td>" in html and "0.8 µs per transaction" in html
+        # as a publication table, grouped by scenario
+        assert re.search(r'<td class="gt_row[^>]*>from_pod</td>', html), html
+        assert re.search(r'<th class="gt_group_heading"[^>]*>veth-routed</th>', html)
+        assert "0.8 µs per transaction" in html and "with kernel.bpf_stats_enabled on" in html.lower()
         assert len(html) < 6_000_000  # plotly.js once (~4.7 MB) and small trees
     elif with_profiles == "none":
         assert "No CPU profiles: experiment.profile_runs is 0" in html
