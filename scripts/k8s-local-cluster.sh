@@ -39,6 +39,7 @@
 # Bounds: BENCHLIB_K8S_TIMEOUT_S (default 180) for each wait on a component;
 # BENCHLIB_FELIX_READY_S (default the same) for felix's readiness after a switch;
 # BENCHLIB_VPC_READY_S (default the same) for ipamd's readiness after a switch.
+# BENCHLIB_VPC_POD_IPS (1-9, default 9, an m6i.large's) for the pod IPs each node's ENI holds.
 #
 # `up` is idempotent (a healthy cluster of the same size is kept and its pod
 # network switched if another is asked for), bounded in time, and prints the

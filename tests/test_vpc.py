@@ -12,11 +12,14 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+import re
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
+from benchlib.targets import TargetError
 from benchlib.targets.lab.addresses import CLUSTER_WIRE
 from tests.conftest import cannot_run, require_root
 from tests.local_cluster import CLUSTER, STATE, cluster_script, in_node, leftovers, run_tool, serving_cluster
@@ -25,6 +28,16 @@ from tests.test_cilium import cilium_env
 NODES = ("bk8s-node1", "bk8s-node2")
 SUBNET = ipaddress.ip_network(CLUSTER_WIRE)  # the mocked VPC's one subnet: nodes and pods
 PROCESSES = ("aws-k8s-agent", "ec2-metadata-mock")
+# accepts connections on the address and port it is given and never answers
+PORT_HOLDER = """
+import socket, sys, time
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # past the previous mock's TIME_WAIT, as the mock binds
+s.bind((sys.argv[1], int(sys.argv[2])))
+s.listen()
+print("listening", flush=True)
+time.sleep(600)
+"""
 
 
 def switch(*args: str) -> str:
@@ -130,6 +143,67 @@ def test_an_ipamd_not_ready_in_time_fails_the_switch_and_leaves_the_bridge_worki
     env = cilium_env({"pod-to-pod": {"description": "two nodes", "placement": "pod-to-pod"}})
     with serving_cluster(env, "pod-to-pod") as target:
         assert run_tool(target, "pod-to-pod", "TCP_RR")["transaction_rate"] > 1000
+
+
+def test_a_metadata_mock_that_cannot_serve_fails_the_switch_and_leaves_the_bridge_working(vpc):
+    """A real process holds the metadata mock's port inside node 1 and never answers: the mock cannot
+    serve, ipamd is never started, and the switch fails in one line with the mock's log tail."""
+    switch("bridge")
+    holder = subprocess.Popen(
+        ["ip", "netns", "exec", NODES[0], "python3", "-c", PORT_HOLDER, "127.0.0.1", "1338"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout and holder.stdout.readline().strip() == "listening"
+        done = subprocess.run(["bash", str(CLUSTER), "cni", "vpc"], capture_output=True, text=True, timeout=300)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert done.returncode == 1, done.stderr
+    assert (
+        "k8s-local-cluster.sh: imds-mock1 exited while waiting for the metadata mock on node 1 to answer"
+        " (the cluster is back on the bridge CNI" in done.stderr
+    ), done.stderr
+    assert "--- last lines of /var/lib/benchlib-k8s/logs/imds-mock1.failed.log ---" in done.stderr
+    assert "address already in use" in done.stderr, done.stderr
+    assert (STATE / "network").read_text().strip() == "bridge iptables - -"
+    assert not [line for p in PROCESSES for line in running(p).splitlines()]
+    env = cilium_env({"pod-to-pod": {"description": "two nodes", "placement": "pod-to-pod"}})
+    with serving_cluster(env, "pod-to-pod") as target:
+        assert run_tool(target, "pod-to-pod", "TCP_RR")["transaction_rate"] > 1000
+
+
+def test_a_pool_too_small_for_the_scenarios_pods_fails_in_one_line_with_the_vpc_cnis_reason(vpc):
+    """One pod IP per node: a same-node scenario's second pod finds the pool empty. The pod network
+    refuses it for real (aws-cni asks ipamd, which has no address left), and activation fails once it
+    has refused a few times, naming the pod, its node and the VPC CNI's reason, well before the pod's
+    120 s timeout."""
+    switch("bridge")
+    try:
+        done = subprocess.run(
+            ["bash", str(CLUSTER), "cni", "vpc"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "BENCHLIB_VPC_POD_IPS": "1"},
+        )
+        assert done.returncode == 0, done.stderr
+        enis = json.loads(in_node(NODES[0], "curl", "-sf", "http://127.0.0.1:61679/v1/enis"))
+        assert sum(card["TotalIPs"] for card in enis.values()) == 1, enis  # ipamd's whole pool on the node
+        env = cilium_env({"same-node": {"description": "one node", "placement": "same-node"}})
+        started = time.monotonic()
+        with pytest.raises(TargetError) as refused, serving_cluster(env, "same-node"):
+            pass
+        message = str(refused.value)
+        assert re.match(
+            r"kubernetes: pod \S+ on bk8s-node\d: the pod network refused it \d+ times, the last: .*"
+            r"failed to assign an IP address to container",
+            message,
+        ), message
+        assert "\n" not in message and time.monotonic() - started < 90, message
+    finally:
+        switch("bridge")  # the next switch to vpc gets the whole pool
 
 
 def test_switching_vpc_to_the_bridge_and_down_leave_nothing_of_the_vpc_cni(vpc):

@@ -29,6 +29,10 @@ _PID_RE = re.compile(rf"^{PID_MARKER}(\d+)\n")
 EXEC_TIMEOUT_S = 60  # a short command in a pod: a probe, ss, cat /proc/stat
 KILL_WAIT_S = 5  # how long a kill waits to learn the command's PID
 POLL_S = 0.3  # between looks at a pod that is starting
+# kubelet retries a pod whose sandbox the pod network refused; a CNI still starting may refuse once, a
+# cause that stays (no address left in the pool, an agent that is down) refuses every time
+SANDBOX_REFUSALS = 3
+SANDBOX_LOOK_S = 2.0  # between looks at the pod's events while it waits for its sandbox
 LOG_TAIL_LINES = 20  # of a failed container's log, in errors
 
 
@@ -166,10 +170,18 @@ class Cluster:
         except k.client.ApiException as exc:
             raise TargetError(f"kubernetes: cannot create pod {name}: {reason(exc)}") from None
         deadline = time.monotonic() + timeout_s
+        next_look = time.monotonic() + SANDBOX_LOOK_S
         while time.monotonic() < deadline:
             pod = self.core.read_namespaced_pod(name, self.namespace)
             if is_ready(pod):
                 return pod
+            if time.monotonic() >= next_look:
+                next_look = time.monotonic() + SANDBOX_LOOK_S
+                if refused := self.sandbox_refused(name):
+                    raise TargetError(
+                        f"kubernetes: pod {self.namespace}/{name} on {pod.spec.node_name}: the pod network "
+                        f"refused it {refused}"
+                    )
             failed = failed_container(pod)
             if failed:
                 container, how = failed
@@ -224,6 +236,18 @@ class Cluster:
                 raise
             time.sleep(POLL_S)
         raise TargetError(f"kubernetes: pod {self.namespace}/{name} still exists {timeout_s:g} s after its deletion")
+
+    def sandbox_refused(self, pod: str) -> str | None:
+        """How often and why the pod network refused the pod's sandbox, once it has SANDBOX_REFUSALS
+        times (kubelet's FailedCreatePodSandBox events, the newest message on one line); else None."""
+        events = self.core.list_namespaced_event(
+            self.namespace, field_selector=f"involvedObject.name={pod},reason=FailedCreatePodSandBox"
+        ).items
+        times = sum(e.count or 1 for e in events)
+        if times < SANDBOX_REFUSALS:
+            return None
+        newest = max(events, key=lambda e: (e.last_timestamp or e.metadata.creation_timestamp).timestamp())
+        return f"{times} times, the last: {' '.join((newest.message or '').split())}"
 
     def events(self, pod: str) -> str:
         events = self.core.list_namespaced_event(self.namespace, field_selector=f"involvedObject.name={pod}").items

@@ -14,7 +14,7 @@ CNIS+=(vpc)
 VPC_IMDS=127.0.0.1:1338           # the metadata mock, inside each node
 VPC_INTROSPECTION=127.0.0.1:61679 # ipamd's introspection API, inside each node
 VPC_INSTANCE_TYPE=m6i.large       # the EKS study's instance type: 10 IPv4 per ENI, 9 of them pods'
-VPC_POD_IPS=9
+VPC_POD_IPS=${BENCHLIB_VPC_POD_IPS:-9} # a smaller pool per node: as an instance type with fewer IPs per ENI
 VPC_READY_S=${BENCHLIB_VPC_READY_S:-$TIMEOUT_S}  # ipamd's bound (its pool, its rules, the Kubernetes API)
 
 vpc_network() {  # vpc_network <command> <proxy-mode>: "<proxy-mode> - -"; no options of its own
@@ -22,6 +22,7 @@ vpc_network() {  # vpc_network <command> <proxy-mode>: "<proxy-mode> - -"; no op
     "") ;;
     *) bad_input "$1: unknown argument '$3' (the vpc CNI has no options; see $0 --help)" ;;
   esac
+  [[ "$VPC_POD_IPS" =~ ^[1-9]$ ]] || bad_input "BENCHLIB_VPC_POD_IPS=$VPC_POD_IPS: the pod IPs per node must be 1 to 9 (an m6i.large's ENI holds 9 besides the node's)"
   [ "$2" != none ] || bad_input "--proxy-mode none: the VPC CNI leaves Services to kube-proxy (use iptables or nftables)"
   vpc_built || die "no VPC CNI build at $VPC_BIN: run '$0 build vpc' first"
   echo "${2:-iptables} - -"
