@@ -94,8 +94,12 @@ if why:
         )
     )
     figures.write_figures(why, resolve(out_dir) / "figures", blog_dir=resolve(out_dir) / "blog")
-    for fig in why.values():
-        fig.show()
+    # the largest finding's two figures open, the others' behind their titles: the page stays short
+    for i, fig in enumerate(why.values()):
+        if i < 2:
+            fig.show()
+        else:
+            figures.show_collapsed(fig)
 
 # %%
 # every scenario, a menu to pick one: for exploring, written as HTML alone (an image of a menu is dead)
@@ -120,5 +124,6 @@ if figs:
     figures.write_figures(figs, resolve(out_dir) / "figures", blog_dir=resolve(out_dir) / "blog", html_only=menus)
 
 # %%
+# for exploring: behind their titles, so they do not lengthen the page of a reader who does not
 for fig in figs.values():
-    fig.show()
+    figures.show_collapsed(fig)
