@@ -62,6 +62,17 @@ def pool(node: str) -> dict[str, dict]:
     }
 
 
+def back_on_a_working_bridge(stderr: str, component: str) -> None:
+    """After a failed switch: the failing component's log tail shown, the cluster on the bridge with
+    nothing of the VPC CNI running, and a real run across it."""
+    assert f"--- last lines of /var/lib/benchlib-k8s/logs/{component}.failed.log ---" in stderr, stderr
+    assert (STATE / "network").read_text().strip() == "bridge iptables - -"
+    assert not [line for p in PROCESSES for line in running(p).splitlines()]
+    env = cilium_env({"pod-to-pod": {"description": "two nodes", "placement": "pod-to-pod"}})
+    with serving_cluster(env, "pod-to-pod") as target:
+        assert run_tool(target, "pod-to-pod", "TCP_RR")["transaction_rate"] > 1000
+
+
 @pytest.fixture(scope="module")
 def vpc():
     require_root()
@@ -137,12 +148,7 @@ def test_an_ipamd_not_ready_in_time_fails_the_switch_and_leaves_the_bridge_worki
         "k8s-local-cluster.sh: timed out after 0s waiting for ipamd on node 1 to hold its 9 pod IPs"
         " (the cluster is back on the bridge CNI" in done.stderr
     ), done.stderr
-    assert "--- last lines of /var/lib/benchlib-k8s/logs/ipamd1.failed.log ---" in done.stderr
-    assert (STATE / "network").read_text().strip() == "bridge iptables - -"
-    assert not [line for p in PROCESSES for line in running(p).splitlines()]
-    env = cilium_env({"pod-to-pod": {"description": "two nodes", "placement": "pod-to-pod"}})
-    with serving_cluster(env, "pod-to-pod") as target:
-        assert run_tool(target, "pod-to-pod", "TCP_RR")["transaction_rate"] > 1000
+    back_on_a_working_bridge(done.stderr, "ipamd1")
 
 
 def test_a_metadata_mock_that_cannot_serve_fails_the_switch_and_leaves_the_bridge_working(vpc):
@@ -165,13 +171,8 @@ def test_a_metadata_mock_that_cannot_serve_fails_the_switch_and_leaves_the_bridg
         "k8s-local-cluster.sh: imds-mock1 exited while waiting for the metadata mock on node 1 to answer"
         " (the cluster is back on the bridge CNI" in done.stderr
     ), done.stderr
-    assert "--- last lines of /var/lib/benchlib-k8s/logs/imds-mock1.failed.log ---" in done.stderr
     assert "address already in use" in done.stderr, done.stderr
-    assert (STATE / "network").read_text().strip() == "bridge iptables - -"
-    assert not [line for p in PROCESSES for line in running(p).splitlines()]
-    env = cilium_env({"pod-to-pod": {"description": "two nodes", "placement": "pod-to-pod"}})
-    with serving_cluster(env, "pod-to-pod") as target:
-        assert run_tool(target, "pod-to-pod", "TCP_RR")["transaction_rate"] > 1000
+    back_on_a_working_bridge(done.stderr, "imds-mock1")
 
 
 def test_a_pool_too_small_for_the_scenarios_pods_fails_in_one_line_with_the_vpc_cnis_reason(vpc):
