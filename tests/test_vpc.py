@@ -50,12 +50,16 @@ def running(name: str) -> str:
     return subprocess.run(["pgrep", "-af", name], capture_output=True, text=True).stdout
 
 
+def enis(node: str) -> dict[str, dict]:
+    """ipamd's ENIs on the node per network card, from its introspection API."""
+    return json.loads(in_node(node, "curl", "-sf", "http://127.0.0.1:61679/v1/enis"))
+
+
 def pool(node: str) -> dict[str, dict]:
-    """ipamd's pool on the node, from its introspection API: address -> its entry."""
-    enis = json.loads(in_node(node, "curl", "-sf", "http://127.0.0.1:61679/v1/enis"))
+    """ipamd's assigned addresses on the node: address -> its entry."""
     return {
         ip: entry
-        for card in enis.values()
+        for card in enis(node).values()
         for eni in card["ENIs"].values()
         for cidr in eni["AvailableIPv4Cidrs"].values()
         for ip, entry in cidr["IPAddresses"].items()
@@ -190,8 +194,8 @@ def test_a_pool_too_small_for_the_scenarios_pods_fails_in_one_line_with_the_vpc_
             env={**os.environ, "BENCHLIB_VPC_POD_IPS": "1"},
         )
         assert done.returncode == 0, done.stderr
-        enis = json.loads(in_node(NODES[0], "curl", "-sf", "http://127.0.0.1:61679/v1/enis"))
-        assert sum(card["TotalIPs"] for card in enis.values()) == 1, enis  # ipamd's whole pool on the node
+        cards = enis(NODES[0])
+        assert sum(card["TotalIPs"] for card in cards.values()) == 1, cards  # ipamd's whole pool on the node
         env = cilium_env({"same-node": {"description": "one node", "placement": "same-node"}})
         started = time.monotonic()
         with pytest.raises(TargetError) as refused, serving_cluster(env, "same-node"):
