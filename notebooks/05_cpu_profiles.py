@@ -56,8 +56,15 @@ keys = ["environment", "test", "scenario", "baseline"]
 primary = a.comparisons.filter(pl.col("family") == stats.PRIMARY).select(keys).unique()
 rest = sentences.join(primary, on=keys, how="anti")["sentence"]
 if explained or len(rest):
+    # behind a disclosure: each finding above already carries its why; these are every comparison's
     others = (f"- {escape.markdown(s)}" for s in rest)
-    display(Markdown("## What the profiles say\n" + "\n".join(filter(None, [explained, *others]))))
+    said = "\n".join(filter(None, [explained, *others]))
+    display(
+        Markdown(
+            "## What the profiles say\n"
+            + tables.collapsed("Each comparison's CPU-profile sentences, with the frames they name", said)
+        )
+    )
 
 # %%
 # the eBPF scenarios' programs, beside the categories (absent where no profiled run ran a BPF program)
