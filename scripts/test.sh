@@ -11,7 +11,7 @@ if [[ "${1:-}" == "--fast" ]]; then
   export PATH="$PWD/.tools/bin:$PATH"
   # --compile-bytecode: the venv's packages read from bytecode compiled once, not recompiled by every
   # python the tests start (as happens under PYTHONDONTWRITEBYTECODE)
-  exec uv run --frozen --compile-bytecode pytest -m "unit and not slow" "$@"
+  exec uv run --frozen --compile-bytecode pytest -m "unit and not slow" -n auto --dist loadgroup "$@"
 fi
 # The full suite: a test that cannot run here fails instead of skipping (tests/conftest.py cannot_run),
 # so nothing silently stops being tested.
@@ -24,4 +24,12 @@ bash scripts/lint.sh
 bash scripts/k8s-local-cluster.sh build
 bash scripts/k8s-local-cluster.sh build cilium
 bash scripts/k8s-local-cluster.sh build vpc
-exec uv run --frozen pytest --durations=60 "$@"
+# The unit tier measures nothing: it runs on every CPU (pytest-xdist; tests/conftest.py keeps each module
+# on one worker). The lab and cluster tiers measure: one test at a time, as a measurement beside anything
+# else is noise. The second tier runs even when the first fails, so one run lists every failure.
+unit=0 measured=0
+uv run --frozen pytest -m unit -n auto --dist loadgroup --durations=30 "$@" || unit=$?
+uv run --frozen pytest -m "not unit" --durations=60 "$@" || measured=$?
+# 5 is pytest's "no test selected": a path or -k given to this script may select one tier only
+if [[ $unit == 5 && $measured == 5 ]]; then exit 5; fi
+for rc in $unit $measured; do [[ $rc == 0 || $rc == 5 ]] || exit "$rc"; done

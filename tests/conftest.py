@@ -68,6 +68,10 @@ def pytest_collection_modifyitems(config, items):
         item.add_marker(tier)
         if names & SLOW_FIXTURES:
             item.add_marker("slow")
+        # under pytest-xdist (the unit tier, scripts/test.sh), a module's tests stay on one worker, so its
+        # module fixtures are made once; so do all the tests of the session's one default report
+        group = "default_report" if "default_report" in names else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 def pytest_collection_finish(session):
