@@ -61,6 +61,10 @@ SLOW_FIXTURES = {"short_campaign", "project_copy", "default_report"}
 
 
 def pytest_collection_modifyitems(config, items):
+    # under pytest-xdist (the unit tier, scripts/test.sh), a module's tests stay on one worker, so its
+    # module fixtures are made once; the modules that use the session's default report share one worker,
+    # so it is rendered once
+    report_modules = {i.module for i in items if "default_report" in i.fixturenames}
     for item in items:
         names = set(item.fixturenames)
         marked = {m.name for m in item.iter_markers()} & {"cluster", "lab"}  # a tier the test names itself
@@ -68,9 +72,7 @@ def pytest_collection_modifyitems(config, items):
         item.add_marker(tier)
         if names & SLOW_FIXTURES:
             item.add_marker("slow")
-        # under pytest-xdist (the unit tier, scripts/test.sh), a module's tests stay on one worker, so its
-        # module fixtures are made once; so do all the tests of the session's one default report
-        group = "default_report" if "default_report" in names else item.nodeid.split("::")[0]
+        group = "default_report" if item.module in report_modules else item.nodeid.split("::")[0]
         item.add_marker(pytest.mark.xdist_group(group))
 
 
