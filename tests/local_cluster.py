@@ -125,16 +125,27 @@ def quiet_cgroups() -> list[Path]:
 
 
 def frozen_cgroups() -> list[str]:
-    """Every cgroup of the machine that is frozen or freezing, v1 and v2 (empty: nothing frozen)."""
-    root = Path("/sys/fs/cgroup")
-    out = [str(f.parent) for f in root.glob("freezer/**/freezer.state") if f.read_text().strip() != "THAWED"]
-    for events in [*root.glob("unified/**/cgroup.events"), *root.glob("**/cgroup.events")]:
-        if (
-            "frozen 1" in events.read_text().splitlines()
-            or (events.parent / "cgroup.freeze").read_text().strip() == "1"
+    """Every cgroup of the machine that is frozen or freezing, v1 and v2 (empty: nothing frozen).
+
+    The watchdog removes its cgroups while this walks them, so a cgroup that vanishes mid-walk counts as thawed.
+    """
+    out = []
+    for directory, _, files in os.walk("/sys/fs/cgroup"):  # os.walk skips directories removed under it
+        here = Path(directory)
+        if "freezer.state" in files and _read(here / "freezer.state") not in ("", "THAWED"):
+            out.append(directory)
+        if "cgroup.events" in files and (
+            "frozen 1" in _read(here / "cgroup.events").splitlines() or _read(here / "cgroup.freeze") == "1"
         ):
-            out.append(str(events.parent))
+            out.append(directory)
     return sorted(set(out))
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text().strip()
+    except OSError:  # removed since it was listed
+        return ""
 
 
 def sysctls(keys: list[str]) -> dict[str, str]:
