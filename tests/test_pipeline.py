@@ -3,6 +3,7 @@ collect -> parse -> report, then what re-runs when something changes."""
 
 import json
 import re
+import shutil
 import subprocess
 import tempfile
 
@@ -12,9 +13,11 @@ import yaml
 
 from benchlib import schema
 from benchlib.report import render as report
-from tests.conftest import require_root, venv_env
+from tests.conftest import REPO, copy_project, require_root, venv_env
 
 BLOCKS = 6  # the statistics floor: below it no 95 % median CI exists
+# what the main command's `dvc repro` writes, beside the code and dvc.lock that say which inputs made it
+OUTPUTS = ("dvc.lock", "data/processed", "data/analysis", "reports")
 
 
 def dvc(project, *args):
@@ -27,31 +30,52 @@ def write_params(project, params):
     (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
 
 
+def main_command_is_current() -> bool:
+    """Whether this checkout holds the outputs of the README's main command made by its own code and
+    params: `dvc status` names no stage (CI runs the main command just before the tests)."""
+    proc = subprocess.run(
+        ["dvc", "status", "--json"], cwd=REPO, env=venv_env(), capture_output=True, text=True, timeout=300
+    )
+    return proc.returncode == 0 and proc.stdout.strip() == "{}"
+
+
 @pytest.fixture(scope="module")
 def repro(tmp_path_factory, lab_env):
-    """One short campaign through the whole pipeline: every scenario and test, 6 blocks of 1 s runs.
-    It measures on the local lab (``lab_env``): its tests are of the lab tier, not the unit tier."""
+    """The whole pipeline run once on the real lab, every scenario and test: the main command's own
+    campaign, copied with its outputs, when this checkout holds it current (the tests then check what a
+    user of the README gets, and no campaign is measured twice); else one short campaign of 6 blocks of
+    1 s runs. It measures on the local lab (``lab_env``): its tests are of the lab tier, not the unit tier."""
     require_root()
-    from tests.conftest import project_copy as _copy
-
-    project = _copy.__wrapped__(tmp_path_factory.mktemp("pipeline"))
+    project = tmp_path_factory.mktemp("pipeline") / "project"
+    copy_project(project)
     params = yaml.safe_load((project / "params.yaml").read_text())
+    if main_command_is_current():
+        campaign = f"data/raw/{params['experiment']['campaign']}"
+        for name in (*OUTPUTS, campaign):
+            src, dst = REPO / name, project / name
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copytree(src, dst, symlinks=True) if src.is_dir() else shutil.copy2(src, dst)
+        return project, params
     params["experiment"].update(campaign="pipeline-test", repetitions=BLOCKS, cpu_trim_s=0.25)
     for test in params["tests"].values():
         test["duration_s"] = 1
     write_params(project, params)
-    out = dvc(project, "repro")
-    return project, params, out
+    dvc(project, "repro")
+    return project, params
+
+
+def blocks(params) -> int:
+    return params["experiment"]["repetitions"]
 
 
 def test_repro_produces_tidy_tables_for_every_configuration(repro):
-    project, params, _ = repro
+    project, params = repro
     runs = schema.read_runs(project / "data/processed/runs.parquet")
     metrics = schema.read_metrics(project / "data/processed/metrics.parquet")
     scenarios = params["environments"]["local-lab"]["scenarios"]
     per_config = {(s, t): n for s, t, n in runs.group_by("scenario", "test").len().iter_rows()}
     assert sorted(per_config) == sorted((s, t) for s in scenarios for t in params["tests"])
-    assert set(per_config.values()) == {BLOCKS}
+    assert set(per_config.values()) == {blocks(params)}
     assert set(runs["outcome"]) == {"ok"}
     have = set(metrics.select("scenario", "test", "metric", "side").iter_rows())
     for s in scenarios:
@@ -62,7 +86,7 @@ def test_repro_produces_tidy_tables_for_every_configuration(repro):
         assert (s, "tcp_rr", "transaction_rate", "none") in have
         assert (s, "tcp_rr", "latency_p99", "none") in have
         assert (s, "tcp_crr", "connection_rate", "none") in have
-    assert set(metrics["campaign"]) == {"pipeline-test"}
+    assert set(metrics["campaign"]) == {params["experiment"]["campaign"]}
     assert metrics["run_id"].is_in(runs["run_id"].implode()).all() and runs["run_id"].is_unique().all()
     # the default campaign's profiled runs: one per configuration, in their own tables only
     profiled = schema.read(project / "data/processed/profile_runs.parquet", "profile_runs")
@@ -72,12 +96,14 @@ def test_repro_produces_tidy_tables_for_every_configuration(repro):
 
 
 def test_report_labels_every_scenario_against_the_baseline(repro):
-    project, params, _ = repro
+    project, params = repro
     sig = pl.read_csv(project / "reports/significance.csv")
     assert set(sig["baseline"]) == {"host"}
     assert set(sig["scenario"]) == {"veth-routed", "bridge", "vxlan"}
     assert set(sig["test"]) == set(params["tests"])
-    assert (sig["n"] == BLOCKS).all() and sig["p"].is_between(0, 1).all() and sig["p_adj"].is_between(0, 1).all()
+    assert (
+        (sig["n"] == blocks(params)).all() and sig["p"].is_between(0, 1).all() and sig["p_adj"].is_between(0, 1).all()
+    )
     ci = pl.col("delta_low", "delta_high")
     assert sig.select((ci.is_not_null() & ci.is_not_nan()).all()).row(0) == (True, True)
     # "inconclusive" is a real outcome at n = 6: Mann-Whitney and the interval can disagree on noisy runs.
@@ -95,7 +121,7 @@ def test_report_labels_every_scenario_against_the_baseline(repro):
 
 
 def test_report_html_opens_offline_with_every_figure_drawn(repro):
-    project, _, _ = repro
+    project, _ = repro
     page = project / "reports/report.html"
     html = page.read_text()
     divs = html.count('class="plotly-graph-div"')
@@ -130,7 +156,7 @@ def test_report_html_opens_offline_with_every_figure_drawn(repro):
 
 def test_notebooks_give_the_same_result_from_the_notebooks_folder(repro, tmp_path):
     """JupyterLab runs kernels in notebooks/, papermill at the root: paths must work from both."""
-    project, _, _ = repro
+    project, _ = repro
     import jupytext
     import papermill
 
@@ -149,14 +175,15 @@ def test_notebooks_give_the_same_result_from_the_notebooks_folder(repro, tmp_pat
 
 
 def test_unchanged_repro_runs_nothing_and_forced_collect_measures_nothing(repro):
-    project, _, _ = repro
+    project, params = repro
     out = dvc(project, "repro")
     for stage in ("collect@local-lab", "parse", "analyse", "report"):
         assert f"Stage '{stage}' didn't change, skipping" in out
-    raw = project / "data/raw/pipeline-test"
+    campaign = params["experiment"]["campaign"]
+    raw = project / "data/raw" / campaign
     before = {p: p.stat().st_mtime_ns for p in raw.rglob("*") if p.is_file()}
     out = dvc(project, "repro", "--force", "--single-item", "collect@local-lab")
-    assert f"all {16 * BLOCKS + 16} runs of campaign pipeline-test are recorded" in out  # and 16 profiled
+    assert f"all {16 * blocks(params) + 16} runs of campaign {campaign} are recorded" in out  # and 16 profiled
     assert {p: p.stat().st_mtime_ns for p in raw.rglob("*") if p.is_file()} == before
 
 
@@ -164,7 +191,7 @@ def test_an_analysis_parameter_reruns_only_the_analysis_and_the_report(repro):
     """What DVC would rerun (`--dry`): the analysis, and so the report, which reads the analysis; not
     collect or parse. The first repro showed that the stages themselves run: a real rerun would spend
     a minute and a half on the same graph."""
-    project, params, _ = repro
+    project, params = repro
     analysed = (project / "reports/metrics.json").read_bytes()
     params["analysis"]["alpha"] = 0.01
     write_params(project, params)
