@@ -55,6 +55,7 @@ def repro(tmp_path_factory, lab_env):
             src, dst = REPO / name, project / name
             dst.parent.mkdir(parents=True, exist_ok=True)
             shutil.copytree(src, dst, symlinks=True) if src.is_dir() else shutil.copy2(src, dst)
+        dvc(project, "commit", "--force")  # the copy's own cache: what its dvc.lock names, hashed again
         return project, params
     params["experiment"].update(campaign="pipeline-test", repetitions=BLOCKS, cpu_trim_s=0.25)
     for test in params["tests"].values():
