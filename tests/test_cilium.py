@@ -248,6 +248,29 @@ def test_pods_get_cilium_addresses_and_the_wire_shows_the_routing_mode(cilium, r
             assert vxlan < 10 and plain >= result["transaction_rate"], (vxlan, plain, result)
 
 
+def test_envoy_sidecars_carry_traffic_on_cilium_and_node_proxies_stop_before_any_run_saying_why(cilium):
+    """Sidecars capture inside each pod, whatever the pod network; the node proxies' rules sit in the
+    node's nat table, which Cilium's eBPF host routing takes pod traffic past."""
+    switch("cilium", "--routing", "native")
+    mesh = {"placement": "pod-to-pod", "proxy": "envoy"}
+    env = cilium_env(
+        {
+            "sidecars": {"description": "mTLS sidecars", "mesh": "sidecars-mtls", **mesh},
+            "node-proxies": {"description": "HBONE node proxies", "mesh": "node-proxies-mtls", **mesh},
+        }
+    )
+    with serving_cluster(env, "sidecars") as target:
+        before = target.datapath_usage("sidecars", reset_peak=True)
+        assert run_tool(target, "sidecars", "TCP_RR")["transaction_rate"] > 500
+        assert runner.idle_proxies(before, target.datapath_usage("sidecars", reset_peak=False)) == []
+    with pytest.raises(TargetError, match=r"node proxies captured nothing.*eBPF host routing"):
+        with serving_cluster(env, "node-proxies"):
+            pass
+    for name in NODES:
+        assert sidecars.NODE_CHAIN not in in_node(name, "iptables-save", "-t", "nat")
+    assert not execd_commands()
+
+
 @pytest.mark.parametrize("lb", ["socket", "packet"])
 def test_a_cluster_ip_is_served_by_ciliums_load_balancer_without_kube_proxy(cilium, lb):
     switch("cilium", "--routing", "native", "--lb", lb)
@@ -280,29 +303,6 @@ def test_cilium_beside_kube_proxy_leaves_services_to_kube_proxy(cilium):
     assert cilium_cgroups() == set()  # no socket load balancer without kube-proxy replacement
     nat = in_node("bk8s-node1", "iptables-save", "-t", "nat")
     assert "KUBE-SERVICES" in nat
-
-
-def test_envoy_sidecars_carry_traffic_on_cilium_and_node_proxies_stop_before_any_run_saying_why(cilium):
-    """Sidecars capture inside each pod, whatever the pod network; the node proxies' rules sit in the
-    node's nat table, which Cilium's eBPF host routing takes pod traffic past."""
-    switch("cilium", "--routing", "native")
-    mesh = {"placement": "pod-to-pod", "proxy": "envoy"}
-    env = cilium_env(
-        {
-            "sidecars": {"description": "mTLS sidecars", "mesh": "sidecars-mtls", **mesh},
-            "node-proxies": {"description": "HBONE node proxies", "mesh": "node-proxies-mtls", **mesh},
-        }
-    )
-    with serving_cluster(env, "sidecars") as target:
-        before = target.datapath_usage("sidecars", reset_peak=True)
-        assert run_tool(target, "sidecars", "TCP_RR")["transaction_rate"] > 500
-        assert runner.idle_proxies(before, target.datapath_usage("sidecars", reset_peak=False)) == []
-    with pytest.raises(TargetError, match=r"node proxies captured nothing.*eBPF host routing"):
-        with serving_cluster(env, "node-proxies"):
-            pass
-    for name in NODES:
-        assert sidecars.NODE_CHAIN not in in_node(name, "iptables-save", "-t", "nat")
-    assert not execd_commands()
 
 
 def test_switching_to_the_bridge_removes_ciliums_datapath(cilium):

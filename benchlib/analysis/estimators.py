@@ -106,47 +106,56 @@ def buckets(*lists: pl.Series) -> Iterator[tuple[np.ndarray, list[np.ndarray]]]:
         yield idx, [_stack(s, idx, int(n)) for s, n in zip(lists, key, strict=True)]
 
 
+def successful_runs(runs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The successful runs as (run_id, started_at, _config), and their configurations as (_config,
+    *RUN_CONFIG). Grouping a run's rows by one integer instead of seven columns (long strings among
+    them) keeps the groupings of a million runs in hundreds of MiB: polars holds every row's keys."""
+    ok = runs.lazy().filter(pl.col("outcome") == "ok")
+    configs = ok.select(RUN_CONFIG).unique(maintain_order=True).with_row_index("_config").collect(engine="streaming")
+    coded = (
+        ok.join(configs.lazy(), on=RUN_CONFIG, how="left", nulls_equal=True, maintain_order="left")
+        .select("run_id", "started_at", "_config")
+        .collect(engine="streaming")
+    )
+    if coded["run_id"].is_duplicated().any():
+        ok_values(pl.DataFrame(schema={"run_id": pl.String}), runs)  # raises polars' own error: a run_id names one run
+    return coded, configs
+
+
 def samples(metrics: pl.DataFrame | pl.LazyFrame, runs: pl.DataFrame) -> pl.DataFrame:
     """One row per configuration of the successful runs' metric rows (ok_values): unit, its finite
     values in run order (list column x), and how many non-finite values were left out of it (excluded).
 
-    One pass per (metric, side): only that part's rows and the columns a configuration needs are read
-    (from a scan: predicate and projection pushdown), each looked up among the successful runs (its
-    run's start time, and its test_params as a small integer code) and grouped. Memory holds the
-    lookup and one part, never the whole table (a million-run campaign: 11M rows, parts of 1M).
+    One pass per (metric, side): only that part's rows and the columns it needs are read (from a
+    scan: predicate and projection pushdown), each looked up among the successful runs (its run's
+    start time and configuration code) and grouped. Memory holds the lookup and one part, never the
+    whole table (a million-run campaign: 11M rows, parts of 1M).
     """
-    ok = runs.lazy().filter(pl.col("outcome") == "ok").select("run_id", "started_at", "test_params").collect()
-    if ok["run_id"].is_duplicated().any():
-        ok_values(metrics.lazy().head(0).collect(), runs)  # raises polars' own error: a run_id names one run
-    params = ok.select("test_params").unique(maintain_order=True).with_row_index("_params")
-    ok = ok.join(params, on="test_params", how="left", nulls_equal=True).drop("test_params")
-    keys = [c if c != "test_params" else "_params" for c in CONFIG]
-    columns = ["run_id", *(c for c in CONFIG if c != "test_params"), "value", "unit"]
+    ok, configs = successful_runs(runs)
     finite = pl.col("value").is_finite().fill_null(False)
     in_order: dict[str, Any] = dict(by="started_at", maintain_order=True)  # run order, as a stable sort gives
 
-    def cells(part: pl.Expr) -> pl.DataFrame:
+    def cells(metric: str | None, side: str | None) -> pl.DataFrame:
+        part = pl.col("metric").eq_missing(metric) & pl.col("side").eq_missing(side)
         return (
             metrics.lazy()
             .filter(part)
-            .select(columns)
+            .select("run_id", "value", "unit")
             .join(ok.lazy(), on="run_id", how="inner", maintain_order="left")  # the successful runs' rows
-            .group_by(keys)
+            .group_by("_config")
             .agg(
                 unit=pl.col("unit").sort_by(**in_order).first(),
                 x=pl.col("value").sort_by(**in_order).filter(finite.sort_by(**in_order)),
                 excluded=(~finite).sum(),
             )
+            .with_columns(metric=pl.lit(metric, dtype=pl.String), side=pl.lit(side, dtype=pl.String))
             .collect()
         )
 
     parts = metrics.lazy().select("metric", "side").unique().collect(engine="streaming")
-    out = pl.concat(
-        [cells(pl.col("metric").eq_missing(m) & pl.col("side").eq_missing(sd)) for m, sd in parts.iter_rows()]
-        or [cells(pl.lit(True))]  # no rows: the empty frame of the right shape
-    )
+    out = pl.concat([cells(m, sd) for m, sd in parts.iter_rows()] or [cells(None, None)])
     return (
-        out.join(params, on="_params", how="left")
+        out.join(configs, on="_config", how="left")
         .select(*CONFIG, "unit", "x", "excluded")
         .sort(CONFIG, nulls_last=True)
     )

@@ -75,17 +75,33 @@ def headlines(values: pl.DataFrame | pl.LazyFrame, runs: pl.DataFrame) -> pl.Dat
     """Per environment, test and test_params: the test's headline metric among those in ``values``
     (benchlib.schema.headline_metric: by the test's kind, its latency median when paced)."""
     keys = ["environment", "test", "test_params"]
-    tests = runs.group_by(keys).agg(kind=pl.col("kind").first(), paced=pl.col("offered_qps").is_not_null().any())
-    # the metrics present per test: distinct (run, metric) pairs streamed, never the joined table whole
-    present = (
-        values.lazy()
-        .select("environment", "test", "run_id", "metric")
-        .join(runs.lazy().select("run_id", "test_params"), on="run_id", how="inner")
+    # streamed: an eager group_by on three keys of a million runs takes half a GiB (polars 1.x)
+    tests = (
+        runs.lazy()
         .group_by(keys)
-        .agg(pl.col("metric").unique())
+        .agg(kind=pl.col("kind").first(), paced=pl.col("offered_qps").is_not_null().any())
         .collect(engine="streaming")
     )
-    rows = tests.join(present, on=keys, nulls_equal=True)
+    # the metrics present per test, streamed. A test run with one set of parameters (the usual case)
+    # needs no run lookup; only a test run with several is joined to its runs' test_params.
+    by_test = ["environment", "test"]
+    varied = tests.group_by(by_test).len().filter(pl.col("len") > 1).drop("len")
+    metrics = values.lazy().select("environment", "test", "run_id", "metric")
+    present = [
+        metrics.join(varied.lazy(), on=by_test, how="anti")
+        .group_by(by_test)
+        .agg(pl.col("metric").unique())
+        .join(tests.lazy().select(keys), on=by_test)
+        .select(*keys, "metric")
+    ]
+    if len(varied):
+        present.append(
+            metrics.join(varied.lazy(), on=by_test, how="semi")
+            .join(runs.lazy().select("run_id", "test_params"), on="run_id", how="inner")
+            .group_by(keys)
+            .agg(pl.col("metric").unique())
+        )
+    rows = tests.join(pl.concat(present).collect(engine="streaming"), on=keys, nulls_equal=True)
     return rows.select(
         *keys,
         headline=pl.Series(

@@ -33,8 +33,18 @@ COLUMNS = ["cpu_bound", "cpu_bound_in", "cpu_bound_side", "cpu_bound_pct", "cpu_
 def side_utilisation(metrics: pl.DataFrame | pl.LazyFrame, runs: pl.DataFrame) -> pl.DataFrame:
     """One row per configuration (stats.RUN_CONFIG): the median over its successful runs of each
     side's busy % (columns cpu_client, cpu_server, cpu_total; null where not recorded)."""
-    cpu = stats.ok_values(metrics.lazy().filter(pl.col("metric") == CPU_METRIC).collect(), runs)
-    medians = cpu.group_by([*stats.RUN_CONFIG, "side"]).agg(pl.col("value").median())
+    ok, configs = stats.successful_runs(runs)
+    medians = (  # streamed: the busy % rows are three per run
+        metrics.lazy()
+        .filter(pl.col("metric") == CPU_METRIC)
+        .select("run_id", "side", "value")
+        .join(ok.lazy(), on="run_id", how="inner")
+        .group_by("_config", "side")
+        .agg(pl.col("value").median())
+        .collect(engine="streaming")
+        .join(configs, on="_config")
+        .drop("_config")
+    )
     wide = medians.pivot(on="side", index=stats.RUN_CONFIG, values="value")
     return wide.select(
         *stats.RUN_CONFIG,

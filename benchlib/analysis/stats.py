@@ -42,6 +42,7 @@ from .estimators import (
     median_ci as median_ci,
     ok_values as ok_values,
     samples,
+    successful_runs as successful_runs,
     summarize as summarize,
 )
 from .families import (
