@@ -9,9 +9,12 @@ protocol's websocket.
 from __future__ import annotations
 
 import base64
+import contextlib
 import itertools
 import json
+import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -49,6 +52,7 @@ class Page:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
+            start_new_session=True,  # its own process group: the helpers it starts end with it
         )
         port = self._devtools_port()
         deadline = time.monotonic() + self.timeout_s
@@ -76,6 +80,13 @@ class Page:
         self._ws.close()
         self._proc.terminate()
         self._proc.wait(timeout=20)
+        # Chromium's helper processes outlive the browser for a moment and still write into the profile
+        # (a removal then fails with "Directory not empty"): end the whole group before removing it
+        deadline = time.monotonic() + 20
+        with contextlib.suppress(ProcessLookupError):
+            while time.monotonic() < deadline:
+                os.killpg(self._proc.pid, signal.SIGKILL)
+                time.sleep(0.05)
         self._profile.cleanup()
 
     def _devtools_port(self) -> int:
