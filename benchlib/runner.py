@@ -27,8 +27,9 @@ from .targets import KILL_WAIT_S, Placement, Result, Target, shown
 _log = logging.getLogger(__name__)  # the default for log=: where benchlib.logs sends messages
 
 VERSION_TIMEOUT_S = 10  # a tool's version probe: it answers at once, or the tool is broken
-# After a test's duration, how long to let the client finish before firing the server's report timer
-# (Target.end_server_wait). A client still mid-test then fails loudly (connection refused), never quietly.
+# After a test's duration, the longest to let the client finish before firing the server's report timer
+# (Target.end_server_wait, which fires it as soon as it sees the client done). A client still mid-test
+# then fails loudly (connection refused), never quietly.
 SERVER_WAIT_MARGIN_S = 0.5
 
 
@@ -130,15 +131,14 @@ def measure(
     recorder = target.recorder(placement, *profile) if profile else None
     perf_error = None
     started = time.time()
-    deadline = time.monotonic() + spec.run_timeout_s + (profiling.START_S if recorder else 0.0)
     procs = []
     first = None
     quieted = None
     try:
         if recorder:
-            recorder.start()
-            time.sleep(profiling.START_S)
+            recorder.start()  # returns once perf samples
         spawned = time.monotonic()
+        deadline = spawned + spec.run_timeout_s
         procs = [target.spawn(run.scenario, "client", inv.argv) for inv in invocations]
         time.sleep(collector.warmup_s(spec) + trim_s)
         # the scans just outside the CPU snapshots, so that their own CPU stays out of the window
@@ -166,10 +166,11 @@ def measure(
                 perf_error = exc
         last_usage = target.datapath_usage(run.scenario, reset_peak=False)
         if collector.server_wait_s(spec) and target.ends_server_wait and collector.SERVER is not None:
-            # The server would idle on its own timer before it reports; once the client's test time
-            # is surely over (its timer starts after a few ms of set-up), fire that timer.
-            time.sleep(max(0.0, spawned + spec.duration_s + SERVER_WAIT_MARGIN_S - time.monotonic()))
-            target.end_server_wait(run.scenario, collector.SERVER)
+            # The server would idle on its own timer before it reports: once the client's test is
+            # over (its timer starts after a few ms of set-up), the target fires that timer.
+            over = spec.duration_s + min(0.0, SERVER_WAIT_MARGIN_S)
+            time.sleep(max(0.0, spawned + over - time.monotonic()))
+            target.end_server_wait(run.scenario, collector.SERVER, spawned + spec.duration_s + SERVER_WAIT_MARGIN_S)
         results = _wait_all(procs, [inv.argv for inv in invocations], deadline)
     except DatapathError as exc:
         if recorder:
@@ -206,6 +207,7 @@ def measure(
     if recorder:
         try:  # folded once the tool is done, so that perf script's own CPU is outside every window
             if perf_error is None:
+                recorder.finish()
                 own = scans[0].own | scans[1].own if scans[0] and scans[1] else None
                 folded = recorder.profile(min(first[s].mono for s in SIDES), max(last[s].mono for s in SIDES), own)
         except profiling.PerfError as exc:

@@ -195,9 +195,10 @@ class Target(ABC):
     def cpu_snapshot(self, scenario: str, side: str) -> cpu.Snapshot:
         """/proc/stat of the node that side of the scenario runs on."""
 
-    def end_server_wait(self, scenario: str, server: Server) -> None:
-        """Fire now the timer the server's test processes wait on after a test (netserver's TCP_CRR
-        pad). Only targets with ``ends_server_wait`` can; on the others a run waits it out."""
+    def end_server_wait(self, scenario: str, server: Server, latest: float) -> None:
+        """Fire the timer the server's test processes wait on after a test (netserver's TCP_CRR pad) as
+        soon as the client is done, at ``latest`` (time.monotonic()) at the latest. Only targets with
+        ``ends_server_wait`` can; on the others a run waits it out."""
         raise NotImplementedError(f"target {self.kind} cannot end a server's wait")
 
     def datapath_usage(self, scenario: str, reset_peak: bool) -> dict[str, dict]:

@@ -20,6 +20,7 @@ import platform
 import shutil
 import signal
 import subprocess
+import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -51,6 +52,10 @@ __all__ = [
 
 SERVER_LISTEN_TIMEOUT_S = 10
 SERVER_POLL_S = 0.05
+# A TCP_CRR client opens a connection every few milliseconds (the longest gap seen here was 15 ms,
+# with four busy loops on the 2 CPUs): this long without one, its test is over.
+CLIENT_DONE_IDLE_S = 0.05
+CLIENT_DONE_POLL_S = 0.005
 
 
 def default_cpus() -> tuple[list[int], list[int]]:
@@ -60,6 +65,17 @@ def default_cpus() -> tuple[list[int], list[int]]:
         raise TargetError(f"lab: needs at least 2 CPUs to pin client and server apart, have {cpus}")
     half = len(cpus) // 2
     return cpus[:half], cpus[half:]
+
+
+def accepted(pid: int) -> int | None:
+    """TCP connections accepted so far in the network namespace of process ``pid`` (PassiveOpens of its
+    /proc/<pid>/net/snmp); None if the process is gone."""
+    try:
+        lines = Path(f"/proc/{pid}/net/snmp").read_text().splitlines()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    names, values = (line.split() for line in lines if line.startswith("Tcp:"))
+    return int(values[names.index("PassiveOpens")])
 
 
 def child_pids(pid: int) -> list[int]:
@@ -105,6 +121,7 @@ class LabTarget(Target):
         self._namespaces: list[str] = []
         self._servers: list[subprocess.Popen] = []
         self._server_pids: dict[tuple[str, str], int] = {}  # (scenario, server name): the tool's server
+        self._accepted_at_spawn: dict[str, int | None] = {}  # by scenario: its servers' accepts when a client started
         self._logdir: Path | None = None
         # per scenario: its mesh proxies and their processes
         self._proxies: dict[str, list[tuple[shapes.Proxy, subprocess.Popen]]] = {}
@@ -113,7 +130,7 @@ class LabTarget(Target):
         self._proxy_versions: dict[str, str] = {}  # by proxy kind (haproxy, envoy)
         # per scenario: its namespaces by side, and the CPU placement their receive steering is set for
         self._side_namespaces: dict[str, dict[str, list[str]]] = {}
-        self._steered: dict[str, str] = {}
+        self._rps_masks: dict[str, str] = {}  # by namespace: the receive CPUs its devices' RPS was set to
         self._namespace_inodes: set[int] | None = None  # what foreign_snapshot tells the lab's processes by
 
     @property
@@ -195,10 +212,19 @@ class LabTarget(Target):
             return base
         return replace(base, server_cpus=base.client_cpus, details={**base.details, "cpu_placement": mode})
 
-    def end_server_wait(self, scenario: str, server: Server) -> None:
+    def end_server_wait(self, scenario: str, server: Server, latest: float) -> None:
         """SIGALRM, the signal of the timer they wait on, to the server's test processes (its children):
-        netserver's TCP_CRR child leaves accept() and reports (docs/concepts/cpu.md, "TCP_CRR ends with its test")."""
+        netserver's TCP_CRR child leaves accept() and reports (docs/concepts/cpu.md, "TCP_CRR ends with its
+        test"). Fired once the client has connected and then opened no connection for CLIENT_DONE_IDLE_S
+        (the server namespace's accepts), or at ``latest``."""
         pid = self._server_pids[(scenario, server.name)]
+        before, count, changed = self._accepted_at_spawn.get(scenario), accepted(pid), time.monotonic()
+        while (now := time.monotonic()) < latest:
+            if before is not None and count is not None and count > before and now - changed >= CLIENT_DONE_IDLE_S:
+                break
+            time.sleep(min(CLIENT_DONE_POLL_S, latest - now))
+            if (seen := accepted(pid)) != count:
+                count, changed = seen, time.monotonic()
         for child in child_pids(pid):
             try:
                 os.kill(child, signal.SIGALRM)
@@ -206,6 +232,9 @@ class LabTarget(Target):
                 pass  # that test ended on its own meanwhile
 
     def spawn(self, scenario: str, side: str, argv: list[str]) -> LocalProcess:
+        if side == "client":  # what end_server_wait counts the client's connections from
+            servers = [pid for (s, _), pid in self._server_pids.items() if s == scenario]
+            self._accepted_at_spawn[scenario] = accepted(servers[0]) if servers else None
         return LocalProcess(["ip", "netns", "exec", self.namespace(scenario, side), *argv])
 
     def cpu_snapshot(self, scenario: str, side: str) -> cpu.Snapshot:
@@ -385,13 +414,11 @@ class LabTarget(Target):
         # veth delivers a packet on the sending CPU. RPS moves receive
         # processing to the receiving side's CPUs, as a NIC interrupt on the
         # other machine would, so sender and receiver CPU can be told apart
-        # (split); shared keeps all of it on the one CPU set.
-        if self._steered.get(scenario) == mode:
-            return
+        # (split); shared keeps all of it on the one CPU set. Only namespaces whose mask changes are
+        # written (the server side's, between split and shared runs): each write is an `ip netns exec`.
         for side, namespaces in self._side_namespaces[scenario].items():
-            cpus = self.client_cpus if side == "client" or mode == "shared" else self.server_cpus
+            mask = _mask(self.client_cpus if side == "client" or mode == "shared" else self.server_cpus)
             for ns in namespaces:
-                in_ns(
-                    ns, "sh", "-c", f"for f in /sys/class/net/*/queues/rx-*/rps_cpus; do echo {_mask(cpus)} > $f; done"
-                )
-        self._steered[scenario] = mode
+                if self._rps_masks.get(ns) != mask:
+                    in_ns(ns, "sh", "-c", f"for f in /sys/class/net/*/queues/rx-*/rps_cpus; do echo {mask} > $f; done")
+                    self._rps_masks[ns] = mask
