@@ -3,8 +3,9 @@
 perf runs on this machine, system-wide, at ``experiment.profile_hz``; the fold
 keeps the samples taken on the CPUs of both sides of the run within the CPU
 window (the same window as cpu.json), by their CLOCK_MONOTONIC time. perf takes
-about 0.25 s to start sampling, so it starts before the tool (START_S) and stops
-right after the window. Not `perf record -C` nor `perf script --time`: with
+0.2-0.25 s to start sampling here (more on a busy machine): it starts with its
+events disabled, and the tool starts once perf has acknowledged enabling them
+through its control FIFO; it stops right after the window. Not `perf record -C` nor `perf script --time`: with
 either, perf misses the fork of a task outside them (netserver's test process,
 forked on the server's CPU before the window) and names it ":<pid>". Only the
 folded stacks are kept (benchlib.stacks); perf.data is deleted. A perf that
@@ -18,10 +19,12 @@ from __future__ import annotations
 
 import os
 import re
+import select
 import shutil
 import signal
 import subprocess
 import tempfile
+import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -32,12 +35,13 @@ from . import bpfstats, stacks
 from .errors import TargetError
 
 VERSION_TIMEOUT_S = 10
-START_S = 0.4  # perf record's first sample came 0.25 s after its start on a busy 2-CPU VM
-EXTRA_S = 1.3  # a profiled run's time beyond a measured one's, for estimates (BENCHMARKS.md section 9)
+START_TIMEOUT_S = 20  # perf record to start sampling: 0.2-0.25 s here, a second or more on a busy machine
+EXTRA_S = 0.6  # a profiled run's time beyond a measured one's, for estimates (BENCHMARKS.md sections 2 and 3)
 STOP_TIMEOUT_S = 30  # perf record writes its buffers out after SIGINT: seconds at most
 SCRIPT_TIMEOUT_S = 120  # perf script resolves symbols of a few thousand samples; far less than this
 KPTR_RESTRICT = Path("/proc/sys/kernel/kptr_restrict")
 PERF_EVENT_PARANOID = Path("/proc/sys/kernel/perf_event_paranoid")
+BPF_JIT_KALLSYMS = Path("/proc/sys/net/core/bpf_jit_kallsyms")
 OFF = "or set experiment.profile_runs: 0"
 
 
@@ -99,6 +103,14 @@ def _read_int(path: Path) -> int | None:
         return None
 
 
+def bpf_event_flags(jit_kallsyms: int | None) -> list[str]:
+    """perf record's BPF side-band thread ends on its next poll, up to a second after perf is told to
+    stop (half a second a profiled run on average). Where /proc/kallsyms names the JIT-ed BPF programs
+    (net.core.bpf_jit_kallsyms = 1), perf script names a datapath's programs from it (they stay loaded
+    past the run) and the thread is left out; elsewhere only its events name them."""
+    return ["--no-bpf-event"] if jit_kallsyms == 1 else []
+
+
 def check_plan(target: str, target_profiles: bool, root: bool | None = None) -> str:
     """perf's version, or TargetError with one line per problem (`plan_problems`) on this machine, for
     perf run as root or not (default: as this process runs)."""
@@ -120,12 +132,15 @@ class Profile:
 
 
 class ProfileRecorder(Protocol):
-    """What records a profiled run: perf from `start` until `stop`; `profile` folds the CPU window
-    (time.monotonic() here); `close` leaves no perf process and no perf.data behind."""
+    """What records a profiled run: perf from `start` until `stop`, which only asks perf to stop:
+    perf writes its data out (most of a second) while the run's tool ends, and `finish` waits for it;
+    `profile` folds the CPU window (time.monotonic() here); `close` leaves no perf process and no
+    perf.data behind."""
 
     def start(self) -> None: ...
     def mark(self) -> None: ...  # at each edge of the CPU window: the BPF programs' counters
     def stop(self) -> None: ...
+    def finish(self) -> None: ...
     def profile(self, start: float, end: float, own_pids: frozenset[int] | None = None) -> Profile: ...
     def close(self) -> None: ...
 
@@ -139,31 +154,65 @@ class Recorder:
         self.dir = Path(tempfile.mkdtemp(prefix="benchlib-perf-"))
         self.data = self.dir / "perf.data"
         self.union = frozenset(c for cs in cpus.values() for c in cs)
-        self.argv = ["perf", "record", "-a", "-g", "-k", "CLOCK_MONOTONIC", "-F", str(hz), "-o", str(self.data)]
+        self.argv = [
+            *("perf", "record", "-a", "-g", "-k", "CLOCK_MONOTONIC", "-F", str(hz)),
+            *bpf_event_flags(_read_int(BPF_JIT_KALLSYMS)),
+            *("-o", str(self.data)),
+        ]
         self.proc: subprocess.Popen | None = None
         self.start_error = "not started"
         self.stderr = self.dir / "record.stderr"
         self.bpf: bpfstats.Window | None = None
+        self._fifos: list[int] = []  # perf's control FIFO and its acknowledgements
 
     def start(self) -> None:
+        """perf record, its events disabled, then enabled through its control FIFO: returns once perf
+        acknowledges, so that sampling covers the tool's whole run however long perf took to start."""
         self.bpf = bpfstats.Window()
+        ctl, ack = self.dir / "ctl", self.dir / "ack"
+        os.mkfifo(ctl)
+        os.mkfifo(ack)
+        # opened read-write: neither open waits for perf, and "enable" waits in the FIFO until perf reads it
+        self._fifos = [os.open(f, os.O_RDWR | os.O_CLOEXEC) for f in (ctl, ack)]
+        argv = [*self.argv, "-D", "-1", "--control", f"fifo:{ctl},{ack}"]
         with open(self.stderr, "wb") as err:
             try:
-                self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
+                self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
             except OSError as exc:  # perf removed since the plan check: this run fails, not the campaign
                 self.start_error = f"cannot start `perf record`: {exc.strerror}"
+                return
+        os.write(self._fifos[0], b"enable\n")
+        deadline, answer = time.monotonic() + START_TIMEOUT_S, b""
+        while b"\n" not in answer:  # perf writes "ack\n" and its C string's NUL
+            if self.proc.poll() is not None:
+                why = f"record exited {self.proc.returncode} before it sampled: {self._last_line()}"
+            elif time.monotonic() > deadline:
+                why = f"record did not start sampling within {START_TIMEOUT_S} s: {self._last_line()}"
+            elif select.select([self._fifos[1]], [], [], 0.05)[0]:
+                answer += os.read(self._fifos[1], 64)
+                continue
+            else:
+                continue
+            self.close_perf()
+            self.proc, self.start_error = None, why
+            return
 
     def mark(self) -> None:
         if self.bpf is not None:
             self.bpf.mark()
 
     def stop(self) -> None:
-        """SIGINT ends perf record as Ctrl-C does (it writes perf.data out); killed if it overruns."""
+        """SIGINT ends perf record as Ctrl-C does: it writes perf.data out (`finish` waits for that)."""
         if self.proc is None:
             raise PerfError(self.start_error)
         if self.proc.poll() is not None:
             raise PerfError(f"record exited {self.proc.returncode} before the window ended: {self._last_line()}")
         self.proc.send_signal(signal.SIGINT)
+
+    def finish(self) -> None:
+        """perf record's end after `stop` (it writes perf.data out: 0.02-0.2 s here, 0.75 s with its BPF
+        side-band thread, see `bpf_event_flags`); killed if it overruns."""
+        assert self.proc is not None  # stop() raised otherwise
         try:
             self.proc.wait(timeout=STOP_TIMEOUT_S)
         except subprocess.TimeoutExpired:
@@ -204,10 +253,16 @@ class Recorder:
         """Kill perf if it still runs, delete perf.data, and put kernel.bpf_stats_enabled back."""
         if self.bpf is not None:
             self.bpf.close()
+        self.close_perf()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def close_perf(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        for fd in self._fifos:
+            os.close(fd)
+        self._fifos = []
 
     def _last_line(self) -> str:
         return last_line(self.stderr)

@@ -12,7 +12,6 @@ import gzip
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from benchlib import profiling, runner, stacks
@@ -69,10 +68,10 @@ def capture_perf(out: Path = PERF_OUT) -> None:
             recorder = profiling.Recorder({"client": pl.client_cpus, "server": pl.server_cpus}, 499, version)
             try:
                 recorder.start()
-                time.sleep(profiling.START_S)
                 proc = lab.spawn(scenario, "client", inv.argv)
                 proc.communicate(timeout=60)
                 recorder.stop()
+                recorder.finish()
                 script = subprocess.run(
                     ["perf", "script", "-F", stacks.PERF_SCRIPT_FIELDS, "-i", str(recorder.data)],
                     capture_output=True,

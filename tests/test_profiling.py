@@ -128,6 +128,11 @@ def test_plan_problems_name_the_setting_and_its_fix(change, needles):
     assert all("\n" not in p for p in problems)
 
 
+def test_perf_leaves_its_bpf_events_out_only_where_kallsyms_names_the_programs():
+    assert profiling.bpf_event_flags(1) == ["--no-bpf-event"]
+    assert profiling.bpf_event_flags(0) == profiling.bpf_event_flags(None) == []
+
+
 def test_two_problems_are_two_lines():
     problems = profiling.plan_problems(**{**OK, "perf_version": None, "kptr_restrict": 2})
     assert len(problems) == 2
@@ -355,6 +360,10 @@ def test_a_profiled_ebpf_run_records_each_programs_runs_and_restores_the_setting
     path = tmp_path / "bpf" / "local-lab/ebpf-host-routing/rr/p000"
     rec = record.load(path)
     assert "error" not in rec.profile["bpf"], rec.profile["bpf"]
+    # the programs' own frames are named in the stacks, with or without perf's BPF events
+    # (profiling.bpf_event_flags: this machine leaves them out and perf script reads /proc/kallsyms)
+    stacks_text = "\n".join(stacks.read_folded(rec.profile_folded))
+    assert "_from_pod" in stacks_text and "_from_wire" in stacks_text, rec.profile["command"]
     t = bpfstats.table(rec.run_id, rec.profile["bpf"])
     ours = t.filter(pl.col("name").is_in(["from_pod", "from_wire"]))
     # both hooks of both nodes ran on every transaction's packets, at a known device

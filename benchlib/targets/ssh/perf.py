@@ -107,7 +107,7 @@ class SshRecorder:
             self.hosts[side] = _HostRecord(proc, int(pid), directory, offset, kernel)
 
     def stop(self) -> None:
-        """SIGINT to each host's perf record (it writes perf.data out); its ssh then ends."""
+        """SIGINT to each host's perf record: it writes perf.data out, then its ssh ends (`finish`)."""
         if len(self.hosts) != len(SIDES):
             raise profiling.PerfError(self.start_error)
         for side, h in self.hosts.items():
@@ -116,6 +116,9 @@ class SshRecorder:
                     f"{side} host: record exited {h.proc.returncode} before the window ended: {self._remote_tail(h)}"
                 )
             run(self.env, side, ["kill", "-INT", str(h.pid)], timeout=CHECK_TIMEOUT_S)
+
+    def finish(self) -> None:
+        """Each host's perf record's end after `stop`: perf.data written."""
         for side, h in self.hosts.items():
             try:
                 h.proc.wait(timeout=profiling.STOP_TIMEOUT_S)
