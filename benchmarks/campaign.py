@@ -8,10 +8,13 @@ root, and reports:
 * harness CPU: user + system time of this process alone (``RUSAGE_SELF``
   excludes netperf, ip and every other child) over the campaign's wall time,
   as % of one core;
+* harness CPU per run kind (measured and profiled runs apart): this process's
+  CPU over each attempt (`runner.measure`), the profiled runs' folding included;
 * duty cycle: campaign wall time / sum of the configured test durations, and
   where the rest goes: lab build and teardown, TCP_CRR's wait for netserver's
-  report (4 s where the target cannot end it, SERVER_WAIT_MARGIN_S where it can), and
-  the fixed cost per run (process start, waiting for the tool, writing the record).
+  report (4 s where the target cannot end it; on the lab until the client stops
+  connecting), the profiled runs' perf (start, stop, `perf script`), and the
+  fixed cost per run (process start, waiting for the tool, writing the record).
 
     uv run python benchmarks/campaign.py [--reps 2]
 """
@@ -23,6 +26,7 @@ import json
 import resource
 import tempfile
 import time
+from collections import defaultdict
 from datetime import datetime
 from pathlib import Path
 
@@ -83,33 +87,53 @@ def main() -> None:
             log=lambda m: None,
         )
     )
+    harness = defaultdict(list)  # (kind, profiled): this process's CPU-seconds per attempt
+    measure = runner.measure
+
+    def timed_measure(target, run, trim_s, profile=None, *args, **kwargs):
+        cpu0 = _cpu_s()
+        try:
+            return measure(target, run, trim_s, profile, *args, **kwargs)
+        finally:
+            harness[(run.spec.kind, profile is not None)].append(_cpu_s() - cpu0)
+
+    runner.measure = timed_measure
     with tempfile.TemporaryDirectory(prefix="bench-campaign-") as raw:
         cpu0, t0 = _cpu_s(), time.monotonic()
         counts = runner.run_environment(params, plan, target, raw_root=Path(raw), log=lambda m: None)
         wall, cpu = time.monotonic() - t0, _cpu_s() - cpu0
         metas = [json.loads(p.read_text()) for p in Path(raw).glob("*/*/*/*/*/meta.json")]
+    runner.measure = measure
     configured = sum(m["test_params"]["duration_s"] for m in metas)
     spans = {m["run_id"]: _span(m) for m in metas}
-    crr = [spans[m["run_id"]] - m["test_params"]["duration_s"] for m in metas if m["kind"] == "TCP_CRR"]
-    other = [spans[m["run_id"]] - m["test_params"]["duration_s"] for m in metas if m["kind"] != "TCP_CRR"]
+
+    def extra(keep) -> list[float]:  # run length beyond the test's duration
+        return sorted(spans[m["run_id"]] - m["test_params"]["duration_s"] for m in metas if keep(m))
+
+    crr = extra(lambda m: m["kind"] == "TCP_CRR" and not m["profiled"])
+    profiled = extra(lambda m: m["profiled"])
+    other = extra(lambda m: m["kind"] != "TCP_CRR" and not m["profiled"])
     in_runs = sum(spans.values())
     between = wall - target.build_s - target.teardown_s - in_runs
     print(
         f"campaign: {len(metas)} runs ({counts['ok']} ok, {counts['failed']} failed), "
-        f"{len(plan.scenarios)} scenarios x {len(plan.tests)} tests x {args.reps} blocks"
+        f"{len(plan.scenarios)} scenarios x {len(plan.tests)} tests x {args.reps} blocks, "
+        f"{len(profiled)} of them profiled"
     )
     figure("harness CPU (this process, no children)", 100 * cpu / wall, "% of one core", "< 1 %")
     figure("harness CPU-seconds", cpu, "s")
+    for (kind, is_profiled), seconds in sorted(harness.items()):
+        label = f"{kind}{' profiled' if is_profiled else ''}"
+        figure(f"  harness CPU per {label} run ({len(seconds)})", 1000 * sum(seconds) / len(seconds), "ms")
     figure("campaign wall time", wall, "s")
     figure("sum of configured durations", configured, "s")
-    figure("duty cycle (wall / configured)", wall / configured, "", "<= 1.10")
+    figure("duty cycle (wall / configured)", wall / configured, "", "<= 1.05")
     figure("lab build", target.build_s, "s")
     figure("lab teardown", target.teardown_s, "s")
-    if crr:  # a campaign without TCP_CRR (the mesh presets) has no server wait to show
-        figure("TCP_CRR runs: length - duration, total", sum(crr), "s")
-        figure("TCP_CRR run length - duration, median", sorted(crr)[len(crr) // 2], "s")
-    figure("other runs: length - duration, median", sorted(other)[len(other) // 2], "s")
-    figure("other runs: length - duration, total", sum(other), "s")
+    for label, extras in (("TCP_CRR runs", crr), ("profiled runs", profiled), ("other runs", other)):
+        if extras:  # a campaign without TCP_CRR (the mesh presets) has no server wait to show
+            figure(f"{label}: length - duration, total", sum(extras), "s")
+            figure(f"{label}: length - duration, median", extras[len(extras) // 2], "s")
     figure("between runs (records, progress), total", between, "s")
     figure("duty cycle without TCP_CRR's extra length", (wall - sum(crr)) / configured, "")
 
