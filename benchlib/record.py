@@ -318,9 +318,9 @@ def survey(
     gives it; a record measured under another one is named, a record that predates them is not.
     """
     good, problems, seen = [], [], {}
-    for path in _slots(cdir, problems):
+    for path, entry in _slots(cdir, problems):
         rid = path.relative_to(cdir).as_posix()
-        mode = os.lstat(path).st_mode
+        mode = entry.stat(follow_symlinks=False).st_mode
         if stat.S_ISREG(mode):
             problems.append(f"{path}: not a directory, where a record should be")
         elif not stat.S_ISDIR(mode):
@@ -373,19 +373,20 @@ def walk(cdir: Path) -> Iterator[Path]:
     """Every complete record of a campaign, in path order, one at a time: a million records'
     paths held in a list take about 280 MB. A link or special file where a directory of the campaign
     or a record should be is a RecordError."""
-    for path in _slots(cdir, None):
-        mode = os.lstat(path).st_mode
-        if stat.S_ISDIR(mode):
-            if _present(path / META):
+    for path, entry in _slots(cdir, None):
+        # the entry's type from the directory listing: no stat of each record directory
+        if entry.is_dir(follow_symlinks=False):
+            if os.path.lexists(os.path.join(entry.path, META)):
                 yield path
-        elif not stat.S_ISREG(mode):
-            raise RecordError(_foreign_at(cdir, path, _what(mode)))
+        elif not entry.is_file(follow_symlinks=False):
+            raise RecordError(_foreign_at(cdir, path, _what(entry.stat(follow_symlinks=False).st_mode)))
 
 
-def _slots(cdir: Path, problems: list[str] | None) -> Iterator[Path]:
+def _slots(cdir: Path, problems: list[str] | None) -> Iterator[tuple[Path, os.DirEntry]]:
     """Every entry where a record should stand (four levels below ``cdir``; names starting with "."
-    are being written or set aside), in path order, reached without following a link: a link or
-    special file on the way is named in ``problems``, or raised (RecordError) where that is None."""
+    are being written or set aside), in path order, with its directory entry, reached without
+    following a link: a link or special file on the way is named in ``problems``, or raised
+    (RecordError) where that is None."""
 
     def refuse(path: Path, mode: int) -> None:
         line = _foreign_at(cdir, path, _what(mode))
@@ -393,7 +394,7 @@ def _slots(cdir: Path, problems: list[str] | None) -> Iterator[Path]:
             raise RecordError(line)
         problems.append(line)
 
-    def below(path: Path, depth: int) -> Iterator[Path]:
+    def below(path: Path, depth: int) -> Iterator[tuple[Path, os.DirEntry]]:
         try:
             with os.scandir(path) as it:
                 entries = sorted((e for e in it if not e.name.startswith(".")), key=lambda e: e.name)
@@ -402,7 +403,7 @@ def _slots(cdir: Path, problems: list[str] | None) -> Iterator[Path]:
         for entry in entries:
             child = path / entry.name
             if depth == 4:
-                yield child
+                yield child, entry
             elif entry.is_dir(follow_symlinks=False):
                 yield from below(child, depth + 1)
             elif not entry.is_file(follow_symlinks=False):  # a regular file there is no record: passed over

@@ -502,6 +502,8 @@ class TableWriter:
 
     def append(self, df: pl.DataFrame) -> None:
         df = conform(df, self.name)
+        if df.is_empty():  # no part: a campaign without profiles wrote three empty parts per chunk
+            return
         if self.name == "metrics":
             check_metrics(df)
         part = self._parts_dir / f"{len(self._parts):08d}.parquet"
