@@ -182,20 +182,23 @@ class Recorder:
                 self.start_error = f"cannot start `perf record`: {exc.strerror}"
                 return
         os.write(self._fifos[0], b"enable\n")
-        deadline, answer = time.monotonic() + START_TIMEOUT_S, b""
-        while b"\n" not in answer:  # perf writes "ack\n" and its C string's NUL
-            if self.proc.poll() is not None:
-                why = f"record exited {self.proc.returncode} before it sampled: {self._last_line()}"
-            elif time.monotonic() > deadline:
-                why = f"record did not start sampling within {START_TIMEOUT_S} s: {self._last_line()}"
-            elif select.select([self._fifos[1]], [], [], 0.05)[0]:
-                answer += os.read(self._fifos[1], 64)
-                continue
-            else:
-                continue
-            self.close_perf()
+        why = self._unacknowledged()
+        if why is not None:
+            self._end_perf()
             self.proc, self.start_error = None, why
-            return
+
+    def _unacknowledged(self) -> str | None:
+        """None once perf acknowledges "enable" (it writes "ack\n" and its C string's NUL); else why not."""
+        assert self.proc is not None
+        deadline, answer = time.monotonic() + START_TIMEOUT_S, b""
+        while b"\n" not in answer:
+            if self.proc.poll() is not None:
+                return f"record exited {self.proc.returncode} before it sampled: {self._last_line()}"
+            if time.monotonic() > deadline:
+                return f"record did not start sampling within {START_TIMEOUT_S} s: {self._last_line()}"
+            if select.select([self._fifos[1]], [], [], 0.05)[0]:
+                answer += os.read(self._fifos[1], 64)
+        return None
 
     def mark(self) -> None:
         if self.bpf is not None:
@@ -253,10 +256,10 @@ class Recorder:
         """Kill perf if it still runs, delete perf.data, and put kernel.bpf_stats_enabled back."""
         if self.bpf is not None:
             self.bpf.close()
-        self.close_perf()
+        self._end_perf()
         shutil.rmtree(self.dir, ignore_errors=True)
 
-    def close_perf(self) -> None:
+    def _end_perf(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()

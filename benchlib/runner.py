@@ -168,9 +168,9 @@ def measure(
         if collector.server_wait_s(spec) and target.ends_server_wait and collector.SERVER is not None:
             # The server would idle on its own timer before it reports: once the client's test is
             # over (its timer starts after a few ms of set-up), the target fires that timer.
-            over = spec.duration_s + min(0.0, SERVER_WAIT_MARGIN_S)
-            time.sleep(max(0.0, spawned + over - time.monotonic()))
-            target.end_server_wait(run.scenario, collector.SERVER, spawned + spec.duration_s + SERVER_WAIT_MARGIN_S)
+            ends, latest = spawned + spec.duration_s, spawned + spec.duration_s + SERVER_WAIT_MARGIN_S
+            time.sleep(max(0.0, min(ends, latest) - time.monotonic()))
+            target.end_server_wait(run.scenario, collector.SERVER, latest)
         results = _wait_all(procs, [inv.argv for inv in invocations], deadline)
     except DatapathError as exc:
         if recorder:
