@@ -21,6 +21,7 @@ import signal
 import socket
 import subprocess
 import time
+import types
 
 import pytest
 
@@ -28,7 +29,7 @@ from benchlib import cli, collectors, machine, record, runner, tidy
 from benchlib.config import ConfigError, Environment, Params, _expand_service_counts, load_environment, load_params
 from benchlib.plan import Plan, schedule, validate_all
 from benchlib.targets import TargetError
-from benchlib.targets.kubernetes import LABEL_OWNER, LABEL_SESSION, KubernetesTarget, render
+from benchlib.targets.kubernetes import LABEL_OWNER, LABEL_SESSION, PID_MARKER, KubernetesTarget, render
 from tests.conftest import REPO, cpu_hog, project_with_environment, require_root, short_params, venv_env
 from tests.local_cluster import (
     CLUSTER,
@@ -462,6 +463,63 @@ def test_study_presets_validate_and_together_run_every_scenario(env_name):
     presets = sorted((REPO / "pipelines" / env_name).glob("params*.yaml"))
     plans = [plan for preset in presets for plan in validate_all(load_params(preset))]
     assert {s for plan in plans for s in plan.scenarios} == set(load_environment(env_name).scenarios)
+
+
+class ScriptedExecStream:
+    """The exec stream of the kubernetes client as ExecProcess reads it, its frames arriving as
+    scripted: each update (a peek's included, as in the client) takes the next arrival's frames,
+    the close frame among them. Here because the order that loses output cannot be caused at will
+    on a real cluster: it needs a thread switch between two peeks (about 3 in 1000 execs under load)."""
+
+    def __init__(self, arrivals: list[list[tuple[str, str]]]):
+        self._arrivals, self._buffered, self._open = list(arrivals), {}, True
+
+    def is_open(self) -> bool:
+        return self._open
+
+    def update(self, timeout: float = 0) -> None:
+        for channel, data in self._arrivals.pop(0) if self._open and self._arrivals else []:
+            if channel == "close":
+                self._open = False
+            else:
+                self._buffered[channel] = self._buffered.get(channel, "") + data
+
+    def _peek(self, channel: str) -> str:
+        self.update()
+        return self._buffered.get(channel, "")
+
+    def _read(self, channel: str) -> str:
+        return self._buffered.pop(channel, "")
+
+    def peek_stdout(self):
+        return self._peek("out")
+
+    def peek_stderr(self):
+        return self._peek("err")
+
+    def read_stdout(self, timeout=None):
+        return self._read("out")
+
+    def read_stderr(self, timeout=None):
+        return self._read("err")
+
+    def close(self) -> None:
+        self._open = False
+
+
+def test_output_that_arrives_with_the_streams_close_is_kept():
+    from benchlib.targets.kubernetes.api import EXIT_MARKER, ExecProcess
+
+    stream = ScriptedExecStream(
+        [
+            [("err", f"{PID_MARKER}42\n")],  # the reader's update
+            [],  # its stdout peek: nothing yet
+            [("out", "cpu  1 2 3\n"), ("err", f"{EXIT_MARKER}0\n"), ("close", "")],  # its stderr peek
+        ]
+    )
+    cluster = types.SimpleNamespace(open_exec=lambda pod, command, container: stream)
+    proc = ExecProcess(cluster, "pod", ["cat", "/proc/stat"])  # pyright: ignore[reportArgumentType] (the stand-in has what ExecProcess uses)
+    assert proc.communicate(5) == (b"cpu  1 2 3\n", b"") and proc.returncode == 0
 
 
 @pytest.mark.lab  # root, and the machine-wide measurement lock: never beside another test run

@@ -273,8 +273,10 @@ class ExecProcess:
         try:
             while self._ws.is_open():
                 self._ws.update(timeout=0.5)
-                self._out.append(self._ws.read_stdout(timeout=0) if self._ws.peek_stdout() else "")
-                self._err.append(self._ws.read_stderr(timeout=0) if self._ws.peek_stderr() else "")
+                self._take_buffered()
+            # every peek reads all frames already arrived, the close frame included: a command's
+            # last output can sit buffered behind a stream that is already closed
+            self._take_buffered()
         except Exception as exc:  # a dropped connection ends the command like a kill
             if not self._killed:
                 self._err.append(f"\nbenchlib: exec stream failed: {exc}\n")
@@ -282,6 +284,10 @@ class ExecProcess:
         self._err = [stderr]
         # -9: killed by us or the connection dropped before the command ended
         self.returncode = code if code is not None and not self._killed else -9
+
+    def _take_buffered(self) -> None:
+        self._out.append(self._ws.read_stdout(timeout=0) if self._ws.peek_stdout() else "")
+        self._err.append(self._ws.read_stderr(timeout=0) if self._ws.peek_stderr() else "")
 
     def poll(self) -> int | None:
         return None if self._reader.is_alive() else self.returncode
