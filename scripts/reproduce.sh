@@ -6,8 +6,14 @@
 # params.yaml; one with edits of its own is never overwritten), e.g. `scripts/reproduce.sh --preset pipelines/local-lab/params-datapaths.yaml`;
 # `--preset pipelines/local-k8s/params.yaml` (or local-cilium) runs on a real local cluster
 # (brought up and down here).
+# Ctrl-C stops the measurement and tears down what it started; the same command again resumes
+# where it stopped, measuring nothing twice. The report ends up in reports/report.html.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then  # the comment block above, without its #
+  awk 'NR == 1 {next} !/^#/ {exit} {sub(/^# ?/, ""); print}' "$0"
+  exit 0
+fi
 if [[ "${1:-}" == "--preset" ]]; then
   preset=${2:?--preset needs a params file, e.g. pipelines/local-lab/params-datapaths.yaml}
   [[ -f "$preset" ]] || { echo "reproduce.sh: --preset $preset: no such file" >&2; exit 2; }

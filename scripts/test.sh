@@ -6,6 +6,10 @@
 # for the tests that run them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then  # the comment block above, without its #
+  awk 'NR == 1 {next} !/^#/ {exit} {sub(/^# ?/, ""); print}' "$0"
+  exit 0
+fi
 if [[ "${1:-}" == "--fast" ]]; then
   shift
   export PATH="$PWD/.tools/bin:$PATH"

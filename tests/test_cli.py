@@ -29,6 +29,13 @@ def test_help(args, expected):
     assert expected in " ".join(proc.stdout.split())
 
 
+@pytest.mark.parametrize("script, expected", [("reproduce.sh", "--preset FILE"), ("test.sh", "--fast")])
+def test_the_readmes_scripts_explain_themselves_without_setting_anything_up(script, expected):
+    proc = subprocess.run(["bash", f"scripts/{script}", "--help"], cwd=REPO, capture_output=True, text=True, timeout=10)
+    assert proc.returncode == 0 and expected in proc.stdout, proc.stderr
+    assert "#" not in proc.stdout.splitlines()[0] and "[setup]" not in proc.stdout + proc.stderr
+
+
 def test_validate_prints_the_plan(tmp_path):
     params = unrecorded_default_params(tmp_path)
     proc = subprocess.run(
