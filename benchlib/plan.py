@@ -126,6 +126,7 @@ def schedule(
     seed: int,
     rounds_by: Callable[[str], str] | None = None,
     profile_runs: int = 0,
+    kept_by: Callable[[str], int] | None = None,
 ) -> list[RunSpec]:
     """All runs of an environment in blocks: each block runs every configuration once, in a seeded order.
 
@@ -139,6 +140,11 @@ def schedule(
     visits every switch once, in a seeded order, and each of its scenarios once there, that
     scenario's tests shuffled. Drift then spreads over every comparison instead of falling between
     scenarios measured one after another.
+
+    ``kept_by`` (with ``rounds_by``) counts the objects a scenario needs that outlive it (filler
+    Services): a visit takes its scenarios in order of that count, up or down, whichever starts
+    nearer the count the last visit ended on, so that each activation adds or deletes few. The
+    direction then alternates from visit to visit, and no scenario keeps one place in them.
     """
     rng = random.Random(f"{seed}/{plan.environment.name}")
     definitions = {s: scenario_definition(plan.environment, s) for s in plan.scenarios}
@@ -146,6 +152,7 @@ def schedule(
     for s in plan.scenarios:
         switches.setdefault(rounds_by(s) if rounds_by else "", []).append(s)
     runs: list[RunSpec] = []
+    kept = 0  # what the previous visit left (kept_by)
     for block in range(repetitions):
         visits = [plan.scenarios]
         if rounds_by is not None:
@@ -155,6 +162,11 @@ def schedule(
             for key in keys:
                 here = list(switches[key])
                 rng.shuffle(here)
+                if kept_by is not None:
+                    here.sort(key=kept_by)  # stable: scenarios of one count stay shuffled
+                    if abs(kept_by(here[-1]) - kept) < abs(kept_by(here[0]) - kept):
+                        here.reverse()
+                    kept = kept_by(here[-1])
                 visits += [[s] for s in here]
         for scenarios in visits:
             configs = plan.configurations(scenarios)

@@ -490,8 +490,9 @@ def run_environment(
 def schedule_on(target: Target, plan: Plan, blocks: int, seed: int, profile_runs: int) -> list[RunSpec]:
     """The environment's runs as ``target`` takes them: side by side in each block, or in rounds of
     the switches it names where it cannot hold scenarios side by side."""
-    rounds_by = None if target.interleaves_scenarios else target.switch_of
-    return schedule(plan, blocks, seed, rounds_by, profile_runs)
+    if target.interleaves_scenarios:
+        return schedule(plan, blocks, seed, profile_runs=profile_runs)
+    return schedule(plan, blocks, seed, target.switch_of, profile_runs, target.kept_objects)
 
 
 def _needs_activation(target: Target, session: _Session, run: RunSpec) -> bool:

@@ -30,6 +30,7 @@ from benchlib.config import ConfigError, Environment, Params, _expand_service_co
 from benchlib.plan import Plan, schedule, validate_all
 from benchlib.targets import TargetError
 from benchlib.targets.kubernetes import LABEL_OWNER, LABEL_SESSION, PID_MARKER, KubernetesTarget, render
+from benchlib.targets.kubernetes.manifests import FILLER_ADDRESS
 from tests.conftest import REPO, cpu_hog, project_with_environment, require_root, short_params, venv_env
 from tests.local_cluster import (
     CLUSTER,
@@ -74,8 +75,8 @@ def admin(cluster):
     return kubernetes.client.CoreV1Api(api)
 
 
-def services_env(counts: list[int]) -> Environment:
-    """A service-count series, expanded into svc-<n> as load_environment expands it."""
+def services_env(counts: list[int], **others: dict) -> Environment:
+    """A service-count series, expanded into svc-<n> as load_environment expands it (and ``others``)."""
     return k8s_env(
         _expand_service_counts(
             {
@@ -85,7 +86,8 @@ def services_env(counts: list[int]) -> Environment:
                     "services": counts,
                     "programmed": [SYNCED],
                     "record": {"kube_proxy_metrics": f"{SYNCED} --print"},
-                }
+                },
+                **others,
             }
         )
     )
@@ -254,40 +256,47 @@ def test_objects_exec_and_cleanup(admin):
     assert not left
 
 
-def test_service_count_scenarios_create_n_services_with_endpoints(admin):
+def test_service_count_scenarios_keep_their_fillers_and_change_only_the_difference(admin):
     import kubernetes
 
     discovery = kubernetes.client.DiscoveryV1Api(admin.api_client)
-    env = services_env([40, 3])
+    env = services_env([40, 3], **{"pod-to-pod": {"description": "two nodes", "placement": "pod-to-pod"}})
     logs = []
     with KubernetesTarget(env, list(env.scenarios), NETPERF, log=logs.append) as target:
+        uids = {}
         for n in (40, 3):
+            logs.clear()
             target.activate(f"svc-{n}")
-            # exactly n Services: the previous scenario's are gone
+            # exactly n Services: the benchmark Service and n-1 fillers
             services = {s.metadata.name: s for s in admin.list_namespaced_service(target.namespace).items}
-            assert len(services) == n and f"svc-{n}-server" in services
+            assert set(services) == {f"svc-{n}-server", *(f"fill-{i}" for i in range(1, n))}
             assert len({s.spec.cluster_ip for s in services.values()}) == n
             assert all(ipaddress.ip_address(s.spec.cluster_ip) in SERVICE_CIDR for s in services.values())
-            assert all(len(s.spec.ports) == 1 for name, s in services.items() if "-fill-" in name)
-            # each has an EndpointSlice, written by the controller-manager, naming the server pod
+            # going down, the fillers left are the same objects, and none was created
+            assert all(uids.get(name, s.metadata.uid) == s.metadata.uid for name, s in services.items())
+            uids = {name: s.metadata.uid for name, s in services.items()}
+            # the benchmark Service's EndpointSlice (the controller-manager's) names the server pod;
+            # each filler's (ours, owned by its Service) the filler address
             server = admin.read_namespaced_pod(f"svc-{n}-server", target.namespace)
-            slices = discovery.list_namespaced_endpoint_slice(target.namespace).items
-            served = {
-                sl.metadata.labels["kubernetes.io/service-name"]
-                for sl in slices
-                for e in sl.endpoints or []
-                if e.target_ref.name == server.metadata.name and e.addresses == [server.status.pod_ip]
+            endpoints = {
+                sl.metadata.labels["kubernetes.io/service-name"]: [a for e in sl.endpoints or [] for a in e.addresses]
+                for sl in discovery.list_namespaced_endpoint_slice(target.namespace).items
             }
-            assert set(services) <= served
+            assert endpoints[f"svc-{n}-server"] == [server.status.pod_ip]
+            assert all(endpoints[f"fill-{i}"] == [FILLER_ADDRESS] for i in range(1, n))
             # and kube-proxy has a rule for every one of them once the scenario is programmed
             nat = in_node("bk8s-node1", "iptables-save", "-t", "nat")
             assert all(f"-d {s.spec.cluster_ip}/32" in nat for s in services.values())
             details = target.placement(f"svc-{n}").details
-            assert details["services"] == n
-            assert 0 < details["services_create_s"] <= details["services_endpointslices_s"] < 60
+            assert details["services"] == n and 0 < details["service_ready_s"] < 60
             assert details["programmed_s"] >= 1  # the sync check runs twice, a second apart
-        assert "kubernetes: svc-40: 40/40 Services created" in " ".join(logs)
-        assert "kubernetes: svc-40: 40 Services deleted" in " ".join(logs)
+            created, deleted = (39, 0) if n == 40 else (0, 37)
+            assert (details["fillers_created"], details["fillers_deleted"]) == (created, deleted)
+        assert "kubernetes: 37/37 filler Services deleted" in " ".join(logs)
+        # a scenario without a Service count has none left beside it
+        target.activate("pod-to-pod")
+        assert not admin.list_namespaced_service(target.namespace).items
+        assert not discovery.list_namespaced_endpoint_slice(target.namespace, label_selector=LABEL_SESSION).items
     assert not [n for n in admin.list_namespace().items if n.metadata.name == target.namespace]
 
 
@@ -300,13 +309,13 @@ def test_service_count_campaign_records_counts_timings_and_kube_proxy_metrics(ad
     assert "THROUGHPUT=" in (record / "stdout-0.txt").read_text()  # real netperf, through exec
     pl = meta["placement"]
     assert pl["services"] == 25 and ipaddress.ip_address(pl["service_ip"]) in SERVICE_CIDR
-    assert 0 < pl["services_create_s"] <= pl["services_endpointslices_s"]
+    assert pl["fillers_created"] == 24 and 0 < pl["service_ready_s"]
     metrics = pl["scenario_record"]["kube_proxy_metrics"]
     assert metrics.count("node bk8s-node") == 2
     assert "kubeproxy_sync_proxy_rules_duration_seconds_count" in metrics
     assert "kubeproxy_sync_proxy_rules_iptables_total" in metrics
     # the fillers were deleted in parallel before the namespace
-    assert "kubernetes: svc-25: 25 Services deleted" in " ".join(logs)
+    assert "kubernetes: 24/24 filler Services deleted" in " ".join(logs)
     assert not admin.list_namespace(label_selector=LABEL_SESSION).items
     assert not execd_commands()
 
@@ -443,7 +452,8 @@ def test_render_shows_every_manifest_and_command(env_name, capsys):
     series = {name: sc.services for name, sc in env.scenarios.items() if (sc.services or 1) > 1}
     for name, n in series.items():
         assert f"# --- {name}: filler services: {n - 1} like this one" in out
-    assert out.count("benchlib.io/role: filler") == len(series) and (series or env_name == "ryzen-e810")
+    # (its Service and its EndpointSlice)
+    assert out.count("benchlib.io/role: filler") == 2 * len(series) and (series or env_name == "ryzen-e810")
 
 
 def test_render_rejects_a_missing_values_file(tmp_path, monkeypatch, capsys):

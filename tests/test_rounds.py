@@ -54,6 +54,25 @@ def test_the_round_order_is_seeded(cluster_plan):
     assert visits(first) != visits(schedule(plan, 6, seed=4, rounds_by=target.switch_of))
 
 
+def test_a_visit_orders_its_service_counts_so_that_each_activation_changes_few_fillers():
+    params = load_params(REPO / "pipelines/local-cilium/params-calico-services.yaml")  # 4, 1000, 5000 Services
+    plan = plan_environment(params, "local-cilium")
+    target = KubernetesTarget(plan.environment, plan.scenarios)
+    runs = runner.schedule_on(target, plan, 4, seed=3, profile_runs=0)
+    order = [s for _, s in visits(runs)]
+    fillers = [target.kept_objects(s) for s in order]
+    assert sorted(set(fillers)) == [3, 999, 4999]
+    changed = sum(abs(b - a) for a, b in itertools.pairwise([0, *fillers]))
+    # each visit goes up or down once: about 5000 fillers created or deleted per pod network
+    visits_made = 4 * len({target.switch_of(s) for s in order})
+    assert changed == 4999 + (visits_made - 1) * 4996  # the first from none
+    # the smallest count comes first in some visits and last in others
+    firsts = {order[i] for i in range(0, len(order), 3)}
+    assert any(s.endswith("-4") for s in firsts) and any(s.endswith("-5000") for s in firsts)
+    # in another order, the same runs
+    assert sorted(r.run_id for r in runs) == sorted(r.run_id for r in schedule(plan, 4, seed=3))
+
+
 def test_profiled_runs_stay_in_their_round(cluster_plan):
     plan, target = cluster_plan
     runs = schedule(plan, 3, seed=1, rounds_by=target.switch_of, profile_runs=1)

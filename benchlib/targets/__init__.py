@@ -166,6 +166,12 @@ class Target(ABC):
         switch share one visit of each round. Asked only where scenarios do not interleave."""
         return scenario
 
+    def kept_objects(self, scenario: str) -> int:
+        """How many objects the scenario needs that the next scenario keeps and adds to or deletes
+        from (the Kubernetes target's filler Services): a visit orders its scenarios by it, so
+        that each activation changes few. Asked only where scenarios do not interleave."""
+        return 0
+
     @abstractmethod
     def activate(self, scenario: str) -> None:
         """Make the scenario the one runs measure; its placement is known afterwards."""

@@ -46,6 +46,7 @@ from .api import PID_MARKER, Cluster, ExecProcess, k8s, placed, reason
 from .manifests import (
     LABEL_OWNER,
     LABEL_SESSION,
+    fillers_for,
     mesh_configmap,
     mesh_plan,
     mesh_secret,
@@ -161,13 +162,12 @@ class KubernetesTarget(Target):
                 self._stop_node_proxies(self._active)
             except Exception as exc:  # the namespace goes all the same; its deletion stops their pods
                 self.log(f"kubernetes: stopping the node proxies failed ({reason(exc)})")
-        if self._active is not None and self.env.scenarios[self._active].placement == "service":
-            try:  # in parallel: faster than the namespace controller for many Services
-                services.delete(self.cluster, self._active, self.log)
-            except Exception as exc:
-                self.log(
-                    f"kubernetes: deleting the Services failed ({reason(exc)}); the namespace deletion removes them"
-                )
+        try:  # in parallel: faster than the namespace controller for many Services
+            services.set_fillers(self.cluster, self.session, 0, self.log)
+        except Exception as exc:
+            self.log(
+                f"kubernetes: deleting the filler Services failed ({reason(exc)}); the namespace deletion removes them"
+            )
         self._delete_namespace(self.namespace)
 
     def clean_leftovers(self) -> list[str]:
@@ -243,6 +243,10 @@ class KubernetesTarget(Target):
         # the pod network is what a scenario's commands switch; the same commands are the same network
         return "\n".join(scenario_commands(self.env, scenario))
 
+    def kept_objects(self, scenario: str) -> int:
+        sc = self.env.scenarios[scenario]
+        return fillers_for(sc.placement, sc.services)
+
     def activate(self, scenario: str) -> None:
         sc = self.env.scenarios[scenario]
         self._remove_scenario_objects()
@@ -266,18 +270,16 @@ class KubernetesTarget(Target):
         )
         client_pod, client_node, client_ip = placed(client)
         self._active = scenario  # from here on, _remove_scenario_objects cleans up after a failure
-        service_ip, extra = None, {}
+        service_ip, extra = (
+            None,
+            services.set_fillers(self.cluster, self.session, fillers_for(sc.placement, sc.services), self.log),
+        )
         if sc.placement == "service":
-            service_ip, extra = services.create(
-                self.cluster,
-                scenario,
-                self.session,
-                service_ports(self.servers),
-                sc.services or 1,
-                server_ip,
-                timeout,
-                self.log,
+            start = time.monotonic()
+            service_ip = services.create(
+                self.cluster, scenario, self.session, service_ports(self.servers), server_ip, timeout, self.log
             )
+            extra.update(services=sc.services or 1, service_ready_s=round(time.monotonic() - start, 3))
         if sc.mesh in shapes.NODE_MESHES:
             self._start_node_proxies(scenario, {1: client_node, 2: server_node})
         if sc.mesh:
@@ -345,7 +347,7 @@ class KubernetesTarget(Target):
         for role in ("client", "server"):
             self.cluster.delete_pod(pod_name(self._active, role))
         if self.env.scenarios[self._active].placement == "service":
-            services.delete(self.cluster, self._active, self.log)
+            services.delete(self.cluster, self._active)
         if self.env.scenarios[self._active].mesh:
             self._delete_mesh_objects(self._active)
         self._active = None

@@ -24,6 +24,14 @@ LABEL_ROLE = "benchlib.io/role"
 LABEL_SCENARIO = "benchlib.io/scenario"
 HELM_TIMEOUT = "15m"  # a CNI rollout on a large node group
 NAME_MAX = 40  # scenario part of an object name (names are at most 63 characters)
+FILLER = "filler"  # the role label of the filler Services and their EndpointSlices
+SERVICE_NAME_LABEL = "kubernetes.io/service-name"  # which Service an EndpointSlice serves
+MANAGED_BY_LABEL = "endpointslice.kubernetes.io/managed-by"
+MANAGED_BY = "benchlib"  # the fillers' slices: the EndpointSlice controller leaves them alone
+# a filler's one endpoint: in the benchmark range (RFC 2544) and outside every range of the local
+# cluster's address plan (targets/lab/addresses.py), never a pod, node or Service address
+FILLER_ADDRESS = "198.18.63.254"
+FILLER_PORT = 80
 
 
 # the benchmark container of every pod the target creates: exec names it, because a mesh's
@@ -190,28 +198,60 @@ def mesh_secret(scenario: str, session: str, proxy: Proxy, files: dict[str, str]
     return sidecars.secret_manifest(object_name(scenario), _mesh_labels(scenario, session), proxy, files)
 
 
-def service_manifest(scenario: str, session: str, ports: list[tuple[int, str]], filler: int = 0) -> dict:
-    """The benchmark Service of a scenario (``filler`` 0), or filler Service number ``filler``:
-    the same server pod behind one port (TCP if any, like most Services), which no client uses."""
+def service_manifest(scenario: str, session: str, ports: list[tuple[int, str]]) -> dict:
+    """The benchmark Service of a scenario: its server pod behind every server port."""
     name = object_name(scenario)
-    name, role = (f"{name}-server", "service") if not filler else (f"{name}-fill-{filler}", "filler")
-    if filler:
-        ports = sorted(ports, key=lambda p: p[1] != "tcp")[:1]
     return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": {
-            "name": name,
-            "labels": {LABEL_SESSION: session, LABEL_SCENARIO: object_name(scenario), LABEL_ROLE: role},
+            "name": f"{name}-server",
+            "labels": {LABEL_SESSION: session, LABEL_SCENARIO: name, LABEL_ROLE: "service"},
         },
         "spec": {
             "type": "ClusterIP",
-            "selector": {LABEL_SESSION: session, LABEL_SCENARIO: object_name(scenario), LABEL_ROLE: "server"},
+            "selector": {LABEL_SESSION: session, LABEL_SCENARIO: name, LABEL_ROLE: "server"},
             "ports": [
                 {"name": f"{proto}-{p}", "port": p, "targetPort": p, "protocol": proto.upper()} for p, proto in ports
             ],
         },
     }
+
+
+def fillers_for(placement: str | None, services: int | None) -> int:
+    """How many fillers a scenario needs (targets/kubernetes/services.py): its Service count less
+    its benchmark Service; none without a Service count."""
+    return max((services or 1) - 1, 0) if placement == "service" else 0
+
+
+def filler_name(index: int) -> str:
+    return f"fill-{index}"
+
+
+def filler_manifests(session: str, index: int) -> tuple[dict, dict]:
+    """Filler ``index``'s Service (no selector: its endpoint is written, not selected) and its
+    EndpointSlice (owned by the Service once it exists)."""
+    name = filler_name(index)
+    labels = {LABEL_SESSION: session, LABEL_ROLE: FILLER}
+    port = {"name": f"tcp-{FILLER_PORT}", "port": FILLER_PORT, "protocol": "TCP"}
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"type": "ClusterIP", "ports": [{**port, "targetPort": FILLER_PORT}]},
+    }
+    endpoints = {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {
+            "name": name,
+            "labels": {**labels, SERVICE_NAME_LABEL: name, MANAGED_BY_LABEL: MANAGED_BY},
+        },
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": [FILLER_ADDRESS], "conditions": {"ready": True}}],
+        "ports": [port],
+    }
+    return service, endpoints
 
 
 def cpu_daemonset(env: Environment, session: str) -> dict:
@@ -312,12 +352,10 @@ def render(env: Environment, scenarios: list[str], servers: list[Server]) -> lis
                 out.append((f"{name}: node proxy pod, once both pods are placed", pod))
         if sc.placement == "service":
             out.append((f"{name}: service", service_manifest(name, "<id>", service_ports(servers))))
-        if isinstance(sc.services, int) and sc.services > 1:  # (a list was expanded into scenarios on load)
-            out.append(
-                (
-                    f"{name}: filler services: {sc.services - 1} like this one, "
-                    f"named {object_name(name)}-fill-1 to -{sc.services - 1}",
-                    service_manifest(name, "<id>", service_ports(servers), filler=1),
-                )
-            )
+        fillers = fillers_for(sc.placement, sc.services if isinstance(sc.services, int) else None)
+        if fillers:  # (a list of counts was expanded into scenarios on load)
+            service, endpoints = filler_manifests("<id>", 1)
+            what = f"{fillers} like this one, {filler_name(1)} to {filler_name(fillers)}, kept across scenarios"
+            out.append((f"{name}: filler services: {what}", service))
+            out.append((f"{name}: their EndpointSlices, each owned by its Service", endpoints))
     return out

@@ -1,6 +1,13 @@
-"""A scenario's Services: the benchmark Service and its fillers, created in
-parallel, waited for until each has an EndpointSlice naming the server pod
-(the last step the API shows), and deleted when the scenario ends.
+"""A scenario's Services: the benchmark Service, selecting the scenario's server
+pod, and the fillers that bring the namespace to the scenario's Service count.
+
+A filler stands for another application's Service: a ClusterIP with one endpoint,
+which every Service proxy programs like any other. Its endpoint is written here,
+in an EndpointSlice of its own naming manifests.FILLER_ADDRESS, which nothing serves and
+nothing sends to, so a filler belongs to no pod: fillers outlive a scenario and a
+pod-network switch, and each activation creates or deletes only the difference
+from the last scenario's count (minutes saved per switch at thousands of
+Services). Scenarios without a Service count get none.
 """
 
 from __future__ import annotations
@@ -10,15 +17,87 @@ from concurrent.futures import ThreadPoolExecutor
 
 from .. import TargetError
 from .api import Cluster, k8s, reason
-from .manifests import LABEL_SCENARIO, object_name, service_manifest
+from .manifests import (
+    FILLER,
+    LABEL_ROLE,
+    LABEL_SCENARIO,
+    SERVICE_NAME_LABEL,
+    filler_manifests,
+    filler_name,
+    object_name,
+    service_manifest,
+)
 
-SERVICE_NAME_LABEL = "kubernetes.io/service-name"  # set by the EndpointSlice controller
 # parallel API requests: 1000 Services one by one would take minutes on a remote API server
 WORKERS = 8
-PROGRESS_EVERY = 100  # Services between progress lines
-PAGE = 500  # EndpointSlices per list request: a thousand in one answer is a large response
+PROGRESS_EVERY = 100  # fillers between progress lines
+PAGE = 500  # objects per list request: a thousand in one answer is a large response
 POLL_S = 0.2
 LOG_EVERY_S = 5
+
+
+def set_fillers(cluster: Cluster, session: str, count: int, log) -> dict:
+    """Make the namespace hold fillers 1..count, creating or deleting only the difference;
+    returns what to record."""
+    start = time.monotonic()
+    have = {
+        int(s.metadata.name.removeprefix("fill-"))
+        for s in _list_all(cluster.core.list_namespaced_service, cluster.namespace, f"{LABEL_ROLE}={FILLER}")
+    }
+    create = sorted(set(range(1, count + 1)) - have)
+    delete = sorted(have - set(range(1, count + 1)))
+    _in_parallel(lambda i: _create_filler(cluster, session, i), create, "created", log)
+    _in_parallel(lambda i: _delete_service(cluster, filler_name(i)), delete, "deleted", log)
+    return {
+        "fillers_created": len(create),
+        "fillers_deleted": len(delete),
+        "fillers_s": round(time.monotonic() - start, 3),
+    }
+
+
+def _in_parallel(action, indices: list[int], done: str, log) -> None:
+    start = time.monotonic()
+    with ThreadPoolExecutor(WORKERS) as pool:
+        for n, _ in enumerate(pool.map(action, indices), 1):
+            if n % PROGRESS_EVERY == 0 or n == len(indices):
+                log(f"kubernetes: {n}/{len(indices)} filler Services {done} ({time.monotonic() - start:.1f} s)")
+
+
+def _create_filler(cluster: Cluster, session: str, index: int) -> None:
+    service, endpoints = filler_manifests(session, index)
+    created = _create(cluster.core.create_namespaced_service, cluster.namespace, service)
+    # owned by its Service: deleting the Service deletes the slice
+    endpoints["metadata"]["ownerReferences"] = [
+        {"apiVersion": "v1", "kind": "Service", "name": service["metadata"]["name"], "uid": created.metadata.uid}
+    ]
+    _create(cluster.discovery.create_namespaced_endpoint_slice, cluster.namespace, endpoints)
+
+
+def _create(create, namespace: str, manifest: dict):
+    try:
+        return create(namespace, manifest)
+    except k8s().client.ApiException as exc:
+        raise TargetError(
+            f"kubernetes: cannot create {manifest['kind']} {manifest['metadata']['name']}: {reason(exc)}"
+        ) from None
+
+
+def _delete_service(cluster: Cluster, name: str) -> None:
+    try:
+        cluster.core.delete_namespaced_service(name, cluster.namespace)
+    except k8s().client.ApiException as exc:
+        if exc.status != 404:
+            raise
+
+
+def _list_all(list_call, namespace: str, selector: str) -> list:
+    items, token = [], None
+    while True:
+        page = list_call(namespace, label_selector=selector, limit=PAGE, _continue=token)
+        items += page.items
+        token = page.metadata._continue
+        if not token:
+            return items
 
 
 def create(
@@ -26,99 +105,43 @@ def create(
     scenario: str,
     session: str,
     ports: list[tuple[int, str]],
-    count: int,
     server_ip: str,
     timeout_s: float,
     log,
-) -> tuple[str, dict]:
-    """The benchmark Service and count-1 fillers; returns its ClusterIP and what to record."""
-    manifests = [service_manifest(scenario, session, ports, filler=i) for i in range(count)]
-    start = time.monotonic()
-    created = []
-    with ThreadPoolExecutor(WORKERS) as pool:
-        for svc in pool.map(lambda m: _create_one(cluster, m), manifests):
-            created.append(svc)
-            if count > 1 and (len(created) % PROGRESS_EVERY == 0 or len(created) == count):
-                log(
-                    f"kubernetes: {scenario}: {len(created)}/{count} Services created "
-                    f"({time.monotonic() - start:.1f} s)"
-                )
-    create_s = time.monotonic() - start
-    # the wait has its own bound, from now: 5000 Services can take minutes to create on a busy
-    # API server, and their EndpointSlices follow them (a deadline from the start left seconds)
-    _wait_endpoint_slices(
-        cluster, scenario, {m["metadata"]["name"] for m in manifests}, server_ip, time.monotonic() + timeout_s, log
-    )
-    return created[0].spec.cluster_ip, {
-        "services": count,
-        "services_create_s": round(create_s, 3),
-        "services_endpointslices_s": round(time.monotonic() - start, 3),
-    }
+) -> str:
+    """The scenario's benchmark Service, once its EndpointSlice names the server pod; returns its
+    ClusterIP."""
+    manifest = service_manifest(scenario, session, ports)
+    svc = _create(cluster.core.create_namespaced_service, cluster.namespace, manifest)
+    _wait_endpoint_slice(cluster, scenario, manifest["metadata"]["name"], server_ip, time.monotonic() + timeout_s, log)
+    return str(svc.spec.cluster_ip)
 
 
-def _create_one(cluster: Cluster, manifest: dict):
-    try:
-        return cluster.core.create_namespaced_service(cluster.namespace, manifest)  # pyright: ignore[reportArgumentType] (the client sends a manifest dict as it is; the annotation names only its model)
-    except k8s().client.ApiException as exc:
-        raise TargetError(f"kubernetes: cannot create Service {manifest['metadata']['name']}: {reason(exc)}") from None
-
-
-def _wait_endpoint_slices(
-    cluster: Cluster, scenario: str, names: set[str], server_ip: str, deadline: float, log
-) -> None:
-    """Until every Service in ``names`` has an EndpointSlice with the server pod's address."""
+def _wait_endpoint_slice(cluster: Cluster, scenario: str, name: str, server_ip: str, deadline: float, log) -> None:
+    """Until the Service's EndpointSlice (written by the controller-manager) has the server pod's address."""
     start = last_log = time.monotonic()
     while True:
-        covered, token = set(), None
-        while True:
-            page = cluster.discovery.list_namespaced_endpoint_slice(
-                cluster.namespace, label_selector=SERVICE_NAME_LABEL, limit=PAGE, _continue=token
-            )
-            covered |= {
-                s.metadata.labels.get(SERVICE_NAME_LABEL)
-                for s in page.items
-                if any(server_ip in e.addresses for e in s.endpoints or [])
-            }
-            token = page.metadata._continue
-            if not token:
-                break
-        missing = names - covered
-        if not missing:
+        slices = cluster.discovery.list_namespaced_endpoint_slice(
+            cluster.namespace, label_selector=f"{SERVICE_NAME_LABEL}={name}"
+        ).items
+        if any(server_ip in e.addresses for s in slices for e in s.endpoints or []):
             return
         if time.monotonic() > deadline:
             raise TargetError(
-                f"kubernetes: {scenario}: {len(missing)} of {len(names)} Services have no "
-                f"EndpointSlice with the server pod ({server_ip}) after "
-                f"{time.monotonic() - start:.0f} s, e.g. {sorted(missing)[:3]}"
+                f"kubernetes: {scenario}: Service {name} has no EndpointSlice with the server pod ({server_ip}) "
+                f"after {time.monotonic() - start:.0f} s"
             )
         if time.monotonic() - last_log > LOG_EVERY_S:
             log(
-                f"kubernetes: {scenario}: EndpointSlices for {len(names) - len(missing)}/{len(names)} "
-                f"Services ({time.monotonic() - start:.1f} s)"
+                f"kubernetes: {scenario}: waiting for Service {name}'s EndpointSlice ({time.monotonic() - start:.1f} s)"
             )
             last_log = time.monotonic()
         time.sleep(POLL_S)
 
 
-def delete(cluster: Cluster, scenario: str, log) -> None:
-    """Every Service of a scenario, one request each, in parallel: older API servers have no
-    delete-collection for Services, and the namespace controller deletes them one by one."""
-    names = [
-        s.metadata.name
-        for s in cluster.core.list_namespaced_service(
-            cluster.namespace, label_selector=f"{LABEL_SCENARIO}={object_name(scenario)}"
-        ).items
-    ]
-
-    def delete_one(name: str) -> None:
-        try:
-            cluster.core.delete_namespaced_service(name, cluster.namespace)
-        except k8s().client.ApiException as exc:
-            if exc.status != 404:
-                raise
-
-    start = time.monotonic()
-    with ThreadPoolExecutor(WORKERS) as pool:
-        list(pool.map(delete_one, names))
-    if len(names) > 1:
-        log(f"kubernetes: {scenario}: {len(names)} Services deleted ({time.monotonic() - start:.1f} s)")
+def delete(cluster: Cluster, scenario: str) -> None:
+    """The scenario's benchmark Service (the fillers stay for the next scenario)."""
+    for s in cluster.core.list_namespaced_service(
+        cluster.namespace, label_selector=f"{LABEL_SCENARIO}={object_name(scenario)}"
+    ).items:
+        _delete_service(cluster, str(s.metadata.name))
