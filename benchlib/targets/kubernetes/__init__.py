@@ -270,10 +270,8 @@ class KubernetesTarget(Target):
         )
         client_pod, client_node, client_ip = placed(client)
         self._active = scenario  # from here on, _remove_scenario_objects cleans up after a failure
-        service_ip, extra = (
-            None,
-            services.set_fillers(self.cluster, self.session, fillers_for(sc.placement, sc.services), self.log),
-        )
+        service_ip = None
+        extra = services.set_fillers(self.cluster, self.session, self.kept_objects(scenario), self.log)
         if sc.placement == "service":
             start = time.monotonic()
             service_ip = services.create(

@@ -41,13 +41,14 @@ def set_fillers(cluster: Cluster, session: str, count: int, log) -> dict:
     returns what to record."""
     start = time.monotonic()
     have = {
-        int(s.metadata.name.removeprefix("fill-"))
+        s.metadata.name
         for s in _list_all(cluster.core.list_namespaced_service, cluster.namespace, f"{LABEL_ROLE}={FILLER}")
     }
-    create = sorted(set(range(1, count + 1)) - have)
-    delete = sorted(have - set(range(1, count + 1)))
+    wanted = {filler_name(i): i for i in range(1, count + 1)}
+    create = [i for name, i in wanted.items() if name not in have]
+    delete = sorted(have - set(wanted))
     _in_parallel(lambda i: _create_filler(cluster, session, i), create, "created", log)
-    _in_parallel(lambda i: _delete_service(cluster, filler_name(i)), delete, "deleted", log)
+    _in_parallel(lambda name: _delete_service(cluster, name), delete, "deleted", log)
     return {
         "fillers_created": len(create),
         "fillers_deleted": len(delete),
@@ -55,12 +56,12 @@ def set_fillers(cluster: Cluster, session: str, count: int, log) -> dict:
     }
 
 
-def _in_parallel(action, indices: list[int], done: str, log) -> None:
+def _in_parallel(action, items: list, done: str, log) -> None:
     start = time.monotonic()
     with ThreadPoolExecutor(WORKERS) as pool:
-        for n, _ in enumerate(pool.map(action, indices), 1):
-            if n % PROGRESS_EVERY == 0 or n == len(indices):
-                log(f"kubernetes: {n}/{len(indices)} filler Services {done} ({time.monotonic() - start:.1f} s)")
+        for n, _ in enumerate(pool.map(action, items), 1):
+            if n % PROGRESS_EVERY == 0 or n == len(items):
+                log(f"kubernetes: {n}/{len(items)} filler Services {done} ({time.monotonic() - start:.1f} s)")
 
 
 def _create_filler(cluster: Cluster, session: str, index: int) -> None:
