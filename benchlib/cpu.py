@@ -4,6 +4,12 @@ A side (client or server) owns a set of CPUs on its node. Its busy time over
 the steady-state window is the sum over those CPUs of every /proc/stat field
 except idle and iowait. guest and guest_nice are already included in user and
 nice, so they are not added again.
+
+The window's length is what the side's CPUs counted in it, busy and idle
+(as mpstat measures it), not the harness's wall clock: a tickless
+kernel counts busy time at ticks but idle time to the microsecond, so busy ticks over
+a short wall window can read a few ticks above 100 %, and on a cluster node the
+wall window also holds the latency of reading the counters from a pod.
 """
 
 from __future__ import annotations
@@ -81,16 +87,24 @@ def machine_facts(cpuinfo: str, meminfo: str, cpus: int) -> dict[str, str | int]
 
 
 def side_usage(start: Snapshot, end: Snapshot, cpus: list[int], ticks_per_s: int) -> dict[str, float]:
-    """busy CPU-seconds per second (cores) and busy % of the side's CPUs over the window."""
+    """busy CPU-seconds per second (cores) and busy % of the side's CPUs over the window. Sum first,
+    then divide: busy ticks summed over the side's CPUs, over the window's length in the ticks those
+    CPUs counted (their mean)."""
     window = end.mono - start.mono
     if window <= 0:
         raise ParseError(f"CPU window has non-positive length {window:.3f} s")
     missing = [c for c in cpus if c not in start.counters or c not in end.counters]
     if missing:
         raise ParseError(f"CPU counters missing for CPUs {missing}")
-    idx = [FIELDS.index(f) for f in BUSY_FIELDS]
-    busy_ticks = sum(end.counters[c][i] - start.counters[c][i] for c in cpus for i in idx)
-    if busy_ticks < 0:
+    busy_idx = [FIELDS.index(f) for f in BUSY_FIELDS]
+    counted_idx = busy_idx + [FIELDS.index(f) for f in _IDLE]
+    deltas = [[e - s for e, s in zip(end.counters[c], start.counters[c], strict=True)] for c in cpus]
+    if min(min(d) for d in deltas) < 0:
         raise ParseError("CPU counters went backwards (reboot or CPU hotplug during the run?)")
-    cores = busy_ticks / ticks_per_s / window
+    busy = sum(d[i] for d in deltas for i in busy_idx)
+    counted = sum(d[i] for d in deltas for i in counted_idx)
+    if counted == 0:
+        raise ParseError(f"the CPUs counted no tick in the {window:.3f} s window (shorter than 1/{ticks_per_s} s?)")
+    window_ticks = counted / len(cpus)
+    cores = busy / window_ticks
     return {"cpu_busy_cores": cores, "cpu_busy_pct": 100.0 * cores / len(cpus)}

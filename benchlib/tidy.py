@@ -75,7 +75,7 @@ def proxy_usage(rec: record.RunRecord) -> dict[tuple[str, str], float]:
         procs = [p for p in rec.processes.values() if p["side"] == side]
         seconds = sum(end - start for start, end in (p["cpu_ticks"] for p in procs)) / rec.clk_tck
         out[("proxy_cpu_s", side)] = seconds
-        out[("proxy_cpu_cores", side)] = seconds / (c.end.mono - c.start.mono)  # the window cpu.side_usage uses
+        out[("proxy_cpu_cores", side)] = seconds / (c.end.mono - c.start.mono)  # the harness's CPU window
         if procs:
             out[("proxy_peak_rss_kib", side)] = max(p["peak_rss_kib"] for p in procs)
     return out

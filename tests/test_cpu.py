@@ -19,10 +19,21 @@ def test_parse_real_proc_stat_has_every_allowed_cpu():
 def test_busy_excludes_idle_iowait_and_guest_double_count():
     start = cpu.Snapshot(0, 0.0, {0: [0] * 10})
     # user nice system idle iowait irq softirq steal guest guest_nice
-    end = cpu.Snapshot(1, 1.0, {0: [30, 10, 20, 100, 50, 5, 5, 0, 25, 5]})
+    end = cpu.Snapshot(1, 1.0, {0: [30, 10, 20, 25, 5, 5, 5, 0, 25, 5]})
     usage = cpu.side_usage(start, end, [0], ticks_per_s=100)
-    assert usage["cpu_busy_cores"] == pytest.approx(0.70)  # 30+10+20+5+5, guest inside user/nice
+    assert usage["cpu_busy_cores"] == pytest.approx(0.70)  # 30+10+20+5+5 of 100, guest inside user/nice
     assert usage["cpu_busy_pct"] == pytest.approx(70.0)
+
+
+def test_the_window_is_the_ticks_the_cpus_counted_not_the_wall_clock():
+    """Busy time is counted at ticks, idle to the microsecond: a CPU busy through a 0.6 s window can
+    show 63 busy ticks. Over the window its CPUs counted, it is 100 % busy, not 105 %."""
+    start = cpu.Snapshot(0, 0.0, {0: [0] * 10, 1: [0] * 10})
+    end = cpu.Snapshot(1, 0.6, {0: [60, 0, 3, 0, 0, 0, 0, 0, 0, 0], 1: [15, 0, 0, 45, 0, 0, 0, 0, 0, 0]})
+    one = cpu.side_usage(start, end, [0], ticks_per_s=100)
+    assert one["cpu_busy_pct"] == pytest.approx(100.0)
+    both = cpu.side_usage(start, end, [0, 1], ticks_per_s=100)
+    assert both["cpu_busy_cores"] == pytest.approx(78 / 61.5) and both["cpu_busy_pct"] == pytest.approx(78 / 123 * 100)
 
 
 def test_side_usage_errors_are_parse_errors():
@@ -31,6 +42,10 @@ def test_side_usage_errors_are_parse_errors():
         cpu.side_usage(s, s, [0], 100)
     with pytest.raises(ParseError, match="missing for CPUs \\[3\\]"):
         cpu.side_usage(s, cpu.Snapshot(1, 2.0, {0: [0] * 10}), [3], 100)
+    with pytest.raises(ParseError, match="counted no tick"):
+        cpu.side_usage(s, cpu.Snapshot(1, 2.0, {0: [0] * 10}), [0], 100)
+    with pytest.raises(ParseError, match="went backwards"):
+        cpu.side_usage(cpu.Snapshot(0, 1.0, {0: [5] * 10}), cpu.Snapshot(1, 2.0, {0: [9, 0] + [9] * 8}), [0], 100)
 
 
 def test_a_busy_loop_shows_up_on_its_cpu_only():

@@ -42,9 +42,8 @@ def test_tables_have_one_row_per_run_and_the_expected_metrics(short_campaign, tm
         | shared_cpu
     )
     assert metrics["run_id"].n_unique() == 8
-    # /proc/stat counts 1/100 s ticks: over these 0.6 s windows a fully busy
-    # CPU can read up to two ticks (about 3 %) over 100 %.
-    assert metrics.filter(metric="cpu_busy_pct")["value"].is_between(0, 104).all()
+    # each CPU's busy share of the ticks it counted (see benchlib.cpu): within 100 % however short the window
+    assert metrics.filter(metric="cpu_busy_pct")["value"].is_between(0, 100).all()
     # the stream test's client side is busy sending: it cannot be idle
     client = metrics.filter(test="stream", metric="cpu_busy_pct", side="client")
     assert (client["value"] > 20).all()
