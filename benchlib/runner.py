@@ -579,8 +579,14 @@ def _measure(
     for run in todo:
         if _needs_activation(target, session, run):
             started = time.monotonic()
-            target.activate(run.scenario)
-            start_servers(target, run.scenario, names)
+            try:
+                target.activate(run.scenario)
+                start_servers(target, run.scenario, names)
+            except TargetError as exc:  # hours into a campaign: say what is kept and how to go on
+                raise TargetError(
+                    f"{exc}\ncollect: round {run.block + 1}, scenario {run.scenario} could not start; "
+                    f"{progress.done} of {total} runs are recorded and kept: run the same command to resume"
+                ) from None
             if not target.interleaves_scenarios:
                 session.switch_s.append(time.monotonic() - started)
                 log(f"collect: round {run.block + 1}: {run.scenario} ready after {session.switch_s[-1]:.1f} s")

@@ -11,6 +11,7 @@ from dataclasses import replace
 import pytest
 
 from benchlib import record, runner, tidy
+from benchlib.errors import TargetError
 from benchlib.plan import plan_environment, schedule
 from benchlib.targets.lab import LabTarget, list_namespaces
 from tests.conftest import SHORT_TESTS, lab_target, short_params, venv_env, write_params
@@ -238,6 +239,31 @@ class Switching(Recording):
             self.calls.append(("start_server", scenario, server.name))
             return None
         return super().start_server(scenario, server, cpus)
+
+
+class FailsItsSecondVisit(Switching):
+    """The switching lab whose server does not start on vxlan's second visit."""
+
+    def start_server(self, scenario, server, cpus):
+        if scenario == "vxlan" and [c[1] for c in self.calls if c[0] == "activate"].count("vxlan") == 2:
+            raise TargetError(f"lab: {server.name} in vxlan did not listen on port {server.port} within 10 s")
+        return super().start_server(scenario, server, cpus)
+
+
+def test_a_scenario_that_cannot_start_mid_campaign_says_what_is_kept_and_how_to_resume(tmp_path, lab_env):
+    params = short_params("halt", ["host", "vxlan"], {"rr": SHORT_TESTS["rr"]}, repetitions=2, retries=0)
+    params = params.model_copy(update={"experiment": params.experiment.model_copy(update={"foreign_cpu_max": 2.0})})
+    plan = plan_environment(params, "local-lab")
+    target = FailsItsSecondVisit(lab_env, plan.scenarios, log=lambda m: None)
+    with pytest.raises(TargetError) as failed:
+        runner.run_environment(params, plan, target, raw_root=tmp_path, log=lambda m: None)
+    kept = len(record.find(tmp_path / "halt"))
+    assert 1 <= kept < 4
+    assert str(failed.value).startswith("lab: netserver in vxlan did not listen"), failed.value
+    assert str(failed.value).endswith(
+        f"collect: round 2, scenario vxlan could not start; {kept} of 4 runs are recorded and kept: "
+        "run the same command to resume"
+    ), failed.value
 
 
 def test_a_switching_target_is_activated_once_per_visit_of_each_round(tmp_path, lab_env):

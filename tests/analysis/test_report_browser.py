@@ -26,6 +26,9 @@ REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "tidy"
 SCREENSHOTS = REPO / "reports" / "screenshots"
 WIDTH, HEIGHT = 1280, 900
+# a reader's page with every disclosure closed: the findings, their figures and the short tables, at most
+# a third of what the report measured when every table, note and figure was open on the page (31,644 px)
+LENGTH_MAX = 10_548
 POST_WIDTH = 800  # a blog column of BLOG_WIDTH px and its margins
 DTYPES = {"str", "f64", "f32", "i64", "i32", "u32", "u64", "bool", "date", "null", "list[str]"}
 UNIT = re.compile(r"\(.+\)|%")
@@ -164,6 +167,7 @@ def test_the_summary_is_the_first_section_with_the_findings_and_the_headline_fig
         # long tables, the method's notes and the figures after each test's first behind closed disclosures
         assert p["closed"] >= 10, p["closed"]
         print(f"report length at {WIDTH} px, disclosures closed: {p['length']} px")
+        assert p["length"] <= LENGTH_MAX, p["length"]
     # the headline figure follows the findings: on screen 1 of the compare page, by screen 2 of the report, whose
     # first screen holds its title, takeaways and context strip
     assert p["figures"] and p["figures"][0]["top"] < (2 if name == "report" else 1) * HEIGHT, p["figures"][0]

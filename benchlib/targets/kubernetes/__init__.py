@@ -70,7 +70,9 @@ __all__ = ["KubernetesTarget", "render", "LABEL_OWNER", "LABEL_SESSION", "PID_MA
 WORKLOAD_ROLE = "benchlib-workload"  # ClusterRole of pipelines/kubernetes/rbac.yaml
 NAMESPACE_DELETE_TIMEOUT_S = 120
 RBAC_SETTLE_S = 10  # RBAC caches refresh quickly but not instantly
-SERVER_LISTEN_TIMEOUT_S, SERVER_POLL_S = 15, 0.2
+# each poll is an exec through the API server: right after 4000 Services were deleted beside Calico's eBPF
+# dataplane, netserver was not seen listening within 15 s
+SERVER_LISTEN_TIMEOUT_S, SERVER_POLL_S = 60, 0.2
 SIDECAR_POLL_S = 0.5
 TLS_PREFIX = "benchlib-mesh-"  # + the owner's pid: a killed session's keys are found and removed
 CAPTURE_PROBE_TIMEOUT_S = 10  # one connection through the node proxies, or its refusal
