@@ -42,7 +42,7 @@ def test_tables_have_one_row_per_run_and_the_expected_metrics(short_campaign, tm
         | shared_cpu
     )
     assert metrics["run_id"].n_unique() == 8
-    # each CPU's busy share of the ticks it counted (see benchlib.cpu): within 100 % however short the window
+    # busy ticks over the ticks the side's CPUs counted (see benchlib.cpu): within 100 % however short the window
     assert metrics.filter(metric="cpu_busy_pct")["value"].is_between(0, 100).all()
     # the stream test's client side is busy sending: it cannot be idle
     client = metrics.filter(test="stream", metric="cpu_busy_pct", side="client")
