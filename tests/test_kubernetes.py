@@ -75,7 +75,7 @@ def admin(cluster):
     return kubernetes.client.CoreV1Api(api)
 
 
-def services_env(counts: list[int], **others: dict) -> Environment:
+def services_env(counts: list[int], quiet: dict | None = None, **others: dict) -> Environment:
     """A service-count series, expanded into svc-<n> as load_environment expands it (and ``others``)."""
     return k8s_env(
         _expand_service_counts(
@@ -89,7 +89,8 @@ def services_env(counts: list[int], **others: dict) -> Environment:
                 },
                 **others,
             }
-        )
+        ),
+        **({"quiet": quiet} if quiet else {}),
     )
 
 
@@ -260,7 +261,8 @@ def test_service_count_scenarios_keep_their_fillers_and_change_only_the_differen
     import kubernetes
 
     discovery = kubernetes.client.DiscoveryV1Api(admin.api_client)
-    env = services_env([40, 3], **{"pod-to-pod": {"description": "two nodes", "placement": "pod-to-pod"}})
+    others = {"pod-to-pod": {"description": "two nodes", "placement": "pod-to-pod"}}
+    env = services_env([40, 3], quiet={**QUIET, "service_proxies": ["kube-proxy*"]}, **others)
     logs = []
     with KubernetesTarget(env, list(env.scenarios), NETPERF, log=logs.append) as target:
         uids = {}
@@ -292,6 +294,10 @@ def test_service_count_scenarios_keep_their_fillers_and_change_only_the_differen
             assert details["programmed_s"] >= 1  # the sync check runs twice, a second apart
             created, deleted = (39, 0) if n == 40 else (0, 37)
             assert (details["fillers_created"], details["fillers_deleted"]) == (created, deleted)
+            # kube-proxy frozen while the fillers were written, thawed before its sync was checked
+            q = details["fillers_quiet"]
+            assert set(q["frozen"]) == {"kube-proxy1", "kube-proxy2"} and q["freeze_state"] == "FROZEN", q
+            assert q["thawed"] is True and "kubelet1" in q["kept"] and 0 < q["frozen_s"] <= details["fillers_s"] + 1, q
         assert "kubernetes: 37/37 filler Services deleted" in " ".join(logs)
         # a scenario without a Service count has none left beside it
         target.activate("pod-to-pod")

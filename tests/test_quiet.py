@@ -25,6 +25,7 @@ K8S = "description: d\ntarget: kubernetes\nkubernetes: {image: x, quiet: %s}\nsc
         ("{}", "kubernetes.quiet.pid_dir"),
         ("{pid_dir: /r, max_window_s: 0}", "kubernetes.quiet.max_window_s"),
         ("{pid_dir: /r, keep: apiserver}", "kubernetes.quiet.keep"),
+        ("{pid_dir: /r, service_proxies: kube-proxy}", "kubernetes.quiet.service_proxies"),
         ("{pid_dir: /r, frozen: yes}", "kubernetes.quiet.frozen"),
     ],
 )
@@ -42,6 +43,7 @@ def test_quiet_windows_are_on_by_default_and_the_shipped_local_cluster_names_its
     assert Experiment(campaign="c", environments=["e"], repetitions=1).quiet_windows is True
     q = load_environment("local-k8s").kubernetes.quiet  # pyright: ignore[reportOptionalMemberAccess]
     assert q is not None and q.pid_dir == "/var/lib/benchlib-k8s/run" and q.keep == ["apiserver-forward"]
+    assert q.service_proxies == ["kube-proxy*"]
 
 
 def test_the_freezer_is_chosen_from_the_mounts():
@@ -64,6 +66,11 @@ def test_daemons_are_read_from_live_pid_files_and_kept_by_glob(tmp_path):
     assert running == {"cilium-agent1": os.getppid(), "kubelet1": os.getpid()}
     frozen, kept = quiet.choose(running, {"cilium-*": "needed"})
     assert frozen == {"kubelet1": os.getpid()} and kept == {"cilium-agent1": "needed"}
+    # only the Service proxies, for the filler writes: the rest kept, a kept glob still kept
+    frozen, kept = quiet.choose(running, {}, only=["cilium-agent*", "kube-proxy*"])
+    assert frozen == {"cilium-agent1": os.getppid()} and set(kept) == {"kubelet1"}
+    frozen, _ = quiet.choose(running, {"cilium-*": "needed"}, only=["cilium-agent*"])
+    assert frozen == {}
 
 
 def _freezers() -> list[quiet.Freezer]:

@@ -140,6 +140,15 @@ class QuietSettings(Strict):
             "forward of the API server to this machine, which carries benchlib's own connections"
         ),
     )
+    service_proxies: list[str] = Field(
+        default=[],
+        description=(
+            "daemons that program Services (kube-proxy, a CNI agent that replaces it), as shell globs over "
+            "the pid files' names: frozen while a scenario's filler Services are created or deleted, and "
+            "thawed before its programmed check, so each programs the thousands of changes once instead of "
+            "competing with the API server after every few; none by default"
+        ),
+    )
     max_window_s: float = Field(
         default=30,
         gt=0,

@@ -76,6 +76,9 @@ SERVER_LISTEN_TIMEOUT_S, SERVER_POLL_S = 60, 0.2
 SIDECAR_POLL_S = 0.5
 TLS_PREFIX = "benchlib-mesh-"  # + the owner's pid: a killed session's keys are found and removed
 CAPTURE_PROBE_TIMEOUT_S = 10  # one connection through the node proxies, or its refusal
+# a bound on the Service proxies' freeze while fillers are written (5000 take minutes); past it the
+# watchdog thaws them and the writes go on beside them
+FILLERS_FREEZE_MAX_S = 1200
 QUIET_START_WAIT_S = 2  # for the clients' PID markers before a quiet window (they come well before it)
 
 
@@ -121,6 +124,8 @@ class KubernetesTarget(Target):
         self._sidecars: dict[str, Sidecars] = {}  # the active scenario's, if it has a mesh
         self._tls_dir: Path | None = None  # the session's CA and sidecar certificates (mTLS meshes)
         self._quiet: quiet.Quiet | None = None  # the nodes' host daemons, frozen over CPU windows
+        # frozen while filler Services are written (a benchmark empties it to compare)
+        self.service_proxies = list(self.settings.quiet.service_proxies) if self.settings.quiet else []
 
     @property
     def cluster(self) -> Cluster:
@@ -273,7 +278,7 @@ class KubernetesTarget(Target):
         client_pod, client_node, client_ip = placed(client)
         self._active = scenario  # from here on, _remove_scenario_objects cleans up after a failure
         service_ip = None
-        extra = services.set_fillers(self.cluster, self.session, self.kept_objects(scenario), self.log)
+        extra = self._set_fillers(self.kept_objects(scenario))
         if sc.placement == "service":
             start = time.monotonic()
             service_ip = services.create(
@@ -318,6 +323,19 @@ class KubernetesTarget(Target):
             server_cpus=server_cpus,
             details=details,
         )
+
+    def _set_fillers(self, count: int) -> dict:
+        """The fillers brought to ``count``, the Service proxies (kubernetes.quiet.service_proxies)
+        frozen while thousands are written: thawed, each programs the change once."""
+        changes = services.filler_changes(self.cluster, count)
+        if self._quiet is None or not self.service_proxies or not any(changes):
+            return services.write_fillers(self.cluster, self.session, changes, self.log)
+        window = self._quiet.freeze_only(self.service_proxies, FILLERS_FREEZE_MAX_S)
+        try:
+            extra = services.write_fillers(self.cluster, self.session, changes, self.log)
+        finally:
+            frozen = window.end()
+        return {**extra, "fillers_quiet": frozen}
 
     def profile_unavailable(self, scenario: str) -> str | None:
         """perf here sees a node's work only where the node runs on this machine's kernel (same boot ID)."""

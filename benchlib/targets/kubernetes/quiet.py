@@ -165,11 +165,16 @@ def daemons(pid_dir: Path) -> dict[str, int]:
     return found
 
 
-def choose(running: dict[str, int], keep: dict[str, str]) -> tuple[dict[str, int], dict[str, str]]:
-    """(to freeze by name, kept by name with why) of the daemons running; ``keep``: glob -> why."""
+def choose(
+    running: dict[str, int], keep: dict[str, str], only: list[str] | None = None
+) -> tuple[dict[str, int], dict[str, str]]:
+    """(to freeze by name, kept by name with why) of the daemons running; ``keep``: glob -> why;
+    ``only``: globs, the daemons matching none of them kept too."""
     frozen, kept = {}, {}
     for name, pid in running.items():
         why = next((w for pattern, w in keep.items() if fnmatch.fnmatchcase(name, pattern)), None)
+        if why is None and only is not None and not any(fnmatch.fnmatchcase(name, p) for p in only):
+            why = "not among those frozen here"
         if why is None:
             frozen[name] = pid
         else:
@@ -246,7 +251,12 @@ class Quiet:
 
     def window(self, seconds: float, needs: dict[str, str]) -> Window:
         """Freeze now for a window of ``seconds``, keeping ``needs`` (glob -> why) as well; end() thaws."""
-        return Window(self, seconds, {**self.keep, **needs})
+        return Window(self, seconds, {**self.keep, **needs}, max_s=self.max_window_s)
+
+    def freeze_only(self, patterns: list[str], seconds: float) -> Window:
+        """Freeze now only the daemons matching ``patterns`` (globs), for at most ``seconds`` (then the
+        watchdog thaws them); end() thaws. No max_window_s: that bound is for the kubelets' leases."""
+        return Window(self, seconds, dict(self.keep), only=patterns)
 
 
 class Unquiet:
@@ -262,17 +272,25 @@ class Unquiet:
 class Window:
     """One frozen window. end() thaws, moves the daemons back, and returns what the record keeps."""
 
-    def __init__(self, quiet: Quiet, seconds: float, keep: dict[str, str]):
+    def __init__(
+        self,
+        quiet: Quiet,
+        seconds: float,
+        keep: dict[str, str],
+        max_s: float | None = None,
+        only: list[str] | None = None,
+    ):
         self.quiet = quiet
+        self.only = only
         self.back: dict[int, Path] = {}
         self.result: dict = {"window_s": round(seconds, 3)}
         self.started = time.monotonic()
         if quiet.unavailable is not None or quiet.freezer is None or quiet.cgroup is None or quiet.watchdog is None:
             self.result["unavailable"] = quiet.unavailable or "quiet windows were not started"
             return
-        if seconds > quiet.max_window_s:
+        if max_s is not None and seconds > max_s:
             self.result["unavailable"] = (
-                f"the window ({seconds:g} s) is longer than quiet.max_window_s ({quiet.max_window_s:g} s): "
+                f"the window ({seconds:g} s) is longer than quiet.max_window_s ({max_s:g} s): "
                 "a longer freeze lets node leases expire"
             )
             return
@@ -284,7 +302,7 @@ class Window:
             self.result = {"window_s": round(seconds, 3), "unavailable": f"freezing failed: {exc}"}
 
     def _freeze(self, freezer: Freezer, cgroup: Path, watchdog: Watchdog, seconds: float, keep: dict) -> None:
-        frozen, kept = choose(daemons(self.quiet.pid_dir), keep)
+        frozen, kept = choose(daemons(self.quiet.pid_dir), keep, self.only)
         failed = {}
         for name, pid in frozen.items():
             try:

@@ -39,14 +39,23 @@ LOG_EVERY_S = 5
 def set_fillers(cluster: Cluster, session: str, count: int, log) -> dict:
     """Make the namespace hold fillers 1..count, creating or deleting only the difference;
     returns what to record."""
-    start = time.monotonic()
+    return write_fillers(cluster, session, filler_changes(cluster, count), log)
+
+
+def filler_changes(cluster: Cluster, count: int) -> tuple[list[int], list[str]]:
+    """(indices to create, names to delete) that bring the namespace to fillers 1..count."""
     have = {
         s.metadata.name
         for s in _list_all(cluster.core.list_namespaced_service, cluster.namespace, f"{LABEL_ROLE}={FILLER}")
     }
     wanted = {filler_name(i): i for i in range(1, count + 1)}
-    create = [i for name, i in wanted.items() if name not in have]
-    delete = sorted(have - set(wanted))
+    return [i for name, i in wanted.items() if name not in have], sorted(have - set(wanted))
+
+
+def write_fillers(cluster: Cluster, session: str, changes: tuple[list[int], list[str]], log) -> dict:
+    """Create and delete the fillers of ``changes``; returns what to record."""
+    start = time.monotonic()
+    create, delete = changes
     _in_parallel(lambda i: _create_filler(cluster, session, i), create, "created", log)
     _in_parallel(lambda name: _delete_service(cluster, name), delete, "deleted", log)
     return {
