@@ -308,7 +308,8 @@ def render_report(executed: Sequence[str | Path], output: str | Path, title: str
     """Concatenate executed notebooks into one HTML page: code hidden, plotly.js inlined once, no CDN."""
     cells = []
     for path in executed:
-        cells += nbformat.read(resolve(path), as_version=4).cells
+        # a code cell that displays nothing would still take a cell's margins on the page (inputs are hidden)
+        cells += [c for c in nbformat.read(resolve(path), as_version=4).cells if c.cell_type != "code" or c.outputs]
     # the contents after the report's first screen (summary.first_screen_html) where it has one, else first
     at = next((i + 1 for i, c in enumerate(cells) if FIRST_SCREEN in _html_outputs(c)), 0)
     # the page's <title>: the one the user gave (report.title), else the report's own heading, as a tab

@@ -168,6 +168,8 @@ def test_the_summary_is_the_first_section_with_the_findings_and_the_headline_fig
         assert p["closed"] >= 10, p["closed"]
         print(f"report length at {WIDTH} px, disclosures closed: {p['length']} px")
         assert p["length"] <= LENGTH_MAX, p["length"]
+        # no blank stretch: a notebook cell that displays nothing is not on the page
+        assert "jp-mod-noOutputs jp-mod-noInput" not in p["path"].read_text(), "an empty cell is on the page"
     # the headline figure follows the findings: on screen 1 of the compare page, by screen 2 of the report, whose
     # first screen holds its title, takeaways and context strip
     assert p["figures"] and p["figures"][0]["top"] < (2 if name == "report" else 1) * HEIGHT, p["figures"][0]
