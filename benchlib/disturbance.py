@@ -99,6 +99,13 @@ def scan(
 
     def in_own_namespace(pid: int) -> bool:  # read only for the processes neither kernel's nor harness's
         netns = _netns(str(pid))
+        # a process that has exited and is not yet reaped (a zombie: a tool just done, its wrapper) has
+        # no namespace left to read: it ran in its parent's, which reaps it
+        for _ in range(64):
+            if netns is not None or pid <= 1 or pid not in parents:
+                break
+            pid = parents[pid]
+            netns = _netns(str(pid))
         return netns in own_namespaces or (outside is not None and netns is not None and netns != outside)
 
     foreign, own = {}, set()

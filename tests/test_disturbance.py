@@ -111,6 +111,32 @@ def test_a_local_clusters_scan_counts_every_namespace_but_the_machines_and_the_d
         subprocess.run(["ip", "netns", "del", ns], check=True)
 
 
+def test_a_pods_tool_that_has_exited_but_is_not_yet_reaped_stays_the_clusters():
+    """A zombie has no network namespace left to read: at a window's end a pod's netperf, just done and
+    not yet reaped, is still the cluster's (it was counted foreign with its whole life's CPU)."""
+    require_root()
+    # in a namespace of its own, a parent that never reaps: its child, once exited, stays a zombie
+    parent = subprocess.Popen(["unshare", "--net", "sh", "-c", "sleep 0.1 & exec sleep 30"])
+    try:
+        deadline = time.monotonic() + 5
+        zombie = None
+        while zombie is None and time.monotonic() < deadline:
+            children = pathlib.Path(f"/proc/{parent.pid}/task/{parent.pid}/children").read_text().split()
+            states = {
+                int(c): pathlib.Path(f"/proc/{c}/stat").read_text().rsplit(")", 1)[1].split()[0] for c in children
+            }
+            zombie = next((c for c, state in states.items() if state == "Z"), None)
+            time.sleep(0.05)
+        assert zombie is not None, "the child never became a zombie"
+        assert disturbance._netns(str(zombie)) is None  # why the parent is asked
+        host = os.stat("/proc/self/ns/net").st_ino
+        snap = disturbance.scan(set(), 0, outside=host)  # no harness root: by namespace alone
+        assert zombie in snap.own and zombie not in {pid for pid, _ in snap.foreign}
+    finally:
+        parent.kill()
+        parent.wait()
+
+
 def test_a_bad_threshold_exits_2_naming_the_key(tmp_path):
     from tests.test_config import write
 
