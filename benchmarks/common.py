@@ -6,6 +6,7 @@ import statistics
 import subprocess
 import time
 from contextlib import contextmanager
+from pathlib import Path
 
 from benchlib.collectors import netperf
 
@@ -20,6 +21,11 @@ def figure(name: str, value: float, unit: str = "", target: str = "") -> None:
 
 def median(values) -> float:
     return statistics.median(values)
+
+
+def loadavg() -> str:
+    """The 1, 5 and 15 min load averages: a shared machine's load is part of a result."""
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 @contextmanager

@@ -21,15 +21,12 @@ import argparse
 import random
 import statistics
 import time
-from pathlib import Path
+
+from common import loadavg
 
 from benchlib import collectors
 from benchlib.config import load_environment
 from benchlib.targets.kubernetes import KubernetesTarget
-
-
-def loadavg() -> str:
-    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 def main() -> None:

@@ -19,8 +19,8 @@ import argparse
 import random
 import statistics
 import time
-from pathlib import Path
 
+from common import loadavg
 from scipy.stats import mannwhitneyu
 
 from benchlib import collectors, runner
@@ -43,10 +43,6 @@ def specs(seconds: int) -> dict[str, object]:
 
 def cv_pct(values: list[float]) -> float:
     return 100 * statistics.stdev(values) / statistics.mean(values)
-
-
-def loadavg() -> str:
-    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 def main() -> None:
