@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 
 PF_KTHREAD = 0x00200000  # task flag of a kernel thread (include/linux/sched.h)
@@ -88,24 +88,22 @@ def scan(
                 procs[int(pid)] = stat
     parents = {pid: int(fields[1]) for pid, (_, fields) in procs.items()}
 
-    def harness(pid: int) -> bool:
-        for _ in range(64):  # a parent chain is short; a loop in a racy read must not hang the run
-            if pid in roots:
-                return True
+    def lineage(pid: int) -> Iterator[int]:
+        """The process, then its ancestors; a parent chain is short, and a loop in a racy read must not
+        hang the run."""
+        for _ in range(64):
+            yield pid
             if pid <= 1 or pid not in parents:
-                return False
+                return
             pid = parents[pid]
-        return False
+
+    def harness(pid: int) -> bool:
+        return any(p in roots for p in lineage(pid))
 
     def in_own_namespace(pid: int) -> bool:  # read only for the processes neither kernel's nor harness's
-        netns = _netns(str(pid))
         # a process that has exited and is not yet reaped (a zombie: a tool just done, its wrapper) has
         # no namespace left to read: it ran in its parent's, which reaps it
-        for _ in range(64):
-            if netns is not None or pid <= 1 or pid not in parents:
-                break
-            pid = parents[pid]
-            netns = _netns(str(pid))
+        netns = next((n for p in lineage(pid) if (n := _netns(str(p))) is not None), None)
         return netns in own_namespaces or (outside is not None and netns is not None and netns != outside)
 
     foreign, own = {}, set()
