@@ -281,7 +281,6 @@ class Window:
         only: list[str] | None = None,
     ):
         self.quiet = quiet
-        self.only = only
         self.back: dict[int, Path] = {}
         self.result: dict = {"window_s": round(seconds, 3)}
         self.started = time.monotonic()
@@ -295,14 +294,16 @@ class Window:
             )
             return
         try:
-            self._freeze(quiet.freezer, quiet.cgroup, quiet.watchdog, seconds, keep)
+            self._freeze(quiet.freezer, quiet.cgroup, quiet.watchdog, seconds, keep, only)
         except OSError as exc:  # never a crash, never half frozen: undo, and say why
             release(quiet.freezer, quiet.cgroup, self.back)
             quiet.cgroup.mkdir(exist_ok=True)
             self.result = {"window_s": round(seconds, 3), "unavailable": f"freezing failed: {exc}"}
 
-    def _freeze(self, freezer: Freezer, cgroup: Path, watchdog: Watchdog, seconds: float, keep: dict) -> None:
-        frozen, kept = choose(daemons(self.quiet.pid_dir), keep, self.only)
+    def _freeze(
+        self, freezer: Freezer, cgroup: Path, watchdog: Watchdog, seconds: float, keep: dict, only: list[str] | None
+    ) -> None:
+        frozen, kept = choose(daemons(self.quiet.pid_dir), keep, only)
         failed = {}
         for name, pid in frozen.items():
             try:
