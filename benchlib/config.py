@@ -112,7 +112,7 @@ class Experiment(Strict):
         description=(
             "a run whose CPUs gave more than this to other processes over its CPU window (in cores: 0.1 is a "
             "tenth of one CPU; the measurement's tools, servers, proxies and kernel network work are not "
-            "others) is disturbed: kept with that outcome, left out of the analysis and measured again "
+            "others; what the hypervisor gave to other guests, steal, is) is disturbed: kept with that outcome, left out of the analysis and measured again "
             "within `retries`"
         ),
     )

@@ -108,3 +108,18 @@ def side_usage(start: Snapshot, end: Snapshot, cpus: list[int], ticks_per_s: int
     window_ticks = counted / len(cpus)
     cores = busy / window_ticks
     return {"cpu_busy_cores": cores, "cpu_busy_pct": 100.0 * cores / len(cpus)}
+
+
+def steal_cores(start: Snapshot, end: Snapshot, cpus: list[int]) -> float:
+    """The CPU these CPUs wanted but the hypervisor gave to others (/proc/stat's steal), in cores over
+    the window they counted (as side_usage measures it); 0 where the counters do not cover them."""
+    steal_idx = FIELDS.index("steal")
+    counted_idx = [FIELDS.index(f) for f in (*BUSY_FIELDS, *_IDLE)]
+    steal = counted = 0
+    for c in cpus:
+        if c not in start.counters or c not in end.counters:
+            return 0.0
+        delta = [e - s for e, s in zip(end.counters[c], start.counters[c], strict=True)]
+        steal += max(0, delta[steal_idx])
+        counted += sum(max(0, delta[i]) for i in counted_idx)
+    return steal / (counted / len(cpus)) if counted else 0.0

@@ -106,8 +106,19 @@ def disturbed(foreign: dict | None, max_cores: float | None) -> str | None:
     if foreign is None or max_cores is None or foreign["measured_cores"] <= max_cores:
         return None
     return (
-        f"disturbed: {foreign['measured_cores']:.2f} core(s) of the run's CPUs went to other processes "
+        f"disturbed: {foreign['measured_cores']:.2f} core(s) of the run's CPUs went to other processes or guests "
         f"(above {max_cores:g}): {disturbance.top_text(foreign)}"
+    )
+
+
+def steal_cores(first: dict[str, cpu.Snapshot], last: dict[str, cpu.Snapshot], placement: Placement) -> float:
+    """What the hypervisor took from the run's CPUs over the window (cpu.steal_cores), in cores: each
+    CPU once where both sides run on one kernel, else each side's on its own node."""
+    if placement.details.get("nodes_share_kernel"):
+        cpus = sorted({*placement.client_cpus, *placement.server_cpus})
+        return cpu.steal_cores(first["client"], last["client"], cpus)
+    return cpu.steal_cores(first["client"], last["client"], placement.client_cpus) + cpu.steal_cores(
+        first["server"], last["server"], placement.server_cpus
     )
 
 
@@ -196,7 +207,10 @@ def measure(
             ),
         )
     foreign = (
-        disturbance.usage(scans[0], scans[1], sorted({*placement.client_cpus, *placement.server_cpus}))
+        disturbance.with_steal(
+            disturbance.usage(scans[0], scans[1], sorted({*placement.client_cpus, *placement.server_cpus})),
+            steal_cores(first, last, placement),
+        )
         if scans[0] is not None and scans[1] is not None
         else None
     )

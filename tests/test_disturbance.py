@@ -16,14 +16,15 @@ import time
 import polars as pl
 import pytest
 
-from benchlib import disturbance, record, runner, tidy
+from benchlib import cpu, disturbance, record, runner, tidy
 from benchlib.analysis import estimators
 from benchlib.config import Params
 from benchlib.plan import plan_environment, schedule
 from benchlib.report import summary
 from benchlib.schema import SIDES
+from benchlib.targets import Placement
 from tests.analysis.analysis_tables import make_tables
-from tests.conftest import REPO, RR, cpu_hog, lab_target, require_root, short_params, venv_env
+from tests.conftest import FIXTURES, REPO, RR, cpu_hog, lab_target, require_root, short_params, venv_env
 
 
 def _process(name: str, parent: int, ticks: int, cpu: int = 0) -> disturbance.Process:
@@ -135,6 +136,34 @@ def test_a_pods_tool_that_has_exited_but_is_not_yet_reaped_stays_the_clusters():
     finally:
         parent.kill()
         parent.wait()
+
+
+def test_cpu_the_hypervisor_took_from_the_runs_cpus_disturbs_the_run():
+    """The CPU window of a local-cluster TCP_CRR run (captured from its record) that measured a
+    quarter of its configuration's other runs: no process took its CPUs, the hypervisor did (steal:
+    72 and 44 of the two CPUs' ticks)."""
+    window = json.loads((FIXTURES / "cpu" / "stolen-window.json").read_text())["sides"]
+    first = {side: cpu.Snapshot.from_json(window[side]["start"]) for side in SIDES}
+    last = {side: cpu.Snapshot.from_json(window[side]["end"]) for side in SIDES}
+    shared = Placement("s", "198.18.0.2", "node1", "node2", [0], [1], {"nodes_share_kernel": True})
+    steal = runner.steal_cores(first, last, shared)
+    assert steal == pytest.approx(116 / 173)  # steal ticks over the ticks each CPU counted, on average
+    apart = Placement("s", "198.18.0.2", "node1", "node2", [0], [1], {})  # each side on a node of its own
+    # each side from the counters it read itself (the server's window closed 2 ticks apart)
+    assert runner.steal_cores(first, last, apart) == pytest.approx(72 / 175 + 42 / 167)
+    processes = {
+        "window_s": 1.83,
+        "cores": 0.01,
+        "cpus": {"0": 0.01},
+        "measured_cores": 0.01,
+        "top": [{"name": "process_api", "pid": 1, "cores": 0.01, "reaped": []}],
+    }
+    foreign = disturbance.with_steal(processes, steal)
+    assert foreign["measured_cores"] == pytest.approx(0.01 + steal, abs=1e-5)
+    assert [p["name"] for p in foreign["top"]] == [disturbance.STEAL, "process_api"]
+    why = runner.disturbed(foreign, 0.1)
+    assert why is not None and "hypervisor (steal) 0.67" in why
+    assert runner.disturbed(disturbance.with_steal(processes, 0.0), 0.1) is None
 
 
 def test_a_bad_threshold_exits_2_naming_the_key(tmp_path):
