@@ -205,7 +205,7 @@ def test_the_shipped_calico_scenarios_record_calicos_state(calico, tmp_path, mon
     scenarios = ["calico-iptables", "calico-ebpf-service-4"]
     env = env.model_copy(update={"scenarios": {s: env.scenarios[s] for s in scenarios}})
     tests = {"rr": {"tool": "netperf", "kind": "TCP_RR", "duration_s": 1, "message_size": 1}}
-    params = short_params("calico", scenarios, tests, repetitions=1, retries=0)
+    params = short_params("calico", scenarios, tests, repetitions=1, retries=1)
     logs = []
     counts = runner.run_environment(
         params,

@@ -329,7 +329,7 @@ def test_campaign_on_the_shipped_cilium_environment_records_ciliums_state(cilium
     scenarios = ["bridge-iptables", "cilium-vxlan-ebpf", "cilium-ebpf-4"]
     env = env.model_copy(update={"scenarios": {s: env.scenarios[s] for s in scenarios}})
     tests = {"rr": {"tool": "netperf", "kind": "TCP_RR", "duration_s": 1, "message_size": 1}}
-    params = short_params("cilium", scenarios, tests, repetitions=1, retries=0)
+    params = short_params("cilium", scenarios, tests, repetitions=1, retries=1)
     data = params.model_dump(mode="json")
     data["experiment"]["profile_runs"] = 1  # a profile of each datapath, beside its measured run
     params = type(params).model_validate(data)

@@ -132,7 +132,7 @@ def test_a_5000_qps_run_through_the_runner_loses_no_query(tmp_path, lab_env):
     from tests.conftest import lab_target, short_params
 
     test = {"tool": "dns", "kind": "DNS_UDP", "duration_s": 2, "qps": 5000}
-    params = short_params("dns5000", ["host"], {"dns": test}, repetitions=2, retries=0)
+    params = short_params("dns5000", ["host"], {"dns": test}, repetitions=2, retries=1)
     plan = plan_environment(params, "local-lab")
     runner.run_environment(params, plan, lab_target(lab_env, ["host"], ["dns"]), raw_root=tmp_path, log=lambda m: None)
     records = [record.load(p) for p in record.find(tmp_path / "dns5000")]

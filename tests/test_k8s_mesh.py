@@ -56,7 +56,7 @@ def grew(before: dict, after: dict, name: str) -> int:
 
 def test_a_campaign_through_every_sidecar_shape_records_each_sidecars_cpu_rss_and_bytes(cluster, tmp_path):
     env = mesh_env()
-    params = short_params("k8s-mesh", list(env.scenarios), TESTS, repetitions=1, retries=0)
+    params = short_params("k8s-mesh", list(env.scenarios), TESTS, repetitions=1, retries=1)
     plan = Plan(environment=env, scenarios=list(env.scenarios), tests=params.tests)
     logs: list[str] = []
     target = KubernetesTarget(env, plan.scenarios, SERVERS, log=logs.append)

@@ -41,7 +41,7 @@ def campaign(
     tmp_path, env, name: str, scenarios: list[str], tests: dict, target=None
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     require_root()
-    params = short_params(name, scenarios, tests, repetitions=1, retries=0)
+    params = short_params(name, scenarios, tests, repetitions=1, retries=1)
     plan = plan_environment(params, "local-lab")
     runner.run_environment(
         params, plan, target or lab_target(env, plan.scenarios), raw_root=tmp_path, log=lambda m: None

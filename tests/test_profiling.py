@@ -19,7 +19,7 @@ from tests.test_record import v1_record  # noqa: F401 (fixture)
 def profiled_params(
     campaign: str, scenarios: list[str], tests: dict, repetitions: int = 1, profile_runs: int = 1, **experiment
 ) -> Params:
-    params = short_params(campaign, scenarios, tests, repetitions=repetitions, retries=0)
+    params = short_params(campaign, scenarios, tests, repetitions=repetitions, retries=1)
     data = params.model_dump(mode="json")
     data["experiment"].update(profile_runs=profile_runs, **experiment)
     return Params.model_validate(data)

@@ -90,7 +90,7 @@ def ssh_env(hosts, known_hosts=None, identity="id") -> Environment:
 
 def test_campaign_over_ssh_records_real_netperf_and_stops_the_server(hosts, tmp_path):
     env = ssh_env(hosts)
-    params = short_params("ssh", ["node-to-node"], SHORT_TESTS, repetitions=2, retries=0)
+    params = short_params("ssh", ["node-to-node"], SHORT_TESTS, repetitions=2, retries=1)
     plan = Plan(environment=env, scenarios=["node-to-node"], tests=params.tests)
     target = SshTarget(env, plan.scenarios, log=lambda m: None)
     counts = runner.run_environment(params, plan, target, raw_root=tmp_path, log=lambda m: None)
@@ -121,7 +121,7 @@ def test_a_profiled_campaign_over_ssh_profiles_each_side_on_its_own_host(hosts, 
     """perf record runs on each host over ssh; each side keeps its own host's samples on its CPUs,
     within the CPU window mapped onto the host's clock."""
     env = ssh_env(hosts)
-    params = short_params("ssh-prof", ["node-to-node"], {"rr": SHORT_TESTS["rr"]}, repetitions=1, retries=0)
+    params = short_params("ssh-prof", ["node-to-node"], {"rr": SHORT_TESTS["rr"]}, repetitions=1, retries=1)
     data = params.model_dump(mode="json")
     data["experiment"]["profile_runs"] = 1
     params = type(params).model_validate(data)
