@@ -112,8 +112,19 @@ class Experiment(Strict):
         description=(
             "a run whose CPUs gave more than this to other processes over its CPU window (in cores: 0.1 is a "
             "tenth of one CPU; the measurement's tools, servers, proxies and kernel network work are not "
-            "others; what the hypervisor gave to other guests, steal, is) is disturbed: kept with that outcome, left out of the analysis and measured again "
+            "others) is disturbed: kept with that outcome, left out of the analysis and measured again "
             "within `retries`"
+        ),
+    )
+    steal_max: float = Field(
+        default=0.3,
+        gt=0,
+        le=1024,
+        description=(
+            "a run whose CPUs the hypervisor gave more than this to other guests over its CPU window (steal, in "
+            "cores) is disturbed, as for foreign_cpu_max. Higher than that default: a VM whose CPUs are all busy "
+            "can lose a few hundredths to a tenth of a core to steal in every run, while a run that lost half a "
+            "core measured a slower machine"
         ),
     )
     quiet_windows: bool = Field(

@@ -19,8 +19,8 @@ What it cannot see: a process that started and ended within the window while its
 reap it before the window closed (an orphan's time reaches its new parent, counted there, less
 what the orphan had used before the window only if its old parent reaped it); foreign work that
 the kernel does in its own threads (a disk flush for another program). CPU the hypervisor gave to
-other guests while the run's CPUs wanted it (steal) is no process's: `with_steal` adds it, read
-from the run's own CPU counters, as one more taker. Per CPU, a process's time is put on the CPU it last ran on:
+other guests while the run's CPUs wanted it (steal) is no process's: `with_steal` records it apart,
+read from the run's own CPU counters, and names it among the takers. Per CPU, a process's time is put on the CPU it last ran on:
 exact for a process pinned to one CPU, an approximation for one that moves between CPUs.
 """
 
@@ -169,18 +169,13 @@ STEAL = "hypervisor (steal)"  # the taker's name for the CPU other guests of the
 
 
 def with_steal(foreign: dict, steal_cores: float) -> dict:
-    """``foreign`` (usage) with the steal of the run's CPUs counted in: in ``measured_cores``, as
+    """``foreign`` (usage) with the steal of the run's CPUs beside the processes' cores, as
     ``steal_cores``, and among ``top`` where it took more than a process named there."""
     if steal_cores <= 0:
         return {**foreign, "steal_cores": 0.0}
     taker = {"name": STEAL, "pid": 0, "cores": round(steal_cores, 6), "reaped": []}
     top = sorted([*foreign["top"], taker], key=lambda p: p["cores"], reverse=True)[:TOP]
-    return {
-        **foreign,
-        "measured_cores": round(foreign["measured_cores"] + steal_cores, 6),
-        "steal_cores": round(steal_cores, 6),
-        "top": top,
-    }
+    return {**foreign, "steal_cores": round(steal_cores, 6), "top": top}
 
 
 def top_text(foreign: dict) -> str:

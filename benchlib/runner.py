@@ -101,14 +101,23 @@ def idle_proxies(first: dict[str, dict], last: dict[str, dict]) -> list[str]:
     )
 
 
-def disturbed(foreign: dict | None, max_cores: float | None) -> str | None:
-    """Why a run whose CPUs gave more than ``max_cores`` to other processes is disturbed; None if not."""
-    if foreign is None or max_cores is None or foreign["measured_cores"] <= max_cores:
+def disturbed(foreign: dict | None, max_cores: float | None, steal_max: float | None = None) -> str | None:
+    """Why a run is disturbed whose CPUs gave more than ``max_cores`` to other processes, or more than
+    ``steal_max`` to the hypervisor's other guests (steal); None if neither."""
+    if foreign is None:
         return None
-    return (
-        f"disturbed: {foreign['measured_cores']:.2f} core(s) of the run's CPUs went to other processes or guests "
-        f"(above {max_cores:g}): {disturbance.top_text(foreign)}"
-    )
+    if max_cores is not None and foreign["measured_cores"] > max_cores:
+        return (
+            f"disturbed: {foreign['measured_cores']:.2f} core(s) of the run's CPUs went to other processes "
+            f"(above {max_cores:g}): {disturbance.top_text(foreign)}"
+        )
+    steal = foreign.get("steal_cores", 0.0)
+    if steal_max is not None and steal > steal_max:
+        return (
+            f"disturbed: the hypervisor gave {steal:.2f} core(s) of the run's CPUs to other guests "
+            f"(steal, above {steal_max:g}): {disturbance.top_text(foreign)}"
+        )
+    return None
 
 
 def steal_cores(first: dict[str, cpu.Snapshot], last: dict[str, cpu.Snapshot], placement: Placement) -> float:
@@ -129,11 +138,13 @@ def measure(
     profile: tuple[int, str] | None = None,
     foreign_max: float | None = None,
     quiet: bool = False,
+    steal_max: float | None = None,
 ) -> Measurement:
     """One attempt: start the tool on the client, sample CPU over the steady-state window.
 
     ``profile``: (frequency, perf version) for a profiled run: perf records the CPU window.
-    ``foreign_max``: the attempt is disturbed when other processes took more of its CPUs (cores).
+    ``foreign_max``: the attempt is disturbed when other processes took more of its CPUs (cores);
+    ``steal_max``: when the hypervisor gave more of them to other guests.
     ``quiet``: ask the target to quiet the machine over the CPU window (Target.quiet_window)."""
     spec = run.spec
     collector = collectors.get(spec.tool)
@@ -214,7 +225,7 @@ def measure(
         if scans[0] is not None and scans[1] is not None
         else None
     )
-    why = disturbed(foreign, foreign_max)
+    why = disturbed(foreign, foreign_max, steal_max)
     if outcome == "ok" and why:
         outcome, reason = "disturbed", why
     folded = None
@@ -626,6 +637,7 @@ def _measure(
                     perf if run.profiled else None,
                     exp.foreign_cpu_max,
                     exp.quiet_windows,
+                    exp.steal_max,
                 )
             )
             if attempts[-1].outcome == "ok":
@@ -637,7 +649,8 @@ def _measure(
         if last.outcome == "ok":
             summary = _headline(run.spec, [r.stdout for r in last.results])
         elif last.outcome == "disturbed" and last.foreign:
-            summary = f"{last.foreign['measured_cores']:.2f} core: {disturbance.top_text(last.foreign)}"[:60]
+            taken = last.foreign["measured_cores"] + last.foreign.get("steal_cores", 0.0)
+            summary = f"{taken:.2f} core: {disturbance.top_text(last.foreign)}"[:60]
         else:
             summary = (last.reason or "")[:60]
         progress.report(run, last.outcome, summary)

@@ -159,11 +159,15 @@ def test_cpu_the_hypervisor_took_from_the_runs_cpus_disturbs_the_run():
         "top": [{"name": "process_api", "pid": 1, "cores": 0.01, "reaped": []}],
     }
     foreign = disturbance.with_steal(processes, steal)
-    assert foreign["measured_cores"] == pytest.approx(0.01 + steal, abs=1e-5)
+    assert foreign["measured_cores"] == 0.01 and foreign["steal_cores"] == pytest.approx(steal, abs=1e-6)
     assert [p["name"] for p in foreign["top"]] == [disturbance.STEAL, "process_api"]
-    why = runner.disturbed(foreign, 0.1)
-    assert why is not None and "hypervisor (steal) 0.67" in why
-    assert runner.disturbed(disturbance.with_steal(processes, 0.0), 0.1) is None
+    default = Params.model_fields["experiment"].annotation.model_fields["steal_max"].default
+    why = runner.disturbed(foreign, 0.1, default)
+    assert why is not None and "gave 0.67 core(s)" in why and "hypervisor (steal) 0.67" in why
+    # the tenth of a core a busy VM can lose in any run is not a disturbance; the processes' threshold
+    # is not spent on steal
+    assert runner.disturbed(disturbance.with_steal(processes, 0.15), 0.1, default) is None
+    assert runner.disturbed(disturbance.with_steal(processes, 0.0), 0.1, default) is None
 
 
 def test_a_bad_threshold_exits_2_naming_the_key(tmp_path):
@@ -171,10 +175,11 @@ def test_a_bad_threshold_exits_2_naming_the_key(tmp_path):
 
     shutil.copytree(REPO / "pipelines", tmp_path / "pipelines")
     (tmp_path / "dvc.yaml").write_text("stages: {}\n")
-    write(tmp_path, lambda d: d["experiment"].update(foreign_cpu_max=-0.5))
-    done = subprocess.run(["benchlib", "validate"], cwd=tmp_path, env=venv_env(), capture_output=True, text=True)
-    assert done.returncode == 2, done.stderr
-    assert "experiment.foreign_cpu_max" in done.stderr, done.stderr
+    for key in ("foreign_cpu_max", "steal_max"):
+        write(tmp_path, lambda d, key=key: d["experiment"].update({key: -0.5}))
+        done = subprocess.run(["benchlib", "validate"], cwd=tmp_path, env=venv_env(), capture_output=True, text=True)
+        assert done.returncode == 2, done.stderr
+        assert f"experiment.{key}" in done.stderr and "Traceback" not in done.stderr, done.stderr
 
 
 def test_disturbed_runs_are_left_out_and_counted_as_failed_runs_are():
@@ -255,8 +260,5 @@ def test_a_quiet_run_is_not_disturbed_and_never_counts_its_own_processes(lab_env
             resident.kill()
     assert len(ours) >= 2 and ours <= snapshot.own  # netserver and the sleep, whatever their names
     assert not ours & {pid for pid, _ in snapshot.foreign} and os.getpid() in snapshot.own
-    # on a machine where someone else is working, this names who took the CPUs; what the hypervisor
-    # gave to its other guests (steal) may disturb a run on a shared VM, but no process of this one did
-    assert measured.foreign is not None
-    by_processes = measured.foreign["measured_cores"] - measured.foreign["steal_cores"]
-    assert by_processes <= params.experiment.foreign_cpu_max, measured.reason
+    # on a machine where someone else is working, this names who took the CPUs
+    assert measured.outcome == "ok" and measured.foreign is not None, measured.reason

@@ -25,7 +25,7 @@ import types
 
 import pytest
 
-from benchlib import cli, collectors, disturbance, machine, record, runner, tidy
+from benchlib import cli, collectors, machine, record, runner, tidy
 from benchlib.config import ConfigError, Environment, Params, _expand_service_counts, load_environment, load_params
 from benchlib.plan import Plan, schedule, validate_all
 from benchlib.targets import TargetError
@@ -641,9 +641,8 @@ def test_a_quiet_window_freezes_the_nodes_daemons_and_thaws_them_after_ok_and_fa
     finally:
         stop.set()
         watcher.join()
-    # no process of the machine took the quiet run's CPUs (the hypervisor's other guests may have: steal)
-    assert ok.foreign is not None and ok.foreign["measured_cores"] - ok.foreign["steal_cores"] <= FOREIGN_MAX, ok
-    assert ok.outcome == "ok" or disturbance.STEAL in (ok.reason or ""), ok.reason
+    assert ok.outcome == "ok", ok.reason
+    assert ok.foreign is not None and ok.foreign["measured_cores"] <= FOREIGN_MAX, ok.foreign
     assert disturbed.outcome == "disturbed" and "sha256sum" in (disturbed.reason or ""), disturbed.reason
     assert hog in [p["pid"] for p in disturbed.foreign["top"]], disturbed.foreign
     q = ok.quiet
