@@ -15,6 +15,8 @@ import signal
 import sys
 import time
 
+RMDIR_S = 2.0  # how long the last thaw keeps moving stragglers out before it leaves the cgroup
+
 
 def thaw(version, cgroup, back):
     try:
@@ -66,11 +68,20 @@ def main():
             sys.stdout.flush()
         except OSError:
             break
-    thaw(version, cgroup, back)
-    try:
-        os.rmdir(cgroup)
-    except OSError:
-        pass
+    # a child a daemon forked as its pids were read (kube-proxy's iptables-restore) is born in the
+    # cgroup and keeps it busy: move again until the cgroup is empty and goes, for up to RMDIR_S
+    give_up = time.monotonic() + RMDIR_S
+    while True:
+        thaw(version, cgroup, back)
+        try:
+            os.rmdir(cgroup)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            if time.monotonic() > give_up:
+                return
+            time.sleep(0.05)
 
 
 if __name__ == "__main__":
