@@ -24,6 +24,9 @@ FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal",
 _IDLE = {"idle", "iowait"}
 _GUEST = {"guest", "guest_nice"}  # counted inside user/nice already
 BUSY_FIELDS = tuple(f for f in FIELDS if f not in _IDLE | _GUEST)
+_BUSY_IDX = tuple(FIELDS.index(f) for f in BUSY_FIELDS)
+_COUNTED_IDX = _BUSY_IDX + tuple(FIELDS.index(f) for f in _IDLE)  # every tick a CPU counted in a window
+_STEAL_IDX = FIELDS.index("steal")
 
 
 def parse_proc_stat(text: str) -> dict[int, list[int]]:
@@ -96,13 +99,11 @@ def side_usage(start: Snapshot, end: Snapshot, cpus: list[int], ticks_per_s: int
     missing = [c for c in cpus if c not in start.counters or c not in end.counters]
     if missing:
         raise ParseError(f"CPU counters missing for CPUs {missing}")
-    busy_idx = [FIELDS.index(f) for f in BUSY_FIELDS]
-    counted_idx = busy_idx + [FIELDS.index(f) for f in _IDLE]
     deltas = [[e - s for e, s in zip(end.counters[c], start.counters[c], strict=True)] for c in cpus]
     if min(min(d) for d in deltas) < 0:
         raise ParseError("CPU counters went backwards (reboot or CPU hotplug during the run?)")
-    busy = sum(d[i] for d in deltas for i in busy_idx)
-    counted = sum(d[i] for d in deltas for i in counted_idx)
+    busy = sum(d[i] for d in deltas for i in _BUSY_IDX)
+    counted = sum(d[i] for d in deltas for i in _COUNTED_IDX)
     if counted == 0:
         raise ParseError(f"the CPUs counted no tick in the {window:.3f} s window (shorter than 1/{ticks_per_s} s?)")
     window_ticks = counted / len(cpus)
@@ -113,13 +114,11 @@ def side_usage(start: Snapshot, end: Snapshot, cpus: list[int], ticks_per_s: int
 def steal_cores(start: Snapshot, end: Snapshot, cpus: list[int]) -> float:
     """The CPU these CPUs wanted but the hypervisor gave to others (/proc/stat's steal), in cores over
     the window they counted (as side_usage measures it); 0 where the counters do not cover them."""
-    steal_idx = FIELDS.index("steal")
-    counted_idx = [FIELDS.index(f) for f in (*BUSY_FIELDS, *_IDLE)]
     steal = counted = 0
     for c in cpus:
         if c not in start.counters or c not in end.counters:
             return 0.0
         delta = [e - s for e, s in zip(end.counters[c], start.counters[c], strict=True)]
-        steal += max(0, delta[steal_idx])
-        counted += sum(max(0, delta[i]) for i in counted_idx)
+        steal += max(0, delta[_STEAL_IDX])
+        counted += sum(max(0, delta[i]) for i in _COUNTED_IDX)
     return steal / (counted / len(cpus)) if counted else 0.0

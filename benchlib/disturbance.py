@@ -20,8 +20,9 @@ reap it before the window closed (an orphan's time reaches its new parent, count
 what the orphan had used before the window only if its old parent reaped it); foreign work that
 the kernel does in its own threads (a disk flush for another program). CPU the hypervisor gave to
 other guests while the run's CPUs wanted it (steal) is no process's: `with_steal` records it apart,
-read from the run's own CPU counters, and names it among the takers. Per CPU, a process's time is put on the CPU it last ran on:
-exact for a process pinned to one CPU, an approximation for one that moves between CPUs.
+read from the run's own CPU counters, and names it among the takers. Per CPU, a process's time is
+put on the CPU it last ran on: exact for a process pinned to one CPU, an approximation for one that
+moves between CPUs.
 """
 
 from __future__ import annotations
