@@ -45,6 +45,10 @@ WATCHDOG = Path(__file__).with_name("quiet_watchdog.py")
 FREEZE_WAIT_S = 1.0  # a task in uninterruptible sleep delays its freezing; longer is reported, not waited for
 WATCHDOG_MARGIN_S = 5.0  # past a window's end, the watchdog thaws whatever benchlib did not
 WATCHDOG_REPLY_S = 5.0
+# how long a release keeps moving stragglers out before it leaves the cgroup to the next session; a
+# child a daemon forked as the cgroup's pids were read (kube-proxy's iptables-restore) is born inside
+# and keeps it busy (the watchdog's RMDIR_S is the same for its own release)
+RELEASE_S = 2.0
 
 
 class QuietError(Exception):
@@ -126,18 +130,22 @@ def probe(mounts: list[tuple[str, Path, set[str]]] | None = None) -> Freezer:
 
 def release(freezer: Freezer, cgroup: Path, back: dict[int, Path] | None = None) -> None:
     """Thaw ``cgroup``, move its processes back (to ``back[pid]``, else the parent) and remove it."""
-    if not cgroup.exists():
-        return
-    freezer.set_frozen(cgroup, False)
-    for pid in freezer.procs(cgroup):
+    give_up = time.monotonic() + RELEASE_S
+    while cgroup.exists():
+        freezer.set_frozen(cgroup, False)
+        for pid in freezer.procs(cgroup):
+            try:
+                freezer.move(pid, (back or {}).get(pid, cgroup.parent))
+            except (FileNotFoundError, ProcessLookupError, OSError):
+                pass  # it exited meanwhile
         try:
-            freezer.move(pid, (back or {}).get(pid, cgroup.parent))
-        except (FileNotFoundError, ProcessLookupError, OSError):
-            pass  # it exited meanwhile
-    try:
-        cgroup.rmdir()
-    except OSError:
-        pass  # a process came in between: thawed all the same, removed by the next session
+            cgroup.rmdir()
+        except FileNotFoundError:
+            return
+        except OSError:  # a process came in between: move it out too, for up to RELEASE_S
+            if time.monotonic() > give_up:
+                return  # thawed all the same, removed by the next session
+            time.sleep(0.05)
 
 
 def release_stale(freezer: Freezer, log=_log.info) -> list[str]:

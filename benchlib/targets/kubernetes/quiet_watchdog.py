@@ -15,7 +15,7 @@ import signal
 import sys
 import time
 
-RMDIR_S = 2.0  # how long the last thaw keeps moving stragglers out before it leaves the cgroup
+RMDIR_S = 2.0  # how long the last thaw moves stragglers out (quiet.RELEASE_S: this file imports nothing of benchlib)
 
 
 def thaw(version, cgroup, back):
