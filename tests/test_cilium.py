@@ -9,6 +9,7 @@ kernel's (BPF programs on cgroups, packets on the wire). Nothing is faked.
 
 from __future__ import annotations
 
+import fcntl
 import ipaddress
 import json
 import os
@@ -133,6 +134,9 @@ def launch_scratch(tmp_path):
     """What the agent's launcher needs, without a cluster: /run/cilium to mount over, a node netns and a
     node cgroup (and a sibling cgroup that is not the node's)."""
     require_root()
+    # one at a time across the test workers: the first made /run/cilium, and removes it after its test
+    lock = open("/tmp/benchlib-launch-scratch.lock", "w")  # noqa: SIM115 (held for the fixture's life)
+    fcntl.flock(lock, fcntl.LOCK_EX)
     made_run = not Path("/run/cilium").exists()
     Path("/run/cilium").mkdir(exist_ok=True)
     name = f"bl-launch-{os.getpid()}"
@@ -148,6 +152,7 @@ def launch_scratch(tmp_path):
         subprocess.run(["ip", "netns", "del", name], check=True)
         if made_run:
             Path("/run/cilium").rmdir()
+        lock.close()  # and with it the lock
 
 
 def launch(run_dir: Path, cgroup_dir: Path, node_cgroup: str, netns: str, *argv: str):
