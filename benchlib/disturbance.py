@@ -20,7 +20,8 @@ reap it before the window closed (an orphan's time reaches its new parent, count
 what the orphan had used before the window only if its old parent reaped it); foreign work that
 the kernel does in its own threads (a disk flush for another program). CPU the hypervisor gave to
 other guests while the run's CPUs wanted it (steal) is no process's: `with_steal` records it apart,
-read from the run's own CPU counters, and names it among the takers. Per CPU, a process's time is
+read from the run's own CPU counters, and names it among the takers; a target that cannot tell
+processes apart records the steal alone (`steal_only`). Per CPU, a process's time is
 put on the CPU it last ran on: exact for a process pinned to one CPU, an approximation for one that
 moves between CPUs.
 """
@@ -177,6 +178,13 @@ def with_steal(foreign: dict, steal_cores: float) -> dict:
     taker = {"name": STEAL, "pid": 0, "cores": round(steal_cores, 6), "reaped": []}
     top = sorted([*foreign["top"], taker], key=lambda p: p["cores"], reverse=True)[:TOP]
     return {**foreign, "steal_cores": round(steal_cores, 6), "top": top}
+
+
+def steal_only(steal_cores: float) -> dict:
+    """The record's foreign CPU where the target cannot tell other processes apart (a cluster's nodes
+    seen through its API, SSH hosts): the processes' fields unknown (None), the steal read from the
+    run's own CPU counters all the same."""
+    return with_steal({"window_s": None, "cores": None, "cpus": None, "measured_cores": None, "top": []}, steal_cores)
 
 
 def top_text(foreign: dict) -> str:

@@ -37,8 +37,9 @@ it without comparing it with the environment as it is now; 5 added ``profiled``
 profile.folded.gz was recorded: perf version, event, frequency, kernel, CPUs,
 attribution, window, samples, whether kernel symbols were visible); an older
 record is a measured run without a profile; 6 added ``foreign_cpu`` (`benchlib.disturbance`: the CPU
-other processes took over the window, and which) and the outcome ``disturbed``; an older record's
-foreign CPU is unknown (null); 7 added ``quiet`` (`benchlib.targets.kubernetes.quiet`: the host daemons
+other processes and the hypervisor took over the window, and which; where the target cannot tell
+processes apart, the steal alone and the processes' fields null) and the outcome ``disturbed``; an
+older record's foreign CPU is unknown (null); 7 added ``quiet`` (`benchlib.targets.kubernetes.quiet`: the host daemons
 frozen over the CPU window, those kept running and why, those that could not be frozen); an older
 record's is unknown (null). A profile may hold ``bpf`` (`benchlib.bpfstats`: each BPF program's
 counters at the window's edges and where it is attached, or why they could not be read); a profile

@@ -106,7 +106,8 @@ def disturbed(foreign: dict | None, max_cores: float | None, steal_max: float | 
     ``steal_max`` to the hypervisor's other guests (steal); None if neither."""
     if foreign is None:
         return None
-    if max_cores is not None and foreign["measured_cores"] > max_cores:
+    # None where the target cannot tell other processes apart: only the steal is judged
+    if max_cores is not None and foreign["measured_cores"] is not None and foreign["measured_cores"] > max_cores:
         return (
             f"disturbed: {foreign['measured_cores']:.2f} core(s) of the run's CPUs went to other processes "
             f"(above {max_cores:g}): {disturbance.top_text(foreign)}"
@@ -217,13 +218,13 @@ def measure(
                 "the traffic did not go through the mesh"
             ),
         )
+    steal = steal_cores(first, last, placement)
     foreign = (
         disturbance.with_steal(
-            disturbance.usage(scans[0], scans[1], sorted({*placement.client_cpus, *placement.server_cpus})),
-            steal_cores(first, last, placement),
+            disturbance.usage(scans[0], scans[1], sorted({*placement.client_cpus, *placement.server_cpus})), steal
         )
         if scans[0] is not None and scans[1] is not None
-        else None
+        else disturbance.steal_only(steal)
     )
     why = disturbed(foreign, foreign_max, steal_max)
     if outcome == "ok" and why:
@@ -645,11 +646,11 @@ def _measure(
         last = attempts[-1]
         to_record(exp.campaign, run, attempts, session.info).write(cdir)
         counts[last.outcome] += 1
-        counts["unwatched"] += last.foreign is None
+        counts["unwatched"] += last.foreign is None or last.foreign["measured_cores"] is None
         if last.outcome == "ok":
             summary = _headline(run.spec, [r.stdout for r in last.results])
         elif last.outcome == "disturbed" and last.foreign:
-            taken = last.foreign["measured_cores"] + last.foreign.get("steal_cores", 0.0)
+            taken = (last.foreign["measured_cores"] or 0.0) + last.foreign.get("steal_cores", 0.0)
             summary = f"{taken:.2f} core: {disturbance.top_text(last.foreign)}"[:60]
         else:
             summary = (last.reason or "")[:60]

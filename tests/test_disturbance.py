@@ -168,6 +168,12 @@ def test_cpu_the_hypervisor_took_from_the_runs_cpus_disturbs_the_run():
     # is not spent on steal
     assert runner.disturbed(disturbance.with_steal(processes, 0.15), 0.1, default) is None
     assert runner.disturbed(disturbance.with_steal(processes, 0.0), 0.1, default) is None
+    # a target that cannot tell processes apart (EKS, SSH hosts) still judges the steal
+    alone = disturbance.steal_only(steal)
+    assert alone["measured_cores"] is None and [p["name"] for p in alone["top"]] == [disturbance.STEAL]
+    why = runner.disturbed(alone, 0.1, default)
+    assert why is not None and "gave 0.67 core(s)" in why
+    assert runner.disturbed(disturbance.steal_only(0.15), 0.1, default) is None
 
 
 def test_a_bad_threshold_exits_2_naming_the_key(tmp_path):

@@ -8,6 +8,7 @@ the image `up` imported on its nodes stands for the user's preloaded image.
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -138,11 +139,15 @@ def test_the_users_copy_passes_doctor_and_collects_on_their_cluster(cluster, tmp
     assert collect.returncode == 0, collect.stderr[-3000:]
     assert (
         collect.stderr.splitlines()[-1]
-        == "collect: my-cluster: 6 ok, 0 failed, disturbance not measured in 6 run(s) (this target cannot tell "
-        "other processes apart), 0 recorded before, 6 planned"
+        == "collect: my-cluster: 6 ok, 0 failed, 0 disturbed by steal; other processes' CPU not measured in 6 run(s) "
+        "(this target cannot tell them apart), 0 recorded before, 6 planned"
     )
     runs, _ = tidy.build_tables(project / "data" / "raw" / "mine-001")
     assert set(runs["scenario"]) == {"host-network", "pod-to-pod"} and set(runs["outcome"]) == {"ok"}
+    # the nodes' processes are out of sight through the API; the steal is read from their counters
+    metas = [json.loads(p.read_text()) for p in (project / "data" / "raw" / "mine-001").rglob("meta.json")]
+    assert len(metas) == 6 and all(m["foreign_cpu"]["measured_cores"] is None for m in metas), metas
+    assert all(m["foreign_cpu"]["steal_cores"] >= 0 for m in metas) and runs["foreign_cpu"].is_null().all()
 
 
 def kubeconfig_with_token(cluster: Path, path: Path, token: str) -> Path:

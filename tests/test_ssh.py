@@ -104,6 +104,9 @@ def test_campaign_over_ssh_records_real_netperf_and_stops_the_server(hosts, tmp_
     assert meta["placement"]["ssh_server"] == "root@198.18.0.2:22"
     assert meta["commands"][0][:3] == ["netperf", "-H", "198.18.0.2"]
     assert "THROUGHPUT=" in (record / "stdout-0.txt").read_text()
+    # the hosts' processes are out of sight; the steal of the run's CPUs is read from the hosts' counters
+    assert meta["foreign_cpu"]["measured_cores"] is None and meta["foreign_cpu"]["steal_cores"] >= 0
+    assert counts["unwatched"] == 4, counts
     cpu_record = json.loads((record / "cpu.json").read_text())
     busy = {
         side: sum(sum(v) for v in cpu_record["sides"][side]["end"]["counters"].values())

@@ -99,12 +99,16 @@ def run(args) -> int:
             log=log.info,
             precision=precision_of(p, plan) if p.experiment.precision else None,
         )
-    # "0 disturbed" is a finding only where the target read the other processes' CPU
+    # "0 disturbed" is a finding only where the target read the other processes' CPU; elsewhere only
+    # the steal was judged
     unwatched = counts.get("unwatched", 0)
     disturbed = (
         f"{counts['disturbed']} disturbed"
         if not unwatched
-        else f"disturbance not measured in {unwatched} run(s) (this target cannot tell other processes apart)"
+        else (
+            f"{counts['disturbed']} disturbed by steal; other processes' CPU not measured in {unwatched} run(s) "
+            "(this target cannot tell them apart)"
+        )
     )
     log.info(
         f"collect: {args.env}: {counts['ok']} ok, {counts['failed']} failed, {disturbed}, "
