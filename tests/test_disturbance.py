@@ -18,7 +18,7 @@ import pytest
 
 from benchlib import cpu, disturbance, record, runner, tidy
 from benchlib.analysis import estimators
-from benchlib.config import Params
+from benchlib.config import Experiment
 from benchlib.plan import plan_environment, schedule
 from benchlib.report import summary
 from benchlib.schema import SIDES
@@ -161,7 +161,7 @@ def test_cpu_the_hypervisor_took_from_the_runs_cpus_disturbs_the_run():
     foreign = disturbance.with_steal(processes, steal)
     assert foreign["measured_cores"] == 0.01 and foreign["steal_cores"] == pytest.approx(steal, abs=1e-6)
     assert [p["name"] for p in foreign["top"]] == [disturbance.STEAL, "process_api"]
-    default = Params.model_fields["experiment"].annotation.model_fields["steal_max"].default
+    default = Experiment.model_fields["steal_max"].default
     why = runner.disturbed(foreign, 0.1, default)
     assert why is not None and "gave 0.67 core(s)" in why and "hypervisor (steal) 0.67" in why
     # the tenth of a core a busy VM can lose in any run is not a disturbance; the processes' threshold
@@ -233,10 +233,7 @@ def test_a_run_with_a_cpu_hog_beside_it_is_disturbed_retried_and_names_the_hog(l
     assert all("sha256sum" in a.reason for a in rec.attempts)
     names = [p["name"] for p in rec.foreign_cpu["top"]]
     assert "sha256sum" in names and hog in [p["pid"] for p in rec.foreign_cpu["top"]], rec.foreign_cpu
-    assert (
-        rec.foreign_cpu["measured_cores"]
-        > Params.model_fields["experiment"].annotation.model_fields["foreign_cpu_max"].default
-    )
+    assert rec.foreign_cpu["measured_cores"] > Experiment.model_fields["foreign_cpu_max"].default
     assert row["outcome"] == "disturbed" and "sha256sum" in row["foreign_top"] and row["foreign_cpu"] > 0.3
     assert tidy.load_record(record.find(record.campaign_dir("hog", tmp_path))[0])[1] == []  # no metric rows
     line = next(r.getMessage() for r in caplog.records if r.name == "benchlib.progress")
