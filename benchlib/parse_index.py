@@ -10,7 +10,7 @@ The index also names what the rows were derived with; any of it changed and noth
 
 - ``code``: a digest of benchlib's source: the raw record is the truth and a parser fix must reach
   old records, and which modules a row depends on is not worth guessing;
-- ``campaign_dir``: the directory the records were read from (the runs table names each record);
+- ``campaign_dir``: the directory the records were read from, as record.shown writes it (the runs table names each record);
 - ``tables``: the identity of the tables written with it (schema.PARSE_KEY), so that tables written
   by another parse, or removed (DVC removes a stage's outputs before it runs), are never reused.
 """
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import polars as pl
 
-from . import schema
+from . import limits, schema
 from .files import write_atomically
 
 INDEX = "parse_index.parquet"
@@ -56,18 +56,18 @@ class Index:
     header: dict[str, str]
 
 
-def header(campaign_dir: Path, tables: str) -> dict[str, str]:
-    return {"code": code_digest(), "campaign_dir": str(campaign_dir), "tables": tables}
+def header(campaign_dir: str, tables: str) -> dict[str, str]:
+    return {"code": code_digest(), "campaign_dir": campaign_dir, "tables": tables}
 
 
-def load(out_dir: Path, campaign_dir: Path, tables: list[str]) -> tuple[Index | None, str]:
+def load(out_dir: Path, campaign_dir: str, tables: list[str]) -> tuple[Index | None, str]:
     """The index in ``out_dir`` if the tables ``tables`` beside it are the ones it describes, and
     benchlib and the campaign's directory are those it was written with; else None and why not."""
     path = out_dir / INDEX
     if not path.is_file():
         return None, f"no {INDEX} in {out_dir}"
     try:
-        head = json.loads(pl.read_parquet_metadata(path)[KEY])
+        head = limits.parse_json(pl.read_parquet_metadata(path)[KEY])
         rows = pl.read_parquet(path)
         if rows.schema != SCHEMA or not isinstance(head, dict):
             raise ValueError(f"columns {rows.schema}")
@@ -76,7 +76,7 @@ def load(out_dir: Path, campaign_dir: Path, tables: list[str]) -> tuple[Index | 
         return None, f"{path} is unreadable ({type(exc).__name__}: {why})"
     if head.get("code") != code_digest():
         return None, f"{path} was written by another version of benchlib"
-    if head.get("campaign_dir") != str(campaign_dir):
+    if head.get("campaign_dir") != campaign_dir:
         return None, f"{path} describes the records of {head.get('campaign_dir')}, not {campaign_dir}"
     for name in tables:  # the stamp is the set's: a table swapped for another of the set has it too
         table = out_dir / f"{name}.parquet"

@@ -18,8 +18,9 @@ so a record that exists is complete and a resumed campaign skips it. A record
 directory that lacks its meta.json or SHA256SUMS (someone removed them) is not
 a record: collect moves it aside (``.<name>.incomplete-<time>``, never read)
 and measures the run again. Records are read back only through `load`, which
-verifies the checksums, refuses a ``schema_version`` it does not know and
-migrates older ones; `survey` checks a campaign's directories against its plan.
+verifies the checksums, refuses a ``schema_version`` it does not know, migrates older ones and checks
+every field against the one schema of the current version (`benchlib.record_schema`); `survey` checks a
+campaign's directories against its plan.
 
 A campaign holds only the directories and regular files benchlib wrote. A symbolic link, a FIFO, a
 device or a socket anywhere in it is refused, never followed, opened or quoted: a link out of the
@@ -49,6 +50,7 @@ without it counted no BPF program.
 from __future__ import annotations
 
 import errno
+import functools
 import hashlib
 import json
 import os
@@ -60,14 +62,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-import orjson
-
-from . import cpu, limits
+from . import cpu, limits, record_schema, stacks
 from .collectors import RECORDED_PARAMS
 from .config import PROSE_KEYS, SCENARIO_DEFAULTS, Environment, check_name, environment_dir, project_root
 from .errors import RecordError
 from .files import temporary
-from .schema import SIDES
 
 SCHEMA_VERSION = 7
 CHECKSUMS = "SHA256SUMS"
@@ -75,11 +74,29 @@ META = "meta.json"
 CPU = "cpu.json"
 PROFILE = "profile.folded.gz"
 FAILED_ATTEMPT = "failed-attempt-{n}"
-OUTCOMES = ("ok", "failed", "disturbed")  # disturbed: other processes took the run's CPUs
 
 
 def campaign_dir(campaign: str, raw_root: Path | None = None) -> Path:
     return (raw_root or project_root() / "data" / "raw") / campaign
+
+
+@functools.lru_cache(maxsize=8)
+def _root_of(cwd: str) -> Path:
+    return project_root()  # found from the working directory, which is cwd
+
+
+def shown(path: str | Path) -> str:
+    """A record's path as the tables keep it: relative to the project where it lies inside it, so that
+    the tables' bytes do not depend on where the project lives; else absolute (another revision's
+    records, a temporary raw root)."""
+    p, root = Path(path), _root_of(os.getcwd())
+    return p.relative_to(root).as_posix() if p.is_absolute() and p.is_relative_to(root) else str(p)
+
+
+def located(text: str | Path) -> Path:
+    """The directory that a path the tables keep (`shown`) names, wherever the command runs."""
+    p = Path(text)
+    return p if p.is_absolute() else _root_of(os.getcwd()) / p
 
 
 def run_id(environment: str, scenario: str, test: str, block: int, profiled: bool = False) -> str:
@@ -196,25 +213,6 @@ def _read_regular(record_dir: str, name: str) -> bytes:
     return data
 
 
-# 20 digits in a row (each digit mapped to 0 first: ten times faster than a regular expression) may be
-# an integer beyond 64 bits, which orjson reads as a float and json exactly
-_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
-_LONG_NUMBER = b"0" * 20
-
-
-def parse_json(data: bytes):
-    """A record's JSON document as json.loads reads it, by orjson where it reads the same (meta.json
-    and cpu.json by json were about a tenth of a parse's CPU time): what orjson refuses (NaN and Infinity,
-    which json.dumps writes, other encodings than UTF-8) or reads otherwise (integers beyond 64 bits)
-    goes to json, and so do errors, named in its words."""
-    if _LONG_NUMBER not in data.translate(_DIGITS_AS_ZERO):
-        try:
-            return orjson.loads(data)
-        except orjson.JSONDecodeError:
-            pass
-    return json.loads(data)
-
-
 def set_aside_incomplete(cdir: Path, rids: Iterable[str]) -> list[tuple[Path, Path]]:
     """Move what stands where a record of ``rids`` should be but is not one out of the way, kept
     under a hidden name that nothing reads, so the run can be measured again. Returns (path, new name)."""
@@ -229,18 +227,20 @@ def set_aside_incomplete(cdir: Path, rids: Iterable[str]) -> list[tuple[Path, Pa
 
 
 def recorded_meta(cdir: Path, rid: str) -> dict | None:
-    """A complete record's meta.json, unverified; None if unreadable (load() names it at parse time)."""
+    """A complete record's meta.json, unverified, its test parameters and scenario definition of the
+    schema's types (record_schema.Surveyed); None if unreadable or not (load() names it at parse time)."""
+    path = cdir / rid
     try:
-        meta = parse_json(read_file(str(cdir / rid), META))
+        meta = limits.parse_json(read_file(str(path), META))
+        record_schema.check_surveyed(meta, f"{path}: {META}")
     except (OSError, ValueError):  # RecordError is a ValueError
         return None
-    return meta if isinstance(meta, dict) else None
+    return meta
 
 
 def recorded_definition(meta: dict | None) -> dict | None:
     """The scenario definition a record's meta.json keeps; None for a record that predates them."""
-    definition = (meta or {}).get("scenario_definition")
-    return definition if isinstance(definition, dict) else None
+    return (meta or {}).get("scenario_definition")
 
 
 def param_changes(recorded: dict, planned: dict) -> list[str]:
@@ -335,12 +335,15 @@ def survey(
             problems.append(f"{path}: run {rid} is not in the plan (scenarios, tests, repetitions)")
         else:
             try:
-                meta = parse_json(read_file(str(path), META))
-                holds = meta["run_id"]
+                meta = limits.parse_json(read_file(str(path), META))
+                holds = record_schema.check_surveyed(meta, f"{path}: {META}")["run_id"]
             except RecordError as exc:
                 problems.append(str(exc))
                 continue
-            except (OSError, ValueError, KeyError, TypeError) as exc:
+            except ValueError as exc:  # not JSON, or nested beyond the cap
+                problems.append(f"{path}: {META}: unreadable ({' '.join(str(exc).split())[:200]})")
+                continue
+            except OSError as exc:
                 problems.append(f"{path}: {META} unreadable ({type(exc).__name__}: {exc})")
                 continue
             changes = [] if planned is None else param_changes(meta.get("test_params") or {}, planned[rid])
@@ -441,7 +444,7 @@ class Output:
 class Attempt:
     """One try at a run. A run that fails is tried again; the record keeps every try."""
 
-    outcome: str  # one of OUTCOMES
+    outcome: str  # one of record_schema.OUTCOMES
     reason: str | None  # why it failed; None when ok
     started_at: datetime
     outputs: tuple[Output, ...]  # one per client process
@@ -738,7 +741,8 @@ def _v1_to_v2(meta: dict, path: Path) -> dict:
     repetition = meta.pop("repetition", None)
     if repetition != meta.get("block"):
         raise RecordError(
-            f"{path}: {META}: repetition {repetition!r} differs from block {meta.get('block')!r}; "
+            f"{path}: {META}: repetition {record_schema.shown(repetition)} differs from block "
+            f"{record_schema.shown(meta.get('block'))}; "
             "version 1 records always have them equal"
         )
     return {**meta, "schema_version": 2}
@@ -753,7 +757,7 @@ def migrate(meta: dict, path: Path) -> dict:
     version = meta.get("schema_version")
     if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= SCHEMA_VERSION:
         raise RecordError(
-            f"{path}: {META}: schema_version {version!r} is unknown; this benchlib reads "
+            f"{path}: {META}: schema_version {record_schema.shown(version)} is unknown; this benchlib reads "
             f"versions 1 to {SCHEMA_VERSION} (was the record written by a newer benchlib?)"
         )
     while version < SCHEMA_VERSION:
@@ -762,81 +766,90 @@ def migrate(meta: dict, path: Path) -> dict:
     return meta
 
 
-def _time(text: str) -> datetime:
-    t = datetime.fromisoformat(text)
-    if t.tzinfo is None:
-        raise ValueError(f"time {text!r} has no time zone")
-    return t
+def _document(files: dict[str, bytes], name: str, path: Path):
+    """A JSON file of the record, parsed (depth bounded: limits.parse_json); RecordError naming it."""
+    try:
+        return limits.parse_json(files[name])
+    except KeyError:
+        raise RecordError(f"{path}: {name} missing") from None
+    except ValueError as exc:  # JSON and UTF-8 errors are ValueErrors
+        raise RecordError(f"{path}: {name}: unreadable ({' '.join(str(exc).split())[:200]})") from None
+
+
+def _outputs(files: dict[str, bytes], prefix: str, n: int, path: Path) -> tuple[Output, ...]:
+    """What the attempt's ``n`` client processes printed, from the files below ``prefix``."""
+    try:
+        return tuple(Output(files[f"{prefix}stdout-{i}.txt"], files[f"{prefix}stderr-{i}.txt"]) for i in range(n))
+    except KeyError as exc:
+        raise RecordError(f"{path}: {exc.args[0]} missing ({META} commands: {n} client processes)") from None
 
 
 def load(path: Path) -> RunRecord:
-    """The record in directory ``path``, verified, version-checked and migrated; RecordError names what is wrong."""
+    """The record in directory ``path``, verified, version-checked, migrated and checked against the
+    schema (record_schema); RecordError names what is wrong: the record, the file, the field."""
     files = verify(path)
-    try:
-        meta = migrate(parse_json(files[META]), path)
-        cpu_doc = parse_json(files[CPU])
-        n = len(meta["commands"])
-        attempts = []
-        for k, a in enumerate(meta["attempts"], start=1):
-            prefix = "" if k == len(meta["attempts"]) else FAILED_ATTEMPT.format(n=k) + "/"
-            outputs = tuple(
-                Output(files[f"{prefix}stdout-{i}.txt"], files[f"{prefix}stderr-{i}.txt"]) for i in range(n)
-            )
-            if a["outcome"] not in OUTCOMES:
-                raise ValueError(f"attempt {k}: outcome {a['outcome']!r} is not one of {OUTCOMES}")
-            attempts.append(Attempt(a["outcome"], a["reason"], _time(a["started_at"]), outputs))
-        if not attempts:
-            raise ValueError("no attempts")
-        if (meta["outcome"], meta["failure_reason"]) != (attempts[-1].outcome, attempts[-1].reason):
-            raise ValueError("outcome differs from the last attempt's")
-        sides = {
+    meta = _document(files, META, path)
+    if not isinstance(meta, dict):
+        raise RecordError(f"{path}: {META}: not a JSON object")
+    meta = migrate(meta, path)
+    record_schema.check_meta(meta, f"{path}: {META}")
+    cpu_doc = _document(files, CPU, path)
+    record_schema.check_cpu(cpu_doc, f"{path}: {CPU}")
+    n, last = len(meta["commands"]), len(meta["attempts"])
+    attempts = tuple(
+        Attempt(
+            a["outcome"],
+            a["reason"],
+            datetime.fromisoformat(a["started_at"]),
+            _outputs(files, "" if k == last else FAILED_ATTEMPT.format(n=k) + "/", n, path),
+        )
+        for k, a in enumerate(meta["attempts"], start=1)
+    )
+    if (meta["outcome"], meta["failure_reason"]) != (attempts[-1].outcome, attempts[-1].reason):
+        raise RecordError(f"{path}: {META}: outcome and failure_reason differ from the last of its attempts")
+    rec = RunRecord(
+        campaign=meta["campaign"],
+        environment=meta["environment"],
+        scenario=meta["scenario"],
+        test=meta["test"],
+        block=meta["block"],
+        order=meta["order"],
+        tool=meta["tool"],
+        kind=meta["kind"],
+        test_params=meta["test_params"],
+        commands=meta["commands"],
+        exit_codes=meta["exit_codes"],
+        started_at=datetime.fromisoformat(meta["started_at"]),
+        ended_at=datetime.fromisoformat(meta["ended_at"]),
+        placement=meta["placement"],
+        target=meta["target"],
+        clk_tck=cpu_doc["clk_tck"],
+        cpu={
             side: SideCpu(s["node"], s["cpus"], cpu.Snapshot.from_json(s["start"]), cpu.Snapshot.from_json(s["end"]))
             for side, s in cpu_doc["sides"].items()
-        }
-        if set(sides) != set(SIDES):
-            raise ValueError(f"{CPU} has sides {sorted(sides)}, expected {list(SIDES)}")
-        rec = RunRecord(
-            campaign=meta["campaign"],
-            environment=meta["environment"],
-            scenario=meta["scenario"],
-            test=meta["test"],
-            block=meta["block"],
-            order=meta["order"],
-            tool=meta["tool"],
-            kind=meta["kind"],
-            test_params=meta["test_params"],
-            commands=meta["commands"],
-            exit_codes=meta["exit_codes"],
-            started_at=_time(meta["started_at"]),
-            ended_at=_time(meta["ended_at"]),
-            placement=meta["placement"],
-            target=meta["target"],
-            clk_tck=cpu_doc["clk_tck"],
-            cpu=sides,
-            attempts=tuple(attempts),
-            processes=meta["processes"],
-            scenario_definition=meta["scenario_definition"],
-            profiled=meta["profiled"],
-            profile=meta["profile"],
-            profile_folded=files.get(PROFILE),
-            foreign_cpu=meta["foreign_cpu"],
-            quiet=meta["quiet"],
+        },
+        attempts=attempts,
+        processes=meta["processes"],
+        scenario_definition=meta["scenario_definition"],
+        profiled=meta["profiled"],
+        profile=meta["profile"],
+        profile_folded=files.get(PROFILE),
+        foreign_cpu=meta["foreign_cpu"],
+        quiet=meta["quiet"],
+    )
+    if (rec.profile is None) != (rec.profile_folded is None):
+        which = f"{PROFILE} missing" if rec.profile_folded is None else f"{PROFILE} without a profile in {META}"
+        raise RecordError(f"{path}: {which}")
+    if rec.profile is not None and rec.profile_folded is not None and stacks.empty(rec.profile_folded):
+        raise RecordError(  # the schema's samples are >= 1
+            f"{path}: {PROFILE}: holds no sample, {META} profile.samples says {rec.profile['samples']} "
+            "(emptied after the run?)"
         )
-        if type(rec.profiled) is not bool:
-            raise ValueError(f"profiled is {rec.profiled!r}, not true or false")
-        if rec.foreign_cpu is not None and not isinstance(rec.foreign_cpu, dict):
-            raise ValueError(f"foreign_cpu is {rec.foreign_cpu!r}, not a mapping or null")
-        if rec.quiet is not None and not isinstance(rec.quiet, dict):
-            raise ValueError(f"quiet is {rec.quiet!r}, not a mapping or null")
-        if rec.profile is not None and rec.profile_folded is None:
-            raise ValueError(f"profile recorded but {PROFILE} missing")
-    except RecordError:
-        raise
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:  # JSON and UTF-8 errors are ValueErrors
-        raise RecordError(f"{path}: malformed record ({type(exc).__name__}: {exc})") from None
     check_names(rec, path)
     if rec.run_id != meta["run_id"]:
-        raise RecordError(f"{path}: {META} says run {meta['run_id']!r}, its keys make {rec.run_id!r}")
+        raise RecordError(
+            f"{path}: {META}: run_id {record_schema.shown(meta['run_id'])} is not the run its keys make, {rec.run_id!r}"
+        )
     if not path.as_posix().endswith("/" + rec.run_id):
         raise RecordError(f"{path}: holds run {rec.run_id!r} (moved or renamed after it was recorded?)")
     return rec
@@ -844,14 +857,12 @@ def load(path: Path) -> RunRecord:
 
 def check_names(rec: RunRecord, path: Path) -> None:
     """The names of a record read back become its path and the tables' key columns: each must be one
-    that params.yaml and the environment could have given (config.NAME_RULE), its block a number >= 0."""
+    that params.yaml and the environment could have given (config.NAME_RULE)."""
     for key in ("campaign", "environment", "scenario", "test"):
         try:
             check_name(getattr(rec, key))
         except ValueError as exc:
             raise RecordError(f"{path}: {META}: {key}: {exc}") from None
-    if type(rec.block) is not int or rec.block < 0:
-        raise RecordError(f"{path}: {META}: block: {rec.block!r} is not a whole number >= 0")
 
 
 def utc(ts: float) -> datetime:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import errno
 import hashlib
-import json
 import os
 import re
 import shutil
@@ -20,6 +19,7 @@ from typing import TypeVar
 
 import polars as pl
 
+from . import limits
 from .errors import SchemaError
 from .files import temporary, write_atomically
 
@@ -208,6 +208,8 @@ RUNS_SCHEMA = pl.Schema(
         # the machine as the target described it ("<CPU model>, <n> CPUs, <memory>"); null: not recorded
         "machine": pl.String,
         "tool_version": pl.String,
+        # the record's directory, relative to the project inside it (record.shown), so that the table does
+        # not depend on where the project lives
         "record": pl.String,
     }
 )
@@ -470,7 +472,7 @@ def parse_identity(path: Path) -> dict | None:
     except (OSError, pl.exceptions.PolarsError):
         return None
     try:
-        identity = json.loads(text) if text else None
+        identity = limits.parse_json(text) if text else None
     except ValueError:
         return None
     return identity if isinstance(identity, dict) else None

@@ -19,6 +19,7 @@ else the nearest caller that does (so a memcpy inside tcp_sendmsg is TCP/IP).
 from __future__ import annotations
 
 import gzip
+import io
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -103,6 +104,16 @@ def read_folded(data: bytes, name: str = "profile") -> Counter:
             )
         folded[stack] += count
     return folded
+
+
+def empty(data: bytes) -> bool:
+    """Whether a profile (folded_bytes) holds no stack at all, a zero-byte file included: only its first
+    byte is unpacked. False for what is no gzip: read_folded names what is wrong with it."""
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(data)) as f:
+            return not f.read(1)
+    except (OSError, EOFError):
+        return False
 
 
 def split(stack: str) -> tuple[int, str, list[str]]:

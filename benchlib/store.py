@@ -239,7 +239,7 @@ def verify_campaign(root: Path, campaign: str) -> Verified:
     problems += found
     for path in records:
         try:
-            record.verify(path)
+            record.load(path)  # its checksums, then every field against the schema
         except RecordError as exc:
             problems.append(str(exc))
     notes = _untracked(cdir, campaign, committed) if not problem else []

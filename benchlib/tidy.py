@@ -26,7 +26,7 @@ from pathlib import Path
 
 import polars as pl
 
-from . import bpfstats, collectors, cpu, disturbance, parse_index, record, schema, stacks
+from . import bpfstats, collectors, cpu, disturbance, limits, parse_index, record, schema, stacks
 from .errors import BenchlibError, ParseError, RecordError
 
 _log = logging.getLogger(__name__)  # the default for log=: where benchlib.logs sends messages
@@ -129,7 +129,7 @@ def _measured(rec: record.RunRecord, path: Path) -> tuple[dict, list[dict]]:
             "kernel": versions["kernel"],
             "machine": machine_text(rec.target.get("machine")),
             "tool_version": versions.get(rec.tool, ""),
-            "record": str(path),
+            "record": record.shown(path),
         }
         if rec.outcome != "ok":
             return run, []
@@ -148,16 +148,9 @@ def _measured(rec: record.RunRecord, path: Path) -> tuple[dict, list[dict]]:
             rows.append({"metric": metric, "side": side, "value": value, "unit": schema.METRICS[metric].unit})
     except ParseError as exc:
         raise RecordError(f"{path}: {exc}") from None
-    except (KeyError, TypeError, ValueError, OverflowError) as exc:
+    except (KeyError, TypeError, ValueError, ArithmeticError) as exc:
         raise RecordError(f"{path}: malformed record ({type(exc).__name__}: {exc})") from None
     return run, rows
-
-
-def _check_int64(row: dict, path: Path) -> None:
-    """A table's integer columns are 64-bit: a record's integer beyond that is named, not a polars error."""
-    for key, value in row.items():
-        if isinstance(value, int) and not -(2**63) <= value < 2**63:
-            raise RecordError(f"{path}: {key} is beyond a 64-bit integer")
 
 
 _PROFILE_KEYS = ("run_id", "campaign", "environment", "scenario", "test", "kind")
@@ -204,12 +197,17 @@ def load_profiled(rec: record.RunRecord, path: Path) -> tuple[dict, list[dict]]:
         if rec.profile_folded is None:
             return run, []
         folded = stacks.read_folded(rec.profile_folded, record.PROFILE)
+        if sum(folded.values()) != prof["samples"]:  # the profile counted what perf folded, every sample
+            raise ParseError(
+                f"{record.PROFILE}: holds {sum(folded.values())} samples, {record.META} profile.samples says "
+                f"{prof['samples']} (cut short or changed after the run?)"
+            )
         rows = stacks.rows(
             folded, {side: [int(c) for c in cpus] for side, cpus in prof["cpus"].items()}, shared_side=schema.TOTAL_SIDE
         )
     except ParseError as exc:
         raise RecordError(f"{path}: {exc}") from None
-    except (KeyError, TypeError, ValueError, OverflowError, OSError, EOFError) as exc:  # gzip errors: OSErrors
+    except (KeyError, TypeError, ValueError, ArithmeticError, OSError, EOFError) as exc:  # gzip errors: OSErrors
         raise RecordError(f"{path}: malformed record ({type(exc).__name__}: {exc})") from None
     return run, rows
 
@@ -253,25 +251,24 @@ def _load_chunk(paths: list[str]) -> _Chunk:
     runs, profile_runs, errors, loaded = [], [], [], []
     metrics, profiles = _Long(schema.METRICS_SCHEMA, _KEYS), _Long(schema.PROFILES_SCHEMA, _PROFILE_KEYS)
     bpf = []
-    for path in map(Path, paths):
+    for text in paths:
+        path = record.located(text)
         try:
             rec = record.load(path)
             if rec.profiled:
                 prun, rows = load_profiled(rec, path)
-                _check_int64(prun, path)
                 profiles.add(rows, prun)
                 profile_runs.append(prun)
                 bpf += bpfstats.rows(rec.run_id, (rec.profile or {}).get("bpf"))
-                loaded.append((str(path), rec.run_id))
+                loaded.append((text, rec.run_id))
                 continue
             run, rows = _measured(rec, path)
-            _check_int64(run, path)
         except RecordError as exc:
             errors.append(exc)
             continue
         metrics.add(rows, run)
         runs.append(run)
-        loaded.append((str(path), rec.run_id))
+        loaded.append((text, rec.run_id))
     runs = pl.DataFrame(runs, schema=schema.RUNS_SCHEMA) if runs else schema.empty("runs")
     profile_runs = (
         pl.DataFrame(profile_runs, schema=schema.PROFILE_RUNS_SCHEMA) if profile_runs else schema.empty("profile_runs")
@@ -301,10 +298,11 @@ def _run_order(task: tuple[list[str], bool, dict[str, tuple]]) -> pl.DataFrame:
     paths, fingerprints, known = task
     rows = []
     for path in paths:
+        where = str(record.located(path))
         fp = None
         if fingerprints:
             try:
-                fp = record.fingerprint(path)
+                fp = record.fingerprint(where)
             except OSError:  # not there, or not a directory: load_record names it
                 pass
         was = known.get(path)
@@ -312,7 +310,7 @@ def _run_order(task: tuple[list[str], bool, dict[str, tuple]]) -> pl.DataFrame:
             rows.append((path, was[2], was[3], fp, was[1], True))
             continue
         try:
-            meta = record.parse_json(record.read_file(path, record.META))
+            meta = limits.parse_json(record.read_file(where, record.META))
             env, order = meta["environment"], meta["order"]
         except (OSError, ValueError, KeyError, TypeError):  # a RecordError (a link, a FIFO) is a ValueError
             env = order = None
@@ -409,7 +407,8 @@ def _chunks(
     ``previous``: the directory of the last parse's tables and its index (parse_index.SCHEMA): a
     record whose fingerprint is unchanged is not read, its rows are taken from those tables.
     """
-    paths = (str(p) for p in (record.walk(campaign_dir) if records is None else records))
+    # as the tables and the index keep them (record.shown); each worker reads them where they lie
+    paths = (record.shown(p) for p in (record.walk(campaign_dir) if records is None else records))
     known = {}
     if previous is not None:
         index = previous[1]
@@ -545,7 +544,7 @@ def parse_campaign(
     schema.remove_stale_temporaries(out_dir, [*(f"{name}.parquet" for name in TABLES), parse_index.INDEX])
     previous = None
     if incremental and (out_dir / parse_index.INDEX).exists():
-        index, why = parse_index.load(out_dir, campaign_dir, list(TABLES))
+        index, why = parse_index.load(out_dir, record.shown(campaign_dir), list(TABLES))
         if index is None:
             log(f"parse: reading every record, not only the new ones: {why}")
         else:
@@ -569,7 +568,7 @@ def parse_campaign(
         for writer in out.values():
             writer.publish()
     # after the tables: an index left from before names other tables, and is not used
-    parse_index.write(out_dir, pl.concat(indexed), parse_index.header(campaign_dir, ident["tables"]))
+    parse_index.write(out_dir, pl.concat(indexed), parse_index.header(record.shown(campaign_dir), ident["tables"]))
     return Parsed(
         out["runs"].rows,
         failed,
@@ -641,9 +640,9 @@ def machine_text(machine: dict | None) -> str | None:
     if machine.get("cpus"):
         parts.append(f"{machine['cpus']} CPUs")
     if machine.get("memory"):
-        kib = str(machine["memory"]).split()
+        kib = str(machine["memory"]).split()[:1]
         # /proc/meminfo's "MemTotal: 8123456 kB" read as GiB
-        parts.append(f"{int(kib[0]) / 2**20:.0f} GiB" if kib[0].isdigit() else str(machine["memory"]))
+        parts.append(f"{int(kib[0]) / 2**20:.0f} GiB" if kib and kib[0].isdecimal() else str(machine["memory"]))
     return ", ".join(parts)
 
 
@@ -664,7 +663,7 @@ def build_facts(runs: pl.DataFrame) -> pl.DataFrame:
     keys = ["environment", "scenario", "test"]
     rows = []
     for r in runs.select(*keys, "record").iter_rows(named=True):
-        meta = json.loads(record.read_file(r["record"], record.META))
+        meta = limits.parse_json(record.read_file(str(record.located(r["record"])), record.META))
         rows += [{**{k: r[k] for k in keys}, "field": f, "value": v} for f, v in record_facts(meta).items()]
     return (
         pl.DataFrame(rows, schema=FACTS_SCHEMA)

@@ -459,3 +459,217 @@ def test_netperf_text_mutated(data):
 @counted
 def test_dnsperf_text_mutated(data):
     _text_mutated("dns", data)
+
+
+# -- Raw records: every field of a real record's meta.json and cpu.json of the wrong type ----------------
+# A real record (tests/fixtures/raw), migrated to the current schema version and given every field a
+# record of that version can hold (a mesh's proxy process, the foreign CPU, a quiet window, a scenario
+# definition; a profiled run beside it with its profile and BPF counters), has a field's value replaced
+# by one of the wrong type or range (nested 100,000 levels deep, a MiB of text) or dropped, its
+# SHA256SUMS written again: record.load and what `benchlib parse` runs on the campaign read it or refuse
+# it with a BenchlibError naming the record, and the field where the schema refused it; never anything else.
+RECORD_FUZZ = settings(max_examples=150, deadline=None)
+REAL_RECORD = FIXTURES / "raw/local-cilium-demo-001/local-cilium/cilium-vxlan-ebpf/tcp_rr/r001"
+SENTINEL = "@@fuzzed-{n}@@"
+FOLDED = Counter({"cpu0;netperf;entry_SYSCALL_64;tcp_sendmsg": 7, "cpu1;netserver;tcp_recvmsg": 5})
+
+
+def _every_field(meta: dict) -> dict:
+    """The real record's meta.json as the current version writes it, with every optional part filled in."""
+    from benchlib import record
+
+    meta = record.migrate(meta, REAL_RECORD)
+    meta["placement"].update(
+        services=1,
+        ip_family=4,
+        cpu_placement="split",
+        big_tcp={"size": 65536},
+        mesh={"kind": "sidecars", "proxy": "envoy", "proxy_version": "1.30.1", "proxies": {"c1": {"side": "client"}}},
+    )
+    meta["target"]["machine"] = {"cpu_model": "Intel Xeon", "cpus": 2, "memory": "8123456 kB"}
+    meta["processes"] = {
+        "c1": {"side": "client", "cpus": [0], "version": "1.30.1", "cpu_ticks": [100, 150], "peak_rss_kib": 2048}
+    }
+    meta["scenario_definition"] = {
+        "scenario": {"mtu": 1500, "settings": {"cni": "cilium"}},
+        "environment": {"target": "kubernetes", "cpu_placement": {}},
+        "files": {"values.yaml": "sha256:" + "0" * 64},
+    }
+    meta["foreign_cpu"] = {
+        "window_s": 2.0,
+        "cores": 0.2,
+        "cpus": {"0": 0.1, "1": 0.1},
+        "measured_cores": 0.2,
+        "top": [{"name": "make", "pid": 123, "cores": 0.15, "reaped": ["cc1"]}],
+        "steal_cores": 0.01,
+    }
+    meta["quiet"] = {"window_s": 2.0, "mechanism": "cgroup v2", "frozen": {"containerd": 321}, "kept": {}}
+    return meta
+
+
+def _profiled(meta: dict) -> dict:
+    program = {"id": 7, "type": "sched_cls", "name": "cil_from_container", "tag": "ab12", "run_cnt": 10}
+    return {
+        **copy.deepcopy(meta),
+        "run_id": meta["run_id"].removesuffix("r001") + "p001",
+        "profiled": True,
+        "profile": {
+            "perf_version": "6.1",
+            "event": "cpu-clock",
+            "frequency_hz": 99,
+            "kernel": "6.1.0",
+            "cpus": {"client": [0], "server": [1]},
+            "attribution": "cpu",
+            "window_s": 2.0,
+            "samples": sum(FOLDED.values()),
+            "kernel_symbols": True,
+            "command": ["perf", "record"],
+            "bpf": {
+                "before": [{**program, "run_time_ns": 1000}],
+                "after": [{**program, "run_cnt": 30, "run_time_ns": 4000}],
+                "attached": [
+                    {"netns": None, "net": [{"tc": [{"devname": "eth0", "kind": "clsact/ingress", "id": 7}]}]}
+                ],
+            },
+        },
+    }
+
+
+BASE_META = _every_field(json.loads((REAL_RECORD / "meta.json").read_text()))
+BASES = {
+    "r001": {"meta.json": BASE_META, "cpu.json": json.loads((REAL_RECORD / "cpu.json").read_text())},
+    "p001": {"meta.json": _profiled(BASE_META), "cpu.json": json.loads((REAL_RECORD / "cpu.json").read_text())},
+}
+RECORD_PATHS = {(run, name): list(_json_paths(doc)) for run, docs in BASES.items() for name, doc in docs.items()}
+
+
+def _deep(levels: int, dicts: bool) -> str:
+    return '{"a": ' * levels + "1" + "}" * levels if dicts else "[" * levels + "]" * levels
+
+
+# what a mutation puts where a field's value was, as JSON text
+HOSTILE = st.one_of(
+    st.sampled_from(
+        [
+            '"abc"',
+            '""',
+            '"1.5"',
+            '"2026-11-23T18:21:16"',
+            "[]",
+            '[1, "x"]',
+            "[-1, 2, 3]",
+            "{}",
+            '{"a": 1}',
+            "null",
+            "true",
+            "false",
+            str(10**30),
+            str(2**63),
+            "NaN",
+            "Infinity",
+            "-1",
+            "-0.5",
+            "0",
+            "1e308",
+            '"' + "x" * 2**20 + '"',
+        ]
+    ),
+    st.builds(_deep, st.sampled_from([60, 64, 65, 1000, 100_000]), st.booleans()),
+    st.integers(-(2**70), 2**70).map(json.dumps),
+    st.floats().map(json.dumps),
+    st.text(max_size=8).map(json.dumps),
+)
+
+
+def _fuzzed_record(run: str, edits: list) -> Path:
+    """A campaign of the record ``run`` (r001 or p001) whose files have ``edits`` (file, path, op, JSON
+    text) applied, its checksums written again; returns the record's directory."""
+    from benchlib import record, stacks
+
+    cdir = Path(tempfile.mkdtemp(dir=SCRATCH)) / "local-cilium-demo-001"
+    rec = cdir / "local-cilium/cilium-vxlan-ebpf/tcp_rr" / run
+    shutil.copytree(REAL_RECORD, rec)
+    docs = copy.deepcopy(BASES[run])
+    texts = {}
+    for n, (name, path, op, text) in enumerate(edits):
+        texts[SENTINEL.format(n=n)] = text
+        docs[name] = _mutate(docs[name], path, op, SENTINEL.format(n=n))
+    for name, doc in docs.items():
+        out = json.dumps(doc, indent=1)
+        for sentinel, text in texts.items():
+            out = out.replace(json.dumps(sentinel), text)
+        (rec / name).write_text(out)
+    if run == "p001":
+        (rec / record.PROFILE).write_bytes(stacks.folded_bytes(FOLDED))
+    record.write_checksums(rec)
+    return rec
+
+
+def _parsed(cdir: Path) -> None:
+    """What `benchlib parse` does with a campaign directory, short of writing the parquet files: each
+    chunk's tables checked as its table writer checks them, and the facts `benchlib compare` reads."""
+    from benchlib import record, schema, tidy
+
+    record.survey(cdir, None)
+    for chunk in tidy._checked_chunks(cdir, False, lambda message: None, None, fingerprints=True):
+        for name in tidy.TABLES:
+            table = schema.conform(getattr(chunk, name), name)
+            if name == "metrics" and not table.is_empty():
+                schema.check_metrics(table)
+        tidy.build_facts(chunk.runs)
+
+
+def _field_names(edits: list) -> set[str]:
+    """Every field path (as a message names it) an edit touched, and the paths it lies below."""
+    names = set()
+    for _name, path, _op, _text in edits:
+        text = ""
+        for part in path:
+            text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else part)
+            names.add(text)
+    return names
+
+
+def reads_or_names_the_record(rec: Path, edits: list) -> None:
+    from benchlib import record, tidy
+    from benchlib.errors import BenchlibError
+
+    for read in (lambda: record.load(rec), lambda: tidy.load_record(rec), lambda: _parsed(rec.parents[3])):
+        try:
+            read()
+        except BenchlibError as exc:
+            message = str(exc)
+            assert str(rec) in message and "\n" not in message and len(message) < 1000, message
+            for name in ("meta.json", "cpu.json"):
+                said = re.match(rf"^{re.escape(str(rec))}: {name}: ([^ ]+): ", message)
+                if said and not said[1].startswith(("unreadable", "not")):
+                    touched = _field_names([e for e in edits if e[0] == name])
+                    assert said[1] in touched or any(t.startswith(said[1] + ".") for t in touched), (message, edits)
+            return
+
+
+@counted
+def test_the_records_fuzzed_read_as_they_are_unmutated():
+    from benchlib import record
+
+    for run in BASES:
+        rec = _fuzzed_record(run, [])
+        _parsed(rec.parents[3])
+        assert record.load(rec).run_id.endswith(run)
+
+
+@RECORD_FUZZ
+@given(data=st.data())
+@counted
+def test_record_fields_of_the_wrong_type_are_read_or_named(data):
+    run = data.draw(st.sampled_from(sorted(BASES)))
+    edits = []
+    for _ in range(data.draw(st.integers(1, 2))):
+        name = data.draw(st.sampled_from(["meta.json", "meta.json", "meta.json", "cpu.json"]))
+        path = data.draw(st.sampled_from(RECORD_PATHS[(run, name)]))
+        edits.append((name, path, data.draw(st.sampled_from(["replace"] * 5 + ["drop"])), data.draw(HOSTILE)))
+    rec = _fuzzed_record(run, edits)
+    try:
+        reads_or_names_the_record(rec, edits)
+    finally:
+        shutil.rmtree(rec.parents[4], ignore_errors=True)

@@ -29,6 +29,7 @@ LAYERS = [
     ["benchlib.machine"],  # the machine-wide collect lock, dying with the parent
     ["benchlib.scenarios"],  # each target's scenario model, picked by the environment's target
     ["benchlib.config"],  # the settings: tests are the collectors' models, metric names the schema's
+    ["benchlib.record_schema"],  # every field of a record's meta.json and cpu.json: its type and range
     ["benchlib.record", "benchlib.parse_index"],  # parse_index: which records the last parse read
     ["benchlib.plan"],  # what each environment runs, its runs in blocks, and the campaign's identity
     ["benchlib.bpfstats"],  # the kernel's count of each BPF program's runs over a profiled run

@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from benchlib import record, tidy
+from benchlib import limits, record, tidy
 from tests.conftest import FIXTURES, REPO
 
 # A version-1 record as the runner wrote it before `repetition` was dropped:
@@ -168,7 +168,7 @@ def test_a_record_moved_to_another_run_is_refused(v1_record):
     ],
 )
 def test_a_record_json_document_reads_as_json_reads_it(text):
-    assert repr(record.parse_json(text)) == repr(json.loads(text))  # repr: NaN equals itself, 1 is not 1.0
+    assert repr(limits.parse_json(text)) == repr(json.loads(text))  # repr: NaN equals itself, 1 is not 1.0
 
 
 @pytest.mark.parametrize("text", [b"{", b'{"a": 1} x', b"\xff", b""])
@@ -176,7 +176,7 @@ def test_a_broken_record_json_document_is_the_error_json_gives(text):
     with pytest.raises(ValueError) as expected:
         json.loads(text)
     with pytest.raises(type(expected.value), match=f"^{re.escape(str(expected.value))}$"):
-        record.parse_json(text)
+        limits.parse_json(text)
 
 
 def test_a_record_integer_beyond_64_bits_is_named_not_read_as_a_float(v1_record):
@@ -184,9 +184,39 @@ def test_a_record_integer_beyond_64_bits_is_named_not_read_as_a_float(v1_record)
     meta["order"] = 2**64
     (v1_record / "meta.json").write_text(json.dumps(meta))
     record.write_checksums(v1_record)
-    assert record.load(v1_record).order == 2**64
     (error,) = tidy._load_chunk([str(v1_record)]).errors
-    assert str(error) == f"{v1_record}: order is beyond a 64-bit integer"
+    assert str(error) == f"{v1_record}: meta.json: order: 18446744073709551616 is beyond a 64-bit integer"
+
+
+DEEP = limits.JSON_DEPTH
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b"[" * DEEP + b"]" * DEEP,
+        b'{"a": "' + b"[{" * 500 + b'", "b": "\\"[[[["}',  # brackets in strings, escaped quotes, do not nest
+        b"[" + b",".join([b"[[]]"] * 100) + b"]",  # many brackets, shallow
+    ],
+)
+def test_a_json_document_within_the_depth_cap_reads_as_json_reads_it(text):
+    assert limits.parse_json(text) == json.loads(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b"[" * (DEEP + 1) + b"]" * (DEEP + 1),
+        b'{"processes": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+        b'{"a": ' * 100_000 + b"1" + b"}" * 100_000,
+        ("[" * 100_000 + "]" * 100_000).encode("utf-16"),
+        "[" * 100_000 + "]" * 100_000,  # text, as a parquet file's metadata holds it
+        b"[" * 100_000,  # not JSON either: json itself would run out of stack
+    ],
+)
+def test_a_json_document_nested_beyond_the_cap_is_a_value_error_before_any_parser_recurses(text):
+    with pytest.raises(ValueError, match=f"^nested deeper than {DEEP} levels"):
+        limits.parse_json(text)
 
 
 def test_find_skips_temporary_directories_and_remove_partial_clears_them(v1_record):

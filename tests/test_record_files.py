@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import copy_project, require_root, venv_env
-from tests.test_hostile import REAL_RAW, _real_campaign
+from tests.conftest import REAL_RAW, copy_project, real_campaign, require_root, venv_env
 
 SYSTEM_FILE = Path("/etc/passwd")
 RECORD = "local-cilium/cilium-vxlan-ebpf/tcp_rr/r001"
@@ -22,7 +21,7 @@ RECORD = "local-cilium/cilium-vxlan-ebpf/tcp_rr/r001"
 @pytest.fixture(scope="module")
 def real_project(tmp_path_factory) -> Path:
     project = copy_project(tmp_path_factory.mktemp("records") / "project")
-    _real_campaign(project)
+    real_campaign(project)
     return project
 
 

@@ -13,9 +13,8 @@ from pathlib import Path
 import pytest
 
 from benchlib import record
-from tests.conftest import copy_project, venv_env
+from tests.conftest import REAL_RAW, copy_project, real_campaign, venv_env
 from tests.test_dvc import committed
-from tests.test_hostile import REAL_RAW, _real_campaign
 
 OUTPUT = f"data/raw/{REAL_RAW.name}/local-cilium"  # the collect@local-cilium stage's output
 
@@ -27,7 +26,7 @@ def run(project: Path, *argv: str) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def uncommitted(tmp_path_factory) -> Path:
     project = copy_project(tmp_path_factory.mktemp("verify") / "uncommitted")
-    _real_campaign(project)
+    real_campaign(project)
     return project
 
 

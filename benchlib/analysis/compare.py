@@ -377,7 +377,7 @@ def load_result(directory: str | Path) -> Result:
     """The Result that Result.save wrote (paths anchored at the project root)."""
     d = resolve(directory)
     tables: dict[str, Any] = {name: pl.read_parquet(d / f"{name}.parquet") for name in RESULT_TABLES}
-    saved = json.loads(limits.read_file(d / "result.json", limits.ANALYSIS_FILE_BYTES, SchemaError))
+    saved = limits.parse_json(limits.read_file(d / "result.json", limits.ANALYSIS_FILE_BYTES, SchemaError))
     return Result(**saved, **tables)
 
 
