@@ -47,9 +47,9 @@ out = resolve(out_dir)
 out.mkdir(parents=True, exist_ok=True)
 display(
     Markdown(
-        f"Each scenario against **{escape.markdown(baseline)}**"
+        f"Each scenario against **{escape.page(baseline)}**"
         + (
-            f", plus the contrasts {', '.join(f'{escape.markdown(a)} vs {escape.markdown(b)}' for a, b in contrasts)}"
+            f", plus the contrasts {', '.join(f'{escape.page(a)} vs {escape.page(b)}' for a, b in contrasts)}"
             if contrasts
             else ""
         )
@@ -57,7 +57,7 @@ display(
         "families. The **primary** family is the headline metric of each test (throughput, transaction or "
         "connection rate, UDP loss, request rate; the median latency of a paced test), "
         f"{stats.CORRECTIONS[correction]}-corrected; the **secondary** metrics (`family_metrics`: "
-        f"{', '.join(escape.markdown(metric_label(m)) for m in family_metrics) or 'none'}) form one family per kind (latency, CPU, other), "
+        f"{', '.join(escape.page(metric_label(m)) for m in family_metrics) or 'none'}) form one family per kind (latency, CPU, other), "
         "Benjamini-Hochberg (FDR: a share of the secondary findings may be false). How the intervals, verdicts "
         "and the MDE are read: see [Method](#Method)."
     )
@@ -69,7 +69,7 @@ if comparisons.is_empty():
         Markdown(
             "**No comparison was made:** "
             + (
-                f"the baseline {escape.markdown_code(baseline)} has no successful run."
+                f"the baseline {escape.code(baseline)} has no successful run."
                 if ok_scenarios
                 else "no run of this campaign succeeded (see Caveats)."
             )

@@ -131,7 +131,7 @@ paths = figures.write_figures(
 # one section per test, so a reader can jump to a test
 # each test's headline figure open, its other figures (every run, CPU, latency) behind their titles
 for section, shown in figs.items():
-    display(Markdown(f"## {escape.markdown(section)}"))
+    display(Markdown(f"## {escape.page(section)}"))
     for i, fig in enumerate(shown.values()):
         if i == 0 and section != "Across tests":
             fig.show()

@@ -57,7 +57,7 @@ primary = a.comparisons.filter(pl.col("family") == stats.PRIMARY).select(keys).u
 rest = sentences.join(primary, on=keys, how="anti")["sentence"]
 if explained or len(rest):
     # behind a disclosure: each finding above already carries its why; these are every comparison's
-    others = (f"- {escape.markdown(s)}" for s in rest)
+    others = (f"- {escape.page(s)}" for s in rest)
     said = "\n".join(filter(None, [explained, *others]))
     display(
         Markdown(

@@ -46,8 +46,8 @@ if show:
     display(
         Markdown(
             "# Service-mesh proxy hops\n"
-            f"What each proxy hop and mutual TLS cost, against **{escape.markdown(baseline)}** (0 hops) and the "
-            f"contrasts {', '.join(f'{escape.markdown(a)} vs {escape.markdown(b)}' for a, b in contrasts) or '(none declared)'}. "
+            f"What each proxy hop and mutual TLS cost, against **{escape.page(baseline)}** (0 hops) and the "
+            f"contrasts {', '.join(f'{escape.page(a)} vs {escape.page(b)}' for a, b in contrasts) or '(none declared)'}. "
             "The scenarios and what "
             "their runs recorded on the path:"
         )
@@ -111,7 +111,7 @@ if show:
     display(
         Markdown(
             "## Comparisons (secondary family, FDR)\n"
-            f"Every percentile and the proxies' total CPU against {escape.markdown(baseline)} and the contrasts: "
+            f"Every percentile and the proxies' total CPU against {escape.page(baseline)} and the contrasts: "
             f"{len(compared)} comparisons, two-sided Mann-Whitney U, "
             f"{stats.CORRECTIONS[mesh.FDR]} over this family alone (apart from the primary family above), "
             f"alpha = {alpha}; the change's interval (delta_low, delta_high) is at the level the FDR procedure decided "

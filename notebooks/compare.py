@@ -32,7 +32,7 @@ figures.use_report_renderer()  # headless kernels need it; the page carries plot
 report.display_tables()
 res = compare.load_result(result_dir)
 campaign_a, campaign_b, alpha, correction = res.a, res.b, res.alpha, res.correction
-md_a, md_b = escape.markdown(campaign_a), escape.markdown(campaign_b)  # the campaigns' names in the text
+md_a, md_b = escape.page(campaign_a), escape.page(campaign_b)  # the campaigns' names in the text
 tested = res.rows.filter(pl.col("all_failed").is_null())  # rows of configurations whose every run failed: not tested
 findings = summary.findings_markdown(tested, pl.DataFrame(), compare.stats.PRIMARY, limit=6)
 display(

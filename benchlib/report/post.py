@@ -86,7 +86,7 @@ def choose(rows: pl.DataFrame, heights: Mapping[str, float]) -> list[tuple[str, 
 
 
 def visible(markdown: str) -> str:
-    """Markdown inline text as a reader sees it: its backslash escapes and entities undone."""
+    """Markdown inline text as a reader sees it: its backslash escapes and character references undone."""
     return html.unescape(re.sub(r"\\(.)", r"\1", markdown))
 
 
@@ -100,7 +100,8 @@ def clip(text: str, limit: int = CAPTION_CHARS) -> str:
         cut = " ".join(words).rstrip(",;:") + "…"
         if len(visible(cut)) <= limit:
             return cut
-    return words[0][: limit - 1] + "…"
+    # not through a character reference (escape.page's "&#91;"), which would show as its pieces
+    return re.sub(r"&#?\w*$", "", words[0][: limit - 1]) + "…"
 
 
 def _fit(head: str, parts: list[str], limit: int = CAPTION_CHARS) -> str:
@@ -125,9 +126,9 @@ def _runs(rows: pl.DataFrame) -> str:
     return f"n = {lo} runs each" if lo == hi else f"n = {lo}-{hi} runs"
 
 
-# The captions, alt texts and paragraphs below are Markdown: names from the tables escaped (md), the
-# report's own words and numbers (verdicts, formatted changes) as they are.
-md = escape.markdown
+# The captions, alt texts and paragraphs below are Markdown: text from the tables and records through
+# escape.page (md), the report's own words and numbers (verdicts, formatted changes) as they are.
+md = escape.page
 
 
 def overview_caption(rows: pl.DataFrame, baseline: str, correction: str) -> str:
@@ -290,7 +291,7 @@ def post_markdown(
     return (
         "\n\n".join(
             [
-                f"# {escape.markdown(title) if title else title_text(runs, baseline, markdown=True)}",
+                f"# {escape.page(title) if title else title_text(runs, baseline, markdown=True)}",
                 " ".join(lead),
                 "## Setup and method",
                 setup_text(runs, rows, families, baseline, correction, alpha, commit),

@@ -66,12 +66,12 @@ def method_text(method_table: pl.DataFrame) -> str:
             if r["attribution"] == "shared"
             else "each side's samples from its own host's perf, on its CPUs"
             if r["attribution"] == "host"
-            else f"attribution {escape.markdown(r['attribution'])}"
+            else f"attribution {escape.page(r['attribution'])}"
         )
         lines.append(
-            f"{escape.markdown(r['environment'])}: `perf record -a -g` ({escape.markdown(r['perf_version'] or 'perf')}, "
-            f"kernel {escape.markdown(r['kernel'])}), {escape.markdown(r['event'])} at "
-            f"{escape.markdown(r['frequency_hz'])} Hz; {r['profiled_runs']} profiled run(s)"
+            f"{escape.page(r['environment'])}: `perf record -a -g` ({escape.page(r['perf_version'] or 'perf')}, "
+            f"kernel {escape.page(r['kernel'])}), {escape.page(r['event'])} at "
+            f"{escape.page(r['frequency_hz'])} Hz; {r['profiled_runs']} profiled run(s)"
             + (f" ({r['failed']} failed)" if r["failed"] else "")
             + f", {r['samples']:,} samples; {how}"
             + ("" if r["kernel_symbols"] else f"; {NO_SYMBOLS}")

@@ -46,11 +46,11 @@ def facts_markdown(runs: pl.DataFrame, preset: str, preset_note: str, commit: st
     where it came from), then the report's context strip (summary.context: campaign, environment,
     machine, kernel, CPUs, tools, run length, runs) with the time span the runs were measured in, and
     the commit the report was built from."""
-    note = f" ({escape.markdown(preset_note)})" if preset_note else ""
-    rows = [("Preset", escape.markdown_code(preset) + note)]
+    note = f" ({escape.page(preset_note)})" if preset_note else ""
+    rows = [("Preset", escape.code(preset) + note)]
     for label, value in summary.context(runs):
-        rows.append((label, escape.markdown(_span(runs) if label == "Measured" else value)))
-    rows.append(("Commit", escape.markdown_code(commit) + " (the code the report was built from)" if commit else "-"))
+        rows.append((label, escape.page(_span(runs) if label == "Measured" else value)))
+    rows.append(("Commit", escape.code(commit) + " (the code the report was built from)" if commit else "-"))
     return "\n".join(["| | |", "|---|---|", *(f"| {k} | {v} |" for k, v in rows)])
 
 
@@ -81,9 +81,9 @@ def medians_markdown(summary_table: pl.DataFrame, comparisons: pl.DataFrame, run
                 reading(v) if (v := median.get((env, scenario, t))) is not None and e == env else "-"
                 for e, t, _ in columns
             ]
-            name = escape.markdown_code(scenario) + (f" ({escape.markdown(env)})" if several else "")
+            name = escape.code(scenario) + (f" ({escape.page(env)})" if several else "")
             rows.append([name, *values])
-    lines = ["| " + " | ".join(escape.markdown(h) for h in header) + " |", "|" + "---|" * len(header)]
+    lines = ["| " + " | ".join(escape.page(h) for h in header) + " |", "|" + "---|" * len(header)]
     return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
 
 
@@ -94,7 +94,7 @@ def results_markdown(result) -> str:
     s, comparisons = result.settings, result.comparisons
     parts = []
     if said := summary.takeaways(comparisons, s.baseline):
-        parts.append(escape.markdown(" ".join(said)))
+        parts.append(escape.page(" ".join(said)))
     if why := summary.degenerate_text(result.runs, comparisons, s.baseline):
         parts.append(why)
     if medians := medians_markdown(result.summary, comparisons, result.runs, s.baseline):

@@ -69,9 +69,9 @@ def kind_of(verdict: str | None) -> str:
 
 
 def _names(markdown: bool):
-    """How names from the tables enter a sentence: escaped for Markdown, or as they are in plain text
-    (which the terminal's writer makes safe)."""
-    return escape.markdown if markdown else str
+    """How names from the tables enter a sentence: for a page (its Markdown or its HTML) through
+    escape.page, or as they are in plain text (which the terminal's writer makes safe)."""
+    return escape.page if markdown else str
 
 
 def _what(r: dict, markdown: bool = True) -> str:
@@ -264,14 +264,15 @@ def why_clause(r: dict, explanations: pl.DataFrame | None) -> str:
 
 def why_html(r: dict, explanations: pl.DataFrame | None) -> str:
     """After a finding: its why as one plain clause (why_clause), and the CPU-profile sentences with
-    their kernel frames behind a disclosure; "" when the profiles say nothing about it. Inline HTML:
-    the findings are a Markdown list."""
+    their kernel frames behind a disclosure; "" when the profiles say nothing about it. Inline HTML in
+    the findings' Markdown list, so the profiles' text (frame names) goes through escape.page, which
+    keeps it text in both."""
     e = _explained(r, explanations)
     if e is None:
         return ""
     clause = _first_clause(e)
-    why = f" Why: {escape.html(clause)}." if clause else ""
-    details = "<br>".join(escape.html(n) for n in e["sentence"])
+    why = f" Why: {escape.page(clause)}." if clause else ""
+    details = "<br>".join(escape.page(n) for n in e["sentence"])
     return (
         f'{why} <details class="why"><summary>CPU profile: where the CPU went, frame by frame</summary>'
         f"{details}</details>"
@@ -285,7 +286,7 @@ def explained_markdown(comparisons: pl.DataFrame, explanations: pl.DataFrame, fa
     for r in ordered_findings(comparisons, family).iter_rows(named=True):
         if notes := profile_notes(r, explanations):
             lines.append(f"- {finding_sentence(r)}")
-            lines += [f"  - CPU profile: {escape.markdown(n)}" for n in notes]
+            lines += [f"  - CPU profile: {escape.page(n)}" for n in notes]
     return "\n".join(lines)
 
 
@@ -341,7 +342,7 @@ def caveats_markdown(comparisons: pl.DataFrame) -> str:
         return ""
     if "cpu_bound" in comparisons.columns and (k := int(comparisons["cpu_bound"].fill_null(False).sum())):
         named = comparisons.filter(pl.col("cpu_bound"))["cpu_bound_side"].drop_nulls()
-        sides = sorted({escape.markdown(s) for cell in named for s in cell.split(", ") if s})
+        sides = sorted({escape.page(s) for cell in named for s in cell.split(", ") if s})
         out.append(
             f"**CPU limit:** in {k} of {m} comparisons a side"
             + (f" ({_join(sides)})" if sides else "")
@@ -393,11 +394,11 @@ def rerun_box(campaign: str | list[str], commands: list[tuple[str, str]] | None 
         ),
     ]
     # what each does on its own line above it: a long comment beside a command wraps into the next one
-    lines = "\n".join(f"# {escape.html(why)}\n{escape.html(c)}" for c, why in commands)
+    lines = "\n".join(f"# {escape.page(why)}\n{escape.page(c)}" for c, why in commands)
     return (
         '<aside class="rerun" aria-label="How to rerun this" style="border:1px solid #c8ccd1;'
         'border-left:4px solid #0072B2;background:#f6f8fa;padding:.6em 1em;margin:1em 0;max-width:960px">'
-        f"<strong>How to rerun this</strong>: campaign <code>{escape.html(named)}</code>; every number "
+        f"<strong>How to rerun this</strong>: campaign <code>{escape.page(named)}</code>; every number "
         "and sentence above is computed from its tables, none is typed in by hand."
         f'<pre style="margin:.5em 0 0 0;white-space:pre-wrap">{lines}</pre></aside>'
     )
@@ -463,21 +464,19 @@ def precision_text(precision: pl.DataFrame, markdown: bool = True) -> str:
     r0 = precision.row(0, named=True)
     looks = f" of {r0['looks']}" if r0["looks"] is not None else ""
     stops = precision.group_by("environment", maintain_order=True).agg(pl.col("blocks", "look").first())
-    where = _join(
-        [f"{escape.markdown(e) if markdown else e} after {b} blocks (look {k}{looks})" for e, b, k in stops.iter_rows()]
-    )
+    name = _names(markdown)
+    where = _join([f"{name(e)} after {b} blocks (look {k}{looks})" for e, b, k in stops.iter_rows()])
     met = precision.filter(pl.col("met"))
     missed = precision.filter(~pl.col("met")).sort("half_width_pct", descending=True, nulls_last=False)
 
     def label(r: dict) -> str:
-        text = f"{r['test']} {r['scenario']} vs {r['baseline']}"
-        return escape.markdown(text) if markdown else text
+        return name(f"{r['test']} {r['scenario']} vs {r['baseline']}")
 
     per_target = precision.group_by("target_pct", maintain_order=True).agg(pl.col("metric").unique(maintain_order=True))
     if len(per_target) == 1:
         target = f"+/- {r0['target_pct']:g} % for every primary comparison"
     else:
-        target = "+/- " + ", ".join(f"{t:g} % ({', '.join(ms)})" for t, ms in per_target.iter_rows())
+        target = "+/- " + ", ".join(f"{t:g} % ({', '.join(map(name, ms))})" for t, ms in per_target.iter_rows())
     lines = [
         f"Run until precise by {sequential.METHOD}: target {target}; stopped {where}; intervals and tests at alpha {r0['alpha_look']:.3g}, the share of that "
         f"look. Target met by {len(met)} of {len(precision)} primary comparisons"
@@ -666,22 +665,22 @@ def first_screen_html(
     beneath it; else what was compared), the takeaways and the context strip, as HTML."""
     compared = title_text(runs, baseline)
     subtitle = (
-        f'<p class="report-subtitle" style="font-size:17px;color:#444;margin:0 0 .6em 0">{escape.html(compared)}</p>'
+        f'<p class="report-subtitle" style="font-size:17px;color:#444;margin:0 0 .6em 0">{escape.page(compared)}</p>'
         if title
         else ""
     )
-    said = "".join(f"<p>{escape.html(t)}</p>" for t in takeaways(comparisons, baseline))
+    said = "".join(f"<p>{escape.page(t)}</p>" for t in takeaways(comparisons, baseline))
     # divs and spans, not a <dl>: the notebook's page styles dt and dd for prose
     strip = "".join(
         '<div class="context-item" style="min-width:9em;max-width:26em">'
         f'<span class="context-label" style="display:block;font-size:12px;color:#555;text-transform:uppercase;'
-        f'letter-spacing:.04em">{escape.html(k)}</span>'
-        f'<span class="context-value" style="display:block;font-size:14px">{escape.html(v)}</span></div>'
+        f'letter-spacing:.04em">{escape.page(k)}</span>'
+        f'<span class="context-value" style="display:block;font-size:14px">{escape.page(v)}</span></div>'
         for k, v in context(runs, commit)
     )
     return (
         '<header class="first-screen" style="max-width:1100px">'
-        f'<h1 class="report-title" style="margin:.2em 0 .4em 0">{escape.html(title or compared)}</h1>{subtitle}'
+        f'<h1 class="report-title" style="margin:.2em 0 .4em 0">{escape.page(title or compared)}</h1>{subtitle}'
         f'<div class="takeaways" style="font-size:17px;line-height:1.45">{said}</div>'
         '<div class="context" role="group" aria-label="Context" style="display:flex;flex-wrap:wrap;gap:.5em 1.8em;'
         f'margin:.8em 0;padding:.6em .9em;background:#f6f8fa;border:1px solid #d8dde3">{strip}</div></header>'

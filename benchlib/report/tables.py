@@ -209,13 +209,13 @@ def collapsed(summary: str, inner: str) -> str:
     text wait there, so the page is short until a reader opens what they want."""
     return (
         f'<details class="long"><summary style="cursor:pointer;font-weight:600;margin:.4em 0">'
-        f"{escape.html(summary)}</summary>\n\n{inner}\n\n</details>"
+        f"{escape.page(summary)}</summary>\n\n{inner}\n\n</details>"
     )
 
 
 def html_list(items: list[str]) -> str:
     """``items`` (text from records or references) as an HTML bullet list: each wraps at word breaks."""
-    return "<ul>" + "".join(f"<li>{escape.html(i)}</li>" for i in items) + "</ul>"
+    return "<ul>" + "".join(f"<li>{escape.page(i)}</li>" for i in items) + "</ul>"
 
 
 def show(gt: GT, summary: str | None = None) -> None:

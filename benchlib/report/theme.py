@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.io.base_renderers import MimetypeRenderer, PlotlyRenderer
 
+from .. import escape
 from . import colours
 from .format import unit as display_unit
 
@@ -111,9 +112,9 @@ def figure_html(fig: go.Figure | dict) -> str:
     )
     caption, alt = words(fig_dict)
     return (
-        f'<figure class="benchlib-figure" role="img" aria-label="{html.escape(alt)}" '
+        f'<figure class="benchlib-figure" role="img" aria-label="{escape.page(alt)}" '
         f'style="margin:0 0 1.5em 0;max-width:{BLOG_WIDTH + 260}px">{div}'
-        f'<figcaption style="font-size:13px;color:#444;margin-top:.3em">{html.escape(caption)}'
+        f'<figcaption style="font-size:13px;color:#444;margin-top:.3em">{escape.page(caption)}'
         "</figcaption></figure>"
     )
 
@@ -128,7 +129,7 @@ def show_collapsed(fig: go.Figure) -> None:
     title = plain(fig.layout.title.text).split(". ")[0]
     body = (
         '<details class="figure"><summary style="cursor:pointer;margin:.3em 0">'
-        f"{html.escape(title)}</summary>{figure_html(fig_dict)}</details>"
+        f"{escape.page(title)}</summary>{figure_html(fig_dict)}</details>"
     )
     display({**PlotlyRenderer().to_mimebundle(fig_dict), "text/html": body}, raw=True)
 

@@ -5,24 +5,47 @@ from __future__ import annotations
 
 import html
 import logging
+import re
 import subprocess
 import xml.etree.ElementTree as ET
+from html.parser import HTMLParser
 
 import nbformat
 import polars as pl
 import pytest
-from analysis_tables import analysed
+from analysis_tables import analysed, settings
 from markdown_it import MarkdownIt
 from nbconvert.filters.markdown import markdown2html
+from profile_tables import profile_tables
 
 from benchlib import escape, logs
-from benchlib.analysis import compare, load_tables
-from benchlib.report import compare as compare_output, profiles as profile_text, render as report, summary, tables
+from benchlib.analysis import analyse, compare, load_tables
+from benchlib.report import (
+    compare as compare_output,
+    figures,
+    post,
+    profiles as profile_text,
+    render as report,
+    summary,
+    tables,
+)
 from tests.conftest import FIXTURES, venv_env
 
 IMG = "<img src=x onerror=\"document.title='pwned'\">"
 SCRIPT = "<script>document.title='pwned'</script>"
 HOSTILE = [IMG, SCRIPT, "](javascript:alert(1))", "**bold**", "`tick`", "a | b", "\x1b[31mred\x00\x0b", "# h", "1. i"]
+# Markdown that makes a link, an image or an element, plainly or disguised, and Markdown's other markup
+LINKS = [
+    "[click me](javascript:alert(5))",
+    "![x](javascript:alert(1))",
+    "[x]: javascript:alert(2) [x]",
+    "<javascript:alert(3)>",
+    "<a href=javascript:alert(4)>raw</a>",
+    "[e](JaVaScRiPt:alert(6)) [f](java&#x09;script:alert(7)) [g](&#106;avascript:alert(8))",
+    "[ok](http://ok.example)",
+    "www.example.com http://ok.example/x a@b.example",
+    "**b** _i_ `c` ~~s~~ $x$ {y}",
+]
 CONTROLS = "\x1b\x00\x0b\r\x07\x9b\u202e"
 TIDY = FIXTURES / "tidy"
 
@@ -36,19 +59,28 @@ def rendered_text(markdown: str) -> str:
     return pages[0]
 
 
-@pytest.mark.parametrize("text", HOSTILE)
-def test_markdown_text_is_shown_as_it_is(text):
-    shown = rendered_text(escape.markdown(text)).strip().removeprefix("<p>").removesuffix("</p>")
+@pytest.mark.parametrize("text", HOSTILE + LINKS)
+def test_page_text_is_shown_as_it_is_in_markdown_and_in_html(text):
+    shown = rendered_text(escape.page(text)).strip().removeprefix("<p>").removesuffix("</p>")
     assert html.unescape(shown) == escape.printable(" ".join(text.split()))
+    # the same text in HTML that no Markdown renders (an element, an attribute) reads the same
+    assert html.unescape(escape.page(text)) == escape.printable(" ".join(text.split()))
+    assert "<" not in escape.page(text) and '"' not in escape.page(text)
 
 
-def test_markdown_code_holds_backticks_and_tags():
-    page = markdown2html(f"x {escape.markdown_code('`a` ' + SCRIPT)}")
+def test_page_text_after_a_bracket_the_page_wrote_makes_no_link_and_no_definition():
+    for text in ("(javascript:alert(1))", ": javascript:alert(1)"):
+        page = markdown2html(f"[x]{escape.page(text)}\n\n[x]")
+        assert "<a" not in page, page
+
+
+def test_code_holds_backticks_and_tags():
+    page = markdown2html(f"x {escape.code('`a` ' + SCRIPT)}")
     assert "<script" not in page and "<code>`a` &lt;script&gt;" in page, page
 
 
-def test_html_plotly_and_terminal_text():
-    assert escape.html(IMG) == "&lt;img src=x onerror=&quot;document.title=&#x27;pwned&#x27;&quot;&gt;"
+def test_page_plotly_and_terminal_text():
+    assert escape.page(IMG) == "&lt;img src=x onerror=&quot;document.title=&#x27;pwned&#x27;&quot;&gt;"
     assert escape.plotly("<b>a</b> & b") == "&lt;b&gt;a&lt;/b&gt; &amp; b"
     assert escape.printable(f"a{CONTROLS}\tb\nc") == "a\\x1b\\x00\\x0b\\x0d\\x07\\x9b\\u202e\tb\nc"
     assert escape.printable("naïve ü 日本") == "naïve ü 日本"
@@ -102,12 +134,12 @@ def test_the_junit_file_is_xml_with_the_names_and_reasons_as_text(hostile_compar
 def test_the_summary_sentences_escape_names_in_markdown_and_not_in_plain_text(hostile_compare):
     res, scenario, _ = hostile_compare
     text = summary.findings_markdown(res.rows, pl.DataFrame(), compare.stats.PRIMARY)
-    assert IMG not in text and escape.markdown(scenario) in text
+    assert IMG not in text and escape.page(scenario) in text
     page = rendered_text(text.replace("**", "").replace("- ", ""))
     assert "onerror=&quot;document.title='pwned'&quot;" in page
     runs = res.rows.select("scenario").with_columns(campaign=pl.lit("c"), environment=pl.lit("e"), test=pl.lit("t"))
     campaign = summary.campaign_text(runs.with_columns(outcome=pl.lit("ok")), res.rows, "host")
-    assert escape.markdown(scenario) in campaign and IMG not in campaign
+    assert escape.page(scenario) in campaign and IMG not in campaign
     plain = summary.campaign_text(runs.with_columns(outcome=pl.lit("ok")), res.rows, "host", markdown=False)
     assert scenario in plain and "**" not in plain.replace(scenario, "")
 
@@ -128,10 +160,10 @@ def test_profile_and_setup_sentences_escape_what_the_records_say():
         }
     )
     text = profile_text.method_text(method)
-    assert IMG not in text and SCRIPT not in text and "6.1\\`x\\`" in text
+    assert IMG not in text and SCRIPT not in text and "6.1&#96;x&#96;" in text
     rendered_text(text.replace("`perf record -a -g`", ""))
     runs = pl.DataFrame({"environment": [f"e{SCRIPT}"], "nodes_share_kernel": [True]})
-    assert SCRIPT not in report.shared_kernel_note(runs) and escape.markdown(f"e{SCRIPT}") in report.shared_kernel_note(
+    assert SCRIPT not in report.shared_kernel_note(runs) and escape.page(f"e{SCRIPT}") in report.shared_kernel_note(
         runs
     )
 
@@ -145,7 +177,7 @@ def test_publication_tables_show_hostile_cells_headers_and_groups_as_text():
 
 
 def test_the_report_contents_link_to_headings_that_carry_escaped_names():
-    cell = nbformat.v4.new_markdown_cell(f"# Results\n## {escape.markdown('tcp_rr' + SCRIPT)}")
+    cell = nbformat.v4.new_markdown_cell(f"# Results\n## {escape.page('tcp_rr' + SCRIPT)}")
     nav = report.contents([cell])
     assert "<script" not in nav, nav
     assert '<a href="#tcp_rr%3Cscript%3Edocument.title=&#x27;pwned&#x27;%3C/script%3E">tcp_rr&lt;script' in nav, nav
@@ -175,3 +207,140 @@ def test_benchlib_summary_refuses_a_name_from_the_tables_without_passing_its_con
     assert out.returncode == 2, out.stderr
     assert "'vxlan\\x1b]0;pwned\\x07\\x1b[2J' is not a name" in out.stderr, out.stderr
     assert "\x1b" not in out.stdout + out.stderr and "Traceback" not in out.stderr
+
+
+class _Page(HTMLParser):
+    """What a rendered page holds: its start tags with their attributes, its link and image targets,
+    and the text a reader sees (references decoded)."""
+
+    def __init__(self, page: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.elements, self.targets, self.texts = [], [], []
+        self.feed(page)
+        self.close()
+
+    def handle_starttag(self, tag, attrs):
+        self.elements.append((tag, attrs))
+        for name, value in attrs:
+            if name == "srcset" and value:  # image candidates: a URL and a size each
+                self.targets += [c.split()[0] for c in value.split(",") if c.split()]
+            elif name in ("href", "src", "xlink:href", "action") and value:
+                self.targets.append(value)
+
+    def handle_data(self, data):
+        self.texts.append(data)
+
+    @property
+    def text(self) -> str:
+        return " ".join("".join(self.texts).split())
+
+
+def other_schemes(page: str) -> list[str]:
+    """The targets of ``page`` with a scheme other than http(s), read as a browser reads them."""
+    schemes = [
+        re.match(r"([a-z][a-z0-9+.-]*):", re.sub(r"[\t\n\r]", "", t).strip(" \x00-\x1f").lower())
+        for t in _Page(page).targets
+    ]
+    return [t for t, m in zip(_Page(page).targets, schemes, strict=True) if m and m.group(1) not in ("http", "https")]
+
+
+MARK = "markedframe"  # ends every frame of vxlan's profile; each test puts its text in its place
+
+
+@pytest.fixture(scope="module")
+def profiled():
+    """lab-default-003's tables analysed with CPU profiles of host and vxlan (the captured perf output of
+    host and veth-routed), every frame of vxlan's ending in MARK, and its failed run's reason MARK."""
+    c = hostile_campaign("lab-default-003", "vxlan", MARK)
+    stacks, profile_runs = profile_tables({"host": "host", "vxlan": "veth-routed"})
+    stacks = stacks.with_columns(
+        stack=pl.when(pl.col("scenario") == "vxlan")
+        .then(pl.col("stack").str.replace_all(";", MARK + ";", literal=True) + MARK)
+        .otherwise("stack")
+    )
+    return analyse.run(c.runs, c.metrics, settings(), profile_stacks=stacks, profile_runs=profile_runs)
+
+
+def pages(result, text: str) -> dict[str, str]:
+    """{page: its HTML} of what the report and the blog post make of ``text`` in a frame name, a failed
+    run's reason, the kernel and a tool's version: the report's findings with their CPU-profile
+    disclosures (notebooks/00_summary and 05_cpu_profiles) rendered by nbconvert's Markdown filter as
+    the report is, its first screen, and the post rendered by markdown-it as post.html is (alone, and as
+    figures.blog_html writes it)."""
+    s = result.settings
+    runs = result.runs.with_columns(
+        pl.col("failure_reason").str.replace(MARK, text, literal=True),
+        kernel=pl.lit(f"6.1 {text}"),
+        tool_version=pl.lit(f"2.7 {text}"),
+    )
+    diffs = result.profile_differences.with_columns(pl.col("name").str.replace(MARK, text, literal=True))
+    why = profile_text.explanations(
+        result.profile_categories, diffs, result.profile_no_symbols, result.profile_disturbed, s.baseline
+    )
+    assert why["sentence"].str.contains(text, literal=True).any()  # the text reached the sentences
+    findings = summary.summary_markdown(
+        runs, result.comparisons, result.families, s.baseline, s.correction, explanations=why, campaign=False
+    )
+    explained = tables.collapsed(f"sentences of {text}", summary.explained_markdown(result.comparisons, why))
+    why_figure = profile_text.why_figure("tcp_rr", "vxlan")
+    text_post = post.post_markdown(
+        runs, result.comparisons, result.families, s.baseline, heights={why_figure: 400.0}, explanations=why
+    )
+    return {
+        "report findings": markdown2html(f"# Findings\n\n{findings}\n\n## What the profiles say\n{explained}"),
+        "report first screen": summary.first_screen_html(runs, result.comparisons, s.baseline),
+        "post": MarkdownIt("commonmark").render(text_post),
+        "post.html": figures.blog_html(f"post {text}", text_post),
+    }
+
+
+@pytest.mark.parametrize("text", [*LINKS, IMG, SCRIPT])
+def test_text_from_the_records_makes_no_link_and_no_element_in_the_report_or_the_post(profiled, text):
+    benign, hostile = pages(profiled, "plain"), pages(profiled, text)
+    for name, page in hostile.items():
+        assert not other_schemes(page), (name, other_schemes(page))
+        assert _Page(page).elements == _Page(benign[name]).elements, name  # no element from the text
+        assert " ".join(text.split()) in _Page(page).text, name  # shown as it is
+
+
+HIDDEN_SCRIPT = [
+    "javascript:alert(1)",
+    "JaVaScRiPt:alert(1)",
+    " java&#x09;script:alert(1)",
+    "java&#10;script:alert(1)",
+    "&#106;avascript:alert(1)",
+    "&#x01;javascript:alert(1)",
+    "data:text/html,&lt;script&gt;alert(1)&lt;/script&gt;",
+    "vbscript:msgbox(1)",
+    "file:///etc/passwd",
+]
+
+
+@pytest.mark.parametrize("target", HIDDEN_SCRIPT)
+def test_links_leaves_no_target_of_another_scheme_than_http(target):
+    page = (
+        f'<p><a href="{target}">a</a> <img src=\'{target}\' alt="i"/> <a href={target.strip()}>b</a>'
+        f'<svg><a xlink:href="{target}"><text>s</text></a></svg><img srcset="a.png 1x, {target} 2x"></p>'
+    )
+    assert len(other_schemes(page)) >= 4  # the check sees them as a browser does (in srcset a tab splits one)
+    out = escape.links(page)
+    assert not other_schemes(out), out
+    assert _Page(out).text == _Page(page).text and out.count("<a") == page.count("<a")  # the text stays
+
+
+def test_links_leaves_http_anchors_files_scripts_and_styles_as_they_are():
+    page = (
+        '<!DOCTYPE html><html><head><script type="text/javascript">var a = \'<a href="javascript:x">\';</script>'
+        "<style>a { background: url(x.png) }</style></head><body>"
+        '<a href="https://example.org/a?b=1&amp;c=2">x</a> <a href="#Findings">y</a> <img src="overview.png" />'
+        '<a href="HTTP://EXAMPLE.ORG">z</a><!-- <a href="javascript:x"> --></body></html>'
+    )
+    assert escape.links(page) == page
+
+
+def test_the_report_renderers_keep_no_javascript_link_the_page_makes():
+    # a link of the page's own that a renderer would keep (nbconvert's mistune keeps every scheme)
+    made = markdown2html("[a](javascript:alert(1)) <a href='JaVaScRiPt:alert(2)'>b</a>")
+    assert len(other_schemes(made)) == 2
+    assert not other_schemes(escape.links(made))
+    assert not other_schemes(figures.blog_html("t", "[a](javascript:alert(1)) <a href='vbscript:x'>b</a>"))

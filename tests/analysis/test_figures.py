@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 
 from benchlib.analysis import normalize, stats
-from benchlib.report import figures, format as fmt
+from benchlib.report import figures, format as fmt, publish
 
 PLOTLYJS_BANNER = "* plotly.js v"  # first comment line of the bundled plotly.min.js
 REMOTE_SCRIPT = re.compile(r"<script[^>]*\ssrc=[\"']?(https?:)?//", re.I)
@@ -156,9 +156,9 @@ def test_write_figures_html_svg_png(all_figures, tmp_path):
     )
     # the blog snippet: the SVG at blog width with its alt text, then the generated caption with its numbers
     image, caption = (blog / "bars.md").read_text().split("\n\n")[:2]
-    assert image.startswith("![bar chart of Throughput \\(Gbit/s\\) against Scenario: tcp_stream_1: ")
+    assert image.startswith("![bar chart of Throughput (Gbit/s) against Scenario: tcp_stream_1: ")
     assert image.endswith("](bars.svg)")
-    assert re.fullmatch(r"\*Throughput, tcp_stream_1: median of runs \\\[95 % CI\\\]: host .* n = 8\..*\*", caption)
+    assert re.fullmatch(r"\*Throughput, tcp_stream_1: median of runs &#91;95 % CI&#93;: host .* n = 8\..*\*", caption)
     assert (blog / "bars.svg").read_bytes() == (tmp_path / "bars.svg").read_bytes()
     html = (tmp_path / "bars.html").read_text()
     assert html.count('class="plotly-graph-div"') == 1
@@ -312,21 +312,24 @@ def test_throughput_vs_cpu_draws_each_scenarios_ci_on_both_axes(real):
     assert "95 % CI" in caption
 
 
-def test_a_new_report_clears_the_previous_reports_figures_but_not_the_users_files(all_figures, tmp_path):
-    """What build_report does before its notebooks run: the figures and blog folders lose what the previous
-    report wrote (another campaign's figures must not reach the new blog index); a user's own files stay."""
-    out, blog = tmp_path / "figures", tmp_path / "blog"
-    figures.write_figures({"scatter": all_figures["scatter"]}, out, blog_dir=blog)  # the previous report's
-    mine = [blog / "notes.md", blog / "photo.png", out / "mine.svg"]
-    for path in mine:
-        path.write_text("the user's own")
-    for folder in (out, blog):
-        figures.clear_written(folder)
-    figures.write_figures({"bars": all_figures["bars"]}, out, blog_dir=blog)
+def test_a_new_report_replaces_the_previous_reports_figures_but_not_the_users_files(all_figures, tmp_path):
+    """A report swapped in (publish.swap_in) takes the place of what the previous report wrote in the
+    figures and blog folders (another campaign's figures must not reach the new blog index); a user's own
+    files there stay."""
+    out = tmp_path / "reports"
+    figures.write_figures({"scatter": all_figures["scatter"]}, out / "figures", blog_dir=out / "blog")  # the previous
+    mine = {"blog/notes.md", "blog/photo.png", "figures/mine.svg"}
+    for name in mine:
+        (out / name).write_text("the user's own")
+    staging = publish.staging_dir(out)
+    figures.write_figures({"bars": all_figures["bars"]}, staging / "figures", blog_dir=staging / "blog")
+    publish.swap_in(staging, out)
+    blog = out / "blog"
     assert figures.INDEX_HEADING.findall((blog / "index.md").read_text()) == ["bars"]
-    assert not [p for p in [*out.iterdir(), *blog.iterdir()] if p.stem == "scatter"]
-    assert all(p.read_text() == "the user's own" for p in mine)
-    assert (out / "plotly.min.js").exists() and (blog / "bars.md").exists()
+    assert not [p for p in [*(out / "figures").iterdir(), *blog.iterdir()] if p.stem == "scatter"]
+    assert all((out / name).read_text() == "the user's own" for name in mine)
+    assert (out / "figures/plotly.min.js").exists() and (blog / "bars.md").exists()
+    assert not mine & {f"{d}/{n}" for d in ("blog", "figures") for n in figures.written_names(out / d)}
 
 
 def test_notebooks_exporting_at_once_take_turns_with_the_blog_index(all_figures, tmp_path):

@@ -3,6 +3,7 @@ degenerate ones: its lead, setup, the figures it chooses and their captions."""
 
 from __future__ import annotations
 
+import html
 import re
 
 import polars as pl
@@ -54,7 +55,7 @@ def build(result, heights=None, explanations=None, commit="git 1a2b3c4") -> str:
 
 def unescaped(md: str) -> str:
     """Markdown text as a reader sees it: the escapes of names and brackets undone."""
-    return re.sub(r"\\(.)", r"\1", md)
+    return html.unescape(re.sub(r"\\(.)", r"\1", md))
 
 
 def images(md: str) -> list[str]:
@@ -76,7 +77,7 @@ def test_the_post_opens_with_the_reports_title_and_takeaways(real):
     # the user's report.title heads the post as it heads the report
     s = real.settings
     titled = post.post_markdown(real.runs, real.comparisons, real.families, s.baseline, title="Lab *datapaths*")
-    assert titled.startswith("# Lab \\*datapaths\\*\n\n"), titled[:40]
+    assert titled.startswith("# Lab &#42;datapaths&#42;\n\n"), titled[:40]
 
 
 def test_the_setup_paragraph_says_where_with_what_and_how(real):

@@ -29,7 +29,7 @@ pytestmark = pytest.mark.slow
 SCENARIO = "vxlan"  # a name in the tables follows the name rule, or `benchlib report` refuses them
 COMPARED = f"vx{IMG}**|`"  # replaces vxlan in the tables handed to compare.run
 REASON = f"\x1b[31m{SCRIPT}\x00\x0b"  # a failed run's failure reason
-FRAME = "<img src=y onerror=\"document.title='pwned'\">](javascript:alert(1))"  # ends every frame of SCENARIO
+FRAME = "<img src=y onerror=\"document.title='pwned'\">[click me](javascript:alert(1))"  # ends every frame of SCENARIO
 TITLE = f"Lab {SCRIPT} **report**"
 
 # What the payloads could have done, and what the reader sees of them.

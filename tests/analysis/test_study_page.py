@@ -74,7 +74,7 @@ def test_the_medians_are_the_analysis_medians_of_each_tests_headline_metric(part
 def test_the_findings_are_worded_as_the_report_words_them(parts, real):
     results = parts[study_page.RESULTS]
     s = real.settings
-    assert results.startswith(summary.escape.markdown(" ".join(summary.takeaways(real.comparisons, s.baseline))))
+    assert results.startswith(summary.escape.page(" ".join(summary.takeaways(real.comparisons, s.baseline))))
     assert summary.findings_head(real.comparisons, s.correction, s.alpha) + ":" in results
     assert "9 of 12 comparisons significant after Holm" in results
     top = summary.ordered_findings(real.comparisons).row(0, named=True)
