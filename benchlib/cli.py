@@ -202,7 +202,8 @@ def main(argv: list[str] | None = None) -> int:
         log.error(f"benchlib: error: `{' '.join(map(str, exc.cmd))}` did not finish within {exc.timeout:g} s")
         return EXIT_ERROR
     except KeyboardInterrupt:
-        log.warning("benchlib: interrupted; completed runs are kept, run the same command to resume")
+        # what an interrupted command leaves is its own to say (its parser's `interrupted`)
+        log.warning(f"benchlib: interrupted; {getattr(args, 'interrupted', 'run the same command again')}")
         return EXIT_INTERRUPTED
 
 

@@ -22,12 +22,12 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from benchlib import collectors, machine, parse_index, record, runner, schema, tidy
+from benchlib import machine, parse_index, record, runner, schema, tidy
 from benchlib.config import ConfigError
 from benchlib.errors import TargetError
 from benchlib.plan import plan_environment
 from benchlib.targets.lab import list_namespaces
-from tests.conftest import REPO, RR, lab_target, require_root, short_params, venv_env, write_params
+from tests.conftest import REPO, RR, lab_target, real_campaign, require_root, short_params, venv_env, write_params
 
 
 def benchlib(project: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -537,42 +537,6 @@ def test_a_full_or_read_only_disk_is_one_line_and_resume_works(project_copy, fs)
         subprocess.run(["umount", "-l", str(raw)], capture_output=True, timeout=30)
 
 
-REAL_RAW = REPO / "tests/fixtures/raw/local-cilium-demo-001"  # real records of a local-cilium campaign
-
-
-def _real_campaign(project: Path) -> Path:
-    """``project`` holding the real records of REAL_RAW under data/raw/ and the plan they were measured
-    with in params.yaml (their scenarios, tests and blocks); returns the campaign directory."""
-    import yaml
-
-    cdir = project / "data/raw" / REAL_RAW.name
-    shutil.copytree(REAL_RAW, cdir)
-    metas = [json.loads(p.read_text()) for p in sorted(cdir.glob("*/*/*/*/meta.json"))]
-    (project / "params.yaml").write_text(
-        yaml.safe_dump(
-            {
-                "experiment": {
-                    "campaign": REAL_RAW.name,
-                    "environments": ["local-cilium"],
-                    "repetitions": 1 + max(m["block"] for m in metas),
-                },
-                # a record's test_params carry every tool's keys; the params file names those of its tool
-                "tests": {
-                    m["test"]: {
-                        k: v
-                        for k, v in m["test_params"].items()
-                        if v is not None and k in collectors.MODULES[m["test_params"]["tool"]].Spec.model_fields
-                    }
-                    for m in metas
-                },
-                "environments": {"local-cilium": {"scenarios": sorted({m["scenario"] for m in metas})}},
-                "analysis": {"baseline": "bridge-iptables"},
-            }
-        )
-    )
-    return cdir
-
-
 def _fill(directory: Path, leave: int = 0) -> None:
     """Take the free space of the file system holding ``directory`` but ``leave`` bytes."""
     with open(directory / "filler", "wb", buffering=0) as f:
@@ -586,7 +550,7 @@ def _fill(directory: Path, leave: int = 0) -> None:
 @pytest.mark.parametrize("room", ["none", "for the runs table only"])
 def test_a_full_disk_during_parse_is_one_line_and_keeps_the_old_tables(project_copy, tmp_path, room):
     require_root()
-    _real_campaign(project_copy)
+    real_campaign(project_copy)
     params = project_copy / "params.yaml"
     plan = params.read_text()
     params.write_text(plan.replace("repetitions: 3", "repetitions: 2"))  # the old tables: two blocks
@@ -699,7 +663,7 @@ def _files(directory: Path) -> dict[str, bytes]:
 
 
 def test_analyse_refuses_tables_of_different_parses_campaigns_or_plans(project_copy, tmp_path):
-    _real_campaign(project_copy)
+    real_campaign(project_copy)
     params = project_copy / "params.yaml"
     plan = params.read_text()
     processed, other = project_copy / "data/processed", tmp_path / "other"
@@ -736,7 +700,7 @@ def test_analyse_refuses_tables_of_different_parses_campaigns_or_plans(project_c
 
 
 def test_summary_and_report_refuse_an_analysis_of_other_tables_or_a_mixed_one(project_copy, tmp_path):
-    _real_campaign(project_copy)
+    real_campaign(project_copy)
     assert benchlib(project_copy, "parse").returncode == 0
     analysed = benchlib(project_copy, "analyse", timeout=300)
     assert analysed.returncode == 0, analysed.stderr
@@ -827,7 +791,7 @@ def test_a_full_disk_during_analyse_is_one_line_and_keeps_the_previous_set(proje
 
 
 def test_the_next_parse_and_analyse_remove_what_a_killed_one_left_but_not_a_live_ones(project_copy):
-    _real_campaign(project_copy)
+    real_campaign(project_copy)
     processed, analysis = project_copy / "data/processed", project_copy / "data/analysis"
     dead = subprocess.Popen(["true"])
     dead.wait()
@@ -870,27 +834,30 @@ def test_a_report_without_an_analysis_is_one_line(project_copy):
 
 
 def test_a_failing_report_names_the_cell_and_leaves_the_analysis_alone(project_copy):
-    """The analysis is computed once, by `benchlib analyse`; the report then fails (a file where
-    reports/figures/ goes): one line naming the first notebook that writes a figure (00_summary, the
-    overview) and its cell, metrics.json as analyse wrote it."""
+    """The analysis is computed once, by `benchlib analyse`; the report then fails (the first notebook in
+    report order, edited to raise): one line naming the notebook and its cell, and the executed notebook
+    with the traceback in the failed report's staging directory; nothing of the report is published, and
+    metrics.json is as analyse wrote it."""
     _reported_before(project_copy)
     (project_copy / "reports/metrics.json").write_text("{}")
     assert benchlib(project_copy, "analyse", timeout=600).returncode == 0
     analysed = (project_copy / "reports/metrics.json").read_bytes()
     assert json.loads(analysed)["comparisons"]
-    (project_copy / "reports/figures").write_text("not a directory")
+    notebook = project_copy / "notebooks/00_summary.py"
+    notebook.write_text(notebook.read_text() + '\n# %%\nraise ValueError("edited by hand")\n')
     out = benchlib(project_copy, "report", timeout=900)
-    executed = project_copy / "reports/notebooks/00_summary.ipynb"
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-3000:]
-    assert re.search(
-        rf"^benchlib: error: {project_copy}/notebooks/00_summary.py: cell \d+ raised FileExistsError: "
-        rf".*{project_copy}/reports/figures.* \(the traceback is in {executed}\)$",
+    failed = re.search(
+        rf"^benchlib: error: {notebook}: cell \d+ raised ValueError: edited by hand "
+        rf"\(the traceback is in ({project_copy}/reports/\.report\.tmp-\d+)/notebooks/00_summary\.ipynb\)$",
         out.stderr,
         re.MULTILINE,
-    ), out.stderr
-    assert "FileExistsError" in executed.read_text()
+    )
+    assert failed, out.stderr
+    staging = Path(failed.group(1))
+    assert "edited by hand" in (staging / "notebooks/00_summary.ipynb").read_text()
+    assert sorted(p.name for p in (project_copy / "reports").iterdir()) == sorted(["metrics.json", staging.name])
     assert (project_copy / "reports/metrics.json").read_bytes() == analysed
-    assert not list((project_copy / "reports").glob(".metrics.json*"))
 
 
 def test_an_over_long_campaign_id_is_one_line(project_copy):

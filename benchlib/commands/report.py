@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import config
-from .common import ERRORS, add, log, out, params, positive_int
+from .common import ERRORS, add, log, out, params, whole_number
 
 
 def add_parser(subparsers) -> None:
@@ -19,18 +19,21 @@ def add_parser(subparsers) -> None:
         "numbers and the mesh section. Writes reports/notebooks/*.ipynb, "
         "reports/figures/, reports/significance.csv, reports/report.html (code "
         "hidden, opens offline) and reports/blog/ (each figure with its caption, and "
-        "post.md, the findings as a blog post). Computes no statistic of its own.",
+        "post.md, the findings as a blog post), all in a hidden staging directory in the output "
+        "directory first, swapped in once whole: an interrupted or failing report leaves the previous one "
+        "as it was. Computes no statistic of its own.",
         examples=["benchlib report", "benchlib report --out-dir /tmp/reports --jobs 1"],
-        exit_codes=f"0 the report is written; {ERRORS}: a missing or partial analysis, a notebook that failed.",
+        exit_codes=f"0 the report is written; {ERRORS}: a missing or partial analysis, a notebook that failed; "
+        "130 interrupted (Ctrl-C): the previous report is unchanged.",
     )
     s.add_argument("--analysis", default="data/analysis", help="the analysis tables (default: data/analysis)")
     s.add_argument("--out-dir", help="output directory (default: reports)")
     s.add_argument(
         "--jobs",
-        type=positive_int,
+        type=whole_number(1, 1024),
         help="notebooks executed at once, each in its own kernel (default: the number of CPUs; 1 to save memory)",
     )
-    s.set_defaults(func=run)
+    s.set_defaults(func=run, interrupted="the previous report is unchanged; run the same command to write the new one")
 
 
 def run(args) -> int:
@@ -47,7 +50,7 @@ def run(args) -> int:
     html = report.build_report(
         notebooks,
         out_dir,
-        {"analysis_dir": str(args.analysis), "out_dir": str(out_dir), "title": title or ""},
+        {"analysis_dir": str(args.analysis), "title": title or ""},
         title=title,
         jobs=args.jobs,
     )

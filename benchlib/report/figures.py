@@ -1120,22 +1120,6 @@ def written_names(directory: Path) -> list[str]:
     return [n for n in path.read_text(encoding="utf-8").splitlines() if n] if path.is_file() else []
 
 
-def clear_written(directory: Path) -> list[Path]:
-    """Remove the files a previous report wrote in ``directory`` (those its WRITTEN lists, plain names in
-    that directory only), so that it holds only the next report's figures: a campaign's figures must not
-    outlive it into the next one's blog index. A file of the user's own there is not listed, and stays."""
-    if not directory.is_dir():  # nothing written there yet (or a file in its place, which the report names)
-        return []
-    removed = []
-    for name in written_names(directory):
-        path = directory / name
-        if "/" not in name and name not in (".", "..", WRITTEN) and path.is_file() and not path.is_symlink():
-            path.unlink()
-            removed.append(path)
-    (directory / WRITTEN).unlink(missing_ok=True)
-    return removed
-
-
 def blog_snippets(figures: Mapping[str, go.Figure], images: Path, blog: Path) -> list[Path]:
     """<blog>/<name>.svg and .png (copied from ``images``) and <name>.md: the SVG with its alt text,
     then its caption, both generated with the figure."""
@@ -1147,7 +1131,7 @@ def blog_snippets(figures: Mapping[str, go.Figure], images: Path, blog: Path) ->
         caption, alt = words(fig)
         md = blog / f"{name}.md"
         md.write_text(
-            f"![{escape.markdown(alt)}]({name}.svg)\n\n*{escape.markdown(caption)}*\n\n"
+            f"![{escape.page(alt)}]({name}.svg)\n\n*{escape.page(caption)}*\n\n"
             f"<!-- the same figure as PNG: {name}.png -->\n",
             encoding="utf-8",
         )
@@ -1202,16 +1186,16 @@ BLOG_PAGES = ("index", "post")
 
 def blog_html(title: str, markdown: str, column: int = BLOG_WIDTH + 60) -> str:
     """A page of the blog folder: ``markdown`` rendered by markdown-it (CommonMark) in a column
-    ``column`` px wide at most, images at the column's width; it opens offline, its images the files
-    beside it."""
+    ``column`` px wide at most, images at the column's width, no link but http(s) and the files beside
+    it (escape.links); it opens offline, its images the files beside it."""
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{escape.html(title)}</title>"
+        f"<title>{escape.page(title)}</title>"
         "<style>body{font-family:Helvetica,Arial,sans-serif;color:#222;max-width:"
         f"{column}px;margin:2em auto;padding:0 1em;line-height:1.45}}"
         "img{width:100%;height:auto;border:1px solid #ddd}em{font-style:normal;font-size:14px;color:#444}"
         "h2{margin-top:2.2em;font-size:18px}</style></head><body>\n"
-        + MarkdownIt("commonmark").render(markdown)
+        + escape.links(MarkdownIt("commonmark").render(markdown))
         + "</body></html>\n"
     )

@@ -32,6 +32,7 @@ from jinja2 import DictLoader
 from jupyter_client.manager import AsyncKernelManager
 from nbconvert import HTMLExporter
 from papermill.exceptions import PapermillExecutionError
+from papermill.translators import translate_parameters
 from plotly.offline import get_plotlyjs
 
 from .. import escape, limits
@@ -39,7 +40,7 @@ from ..analysis import analyse, project_root, resolve
 from ..analysis.stats import CONFIG, failed_runs
 from ..errors import ConfigError, NotebookError
 from ..files import write_atomically
-from . import figures, post
+from . import figures, post, publish
 
 # report order: the answer first, then the results, then how they were measured
 NOTEBOOKS = (
@@ -104,7 +105,7 @@ def shared_kernel_note(runs: pl.DataFrame) -> str:
     if not shared:
         return ""
     return (
-        f"In {', '.join(escape.markdown(e) for e in shared)} the client and server nodes run on one kernel and share its CPUs "
+        f"In {', '.join(escape.page(e) for e in shared)} the client and server nodes run on one kernel and share its CPUs "
         "(namespaces or local nodes of one machine): per-side CPU is that of each side's CPU set, "
         "not of a machine of its own, and an inter-node link is not a NIC."
     )
@@ -205,19 +206,41 @@ def declared_parameters(nb) -> set[str]:
     return set(re.findall(r"^(\w+)\s*(?::[^=\n]+)?=", cell.source, re.M)) if cell else set()
 
 
+def in_project(path: str | Path) -> str:
+    """``path`` relative to the project root where it is inside it (as papermill's kernels, which run at
+    the root, read it), else as given: so that what a notebook records does not depend on where the
+    checkout is."""
+    p = Path(path)
+    return str(p.relative_to(project_root())) if p.is_absolute() and p.is_relative_to(project_root()) else str(path)
+
+
+def _project_paths(parameters: dict) -> dict:
+    """``parameters`` with each absolute path inside the project relative to its root (`in_project`)."""
+    return {k: in_project(v) if isinstance(v, (str, Path)) else v for k, v in parameters.items()}
+
+
 def execute_notebook(
-    source: str | Path, output: str | Path, parameters: dict | None = None, kernel_name: str = "python3"
+    source: str | Path,
+    output: str | Path,
+    parameters: dict | None = None,
+    kernel_name: str = "python3",
+    published: tuple[Path, dict] | None = None,
 ) -> Path:
-    """Run a jupytext .py notebook with papermill at the project root; write the executed .ipynb."""
+    """Run a jupytext .py notebook with papermill at the project root; write the executed .ipynb.
+
+    The executed notebook records its source, its place and its parameters with paths inside the project
+    relative to its root (`in_project`). ``published``: (its place, its parameters) once the staging
+    directory it is executed in is swapped in (build_report), which it records instead of the staging's."""
     output = resolve(output)
     output.parent.mkdir(parents=True, exist_ok=True)
     nb = jupytext.read(resolve(source))
     declared = declared_parameters(nb)  # each notebook gets only what it declares: papermill warns on the rest
+    given = {k: v for k, v in _project_paths(parameters or {}).items() if k in declared}
     try:
         papermill.execute_notebook(
             nb,
             str(output),
-            parameters={k: v for k, v in (parameters or {}).items() if k in declared},
+            parameters=given,
             kernel_name=kernel_name,
             cwd=str(project_root()),
             progress_bar=False,
@@ -232,7 +255,23 @@ def execute_notebook(
         raise NotebookError(
             f"{resolve(source)}: cell {exc.exec_count} raised {exc.ename}: {evalue} (the traceback is in {output})"
         ) from None
+    place, recorded = published or (output, parameters or {})
+    recorded = {k: v for k, v in _project_paths(recorded).items() if k in declared}
+    record_run(output, resolve(source), place, recorded, kernel_name)
     return output
+
+
+def record_run(executed: Path, source: Path, place: Path, parameters: dict, kernel_name: str) -> None:
+    """What the executed notebook at ``executed`` says of its run, rewritten: papermill records the
+    notebook object it was given as its input (the whole notebook again) and the paths as given; here
+    ``source``, ``place`` and ``parameters`` are recorded, in its metadata and its injected parameters cell."""
+    nb = nbformat.read(executed, as_version=4)
+    nb.metadata.papermill.update(input_path=in_project(source), output_path=in_project(place), parameters=parameters)
+    language = nb.metadata.get("kernelspec", {}).get("language", "python")
+    for cell in nb.cells:
+        if "injected-parameters" in cell.metadata.get("tags", []):
+            cell.source = translate_parameters(kernel_name, language, parameters)
+    write_atomically(executed, lambda tmp: nbformat.write(nb, tmp))
 
 
 _HEADING = re.compile(r"^(#{1,2}) +(.+?) *#*$", re.M)
@@ -327,6 +366,8 @@ def render_report(executed: Sequence[str | Path], output: str | Path, title: str
         exclude_output_prompt=True,
     )
     page, _ = exporter.from_notebook_node(merged, resources={"plotly_js": get_plotlyjs()})
+    # nbconvert's mistune makes a link of any scheme it is given: none but http(s) stays one
+    page = escape.links(page)
     output = resolve(output)
     output.parent.mkdir(parents=True, exist_ok=True)
     # a full disk leaves the previous page whole, and names it
@@ -345,16 +386,38 @@ def build_report(
     title: str | None = None,
     jobs: int | None = None,
 ) -> Path:
-    """Execute each notebook into <out_dir>/notebooks/, ``jobs`` at a time (default_jobs()), and render <out_dir>/report.html
-    with the notebooks in the order given, and the blog post in <out_dir>/blog/ (post.write_post). Each notebook runs in its own kernel process and reads only the
-    analysis, so they run side by side; the figures' folders they share are written under a lock
-    (figures.one_writer)."""
+    """Execute each notebook into notebooks/, ``jobs`` at a time (default_jobs()), and render report.html
+    with the notebooks in the order given, and the blog post in blog/ (post.write_post); all of it, and
+    what the notebooks write (their ``out_dir``), in a staging directory in <out_dir> that is swapped in
+    at the end (publish.swap_in). So an interrupted or failing report leaves the previous one as it was;
+    a failing notebook's staging directory stays, with the traceback the error names, until the next
+    report removes it. Each notebook runs in its own kernel process and reads only the analysis, so they
+    run side by side; the figures' folders they share are written under a lock (figures.one_writer).
+    Returns <out_dir>/report.html."""
     out = resolve(out_dir)
-    for folder in ("figures", "blog"):  # only this report's figures in them, and in the blog index
-        figures.clear_written(out / folder)
+    staging = publish.staging_dir(out)
+    try:
+        html = _build(sources, staging, out, parameters or {}, title, jobs)
+        publish.swap_in(staging, out)
+    except NotebookError:
+        raise  # its staging directory holds the failed notebook the message names
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return out / html.name
+
+
+def _build(
+    sources: Sequence[str | Path], staging: Path, out: Path, parameters: dict, title: str | None, jobs: int | None
+) -> Path:
+    """build_report's files, written into ``staging``; the notebooks record ``out`` as where they are."""
 
     def execute(src: str | Path) -> Path:
-        return execute_notebook(src, out / "notebooks" / (Path(src).stem + ".ipynb"), parameters)
+        name = Path(src).stem + ".ipynb"
+        published = (out / "notebooks" / name, {**parameters, "out_dir": out})
+        return execute_notebook(
+            src, staging / "notebooks" / name, {**parameters, "out_dir": staging}, published=published
+        )
 
     with ThreadPoolExecutor(max_workers=jobs or default_jobs(), thread_name_prefix="notebook") as pool:
         futures = [pool.submit(execute, src) for src in sources]
@@ -363,7 +426,7 @@ def build_report(
         except BaseException:
             pool.shutdown(cancel_futures=True)  # the notebooks not started yet are not started
             raise
-    blog = out / "blog"
+    blog = staging / "blog"
     if (blog / "index.md").exists():  # notebooks finish in any order: the index lists the figures by name
         with figures.one_writer(blog):
             (blog / "index.md").unlink(missing_ok=True)
@@ -371,9 +434,9 @@ def build_report(
     # the post chooses among the figures every notebook exported, so it is written once they all have; a
     # campaign with no figure gets one that says why
     blog.mkdir(parents=True, exist_ok=True)
-    analysis = analyse.load(resolve((parameters or {}).get("analysis_dir", analyse.ANALYSIS_DIR)))
+    analysis = analyse.load(resolve(parameters.get("analysis_dir", analyse.ANALYSIS_DIR)))
     post.write_post(blog, analysis, commit=code_revision(), title=title)
-    return render_report(executed, out / "report.html", title=title)
+    return render_report(executed, staging / "report.html", title=title)
 
 
 COMPARE_NOTEBOOK = "compare.py"
@@ -410,7 +473,6 @@ def main(argv: list[str] | None = None) -> None:
         if args.parameters
         else {}
     )
-    parameters.setdefault("out_dir", args.out_dir)
     print(build_report(args.notebooks, args.out_dir, parameters))
 
 

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import shutil
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 import polars as pl
@@ -12,7 +17,8 @@ from analysis_tables import analysed
 from figure_colours import by_scenario, in_notebooks
 
 from benchlib.analysis import project_root, resolve, stats
-from benchlib.report import colours, render as report
+from benchlib.report import colours, figures, publish, render as report
+from tests.conftest import REPO, copy_project, venv_env
 
 PLOTLYJS_BANNER = "* plotly.js v"
 REMOTE_SCRIPT = re.compile(r"<script[^>]*\ssrc=[\"']?(https?:)?//", re.I)
@@ -197,3 +203,174 @@ def test_report_renders_without_a_traceback_on_degenerate_campaigns(case, tmp_pa
         assert row["verdict"] == "insufficient n" and row["p"] is None
         assert "insufficient n (2 &lt; 6)" in html or "insufficient n (2 < 6)" in html
         assert "No finding:</strong> too few runs" in summary_part
+
+
+def _tree(directory: Path) -> dict[str, bytes]:
+    """Every file below ``directory`` (hidden ones included) by its path there, but a staging directory's."""
+    return {
+        str(p.relative_to(directory)): p.read_bytes()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file() and not p.relative_to(directory).parts[0].startswith(f".{publish.STAGING}.tmp-")
+    }
+
+
+def _descendants(pid: int) -> list[int]:
+    children = [int(c) for task in Path(f"/proc/{pid}/task").glob("*") for c in (task / "children").read_text().split()]
+    return children + [d for c in children for d in _descendants(c)]
+
+
+def _await_exit(pids: list[int], timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while (alive := [p for p in pids if Path(f"/proc/{p}").exists()]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for p in alive:  # a kernel's own children (Chromium) if they outlived it
+        os.kill(p, signal.SIGKILL)
+
+
+def test_a_report_killed_part_way_leaves_the_previous_one_and_the_next_one_replaces_it(default_report, tmp_path):
+    """SIGKILL of `benchlib report` once its first notebook is being written, into an out dir holding a
+    whole report (the session's): every file of that report stays byte for byte. The next report removes
+    what the killed one left, puts a whole new report in its place, and its files name no path of the
+    checkout (two clones in different folders write the same paths)."""
+    project = copy_project(tmp_path / "project")
+    # its analysis in data/analysis, which `benchlib report` reads by default
+    shutil.copytree(default_report["out"].parent / "data", project / "data", dirs_exist_ok=True)
+    reports = shutil.copytree(default_report["out"], project / "reports")
+    before = _tree(reports)
+    command = [str(REPO / ".venv/bin/benchlib"), "report"]
+    killed = subprocess.Popen(command, cwd=project, env=venv_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    staging = reports / f".{publish.STAGING}.tmp-{killed.pid}"
+    deadline = time.monotonic() + 600
+    while not list(staging.glob("notebooks/*.ipynb")) and killed.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert killed.poll() is None, killed.communicate()
+    kernels = _descendants(killed.pid)
+    killed.kill()
+    killed.communicate()
+    _await_exit(kernels)
+    assert _tree(reports) == before
+    assert sorted(p.name for p in reports.iterdir() if p.name.startswith(".")) == [staging.name]
+
+    out = subprocess.run(command, cwd=project, env=venv_env(), capture_output=True, text=True, timeout=1200)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout == f"report: {reports / 'report.html'}\n"
+    after = _tree(reports)
+    assert not [p for p in reports.iterdir() if ".tmp-" in p.name]
+    assert sorted(after) == sorted(before)  # the same campaign's report: every file, none of the killed one's
+    assert after["notebooks/00_summary.ipynb"] != before["notebooks/00_summary.ipynb"]  # executed anew
+    assert not [name for name, data in after.items() if str(project).encode() in data]
+    summary = after["notebooks/00_summary.ipynb"].decode()
+    assert (
+        '"out_dir = \\"reports\\"\\n"' in summary and '"output_path": "reports/notebooks/00_summary.ipynb"' in summary
+    )
+
+
+def _write(files: dict[str, str], directory: Path) -> None:
+    for name, text in files.items():
+        (directory / name).parent.mkdir(parents=True, exist_ok=True)
+        (directory / name).write_text(text)
+
+
+def _bytes(files: dict[str, str]) -> dict[str, bytes]:
+    return {name: text.encode() for name, text in sorted(files.items())}
+
+
+# a previous report in the out dir, with what is not the report's own (the user's figure, another
+# command's notebook, analyse's metrics.json), and the next report as staged
+PREVIOUS = {
+    "report.html": "previous page",
+    "figures/a.svg": "previous figure",
+    f"figures/{figures.WRITTEN}": "a.svg\n",
+    "figures/mine.svg": "the user's own",
+    "notebooks/00_summary.ipynb": "previous notebook",
+    "notebooks/compare-a-vs-b.ipynb": "benchlib compare's",
+    "metrics.json": "benchlib analyse's",
+}
+NEW = {
+    "report.html": "new page",
+    "figures/b.svg": "new figure",
+    f"figures/{figures.WRITTEN}": "b.svg\n",
+    "notebooks/00_summary.ipynb": "new notebook",
+    "significance.csv": "new table",
+}
+KEPT = {"figures/mine.svg": "the user's own", "notebooks/compare-a-vs-b.ipynb": "benchlib compare's"}
+RENAMES = 7  # report.html, figures and notebooks: the previous one aside, the new one in; significance.csv in
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+@pytest.mark.parametrize("at", range(RENAMES))
+def test_an_interrupted_swap_puts_the_previous_report_back_and_the_next_one_swaps_whole(
+    tmp_path, monkeypatch, at, when
+):
+    """A report's files go into the out dir by renames: an interruption (raised) before or right after any
+    one of them leaves the previous report as it was and the staged one whole; the next swap replaces the
+    report's own files and keeps the user's and other commands' ones."""
+    out = tmp_path / "reports"
+    _write(PREVIOUS, out)
+    staging = publish.staging_dir(out)
+    _write(NEW, staging)
+    before = _tree(out)
+    rename, calls = os.rename, []
+
+    def interrupted(src, dst):
+        calls.append(src)
+        if len(calls) == at + 1 and when == "before":
+            raise KeyboardInterrupt
+        rename(src, dst)
+        if len(calls) == at + 1:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "rename", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        publish.swap_in(staging, out)
+    monkeypatch.undo()
+    assert _tree(out) == before
+    assert [p.name for p in out.iterdir() if ".tmp-" in p.name] == [staging.name]
+    assert _tree(staging) == _bytes({**NEW, **KEPT})
+    publish.swap_in(staging, out)
+    assert _tree(out) == _bytes({**NEW, **KEPT, "metrics.json": "benchlib analyse's"})
+    assert not [p for p in out.iterdir() if ".tmp-" in p.name]
+
+
+def test_a_file_where_the_report_puts_a_folder_is_refused_not_removed(tmp_path):
+    out = tmp_path / "reports"
+    _write({"figures": "not a directory"}, out)
+    staging = publish.staging_dir(out)
+    _write(NEW, staging)
+    with pytest.raises(NotADirectoryError) as refused:
+        publish.swap_in(staging, out)
+    assert refused.value.filename == str(out / "figures")
+    assert _tree(out) == _bytes({"figures": "not a directory"}) and _tree(staging) == _bytes(NEW)
+
+
+def test_a_new_staging_directory_removes_a_killed_reports_but_not_a_running_ones(tmp_path):
+    out = tmp_path / "reports"
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    running = subprocess.Popen(["sleep", "60"])
+    try:
+        left = {
+            f".{publish.STAGING}.tmp-{pid}{what}": pid for pid in (dead.pid, running.pid) for what in ("", "-previous")
+        }
+        for name in left:
+            _write({"notebooks/00_summary.ipynb": "half written"}, out / name)
+        staging = publish.staging_dir(out)
+    finally:
+        running.kill()
+        running.wait()
+    assert staging == out / f".{publish.STAGING}.tmp-{os.getpid()}" and not list(staging.iterdir())
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        [staging.name, *(name for name, pid in left.items() if pid == running.pid)]
+    )
+
+
+def test_the_pages_of_a_report_link_nowhere_but_http_and_keep_their_scripts(default_report):
+    """No link or image target but http(s), anchors and files beside the page in report.html and the blog
+    pages (escape.links, behind escape.page), and plotly.js inlined whole."""
+    from plotly.offline import get_plotlyjs
+    from test_escape import other_schemes
+
+    html = default_report["html"].read_text()
+    assert get_plotlyjs() in html
+    for page in (html, *((default_report["out"] / "blog" / f"{p}.html").read_text() for p in ("post", "index"))):
+        assert not other_schemes(page), other_schemes(page)[:5]
