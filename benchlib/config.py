@@ -82,6 +82,8 @@ Name = Annotated[str, AfterValidator(check_name)]
 
 
 MAX_BLOCKS = 1000  # experiment.repetitions' cap: the last look of a campaign run until precise within minutes
+MAX_MINUTES = 60 * 24 * 365  # experiment.max_minutes' cap: a year of measurement
+MAX_CPU = 8191  # the highest CPU number Linux can have (NR_CPUS is at most 8192)
 
 
 class Experiment(Strict):
@@ -96,13 +98,15 @@ class Experiment(Strict):
     repetitions: int = Field(ge=1, le=MAX_BLOCKS, description="blocks: every configuration runs once per block")
     seed: int = Field(
         default=0,
+        ge=-(2**63),
+        le=2**63 - 1,
         description=(
             "seed of the run order: each block runs every configuration once, in an order drawn from this seed and "
-            "the environment's name; any integer, the same seed gives the same order"
+            "the environment's name; any 64-bit integer, the same seed gives the same order"
         ),
     )
     cpu_trim_s: float = Field(
-        default=0.5, ge=0, description="CPU window starts this long after the tool, ends this long before"
+        default=0.5, ge=0, le=600, description="CPU window starts this long after the tool, ends this long before"
     )
     retries: int = Field(default=1, ge=0, le=10, description="extra attempts for a failed run")
     foreign_cpu_max: float = Field(
@@ -125,6 +129,17 @@ class Experiment(Strict):
             "cores) is disturbed, as for foreign_cpu_max. Higher than that default: a VM whose CPUs are all busy "
             "can lose a few hundredths to a tenth of a core to steal in every run, while a run that lost half a "
             "core measured a slower machine"
+        ),
+    )
+    quiet_wait_s: float = Field(
+        default=60,
+        ge=0,
+        le=3600,
+        description=(
+            "before a disturbed run is measured again, wait up to this many seconds until its CPUs are quiet (a "
+            "1 s probe as a run measures them: other processes within foreign_cpu_max, steal within steal_max), "
+            "printing who takes them every few seconds; 0: measure again at once, as targets that cannot see "
+            "the nodes' processes always do. The time waited is in collect's closing line"
         ),
     )
     quiet_windows: bool = Field(
@@ -165,6 +180,7 @@ class Experiment(Strict):
     )
     max_repetitions: int | None = Field(
         default=None,
+        ge=1,
         le=MAX_BLOCKS,
         description=(
             "with precision: the most blocks collect runs, at least repetitions; its looks are then fixed in "
@@ -173,6 +189,7 @@ class Experiment(Strict):
     )
     max_minutes: float | None = Field(
         default=None,
+        le=MAX_MINUTES,
         description=(
             "with precision: no further look starts once the recorded runs of the environment, with the look's "
             "estimated time, would exceed this many minutes of measurement"
@@ -559,8 +576,12 @@ def _expand_service_counts(scenarios: dict) -> dict:
 
 
 class CpuPlacement(Strict):
-    client: list[int] = Field(min_length=1, description="CPU numbers the client is pinned to, e.g. [0, 1]")
-    server: list[int] = Field(min_length=1, description="CPU numbers the server is pinned to, none of the client's")
+    client: list[Annotated[int, Field(ge=0, le=MAX_CPU)]] = Field(
+        min_length=1, description="CPU numbers the client is pinned to, e.g. [0, 1]"
+    )
+    server: list[Annotated[int, Field(ge=0, le=MAX_CPU)]] = Field(
+        min_length=1, description="CPU numbers the server is pinned to, none of the client's"
+    )
 
     @model_validator(mode="after")
     def _disjoint(self) -> CpuPlacement:

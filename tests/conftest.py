@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import json
 import os
 import shutil
 import signal
@@ -161,6 +162,40 @@ def copy_project(dst: Path) -> Path:
     shutil.copy2(REPO / ".dvc" / "config", dst / ".dvc" / "config")
     subprocess.run(["git", "init", "-q"], cwd=dst, check=True)
     return dst
+
+
+REAL_RAW = REPO / "tests/fixtures/raw/local-cilium-demo-001"  # real records of a local-cilium campaign
+
+
+def real_campaign(project: Path) -> Path:
+    """``project`` holding the real records of REAL_RAW under data/raw/ and the plan they were measured
+    with in params.yaml (their scenarios, tests and blocks); returns the campaign directory."""
+    cdir = project / "data/raw" / REAL_RAW.name
+    shutil.copytree(REAL_RAW, cdir)
+    metas = [json.loads(p.read_text()) for p in sorted(cdir.glob("*/*/*/*/meta.json"))]
+    (project / "params.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "experiment": {
+                    "campaign": REAL_RAW.name,
+                    "environments": ["local-cilium"],
+                    "repetitions": 1 + max(m["block"] for m in metas),
+                },
+                # a record's test_params carry every tool's keys; the params file names those of its tool
+                "tests": {
+                    m["test"]: {
+                        k: v
+                        for k, v in m["test_params"].items()
+                        if v is not None and k in collectors.MODULES[m["test_params"]["tool"]].Spec.model_fields
+                    }
+                    for m in metas
+                },
+                "environments": {"local-cilium": {"scenarios": sorted({m["scenario"] for m in metas})}},
+                "analysis": {"baseline": "bridge-iptables"},
+            }
+        )
+    )
+    return cdir
 
 
 def venv_env() -> dict:

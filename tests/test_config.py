@@ -170,7 +170,7 @@ SSH = "description: d\ntarget: ssh\nssh: {client: {host: a}, server: {host: b}}\
             K8S + "  s: {description: d, placement: service, services: 4, service_proxy: iptables}\n",
             "scenarios.s.service_proxy: lab only",
         ),
-        (K8S + "  s: {description: d, placement: service, services: [4, 0]}\n", "counts must be >= 1"),
+        (K8S + "  s: {description: d, placement: service, services: [4, 0]}\n", "counts must be from 1 to 100,000"),
         (SSH + "  s: {description: d, services: 4}\n", "scenarios.s.services: needs target lab or kubernetes"),
         (SSH + "  s: {description: d, service_proxy: iptables}\n", "scenarios.s.service_proxy: lab only"),
     ],
@@ -375,6 +375,82 @@ def test_a_noise_band_that_passes_a_collapse_is_refused_by_every_command_that_re
         assert capsys.readouterr().err == (
             f"benchlib: error: --threshold: {float(threshold)} is not a percentage in [0, 100)\n"
         )
+
+
+HUGE = [10**30, 1e300, -(10**30)]  # past every cap: an int beyond 64 bits, a float near its limit, a negative
+
+
+@pytest.mark.parametrize("value", HUGE, ids=["int", "float", "negative"])
+@pytest.mark.parametrize(
+    "section, key",
+    [
+        ("experiment", "seed"),
+        ("experiment", "cpu_trim_s"),
+        ("experiment", "repetitions"),
+        ("experiment", "retries"),
+        ("experiment", "profile_runs"),
+        ("experiment", "profile_hz"),
+        ("experiment", "foreign_cpu_max"),
+        ("experiment", "steal_max"),
+        ("experiment", "quiet_wait_s"),
+        ("tests.tcp_rr", "duration_s"),
+        ("tests.tcp_rr", "timeout_s"),
+        ("tests.tcp_rr", "message_size"),
+        ("tests.tcp_stream_n", "streams"),
+    ],
+)
+def test_every_number_of_params_is_bounded(tmp_path, section, key, value):
+    def mutate(d):
+        where = d
+        for part in section.split("."):
+            where = where[part]
+        where[key] = value
+
+    with pytest.raises(ConfigError) as err:
+        load_params(write(tmp_path, mutate))
+    assert f"{section}.{key}" in str(err.value) and "\n" not in str(err.value), err.value
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"precision": 3, "max_minutes": 1e300},
+        {"precision": 3, "max_minutes": 10**30},
+        {"precision": 3, "max_repetitions": 10**30},
+        {"precision": 3, "max_repetitions": 20, "look_blocks": 10**30},
+    ],
+)
+def test_a_budget_beyond_its_cap_is_refused(tmp_path, fields):
+    with pytest.raises(ConfigError) as err:
+        load_params(write(tmp_path, lambda d: d["experiment"].update(repetitions=10, **fields)))
+    key = next(k for k, v in fields.items() if v in HUGE)
+    assert f"experiment.{key}" in str(err.value) and "\n" not in str(err.value), err.value
+
+
+@pytest.mark.parametrize(
+    "scenario, says",
+    [
+        ("{description: d, services: 1000000000}", "services: counts must be from 1 to 100,000"),
+        ("{description: d, mtu: 100000000000000000000}", "scenarios.host.mtu"),
+    ],
+)
+def test_scenario_numbers_are_bounded(tmp_path, monkeypatch, scenario, says):
+    project_with_environment(
+        tmp_path, monkeypatch, "lab", f"description: d\ntarget: lab\nscenarios:\n  host: {scenario}\n"
+    )
+    with pytest.raises(ConfigError, match=says):
+        load_environment("lab")
+
+
+def test_cpu_numbers_are_bounded(tmp_path, monkeypatch):
+    project_with_environment(
+        tmp_path,
+        monkeypatch,
+        "lab",
+        "description: d\ntarget: lab\ncpus: {client: [0], server: [100000]}\nscenarios:\n  host: {description: d}\n",
+    )
+    with pytest.raises(ConfigError, match="cpus.server"):
+        load_environment("lab")
 
 
 def test_no_setting_is_infinite(tmp_path):

@@ -188,6 +188,11 @@ def check_inputs(
     if first is not None:
         for name, i in ids.items():
             if i != ids[first]:
+                if not paths[name].exists():  # beside tables that one parse wrote together
+                    raise AnalysisError(
+                        f"{paths[name]}: missing (`benchlib parse` writes it with {paths[first].name}); "
+                        "run `benchlib parse`"
+                    )
                 raise AnalysisError(
                     f"{paths[name]}: not written by the same `benchlib parse` as {paths[first].name} "
                     f"({_parse_text(i)}; {paths[first].name}: {_parse_text(ids[first])}); run `benchlib parse`"
@@ -290,6 +295,7 @@ def write(
             text = json.dumps(result.metrics_json(), indent=2, allow_nan=False)
             staged.append((files.stage(dst, lambda tmp: tmp.write_text(text)), dst))  # noqa: B023 (called at once)
             saved["metrics_json"] = {"path": str(metrics_json), "sha256": hashlib.sha256(text.encode()).hexdigest()}
+        saved["digest"] = _digest(saved)
         settings = json.dumps(saved, indent=1)
         staged.append((files.stage(out / SETTINGS_FILE, lambda tmp: tmp.write_text(settings)), out / SETTINGS_FILE))
         for tmp, dst in staged:
@@ -303,13 +309,20 @@ def write(
 RERUN = "run `benchlib analyse` (or `dvc repro`) to analyse the tables beside it again"
 
 
+def _digest(saved: dict) -> str:
+    """The sha256 of settings.json's content but its digest: an edit of the settings (a baseline changed
+    by hand) no longer matches the tables they describe."""
+    content = {k: v for k, v in saved.items() if k != "digest"}
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
+
+
 def load(directory: str | Path = ANALYSIS_DIR) -> Result:
     """The analysis `write` saved in ``directory``, with the tidy tables it was made from; refused (one
     line) when a file of the set is not the one `write` wrote (swapped, edited, from an interrupted
     analysis) or a tidy table changed since (a newer parse beside an older analysis)."""
     d = resolve(directory)
     try:
-        saved = json.loads(limits.read_file(d / SETTINGS_FILE, limits.ANALYSIS_FILE_BYTES, SchemaError))
+        saved = limits.parse_json(limits.read_file(d / SETTINGS_FILE, limits.ANALYSIS_FILE_BYTES, SchemaError))
         settings = Settings.model_validate(saved["settings"])
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise AnalysisError(
@@ -317,10 +330,15 @@ def load(directory: str | Path = ANALYSIS_DIR) -> Result:
             "run `benchlib analyse` (or `dvc repro`)"
         ) from None
     written = saved.get("tables")
-    if not isinstance(written, dict) or not isinstance(saved.get("inputs"), dict):
+    if not isinstance(written, dict) or not isinstance(saved.get("inputs"), dict) or "digest" not in saved:
         raise AnalysisError(
             f"{d / SETTINGS_FILE}: written by an older benchlib, which recorded no digest of the analysis' "
-            f"tables and inputs; {RERUN}"
+            f"settings, tables and inputs; {RERUN}"
+        )
+    if saved["digest"] != _digest(saved):
+        raise AnalysisError(
+            f"{d / SETTINGS_FILE}: edited after the analysis wrote it (its digest differs): the settings no longer "
+            f"describe the tables beside it; change params.yaml instead and {RERUN}"
         )
     for name in TABLES:
         path = d / f"{name}.parquet"

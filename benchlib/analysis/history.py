@@ -87,10 +87,9 @@ def line_up(
                 _against(now, before, alpha, correction, threshold_pct, seed), on=KEYS, how="left", nulls_equal=True
             )
         rows.append(row)
+    # the empty frame of every column first: a lone campaign has no change columns of its own
     schema = _schema()
-    if not rows:
-        return pl.DataFrame(schema=schema)
-    return pl.concat(rows, how="diagonal_relaxed").select(schema.names()).cast(schema)  # pyright: ignore[reportArgumentType]
+    return pl.concat([pl.DataFrame(schema=schema), *rows], how="diagonal_relaxed").select(schema.names()).cast(schema)  # pyright: ignore[reportArgumentType]
 
 
 def _against(

@@ -185,6 +185,12 @@ def precision_plan(
             f"{params.source}: experiment.max_repetitions: {exp.max_repetitions} blocks cannot reach "
             f"experiment.precision +/- {config.percent_text(exp.precision)}: the pilot's spread needs {worst} blocks ({label})"
         )
+    if worst > exp.blocks_planned():  # a time budget alone still meets the cap on blocks
+        raise ConfigError(
+            f"{params.source}: experiment.max_minutes: {exp.max_minutes:g} min cannot reach experiment.precision "
+            f"+/- {config.percent_text(exp.precision)}: the pilot's spread needs {worst} blocks ({label}), beyond "
+            f"the {config.MAX_BLOCKS} blocks a campaign can have"
+        )
     per_block = (minutes_per_block or {}).get(env)
     if exp.max_minutes is not None and per_block is not None and worst * per_block > exp.max_minutes:
         raise ConfigError(

@@ -16,6 +16,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from ..errors import ParseError
 
+# Caps on the tests' numbers, each beyond what any host or tool takes, so that no value overflows a tool's
+# argument or the plan: requests or queries per second, and bytes of one message or buffer
+MAX_RATE = 10**9
+MAX_MESSAGE_BYTES = 2**30
+
 
 def _takes_bool(annotation) -> bool:
     return annotation is bool or any(_takes_bool(a) for a in typing.get_args(annotation))
@@ -78,7 +83,9 @@ class Spec(Strict):
         le=256,
         description=("parallel instances, results summed (iperf3 -P streams, fortio connections, dnsperf clients)"),
     )
-    timeout_s: float | None = Field(None, gt=0, description="kill the run after this; default duration + 30 s")
+    timeout_s: float | None = Field(
+        None, gt=0, le=86_400, description="kill the run after this; default duration + 30 s"
+    )
 
     @classmethod
     def tool_name(cls) -> str:
@@ -121,7 +128,7 @@ class WholeSecondsSpec(Spec):
 class PacedSpec(Spec):
     """A test of a tool that offers requests at a set rate."""
 
-    qps: Annotated[int, Field(gt=0)] | Literal["max"] = Field(
+    qps: Annotated[int, Field(gt=0, le=MAX_RATE)] | Literal["max"] = Field(
         None, validate_default=True, description=("offered requests (queries) per second, or 'max' for no pacing")
     )
 

@@ -20,6 +20,7 @@ from typing import Literal
 from pydantic import Field, ValidationInfo, field_validator
 
 from .base import (
+    MAX_MESSAGE_BYTES,
     Invocation,
     ParseError,
     Server,
@@ -46,7 +47,9 @@ class Spec(WholeSecondsSpec):
 
     tool: Literal["iperf3"]
     kind: Kind
-    message_size: int | None = Field(None, gt=0, description="-l buffer size (bytes); default iperf3's")
+    message_size: int | None = Field(
+        None, gt=0, le=MAX_MESSAGE_BYTES, description="-l buffer size (bytes); default iperf3's"
+    )
     bitrate: str | None = Field(
         None,
         validate_default=True,

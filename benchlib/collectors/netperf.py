@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from .base import Invocation, ParseError, Server, WholeSecondsSpec, finite, text, utf8
+from .base import MAX_MESSAGE_BYTES, Invocation, ParseError, Server, WholeSecondsSpec, finite, text, utf8
 
 STREAM_KEYS = (
     "THROUGHPUT",
@@ -70,7 +70,10 @@ class Spec(WholeSecondsSpec):
     tool: Literal["netperf"]
     kind: Kind
     message_size: int | None = Field(
-        None, gt=0, description=("TCP_STREAM send size, or RR/CRR request and response size (bytes); default netperf's")
+        None,
+        gt=0,
+        le=MAX_MESSAGE_BYTES,
+        description=("TCP_STREAM send size, or RR/CRR request and response size (bytes); default netperf's"),
     )
 
 

@@ -28,11 +28,22 @@ def params(args) -> config.Params:
     return config.load_params(args.params)
 
 
-def positive_int(text: str) -> int:
-    """An argument that counts something: a whole number from 1 (argparse names the option on error)."""
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number from 1")
-    return int(text)
+def whole_number(low: int, high: int):
+    """An argument type for a count: a whole number from ``low`` to ``high`` (argparse names the option
+    on error). The digits are checked before int() reads them: a 5,000-digit number is refused, not
+    converted."""
+
+    def parse(text: str) -> int:
+        digits = text.strip()
+        if (
+            not (digits.isascii() and digits.isdigit())
+            or len(digits) > len(str(high))
+            or not low <= int(digits) <= high
+        ):
+            raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a whole number from {low} to {high:,}")
+        return int(digits)
+
+    return parse
 
 
 class HelpFormatter(argparse.HelpFormatter):

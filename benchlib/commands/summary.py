@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import ERRORS, add, out
+from .common import ERRORS, add, out, whole_number
 
 
 def add_parser(subparsers) -> None:
@@ -18,7 +18,9 @@ def add_parser(subparsers) -> None:
     )
     s.add_argument("--analysis", default="data/analysis", help="what `benchlib analyse` wrote (default: %(default)s)")
     s.add_argument("--report", default="reports/report.html", help="the report's path (default: %(default)s)")
-    s.add_argument("--top", type=int, default=5, help="how many findings to list (default: %(default)s)")
+    s.add_argument(
+        "--top", type=whole_number(1, 10_000), default=5, help="how many findings to list (default: %(default)s)"
+    )
     s.set_defaults(func=run)
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .. import config, profiling, record, runner, tidy
-from ..plan import validate_all
+from ..plan import check_same_plan, validate_all
 from .collect import make_target
 from .common import ERRORS, add, out, params
 
@@ -22,7 +22,8 @@ def add_parser(subparsers) -> None:
         "campaign under data/raw, or --pilot), the minimum detectable effect of each "
         "primary comparison at the planned repetitions and the runs needed for the "
         "noise band and for 5 %. A campaign whose runs are all recorded gets one line "
-        "instead: it is complete and nothing is measured. Touches nothing.",
+        "instead: it is complete and nothing is measured. A recorded run measured with other test parameters "
+        "or another scenario definition than the files give now is refused, as collect refuses it. Touches nothing.",
         examples=["benchlib validate", "benchlib validate --params pipelines/local-lab/params-datapaths.yaml"],
         exit_codes=f"0 valid; {ERRORS} (the file and key).",
     )
@@ -57,6 +58,7 @@ def run(args) -> int:
             else ""
         )
         cdir = record.campaign_dir(p.experiment.campaign)
+        check_same_plan(p, runs, cdir)  # records of other tests or scenarios: what collect would refuse
         done = sum(record.exists(cdir, r.run_id) for r in runs)
         planned, recorded = planned + len(runs), recorded + done
         lines_of_plan.append(

@@ -9,6 +9,8 @@ from pydantic import Field, model_validator
 from .. import meshes
 from ..collectors.base import Strict
 
+MAX_SERVICES = 100_000  # Services of one scenario: ten times the largest published service-scaling study
+
 
 class Scenario(Strict):
     """A scenario of any target. Each target's model (lab, kubernetes, ssh) adds its own fields and
@@ -98,8 +100,8 @@ class PodScenario(Scenario):
     def _service_counts(self) -> PodScenario:
         counts = self.services if isinstance(self.services, list) else [self.services]
         counts = [n for n in counts if n is not None]
-        if any(n < 1 for n in counts):
-            raise ValueError(f"services: counts must be >= 1, got {self.services}")
+        if any(not 1 <= n <= MAX_SERVICES for n in counts):
+            raise ValueError(f"services: counts must be from 1 to {MAX_SERVICES:,}, got {self.services}")
         return self
 
 

@@ -54,6 +54,7 @@ class KubernetesScenario(PodScenario):
     ready_timeout_s: float = Field(
         default=900,
         gt=0,
+        le=86_400,
         description=(
             "kubernetes: seconds each apply or helm command may run, and that the `ready` and `programmed` checks "
             "are retried for before the scenario fails; raise it for slow rollouts"
@@ -180,6 +181,7 @@ class KubernetesSettings(Strict):
     pod_ready_timeout_s: float = Field(
         default=180,
         gt=0,
+        le=86_400,
         description=(
             "wait this long for pods to be ready, and for the EndpointSlices of a scenario's Services "
             "(from the last one created)"

@@ -322,6 +322,19 @@ def test_the_report_section_shows_the_profiles(tmp_path, with_profiles):
         assert not list((out / "figures").glob("cpu_profile_*"))
 
 
+def test_settings_edited_after_the_analysis_are_refused_in_one_line(tmp_path):
+    """A baseline changed by hand in settings.json no longer describes the tables beside it."""
+    analysis_dir = _campaign(tmp_path, "none")
+    analyse.load(analysis_dir)  # as written: loads
+    settings = analysis_dir / analyse.SETTINGS_FILE
+    saved = json.loads(settings.read_text())
+    saved["settings"]["baseline"] = "bridge"
+    settings.write_text(json.dumps(saved, indent=1))
+    with pytest.raises(analyse.AnalysisError, match=rf"^{settings}: edited after the analysis wrote it") as err:
+        analyse.load(analysis_dir)
+    assert "\n" not in str(err.value)
+
+
 def test_an_analysis_by_an_older_benchlib_is_refused_in_one_line(tmp_path):
     """An analysis without the digests of its files (older benchlib: from before profiles too) cannot be
     told from a mixed one: it is refused, naming the file, not loaded half."""

@@ -9,7 +9,7 @@ import pytest
 
 from benchlib import schema
 from benchlib.analysis import analyse, sequential, stats
-from benchlib.config import Analysis, Experiment
+from benchlib.config import MAX_BLOCKS, MAX_MINUTES, Analysis, Experiment
 from benchlib.report import summary
 from tests.conftest import FIXTURES
 
@@ -191,3 +191,14 @@ def test_validate_estimates_the_blocks_a_target_needs_and_refuses_a_budget_short
             CAMPAIGN,
             minutes_per_block={"local-lab": 0.7},
         )
+    # a time budget that would allow the blocks needed, beyond the cap on blocks: refused all the same
+    with pytest.raises(ConfigError) as capped:
+        planning.planned_power(
+            with_experiment(precision=0.05, max_minutes=MAX_MINUTES),
+            validate_all(base),
+            project_root(),
+            CAMPAIGN,
+            minutes_per_block={"local-lab": 0.001},
+        )
+    assert f"beyond the {MAX_BLOCKS} blocks a campaign can have" in str(capped.value)
+    assert "experiment.max_minutes" in str(capped.value) and "\n" not in str(capped.value)
