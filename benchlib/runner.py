@@ -132,6 +132,53 @@ def steal_cores(first: dict[str, cpu.Snapshot], last: dict[str, cpu.Snapshot], p
     )
 
 
+QUIET_PROBE_S = 1.0  # a probe's window: long enough for a busy process to show in CLK_TCK ticks
+QUIET_REPORT_S = 5.0  # the waiting line at most this often
+
+
+def wait_for_quiet(
+    target: Target,
+    scenario: str,
+    placement: Placement,
+    foreign_max: float | None,
+    steal_max: float | None,
+    wait_s: float,
+    log=_log.info,
+) -> float | None:
+    """Wait, at most ``wait_s`` seconds, until the placement's CPUs are quiet: a probe of QUIET_PROBE_S
+    taken as a run's CPU window is (the target's foreign_snapshot and cpu_snapshot around it) that
+    `disturbed` does not judge disturbed. Returns the seconds waited; None where it did not probe
+    (``wait_s`` 0, or a target that cannot see other processes: a steal-only wait would guess)."""
+    if wait_s <= 0:
+        return None
+    cpus = sorted({*placement.client_cpus, *placement.server_cpus})
+    where = f"{'CPUs' if len(cpus) > 1 else 'CPU'} {', '.join(map(str, cpus))}"
+    started, reported = time.monotonic(), None
+    while True:
+        opened = target.foreign_snapshot(scenario)
+        if opened is None:
+            return None
+        first = {side: target.cpu_snapshot(scenario, side) for side in SIDES}
+        time.sleep(QUIET_PROBE_S)
+        last = {side: target.cpu_snapshot(scenario, side) for side in SIDES}
+        closed = target.foreign_snapshot(scenario)
+        assert closed is not None  # a target sees other processes at every scan or at none
+        processes = disturbance.usage(opened, closed, cpus)
+        foreign = disturbance.with_steal(processes, steal_cores(first, last, placement))
+        waited = time.monotonic() - started
+        if disturbed(foreign, foreign_max, steal_max) is None:
+            if reported is not None:
+                log(f"collect: {where} quiet after {waited:.0f} s: measuring the run again")
+            return waited
+        takers = f"{disturbance.top_text(foreign)} core"
+        if waited >= wait_s:
+            log(f"collect: {where} not quiet after {waited:.0f} s ({takers}): measuring the run again all the same")
+            return waited
+        if reported is None or waited - reported >= QUIET_REPORT_S:
+            log(f"collect: waiting for a quiet {where}: {takers} ({waited:.0f} s of at most {wait_s:g} s)")
+            reported = waited
+
+
 def measure(
     target: Target,
     run: RunSpec,
@@ -492,6 +539,8 @@ def run_environment(
         "failed": 0,
         "disturbed": 0,
         "unwatched": 0,  # measured without other processes' CPU read (the target cannot tell them apart)
+        "quiet_waits": 0,  # retries of disturbed runs that waited for quiet CPUs first
+        "quiet_wait_s": 0.0,  # how long those waits took, in all
     }
     with ExitStack() as stack:
         session = _Session(stack)
@@ -630,6 +679,19 @@ def _measure(
                 session.probed = True
         attempts = []
         for _ in range(1 + exp.retries):
+            if attempts and attempts[-1].outcome == "disturbed":  # on a busy machine: wait, not drop the run
+                waited = wait_for_quiet(
+                    target,
+                    run.scenario,
+                    attempts[-1].placement,
+                    exp.foreign_cpu_max,
+                    exp.steal_max,
+                    exp.quiet_wait_s,
+                    log,
+                )
+                if waited is not None:
+                    counts["quiet_waits"] += 1
+                    counts["quiet_wait_s"] += waited
             attempts.append(
                 measure(
                     target,

@@ -20,20 +20,40 @@ fi
 # The full suite: a test that cannot run here fails instead of skipping (tests/conftest.py cannot_run),
 # so nothing silently stops being tested.
 export BENCHLIB_TEST_REQUIRE_ALL=1
-bash scripts/setup.sh
+# How long each phase took, printed as the script ends, also when a phase fails and stops it
+took=()
+print_times() {
+  local line
+  ((${#took[@]})) || return 0
+  printf -v line '%s, ' "${took[@]}"
+  echo "test.sh: ${line%, }"
+}
+trap print_times EXIT
+timed() {  # timed NAME COMMAND...: run it, note its time (and its exit code if it failed), return that code
+  local name=$1 start=$SECONDS rc=0
+  shift
+  "$@" || rc=$?
+  took+=("$name $((SECONDS - start)) s$( ((rc == 0)) || echo " (rc $rc)")")
+  return "$rc"
+}
+timed setup bash scripts/setup.sh
 export PATH="$PWD/.tools/bin:$PATH"
-bash scripts/lint.sh
+timed lint bash scripts/lint.sh
 # the Kubernetes target's tests run a real local cluster, with the bridge CNI,
 # Cilium and the AWS VPC CNI (each built once per machine and cached under ~/.cache/benchlib)
-bash scripts/k8s-local-cluster.sh build
-bash scripts/k8s-local-cluster.sh build cilium
-bash scripts/k8s-local-cluster.sh build vpc
+timed build bash scripts/k8s-local-cluster.sh build
+timed "build cilium" bash scripts/k8s-local-cluster.sh build cilium
+timed "build vpc" bash scripts/k8s-local-cluster.sh build vpc
 # The unit tier measures nothing: it runs on every CPU (pytest-xdist; tests/conftest.py keeps each module
 # on one worker). The lab and cluster tiers measure: one test at a time, as a measurement beside anything
 # else is noise. The second tier runs even when the first fails, so one run lists every failure.
 unit=0 measured=0
+start=$SECONDS
 uv run --frozen pytest -m unit -n auto --dist loadgroup --durations=30 "$@" || unit=$?
+took+=("unit tier $((SECONDS - start)) s (rc $unit)")
+start=$SECONDS
 uv run --frozen pytest -m "not unit" --durations=60 "$@" || measured=$?
+took+=("measured tiers $((SECONDS - start)) s (rc $measured)")
 # 5 is pytest's "no test selected": a path or -k given to this script may select one tier only
 if [[ $unit == 5 && $measured == 5 ]]; then exit 5; fi
 for rc in $unit $measured; do [[ $rc == 0 || $rc == 5 ]] || exit "$rc"; done

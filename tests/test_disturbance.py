@@ -3,6 +3,7 @@ CPU hog during a real lab run, and what the tables, the analysis and the summary
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -11,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import polars as pl
@@ -210,11 +212,16 @@ def test_disturbed_runs_are_left_out_and_counted_as_failed_runs_are():
 # -- the real lab ---------------------------------------------------------------------------
 
 
-def _collect(lab_env, raw, campaign: str, retries: int) -> tuple[dict, record.RunRecord, dict]:
+def _collect(
+    lab_env, raw, campaign: str, retries: int, quiet_wait_s: float, log=lambda m: None
+) -> tuple[dict, record.RunRecord, dict]:
     params = short_params(campaign, ["host"], {"rr": RR}, repetitions=1, retries=retries)
+    params = params.model_copy(
+        update={"experiment": params.experiment.model_copy(update={"quiet_wait_s": quiet_wait_s})}
+    )
     plan = plan_environment(params, "local-lab")
     target = lab_target(lab_env, plan.scenarios)
-    counts = runner.run_environment(params, plan, target, raw_root=raw, log=lambda m: None)
+    counts = runner.run_environment(params, plan, target, raw_root=raw, log=log)
     path = record.find(record.campaign_dir(campaign, raw))[0]
     return counts, record.load(path), tidy.load_record(path)[0]
 
@@ -225,7 +232,7 @@ def test_a_run_with_a_cpu_hog_beside_it_is_disturbed_retried_and_names_the_hog(l
     hog = cpu_hog(cpus)
     try:
         with caplog.at_level(logging.INFO, logger="benchlib.progress"):
-            counts, rec, row = _collect(lab_env, tmp_path, "hog", retries=1)
+            counts, rec, row = _collect(lab_env, tmp_path, "hog", retries=1, quiet_wait_s=0)  # measured again at once
     finally:
         os.kill(hog, signal.SIGKILL)
     assert counts["disturbed"] == 1, counts
@@ -240,6 +247,73 @@ def test_a_run_with_a_cpu_hog_beside_it_is_disturbed_retried_and_names_the_hog(l
     assert " disturbed " in line and "sha256sum" in line, line
     meta = json.loads((record.campaign_dir("hog", tmp_path) / rec.run_id / "meta.json").read_text())
     assert meta["outcome"] == "disturbed" and meta["foreign_cpu"] == rec.foreign_cpu
+
+
+def test_a_disturbed_run_waits_for_its_cpus_to_be_quiet_then_is_measured_again(lab_env, tmp_path):
+    """A campaign on a busy machine waits, it does not drop the run: the hog beside the first attempt
+    is named while collect waits, and once it is gone the retry measures."""
+    require_root()
+    hog = cpu_hog(lab_target(lab_env, ["host"]).client_cpus)
+    lines: list[str] = []
+    ended = threading.Timer(2.0, os.kill, (hog, signal.SIGKILL))  # the hog's work ends a few s into the wait
+
+    def log(line: str) -> None:
+        lines.append(line)
+        if line.startswith("collect: waiting for a quiet CPU") and ended.ident is None:  # the first such line
+            ended.start()
+
+    try:
+        counts, rec, _ = _collect(lab_env, tmp_path, "wait", retries=1, quiet_wait_s=30, log=log)
+    finally:
+        ended.cancel()
+        with contextlib.suppress(ProcessLookupError):  # gone already, as it should be
+            os.kill(hog, signal.SIGKILL)
+    waiting = [line for line in lines if " quiet " in line]
+    assert [a.outcome for a in rec.attempts] == ["disturbed", "ok"], (rec.attempts[-1].reason, waiting)
+    assert "sha256sum" in rec.attempts[0].reason and counts["ok"] == 1 and counts["disturbed"] == 0
+    assert "sha256sum" in waiting[0] and "of at most 30 s)" in waiting[0], waiting
+    assert " quiet after " in waiting[-1], waiting
+    assert counts["quiet_waits"] == 1 and 2 < counts["quiet_wait_s"] < 30, counts
+
+
+class _ThisMachine:
+    """What the wait asks a target, answered as the lab answers it, without its namespaces: every process
+    of the machine but this test's and its children's is foreign."""
+
+    def foreign_snapshot(self, scenario: str) -> disturbance.Snapshot:
+        return disturbance.scan(set(), os.getpid())
+
+    def cpu_snapshot(self, scenario: str, side: str) -> cpu.Snapshot:
+        return cpu.read_local()
+
+
+class _Blind(_ThisMachine):
+    """A target that cannot tell other processes apart (a remote cluster's, SSH hosts)."""
+
+    def foreign_snapshot(self, scenario: str) -> None:
+        return None
+
+
+def test_the_wait_for_quiet_cpus_gives_up_at_its_bound_and_says_who_kept_them_busy():
+    placement = Placement("s", "198.18.0.2", "n1", "n2", [0], [0], {})
+    lines: list[str] = []
+    hog = cpu_hog([0])
+    try:
+        started = time.monotonic()
+        waited = runner.wait_for_quiet(_ThisMachine(), "s", placement, 0.1, 0.3, 2, lines.append)
+        took = time.monotonic() - started
+    finally:
+        os.kill(hog, signal.SIGKILL)
+    assert waited is not None and 2 <= waited <= took < 2 + 2 * runner.QUIET_PROBE_S, (waited, took)
+    assert len(lines) == 2, lines  # a line every few seconds, not one per probe
+    assert lines[0].startswith("collect: waiting for a quiet CPU 0: ") and "sha256sum" in lines[0], lines
+    assert lines[0].endswith("(1 s of at most 2 s)"), lines
+    assert lines[1].startswith("collect: CPU 0 not quiet after 2 s (") and "sha256sum" in lines[1], lines
+    # no wait asked, or a target that cannot see other processes: measured again at once, unprobed
+    started = time.monotonic()
+    assert runner.wait_for_quiet(_ThisMachine(), "s", placement, 0.1, 0.3, 0, lines.append) is None
+    assert runner.wait_for_quiet(_Blind(), "s", placement, 0.1, 0.3, 60, lines.append) is None
+    assert time.monotonic() - started < 0.5 and len(lines) == 2
 
 
 def test_a_quiet_run_is_not_disturbed_and_never_counts_its_own_processes(lab_env):

@@ -29,7 +29,7 @@ def add_parser(subparsers) -> None:
         "the same command resumes.",
     )
     s.add_argument("--env", required=True, help="environment name (a folder under pipelines/)")
-    s.set_defaults(func=run)
+    s.set_defaults(func=run, interrupted="completed runs are kept, run the same command to resume")
 
 
 def make_target(plan: Plan, log=log.info) -> Target:
@@ -110,9 +110,15 @@ def run(args) -> int:
             "(this target cannot tell them apart)"
         )
     )
+    waits = counts.get("quiet_waits", 0)
+    waited = (
+        f"; waited {counts['quiet_wait_s']:.0f} s in all for quiet CPUs before {waits} retr{'y' if waits == 1 else 'ies'}"
+        if waits
+        else ""
+    )
     log.info(
         f"collect: {args.env}: {counts['ok']} ok, {counts['failed']} failed, {disturbed}, "
-        f"{counts['already_done']} recorded before, {counts['planned']} planned",
+        f"{counts['already_done']} recorded before, {counts['planned']} planned{waited}",
         extra=RESULT,
     )
     return 0
