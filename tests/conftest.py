@@ -198,6 +198,20 @@ def real_campaign(project: Path) -> Path:
     return cdir
 
 
+@pytest.fixture(scope="module")
+def real_project(tmp_path_factory) -> Path:
+    """A project holding REAL_RAW's records and their plan (real_campaign), made once per module."""
+    project = copy_project(tmp_path_factory.mktemp("real") / "project")
+    real_campaign(project)
+    return project
+
+
+@pytest.fixture
+def real_project_copy(real_project, tmp_path) -> Path:
+    """A copy of real_project of the test's own, to damage."""
+    return Path(shutil.copytree(real_project, tmp_path / "project", symlinks=True))
+
+
 def venv_env() -> dict:
     """The environment for subprocesses: this venv's commands first on PATH."""
     env = dict(os.environ)

@@ -12,22 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REAL_RAW, copy_project, real_campaign, require_root, venv_env
+from tests.conftest import REAL_RAW, require_root, venv_env
 
 SYSTEM_FILE = Path("/etc/passwd")
 RECORD = "local-cilium/cilium-vxlan-ebpf/tcp_rr/r001"
 
 
-@pytest.fixture(scope="module")
-def real_project(tmp_path_factory) -> Path:
-    project = copy_project(tmp_path_factory.mktemp("records") / "project")
-    real_campaign(project)
-    return project
-
-
 @pytest.fixture
-def project(real_project, tmp_path) -> Path:
-    return Path(shutil.copytree(real_project, tmp_path / "project", symlinks=True))
+def project(real_project_copy) -> Path:
+    return real_project_copy
 
 
 def benchlib(project: Path, *args: str) -> subprocess.CompletedProcess:

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from benchlib import record, stacks
-from tests.conftest import REAL_RAW, copy_project, real_campaign, venv_env
+from tests.conftest import REAL_RAW, venv_env
 
 RECORD = "local-cilium/cilium-vxlan-ebpf/tcp_rr/r001"
 READERS = {
@@ -29,16 +29,9 @@ READERS = {
 }
 
 
-@pytest.fixture(scope="module")
-def real_project(tmp_path_factory) -> Path:
-    project = copy_project(tmp_path_factory.mktemp("schema") / "project")
-    real_campaign(project)
-    return project
-
-
 @pytest.fixture
-def project(real_project, tmp_path) -> Path:
-    return Path(shutil.copytree(real_project, tmp_path / "project", symlinks=True))
+def project(real_project_copy) -> Path:
+    return real_project_copy
 
 
 def current(rec: Path) -> dict:
