@@ -93,6 +93,7 @@ def gunzip(data: bytes, cap: int, name: str | Path, error: type[Exception]) -> b
 _DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
 _LONG_NUMBER = b"0" * 20
 _NOT_BRACKETS = bytes(sorted(set(range(256)) - set(b"[]{}")))
+TOO_DEEP = f"nested deeper than {JSON_DEPTH} levels, the cap on a JSON document benchlib reads"
 
 
 def parse_json(data: bytes | str):
@@ -103,7 +104,7 @@ def parse_json(data: bytes | str):
     deeper than JSON_DEPTH is a ValueError before either parser recurses into it."""
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
     if _too_deep(raw):
-        raise ValueError(f"nested deeper than {JSON_DEPTH} levels, the cap on a JSON document benchlib reads")
+        raise ValueError(TOO_DEEP)
     if _LONG_NUMBER not in raw.translate(_DIGITS_AS_ZERO):
         try:
             return orjson.loads(raw)
@@ -112,7 +113,7 @@ def parse_json(data: bytes | str):
     try:
         return json.loads(data)
     except RecursionError:  # not JSON at all, so the scan could not measure it: json's own words are lost
-        raise ValueError(f"nested deeper than {JSON_DEPTH} levels, the cap on a JSON document benchlib reads") from None
+        raise ValueError(TOO_DEEP) from None
 
 
 def _too_deep(raw: bytes) -> bool:

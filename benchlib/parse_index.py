@@ -10,7 +10,7 @@ The index also names what the rows were derived with; any of it changed and noth
 
 - ``code``: a digest of benchlib's source: the raw record is the truth and a parser fix must reach
   old records, and which modules a row depends on is not worth guessing;
-- ``campaign_dir``: the directory the records were read from, as record.shown writes it (the runs table names each record);
+- ``campaign_dir``: the directory the records were read from, as record.table_path writes it (the runs table names each record);
 - ``tables``: the identity of the tables written with it (schema.PARSE_KEY), so that tables written
   by another parse, or removed (DVC removes a stage's outputs before it runs), are never reused.
 """

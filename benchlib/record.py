@@ -85,7 +85,7 @@ def _root_of(cwd: str) -> Path:
     return project_root()  # found from the working directory, which is cwd
 
 
-def shown(path: str | Path) -> str:
+def table_path(path: str | Path) -> str:
     """A record's path as the tables keep it: relative to the project where it lies inside it, so that
     the tables' bytes do not depend on where the project lives; else absolute (another revision's
     records, a temporary raw root)."""
@@ -94,7 +94,7 @@ def shown(path: str | Path) -> str:
 
 
 def located(text: str | Path) -> Path:
-    """The directory that a path the tables keep (`shown`) names, wherever the command runs."""
+    """The directory that a path the tables keep (`table_path`) names, wherever the command runs."""
     p = Path(text)
     return p if p.is_absolute() else _root_of(os.getcwd()) / p
 

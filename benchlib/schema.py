@@ -208,7 +208,7 @@ RUNS_SCHEMA = pl.Schema(
         # the machine as the target described it ("<CPU model>, <n> CPUs, <memory>"); null: not recorded
         "machine": pl.String,
         "tool_version": pl.String,
-        # the record's directory, relative to the project inside it (record.shown), so that the table does
+        # the record's directory, relative to the project inside it (record.table_path), so that the table does
         # not depend on where the project lives
         "record": pl.String,
     }

@@ -129,7 +129,7 @@ def _measured(rec: record.RunRecord, path: Path) -> tuple[dict, list[dict]]:
             "kernel": versions["kernel"],
             "machine": machine_text(rec.target.get("machine")),
             "tool_version": versions.get(rec.tool, ""),
-            "record": record.shown(path),
+            "record": record.table_path(path),
         }
         if rec.outcome != "ok":
             return run, []
@@ -407,8 +407,8 @@ def _chunks(
     ``previous``: the directory of the last parse's tables and its index (parse_index.SCHEMA): a
     record whose fingerprint is unchanged is not read, its rows are taken from those tables.
     """
-    # as the tables and the index keep them (record.shown); each worker reads them where they lie
-    paths = (record.shown(p) for p in (record.walk(campaign_dir) if records is None else records))
+    # as the tables and the index keep them (record.table_path); each worker reads them where they lie
+    paths = (record.table_path(p) for p in (record.walk(campaign_dir) if records is None else records))
     known = {}
     if previous is not None:
         index = previous[1]
@@ -544,7 +544,7 @@ def parse_campaign(
     schema.remove_stale_temporaries(out_dir, [*(f"{name}.parquet" for name in TABLES), parse_index.INDEX])
     previous = None
     if incremental and (out_dir / parse_index.INDEX).exists():
-        index, why = parse_index.load(out_dir, record.shown(campaign_dir), list(TABLES))
+        index, why = parse_index.load(out_dir, record.table_path(campaign_dir), list(TABLES))
         if index is None:
             log(f"parse: reading every record, not only the new ones: {why}")
         else:
@@ -568,7 +568,7 @@ def parse_campaign(
         for writer in out.values():
             writer.publish()
     # after the tables: an index left from before names other tables, and is not used
-    parse_index.write(out_dir, pl.concat(indexed), parse_index.header(record.shown(campaign_dir), ident["tables"]))
+    parse_index.write(out_dir, pl.concat(indexed), parse_index.header(record.table_path(campaign_dir), ident["tables"]))
     return Parsed(
         out["runs"].rows,
         failed,
