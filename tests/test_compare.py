@@ -330,7 +330,7 @@ def test_a_byte_copy_of_another_campaign_is_refused_naming_its_records(project):
     assert done.stderr.startswith("benchlib: error: campaign cmp-a-bytes: "), done.stderr
     n = len(record.find(raw / "cmp-a-bytes"))
     assert f"{n} of {n} records were measured by campaign cmp-a" in done.stderr and n == 12
-    assert f"e.g. {first} and {n - 1} more" in done.stderr and "copied records are refused" in done.stderr
+    assert f"e.g. {first.relative_to(project).as_posix()} and {n - 1} more" in done.stderr and "copied records are refused" in done.stderr
 
 
 def test_metadata_diff_lists_what_changed_and_no_session_identifier(project, monkeypatch):

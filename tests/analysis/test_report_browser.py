@@ -8,6 +8,7 @@ figure of the blog index are written to reports/screenshots/ (kept by CI as arte
 
 from __future__ import annotations
 
+import html
 import re
 from pathlib import Path
 
@@ -248,7 +249,7 @@ def test_the_blog_index_shows_every_figure_with_its_caption_offline(pages):
     for f in shown:
         assert f["src"] == f"{f['name']}.svg" and f["loaded"] and f["width"] > 300, f
         caption = (blog["path"].parent / f"{f['name']}.md").read_text().split("\n\n")[1]
-        assert re.search(r"\d", f["caption"]) and f["caption"] == re.sub(r"\\(.)", r"\1", caption[1:-1]), f
+        assert re.search(r"\d", f["caption"]) and f["caption"] == html.unescape(caption[1:-1]), f
     assert not [u for u in blog["requests"] if re.match(r"(https?|wss?):", u)]
 
 
