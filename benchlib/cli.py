@@ -11,10 +11,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from . import config, logs
+from .base import logs
+from .base.errors import BenchlibError
 from .commands import COMMANDS
 from .commands.common import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_REGRESSION, FILE, params
-from .errors import BenchlibError
+from .settings import config
 
 __all__ = ["EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_REGRESSION", "build_parser", "main", "version_text"]
 

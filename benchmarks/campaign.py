@@ -32,9 +32,10 @@ from pathlib import Path
 
 from common import figure
 
-from benchlib import collectors, runner
-from benchlib.config import load_environment, load_params, project_root
-from benchlib.plan import plan_environment
+from benchlib import collectors
+from benchlib.measure import runner
+from benchlib.measure.plan import plan_environment
+from benchlib.settings.config import load_environment, load_params, project_root
 from benchlib.targets.lab import LabTarget
 
 

@@ -19,10 +19,10 @@ import time
 import polars as pl
 from common import figure
 
-from benchlib import stacks
 from benchlib.analysis import profiles
-from benchlib.config import project_root
+from benchlib.profiling import stacks
 from benchlib.report import profiles as profile_text
+from benchlib.settings.config import project_root
 
 FIXTURES = project_root() / "tests" / "fixtures" / "perf"
 RATES = {"host": 66_600.0, "veth-routed": 53_400.0}

@@ -18,9 +18,9 @@ import subprocess
 
 from common import LOOPBACK_PORT, figure, loopback_netserver, median, run_netperf
 
-from benchlib import runner
 from benchlib.collectors import netperf
-from benchlib.config import load_environment
+from benchlib.measure import runner
+from benchlib.settings.config import load_environment
 from benchlib.targets.lab import LabTarget
 
 TESTS = {"TCP_STREAM": ("throughput", 65536, "Gbit/s"), "TCP_RR": ("transaction_rate", 1, "/s")}

@@ -21,9 +21,9 @@ import polars as pl
 import synth
 from common import figure
 
-from benchlib import tidy
 from benchlib.analysis import history
 from benchlib.analysis.compare import Campaign
+from benchlib.tables import tidy
 
 
 def campaigns(runs: pl.DataFrame, metrics: pl.DataFrame, count: int):

@@ -29,10 +29,11 @@ from pathlib import Path
 
 from common import figure, median
 
-from benchlib import record, runner
 from benchlib.collectors import netperf
-from benchlib.config import load_environment
-from benchlib.plan import RunSpec
+from benchlib.measure import runner
+from benchlib.measure.plan import RunSpec
+from benchlib.records import record
+from benchlib.settings.config import load_environment
 from benchlib.targets.lab import LabTarget
 
 FLENT = Path(sys.executable).parent / "flent"

@@ -26,10 +26,11 @@ import time
 
 from common import figure
 
-from benchlib import collectors, runner
+from benchlib import collectors
 from benchlib.collectors import netperf
-from benchlib.config import load_environment
-from benchlib.plan import RunSpec
+from benchlib.measure import runner
+from benchlib.measure.plan import RunSpec
+from benchlib.settings.config import load_environment
 from benchlib.targets.lab import LabTarget
 
 KINDS = ("TCP_STREAM", "TCP_RR", "TCP_CRR")

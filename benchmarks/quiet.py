@@ -23,10 +23,11 @@ import time
 from common import loadavg
 from scipy.stats import mannwhitneyu
 
-from benchlib import collectors, runner
+from benchlib import collectors
 from benchlib.collectors import fortio, netperf
-from benchlib.config import load_environment
-from benchlib.plan import RunSpec
+from benchlib.measure import runner
+from benchlib.measure.plan import RunSpec
+from benchlib.settings.config import load_environment
 from benchlib.targets.kubernetes import KubernetesTarget
 
 SCENARIO = "pod-to-pod"

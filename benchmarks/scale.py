@@ -45,8 +45,8 @@ from pathlib import Path
 import synth
 from common import figure
 
-from benchlib import tidy
-from benchlib.config import project_root
+from benchlib.settings.config import project_root
+from benchlib.tables import tidy
 
 
 def measure_parse(cdir: Path, out: Path, incremental: bool = False) -> dict:
@@ -72,9 +72,10 @@ def measure_analysis(out: Path, in_memory: bool = False) -> dict:
     Returns the sha256 of every file written, to compare two ways of analysing the same tables."""
     import polars as pl
 
-    from benchlib import analysis, schema
+    from benchlib import analysis
     from benchlib.analysis import analyse
-    from benchlib.config import load_params
+    from benchlib.settings.config import load_params
+    from benchlib.vocabulary import schema
 
     timings = {}
     t = time.monotonic()
@@ -106,7 +107,7 @@ def replicate(tables: Path, copies: int, out: Path) -> int:
     files to the files (polars' streaming engine): 10M runs never held. Returns the runs."""
     import polars as pl
 
-    from benchlib import schema
+    from benchlib.vocabulary import schema
 
     runs, metrics = schema.scan(tables / "runs.parquet", "runs"), schema.scan(tables / "metrics.parquet", "metrics")
     stats = runs.select(
@@ -238,7 +239,7 @@ def run_parse_before(cdir: Path, before: Path, rounds: int) -> None:
     times each, a child each), in one run: their times as a ratio, and their tables compared."""
     import polars as pl
 
-    from benchlib import schema
+    from benchlib.vocabulary import schema
 
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
         print(f"scale: parse of {cdir}, before ({before}) and after, alternately; load average {_loadavg()}")
@@ -277,7 +278,8 @@ def run_incremental(runs: int, scenarios: int, raw: Path) -> None:
     """A full parse of the campaign against a parse after one record was added to it (a child each)."""
     import shutil
 
-    from benchlib import record, schema
+    from benchlib.records import record
+    from benchlib.vocabulary import schema
 
     cdir = synth.generate_once(raw / str(runs), runs, scenarios)
     added = next(record.walk(cdir))

@@ -1,6 +1,6 @@
 """A synthetic campaign of raw records, for the scale benchmark.
 
-Every record is a ``benchlib.record.RunRecord`` written by its own ``write``
+Every record is a ``benchlib.records.record.RunRecord`` written by its own ``write``
 (so meta.json, cpu.json and SHA256SUMS are exactly what a real campaign holds), around tool
 output that netperf really printed (tests/fixtures/netperf), with the numbers
 varied run to run. About 1 % of the runs are failures carrying netperf's real
@@ -19,8 +19,9 @@ import sys
 import time
 from pathlib import Path
 
-from benchlib import cpu, record
 from benchlib.collectors import netperf
+from benchlib.host import cpu
+from benchlib.records import record
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "netperf"
 TESTS = {

@@ -26,14 +26,14 @@ out_dir = "reports"  # where figures and exported tables go
 import polars as pl
 from IPython.display import Markdown, display
 
-import benchlib.escape as escape
+import benchlib.base.escape as escape
 from benchlib.analysis import analyse, resolve, saturation, stats
-from benchlib.report import figures, render as report, tables
+from benchlib.report import figures, format as fmt, render as report, tables
 from benchlib.report.format import change_text, mde_text
 from benchlib.report.summary import metric_label
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
-report.display_tables()
+fmt.display_tables()
 a = analyse.load(analysis_dir)
 runs, summary, comparisons, families = a.runs, a.summary, a.comparisons, a.families
 baseline, alpha, correction, contrasts = (

@@ -31,10 +31,10 @@ from collections import defaultdict
 import polars as pl
 from IPython.display import Markdown, display
 
-import benchlib.escape as escape
+import benchlib.base.escape as escape
 from benchlib.analysis import analyse, normalize, resolve, stats
 from benchlib.report import colours, figures, tables
-from benchlib.schema import PRIMARY_METRICS
+from benchlib.vocabulary.schema import PRIMARY_METRICS
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
 a = analyse.load(analysis_dir)

@@ -32,10 +32,10 @@ import polars as pl
 from IPython.display import HTML, display
 
 from benchlib.analysis import analyse, reference, resolve
-from benchlib.report import figures, format as fmt, render as report, tables
+from benchlib.report import figures, format as fmt, tables
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
-report.display_tables()
+fmt.display_tables()
 a = analyse.load(analysis_dir)
 scenarios = reference.load_eks_scenarios()
 scaling = reference.load_eks_service_scaling()

@@ -28,7 +28,7 @@ out_dir = "reports"  # where figures and exported tables go
 import polars as pl
 from IPython.display import Markdown, display
 
-import benchlib.escape as escape
+import benchlib.base.escape as escape
 from benchlib.analysis import analyse, profiles, resolve, stats
 from benchlib.report import colours, figures, flamegraphs, summary, tables
 from benchlib.report.profiles import (

@@ -25,12 +25,12 @@ out_dir = "reports"  # where figures and exported tables go
 import polars as pl
 from IPython.display import Markdown, display
 
-import benchlib.escape as escape
+import benchlib.base.escape as escape
 from benchlib.analysis import analyse, mesh, normalize, reference, resolve, stats
-from benchlib.report import colours, figures, mesh as mesh_figures, render as report, tables
+from benchlib.report import colours, figures, format as fmt, mesh as mesh_figures, tables
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
-report.display_tables()
+fmt.display_tables()
 a = analyse.load(analysis_dir)
 runs, values, compared = a.runs, a.values, a.mesh_comparisons
 baseline, alpha, contrasts = a.settings.baseline, a.settings.alpha, a.settings.contrasts

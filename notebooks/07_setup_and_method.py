@@ -29,10 +29,10 @@ import polars as pl
 from IPython.display import Markdown, display
 
 from benchlib.analysis import analyse, normalize, stats
-from benchlib.report import figures, render as report, summary, tables
+from benchlib.report import figures, format as fmt, render as report, summary, tables
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
-report.display_tables()
+fmt.display_tables()
 a = analyse.load(analysis_dir)
 runs, metrics, settings = a.runs, a.metrics, a.settings
 

@@ -22,14 +22,14 @@ result_dir = "reports/compare-lab-cmp-a-vs-lab-cmp-b"
 import polars as pl
 from IPython.display import HTML, Markdown, display
 
-import benchlib.escape as escape
+import benchlib.base.escape as escape
 from benchlib.analysis import compare, resolve
-from benchlib.config import load_params
-from benchlib.report import colours, figures, render as report, summary, tables
+from benchlib.report import colours, figures, format as fmt, summary, tables
 from benchlib.report.compare import display_rows
+from benchlib.settings.config import load_params
 
 figures.use_report_renderer()  # headless kernels need it; the page carries plotly.js once
-report.display_tables()
+fmt.display_tables()
 res = compare.load_result(result_dir)
 campaign_a, campaign_b, alpha, correction = res.a, res.b, res.alpha, res.correction
 md_a, md_b = escape.page(campaign_a), escape.page(campaign_b)  # the campaigns' names in the text

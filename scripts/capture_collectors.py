@@ -11,9 +11,10 @@ import sys
 import time
 from pathlib import Path
 
-from benchlib import collectors, runner
+from benchlib import collectors
 from benchlib.collectors import dns, fortio, iperf3
-from benchlib.config import load_environment
+from benchlib.measure import runner
+from benchlib.settings.config import load_environment
 from benchlib.targets.lab import LabTarget
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures"

@@ -1,5 +1,5 @@
 """Capture real netperf output into tests/fixtures/netperf/ for the parser tests, and real
-`perf script` output of TCP_RR into tests/fixtures/perf/ for benchlib.stacks' tests.
+`perf script` output of TCP_RR into tests/fixtures/perf/ for benchlib.profiling.stacks' tests.
 
 Run as root from the project root: `uv run python scripts/capture_fixtures.py`.
 Builds the lab's host scenario, runs the commands benchlib builds (plus the
@@ -14,9 +14,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from benchlib import profiling, runner, stacks
 from benchlib.collectors import netperf
-from benchlib.config import load_environment
+from benchlib.measure import runner
+from benchlib.profiling import perf_record, stacks
+from benchlib.settings.config import load_environment
 from benchlib.targets.lab import LabTarget
 
 OUT = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "netperf"
@@ -59,13 +60,13 @@ def main() -> None:
 def capture_perf(out: Path = PERF_OUT) -> None:
     """tcp_rr-<scenario>.script.gz: `perf script -F stacks.PERF_SCRIPT_FIELDS` of a TCP_RR's CPUs."""
     out.mkdir(parents=True, exist_ok=True)
-    version = profiling.check_plan("lab", True)
+    version = perf_record.check_plan("lab", True)
     env = load_environment("local-lab")
     with runner.serving(LabTarget(env, PERF_SCENARIOS, servers=[netperf.SERVER])) as lab:
         for scenario in PERF_SCENARIOS:
             pl = lab.placement_for(scenario, "TCP_RR")
             inv = netperf.commands("TCP_RR", pl.server_address, 2, 1, 1, pl.client_cpus, pl.server_cpus)[0]
-            recorder = profiling.Recorder({"client": pl.client_cpus, "server": pl.server_cpus}, 499, version)
+            recorder = perf_record.Recorder({"client": pl.client_cpus, "server": pl.server_cpus}, 499, version)
             try:
                 recorder.start()
                 proc = lab.spawn(scenario, "client", inv.argv)
@@ -76,7 +77,7 @@ def capture_perf(out: Path = PERF_OUT) -> None:
                     ["perf", "script", "-F", stacks.PERF_SCRIPT_FIELDS, "-i", str(recorder.data)],
                     capture_output=True,
                     check=True,
-                    timeout=profiling.SCRIPT_TIMEOUT_S,
+                    timeout=perf_record.SCRIPT_TIMEOUT_S,
                 ).stdout
             finally:
                 recorder.close()

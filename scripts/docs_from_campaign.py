@@ -11,12 +11,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from benchlib import config
 from benchlib.analysis import analyse, project_root, resolve
+from benchlib.base.errors import BenchlibError
+from benchlib.base.files import write_atomically
 from benchlib.commands.common import ERRORS, EXIT_ERROR, HelpFormatter, epilog
-from benchlib.errors import BenchlibError
-from benchlib.files import write_atomically
 from benchlib.report import render, screenshot, study_page, summary
+from benchlib.settings import config
 
 NAME = "docs_from_campaign.py"
 

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from benchlib import collectors, runner
-from benchlib.config import load_environment
+from benchlib import collectors
+from benchlib.measure import runner
+from benchlib.settings.config import load_environment
 from benchlib.targets.lab import LabTarget, list_namespaces
 
 REPO = Path(__file__).resolve().parent.parent
@@ -261,7 +262,7 @@ def unrecorded_default_params(tmp_path: Path) -> Path:
 
 
 def short_params(campaign: str, scenarios: list[str], tests: dict, repetitions: int = 2, retries: int = 1):
-    from benchlib.config import Params
+    from benchlib.settings.config import Params
 
     return Params.model_validate(
         {
@@ -289,8 +290,8 @@ SHORT_TESTS = {
 def short_campaign(tmp_path_factory, lab_env):
     """A real two-block campaign (host and bridge, a stream and an RR test) in a temporary raw root."""
     require_root()
-    from benchlib import record
-    from benchlib.plan import plan_environment
+    from benchlib.measure.plan import plan_environment
+    from benchlib.records import record
 
     raw = tmp_path_factory.mktemp("raw")
     params = short_params("short", ["host", "bridge"], SHORT_TESTS)

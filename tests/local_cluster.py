@@ -9,8 +9,9 @@ import os
 import subprocess
 from pathlib import Path
 
-from benchlib import collectors, runner
-from benchlib.config import Environment
+from benchlib import collectors
+from benchlib.measure import runner
+from benchlib.settings.config import Environment
 from benchlib.targets.kubernetes import PID_MARKER, KubernetesTarget
 from benchlib.targets.lab.addresses import CLUSTER_SERVICE_CIDR
 from tests.conftest import REPO, require_root

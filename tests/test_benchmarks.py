@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from benchlib import record, tidy
+from benchlib.records import record
+from benchlib.tables import tidy
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 import halfwidths  # noqa: E402
@@ -65,8 +66,8 @@ def test_scale_prints_the_incremental_parse_against_a_full_one(tmp_path, capsys)
 
 
 def test_scale_replicates_tables_as_one_larger_campaign(tmp_path):
-    from benchlib import schema
     from benchlib.analysis import stats
+    from benchlib.vocabulary import schema
 
     cdir = synth.generate(tmp_path / "raw", runs=200, scenarios=2, seed=5)
     tidy.parse_campaign(cdir, tmp_path / "one")
@@ -97,7 +98,7 @@ def pl_run_id():
 
 
 def tidy_tables(out):
-    from benchlib import schema
+    from benchlib.vocabulary import schema
 
     return schema.read_runs(out / "runs.parquet"), schema.read_metrics(out / "metrics.parquet")
 

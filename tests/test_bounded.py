@@ -1,5 +1,5 @@
 """Bounded inputs and deterministic outputs, through the real commands: a params path that never ends, a
-profile beyond a cap (benchlib.limits) in a real record, and two analyses of the same real tables."""
+profile beyond a cap (benchlib.base.limits) in a real record, and two analyses of the same real tables."""
 
 from __future__ import annotations
 
@@ -15,7 +15,9 @@ import polars as pl
 import pytest
 import yaml
 
-from benchlib import limits, record, stacks
+from benchlib.base import limits
+from benchlib.profiling import stacks
+from benchlib.records import record
 from tests.conftest import FIXTURES, REPO, real_campaign, venv_env
 from tests.test_hostile import TIDY, benchlib
 

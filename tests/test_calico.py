@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from benchlib import runner, tidy
-from benchlib.config import load_environment
-from benchlib.plan import Plan
+from benchlib.measure import runner
+from benchlib.measure.plan import Plan
+from benchlib.settings.config import load_environment
+from benchlib.tables import tidy
 from benchlib.targets.kubernetes import KubernetesTarget
 from benchlib.targets.lab.addresses import CLUSTER_POD_CIDR
 from tests.conftest import require_root, short_params

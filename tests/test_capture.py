@@ -10,9 +10,12 @@ import threading
 
 import pytest
 
-from benchlib import cpu, record, runner, tidy
 from benchlib.collectors import ParseError, get, netperf
-from benchlib.plan import plan_environment
+from benchlib.host import cpu
+from benchlib.measure import runner
+from benchlib.measure.plan import plan_environment
+from benchlib.records import record
+from benchlib.tables import tidy
 from benchlib.targets import LocalProcess, Placement, Target
 from tests.conftest import FIXTURES, RR, short_params
 

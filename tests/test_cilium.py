@@ -21,9 +21,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from benchlib import runner, tidy
-from benchlib.config import Environment, load_environment
-from benchlib.plan import Plan
+from benchlib.measure import runner
+from benchlib.measure.plan import Plan
+from benchlib.settings.config import Environment, load_environment
+from benchlib.tables import tidy
 from benchlib.targets import TargetError
 from benchlib.targets.kubernetes import KubernetesTarget, sidecars
 from tests.conftest import REPO, require_root, short_params

@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from benchlib import cli, config
+from benchlib import cli
+from benchlib.settings import config
 from tests.conftest import REPO, unrecorded_default_params, venv_env
 
 
@@ -280,7 +281,7 @@ def terminal(capsys):
     """benchlib's terminal handler writing to the captured stderr, removed after the test."""
     import logging
 
-    from benchlib import logs
+    from benchlib.base import logs
 
     def setup(verbosity):
         logs.setup(verbosity)
@@ -296,8 +297,9 @@ def terminal(capsys):
 def test_quiet_hides_a_measured_runs_progress_line_not_a_failed_run_or_the_result(terminal, quiet):
     from dataclasses import replace
 
-    from benchlib import logs, runner
-    from benchlib.plan import plan_environment, schedule
+    from benchlib.base import logs
+    from benchlib.measure import runner
+    from benchlib.measure.plan import plan_environment, schedule
     from tests.conftest import SHORT_TESTS, short_params
 
     capsys = terminal(logs.QUIET if quiet else logs.NORMAL)

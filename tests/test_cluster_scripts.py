@@ -68,7 +68,7 @@ def measurement(tmp_path):
         code = textwrap.dedent(f"""
             import subprocess, sys
             from pathlib import Path
-            from benchlib import machine
+            from benchlib.host import machine
             with machine.exclusive("benchlib collect --env local-k8s (test)", Path({str(lock_dir / "collect.lock")!r})):
                 print("held", flush=True)
                 child = {list(child)!r}

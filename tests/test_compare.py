@@ -16,9 +16,9 @@ import polars as pl
 import pytest
 import yaml
 
-from benchlib import record
 from benchlib.analysis import compare
 from benchlib.commands.compare import load_campaign
+from benchlib.records import record
 from tests.conftest import REPO, RR, require_root, venv_env, write_params
 from tests.test_dvc import committed
 
@@ -330,7 +330,10 @@ def test_a_byte_copy_of_another_campaign_is_refused_naming_its_records(project):
     assert done.stderr.startswith("benchlib: error: campaign cmp-a-bytes: "), done.stderr
     n = len(record.find(raw / "cmp-a-bytes"))
     assert f"{n} of {n} records were measured by campaign cmp-a" in done.stderr and n == 12
-    assert f"e.g. {first.relative_to(project).as_posix()} and {n - 1} more" in done.stderr and "copied records are refused" in done.stderr
+    assert (
+        f"e.g. {first.relative_to(project).as_posix()} and {n - 1} more" in done.stderr
+        and "copied records are refused" in done.stderr
+    )
 
 
 def test_metadata_diff_lists_what_changed_and_no_session_identifier(project, monkeypatch):
@@ -464,7 +467,7 @@ def test_a_campaign_from_another_git_revision_comes_through_dvc_or_says_how_to_f
 
 
 def test_thresholds_per_metric_are_validated():
-    from benchlib.config import Analysis
+    from benchlib.settings.config import Analysis
 
     assert Analysis(threshold_pct={"throughput": 5, "default": 2}).compare_threshold() == {
         "throughput": 5.0,

@@ -6,8 +6,8 @@ import subprocess
 import pytest
 import yaml
 
-from benchlib.config import ConfigError, load_environment, load_params
-from benchlib.plan import plan_environment, schedule, validate_all
+from benchlib.measure.plan import plan_environment, schedule, validate_all
+from benchlib.settings.config import ConfigError, load_environment, load_params
 from tests.conftest import REPO, project_with_environment, venv_env
 
 
@@ -110,7 +110,7 @@ def test_every_shipped_preset_is_valid():
 
 
 def test_matrix_runs_the_union_of_its_products(tmp_path):
-    from benchlib.plan import schedule
+    from benchlib.measure.plan import schedule
 
     params = load_params(REPO / "pipelines/local-lab/params-datapaths.yaml")
     plan = plan_environment(params, "local-lab")

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from benchlib import cpu
 from benchlib.collectors import ParseError
+from benchlib.host import cpu
 
 
 def test_parse_real_proc_stat_has_every_allowed_cpu():

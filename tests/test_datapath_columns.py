@@ -8,10 +8,14 @@ import time
 import polars as pl
 import pytest
 
-from benchlib import machine, record, runner, schema, tidy
 from benchlib.analysis import normalize
-from benchlib.plan import plan_environment
+from benchlib.host import machine
+from benchlib.measure import runner
+from benchlib.measure.plan import plan_environment
+from benchlib.records import record
+from benchlib.tables import tidy
 from benchlib.targets.lab import haproxy
+from benchlib.vocabulary import schema
 from tests.conftest import lab_target, require_root, short_params
 
 MESH = {

@@ -18,13 +18,16 @@ import time
 import polars as pl
 import pytest
 
-from benchlib import cpu, disturbance, record, runner, tidy
 from benchlib.analysis import estimators
-from benchlib.config import Experiment
-from benchlib.plan import plan_environment, schedule
+from benchlib.host import cpu, disturbance
+from benchlib.measure import runner
+from benchlib.measure.plan import plan_environment, schedule
+from benchlib.records import record
 from benchlib.report import summary
-from benchlib.schema import SIDES
+from benchlib.settings.config import Experiment
+from benchlib.tables import tidy
 from benchlib.targets import Placement
+from benchlib.vocabulary.schema import SIDES
 from tests.analysis.analysis_tables import make_tables
 from tests.conftest import FIXTURES, REPO, RR, cpu_hog, lab_target, require_root, short_params, venv_env
 

@@ -127,8 +127,9 @@ def test_a_5000_qps_run_through_the_runner_loses_no_query(tmp_path, lab_env):
     reading answers for over a second and counted ~99 queries lost in every run, at
     ~3000 q/s instead of 5000. Now the target drains the pipe as it fills."""
     require_root()
-    from benchlib import record, runner
-    from benchlib.plan import plan_environment
+    from benchlib.measure import runner
+    from benchlib.measure.plan import plan_environment
+    from benchlib.records import record
     from tests.conftest import lab_target, short_params
 
     test = {"tool": "dns", "kind": "DNS_UDP", "duration_s": 2, "qps": 5000}

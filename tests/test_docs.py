@@ -18,7 +18,9 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from benchlib import cli, collectors, config, schema
+from benchlib import cli, collectors
+from benchlib.settings import config
+from benchlib.vocabulary import schema
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -106,11 +108,13 @@ def test_every_key_of_params_and_environment_has_a_description():
     missing = sorted(
         f"{model.__name__}.{name}"
         for model, name in fields
-        if model.__module__.startswith((config.__name__, "benchlib.scenarios"))
+        if model.__module__.startswith((config.__name__, "benchlib.settings.scenarios"))
         and not model.model_fields[name].description
         and not model.model_fields[name].exclude  # a scenario's target: set on reading, not a key of the file
     )
-    assert not missing, f"benchlib/config.py, benchlib/scenarios/: fields without Field(description=...): {missing}"
+    assert not missing, (
+        f"benchlib/settings/config.py, benchlib/settings/scenarios/: fields without Field(description=...): {missing}"
+    )
 
 
 def test_params_reference_lists_every_key_with_its_description(site):

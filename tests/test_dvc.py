@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from benchlib import tidy
+from benchlib.tables import tidy
 from tests.conftest import require_root, venv_env, write_params
 
 

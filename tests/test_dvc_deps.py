@@ -6,6 +6,7 @@ stage."""
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -18,24 +19,31 @@ from tests.test_layers import GRAPH, MODULES, imports
 
 # Not the stages' code: cli builds the command line from every command, the package's __init__
 # names them all, and logs decides where messages go, never what a stage writes.
-NOT_STAGE_CODE = {"benchlib", "benchlib.cli", "benchlib.commands", "benchlib.logs"}
+NOT_STAGE_CODE = {"benchlib", "benchlib.cli", "benchlib.commands", "benchlib.base.logs"}
+
+
+def _runs_code(module: str) -> bool:
+    """Not a package whose __init__ holds only its docstring (the folders that name a layer)."""
+    body = ast.parse(MODULES[module].read_text()).body
+    return not (MODULES[module].name == "__init__.py" and all(isinstance(n, ast.Expr) for n in body))
 
 
 def _closure(modules: set[str]) -> set[str]:
-    """``modules`` and every benchlib module they import, directly or not."""
+    """``modules`` and every benchlib module they import, directly or not, with the packages that hold
+    them (importing a module runs its packages' __init__ first)."""
     closure, todo = set(), list(modules)
     while todo:
         m = todo.pop()
-        if m not in closure and m in MODULES:
+        if m not in closure and m in MODULES and m not in NOT_STAGE_CODE and _runs_code(m):
             closure.add(m)
-            todo += GRAPH[m]
+            todo += [*GRAPH[m], *(m.rsplit(".", k)[0] for k in range(1, m.count(".")))]
     return closure
 
 
 def command_modules(command: str) -> set[str]:
     """The benchlib modules `benchlib <command>` runs: its module in benchlib/commands/ and that
     module's import closure."""
-    return _closure({f"benchlib.commands.{command}"}) - NOT_STAGE_CODE
+    return _closure({f"benchlib.commands.{command}"})
 
 
 def notebook_modules() -> set[str]:
@@ -67,8 +75,13 @@ def test_a_stage_depends_on_every_module_its_command_runs(stage):
 
 
 def test_the_walk_finds_what_a_command_names():
-    assert {"benchlib.record", "benchlib.tidy", "benchlib.plan", "benchlib.schema"} <= command_modules("parse")
-    assert "benchlib.runner" not in command_modules("parse") | command_modules("analyse")
+    assert {
+        "benchlib.records.record",
+        "benchlib.tables.tidy",
+        "benchlib.measure.plan",
+        "benchlib.vocabulary.schema",
+    } <= command_modules("parse")
+    assert "benchlib.measure.runner" not in command_modules("parse") | command_modules("analyse")
     assert "benchlib.report.render" in command_modules("report")
     assert "benchlib.analysis.analyse" in command_modules("analyse")
     assert "benchlib.targets.lab" in command_modules("collect")
@@ -80,6 +93,7 @@ PRESENTATION = ("plotly", "great_tables", "nbconvert", "papermill", "jupytext", 
 
 def test_the_analyse_stage_depends_on_nothing_it_does_not_run():
     needed = {MODULES[m].relative_to(REPO) for m in command_modules("analyse")}
+    needed |= {MODULES[m].relative_to(REPO) for m in MODULES if not _runs_code(m)}  # a layer's docstring
     code = [d for d in stages()["analyse"]["deps"] if d.startswith("benchlib")]
     extra = sorted(
         str(p.relative_to(REPO))
@@ -97,6 +111,16 @@ def test_the_analyse_stage_imports_no_presentation_library():
     probe = f"import sys; {'; '.join(f'import {m}' for m in names)}; print(sorted({{m.split('.')[0] for m in sys.modules}}))"
     loaded = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=True).stdout
     assert not [lib for lib in PRESENTATION if f"'{lib}'" in loaded], loaded
+
+
+def test_compare_without_its_page_loads_no_notebook_stack():
+    """`benchlib compare --json --no-html`, a CI gate, imports what it runs and no papermill or plotly."""
+    probe = (
+        "import sys; from benchlib.commands import compare; from benchlib.analysis import compare, normalize; "
+        "from benchlib.report import compare; print(sorted({m.split('.')[0] for m in sys.modules}))"
+    )
+    loaded = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    assert "'polars'" in loaded and not [lib for lib in PRESENTATION if f"'{lib}'" in loaded], loaded
 
 
 def test_the_report_loads_a_presentation_library():

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from benchlib import record, runner
+from benchlib.base.errors import TargetError
 from benchlib.collectors import fortio
-from benchlib.errors import TargetError
-from benchlib.plan import plan_environment
+from benchlib.measure import runner
+from benchlib.measure.plan import plan_environment
+from benchlib.records import record
 from benchlib.targets.lab import envoy
 from benchlib.targets.lab.addresses import POD_IP
 from benchlib.targets.mesh import certificates, shapes

@@ -25,9 +25,9 @@ import pytest
 import yaml
 from hypothesis import given, settings, strategies as st
 
-from benchlib import cpu
 from benchlib.collectors import ParseError, netperf
-from benchlib.config import ConfigError, Params, load_params
+from benchlib.host import cpu
+from benchlib.settings.config import ConfigError, Params, load_params
 from tests.conftest import FIXTURES, REPO
 
 pytestmark = pytest.mark.slow  # hypothesis runs hundreds of examples per test
@@ -476,7 +476,7 @@ FOLDED = Counter({"cpu0;netperf;entry_SYSCALL_64;tcp_sendmsg": 7, "cpu1;netserve
 
 def _every_field(meta: dict) -> dict:
     """The real record's meta.json as the current version writes it, with every optional part filled in."""
-    from benchlib import record
+    from benchlib.records import record
 
     meta = record.migrate(meta, REAL_RECORD)
     meta["placement"].update(
@@ -584,7 +584,8 @@ HOSTILE = st.one_of(
 def _fuzzed_record(run: str, edits: list) -> Path:
     """A campaign of the record ``run`` (r001 or p001) whose files have ``edits`` (file, path, op, JSON
     text) applied, its checksums written again; returns the record's directory."""
-    from benchlib import record, stacks
+    from benchlib.profiling import stacks
+    from benchlib.records import record
 
     cdir = Path(tempfile.mkdtemp(dir=SCRATCH)) / "local-cilium-demo-001"
     rec = cdir / "local-cilium/cilium-vxlan-ebpf/tcp_rr" / run
@@ -608,7 +609,9 @@ def _fuzzed_record(run: str, edits: list) -> Path:
 def _parsed(cdir: Path) -> None:
     """What `benchlib parse` does with a campaign directory, short of writing the parquet files: each
     chunk's tables checked as its table writer checks them, and the facts `benchlib compare` reads."""
-    from benchlib import record, schema, tidy
+    from benchlib.records import record
+    from benchlib.tables import tidy
+    from benchlib.vocabulary import schema
 
     record.survey(cdir, None)
     for chunk in tidy._checked_chunks(cdir, False, lambda message: None, None, fingerprints=True):
@@ -631,8 +634,9 @@ def _field_names(edits: list) -> set[str]:
 
 
 def reads_or_names_the_record(rec: Path, edits: list) -> None:
-    from benchlib import record, tidy
-    from benchlib.errors import BenchlibError
+    from benchlib.base.errors import BenchlibError
+    from benchlib.records import record
+    from benchlib.tables import tidy
 
     for read in (lambda: record.load(rec), lambda: tidy.load_record(rec), lambda: _parsed(rec.parents[3])):
         try:
@@ -650,7 +654,7 @@ def reads_or_names_the_record(rec: Path, edits: list) -> None:
 
 @counted
 def test_the_records_fuzzed_read_as_they_are_unmutated():
-    from benchlib import record
+    from benchlib.records import record
 
     for run in BASES:
         rec = _fuzzed_record(run, [])

@@ -22,11 +22,15 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from benchlib import machine, parse_index, record, runner, schema, tidy
-from benchlib.config import ConfigError
-from benchlib.errors import TargetError
-from benchlib.plan import plan_environment
+from benchlib.base.errors import TargetError
+from benchlib.host import machine
+from benchlib.measure import runner
+from benchlib.measure.plan import plan_environment
+from benchlib.records import record
+from benchlib.settings.config import ConfigError
+from benchlib.tables import parse_index, tidy
 from benchlib.targets.lab import list_namespaces
+from benchlib.vocabulary import schema
 from tests.conftest import REPO, RR, lab_target, real_campaign, require_root, short_params, venv_env, write_params
 
 

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from benchlib import config
 from benchlib.collectors import ParseError, iperf3
+from benchlib.settings import config
 from tests.conftest import FIXTURES, lab_target, require_root, serving_lab
 
 CAPTURED = FIXTURES / "iperf3"
@@ -146,8 +146,11 @@ CAMPAIGN_TESTS = {
 
 def test_short_campaign_of_the_new_tools_reaches_the_tidy_tables(tmp_path, lab_env):
     require_root()
-    from benchlib import record, runner, schema, tidy
-    from benchlib.plan import plan_environment
+    from benchlib.measure import runner
+    from benchlib.measure.plan import plan_environment
+    from benchlib.records import record
+    from benchlib.tables import tidy
+    from benchlib.vocabulary import schema
     from tests.conftest import short_params
 
     params = short_params("newtools", ["host", "veth-routed"], CAMPAIGN_TESTS, repetitions=2)

@@ -10,10 +10,12 @@ import json
 
 import pytest
 
-from benchlib import collectors, record, runner
+from benchlib import collectors
 from benchlib.collectors import fortio
-from benchlib.config import Environment, load_environment
-from benchlib.plan import Plan
+from benchlib.measure import runner
+from benchlib.measure.plan import Plan
+from benchlib.records import record
+from benchlib.settings.config import Environment, load_environment
 from benchlib.targets import TargetError
 from benchlib.targets.kubernetes import KubernetesTarget, manifests, render, sidecars
 from benchlib.targets.mesh import shapes

@@ -25,9 +25,20 @@ import types
 
 import pytest
 
-from benchlib import cli, collectors, machine, record, runner, tidy
-from benchlib.config import ConfigError, Environment, Params, _expand_service_counts, load_environment, load_params
-from benchlib.plan import Plan, schedule, validate_all
+from benchlib import cli, collectors
+from benchlib.host import machine
+from benchlib.measure import runner
+from benchlib.measure.plan import Plan, schedule, validate_all
+from benchlib.records import record
+from benchlib.settings.config import (
+    ConfigError,
+    Environment,
+    Params,
+    _expand_service_counts,
+    load_environment,
+    load_params,
+)
+from benchlib.tables import tidy
 from benchlib.targets import TargetError
 from benchlib.targets.kubernetes import LABEL_OWNER, LABEL_SESSION, PID_MARKER, KubernetesTarget, render
 from benchlib.targets.kubernetes.manifests import FILLER_ADDRESS
@@ -677,7 +688,7 @@ import sys
 sys.path.insert(0, {repo!r})
 from pathlib import Path
 from benchlib import runner
-from benchlib.plan import Plan
+from benchlib.measure.plan import Plan
 from benchlib.targets.kubernetes import KubernetesTarget
 from tests.conftest import short_params
 from tests.local_cluster import NETPERF, k8s_env

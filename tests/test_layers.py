@@ -13,36 +13,31 @@ import pytest
 from tests.conftest import REPO
 
 PACKAGE = REPO / "benchlib"
-# lowest first; a package's name stands for all its modules
+# lowest first; a folder's name stands for all its modules, which may import each other (no cycle)
 LAYERS = [
-    # escape: data made safe to show; limits: caps on reads; files: written whole or not at all
-    ["benchlib.errors", "benchlib.escape", "benchlib.limits", "benchlib.files"],
-    ["benchlib.logs"],  # where messages go (logging), for the CLI
-    [
-        "benchlib.schema",
-        "benchlib.collectors",
-        "benchlib.cpu",
-        "benchlib.disturbance",
-        "benchlib.stacks",
-        "benchlib.meshes",
-    ],  # pure: builders, parsers, vocabulary (meshes: the mesh shapes' names)
-    ["benchlib.machine"],  # the machine-wide collect lock, dying with the parent
-    ["benchlib.scenarios"],  # each target's scenario model, picked by the environment's target
-    ["benchlib.config"],  # the settings: tests are the collectors' models, metric names the schema's
-    ["benchlib.record_schema"],  # every field of a record's meta.json and cpu.json: its type and range
-    ["benchlib.record", "benchlib.parse_index"],  # parse_index: which records the last parse read
-    ["benchlib.plan"],  # what each environment runs, its runs in blocks, and the campaign's identity
-    ["benchlib.bpfstats"],  # the kernel's count of each BPF program's runs over a profiled run
-    ["benchlib.profiling"],  # perf records a run's CPU window; each target says where perf runs
-    ["benchlib.targets", "benchlib.images"],
-    ["benchlib.runner", "benchlib.tidy", "benchlib.analysis", "benchlib.store"],  # store: records against DVC
+    ["benchlib.base"],  # errors, data made safe to show, caps on reads, files written whole, log routing
+    ["benchlib.vocabulary"],  # the names all share: metrics and their table columns, the mesh shapes
+    ["benchlib.collectors"],  # one module per tool: its tests' model, a pure command builder and parser
+    ["benchlib.host"],  # the machine: its collect lock, its CPUs' samples, the load of other processes
+    ["benchlib.profiling"],  # perf's records of a run's CPU window, folded stacks, BPF programs' run counts
+    ["benchlib.settings"],  # params and environments, each target's scenario model
+    ["benchlib.records"],  # a run's record on disk: its layout, typed fields, checksums, the DVC store
+    ["benchlib.targets"],  # where client and server run: the netns lab, Kubernetes, SSH hosts, meshes
+    ["benchlib.measure"],  # the plan in blocks, the runner that measures it, the checks before collect
+    ["benchlib.tables"],  # records parsed into the tidy tables, and which records the last parse read
+    ["benchlib.analysis"],  # the tables into normalized values, summaries and comparisons
     ["benchlib.report"],  # the analysis in words, tables and figures; the rendered report
-    ["benchlib.doctor"],  # what a campaign needs, asked of the targets' checks before collect
     ["benchlib.commands"],  # one module per command: its arguments and the library calls it makes
     ["benchlib.cli"],  # the command line built from the commands, the global options, the exit codes
 ]
 # what notebooks may use: the report, the analysis and what it stands on
-NOTEBOOK_IMPORTS = ("benchlib.report", "benchlib.analysis", "benchlib.schema", "benchlib.config", "benchlib.escape")
+NOTEBOOK_IMPORTS = (
+    "benchlib.report",
+    "benchlib.analysis",
+    "benchlib.vocabulary.schema",
+    "benchlib.settings.config",
+    "benchlib.base.escape",
+)
 
 
 def modules() -> dict[str, Path]:
@@ -123,8 +118,8 @@ def test_no_import_cycle():
 def test_the_graph_sees_lazy_and_relative_imports():
     # the check above would pass vacuously if the parser missed these
     assert "benchlib.collectors.netperf" in GRAPH["benchlib.collectors"]  # inside get()
-    assert {"benchlib.record", "benchlib.targets", "benchlib.collectors"} <= GRAPH["benchlib.runner"]
-    assert "benchlib.schema" in GRAPH["benchlib.analysis.stats"]
+    assert {"benchlib.records.record", "benchlib.targets", "benchlib.collectors"} <= GRAPH["benchlib.measure.runner"]
+    assert "benchlib.vocabulary.schema" in GRAPH["benchlib.analysis.stats"]
 
 
 @pytest.mark.parametrize("notebook", sorted((REPO / "notebooks").glob("*.py")), ids=lambda p: p.name)

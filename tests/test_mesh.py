@@ -11,11 +11,12 @@ import time
 
 import pytest
 
-from benchlib import record, runner
+from benchlib.base.errors import ConfigError
 from benchlib.collectors import fortio, netperf
-from benchlib.config import load_environment
-from benchlib.errors import ConfigError
-from benchlib.plan import plan_environment
+from benchlib.measure import runner
+from benchlib.measure.plan import plan_environment
+from benchlib.records import record
+from benchlib.settings.config import load_environment
 from benchlib.targets.lab import haproxy
 from benchlib.targets.lab.addresses import POD_IP
 from benchlib.targets.mesh import certificates, shapes

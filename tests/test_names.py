@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from benchlib import cli, collectors, record
+from benchlib import cli, collectors
+from benchlib.base.errors import RecordError
 from benchlib.commands.compare import load_campaign
-from benchlib.config import NAME_RULE, ConfigError, Environment, load_environment, load_params
-from benchlib.errors import RecordError
+from benchlib.records import record
+from benchlib.settings.config import NAME_RULE, ConfigError, Environment, load_environment, load_params
 from tests.conftest import REPO, RR, project_with_environment, venv_env
 
 HOSTILE = ["Foo/bar", "../../x", "..", "-rf", ".hidden", "a..b", "café", "", "x" * 101, "tab\tx", "new\nline"]
@@ -226,7 +227,7 @@ def test_tables_whose_names_a_campaign_cannot_give_are_refused(tmp_path):
     import polars as pl
 
     from benchlib.analysis import load_tables
-    from benchlib.errors import SchemaError
+    from benchlib.base.errors import SchemaError
 
     for table in ("runs", "metrics"):
         df = pl.read_parquet(REPO / f"tests/fixtures/tidy/lab-default-003/{table}.parquet")
@@ -239,7 +240,7 @@ def test_tables_whose_names_a_campaign_cannot_give_are_refused(tmp_path):
 def test_profile_tables_whose_names_a_campaign_cannot_give_are_refused(tmp_path):
     # a profiled test's name becomes the profile figures' file names (cpu_profile_<test>_flamegraph.html)
     from benchlib.analysis import profiles
-    from benchlib.errors import SchemaError
+    from benchlib.base.errors import SchemaError
     from tests.analysis.profile_tables import profile_tables
 
     stacks_table, runs = profile_tables(test="../../x")

@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 import yaml
 
-from benchlib import parse_index, tidy
+from benchlib.tables import parse_index, tidy
 from tests.conftest import REAL_RAW, copy_project, real_campaign, venv_env
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from benchlib import tidy
+from benchlib.tables import tidy
 from tests.conftest import REPO, require_root, venv_env
 from tests.local_cluster import CLUSTER, STATE, cluster_script
 

@@ -7,7 +7,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from benchlib import parse_index, record, schema, tidy
+from benchlib.records import record
+from benchlib.tables import parse_index, tidy
+from benchlib.vocabulary import schema
 
 # A real campaign's raw records, as `benchlib collect` wrote them (see test_tidy.REAL_CAMPAIGN).
 REAL_CAMPAIGN = Path(__file__).resolve().parent / "fixtures" / "raw" / "local-cilium-demo-001"

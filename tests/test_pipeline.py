@@ -11,8 +11,8 @@ import polars as pl
 import pytest
 import yaml
 
-from benchlib import schema
 from benchlib.report import render as report
+from benchlib.vocabulary import schema
 from tests.conftest import REPO, copy_project, require_root, venv_env
 
 BLOCKS = 6  # the statistics floor: below it no 95 % median CI exists

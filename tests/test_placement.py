@@ -10,10 +10,12 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from benchlib import record, runner, tidy
 from benchlib.analysis import normalize
 from benchlib.collectors import netperf
-from benchlib.plan import plan_environment
+from benchlib.measure import runner
+from benchlib.measure.plan import plan_environment
+from benchlib.records import record
+from benchlib.tables import tidy
 from benchlib.targets.lab import LabTarget
 from tests.conftest import lab_target, require_root, short_params
 

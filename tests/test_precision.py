@@ -3,8 +3,10 @@ resumed collect takes the same decisions from the records."""
 
 import shutil
 
-from benchlib import plan as planning, record, runner, tidy
 from benchlib.commands.collect import precision_of
+from benchlib.measure import plan as planning, runner
+from benchlib.records import record
+from benchlib.tables import tidy
 from tests.conftest import lab_target, require_root, short_params
 
 RR = {"rr": {"tool": "netperf", "kind": "TCP_RR", "duration_s": 1, "message_size": 1}}

@@ -6,12 +6,16 @@ import json
 import polars as pl
 import pytest
 
-from benchlib import bpfstats, profiling, record, runner, schema, stacks, tidy
 from benchlib.analysis import profiles
-from benchlib.config import ConfigError, Params
-from benchlib.errors import TargetError
-from benchlib.plan import plan_environment, planned_definitions, planned_params, schedule
+from benchlib.base.errors import TargetError
+from benchlib.measure import runner
+from benchlib.measure.plan import plan_environment, planned_definitions, planned_params, schedule
+from benchlib.profiling import bpfstats, perf_record, stacks
+from benchlib.records import record
+from benchlib.settings.config import ConfigError, Params
+from benchlib.tables import tidy
 from benchlib.targets.lab import LabTarget
+from benchlib.vocabulary import schema
 from tests.conftest import SHORT_TESTS, lab_target, require_root, short_params
 from tests.test_record import v1_record  # noqa: F401 (fixture)
 from tests.test_runner import outcomes
@@ -39,7 +43,7 @@ def profiled_params(
     ],
 )
 def test_a_wrong_profile_setting_is_one_error_naming_the_key(tmp_path, experiment, message):
-    from benchlib.config import load_params
+    from benchlib.settings.config import load_params
 
     path = tmp_path / "params.yaml"
     path.write_text(
@@ -55,7 +59,7 @@ def test_a_wrong_profile_setting_is_one_error_naming_the_key(tmp_path, experimen
 
 
 def test_the_default_campaign_profiles_once_per_configuration():
-    from benchlib.config import load_params
+    from benchlib.settings.config import load_params
     from tests.conftest import REPO
 
     e = load_params(REPO / "params.yaml").experiment
@@ -122,7 +126,7 @@ OK = {
     ],
 )
 def test_plan_problems_name_the_setting_and_its_fix(change, needles):
-    problems = profiling.plan_problems(**{**OK, **change})
+    problems = perf_record.plan_problems(**{**OK, **change})
     assert len(problems) == (1 if needles else 0)
     for needle in needles:
         assert needle in problems[0]
@@ -130,12 +134,12 @@ def test_plan_problems_name_the_setting_and_its_fix(change, needles):
 
 
 def test_perf_leaves_its_bpf_events_out_only_where_kallsyms_names_the_programs():
-    assert profiling.bpf_event_flags(1) == ["--no-bpf-event"]
-    assert profiling.bpf_event_flags(0) == profiling.bpf_event_flags(None) == []
+    assert perf_record.bpf_event_flags(1) == ["--no-bpf-event"]
+    assert perf_record.bpf_event_flags(0) == perf_record.bpf_event_flags(None) == []
 
 
 def test_two_problems_are_two_lines():
-    problems = profiling.plan_problems(**{**OK, "perf_version": None, "kptr_restrict": 2})
+    problems = perf_record.plan_problems(**{**OK, "perf_version": None, "kptr_restrict": 2})
     assert len(problems) == 2
 
 
@@ -279,13 +283,13 @@ def test_an_empty_profile_table_has_its_schema(short_campaign, tmp_path):
 def test_a_perf_that_fails_fails_only_its_profiled_run(tmp_path, lab_env, monkeypatch):
     require_root()
     before = bpfstats.STATS.read_text()
-    real = profiling.Recorder.__init__
+    real = perf_record.Recorder.__init__
 
     def broken(self, cpus, hz, version):
         real(self, cpus, hz, version)
         self.argv = [*self.argv[:-2], "--no-such-option", *self.argv[-2:]]
 
-    monkeypatch.setattr(profiling.Recorder, "__init__", broken)
+    monkeypatch.setattr(perf_record.Recorder, "__init__", broken)
     params = profiled_params("broken", ["host"], {"rr": SHORT_TESTS["rr"]})
     plan = plan_environment(params, "local-lab")
     counts = runner.run_environment(params, plan, lab_target(lab_env, ["host"]), raw_root=tmp_path, log=lambda m: None)
@@ -303,7 +307,7 @@ def test_the_window_keeps_the_samples_of_its_time_and_cpus_without_their_time():
         "chromium 20/20 [001] 100.600000: cpu-clock:ppp: \n\tffff schedule ([kernel.kallsyms])\n\n"
     )
     events: set[str] = set()
-    kept = list(profiling._window(script.splitlines(keepends=True), 100.0, 101.0, frozenset({0}), events))
+    kept = list(perf_record._window(script.splitlines(keepends=True), 100.0, 101.0, frozenset({0}), events))
     assert stacks.fold(kept) == {"cpu0;netperf;tcp_sendmsg": 1}
     assert events == {"cpu-clock"}
 
@@ -369,7 +373,7 @@ def test_a_profiled_ebpf_run_records_each_programs_runs_and_restores_the_setting
     rec = record.load(path)
     assert "error" not in rec.profile["bpf"], rec.profile["bpf"]
     # the programs' own frames are named in the stacks, with or without perf's BPF events
-    # (profiling.bpf_event_flags: this machine leaves them out and perf script reads /proc/kallsyms)
+    # (perf_record.bpf_event_flags: this machine leaves them out and perf script reads /proc/kallsyms)
     stacks_text = "\n".join(stacks.read_folded(rec.profile_folded))
     assert "_from_pod" in stacks_text and "_from_wire" in stacks_text, rec.profile["command"]
     t = bpfstats.table(rec.run_id, rec.profile["bpf"])

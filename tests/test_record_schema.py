@@ -1,5 +1,5 @@
 """A record read back is checked field by field against the one schema of meta.json and cpu.json
-(benchlib.record_schema): a field of the wrong type, a meta.json nested 100,000 levels deep, a profile
+(benchlib.records.record_schema): a field of the wrong type, a meta.json nested 100,000 levels deep, a profile
 emptied after the run are refused by every command that reads records (parse, verify, compare), exit 2,
 in one line naming the record and the field, never a traceback. Real records
 (tests/fixtures/raw/local-cilium-demo-001, schema version 3) in a copy of the project, their SHA256SUMS
@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from benchlib import record, stacks
+from benchlib.profiling import stacks
+from benchlib.records import record
 from tests.conftest import REAL_RAW, venv_env
 
 RECORD = "local-cilium/cilium-vxlan-ebpf/tcp_rr/r001"

@@ -6,9 +6,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from benchlib import runner
-from benchlib.config import load_params
-from benchlib.plan import plan_environment, schedule
+from benchlib.measure import runner
+from benchlib.measure.plan import plan_environment, schedule
+from benchlib.settings.config import load_params
 from benchlib.targets.kubernetes import KubernetesTarget
 from tests.conftest import REPO
 

@@ -10,9 +10,11 @@ from dataclasses import replace
 
 import pytest
 
-from benchlib import record, runner, tidy
-from benchlib.errors import TargetError
-from benchlib.plan import plan_environment, schedule
+from benchlib.base.errors import TargetError
+from benchlib.measure import runner
+from benchlib.measure.plan import plan_environment, schedule
+from benchlib.records import record
+from benchlib.tables import tidy
 from benchlib.targets.lab import LabTarget, list_namespaces
 from tests.conftest import SHORT_TESTS, lab_target, short_params, venv_env, write_params
 

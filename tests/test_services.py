@@ -5,7 +5,7 @@ import subprocess
 import pytest
 
 from benchlib.collectors import netperf
-from benchlib.config import ConfigError, load_environment
+from benchlib.settings.config import ConfigError, load_environment
 from benchlib.targets.lab import LabTarget, kubeproxy
 from tests.conftest import project_with_environment, require_root, serving_lab
 

@@ -12,9 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from benchlib import collectors, record, runner, tidy
-from benchlib.config import Environment
-from benchlib.plan import Plan
+from benchlib import collectors
+from benchlib.measure import runner
+from benchlib.measure.plan import Plan
+from benchlib.records import record
+from benchlib.settings.config import Environment
+from benchlib.tables import tidy
 from benchlib.targets import TargetError
 from benchlib.targets.lab import LabTarget, in_ns
 from benchlib.targets.ssh import SshTarget, render

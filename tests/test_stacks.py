@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from benchlib import stacks
+from benchlib.profiling import stacks
 from tests.conftest import FIXTURES
 
 

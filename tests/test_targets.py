@@ -6,10 +6,12 @@ import typing
 
 import pytest
 
-from benchlib import config, meshes, scenarios, targets
+from benchlib import targets
+from benchlib.settings import config, scenarios
 from benchlib.targets import registry
 from benchlib.targets.lab import haproxy
 from benchlib.targets.mesh import shapes
+from benchlib.vocabulary import meshes
 from tests.conftest import project_with_environment
 
 
@@ -30,7 +32,7 @@ def test_an_unknown_target_is_named():
 
 def test_a_target_is_imported_only_when_asked():
     code = (
-        "import sys, benchlib.cli, benchlib.doctor\n"
+        "import sys, benchlib.cli, benchlib.measure.doctor\n"
         "from benchlib.targets import registry\n"
         "before = 'benchlib.targets.ssh' in sys.modules\n"
         "registry.get('ssh')\n"

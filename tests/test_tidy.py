@@ -9,7 +9,9 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from benchlib import record, schema, tidy
+from benchlib.records import record
+from benchlib.tables import tidy
+from benchlib.vocabulary import schema
 
 
 @pytest.fixture
@@ -42,7 +44,7 @@ def test_tables_have_one_row_per_run_and_the_expected_metrics(short_campaign, tm
         | shared_cpu
     )
     assert metrics["run_id"].n_unique() == 8
-    # busy ticks over the ticks the side's CPUs counted (see benchlib.cpu): within 100 % however short the window
+    # busy ticks over the ticks the side's CPUs counted (see benchlib.host.cpu): within 100 % however short the window
     assert metrics.filter(metric="cpu_busy_pct")["value"].is_between(0, 100).all()
     # the stream test's client side is busy sending: it cannot be idle
     client = metrics.filter(test="stream", metric="cpu_busy_pct", side="client")

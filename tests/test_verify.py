@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from benchlib import record
+from benchlib.records import record
 from tests.conftest import REAL_RAW, copy_project, real_campaign, venv_env
 from tests.test_dvc import committed
 

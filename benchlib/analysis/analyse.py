@@ -18,9 +18,10 @@ from pathlib import Path
 
 import polars as pl
 
-from benchlib import files, limits, schema
-from benchlib.config import Analysis as Settings, Experiment
-from benchlib.errors import BenchlibError, SchemaError
+from benchlib.base import files, limits
+from benchlib.base.errors import BenchlibError, SchemaError
+from benchlib.settings.config import Analysis as Settings, Experiment
+from benchlib.vocabulary import schema
 
 from . import mesh, normalize, profiles, reference, resolution, resolve, saturation, sequential, stats
 

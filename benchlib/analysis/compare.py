@@ -22,8 +22,9 @@ from typing import Any
 import polars as pl
 from scipy import stats as sps
 
-from benchlib import limits, schema
-from benchlib.errors import BenchlibError, SchemaError
+from benchlib.base import limits
+from benchlib.base.errors import BenchlibError, SchemaError
+from benchlib.vocabulary import schema
 
 from . import normalize, resolve, stats
 

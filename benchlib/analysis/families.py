@@ -13,7 +13,7 @@ import numpy as np
 import polars as pl
 from statsmodels.stats.multitest import multipletests
 
-from benchlib.schema import headline_metric, metric_info
+from benchlib.vocabulary.schema import headline_metric, metric_info
 
 CORRECTIONS = {"holm": "Holm", "fdr_bh": "FDR (Benjamini-Hochberg)"}
 
@@ -73,7 +73,7 @@ def family_of(metric: str, headline: str | None) -> str:
 
 def headlines(values: pl.DataFrame | pl.LazyFrame, runs: pl.DataFrame) -> pl.DataFrame:
     """Per environment, test and test_params: the test's headline metric among those in ``values``
-    (benchlib.schema.headline_metric: by the test's kind, its latency median when paced)."""
+    (benchlib.vocabulary.schema.headline_metric: by the test's kind, its latency median when paced)."""
     keys = ["environment", "test", "test_params"]
     # streamed: an eager group_by on three keys of a million runs takes half a GiB (polars 2.1)
     tests = (

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from benchlib.schema import RUNS_SCHEMA
+from benchlib.vocabulary.schema import RUNS_SCHEMA
 
 from . import normalize, stats
 from .compare import Campaign

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 
 import polars as pl
 
-from benchlib.schema import metric_info, percentiles
+from benchlib.vocabulary.schema import metric_info, percentiles
 
 from . import stats
 from .normalize import PROXY_CPU_AT_TARGET

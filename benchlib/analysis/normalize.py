@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, overload
 
 import polars as pl
 
-from benchlib.schema import DERIVED_METRICS, METRICS, METRICS_SCHEMA, SIDES, TOTAL_SIDE, WORK_METRICS
+from benchlib.vocabulary.schema import DERIVED_METRICS, METRICS, METRICS_SCHEMA, SIDES, TOTAL_SIDE, WORK_METRICS
 
 if TYPE_CHECKING:
-    from benchlib.config import Analysis
+    from benchlib.settings.config import Analysis
 
 CPU_AT_TARGET = "cpu_pct_at_target"
 CPU_SIDES = DERIVED_METRICS[CPU_AT_TARGET].sides  # client, server and total

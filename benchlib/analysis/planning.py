@@ -16,9 +16,10 @@ import numpy as np
 import polars as pl
 from scipy.stats import norm
 
-from benchlib import config, schema
-from benchlib.errors import BenchlibError, ConfigError
-from benchlib.plan import Plan
+from benchlib.base.errors import BenchlibError, ConfigError
+from benchlib.measure.plan import Plan
+from benchlib.settings import config
+from benchlib.vocabulary import schema
 
 from . import normalize, sequential, stats
 

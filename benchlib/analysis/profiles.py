@@ -21,9 +21,14 @@ from array import array
 
 import polars as pl
 
-from benchlib.errors import SchemaError
-from benchlib.schema import PROFILE_BPF_SCHEMA, PROFILES_SCHEMA, check_names
-from benchlib.stacks import CATEGORIES, OTHER, OTHER_TASK, frame_category, is_user
+from benchlib.base.errors import SchemaError
+from benchlib.profiling.stacks import CATEGORIES, OTHER, OTHER_TASK, frame_category, is_user
+from benchlib.vocabulary.schema import (
+    PROFILE_BPF_SCHEMA,
+    PROFILE_RUNS_SCHEMA as PARSED_PROFILE_RUNS,
+    PROFILES_SCHEMA,
+    check_names,
+)
 
 KEYS = ["environment", "scenario", "test"]
 IDLE = "idle"
@@ -40,24 +45,28 @@ _WORK = {
     "throughput": ("Gbit/s", 1.0, "cores per Gbit/s"),
 }  # CPU-s per Gbit = cores per Gbit/s
 
+# the columns of the parsed profile_runs table that the analysis reads, with their types
 PROFILE_RUNS_SCHEMA = {
-    "run_id": pl.String,
-    "campaign": pl.String,
-    "environment": pl.String,
-    "scenario": pl.String,
-    "test": pl.String,
-    "kind": pl.String,
-    "block": pl.Int64,
-    "attribution": pl.String,
-    "frequency_hz": pl.Float64,
-    "window_s": pl.Float64,
-    "samples": pl.Int64,
-    "kernel_symbols": pl.Boolean,
-    "perf_version": pl.String,
-    "kernel": pl.String,
-    "metric": pl.String,
-    "value": pl.Float64,
-    "outcome": pl.String,
+    c: PARSED_PROFILE_RUNS[c]
+    for c in (
+        "run_id",
+        "campaign",
+        "environment",
+        "scenario",
+        "test",
+        "kind",
+        "block",
+        "attribution",
+        "frequency_hz",
+        "window_s",
+        "samples",
+        "kernel_symbols",
+        "perf_version",
+        "kernel",
+        "metric",
+        "value",
+        "outcome",
+    )
 }
 _CONFIG_SCHEMA = {"environment": pl.String, "scenario": pl.String, "test": pl.String}
 CATEGORIES_SCHEMA = {

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from benchlib.schema import metric_info
+from benchlib.vocabulary.schema import metric_info
 
 from . import resolve
 from .stats import CORRECTIONS, adjust, compare, decision_level, verdict

@@ -5,7 +5,7 @@ measures that CPU as much as the datapath under test: two scenarios then differ 
 saturated CPU per unit of work, and the comparison that says so is CPU per work
 (normalize.CPU_AT_TARGET, "cpu_pct_at_target"), not the rate itself. This module finds such
 configurations from the CPU samples every run records (metric cpu_busy_pct: busy share of the side's
-CPUs over the steady-state window, see benchlib.cpu.side_usage) and marks the comparisons made on them.
+CPUs over the steady-state window, see benchlib.host.cpu.side_usage) and marks the comparisons made on them.
 
 The check is generic: any test, any tool (netperf TCP_STREAM, fortio at qps max, ...), any side a run
 recorded (client, server; total where client and server shared one CPU set, cpu_placement shared).
@@ -17,7 +17,7 @@ import polars as pl
 
 from benchlib.analysis import stats
 from benchlib.analysis.normalize import CPU_AT_TARGET
-from benchlib.schema import SIDES, TOTAL_SIDE
+from benchlib.vocabulary.schema import SIDES, TOTAL_SIDE
 
 CPU_METRIC = "cpu_busy_pct"
 CPU_SIDE_NAMES = (*SIDES, TOTAL_SIDE)

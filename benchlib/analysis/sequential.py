@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from benchlib.config import Analysis, Experiment
+from benchlib.settings.config import Analysis, Experiment
 
 from . import stats
 

@@ -25,10 +25,10 @@ import polars as pl
 from scipy import stats
 from scipy.stats import mstats
 
-from benchlib.schema import metric_info
+from benchlib.vocabulary.schema import metric_info
 
 if TYPE_CHECKING:
-    from benchlib.config import Analysis
+    from benchlib.settings.config import Analysis
 
 # `X as X`: names of the split-off modules that this module re-exports, so that `stats.X` reads the same everywhere
 from . import paired as paired_module

@@ -1,7 +1,7 @@
 """Collectors: one module per tool, each the model of its tests, a pure command builder and a pure parser.
 
 Every collector module satisfies `Collector` (checked by the tests). Collectors
-depend on nothing but benchlib.errors: targets and the runner use them, never
+depend on nothing but benchlib.base.errors: targets and the runner use them, never
 the other way round.
 """
 
@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 from pydantic import Discriminator, Tag
 
-from ..errors import ParseError  # noqa: F401 (collectors raise it; callers catch collectors.ParseError)
+from ..base.errors import ParseError  # noqa: F401 (collectors raise it; callers catch collectors.ParseError)
 from . import dns, fortio, iperf3, netperf
 from .base import RECORDED_PARAMS, Collector, Invocation, Server, json_number  # noqa: F401 (the collectors' shared types)
 

@@ -14,7 +14,7 @@ from typing import Annotated, Literal, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from ..errors import ParseError
+from ..base.errors import ParseError
 
 # Caps on the tests' numbers, each beyond what any host or tool takes, so that no value overflows a tool's
 # argument or the plan: requests or queries per second, and bytes of one message or buffer

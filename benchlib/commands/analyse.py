@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import config
-from ..plan import plan_digest, validate_all
+from ..measure.plan import plan_digest, validate_all
+from ..settings import config
 from .common import ERRORS, add, log, out, params
 
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 import signal
 
-from .. import collectors, machine, runner
-from ..plan import Plan, plan_environment
+from .. import collectors
+from ..host import machine
+from ..measure import runner
+from ..measure.plan import Plan, plan_environment
 from ..targets import Target, registry
 from .common import ERRORS, RESULT, add, log, params
 
@@ -65,9 +67,10 @@ def precision_of(p, plan: Plan, raw_root=None) -> runner.Precision:
     does, its primary comparisons as `benchlib analyse` computes them, at the look's spent level."""
     import polars as pl
 
-    from .. import record, tidy
     from ..analysis import planning, sequential
-    from ..plan import validate_all
+    from ..measure.plan import validate_all
+    from ..records import record
+    from ..tables import tidy
 
     comparisons = len(planning.planned_comparisons(p, validate_all(p)))
     cdir = record.campaign_dir(p.experiment.campaign, raw_root)

@@ -7,7 +7,8 @@ import argparse
 
 import shtab
 
-from .. import config, escape, logs
+from ..base import escape, logs
+from ..settings import config
 
 FILE = shtab.FILE  # completes --params and other file arguments with file names
 EXIT_ERROR = 2  # a BenchlibError: the message says what to fix
@@ -20,7 +21,7 @@ RESULT = logs.RESULT  # log.info(line, extra=RESULT): a command's result, on the
 
 def out(text: str, **kw) -> None:
     """A command's output on stdout: names and reasons in it come from records, so their control
-    characters are written as escapes (stderr's messages get the same from benchlib.logs)."""
+    characters are written as escapes (stderr's messages get the same from benchlib.base.logs)."""
     print(escape.printable(text), **kw)
 
 

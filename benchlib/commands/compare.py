@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .. import config, store, tidy
+from ..records import store
+from ..settings import config
+from ..tables import tidy
 from .common import EXIT_REGRESSION, add, log, out, params
 
 
@@ -94,7 +96,7 @@ def load_campaign(spec: str):
 
 def run(args) -> int:
     from benchlib.analysis import compare, normalize
-    from benchlib.report import compare as output, render as report
+    from benchlib.report import compare as output  # not render: --no-html loads no notebook stack
 
     analysis = params(args).analysis
     try:
@@ -115,6 +117,8 @@ def run(args) -> int:
     if args.junit:
         log.info(f"compare: JUnit -> {output.write_junit(res, Path(args.junit), strict_setup=args.strict_setup)}")
     if not args.no_html:
+        from benchlib.report import render as report
+
         root = config.project_root()
         out_dir = Path(args.out_dir) if args.out_dir else root / "reports"
         html = report.build_compare(res, out_dir)

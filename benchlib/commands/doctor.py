@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .. import doctor
+from ..measure import doctor
 from .common import EXIT_ERROR, add, out, params
 
 

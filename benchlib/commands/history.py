@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 
-from .. import config, record, store, tidy
+from ..records import record, store
+from ..settings import config
+from ..tables import tidy
 from .common import add, log, out, params
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from .. import collectors, config, machine
+from .. import collectors
+from ..host import machine
+from ..settings import config
 from ..targets import lab
 from .common import ERRORS, HelpFormatter, add, epilog, out, params
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import config, record, tidy
-from ..plan import campaign_schedule, expected_runs, plan_digest, planned_definitions, planned_params
+from ..measure.plan import campaign_schedule, expected_runs, plan_digest, planned_definitions, planned_params
+from ..records import record
+from ..settings import config
+from ..tables import tidy
 from .common import ERRORS, add, log, out, params
 
 

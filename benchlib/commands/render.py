@@ -6,7 +6,8 @@ from pathlib import Path
 
 import yaml
 
-from .. import collectors, config
+from .. import collectors
+from ..settings import config
 from ..targets import registry
 from .common import ERRORS, add, params
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import config
+from ..settings import config
 from .common import ERRORS, add, log, out, params, whole_number
 
 

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from .. import config, profiling, record, runner, tidy
-from ..plan import check_same_plan, validate_all
+from ..measure import runner
+from ..measure.plan import check_same_plan, validate_all
+from ..profiling import perf_record
+from ..records import record
+from ..settings import config
+from ..tables import tidy
 from .collect import make_target
 from .common import ERRORS, add, out, params
 
@@ -42,12 +46,12 @@ def run(args) -> int:
         target = make_target(plan)
         runs = runner.schedule_on(target, plan, p.experiment.repetitions, p.experiment.seed, p.experiment.profile_runs)
         seconds = sum(
-            runner.expected_run_s(target, r.spec) + PER_RUN_OVERHEAD_S + (profiling.EXTRA_S if r.profiled else 0.0)
+            runner.expected_run_s(target, r.spec) + PER_RUN_OVERHEAD_S + (perf_record.EXTRA_S if r.profiled else 0.0)
             for r in runs
         )
         if p.experiment.profile_runs and not target.perf_is_remote:  # validate contacts no host
             # the targets whose perf runs here collect as root (the lab, the local cluster): root's permissions
-            profiling.check_plan(target.kind, target.can_profile, root=True)
+            perf_record.check_plan(target.kind, target.can_profile, root=True)
         minutes_per_block[plan.environment.name] = seconds / 60 / p.experiment.repetitions
         e = p.experiment
         up_to = (

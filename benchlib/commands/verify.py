@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from .. import config, store
-from ..errors import BenchlibError
+from ..base.errors import BenchlibError
+from ..records import store
+from ..settings import config
 from .common import RESULT, add, log, out, params
 
 

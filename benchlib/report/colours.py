@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-from benchlib.stacks import CATEGORIES
+from benchlib.profiling.stacks import CATEGORIES
 
 # The baseline: the reference every other scenario is compared with, in a neutral grey.
 BASELINE = "#595959"

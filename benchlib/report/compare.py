@@ -9,11 +9,10 @@ from xml.etree import ElementTree as ET
 
 import polars as pl
 
-from .. import escape
 from ..analysis import stats
 from ..analysis.compare import Result
-from .format import change_text, interval, mde_text
-from .render import display_tables
+from ..base import escape
+from .format import change_text, display_tables, interval, mde_text
 
 
 def _num(v):

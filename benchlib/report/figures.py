@@ -21,8 +21,8 @@ import polars as pl
 from markdown_it import MarkdownIt
 from plotly.subplots import make_subplots
 
-from benchlib import escape
-from benchlib.schema import metric_info, percentiles
+from benchlib.base import escape
+from benchlib.vocabulary.schema import metric_info, percentiles
 
 from ..analysis.stats import FAMILY_ORDER, INSUFFICIENT, MIN_N, NEGLIGIBLE, UNCLEAR, WITHIN_NOISE, median_ci
 from .colours import OURS, PUBLISHED, natural, pick

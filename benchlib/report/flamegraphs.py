@@ -15,8 +15,8 @@ import plotly.graph_objects as go
 import polars as pl
 from plotly.subplots import make_subplots
 
-from benchlib import escape
-from benchlib.stacks import CATEGORIES
+from benchlib.base import escape
+from benchlib.profiling.stacks import CATEGORIES
 
 from .colours import CATEGORY, UNKNOWN_CATEGORY, pick
 from .figures import TEMPLATE, scenario_order

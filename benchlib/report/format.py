@@ -13,6 +13,7 @@ import math
 import re
 
 import numpy as np
+import polars as pl
 
 from ..analysis.resolution import BELOW, CHANGE, steps_text
 
@@ -168,3 +169,11 @@ def time_span(first, last) -> str:
     if first.date() == last.date():
         return f"{first:%Y-%m-%d %H:%M}-{last:%H:%M} UTC"
     return f"{first:%Y-%m-%d %H:%M} UTC to {last:%Y-%m-%d %H:%M} UTC"
+
+
+def display_tables() -> None:
+    """Show whole tables in notebooks and the report: polars elides rows and long strings by default."""
+    pl.Config.set_tbl_rows(-1)
+    pl.Config.set_tbl_cols(-1)
+    pl.Config.set_fmt_str_lengths(200)
+    pl.Config.set_tbl_hide_dataframe_shape(True)

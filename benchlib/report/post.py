@@ -20,8 +20,8 @@ from urllib.parse import quote
 
 import polars as pl
 
-from .. import escape
 from ..analysis import analyse, paired, stats
+from ..base import escape
 from . import figures, profiles
 from .format import change, interval_wording, level, missing, unit
 from .summary import (

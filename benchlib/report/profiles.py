@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import polars as pl
 
-from .. import escape
 from ..analysis import stats
 from ..analysis.profiles import KEYS
+from ..base import escape
 from .format import reading, unit
 from .summary import FINDING, ordered_findings
 

@@ -14,7 +14,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .. import files, schema
+from ..base import files
+from ..vocabulary import schema
 from . import figures
 
 # <out>/.report.tmp-<pid>: the staging directory (files.temporary), and <out>/.report.tmp-<pid>-previous

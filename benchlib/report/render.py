@@ -35,11 +35,11 @@ from papermill.exceptions import PapermillExecutionError
 from papermill.translators import translate_parameters
 from plotly.offline import get_plotlyjs
 
-from .. import escape, limits
 from ..analysis import analyse, project_root, resolve
 from ..analysis.stats import CONFIG, failed_runs
-from ..errors import ConfigError, NotebookError
-from ..files import write_atomically
+from ..base import escape, limits
+from ..base.errors import ConfigError, NotebookError
+from ..base.files import write_atomically
 from . import figures, post, publish
 
 # report order: the answer first, then the results, then how they were measured
@@ -150,15 +150,7 @@ def caveats(summary: pl.DataFrame, runs: pl.DataFrame) -> tuple[pl.DataFrame, pl
     return flagged, failed_runs(runs)
 
 
-def display_tables() -> None:
-    """Show whole tables in notebooks and the report: polars elides rows and long strings by default."""
-    pl.Config.set_tbl_rows(-1)
-    pl.Config.set_tbl_cols(-1)
-    pl.Config.set_fmt_str_lengths(200)
-    pl.Config.set_tbl_hide_dataframe_shape(True)
-
-
-KERNEL_LOG = logging.getLogger("kernel")  # not benchlib's: the terminal shows it only with -v (benchlib.logs)
+KERNEL_LOG = logging.getLogger("kernel")  # not benchlib's: the terminal shows it only with -v (benchlib.base.logs)
 
 
 class LocalKernelManager(AsyncKernelManager):

@@ -12,7 +12,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from ..errors import BenchlibError
+from ..base.errors import BenchlibError
 
 WIDTH, HEIGHT = 1400, 900  # a laptop's browser window: what a reader sees before scrolling
 SCRIPT_BUDGET_MS = 20_000  # virtual time the page's scripts get before the picture (plotly draws in well under)

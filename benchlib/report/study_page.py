@@ -14,9 +14,9 @@ import re
 
 import polars as pl
 
-from .. import escape
 from ..analysis import stats
-from ..errors import BenchlibError
+from ..base import escape
+from ..base.errors import BenchlibError
 from . import summary, tables
 from .format import reading, time_span, unit
 

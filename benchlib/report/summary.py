@@ -13,8 +13,8 @@ import re
 
 import polars as pl
 
-from .. import escape
 from ..analysis import paired, sequential, stats
+from ..base import escape
 from .format import change, change_text, interval_wording, level, mde_text, size, unit
 
 # Short names of metrics for sentences and table headers (the schema's descriptions are longer).

@@ -15,8 +15,8 @@ from collections.abc import Callable
 import polars as pl
 from great_tables import GT, loc, style
 
-from .. import escape
 from ..analysis import stats
+from ..base import escape
 from .format import (
     change,
     change_text,

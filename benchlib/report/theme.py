@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.io.base_renderers import MimetypeRenderer, PlotlyRenderer
 
-from .. import escape
+from ..base import escape
 from . import colours
 from .format import unit as display_unit
 

@@ -21,11 +21,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from .. import cpu, disturbance, profiling
+from ..base.errors import TargetError  # noqa: F401 (targets raise it; callers catch targets.TargetError)
 from ..collectors import Server
-from ..errors import TargetError  # noqa: F401 (targets raise it; callers catch targets.TargetError)
+from ..host import cpu, disturbance
+from ..profiling import perf_record
 
-_log = logging.getLogger(__name__)  # the default for log=: where benchlib.logs sends messages
+_log = logging.getLogger(__name__)  # the default for log=: where benchlib.base.logs sends messages
 
 # After a kill, the output is there at once; a process that escaped its session
 # and still holds the pipe must not hold the caller forever.
@@ -113,7 +114,7 @@ class Target(ABC):
     kind = ""
     interleaves_scenarios = True  # whether runs of different scenarios may alternate
     ends_server_wait = False  # whether end_server_wait works (a signal into the server's processes)
-    # whether perf on this machine can profile its runs (profiling.check_plan); `profile_unavailable`
+    # whether perf on this machine can profile its runs (perf_record.check_plan); `profile_unavailable`
     # then says, per scenario once activated, whether it can indeed
     can_profile = False
     perf_is_remote = False  # whether check_profiling asks other machines (doctor and collect do; validate not)
@@ -215,7 +216,7 @@ class Target(ABC):
         return {}
 
     def foreign_snapshot(self, scenario: str) -> disturbance.Snapshot | None:
-        """The processes of the machine that are not the measurement's (`benchlib.disturbance`), read
+        """The processes of the machine that are not the measurement's (`benchlib.host.disturbance`), read
         when the CPU window opens and closes; None where the target cannot tell them apart (the
         default: the run's foreign CPU is then not recorded)."""
         return None
@@ -242,11 +243,13 @@ class Target(ABC):
     @classmethod
     def profiling_check(cls, env) -> str:
         """`check_profiling` of an environment, before any target is built (doctor asks it)."""
-        return profiling.check_plan(cls.kind, cls.can_profile)
+        return perf_record.check_plan(cls.kind, cls.can_profile)
 
-    def recorder(self, placement: Placement, hz: int, perf_version: str) -> profiling.ProfileRecorder:
+    def recorder(self, placement: Placement, hz: int, perf_version: str) -> perf_record.ProfileRecorder:
         """What records a profiled run's CPU window: `perf record -a -g` on this machine."""
-        return profiling.Recorder({"client": placement.client_cpus, "server": placement.server_cpus}, hz, perf_version)
+        return perf_record.Recorder(
+            {"client": placement.client_cpus, "server": placement.server_cpus}, hz, perf_version
+        )
 
     @abstractmethod
     def describe(self) -> dict:

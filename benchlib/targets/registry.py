@@ -2,14 +2,14 @@
 when asked for, so that a lab campaign never loads the Kubernetes client.
 
 Adding a target: its package below targets/ (a `Target` subclass), a line here, and its scenario
-model in benchlib/scenarios/.
+model in benchlib/settings/scenarios/.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..errors import ConfigError
+from ..base.errors import ConfigError
 from . import Target
 
 

@@ -1,10 +1,10 @@
 """MkDocs hook: the reference pages, rendered from the code at every build so they cannot drift.
 
-- reference/params.md and reference/environment.md: the pydantic models of benchlib/config.py (and
+- reference/params.md and reference/environment.md: the pydantic models of benchlib/settings/config.py (and
   each tool's test model in benchlib/collectors/), with their types, defaults, bounds and field
   descriptions;
 - reference/cli.md: the help of every command of benchlib/cli.py's argparse parser (built from benchlib/commands/);
-- reference/schema.md: the tidy tables' columns (benchlib/schema.py, with the comment each column
+- reference/schema.md: the tidy tables' columns (benchlib/vocabulary/schema.py, with the comment each column
   carries there) and the metric registry;
 - reference/environments.md: the scenarios of every shipped environment (pipelines/*/environment.yaml).
 
@@ -95,7 +95,7 @@ def _bounds(field) -> str:
 
 
 def _names_rule() -> list[str]:
-    from benchlib import config
+    from benchlib.settings import config
 
     return [
         "## Names",
@@ -160,13 +160,14 @@ def _model_tables(model: type[BaseModel], key: str, seen: set) -> list[str]:
 
 
 def render_params() -> str:
-    from benchlib import collectors, config
+    from benchlib import collectors
+    from benchlib.settings import config
 
     out = [
         "# params.yaml",
         "",
         "The campaign definition. `benchlib validate` checks it against these models "
-        "(`benchlib/config.py`), and every error names the file and the key. Generated from the code.",
+        "(`benchlib/settings/config.py`), and every error names the file and the key. Generated from the code.",
         "",
         *_names_rule(),
     ]
@@ -196,14 +197,14 @@ def render_params() -> str:
 
 
 def render_environment() -> str:
-    from benchlib import config
+    from benchlib.settings import config
 
     out = [
         "# environment.yaml",
         "",
         "`pipelines/<env>/environment.yaml`: where a campaign runs (its `target`) and its scenarios. "
         "A scenario with `services: [a, b]` expands into one scenario per count, named `<name>-<count>`. "
-        "Generated from `benchlib/config.py`; the shipped environments are listed in "
+        "Generated from `benchlib/settings/config.py`; the shipped environments are listed in "
         "[Shipped environments](environments.md).",
         "",
         *_names_rule(),
@@ -277,8 +278,8 @@ def render_cli() -> str:
 
 
 def _column_comments() -> dict[tuple[str, str], str]:
-    """(schema name, column) -> the comment on that column's line in benchlib/schema.py."""
-    source = (ROOT / "benchlib" / "schema.py").read_text()
+    """(schema name, column) -> the comment on that column's line in benchlib/vocabulary/schema.py."""
+    source = (ROOT / "benchlib" / "vocabulary" / "schema.py").read_text()
     comments, schema, last_key = {}, None, None
     for tok in tokenize.generate_tokens(io.StringIO(source).readline):
         if tok.type == tokenize.NAME and tok.string.endswith("_SCHEMA") and tok.start[1] == 0:
@@ -291,13 +292,13 @@ def _column_comments() -> dict[tuple[str, str], str]:
 
 
 def render_schema() -> str:
-    from benchlib import schema
+    from benchlib.vocabulary import schema
 
     comments = _column_comments()
     out = [
         "# Tidy tables",
         "",
-        "`benchlib parse` writes these parquet files to `data/processed/`; `benchlib/schema.py` holds every "
+        "`benchlib parse` writes these parquet files to `data/processed/`; `benchlib/vocabulary/schema.py` holds every "
         "table to exactly these columns and dtypes (strict casts). Generated from the code.",
         "",
     ]
@@ -362,7 +363,7 @@ def render_schema() -> str:
 
 
 def render_environments() -> str:
-    from benchlib import config
+    from benchlib.settings import config
 
     out = [
         "# Shipped environments",

@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # The two locks the cluster's commands take. The cluster lock: one up/down/cni/proxy-mode at a time
-# on this machine. The measurement lock, /run/benchlib/collect.lock (benchlib/machine.py), which
+# on this machine. The measurement lock, /run/benchlib/collect.lock (benchlib/host/machine.py), which
 # `benchlib collect` holds for its whole run: changing the cluster or the CPUs' load under it would
 # spoil what it measures.
 

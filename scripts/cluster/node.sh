@@ -40,7 +40,7 @@ node_ready() { kubectl wait --for=condition=Ready "node/$PREFIX-node$1" --timeou
 
 images() {  # the images every node imports, built by benchlib
   mkdir -p "$STATE/images"
-  "$PROJECT/.venv/bin/python" -m benchlib.images "$STATE/images" >&2
+  "$PROJECT/.venv/bin/python" -m benchlib.targets.kubernetes.images "$STATE/images" >&2
 }
 
 node() {  # node <n>: containerd, the images, the kubelet; the podCIDR it gets saved for the CNI

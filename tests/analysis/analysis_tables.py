@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import polars as pl
 
-from benchlib import schema
+from benchlib.vocabulary import schema
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -168,7 +168,7 @@ def datapath_samples(n: int = 8, seed: int = 2) -> tuple[dict, dict]:
 def settings(params_path: str = "params.yaml"):
     """The analysis section of a params file of the project (relative to the project root)."""
     from benchlib.analysis import resolve
-    from benchlib.config import load_params
+    from benchlib.settings.config import load_params
 
     return load_params(resolve(params_path)).analysis
 
@@ -176,8 +176,8 @@ def settings(params_path: str = "params.yaml"):
 def analysed(runs: pl.DataFrame, metrics: pl.DataFrame, directory, analysis_settings=None):
     """The tables written as `benchlib parse` and `benchlib analyse` write them, under ``directory``:
     returns (analysis directory, the analysis)."""
-    from benchlib import tidy
     from benchlib.analysis import analyse
+    from benchlib.tables import tidy
 
     tidy.write_tables(runs, metrics, directory)
     result = analyse.run(runs, metrics, analysis_settings or settings())

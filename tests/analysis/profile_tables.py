@@ -10,8 +10,8 @@ from functools import cache
 
 import polars as pl
 
-from benchlib import stacks
 from benchlib.analysis import profiles
+from benchlib.profiling import stacks
 from tests.conftest import FIXTURES
 
 # the two runs' transaction rates over their ~2.5 s perf window (test inputs, not results)

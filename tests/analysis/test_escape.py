@@ -18,8 +18,8 @@ from markdown_it import MarkdownIt
 from nbconvert.filters.markdown import markdown2html
 from profile_tables import profile_tables
 
-from benchlib import escape, logs
 from benchlib.analysis import analyse, compare, load_tables
+from benchlib.base import escape, logs
 from benchlib.report import (
     compare as compare_output,
     figures,

@@ -5,10 +5,10 @@ import datetime as dt
 
 import polars as pl
 
-from benchlib import schema
 from benchlib.analysis import history
 from benchlib.analysis.compare import Campaign
 from benchlib.report import history as output
+from benchlib.vocabulary import schema
 from tests.conftest import FIXTURES
 
 CAMPAIGN = FIXTURES / "tidy" / "lab-default-003"  # real lab runs: 4 scenarios x 4 tests x 10 blocks

@@ -7,7 +7,7 @@ import pytest
 from analysis_tables import make_tables
 
 from benchlib.analysis import normalize
-from benchlib.schema import METRICS_SCHEMA
+from benchlib.vocabulary.schema import METRICS_SCHEMA
 
 
 def one_run(work_metric, work, client_cores, server_cores, cpus=(2, 2)):

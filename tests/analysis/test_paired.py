@@ -4,8 +4,8 @@ them, and a comparison that cannot be paired stays unpaired."""
 import numpy as np
 import polars as pl
 
-from benchlib import schema
 from benchlib.analysis import paired, stats
+from benchlib.vocabulary import schema
 from tests.conftest import FIXTURES
 
 CAMPAIGN = FIXTURES / "tidy" / "lab-default-003"  # real lab runs: 4 scenarios x 4 tests x 10 blocks

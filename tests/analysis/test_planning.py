@@ -9,9 +9,9 @@ import subprocess
 import numpy as np
 import polars as pl
 
-from benchlib import config
 from benchlib.analysis import planning, power, project_root, stats
-from benchlib.plan import validate_all
+from benchlib.measure.plan import validate_all
+from benchlib.settings import config
 from tests.conftest import unrecorded_default_params, venv_env
 
 FIXTURE = "tests/fixtures/tidy/lab-default-002"

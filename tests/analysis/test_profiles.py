@@ -11,9 +11,10 @@ import pytest
 from analysis_tables import make_tables, settings
 from profile_tables import HZ, RATES, WINDOW_S, folded, profile_tables
 
-from benchlib import schema, stacks
 from benchlib.analysis import analyse, profiles
+from benchlib.profiling import stacks
 from benchlib.report import flamegraphs, profiles as profile_text, render as report, summary
+from benchlib.vocabulary import schema
 
 
 @pytest.fixture(scope="module")
@@ -229,7 +230,7 @@ def test_a_finding_carries_its_profile_sentence():
 
 def _campaign(tmp_path, with_profiles: str):
     """A campaign's analysis with a clear tcp_rr change, written as `benchlib analyse` writes it."""
-    from benchlib import tidy
+    from benchlib.tables import tidy
 
     samples = {
         (s, "tcp_rr"): {("transaction_rate", "none"): [rate * (1 + 0.002 * i) for i in range(8)]}

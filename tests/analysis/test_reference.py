@@ -80,8 +80,8 @@ def test_every_claim_names_what_the_study_published_and_what_a_shipped_campaign_
     """A claim with a misspelt scenario, test or metric would read "not measured" for ever."""
     import yaml
 
-    from benchlib.config import load_environment
-    from benchlib.schema import METRICS
+    from benchlib.settings.config import load_environment
+    from benchlib.vocabulary.schema import METRICS
 
     published = reference.published_changes()
     presets = list((project_root() / "pipelines").glob("*/params*.yaml")) + [project_root() / "params.yaml"]
@@ -106,8 +106,8 @@ def test_every_claim_names_what_the_study_published_and_what_a_shipped_campaign_
 def test_a_presets_stand_ins_name_published_changes_and_scenarios_it_measures():
     """A preset's own stand-ins (analysis.reference_scenarios) replace the local Cilium claims, and
     each claim of a test the preset runs pairs two scenarios it plans with a published change."""
-    from benchlib.config import load_params
-    from benchlib.plan import validate_all
+    from benchlib.measure.plan import validate_all
+    from benchlib.settings.config import load_params
 
     published = reference.published_changes()
     presets = [

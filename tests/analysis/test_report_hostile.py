@@ -19,9 +19,9 @@ from browser import CHROMIUM, Page
 from profile_tables import profile_tables
 from test_escape import IMG, SCRIPT, hostile_campaign
 
-from benchlib import tidy
 from benchlib.analysis import analyse, compare
 from benchlib.report import compare as compare_output, render as report
+from benchlib.tables import tidy
 from tests.conftest import REPO, venv_env
 
 pytestmark = pytest.mark.slow

@@ -10,9 +10,10 @@ import polars as pl
 import pytest
 from analysis_tables import lab_like_samples, make_tables, settings
 
-from benchlib import schema, tidy
 from benchlib.analysis import analyse, load_tables, scan_tables
-from benchlib.errors import SchemaError
+from benchlib.base.errors import SchemaError
+from benchlib.tables import tidy
+from benchlib.vocabulary import schema
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import scale  # noqa: E402

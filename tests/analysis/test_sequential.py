@@ -7,10 +7,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from benchlib import schema
 from benchlib.analysis import analyse, sequential, stats
-from benchlib.config import MAX_BLOCKS, MAX_MINUTES, Analysis, Experiment
 from benchlib.report import summary
+from benchlib.settings.config import MAX_BLOCKS, MAX_MINUTES, Analysis, Experiment
+from benchlib.vocabulary import schema
 from tests.conftest import FIXTURES
 
 CAMPAIGN = FIXTURES / "tidy" / "lab-default-003"  # real lab runs: 4 scenarios x 4 tests x 10 blocks
@@ -153,10 +153,10 @@ def test_the_analysis_runs_at_the_spent_level_and_says_whether_the_target_was_me
 
 
 def test_validate_estimates_the_blocks_a_target_needs_and_refuses_a_budget_short_of_them():
-    from benchlib import config
     from benchlib.analysis import planning, project_root
-    from benchlib.errors import ConfigError
-    from benchlib.plan import validate_all
+    from benchlib.base.errors import ConfigError
+    from benchlib.measure.plan import validate_all
+    from benchlib.settings import config
 
     base = config.load_params(project_root() / "params.yaml")
 

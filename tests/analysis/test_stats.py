@@ -511,7 +511,7 @@ def test_decision_level_by_hand():
     ],
 )
 def test_headline_metric(kind, paced, present, expected):
-    from benchlib.schema import headline_metric
+    from benchlib.vocabulary.schema import headline_metric
 
     assert headline_metric(kind, paced, present) == expected
 

@@ -211,7 +211,7 @@ def test_the_first_screen_has_a_title_takeaways_and_the_context_of_the_runs(real
     assert "netperf 2.7.0" in strip["Tools"] and strip["Run length"].endswith("s per run (median)")
     # the fixture's tables predate the machine column: said, not left blank
     assert strip["Machine"] == "not recorded" and "Report built from" not in strip
-    from benchlib import tidy
+    from benchlib.tables import tidy
 
     machine = tidy.machine_text({"cpu_model": "AMD EPYC 9R14", "cpus": 2, "memory": "8126464 kB"})
     assert machine == "AMD EPYC 9R14, 2 CPUs, 8 GiB" and tidy.machine_text({}) is None

@@ -35,10 +35,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ... import cpu, disturbance
+from ...base.errors import DatapathError
 from ...collectors import Server
-from ...config import Environment
-from ...errors import DatapathError
+from ...host import cpu, disturbance
+from ...settings.config import Environment
 from .. import Placement, Target, TargetError, service_ports, shown, wait_listening
 from ..mesh import certificates, envoy, shapes
 from . import quiet, services, sidecars
@@ -63,7 +63,7 @@ from .manifests import (
 from .sampling import NodeCpu, agent_usage
 from .scenarios import Switch, node_facts
 
-_log = logging.getLogger(__name__)  # the default for log=: where benchlib.logs sends messages
+_log = logging.getLogger(__name__)  # the default for log=: where benchlib.base.logs sends messages
 
 __all__ = ["KubernetesTarget", "render", "LABEL_OWNER", "LABEL_SESSION", "PID_MARKER"]
 

@@ -12,8 +12,8 @@ import re
 import shlex
 
 from ...collectors import Server
-from ...config import Environment, KubernetesSettings, environment_dir
-from ...scenarios import KubernetesScenario
+from ...settings.config import Environment, KubernetesSettings, environment_dir
+from ...settings.scenarios import KubernetesScenario
 from .. import TargetError, service_ports
 from ..mesh.shapes import MTLS_MESHES, NODE_MESHES, Proxy
 from . import sidecars

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import time
 
-from ... import cpu
-from ...config import Environment
+from ...host import cpu
+from ...settings.config import Environment
 from .. import TargetError
 from .api import Cluster, is_ready, k8s, placed, reason
 from .manifests import LABEL_ROLE, cpu_daemonset

@@ -12,8 +12,8 @@ import os
 import subprocess
 import time
 
-from ...config import Environment, environment_dir
-from ...scenarios import KubernetesScenario
+from ...settings.config import Environment, environment_dir
+from ...settings.scenarios import KubernetesScenario
 from .. import TargetError
 from .api import Cluster
 from .manifests import kubernetes_settings, scenario_commands

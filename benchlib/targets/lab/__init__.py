@@ -25,10 +25,10 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from benchlib import cpu, disturbance
+from benchlib.base.errors import DatapathError, TargetError
 from benchlib.collectors import Server
-from benchlib.config import Environment
-from benchlib.errors import DatapathError, TargetError
+from benchlib.host import cpu, disturbance
+from benchlib.settings.config import Environment
 
 from .. import LocalProcess, Placement, Target, service_ports, wait_listening
 from ..mesh import certificates, shapes
@@ -38,7 +38,7 @@ from .locking import clean_leftovers, lab_id_of, new_lab_id, release, temp_dir, 
 from .netns import COMMAND_TIMEOUT_S, in_ns, ip, list_namespaces, remove_namespace, stop
 from .probes import check_machine, preflight, scenario_problems
 
-_log = logging.getLogger(__name__)  # the default for log=: where benchlib.logs sends messages
+_log = logging.getLogger(__name__)  # the default for log=: where benchlib.base.logs sends messages
 
 __all__ = [
     "LabTarget",

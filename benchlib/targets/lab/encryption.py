@@ -12,7 +12,7 @@ import secrets
 import subprocess
 import sys
 
-from benchlib.errors import TargetError
+from benchlib.base.errors import TargetError
 
 from .addresses import NODE_IP, OTHER, POD_IP, pod_subnet
 from .netns import COMMAND_TIMEOUT_S, apply, apply_ip, in_ns, ip, run

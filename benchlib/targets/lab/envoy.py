@@ -13,7 +13,7 @@ import socket
 import subprocess
 from pathlib import Path
 
-from ...errors import TargetError
+from ...base.errors import TargetError
 from ..mesh import envoy as config
 from ..mesh.shapes import PROXY_UID, Proxy
 

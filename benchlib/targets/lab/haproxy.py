@@ -16,7 +16,7 @@ import socket
 import subprocess
 from pathlib import Path
 
-from ...meshes import WITHOUT_WAYPOINT
+from ...vocabulary.meshes import WITHOUT_WAYPOINT
 from ..mesh.shapes import PROXY_UID, Proxy
 from .netns import run
 

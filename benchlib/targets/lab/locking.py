@@ -21,7 +21,7 @@ from pathlib import Path
 
 from .netns import list_namespaces, remove_namespace
 
-_log = logging.getLogger(__name__)  # the default for log=: where benchlib.logs sends messages
+_log = logging.getLogger(__name__)  # the default for log=: where benchlib.base.logs sends messages
 
 PREFIX = "bl-"
 LOCK_DIR = Path("/run/benchlib")

@@ -7,7 +7,7 @@ import os
 import signal
 import subprocess
 
-from benchlib.errors import TargetError
+from benchlib.base.errors import TargetError
 
 STOP_TIMEOUT_S = 3  # a server's grace between SIGTERM and SIGKILL
 COMMAND_TIMEOUT_S = 60  # set-up and clean-up commands (ip, sysctl, nft, tc) take well under a second

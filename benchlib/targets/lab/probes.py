@@ -10,9 +10,9 @@ import os
 import shutil
 import subprocess
 
-from benchlib.config import Environment
-from benchlib.errors import TargetError
-from benchlib.scenarios import LabScenario
+from benchlib.base.errors import TargetError
+from benchlib.settings.config import Environment
+from benchlib.settings.scenarios import LabScenario
 
 from ..mesh import shapes
 from . import bpf, encryption, haproxy

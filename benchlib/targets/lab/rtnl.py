@@ -15,7 +15,7 @@ import socket
 import struct
 from contextlib import contextmanager
 
-from benchlib.errors import TargetError
+from benchlib.base.errors import TargetError
 
 RTM_NEWLINK, RTM_GETLINK = 16, 18
 NLMSG_ERROR = 2

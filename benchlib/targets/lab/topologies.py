@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from benchlib.errors import TargetError
+from benchlib.base.errors import TargetError
 
 from . import bpf, encryption, rtnl
 from .addresses import (

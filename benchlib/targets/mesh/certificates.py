@@ -11,7 +11,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from ...errors import TargetError
+from ...base.errors import TargetError
 from .shapes import spiffe_id
 
 OPENSSL_TIMEOUT_S = 60

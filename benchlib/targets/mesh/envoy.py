@@ -28,7 +28,7 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-from ...errors import TargetError
+from ...base.errors import TargetError
 from .shapes import TUNNEL, Listener, Proxy, spiffe_id
 
 INBOUND_SOURCE = "127.0.0.6"  # Istio's inbound passthrough source address

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...meshes import MESHES, MTLS_MESHES, NODE_MESHES  # noqa: F401 (the shapes' names; targets read them here)
+from ...vocabulary.meshes import MESHES, MTLS_MESHES, NODE_MESHES  # noqa: F401 (the shapes' names; targets read them here)
 
 PROXY_UID = 1337  # Istio's proxy uid: the client pod's capture rule spares this uid's own connections
 OUTBOUND_TCP, OUTBOUND_HTTP = 15001, 15002  # Istio captures outbound on 15001

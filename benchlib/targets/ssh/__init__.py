@@ -13,15 +13,15 @@ import shlex
 import subprocess
 from collections.abc import Sequence
 
-from ... import cpu
 from ...collectors import Server
-from ...config import Environment
-from ...schema import SIDES
+from ...host import cpu
+from ...settings.config import Environment
+from ...vocabulary.schema import SIDES
 from .. import KILL_WAIT_S, LocalProcess, Placement, Target, TargetError, wait_listening
 from . import perf
 from .command import CHECK_TIMEOUT_S, COMMAND_TIMEOUT_S, host_label, run, ssh_argv
 
-_log = logging.getLogger(__name__)  # the default for log=: where benchlib.logs sends messages
+_log = logging.getLogger(__name__)  # the default for log=: where benchlib.base.logs sends messages
 
 __all__ = ["SshTarget", "render", "ssh_argv"]
 

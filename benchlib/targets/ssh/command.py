@@ -8,7 +8,7 @@ import os
 import shlex
 import subprocess
 
-from ...config import Environment, SshHost
+from ...settings.config import Environment, SshHost
 from .. import TargetError
 
 CHECK_TIMEOUT_S = 30  # a `command -v` or `kill` over ssh

@@ -18,9 +18,9 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from ... import profiling, stacks
-from ...config import Environment
-from ...schema import SIDES
+from ...profiling import perf_record, stacks
+from ...settings.config import Environment
+from ...vocabulary.schema import SIDES
 from .. import TargetError
 from .command import CHECK_TIMEOUT_S, FIRST_LINE_TIMEOUT_S, host_label, run, ssh_argv
 
@@ -109,10 +109,10 @@ class SshRecorder:
     def stop(self) -> None:
         """SIGINT to each host's perf record: it writes perf.data out, then its ssh ends (`finish`)."""
         if len(self.hosts) != len(SIDES):
-            raise profiling.PerfError(self.start_error)
+            raise perf_record.PerfError(self.start_error)
         for side, h in self.hosts.items():
             if h.proc.poll() is not None:
-                raise profiling.PerfError(
+                raise perf_record.PerfError(
                     f"{side} host: record exited {h.proc.returncode} before the window ended: {self._remote_tail(h)}"
                 )
             run(self.env, side, ["kill", "-INT", str(h.pid)], timeout=CHECK_TIMEOUT_S)
@@ -121,18 +121,20 @@ class SshRecorder:
         """Each host's perf record's end after `stop`: perf.data written."""
         for side, h in self.hosts.items():
             try:
-                h.proc.wait(timeout=profiling.STOP_TIMEOUT_S)
+                h.proc.wait(timeout=perf_record.STOP_TIMEOUT_S)
             except subprocess.TimeoutExpired:
-                raise profiling.PerfError(
-                    f"{side} host: record still running {profiling.STOP_TIMEOUT_S} s after SIGINT"
+                raise perf_record.PerfError(
+                    f"{side} host: record still running {perf_record.STOP_TIMEOUT_S} s after SIGINT"
                 ) from None
             # perf record ends itself with the SIGINT it caught (the remote shell then says 130):
             # perf's own last line tells a written perf.data from a failure
             tail = self._remote_tail(h)
             if h.proc.returncode not in (0, 130) or "Captured and wrote" not in tail:
-                raise profiling.PerfError(f"{side} host: record exited {h.proc.returncode}: {tail} {self._tail(side)}")
+                raise perf_record.PerfError(
+                    f"{side} host: record exited {h.proc.returncode}: {tail} {self._tail(side)}"
+                )
 
-    def profile(self, start: float, end: float, own_pids: frozenset[int] | None = None) -> profiling.Profile:
+    def profile(self, start: float, end: float, own_pids: frozenset[int] | None = None) -> perf_record.Profile:
         """``own_pids`` is this machine's: a host's processes are not told apart (no foreign category)."""
         folded: Counter = Counter()
         events: set[str] = set()
@@ -142,15 +144,15 @@ class SshRecorder:
                 side,
                 ["perf", "script", "-F", stacks.PERF_SCRIPT_FIELDS + ",time", "-i", f"{h.directory}/perf.data"],
             )
-            on_side, seen = profiling.fold_window(
+            on_side, seen = perf_record.fold_window(
                 argv, start + h.offset_s, end + h.offset_s, frozenset(self.cpus[side]), self.dir / f"{side}.script"
             )
             if not on_side:
-                raise profiling.PerfError(f"{side} host: recorded no samples on CPUs {self.cpus[side]}")
+                raise perf_record.PerfError(f"{side} host: recorded no samples on CPUs {self.cpus[side]}")
             folded += stacks.on_host(on_side, side)
             events |= seen
         kernels = {side: h.kernel for side, h in self.hosts.items()}
-        return profiling.Profile(
+        return perf_record.Profile(
             stacks.folded_bytes(folded),
             {
                 "perf_version": self.version,
@@ -187,7 +189,7 @@ class SshRecorder:
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def _tail(self, side: str) -> str:
-        return profiling.last_line(self.dir / f"{side}.record.stderr")
+        return perf_record.last_line(self.dir / f"{side}.record.stderr")
 
     def _remote_tail(self, h: _HostRecord) -> str:
         side = next(s for s, r in self.hosts.items() if r is h)
@@ -207,7 +209,7 @@ def check_profiling(env: Environment) -> str:
         versions[side] = facts.get("perf") or None
         problems += [
             f"{side} host {host_label(env, side)}: {p}"
-            for p in profiling.plan_problems(
+            for p in perf_record.plan_problems(
                 "ssh",
                 True,
                 versions[side],

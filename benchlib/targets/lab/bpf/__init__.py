@@ -15,8 +15,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from benchlib.errors import TargetError
-from benchlib.files import write_atomically
+from benchlib.base.errors import TargetError
+from benchlib.base.files import write_atomically
 
 from ..netns import COMMAND_TIMEOUT_S
 

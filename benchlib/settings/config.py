@@ -20,10 +20,11 @@ import yaml
 from pydantic import AfterValidator, Field, PrivateAttr, ValidationError, field_validator, model_validator
 from pydantic_core import ErrorDetails
 
-from . import limits
-from .collectors import TOOLS, TestSpec, get
-from .collectors.base import Strict
-from .errors import ConfigError  # noqa: F401 (callers catch config.ConfigError)
+from ..base import limits
+from ..base.errors import ConfigError  # noqa: F401 (callers catch config.ConfigError)
+from ..collectors import TOOLS, TestSpec, get
+from ..collectors.base import Strict
+from ..vocabulary.schema import NAME_MAX, NAME_RE, NAME_RULE, check_name  # noqa: F401 (the name rule; callers use config's)
 from .scenarios import (  # noqa: F401 (the settings' models: callers use config's)
     DEFAULTS as SCENARIO_DEFAULTS,
     SCENARIOS,
@@ -36,7 +37,6 @@ from .scenarios import (  # noqa: F401 (the settings' models: callers use config
     tagged,
 )
 from .scenarios.kubernetes import CLUSTER_MESHES  # noqa: F401
-from .schema import NAME_MAX, NAME_RE, NAME_RULE, check_name  # noqa: F401 (the name rule; callers use config's)
 
 
 def project_root() -> Path:
@@ -53,7 +53,7 @@ def find_project() -> tuple[Path, bool]:
     for d in (here, *here.parents):
         if (d / "dvc.yaml").exists():
             return d, True
-    return Path(__file__).resolve().parent.parent, False
+    return Path(__file__).resolve().parents[2], False
 
 
 # Every name that becomes a path or a key column follows schema.NAME_RULE: checked where it enters, by the
@@ -345,7 +345,7 @@ def check_band(value: object, positive: bool = False) -> float | dict[str, float
     what is wrong."""
     if not isinstance(value, dict):
         return _percent(value, "", positive)
-    from .schema import DERIVED_METRICS, METRICS
+    from ..vocabulary.schema import DERIVED_METRICS, METRICS
 
     known = sorted(METRICS) + sorted(DERIVED_METRICS)
     unknown = sorted(str(m) for m in value if m not in known and m != "default")
@@ -481,7 +481,7 @@ class Analysis(Strict):
     @field_validator("family_metrics")
     @classmethod
     def _known_metrics(cls, names: list[str]) -> list[str]:
-        from .schema import DERIVED_METRICS, METRICS
+        from ..vocabulary.schema import DERIVED_METRICS, METRICS
 
         unknown = [n for n in names if n not in METRICS and n not in DERIVED_METRICS]
         if unknown:

@@ -10,7 +10,7 @@ wheel, the lab's own.
 Each image is written as a one-layer OCI archive that ``ctr images import``
 reads and names from its index annotation.
 
-    python -m benchlib.images OUT_DIR     # writes OUT_DIR/pause.tar and OUT_DIR/bench.tar
+    python -m benchlib.targets.kubernetes.images OUT_DIR     # writes OUT_DIR/pause.tar and OUT_DIR/bench.tar
 """
 
 from __future__ import annotations
@@ -257,7 +257,7 @@ def pause_layer() -> bytes:
 
 def build(out_dir: Path, tool_dirs: list[Path] | None = None) -> dict[str, Path]:
     """Both images as OCI archives in ``out_dir``: {image name: archive}."""
-    project_tools = Path(__file__).resolve().parents[1] / ".tools" / "bin"
+    project_tools = Path(__file__).resolve().parents[3] / ".tools" / "bin"
     tool_dirs = tool_dirs if tool_dirs is not None else [project_tools]
     out_dir.mkdir(parents=True, exist_ok=True)
     archives = {PAUSE_IMAGE: out_dir / "pause.tar", BENCH_IMAGE: out_dir / "bench.tar"}

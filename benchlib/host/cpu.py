@@ -18,7 +18,7 @@ import os
 import time
 from dataclasses import dataclass
 
-from .errors import ParseError
+from ..base.errors import ParseError
 
 FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal", "guest", "guest_nice")
 _IDLE = {"idle", "iowait"}

@@ -10,7 +10,7 @@ A campaign's records live below ``data/raw/<campaign>/``, one directory per run:
         stdout-<i>.txt      what client process i printed, byte for byte (UTF-8 or not)
         stderr-<i>.txt
         failed-attempt-<n>/ the output of earlier attempts that failed or were disturbed
-        profile.folded.gz   a profiled run's CPU profile: perf's stacks, folded (benchlib.stacks)
+        profile.folded.gz   a profiled run's CPU profile: perf's stacks, folded (benchlib.profiling.stacks)
         SHA256SUMS          the sha256 of every other file
 
 A record is built under a temporary name and renamed into place once complete,
@@ -19,7 +19,7 @@ directory that lacks its meta.json or SHA256SUMS (someone removed them) is not
 a record: collect moves it aside (``.<name>.incomplete-<time>``, never read)
 and measures the run again. Records are read back only through `load`, which
 verifies the checksums, refuses a ``schema_version`` it does not know, migrates older ones and checks
-every field against the one schema of the current version (`benchlib.record_schema`); `survey` checks a
+every field against the one schema of the current version (`benchlib.records.record_schema`); `survey` checks a
 campaign's directories against its plan.
 
 A campaign holds only the directories and regular files benchlib wrote. A symbolic link, a FIFO, a
@@ -37,12 +37,12 @@ it without comparing it with the environment as it is now; 5 added ``profiled``
 (the run was a profiled one, its id ``p<block>``) and ``profile`` (how its
 profile.folded.gz was recorded: perf version, event, frequency, kernel, CPUs,
 attribution, window, samples, whether kernel symbols were visible); an older
-record is a measured run without a profile; 6 added ``foreign_cpu`` (`benchlib.disturbance`: the CPU
+record is a measured run without a profile; 6 added ``foreign_cpu`` (`benchlib.host.disturbance`: the CPU
 other processes and the hypervisor took over the window, and which; where the target cannot tell
 processes apart, the steal alone and the processes' fields null) and the outcome ``disturbed``; an
 older record's foreign CPU is unknown (null); 7 added ``quiet`` (`benchlib.targets.kubernetes.quiet`: the host daemons
 frozen over the CPU window, those kept running and why, those that could not be frozen); an older
-record's is unknown (null). A profile may hold ``bpf`` (`benchlib.bpfstats`: each BPF program's
+record's is unknown (null). A profile may hold ``bpf`` (`benchlib.profiling.bpfstats`: each BPF program's
 counters at the window's edges and where it is attached, or why they could not be read); a profile
 without it counted no BPF program.
 """
@@ -62,11 +62,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from . import cpu, limits, record_schema, stacks
-from .collectors import RECORDED_PARAMS
-from .config import PROSE_KEYS, SCENARIO_DEFAULTS, Environment, check_name, environment_dir, project_root
-from .errors import RecordError
-from .files import temporary
+from ..base import limits
+from ..base.errors import RecordError
+from ..base.files import temporary
+from ..collectors import RECORDED_PARAMS
+from ..host import cpu
+from ..profiling import stacks
+from ..settings.config import PROSE_KEYS, SCENARIO_DEFAULTS, Environment, check_name, environment_dir, project_root
+from . import record_schema
 
 SCHEMA_VERSION = 7
 CHECKSUMS = "SHA256SUMS"

@@ -8,7 +8,7 @@ events disabled, and the tool starts once perf has acknowledged enabling them
 through its control FIFO; it stops right after the window. Not `perf record -C` nor `perf script --time`: with
 either, perf misses the fork of a task outside them (netserver's test process,
 forked on the server's CPU before the window) and names it ":<pid>". Only the
-folded stacks are kept (benchlib.stacks); perf.data is deleted. A perf that
+folded stacks are kept (benchlib.profiling.stacks); perf.data is deleted. A perf that
 fails fails its profiled run alone.
 
 Whether perf can profile at all is checked before any run (`plan_problems`,
@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from ..base.errors import TargetError
 from . import bpfstats, stacks
-from .errors import TargetError
 
 VERSION_TIMEOUT_S = 10
 START_TIMEOUT_S = 20  # perf record to start sampling: 0.2-0.25 s here, a second or more on a busy machine

@@ -2,7 +2,7 @@
 
 Every configuration (scenario x test) runs once per block, in an order drawn
 from the campaign seed, so slow drift in the machine spreads over all
-configurations instead of biasing one. Each run's raw record (benchlib.record)
+configurations instead of biasing one. Each run's raw record (benchlib.records.record)
 appears only when complete, so resuming skips the runs that have one.
 """
 
@@ -16,15 +16,18 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import collectors, cpu, disturbance, profiling, record
-from .collectors import TestSpec
-from .config import Params, percent_text
-from .errors import DatapathError, ParseError, RecordError, TargetError
+from .. import collectors
+from ..base.errors import DatapathError, ParseError, RecordError, TargetError
+from ..collectors import TestSpec
+from ..host import cpu, disturbance
+from ..profiling import perf_record
+from ..records import record
+from ..settings.config import Params, percent_text
+from ..targets import KILL_WAIT_S, Placement, Result, Target, shown
+from ..vocabulary.schema import METRICS, PRIMARY_METRICS, SIDES
 from .plan import Plan, RunSpec, check_same_plan, expected_runs, schedule
-from .schema import METRICS, PRIMARY_METRICS, SIDES
-from .targets import KILL_WAIT_S, Placement, Result, Target, shown
 
-_log = logging.getLogger(__name__)  # the default for log=: where benchlib.logs sends messages
+_log = logging.getLogger(__name__)  # the default for log=: where benchlib.base.logs sends messages
 
 VERSION_TIMEOUT_S = 10  # a tool's version probe: it answers at once, or the tool is broken
 # After a test's duration, the longest to let the client finish before firing the server's report timer
@@ -46,7 +49,7 @@ class Measurement:
     reason: str | None
     # the target's own datapath processes (proxies) by name: at the start and end of the window
     processes: dict[str, tuple[dict, dict]] | None = None
-    profile: profiling.Profile | None = None  # a profiled run's, when perf succeeded
+    profile: perf_record.Profile | None = None  # a profiled run's, when perf succeeded
     foreign: dict | None = None  # CPU of other processes over the window (disturbance.usage); None: not measured
     quiet: dict | None = None  # the quiet window: what was frozen, kept, could not be; None: none asked
 
@@ -232,7 +235,7 @@ def measure(
         if recorder:
             try:
                 recorder.stop()
-            except profiling.PerfError as exc:
+            except perf_record.PerfError as exc:
                 perf_error = exc
         last_usage = target.datapath_usage(run.scenario, reset_peak=False)
         if collector.server_wait_s(spec) and target.ends_server_wait and collector.SERVER is not None:
@@ -283,7 +286,7 @@ def measure(
                 recorder.finish()
                 own = scans[0].own | scans[1].own if scans[0] and scans[1] else None
                 folded = recorder.profile(min(first[s].mono for s in SIDES), max(last[s].mono for s in SIDES), own)
-        except profiling.PerfError as exc:
+        except perf_record.PerfError as exc:
             perf_error = exc
         finally:
             recorder.close()
@@ -423,7 +426,7 @@ def probe_versions(target: Target, scenario: str, tool_names: list[str]) -> dict
     return versions
 
 
-# under "benchlib": the terminal shows it at the level -q/-v choose (benchlib/logs.py)
+# under "benchlib": the terminal shows it at the level -q/-v choose (benchlib/base/logs.py)
 _progress_log = logging.getLogger("benchlib.progress")
 
 
@@ -669,7 +672,7 @@ def _measure(
             if unavailable:
                 raise TargetError(
                     f"cannot record profiled runs: experiment.profile_runs: target {target.kind}, "
-                    f"scenario {run.scenario}: {unavailable}; {profiling.OFF}"
+                    f"scenario {run.scenario}: {unavailable}; {perf_record.OFF}"
                 )
             if not session.probed:
                 session.info = {

@@ -18,11 +18,12 @@ from typing import Annotated, Any, Literal, NotRequired, get_args
 from pydantic import AfterValidator, ConfigDict, Field, TypeAdapter, ValidationError, with_config
 from typing_extensions import TypedDict  # pydantic's TypedDict before Python 3.12
 
-from . import cpu, limits
-from .collectors import TOOLS
-from .config import MAX_CPU
-from .errors import RecordError
-from .schema import SIDES
+from ..base import limits
+from ..base.errors import RecordError
+from ..collectors import TOOLS
+from ..host import cpu
+from ..settings.config import MAX_CPU
+from ..vocabulary.schema import SIDES
 
 Outcome = Literal["ok", "failed", "disturbed"]  # disturbed: other processes took the run's CPUs
 OUTCOMES = get_args(Outcome)

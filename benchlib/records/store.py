@@ -23,8 +23,9 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import config, record
-from .errors import RecordError
+from ..base.errors import RecordError
+from ..settings import config
+from . import record
 
 
 @dataclass(frozen=True)

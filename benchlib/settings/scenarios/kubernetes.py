@@ -7,8 +7,8 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from .. import meshes
-from ..collectors.base import Strict
+from ...collectors.base import Strict
+from ...vocabulary import meshes
 from .base import PodScenario, needs_pods
 
 # the mesh shapes target kubernetes runs, with Envoy: sidecars in its pods, or a node proxy pod per node

@@ -6,8 +6,8 @@ from typing import ClassVar, Literal, Self
 
 from pydantic import Field, model_validator
 
-from .. import meshes
-from ..collectors.base import Strict
+from ...collectors.base import Strict
+from ...vocabulary import meshes
 
 MAX_SERVICES = 100_000  # Services of one scenario: ten times the largest published service-scaling study
 

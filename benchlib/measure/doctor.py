@@ -17,13 +17,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import collectors, runner
-from .config import Params, environment_dir
-from .errors import BenchlibError, TargetError
+from .. import collectors
+from ..base.errors import BenchlibError, TargetError
+from ..settings.config import Params, environment_dir
+from ..settings.scenarios import KubernetesScenario, LabScenario
+from ..targets import registry
+from ..targets.kubernetes.manifests import kubernetes_settings
+from . import runner
 from .plan import Plan, validate_all
-from .scenarios import KubernetesScenario, LabScenario
-from .targets import registry
-from .targets.kubernetes.manifests import kubernetes_settings
 
 API_TIMEOUT_S = 5  # each request to a cluster's API: a reachable API answers in well under a second
 SSH_TIMEOUT_S = 20  # ssh's own ConnectTimeout is 10 s
@@ -135,8 +136,8 @@ def profile_check(plan: Plan) -> Check:
 
 
 def lab_checks(plan: Plan) -> Iterator[Check]:
-    from .targets import lab
-    from .targets.lab import envoy, haproxy
+    from ..targets import lab
+    from ..targets.lab import envoy, haproxy
 
     env = plan.environment
     tools = plan.tools()
@@ -171,8 +172,8 @@ def lab_checks(plan: Plan) -> Iterator[Check]:
 
 # -- ssh -------------------------------------------------------------------------------------------
 def ssh_checks(plan: Plan) -> Iterator[Check]:
-    from .schema import SIDES
-    from .targets.ssh import ssh_argv
+    from ..targets.ssh import ssh_argv
+    from ..vocabulary.schema import SIDES
 
     env = plan.environment
     ssh = env.ssh
@@ -216,7 +217,7 @@ def vpc_cni_checks() -> Iterator[Check]:
     """The AWS VPC CNI on the local cluster (a scenario whose settings.cni is vpc): its build, cached
     per machine (the cluster script knows its versions and path), and the commands its switch runs on
     the host to start ipamd in a node and to remove what ipamd made."""
-    script = Path(__file__).resolve().parent.parent / "scripts" / LOCAL_CLUSTER_SCRIPT  # this checkout's
+    script = Path(__file__).resolve().parents[2] / "scripts" / LOCAL_CLUSTER_SCRIPT  # this checkout's
     try:
         r = subprocess.run(
             ["bash", str(script), "build", "vpc", "--check"],
@@ -239,7 +240,7 @@ def vpc_cni_checks() -> Iterator[Check]:
 def kubernetes_checks(plan: Plan, timeout: float = API_TIMEOUT_S) -> Iterator[Check]:
     import kubernetes as k
 
-    from .targets.kubernetes.api import reason
+    from ..targets.kubernetes.api import reason
 
     env = plan.environment
     settings = kubernetes_settings(env)
@@ -306,7 +307,7 @@ def kubernetes_checks(plan: Plan, timeout: float = API_TIMEOUT_S) -> Iterator[Ch
 def _rbac_checks(k, api, plan: Plan, timeout: float) -> Iterator[Check]:
     """What the target does with the runner's own rights (pipelines/kubernetes/rbac.yaml, benchlib-runner);
     its pods, exec, Services and DaemonSet come from the RoleBinding it creates in its namespace."""
-    from .targets.kubernetes.api import reason
+    from ..targets.kubernetes.api import reason
 
     env = plan.environment
     needs = [
@@ -359,7 +360,7 @@ def _rbac_checks(k, api, plan: Plan, timeout: float) -> Iterator[Check]:
 
 
 def _node_checks(k, api, plan: Plan, timeout: float) -> Iterator[Check]:
-    from .targets.kubernetes.api import reason
+    from ..targets.kubernetes.api import reason
 
     try:
         nodes = k.client.CoreV1Api(api).list_node(_request_timeout=timeout).items

@@ -7,7 +7,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from ..collectors.base import Strict
+from ...collectors.base import Strict
 from .base import Scenario
 
 

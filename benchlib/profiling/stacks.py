@@ -5,7 +5,7 @@ stack: ``cpu0;netperf;entry_SYSCALL_64;...;tcp_v4_rcv 12``, frames from the
 root to the sampled leaf, then the number of samples. The first two frames
 are the CPU the sample was taken on and the task's name, so a profile can be
 split by side (by CPU) and by process. A task that is not the measurement's
-(benchlib.disturbance) has its name marked (OTHER_TASK) and its samples form
+(benchlib.host.disturbance) has its name marked (OTHER_TASK) and its samples form
 the category "other processes". Where each side is a host of its own
 (SSH targets), the CPU frame names the side too: ``server:cpu1``. Kernel frames are bare symbols;
 user-space frames carry their object: ``__send [libc.so.6]``, or ``[netperf]``
@@ -24,8 +24,8 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 
-from . import limits
-from .errors import ParseError
+from ..base import limits
+from ..base.errors import ParseError
 
 # what `perf script -F` must print for fold(): the sample line, then one line per frame
 PERF_SCRIPT_FIELDS = "comm,pid,tid,cpu,event,ip,sym,dso"
@@ -85,7 +85,7 @@ def folded_bytes(folded: Counter) -> bytes:
 
 def read_folded(data: bytes, name: str = "profile") -> Counter:
     """folded_bytes() back into stack -> samples; ParseError (naming ``name`` and the cap) for a profile
-    beyond a cap of benchlib.limits: unpacked size, frames of a stack, samples."""
+    beyond a cap of benchlib.base.limits: unpacked size, frames of a stack, samples."""
     folded: Counter = Counter()
     text = limits.gunzip(data, limits.PROFILE_BYTES, name, ParseError).decode()
     total = 0

@@ -26,10 +26,16 @@ from pathlib import Path
 
 import polars as pl
 
-from . import bpfstats, collectors, cpu, disturbance, limits, parse_index, record, schema, stacks
-from .errors import BenchlibError, ParseError, RecordError
+from .. import collectors
+from ..base import limits
+from ..base.errors import BenchlibError, ParseError, RecordError
+from ..host import cpu, disturbance
+from ..profiling import bpfstats, stacks
+from ..records import record
+from ..vocabulary import schema
+from . import parse_index
 
-_log = logging.getLogger(__name__)  # the default for log=: where benchlib.logs sends messages
+_log = logging.getLogger(__name__)  # the default for log=: where benchlib.base.logs sends messages
 
 PARALLEL_MIN_RECORDS = 2000  # below this, starting worker processes costs more than it saves
 PARSE_CHUNK = 500  # records per task handed to a worker process

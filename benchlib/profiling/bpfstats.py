@@ -22,7 +22,7 @@ from pathlib import Path
 
 import polars as pl
 
-from .schema import PROFILE_BPF_SCHEMA
+from ..vocabulary.schema import PROFILE_BPF_SCHEMA
 
 STATS = Path("/proc/sys/kernel/bpf_stats_enabled")
 NETNS = Path("/run/netns")

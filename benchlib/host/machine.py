@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .errors import BenchlibError
+from ..base.errors import BenchlibError
 
 LOCK_PATH = Path("/run/benchlib/collect.lock")
 _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>

@@ -6,7 +6,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from .. import meshes
+from ...vocabulary import meshes
 from .base import PodScenario, needs_pods
 
 IP6 = "scenarios.{n}: ip_family 6 and big_tcp need target lab and topology host or veth-routed"

@@ -24,8 +24,9 @@ from pathlib import Path
 
 import polars as pl
 
-from . import limits, schema
-from .files import write_atomically
+from ..base import limits
+from ..base.files import write_atomically
+from ..vocabulary import schema
 
 INDEX = "parse_index.parquet"
 KEY = "benchlib.parse_index"  # parquet key-value metadata: the header (code, campaign_dir, tables)
@@ -38,7 +39,7 @@ SCHEMA = pl.Schema(
         "fingerprint": pl.String,
     }
 )
-_PACKAGE = Path(__file__).resolve().parent
+_PACKAGE = Path(__file__).resolve().parents[1]
 
 
 def code_digest() -> str:

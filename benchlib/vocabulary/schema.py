@@ -19,9 +19,9 @@ from typing import TypeVar
 
 import polars as pl
 
-from . import limits
-from .errors import SchemaError
-from .files import temporary, write_atomically
+from ..base import limits
+from ..base.errors import SchemaError
+from ..base.files import temporary, write_atomically
 
 # The two sides of every run. A metric row has one of these, or "none" for
 # what belongs to the run as a whole (throughput, latency).
@@ -143,7 +143,7 @@ def metric_info(name: str) -> Metric:
         return METRICS[name]
     if name in DERIVED_METRICS:
         return DERIVED_METRICS[name]
-    raise KeyError(f"unknown metric {name!r}: not in benchlib.schema.METRICS nor DERIVED_METRICS")
+    raise KeyError(f"unknown metric {name!r}: not in benchlib.vocabulary.schema.METRICS nor DERIVED_METRICS")
 
 
 def percentiles(prefix: str) -> tuple[str, ...]:
@@ -232,7 +232,7 @@ METRICS_SCHEMA = pl.Schema(
 )
 
 # Profiled runs (never in runs or metrics): one row per profiled run, and its CPU profile as one row
-# per side, task and stack (benchlib.stacks.rows). A stack's frames run root -> leaf, ";"-separated.
+# per side, task and stack (benchlib.profiling.stacks.rows). A stack's frames run root -> leaf, ";"-separated.
 PROFILE_RUNS_SCHEMA = pl.Schema(
     {
         "run_id": pl.String,
@@ -268,12 +268,12 @@ PROFILES_SCHEMA = pl.Schema(
         "side": pl.String,  # client, server, or total where the sides share CPUs
         "comm": pl.String,
         "stack": pl.String,
-        "category": pl.String,  # benchlib.stacks.CATEGORIES
+        "category": pl.String,  # benchlib.profiling.stacks.CATEGORIES
         "samples": pl.Int64,
     }
 )
 
-# The kernel's accounting of each BPF program over a profiled run's CPU window (benchlib.bpfstats): one
+# The kernel's accounting of each BPF program over a profiled run's CPU window (benchlib.profiling.bpfstats): one
 # row per run and program that ran, its counters' differences.
 PROFILE_BPF_SCHEMA = pl.Schema(
     {

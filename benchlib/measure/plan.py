@@ -13,10 +13,10 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from . import record
-from .collectors import TestSpec
-from .config import Environment, EnvironmentOverride, Params, load_environment, scenario_definition
-from .errors import ConfigError
+from ..base.errors import ConfigError
+from ..collectors import TestSpec
+from ..records import record
+from ..settings.config import Environment, EnvironmentOverride, Params, load_environment, scenario_definition
 
 
 class Plan(BaseModel):
