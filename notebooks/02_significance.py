@@ -150,6 +150,8 @@ if not contrast_rows.is_empty():
                 "change % [CI @ level]",
                 "p_adj",
                 "verdict",
+                "verdict_kind",
+                "verdict_direction",
                 "MDE %",
             )
             .rename({"baseline": "reference", "median_base": "median_reference"}),

@@ -32,6 +32,7 @@ import polars as pl
 from IPython.display import HTML, display
 
 from benchlib.analysis import analyse, reference, resolve
+from benchlib.analysis.verdicts import Kind
 from benchlib.report import figures, format as fmt, tables
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
@@ -73,8 +74,8 @@ tables.show(
 both = a.reference
 resolve(out_dir).mkdir(parents=True, exist_ok=True)
 both.write_csv(resolve(out_dir) / "reference_side_by_side.csv")  # every claim, measured or not
-unmeasured = both.filter(pl.col("ours_verdict") == "not measured")["claim"].to_list()
-both = both.filter(pl.col("ours_verdict") != "not measured")
+unmeasured = both.filter(pl.col("ours_verdict_kind") == Kind.UNCOMPARED)["claim"].to_list()
+both = both.filter(pl.col("ours_verdict_kind") != Kind.UNCOMPARED)
 if unmeasured:
     display(
         HTML(

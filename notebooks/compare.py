@@ -24,6 +24,7 @@ from IPython.display import HTML, Markdown, display
 
 import benchlib.base.escape as escape
 from benchlib.analysis import compare, resolve
+from benchlib.analysis.verdicts import Kind
 from benchlib.report import colours, figures, format as fmt, summary, tables
 from benchlib.report.compare import display_rows
 from benchlib.settings.config import load_params
@@ -100,7 +101,7 @@ tables.show(tables.publication_table(res.geomean, {"geomean_change_pct": "{:+.1f
 
 # %%
 secondary = res.rows.filter(pl.col("family") != compare.stats.PRIMARY)
-shown = display_rows(secondary).filter(~pl.col("verdict").is_in([compare.stats.WITHIN_NOISE]))
+shown = display_rows(secondary).filter(pl.col("verdict_kind") != Kind.NOISE)
 if len(shown):
     tables.show(tables.publication_table(shown, {"p_adj": "{:.3g}"}, group="family", verdict="verdict"))
 else:

@@ -118,7 +118,7 @@ def test_a_slower_path_is_a_regression_the_gate_fails_on(project):
     out = json.loads(done.stdout)
     rate = {r["scenario"]: r for r in out["comparisons"] if r["metric"] == "transaction_rate"}
     slow, same = rate[SLOW_SCENARIO], rate[SAME_SCENARIO]
-    assert slow["regression"] and slow["verdict"].endswith(" worse"), slow
+    assert slow["regression"] and slow["verdict"].endswith(" worse") and slow["verdict_direction"] == "worse", slow
     assert slow["delta_pct"] < -THRESHOLD_PCT and slow["p_adj"] < 0.05 and slow["correction"] == "Holm", slow
     assert not same["regression"], {
         k: same[k] for k in ("median", "median_base", "delta_pct", "delta_low", "delta_high", "p_adj", "verdict")
@@ -182,7 +182,7 @@ def test_a_significant_change_within_the_threshold_is_worse_but_no_regression(pr
     assert at_gate["regression"] and at_gate["delta_low"] < at_gate["delta_pct"], at_gate
     between = (abs(at_gate["delta_pct"]) + abs(at_gate["delta_low"])) / 2
     within = slow_rate(between)
-    assert within["verdict"].endswith(" worse") and not within["regression"], (between, within)
+    assert within["verdict_direction"] == "worse" and not within["regression"], (between, within)
 
 
 def copy_campaign(project: Path, src: str, dst: str, edit=None, outputs=None) -> Path:
@@ -262,6 +262,7 @@ def test_a_configuration_failed_in_every_run_of_b_is_a_regression(project):
     assert done.returncode == 0, done.stderr
     back = [r for r in out["comparisons"] if r["scenario"] == SLOW_SCENARIO]
     assert len(back) == 1 and back[0]["all_failed"] == "A" and not back[0]["regression"], back
+    assert (back[0]["verdict_kind"], back[0]["verdict_direction"]) == ("failed", "none"), back
 
 
 def test_a_collapse_to_zero_is_a_regression(project):
@@ -281,9 +282,10 @@ def test_a_collapse_to_zero_is_a_regression(project):
     rows = {(r["scenario"], r["metric"]): r for r in out["comparisons"]}
     rate = rows[(SAME_SCENARIO, "transaction_rate")]
     assert rate["median"] == 0 and rate["median_base"] > 0 and rate["p_adj"] < 0.05, rate
-    assert rate["regression"] and rate["verdict"].endswith(" worse") and rate["delta_pct"] == -100, rate
+    assert rate["regression"] and rate["verdict_direction"] == "worse" and rate["delta_pct"] == -100, rate
+    assert rate["verdict"].endswith(" worse") and rate["verdict_kind"] == "finding", rate
     p50 = rows[(SAME_SCENARIO, "latency_p50")]
-    assert p50["verdict"].endswith(" better") and not p50["regression"], p50
+    assert p50["verdict"].endswith(" better") and p50["verdict_direction"] == "better" and not p50["regression"], p50
     assert not rows[(SLOW_SCENARIO, "transaction_rate")]["regression"]
     assert out["regressions"] == 1, [r["verdict"] for r in out["comparisons"] if r["regression"]]
     _, cases = junit_cases(junit)

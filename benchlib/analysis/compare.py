@@ -27,6 +27,7 @@ from benchlib.base.errors import BenchlibError, SchemaError
 from benchlib.vocabulary import schema
 
 from . import normalize, resolve, stats
+from .verdicts import Direction, Kind
 
 CONFIG_KEYS = ["environment", "scenario", "test"]
 NOT_RECORDED = "(not recorded)"
@@ -166,9 +167,9 @@ def _fix_undefined_ratio(rows: pl.DataFrame) -> pl.DataFrame:
     A's median is positive (a collapse to 0 is -100 %), unbounded where it is not; the direction from the
     medians, or where they are equal from Mann-Whitney's U (B's values tend above A's when U > n n_base / 2).
     stats.verdict leaves them "different (...)"; a gate must see a collapse to 0 as worse."""
-    fixed_delta, fixed_verdict, beyond = [], [], []
+    fixed_delta, fixed_verdict, fixed_direction, beyond = [], [], [], []
     for r in rows.iter_rows(named=True):
-        d, v, out = r["delta_pct"], r["verdict"], None
+        d, v, way, out = r["delta_pct"], r["verdict"], r["verdict_direction"], None
         undefined = (
             not math.isnan(r["p_adj"])
             and r["p_adj"] < r["alpha"]
@@ -180,22 +181,24 @@ def _fix_undefined_ratio(rows: pl.DataFrame) -> pl.DataFrame:
             b, a = r["median"], r["median_base"]
             up = b > a if b != a else r["u"] > r["n"] * r["n_base"] / 2
             same = b == a and r["u"] == r["n"] * r["n_base"] / 2
-            word = "worse" if up != schema.metric_info(r["metric"]).higher_is_better else "better"
+            word = Direction.WORSE if up != schema.metric_info(r["metric"]).higher_is_better else Direction.BETTER
             if same:
                 pass
             elif a > 0:
                 d = 100 * (b / a - 1)
-                v = f"{d:+.1f} % (median {a:.4g} -> {b:.4g}; {NO_RATIO}) {word}"
+                v, way = f"{d:+.1f} % (median {a:.4g} -> {b:.4g}; {NO_RATIO}) {word}", word
                 out = abs(d) > r["noise_band_pct"]
             else:
-                v = f"different: median {a:.4g} -> {b:.4g} (change in % unbounded; {NO_RATIO}) {word}"
+                v, way = f"different: median {a:.4g} -> {b:.4g} (change in % unbounded; {NO_RATIO}) {word}", word
                 out = b != a
         fixed_delta.append(d)
         fixed_verdict.append(v)
+        fixed_direction.append(str(way))
         beyond.append(out)
     return rows.with_columns(
         delta_pct=pl.Series(fixed_delta, dtype=pl.Float64),
         verdict=pl.Series(fixed_verdict, dtype=pl.String),
+        verdict_direction=pl.Series(fixed_direction, dtype=pl.String),
         _beyond=pl.Series(beyond, dtype=pl.Boolean),
     )
 
@@ -226,6 +229,8 @@ def _all_failed(
         baseline=pl.lit(a.runs["campaign"][0]),
         family=pl.lit(stats.PRIMARY),
         verdict=pl.format(f"every run failed in {who} ({{}} of {{}}{{}})", "failed_runs", "runs", reasons),
+        verdict_kind=pl.lit(str(Kind.FAILED)),
+        verdict_direction=pl.lit(str(Direction.NONE)),
         regression=pl.lit(failed_is_b),
         all_failed=pl.lit(who),
         correction=pl.lit("not tested"),
@@ -297,7 +302,7 @@ def comparisons(
     # a significant -2 % whose CI reaches past -5 % reads "worse" but is no regression at 5 %.
     beyond = pl.coalesce("_beyond", pl.col("delta_pct").abs() > pl.col("noise_band_pct"))
     rows = rows.with_columns(
-        regression=pl.col("verdict").str.ends_with(" worse") & beyond.fill_null(False),
+        regression=(pl.col("verdict_direction") == str(Direction.WORSE)) & beyond.fill_null(False),
         all_failed=pl.lit(None, pl.String),
     ).drop("_beyond")
     extra = [df for df in (_all_failed(b, a, sa, va, True), _all_failed(a, b, sb, vb, False)) if len(df)]

@@ -37,6 +37,8 @@ COLUMNS = [
     "delta_high",
     "p_adj",
     "verdict",
+    "verdict_kind",
+    "verdict_direction",
     "changed",
 ]
 
@@ -120,6 +122,8 @@ def _against(
         delta_high="delta_high",
         p_adj="p_adj",
         verdict="verdict",
+        verdict_kind="verdict_kind",
+        verdict_direction="verdict_direction",
         changed=(pl.col("p_adj") < alpha) & beyond,
     )
 

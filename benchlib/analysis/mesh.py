@@ -17,6 +17,7 @@ from benchlib.vocabulary.schema import metric_info, percentiles
 
 from . import stats
 from .normalize import PROXY_CPU_AT_TARGET
+from .verdicts import Direction, Kind
 
 HTTP_PERCENTILES = percentiles("http_latency")  # p50, p90, p99, p99.9 (fortio)
 RR_PERCENTILES = percentiles("latency")  # p50, p90, p99 (netperf TCP_RR)
@@ -193,6 +194,8 @@ def cost_per_hop(
         "p_adj",
         "correction",
         "verdict",
+        "verdict_kind",
+        "verdict_direction",
     )
     df = (
         pairs.join(med.select(cols), on="scenario")
@@ -211,9 +214,15 @@ def cost_per_hop(
         )
         .join(verdicts, on=["test", "metric", "scenario", "reference"], how="left")
         .with_columns(
-            verdict=pl.when(pl.col("verdict").is_null() & (pl.col("metric") == PROXY_CPU_AT_TARGET))
-            .then(pl.lit("reference has no proxy"))
-            .otherwise("verdict")
+            pl.when(pl.col("verdict").is_null() & (pl.col("metric") == PROXY_CPU_AT_TARGET))
+            .then(pl.lit(text))
+            .otherwise(name)
+            .alias(name)
+            for name, text in (
+                ("verdict", "reference has no proxy"),
+                ("verdict_kind", str(Kind.UNCOMPARED)),
+                ("verdict_direction", str(Direction.NONE)),
+            )
         )
     )
     return df.sort("test", "metric", "hops", "scenario").select(
@@ -232,6 +241,8 @@ def cost_per_hop(
         "p_adj",
         "correction",
         "verdict",
+        "verdict_kind",
+        "verdict_direction",
     )
 
 

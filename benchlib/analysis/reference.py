@@ -16,7 +16,8 @@ import polars as pl
 from benchlib.vocabulary.schema import metric_info
 
 from . import resolve
-from .stats import CORRECTIONS, adjust, compare, decision_level, verdict
+from .stats import CORRECTIONS, adjust, compare, decision_level, verdict, verdict_columns
+from .verdicts import Kind, Verdict
 
 REFERENCE_DIR = Path("data/reference")
 EKS_SCENARIOS = "eks_m6i_2026_scenarios.csv"
@@ -380,7 +381,7 @@ def side_by_side(
         )
     df = pl.DataFrame(rows, schema_overrides={"ours_n": pl.Int64})
     verdicts = [
-        "not measured"
+        Verdict("not measured", Kind.UNCOMPARED)
         if r["ours_n"] is None
         else verdict(
             q, r["ours_delta_pct"], r["ours_low"], r["ours_high"], alpha, r["noise_band_pct"], r["higher_is_better"]
@@ -388,8 +389,8 @@ def side_by_side(
         for r, q in zip(df.iter_rows(named=True), p_adj, strict=True)
     ]
     return df.with_columns(
-        ours_p_adj=pl.Series(p_adj),
-        ours_verdict=pl.Series(verdicts, dtype=pl.String),
+        pl.Series("ours_p_adj", p_adj),
+        *verdict_columns(verdicts, prefix="ours_"),
         correction=pl.lit(CORRECTIONS[correction]),
         ours_ci_level=pl.lit(1 - level),
     ).drop("higher_is_better", "noise_band_pct")

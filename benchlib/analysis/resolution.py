@@ -47,6 +47,7 @@ import numpy as np
 import polars as pl
 
 from benchlib.analysis import stats
+from benchlib.analysis.verdicts import Direction, Kind
 from benchlib.collectors import fortio
 
 NETPERF_PERCENTILES = ("latency_p50", "latency_p90", "latency_p99")
@@ -205,14 +206,6 @@ def annotate_summary(summary: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _word(verdict: str) -> str | None:
-    """'better', 'worse' or 'same median' of a verdict that states a precise change, else None."""
-    for word in ("better", "worse", "same median"):
-        if verdict.endswith(f"] {word}"):
-            return word
-    return None
-
-
 def steps_text(steps: float, step: float, unit: str) -> str:
     """A count of instrument steps as a verdict and the change text state it: "4 steps of 1 us"."""
     k = abs(steps)
@@ -220,26 +213,33 @@ def steps_text(steps: float, step: float, unit: str) -> str:
     return f"{count} step{'' if count == '1' else 's'} of {step:g} {unit}"
 
 
-def _verdict(r: dict) -> str:
-    """The verdict, without a precise change where the change is below the resolution."""
-    v = r["verdict"]
+def _verdict(r: dict) -> tuple[str, str, str]:
+    """The verdict (its text, kind and direction), without a precise change where the change is below
+    the resolution."""
+    v, kind, way = r["verdict"], r["verdict_kind"], r["verdict_direction"]
     if not r["below_resolution"]:
-        return v
-    if (word := _word(v)) is not None:
+        return v, kind, way
+    if kind == Kind.FINDING:  # below the resolution, so a change with its interval (a finite delta)
+        word = stats.SAME_MEDIAN if way == Direction.NONE else way
         steps = steps_text(r["steps"], r["step"], r["unit"])
         if r["unresolved"] == CHANGE:
-            return f"{word} by {steps} ({BELOW})"
+            return f"{word} by {steps} ({BELOW})", kind, way
         return (
             f"{r['delta_pct']:+.0f} % [{r['delta_low_res']:+.0f}, {r['delta_high_res']:+.0f}] {word} "
-            f"(± 1 step of {r['step']:g} {r['unit']})"
+            f"(± 1 step of {r['step']:g} {r['unit']})",
+            kind,
+            way,
         )
     step_pct = 100 * r["step"] / r["median_base"]
-    if v == stats.NEGLIGIBLE and step_pct > r["noise_band_pct"]:
+    if kind == Kind.NEGLIGIBLE and step_pct > r["noise_band_pct"]:
+        # significant, and one step wider than the band: not negligible, a change of no stated size or way
         return (
             f"not resolved: 1 step of {r['step']:g} {r['unit']} = {step_pct:.1f} % "
-            f"> noise band {r['noise_band_pct']:g} %"
+            f"> noise band {r['noise_band_pct']:g} %",
+            Kind.FINDING,
+            Direction.NONE,
         )
-    return v
+    return v, kind, way
 
 
 def annotate(comparisons: pl.DataFrame) -> pl.DataFrame:
@@ -286,4 +286,8 @@ def annotate(comparisons: pl.DataFrame) -> pl.DataFrame:
             finer_metric=pl.col("metric").replace_strict(FINER, default=None, return_dtype=pl.String),
         )
     )
-    return df.with_columns(verdict=pl.Series([_verdict(r) for r in df.iter_rows(named=True)], dtype=pl.String))
+    verdicts = [_verdict(r) for r in df.iter_rows(named=True)]
+    return df.with_columns(
+        pl.Series(name, [str(v[i]) for v in verdicts], dtype=pl.String)
+        for i, name in enumerate(("verdict", "verdict_kind", "verdict_direction"))
+    )

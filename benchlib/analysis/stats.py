@@ -68,6 +68,7 @@ from .power import (
     pooled_log_sd,
     smallest_p as smallest_p,
 )
+from .verdicts import Direction, Kind, Verdict
 
 # Two configurations are compared when they differ only in the scenario.
 PEERS = [c for c in CONFIG if c != "scenario"]
@@ -75,6 +76,7 @@ WITHIN_NOISE = "~ within noise"
 NEGLIGIBLE = "negligible"
 # the Mann-Whitney test and the interval of the change (computed apart) disagree at the decision level
 UNCLEAR = "inconclusive"
+SAME_MEDIAN = "same median"  # a significant change whose medians are equal
 
 # Above this many runs per side the normal approximation (with tie correction)
 # is accurate to well below any alpha in use, and exact or permutation
@@ -200,8 +202,9 @@ def noise_band(metric: str, noise_band_pct: float | Mapping[str, float]) -> floa
 
 def verdict(
     p_adj: float, delta: float, low: float, high: float, alpha: float, band_pct: float, higher_is_better: bool
-) -> str:
-    """The label shown next to a comparison (NaN p_adj means it was not tested: too few runs).
+) -> Verdict:
+    """The verdict of a comparison: its label, kind and direction (NaN p_adj means it was not tested:
+    too few runs).
 
     [low, high] is the interval at the level the family's correction decided at (decision_level),
     so a significant p and an interval that excludes 0 should go together. They come from different
@@ -209,26 +212,28 @@ def verdict(
     believed and the label says which way they disagree.
     """
     if math.isnan(p_adj):
-        return INSUFFICIENT
+        return Verdict(INSUFFICIENT, Kind.INSUFFICIENT)
     significant = p_adj < alpha
     if math.isnan(delta):
-        return "different (median ratio undefined: values <= 0)" if significant else WITHIN_NOISE
+        if significant:
+            return Verdict("different (median ratio undefined: values <= 0)", Kind.FINDING)
+        return Verdict(WITHIN_NOISE, Kind.NOISE)
     excludes_0 = low > 0 or high < 0
     if significant != excludes_0:
-        return (
+        return Verdict(
             f"{UNCLEAR}: p_adj < {alpha:g} but the CI includes 0"
             if significant
-            else f"{UNCLEAR}: the CI excludes 0 but p_adj >= {alpha:g}"
+            else f"{UNCLEAR}: the CI excludes 0 but p_adj >= {alpha:g}",
+            Kind.INCONCLUSIVE,
         )
     if not significant:
-        return WITHIN_NOISE
+        return Verdict(WITHIN_NOISE, Kind.NOISE)
     if -band_pct <= low and high <= band_pct:
-        return NEGLIGIBLE
+        return Verdict(NEGLIGIBLE, Kind.NEGLIGIBLE)
     if delta == 0:
-        word = "same median"
-    else:
-        word = "better" if (delta > 0) == higher_is_better else "worse"
-    return f"{delta:+.1f} % [{low:+.1f}, {high:+.1f}] {word}"
+        return Verdict(f"{delta:+.1f} % [{low:+.1f}, {high:+.1f}] {SAME_MEDIAN}", Kind.FINDING)
+    way = Direction.BETTER if (delta > 0) == higher_is_better else Direction.WORSE
+    return Verdict(f"{delta:+.1f} % [{low:+.1f}, {high:+.1f}] {way}", Kind.FINDING, way)
 
 
 COMPARISON_COLUMNS = [
@@ -253,6 +258,8 @@ COMPARISON_COLUMNS = [
     "excluded",
     "noise_band_pct",
     "verdict",
+    "verdict_kind",
+    "verdict_direction",
     "sd_log",
     "mde_pct",
     "n_attainable",
@@ -280,6 +287,8 @@ _COMPARISON_DTYPES = {
     "excluded": pl.Int64,
     "noise_band_pct": pl.Float64,
     "verdict": pl.String,
+    "verdict_kind": pl.String,
+    "verdict_direction": pl.String,
     "sd_log": pl.Float64,
     "mde_pct": pl.Float64,
     "n_attainable": pl.Int64,
@@ -485,11 +494,11 @@ def _compare_pairs(
         ),
         **{c: pl.Series(v) for c, v in num.items()},
     )
-    labels = []
+    labels: list[Verdict] = []
     for r in df.iter_rows(named=True):
         if math.isnan(r["p_adj"]) and r["excluded"]:
             # not "insufficient n": the runs were there, their values were not numbers
-            labels.append(f"not tested: {r['excluded']} non-finite value(s) excluded")
+            labels.append(Verdict(f"not tested: {r['excluded']} non-finite value(s) excluded", Kind.EXCLUDED))
         else:
             labels.append(
                 verdict(
@@ -502,7 +511,16 @@ def _compare_pairs(
                     metric_info(r["metric"]).higher_is_better,
                 )
             )
-    return df.with_columns(verdict=pl.Series(labels, dtype=pl.String)).select(COMPARISON_COLUMNS)
+    return df.with_columns(verdict_columns(labels)).select(COMPARISON_COLUMNS)
+
+
+def verdict_columns(verdicts: Sequence[Verdict], prefix: str = "") -> list[pl.Series]:
+    """The columns of ``verdicts``: ``{prefix}verdict``, ``{prefix}verdict_kind``, ``{prefix}verdict_direction``."""
+    return [
+        pl.Series(f"{prefix}verdict", [v.text for v in verdicts], dtype=pl.String),
+        pl.Series(f"{prefix}verdict_kind", [str(v.kind) for v in verdicts], dtype=pl.String),
+        pl.Series(f"{prefix}verdict_direction", [str(v.direction) for v in verdicts], dtype=pl.String),
+    ]
 
 
 def _json_number(v):

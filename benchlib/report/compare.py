@@ -11,6 +11,7 @@ import polars as pl
 
 from ..analysis import stats
 from ..analysis.compare import Result
+from ..analysis.verdicts import Kind
 from ..base import escape
 from .format import change_text, display_tables, interval, mde_text
 
@@ -125,7 +126,8 @@ def write_junit(res: Result, path: Path, strict_setup: bool = False) -> Path:
 
 def display_rows(rows: pl.DataFrame) -> pl.DataFrame:
     """The comparison as people read it: both medians with CIs, the change with its CI at the family's
-    level, p_adj, verdict, the minimum detectable effect."""
+    level, p_adj, verdict, the minimum detectable effect; and the verdict's kind and direction, which
+    tables.publication_table colours it by and does not show."""
     return rows.select(
         "family",
         "environment",
@@ -145,6 +147,8 @@ def display_rows(rows: pl.DataFrame) -> pl.DataFrame:
         "correction",
         "verdict",
         pl.Series("MDE %", [mde_text(r) for r in rows.iter_rows(named=True)], dtype=pl.String),
+        "verdict_kind",
+        "verdict_direction",
     )
 
 
@@ -206,8 +210,8 @@ def text(res: Result) -> str:
             else ""
         )
     )
-    # verdicts that name a change ("+x % [lo, hi] better/worse", "different ...") are counted together
-    changed = pl.col("verdict").str.contains(r"^([+-]\d|different)")
+    # the findings (verdicts that name a change: "+x % [lo, hi] better/worse", "different ...") are counted together
+    changed = pl.col("verdict_kind") == str(Kind.FINDING)
     counts = res.rows.filter(~changed)["verdict"].value_counts().sort("count", descending=True)
     n_changed = int(res.rows.select(changed.sum()).item())
     out.append("verdicts: " + ", ".join(f"{v}: {n}" for v, n in counts.iter_rows()) + f"; changed: {n_changed}")
@@ -217,7 +221,11 @@ def text(res: Result) -> str:
             "",
             "Significant changes of the primary family (each test's headline metric; secondary ones: "
             "--json or the page):",
-            str(display_rows(changes).drop("family", "environment", "unit", "correction")),
+            str(
+                display_rows(changes).drop(
+                    "family", "environment", "unit", "correction", "verdict_kind", "verdict_direction"
+                )
+            ),
             "",
         ]
     headline = res.rows.filter(family=stats.PRIMARY).select("metric").unique()

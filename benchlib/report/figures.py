@@ -24,9 +24,11 @@ from plotly.subplots import make_subplots
 from benchlib.base import escape
 from benchlib.vocabulary.schema import metric_info, percentiles
 
-from ..analysis.stats import FAMILY_ORDER, INSUFFICIENT, MIN_N, NEGLIGIBLE, UNCLEAR, WITHIN_NOISE, median_ci
+from ..analysis.resolution import INTERVAL
+from ..analysis.stats import FAMILY_ORDER, MIN_N, median_ci
+from ..analysis.verdicts import Direction, Kind
 from .colours import OURS, PUBLISHED, natural, pick
-from .format import caption, change, size, unit as display_unit
+from .format import caption, change, missing, size, unit as display_unit, whole_change
 from .summary import FINDING, NOISE, UNTESTED, finding_sentence, kind_of, metric_label, ordered_findings
 
 # the theme registers the template and the report renderer, once; notebooks reach them through figures
@@ -85,12 +87,12 @@ def ci_whiskers(d: pl.DataFrame) -> dict:
 
 def verdict_labels(
     comparisons: pl.DataFrame | None, test: str, metric: str, side: str = "none", baseline: str = "host"
-) -> dict[str, str]:
-    """{scenario: verdict vs the baseline} for one test and metric; empty without comparisons."""
+) -> dict[str, dict]:
+    """{scenario: its comparison vs the baseline (a row)} for one test and metric; empty without comparisons."""
     if comparisons is None or comparisons.is_empty():
         return {}
     c = comparisons.filter(test=test, metric=metric, side=side, baseline=baseline)
-    return dict(zip(c["scenario"], c["verdict"], strict=True))
+    return {r["scenario"]: r for r in c.iter_rows(named=True)}
 
 
 def in_order(d: pl.DataFrame, col: str, order: list) -> pl.DataFrame:
@@ -443,11 +445,11 @@ def forest(
             p = g.filter(scenario=s)
             if p.is_empty():
                 continue
-            verdicts = p["verdict"]
+            kinds = p["verdict_kind"]
             symbol = np.where(
-                verdicts.str.starts_with(UNCLEAR),
+                kinds == str(Kind.INCONCLUSIVE),
                 "diamond-open",
-                np.where(verdicts.is_in([WITHIN_NOISE, INSUFFICIENT]), "circle-open", "circle"),
+                np.where(kinds.is_in([str(Kind.NOISE), str(Kind.INSUFFICIENT)]), "circle-open", "circle"),
             )
             fig.add_trace(
                 go.Scatter(
@@ -536,7 +538,7 @@ def overview(comparisons: pl.DataFrame, baseline: str) -> go.Figure:
                 tr.append("")
                 hr.append(f"{s} · {t}: not compared")
                 continue
-            sig = kind_of(r["verdict"]) == FINDING
+            sig = kind_of(r["verdict_kind"]) == FINDING
             better = r["delta_pct"] if metric_info(r["metric"]).higher_is_better else -r["delta_pct"]
             # not significant: kept near white, its sign only a hint
             zr.append(better if sig else better * 0.15)
@@ -791,15 +793,23 @@ def _highest(d: pl.DataFrame, metric: str, baseline: str, test: str) -> str:
     )
 
 
-def _short_verdict(verdict: str | None) -> str:
-    """A label short enough to sit beside a point: the change when significant."""
-    if not verdict:
+def _short_verdict(r: dict | None) -> str:
+    """A label short enough to sit beside a point, from a comparison's row: a finding's change in %
+    where its verdict states it with an interval ("+12.3 %"; in whole percent below the instrument's
+    resolution), "~" within noise, "?" inconclusive, else the verdict."""
+    if not r or not r["verdict"]:
         return ""
-    if verdict in (WITHIN_NOISE, NEGLIGIBLE, INSUFFICIENT):
-        return "~" if verdict == WITHIN_NOISE else verdict
-    if verdict.startswith(UNCLEAR):
+    kind, delta, unresolved = r["verdict_kind"], r["delta_pct"], r.get("unresolved")
+    if kind == Kind.NOISE:
+        return "~"
+    if kind == Kind.INCONCLUSIVE:
         return "?"
-    return verdict.split(" [")[0]  # "+12.3 % [lo, hi] better" -> "+12.3 %"
+    if kind == Kind.FINDING and not missing(delta) and not missing(r["delta_low"]):
+        if unresolved is None:
+            return f"{change(delta)} %"
+        if unresolved == INTERVAL and r["verdict_direction"] != Direction.NONE:
+            return f"{whole_change(delta)} %"
+    return r["verdict"]
 
 
 def _ribbon(x, low, high, color: str, name: str) -> go.Scatter:
@@ -943,8 +953,12 @@ def rate_sweep(
             g = in_order(d.filter(scenario=s, metric=m), "test", ordered).filter(pl.col("median").is_not_null())
             if g.is_empty():
                 continue
-            verdicts = [verdict_labels(comparisons, t, m, baseline=baseline).get(s, "") for t in g["test"]]
-            filled = [s == baseline or not (v in ("", WITHIN_NOISE) or v.startswith(UNCLEAR)) for v in verdicts]
+            judged = [verdict_labels(comparisons, t, m, baseline=baseline).get(s) for t in g["test"]]
+            filled = [
+                s == baseline or (r is not None and r["verdict_kind"] not in (Kind.NOISE, Kind.INCONCLUSIVE))
+                for r in judged
+            ]
+            verdicts = [r["verdict"] if r else "" for r in judged]
             fig.add_trace(
                 go.Scatter(
                     x=[x_label[t] for t in g["test"]],

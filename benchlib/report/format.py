@@ -11,11 +11,13 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
+from collections.abc import Mapping
 
 import numpy as np
 import polars as pl
 
-from ..analysis.resolution import BELOW, CHANGE, steps_text
+from ..analysis.resolution import BELOW, CHANGE, INTERVAL, steps_text
+from ..analysis.verdicts import Direction, Kind
 
 # Units as the tables store them (ASCII) and as a reader sees them.
 UNITS = {"us": "µs"}
@@ -109,14 +111,20 @@ def numbers_in(text: str) -> str:
     return _NUMBER.sub(lambda m: reading(float(m.group())), text)
 
 
-def verdict_word(verdict: str | None) -> str:
-    """A verdict without the change it starts with, for a table whose change has a column of its own:
-    "-33.7 % [-35.4, -32.2] worse" -> "worse", "+31 % [+18, +38] worse (± 1 step of 1 us)" -> "worse
-    (± 1 step of 1 µs)"; the other verdicts ("~ within noise", "negligible",
-    "inconclusive: ...", "baseline") as they are."""
-    v = unit(verdict or "")
-    m = re.match(r"^[+-]?\d.*?\s(better|worse)( \(.*\))?$", v)
-    return m.group(1) + (m.group(2) or "") if m else v
+def verdict_word(r: Mapping) -> str:
+    """A comparison's verdict without the change it starts with, for a table whose change has a column
+    of its own: a finding that states its change and way ("-33.7 % [-35.4, -32.2] worse") as its way
+    ("worse"), with the step its interval was widened by where that is below the instrument's resolution
+    ("worse (± 1 step of 1 µs)"); every other verdict ("~ within noise", "negligible", "inconclusive:
+    ...", a change given in steps) as it is. ``r``: a comparison's row (verdict, verdict_kind,
+    verdict_direction, delta_pct, and resolution.annotate's unresolved, step and unit where it has them)."""
+    way, unresolved = r.get("verdict_direction"), r.get("unresolved")
+    states_change = r.get("verdict_kind") == Kind.FINDING and not missing(r.get("delta_pct"))
+    if not states_change or way in (None, Direction.NONE) or unresolved == CHANGE:
+        return unit(r.get("verdict") or "")
+    if unresolved == INTERVAL:
+        return f"{way} (± 1 step of {r['step']:g} {unit(r['unit'])})"
+    return str(way)
 
 
 def change_text(r: dict, with_level: bool = True) -> str:

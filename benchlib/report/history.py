@@ -50,7 +50,7 @@ def text(history: pl.DataFrame) -> str:
         for r in rows.iter_rows(named=True):
             line = f"  {r['campaign']:<24} {_when(r['started_at'])}  n={r['n']:<4} {_median(r)}"
             if r["previous"] is not None:
-                line += f"  vs {r['previous']}: {_change(r)}{verdict_word(r['verdict'])}"
+                line += f"  vs {r['previous']}: {_change(r)}{verdict_word(r)}"
                 if r["changed"]:
                     line += f"  {CHANGED}"
             out.append(line)

@@ -14,6 +14,7 @@ import re
 import polars as pl
 
 from ..analysis import paired, sequential, stats
+from ..analysis.verdicts import Direction, Kind
 from ..base import escape
 from .format import change, change_text, interval_wording, level, mde_text, size, unit
 
@@ -44,7 +45,11 @@ METRIC_LABELS = {
     "cpu_busy_cores": "busy cores",
 }
 
-FINDING, NOISE, NEGLIGIBLE, INCONCLUSIVE, UNTESTED = "finding", "noise", "negligible", "inconclusive", "untested"
+# the summary's groups: four of the verdict kinds, and the untested ones together
+FINDING, NOISE, NEGLIGIBLE, INCONCLUSIVE = (
+    str(k) for k in (Kind.FINDING, Kind.NOISE, Kind.NEGLIGIBLE, Kind.INCONCLUSIVE)
+)
+UNTESTED = "untested"
 
 
 def metric_label(metric: str, side: str | None = "none") -> str:
@@ -53,19 +58,11 @@ def metric_label(metric: str, side: str | None = "none") -> str:
     return label if side in (None, "", "none") else f"{label} ({side})"
 
 
-def kind_of(verdict: str | None) -> str:
-    """What a comparison's verdict says: a FINDING (a change beyond the noise band), NOISE,
-    NEGLIGIBLE, INCONCLUSIVE or UNTESTED (too few runs, or no finite value)."""
-    v = verdict or ""
-    if v == stats.WITHIN_NOISE:
-        return NOISE
-    if v == stats.NEGLIGIBLE:
-        return NEGLIGIBLE
-    if v.startswith(stats.UNCLEAR):
-        return INCONCLUSIVE
-    if not v or v.startswith(stats.INSUFFICIENT) or v.startswith("not tested"):
-        return UNTESTED
-    return FINDING
+def kind_of(verdict_kind: str | None) -> str:
+    """How the summary groups a comparison by its verdict's kind (the ``verdict_kind`` column): a
+    FINDING (a change beyond the noise band), NOISE, NEGLIGIBLE, INCONCLUSIVE or UNTESTED (too few
+    runs, no finite value, every run failed, or no comparison)."""
+    return str(verdict_kind) if verdict_kind in (FINDING, NOISE, NEGLIGIBLE, INCONCLUSIVE) else UNTESTED
 
 
 def _names(markdown: bool):
@@ -107,7 +104,7 @@ def finding_sentence(
     """
     # the verdict, change, MDE and correction are the statistics' own words and numbers: only the
     # names in _what come from the tables
-    kind, what = kind_of(r["verdict"]), _what(r, markdown)
+    kind, what = kind_of(r["verdict_kind"]), _what(r, markdown)
     over = f" over {family_size}" if family_size else ""
     if kind == FINDING:
         verdict = f"**{unit(r['verdict'])}**" if markdown else unit(r["verdict"])
@@ -121,9 +118,9 @@ def finding_sentence(
         mde = mde_text(r)
         # not significant is not "no difference": the MDE says how large a change could hide here
         text = f"{what}: no significant change" + (
-            f" (it could detect {mde} %)" if mde and not mde.startswith("not") else ""
+            f" (it could detect {mde} %)" if mde and r["n_attainable"] is None else ""
         )
-    elif kind == INCONCLUSIVE or (r["verdict"] or "").startswith("not tested"):
+    elif kind == INCONCLUSIVE or r["verdict_kind"] in (Kind.EXCLUDED, Kind.FAILED):
         text = f"{what}: {r['verdict']}"
     else:
         text = f"{what}: not tested, {r['n']} vs {r['n_base']} successful runs (at least {stats.MIN_N} needed)"
@@ -137,7 +134,7 @@ def ordered_findings(comparisons: pl.DataFrame, family: str | None = stats.PRIMA
     within each kind the largest change first."""
     c = comparisons if family is None else comparisons.filter(pl.col("family") == family)
     order = {k: i for i, k in enumerate((FINDING, NEGLIGIBLE, INCONCLUSIVE, NOISE, UNTESTED))}
-    kinds = [kind_of(v) for v in c["verdict"]]
+    kinds = [kind_of(v) for v in c["verdict_kind"]]
     return (
         c.with_columns(
             kind=pl.Series(kinds, dtype=pl.String),
@@ -219,7 +216,9 @@ def degenerate_text(runs: pl.DataFrame, comparisons: pl.DataFrame, baseline: str
         )
     if comparisons.is_empty():
         return f"{lead} no comparison was made."
-    untested = comparisons.filter(pl.Series([kind_of(v) == UNTESTED for v in comparisons["verdict"]], dtype=pl.Boolean))
+    untested = comparisons.filter(
+        pl.Series([kind_of(v) == UNTESTED for v in comparisons["verdict_kind"]], dtype=pl.Boolean)
+    )
     if len(untested) == len(comparisons):
         n = int(pl.concat([untested["n"], untested["n_base"]]).min())  # pyright: ignore[reportArgumentType] (polars types Series.min/max as any literal or None)
         return (
@@ -563,8 +562,9 @@ def title_text(runs: pl.DataFrame, baseline: str, markdown: bool = False) -> str
     return f"Network datapaths: {_join(others)} against {name(baseline)} ({envs})"
 
 
-def _direction(verdict: str) -> str:
-    return "better" if verdict.endswith("better") else "worse" if verdict.endswith("worse") else ""
+def _said_way(direction: str | None) -> str:
+    """The way a verdict calls its change, as the takeaways say it: "better", "worse" or ""."""
+    return "" if direction in (None, Direction.NONE) else str(direction)
 
 
 def _span(values: list[float]) -> str:
@@ -590,15 +590,15 @@ def takeaways(comparisons: pl.DataFrame, baseline: str, markdown: bool = False) 
     lead = (
         f"The largest difference: {name(r['scenario'])}'s {name(r['test'])} "
         f"{name(metric_label(r['metric'], r['side']))} is {size(r['delta_pct'])} % "
-        f"{'higher' if r['delta_pct'] > 0 else 'lower'} than {name(baseline)}'s ({_direction(r['verdict'])})."
+        f"{'higher' if r['delta_pct'] > 0 else 'lower'} than {name(baseline)}'s ({_said_way(r['verdict_direction'])})."
     )
     parts = []
     for (scenario,), g in rows.group_by("scenario", maintain_order=True):
         f = g.filter(kind=FINDING)
         said = [
             f"{way} in {len(h)} of {len(g)} tests ({_span(h['delta_pct'].to_list())})"
-            for way in ("worse", "better")
-            if len(h := f.filter(pl.col("verdict").str.ends_with(way)))
+            for way in (Direction.WORSE, Direction.BETTER)
+            if len(h := f.filter(pl.col("verdict_direction") == str(way)))
         ]
         parts.append(
             (

@@ -16,6 +16,7 @@ import polars as pl
 from great_tables import GT, loc, style
 
 from ..analysis import stats
+from ..analysis.verdicts import Direction, Kind
 from ..base import escape
 from .format import (
     change,
@@ -144,18 +145,31 @@ def publication_table(
     verdict: str | None = None,
     title: str | None = None,
     note: str | None = None,
-    hide: tuple[str, ...] = ("test_params",),
+    hide: tuple[str, ...] = ("test_params", "verdict_kind", "verdict_direction"),
 ) -> GT:
     """``df`` as a great_tables table: headers from ``labels`` (else label()), cells by as_text,
-    rows grouped by the ``group`` column, the ``verdict`` column coloured (better green, worse red,
-    within noise or not tested grey, the baseline bold). The ``hide`` columns are left out (the
-    test's parameters as JSON are for machines), and so are campaign and environment where the
+    rows grouped by the ``group`` column, the ``verdict`` column coloured by its kind and direction (the
+    ``<verdict>_kind`` and ``<verdict>_direction`` columns, not shown: better green, worse red, within
+    noise, negligible or too few runs grey, the baseline bold). The ``hide`` columns are left out (the
+    test's parameters as JSON and a verdict's kind and direction are for machines: the verdict says
+    them in words), and so are campaign and environment where the
     table has one of each (the summary names them)."""
     single = [
         c
         for c in ("campaign", "environment")
         if c in df.columns and c != group and df[c].n_unique() <= 1 and len(df) > 1
     ]
+    styled: dict[str, list[int]] = {}
+    if verdict and verdict in df.columns:
+        kinds, ways = df[f"{verdict}_kind"].to_list(), df[f"{verdict}_direction"].to_list()
+        muted = (Kind.NOISE, Kind.INSUFFICIENT, Kind.NEGLIGIBLE)
+        styled = {
+            "better": [i for i, w in enumerate(ways) if w == Direction.BETTER],
+            "worse": [i for i, w in enumerate(ways) if w == Direction.WORSE],
+            "muted": [i for i, k in enumerate(kinds) if k in muted],
+            "baseline": [i for i, k in enumerate(kinds) if k == Kind.BASELINE],
+        }
+        hide = (*hide, f"{verdict}_kind", f"{verdict}_direction")
     df = df.drop([c for c in (*hide, *single) if c in df.columns])
     text = as_text(df, formats).with_columns(  # booleans that reached here as text ("true"): yes/no
         pl.col(c).replace({"true": "yes", "false": "no"})
@@ -168,23 +182,15 @@ def publication_table(
     gt = gt.cols_label(cases={c: (labels or {}).get(c, label(c)) for c in df.columns if c != group})
     numeric = [c for c, t in df.schema.items() if t.is_numeric() and c != group]
     gt = gt.cols_align("left").cols_align("right", columns=numeric) if numeric else gt.cols_align("left")
-    if verdict and verdict in df.columns:
-        v = pl.col(verdict)
-        better, worse = v.str.contains(r"\bbetter\b"), v.str.contains(r"\bworse\b")
-        gt = (
-            gt.tab_style(style.text(color=BETTER, weight="bold"), loc.body(columns=verdict, rows=better))
-            .tab_style(style.text(color=WORSE, weight="bold"), loc.body(columns=verdict, rows=worse))
-            .tab_style(
-                style.text(color=MUTED),
-                loc.body(
-                    columns=verdict,
-                    rows=v.str.starts_with("~")
-                    | v.str.starts_with(stats.INSUFFICIENT)
-                    | v.str.starts_with(stats.NEGLIGIBLE),
-                ),
-            )
-            .tab_style(style.text(weight="bold"), loc.body(columns=verdict, rows=v == "baseline"))
-        )
+    looks = {
+        "better": style.text(color=BETTER, weight="bold"),
+        "worse": style.text(color=WORSE, weight="bold"),
+        "muted": style.text(color=MUTED),
+        "baseline": style.text(weight="bold"),
+    }
+    for name, rows in styled.items():
+        if rows:
+            gt = gt.tab_style(looks[name], loc.body(columns=verdict, rows=rows))
     if title:
         gt = gt.tab_header(title=title)
     if note:
@@ -313,6 +319,8 @@ ANNOTATIONS = (
     "cpu_bound_pct",
     "cpu_bound_pct_base",
 )
+BASELINE = "baseline"  # headline's verdict of the baseline's own rows
+VERDICT_COLUMNS = ("verdict", "verdict_kind", "verdict_direction")
 CPU_LIMIT = "CPU limit"  # headline's column: the sides at their CPU limit (saturation.annotate explains)
 
 
@@ -332,11 +340,14 @@ def headline(summary: pl.DataFrame, comparisons: pl.DataFrame, baseline: str = "
         "ci_level",
         "p_adj",
         "verdict",
+        "verdict_kind",
+        "verdict_direction",
         "mde_pct",
         "n_attainable",
         *[c for c in ANNOTATIONS if c in comparisons.columns],
     )
     df = summary.join(vs_base, on=stats.CONFIG, how="left", nulls_equal=True)
+    base = pl.col("scenario") == baseline
     ci = [
         f"{median(r['median'])} [{median(r['ci_low'])}, {median(r['ci_high'])}]"
         if r["n"] >= stats.MIN_N
@@ -347,9 +358,9 @@ def headline(summary: pl.DataFrame, comparisons: pl.DataFrame, baseline: str = "
     keys = ["environment", "test", "metric", "side"]
     return (
         df.with_columns(
-            verdict=pl.when(pl.col("scenario") == baseline)
-            .then(pl.lit("baseline"))
-            .otherwise(pl.col("verdict").fill_null("")),
+            verdict=pl.when(base).then(pl.lit(BASELINE)).otherwise(pl.col("verdict").fill_null("")),
+            verdict_kind=pl.when(base).then(pl.lit(str(Kind.BASELINE))).otherwise("verdict_kind"),
+            verdict_direction=pl.when(base).then(pl.lit(str(Direction.NONE))).otherwise("verdict_direction"),
             # the baseline's row belongs to the family of its comparisons
             family=pl.col("family").drop_nulls().first().over(keys, order_by="scenario"),
             correction=pl.col("correction").drop_nulls().first().over(keys, order_by="scenario"),
@@ -358,6 +369,9 @@ def headline(summary: pl.DataFrame, comparisons: pl.DataFrame, baseline: str = "
                 "median [95 % CI]": pl.Series(ci, dtype=pl.String),
                 "change % [interval]": pl.Series([change_text(r, with_level=False) for r in rows], dtype=pl.String),
                 "MDE %": pl.Series([mde_text(r) for r in rows], dtype=pl.String),
+                "verdict_word": pl.Series(
+                    [BASELINE if r["scenario"] == baseline else verdict_word(r) for r in rows], dtype=pl.String
+                ),
             },
         )
         .with_columns(
@@ -384,6 +398,9 @@ def headline(summary: pl.DataFrame, comparisons: pl.DataFrame, baseline: str = "
             "verdict",
             "MDE %",
             "flags",
+            "verdict_kind",
+            "verdict_direction",
+            "verdict_word",
             *(
                 [
                     pl.when(pl.col("cpu_bound"))
@@ -438,7 +455,7 @@ def headline_table(
             "correction",
             pl.col("family").replace_strict(levels, default="", return_dtype=pl.String),
         ),
-        verdict=pl.col("verdict").map_elements(verdict_word, return_dtype=pl.String),
+        verdict=pl.col("verdict_word"),
         **{"median [95 % CI]": pl.col("median [95 % CI]").map_elements(numbers_in, return_dtype=pl.String)},
         metric=pl.Series(
             [
@@ -449,7 +466,7 @@ def headline_table(
         ),
     )
     drop = ["correction", "side", "unit"] + (["environment"] if t["environment"].n_unique() <= 1 else [])
-    t = t.drop(drop)
+    t = t.drop(*drop, "verdict_word")
     return publication_table(
         t,
         labels={
@@ -487,7 +504,16 @@ def reference_table(both: pl.DataFrame) -> GT:
         "ours_n",
         pl.Series("Our change % [interval]", ours, dtype=pl.String),
         "ours_p_adj",
-        pl.col("ours_verdict").map_elements(verdict_word, return_dtype=pl.String).alias("verdict"),
+        pl.Series(
+            "verdict",
+            [
+                verdict_word({"delta_pct": r["ours_delta_pct"], **{k: r[f"ours_{k}"] for k in VERDICT_COLUMNS}})
+                for r in both.iter_rows(named=True)
+            ],
+            dtype=pl.String,
+        ),
+        pl.col("ours_verdict_kind").alias("verdict_kind"),
+        pl.col("ours_verdict_direction").alias("verdict_direction"),
         "theirs",
         pl.Series("Their change %", theirs, dtype=pl.String),
         "caveat",

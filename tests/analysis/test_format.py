@@ -92,9 +92,24 @@ def test_p_values_units_and_verdicts_as_a_reader_reads_them():
         "",
         "",
     ]
-    assert fmt.verdict_word("-33.7 % [-35.4, -32.2] worse") == "worse"
-    assert fmt.verdict_word("+31 % [+18, +38] worse (± 1 step of 1 us)") == "worse (± 1 step of 1 µs)"
-    assert fmt.verdict_word("~ within noise") == "~ within noise"
+    # the word from the verdict's kind and direction, never from its text
+    finding = {"verdict": "-33.7 % [-35.4, -32.2] worse", "verdict_kind": "finding", "verdict_direction": "worse"}
+    assert fmt.verdict_word({**finding, "delta_pct": -33.7}) == "worse"
+    assert fmt.verdict_word({**finding, "verdict": "reworded", "delta_pct": -33.7}) == "worse"
+    widened = {**finding, "verdict": "+31 % [+18, +38] worse (± 1 step of 1 us)", "delta_pct": 31.0}
+    assert (
+        fmt.verdict_word({**widened, "unresolved": "interval", "step": 1.0, "unit": "us"}) == "worse (± 1 step of 1 µs)"
+    )
+    steps = {
+        **finding,
+        "verdict": "worse by 4 steps of 1 us (below resolution)",
+        "delta_pct": 3.0,
+        "unresolved": "change",
+    }
+    assert fmt.verdict_word(steps) == "worse by 4 steps of 1 µs (below resolution)"
+    assert fmt.verdict_word({"verdict": "~ within noise", "verdict_kind": "noise", "verdict_direction": "none"}) == (
+        "~ within noise"
+    )
     r = {"delta_pct": -5.0, "delta_low": -6.0, "delta_high": -4.0, "ci_level": 0.98}
     assert (
         fmt.change_text(r) == "-5.0 [-6.0, -4.0] @ 98 %" and fmt.change_text(r, with_level=False) == "-5.0 [-6.0, -4.0]"

@@ -15,6 +15,7 @@ from scipy import stats as scipy_stats
 from scipy.stats import rankdata
 
 from benchlib.analysis import stats
+from benchlib.analysis.verdicts import Direction, Kind
 from benchlib.report import format as fmt, tables
 
 
@@ -185,18 +186,33 @@ def test_adjust_rejects_unknown_correction():
 
 
 def test_verdict_labels():
-    assert stats.verdict(math.nan, 1, 0, 2, 0.05, 2, True) == "insufficient n"
-    assert stats.verdict(0.05, -10, -12, 1, 0.05, 2, True) == "~ within noise"
-    # the test and the interval disagree: neither is believed, and the label says which way
-    assert stats.verdict(0.05, -10, -12, -8, 0.05, 2, True) == "inconclusive: the CI excludes 0 but p_adj >= 0.05"
-    assert stats.verdict(0.01, -10, -12, 1, 0.05, 2, True) == "inconclusive: p_adj < 0.05 but the CI includes 0"
-    assert stats.verdict(0.01, math.nan, math.nan, math.nan, 0.05, 2, True).startswith("different")
-    assert stats.verdict(0.5, math.nan, math.nan, math.nan, 0.05, 2, True) == "~ within noise"
-    assert stats.verdict(0.01, 0.5, 0.2, 1.9, 0.05, 2, True) == "negligible"
-    assert stats.verdict(0.01, 1.5, 0.2, 2.5, 0.05, 2, True) == "+1.5 % [+0.2, +2.5] better"
-    assert stats.verdict(0.01, -20.04, -21.0, -19.0, 0.05, 2, True) == "-20.0 % [-21.0, -19.0] worse"
-    assert stats.verdict(0.01, -20.0, -21.0, -19.0, 0.05, 2, False) == "-20.0 % [-21.0, -19.0] better"
-    assert stats.verdict(0.01, 20.0, 19.0, 21.0, 0.05, 2, False) == "+20.0 % [+19.0, +21.0] worse"
+    K, D = Kind, Direction
+    cases = [
+        ((math.nan, 1, 0, 2, 0.05, 2, True), ("insufficient n", K.INSUFFICIENT, D.NONE)),
+        ((0.05, -10, -12, 1, 0.05, 2, True), ("~ within noise", K.NOISE, D.NONE)),
+        # the test and the interval disagree: neither is believed, and the label says which way
+        (
+            (0.05, -10, -12, -8, 0.05, 2, True),
+            ("inconclusive: the CI excludes 0 but p_adj >= 0.05", K.INCONCLUSIVE, D.NONE),
+        ),
+        (
+            (0.01, -10, -12, 1, 0.05, 2, True),
+            ("inconclusive: p_adj < 0.05 but the CI includes 0", K.INCONCLUSIVE, D.NONE),
+        ),
+        (
+            (0.01, math.nan, math.nan, math.nan, 0.05, 2, True),
+            ("different (median ratio undefined: values <= 0)", K.FINDING, D.NONE),
+        ),
+        ((0.5, math.nan, math.nan, math.nan, 0.05, 2, True), ("~ within noise", K.NOISE, D.NONE)),
+        ((0.01, 0.5, 0.2, 1.9, 0.05, 2, True), ("negligible", K.NEGLIGIBLE, D.NONE)),
+        ((0.01, 1.5, 0.2, 2.5, 0.05, 2, True), ("+1.5 % [+0.2, +2.5] better", K.FINDING, D.BETTER)),
+        ((0.01, -20.04, -21.0, -19.0, 0.05, 2, True), ("-20.0 % [-21.0, -19.0] worse", K.FINDING, D.WORSE)),
+        ((0.01, -20.0, -21.0, -19.0, 0.05, 2, False), ("-20.0 % [-21.0, -19.0] better", K.FINDING, D.BETTER)),
+        ((0.01, 20.0, 19.0, 21.0, 0.05, 2, False), ("+20.0 % [+19.0, +21.0] worse", K.FINDING, D.WORSE)),
+        ((0.01, 0.0, 2.5, 3.0, 0.05, 2, False), ("+0.0 % [+2.5, +3.0] same median", K.FINDING, D.NONE)),
+    ]
+    for args, expected in cases:
+        assert tuple(stats.verdict(*args)) == expected, args
 
 
 def test_noise_band_lookup():

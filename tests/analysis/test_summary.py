@@ -8,8 +8,10 @@ import polars as pl
 import pytest
 from analysis_tables import analysed, degenerate
 
+from benchlib import schema
 from benchlib.analysis import load_tables, resolve, stats
-from benchlib.report import format as fmt, summary, tables
+from benchlib.analysis.verdicts import Direction, Kind
+from benchlib.report import figures, format as fmt, summary, tables
 
 FIXTURE = "tests/fixtures/tidy/lab-default-003"
 
@@ -61,6 +63,73 @@ def test_the_summary_states_the_caveats_the_comparisons_carry(real):
     assert "**CPU limit:** in 48 of 48 comparisons" in text and "; CPU limit (" not in text
     assert "**Below the instrument's resolution:** 9 of 48" in text
     assert "No finding" not in text
+
+
+def test_each_comparison_carries_its_verdicts_kind_and_direction(real):
+    c = real.comparisons
+    assert set(c["verdict_kind"]) <= set(Kind) and set(c["verdict_direction"]) <= set(Direction)
+    pick = {(r["scenario"], r["test"], r["metric"], r["side"]): r for r in c.iter_rows(named=True)}
+    slower = pick["bridge", "tcp_rr", "transaction_rate", "none"]
+    assert (slower["verdict_kind"], slower["verdict_direction"]) == ("finding", "worse") and slower["delta_pct"] < 0
+    same = pick["veth-routed", "tcp_stream_1", "throughput", "none"]
+    assert (same["verdict_kind"], same["verdict_direction"]) == ("noise", "none")
+    # a finding calls the way the metric's direction gives its change; nothing else calls one
+    for r in c.iter_rows(named=True):
+        if r["verdict_kind"] == Kind.FINDING and r["delta_pct"]:
+            up = (r["delta_pct"] > 0) == schema.metric_info(r["metric"]).higher_is_better
+            assert r["verdict_direction"] == ("better" if up else "worse"), r
+        else:
+            assert r["verdict_direction"] == "none", r
+    # below the resolution the sentence is reworded in steps, the kind and direction stay
+    below = c.filter(pl.col("below_resolution") & (pl.col("verdict_kind") == Kind.FINDING))
+    assert len(below) and set(below["verdict_direction"]) <= {"better", "worse"}
+
+
+def _reworded(c: pl.DataFrame) -> pl.DataFrame:
+    """The comparisons with every verdict sentence reworded: no word or prefix of the old ones left."""
+    return c.with_columns(verdict=pl.format("verdict {} of {}", pl.int_range(pl.len()), "scenario"))
+
+
+def test_no_decision_reads_the_verdicts_wording(real, monkeypatch):
+    """A rewording of the verdicts (their text, and the words stats names them by) changes no decision of
+    the summary, the takeaways, the figures or the tables: each reads the kind and direction columns."""
+    s = real.settings
+    c, rows = real.comparisons, real.comparisons.height
+    before = {
+        "kinds": summary.ordered_findings(c, None).select("scenario", "test", "metric", "side", "kind"),
+        "takeaways": summary.takeaways(c, s.baseline),
+        "head": summary.findings_head(c, s.correction, s.alpha),
+        "degenerate": summary.degenerate_text(real.runs, c, s.baseline),
+        "forest": [list(t.marker.symbol) for t in figures.forest(c, s.baseline).data if t.type == "scatter"],
+        "overview": [list(z) for z in figures.overview(c, s.baseline).data[0].z],
+    }
+    for name, word in (("WITHIN_NOISE", "no change"), ("UNCLEAR", "unclear"), ("NEGLIGIBLE", "tiny")):
+        monkeypatch.setattr(stats, name, word)
+    monkeypatch.setattr(stats, "INSUFFICIENT", "too few")
+    r = _reworded(c)
+    assert r["verdict"].n_unique() == rows
+    after = {
+        "kinds": summary.ordered_findings(r, None).select("scenario", "test", "metric", "side", "kind"),
+        "takeaways": summary.takeaways(r, s.baseline),
+        "head": summary.findings_head(r, s.correction, s.alpha),
+        "degenerate": summary.degenerate_text(real.runs, r, s.baseline),
+        "forest": [list(t.marker.symbol) for t in figures.forest(r, s.baseline).data if t.type == "scatter"],
+        "overview": [list(z) for z in figures.overview(r, s.baseline).data[0].z],
+    }
+    assert before["kinds"].equals(after["kinds"])
+    assert {k: v for k, v in before.items() if k != "kinds"} == {k: v for k, v in after.items() if k != "kinds"}
+    # what the decisions were: the findings, a finding's way in the takeaways, open markers for noise
+    assert before["kinds"]["kind"].to_list().count("finding") > 0 and "(worse)" in before["takeaways"][0]
+    assert any("circle-open" in sym for sym in before["forest"])
+    # the headline table colours by kind and direction: the same cells, whatever the words
+    styled = [
+        sorted(
+            (str(x.locname), x.colname, x.rownum, repr(x.styles))
+            for x in tables.headline_table(real.summary, t, s.baseline)._styles
+        )
+        for t in (c, r)
+    ]
+    assert styled[0] == styled[1] and any("#" in st for *_, st in styled[0])
 
 
 def test_a_below_resolution_finding_keeps_the_verdicts_resolution_wording(real):
@@ -115,7 +184,7 @@ def test_the_headline_table_is_a_publication_table(real):
     t = tables.headline(real.summary, real.comparisons, "host")
     assert not any("@" in c for c in t["change % [interval]"].drop_nulls())
     # the change once per row: the verdict beside it is a word
-    text = tables.as_text(t.with_columns(verdict=pl.col("verdict").map_elements(fmt.verdict_word)))
+    text = tables.as_text(t.with_columns(verdict=pl.col("verdict_word")))
     assert set(text["verdict"]) <= {"baseline", "better", "worse", "~ within noise", "negligible", ""} | {
         v for v in text["verdict"] if v.startswith(("inconclusive", "worse (", "better (", "worse by", "better by"))
     }
@@ -227,7 +296,9 @@ def test_the_first_screen_has_a_title_takeaways_and_the_context_of_the_runs(real
 
 
 def test_the_takeaways_say_so_when_nothing_differs(real):
-    none = real.comparisons.with_columns(verdict=pl.lit(stats.WITHIN_NOISE))
+    none = real.comparisons.with_columns(
+        verdict=pl.lit(stats.WITHIN_NOISE), verdict_kind=pl.lit(Kind.NOISE), verdict_direction=pl.lit(Direction.NONE)
+    )
     assert summary.takeaways(none, "host") == [
         "No difference from host is significant in any test's headline metric (12 comparisons)."
     ]
