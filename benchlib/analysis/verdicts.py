@@ -34,10 +34,6 @@ class Direction(StrEnum):
     NONE = "none"
 
 
-# the kinds that were not tested: too few runs, no finite value, every run failed
-UNTESTED = (Kind.INSUFFICIENT, Kind.EXCLUDED, Kind.FAILED)
-
-
 class Verdict(NamedTuple):
     """A verdict: its sentence, its kind and its direction."""
 

@@ -11,6 +11,7 @@ import pytest
 from analysis_tables import analysed, degenerate
 
 from benchlib.analysis import load_tables, resolve, stats
+from benchlib.analysis.verdicts import Direction, Kind
 from benchlib.report import figures, post, summary
 from benchlib.report.format import interval_wording
 from benchlib.report.profiles import EXPLANATIONS_SCHEMA
@@ -158,7 +159,9 @@ def test_a_figure_taller_than_a_screen_is_left_out(real):
 
 
 def test_without_a_finding_the_tests_with_the_largest_change_fill_the_post(real):
-    quiet = real.comparisons.with_columns(verdict=pl.lit(stats.WITHIN_NOISE))
+    quiet = real.comparisons.with_columns(
+        verdict=pl.lit(stats.WITHIN_NOISE), verdict_kind=pl.lit(Kind.NOISE), verdict_direction=pl.lit(Direction.NONE)
+    )
     s = real.settings
     md = post.post_markdown(real.runs, quiet, real.families, s.baseline, heights=heights_of(real))
     assert "No difference from host is significant" in md
