@@ -687,7 +687,7 @@ CHILD = """
 import sys
 sys.path.insert(0, {repo!r})
 from pathlib import Path
-from benchlib import runner
+from benchlib.measure import runner
 from benchlib.measure.plan import Plan
 from benchlib.targets.kubernetes import KubernetesTarget
 from tests.conftest import short_params

@@ -141,7 +141,7 @@ def test_teardown_after_an_error_leaves_nothing(lab_env):
 
 KILLED_LAB = """
 import sys, time
-from benchlib import runner
+from benchlib.measure import runner
 from benchlib.collectors import netperf
 from benchlib.settings.config import load_environment
 from benchlib.targets.lab import LabTarget

@@ -8,10 +8,10 @@ import polars as pl
 import pytest
 from analysis_tables import analysed, degenerate
 
-from benchlib import schema
 from benchlib.analysis import load_tables, resolve, stats
 from benchlib.analysis.verdicts import Direction, Kind
 from benchlib.report import figures, format as fmt, summary, tables
+from benchlib.vocabulary import schema
 
 FIXTURE = "tests/fixtures/tidy/lab-default-003"
 
@@ -95,27 +95,24 @@ def test_no_decision_reads_the_verdicts_wording(real, monkeypatch):
     the summary, the takeaways, the figures or the tables: each reads the kind and direction columns."""
     s = real.settings
     c, rows = real.comparisons, real.comparisons.height
-    before = {
-        "kinds": summary.ordered_findings(c, None).select("scenario", "test", "metric", "side", "kind"),
-        "takeaways": summary.takeaways(c, s.baseline),
-        "head": summary.findings_head(c, s.correction, s.alpha),
-        "degenerate": summary.degenerate_text(real.runs, c, s.baseline),
-        "forest": [list(t.marker.symbol) for t in figures.forest(c, s.baseline).data if t.type == "scatter"],
-        "overview": [list(z) for z in figures.overview(c, s.baseline).data[0].z],
-    }
+
+    def decisions(c: pl.DataFrame) -> dict:
+        return {
+            "kinds": summary.ordered_findings(c, None).select("scenario", "test", "metric", "side", "kind"),
+            "takeaways": summary.takeaways(c, s.baseline),
+            "head": summary.findings_head(c, s.correction, s.alpha),
+            "degenerate": summary.degenerate_text(real.runs, c, s.baseline),
+            "forest": [list(t.marker.symbol) for t in figures.forest(c, s.baseline).data if t.type == "scatter"],
+            "overview": [list(z) for z in figures.overview(c, s.baseline).data[0].z],
+        }
+
+    before = decisions(c)
     for name, word in (("WITHIN_NOISE", "no change"), ("UNCLEAR", "unclear"), ("NEGLIGIBLE", "tiny")):
         monkeypatch.setattr(stats, name, word)
     monkeypatch.setattr(stats, "INSUFFICIENT", "too few")
     r = _reworded(c)
     assert r["verdict"].n_unique() == rows
-    after = {
-        "kinds": summary.ordered_findings(r, None).select("scenario", "test", "metric", "side", "kind"),
-        "takeaways": summary.takeaways(r, s.baseline),
-        "head": summary.findings_head(r, s.correction, s.alpha),
-        "degenerate": summary.degenerate_text(real.runs, r, s.baseline),
-        "forest": [list(t.marker.symbol) for t in figures.forest(r, s.baseline).data if t.type == "scatter"],
-        "overview": [list(z) for z in figures.overview(r, s.baseline).data[0].z],
-    }
+    after = decisions(r)
     assert before["kinds"].equals(after["kinds"])
     assert {k: v for k, v in before.items() if k != "kinds"} == {k: v for k, v in after.items() if k != "kinds"}
     # what the decisions were: the findings, a finding's way in the takeaways, open markers for noise
