@@ -888,7 +888,7 @@ def service_scaling(
                         g["n"].to_numpy(),
                         g["ci_low"].to_numpy(),
                         g["ci_high"].to_numpy(),
-                        [labels.get(sc, "") for sc in g["scenario"]],
+                        [labels[sc]["verdict"] if sc in labels else "" for sc in g["scenario"]],
                     ],
                     axis=-1,
                 ),

@@ -208,6 +208,10 @@ def test_service_scaling_one_line_and_ribbon_per_datapath(datapaths):
     assert max(ribbons[0].y) >= max(ipt.y) or max(ribbons[1].y) >= max(ipt.y)
     # iptables loses ~10 % per decade: significant and worse at 10000, more than at 4
     assert ipt.text[2].startswith("-") and float(ipt.text[2].split()[0]) < float(ipt.text[0].split()[0])
+    # the hover shows each point's verdict sentence
+    c = datapaths["comparisons"].filter(test="tcp_crr", metric="connection_rate", side="none")
+    verdicts = dict(zip(c["scenario"], c["verdict"], strict=True))
+    assert [row[3] for row in ipt.customdata] == [verdicts[f"kube-proxy-iptables-{n}"] for n in (4, 1000, 10000)]
     assert fig.layout.xaxis.type == "log"
     assert len(fig.layout.shapes) == 2  # the baseline's line and its CI band
 
