@@ -27,24 +27,8 @@ device or a socket anywhere in it is refused, never followed, opened or quoted: 
 project would be read as a record (and cached and pushed by DVC), a read of a FIFO would wait forever.
 `foreign` lists them; every read of a record file goes through `read_file`.
 
-Versions: 1 the first; 2 dropped ``repetition`` (it always equalled ``block``);
-3 added ``processes``: the CPU ticks and peak RSS of the processes a target runs
-on the datapath itself (the lab's service-mesh proxies), over the CPU window;
-4 added ``scenario_definition`` (`config.scenario_definition`): the scenario as the
-environment defined it when the run was measured. A record of an older version
-has none (null): nothing says what its scenario was, so collect and parse accept
-it without comparing it with the environment as it is now; 5 added ``profiled``
-(the run was a profiled one, its id ``p<block>``) and ``profile`` (how its
-profile.folded.gz was recorded: perf version, event, frequency, kernel, CPUs,
-attribution, window, samples, whether kernel symbols were visible); an older
-record is a measured run without a profile; 6 added ``foreign_cpu`` (`benchlib.host.disturbance`: the CPU
-other processes and the hypervisor took over the window, and which; where the target cannot tell
-processes apart, the steal alone and the processes' fields null) and the outcome ``disturbed``; an
-older record's foreign CPU is unknown (null); 7 added ``quiet`` (`benchlib.targets.kubernetes.quiet`: the host daemons
-frozen over the CPU window, those kept running and why, those that could not be frozen); an older
-record's is unknown (null). A profile may hold ``bpf`` (`benchlib.profiling.bpfstats`: each BPF program's
-counters at the window's edges and where it is attached, or why they could not be read); a profile
-without it counted no BPF program.
+The record format has a version (``schema_version``, SCHEMA_VERSION now); each migration below says
+what its version changed.
 """
 
 from __future__ import annotations
@@ -714,32 +698,44 @@ def _record_files(record_dir: str) -> set[str]:
 
 
 def _v6_to_v7(meta: dict, path: Path) -> dict:
-    """Version 7 added ``quiet``; whether an older run's window was quiet is unknown."""
+    """Version 7 added ``quiet`` (`benchlib.targets.kubernetes.quiet`: the host daemons frozen over the CPU
+    window, those kept running and why, those that could not be frozen); an older run's is unknown."""
     return {**meta, "quiet": None, "schema_version": 7}
 
 
 def _v5_to_v6(meta: dict, path: Path) -> dict:
-    """Version 6 added ``foreign_cpu``; an older run's is unknown."""
+    """Version 6 added ``foreign_cpu`` (`benchlib.host.disturbance`: the CPU other processes and the
+    hypervisor took over the window, and which; where the target cannot tell processes apart, the steal
+    alone and the processes' fields null) and the outcome ``disturbed``; an older run's is unknown."""
     return {**meta, "foreign_cpu": None, "schema_version": 6}
 
 
 def _v4_to_v5(meta: dict, path: Path) -> dict:
-    """Version 5 added profiled runs; an older run is a measured one, without a profile."""
+    """Version 5 added ``profiled`` (the run was a profiled one, its id ``p<block>``) and ``profile`` (how
+    its profile.folded.gz was recorded: perf version, event, frequency, kernel, CPUs, attribution,
+    window, samples, whether kernel symbols were visible); an older run is a measured one, without a
+    profile. A profile may hold ``bpf`` (`benchlib.profiling.bpfstats`: each BPF program's counters at
+    the window's edges and where it is attached, or why they could not be read); a profile without it
+    counted no BPF program."""
     return {**meta, "profiled": False, "profile": None, "schema_version": 5}
 
 
 def _v3_to_v4(meta: dict, path: Path) -> dict:
-    """Version 4 added ``scenario_definition``; an older run's is unknown."""
+    """Version 4 added ``scenario_definition`` (`config.scenario_definition`: the scenario as the
+    environment defined it when the run was measured). An older run's is unknown: nothing says what its
+    scenario was, so collect and parse accept it without comparing it with the environment as it is."""
     return {**meta, "scenario_definition": None, "schema_version": 4}
 
 
 def _v2_to_v3(meta: dict, path: Path) -> dict:
-    """Version 3 added ``processes`` (the target's datapath processes); older runs had none."""
+    """Version 3 added ``processes``: the CPU ticks and peak RSS of the processes a target runs on the
+    datapath itself (the lab's service-mesh proxies) over the CPU window; older runs had none."""
     return {**meta, "processes": {}, "schema_version": 3}
 
 
 def _v1_to_v2(meta: dict, path: Path) -> dict:
-    """Version 1 wrote ``repetition`` beside ``block``, always equal to it."""
+    """Version 1, the first, wrote ``repetition`` beside ``block``, always equal to it; version 2
+    dropped it."""
     meta = dict(meta)
     repetition = meta.pop("repetition", None)
     if repetition != meta.get("block"):
