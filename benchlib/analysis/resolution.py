@@ -47,7 +47,7 @@ import numpy as np
 import polars as pl
 
 from benchlib.analysis import stats
-from benchlib.analysis.verdicts import Direction, Kind
+from benchlib.analysis.verdicts import Direction, Kind, Verdict
 from benchlib.collectors import fortio
 
 NETPERF_PERCENTILES = ("latency_p50", "latency_p90", "latency_p99")
@@ -213,18 +213,17 @@ def steps_text(steps: float, step: float, unit: str) -> str:
     return f"{count} step{'' if count == '1' else 's'} of {step:g} {unit}"
 
 
-def _verdict(r: dict) -> tuple[str, str, str]:
-    """The verdict (its text, kind and direction), without a precise change where the change is below
-    the resolution."""
-    v, kind, way = r["verdict"], r["verdict_kind"], r["verdict_direction"]
+def _verdict(r: dict) -> Verdict:
+    """The verdict, without a precise change where the change is below the resolution."""
+    v, kind, way = r["verdict"], Kind(r["verdict_kind"]), Direction(r["verdict_direction"])
     if not r["below_resolution"]:
-        return v, kind, way
+        return Verdict(v, kind, way)
     if kind == Kind.FINDING:  # below the resolution, so a change with its interval (a finite delta)
         word = stats.SAME_MEDIAN if way == Direction.NONE else way
         steps = steps_text(r["steps"], r["step"], r["unit"])
         if r["unresolved"] == CHANGE:
-            return f"{word} by {steps} ({BELOW})", kind, way
-        return (
+            return Verdict(f"{word} by {steps} ({BELOW})", kind, way)
+        return Verdict(
             f"{r['delta_pct']:+.0f} % [{r['delta_low_res']:+.0f}, {r['delta_high_res']:+.0f}] {word} "
             f"(± 1 step of {r['step']:g} {r['unit']})",
             kind,
@@ -233,13 +232,13 @@ def _verdict(r: dict) -> tuple[str, str, str]:
     step_pct = 100 * r["step"] / r["median_base"]
     if kind == Kind.NEGLIGIBLE and step_pct > r["noise_band_pct"]:
         # significant, and one step wider than the band: not negligible, a change of no stated size or way
-        return (
+        return Verdict(
             f"not resolved: 1 step of {r['step']:g} {r['unit']} = {step_pct:.1f} % "
             f"> noise band {r['noise_band_pct']:g} %",
             Kind.FINDING,
             Direction.NONE,
         )
-    return v, kind, way
+    return Verdict(v, kind, way)
 
 
 def annotate(comparisons: pl.DataFrame) -> pl.DataFrame:
@@ -286,8 +285,4 @@ def annotate(comparisons: pl.DataFrame) -> pl.DataFrame:
             finer_metric=pl.col("metric").replace_strict(FINER, default=None, return_dtype=pl.String),
         )
     )
-    verdicts = [_verdict(r) for r in df.iter_rows(named=True)]
-    return df.with_columns(
-        pl.Series(name, [str(v[i]) for v in verdicts], dtype=pl.String)
-        for i, name in enumerate(("verdict", "verdict_kind", "verdict_direction"))
-    )
+    return df.with_columns(stats.verdict_columns([_verdict(r) for r in df.iter_rows(named=True)]))
