@@ -4,8 +4,8 @@
 # `dvc repro`, e.g. `scripts/reproduce.sh parse` to run up to one stage.
 # `--preset FILE` first makes FILE the params.yaml (dvc reads only
 # params.yaml; one with edits of its own is never overwritten), e.g. `scripts/reproduce.sh --preset pipelines/local-lab/params-datapaths.yaml`;
-# `--preset pipelines/local-k8s/params.yaml` (or local-cilium) runs on a real local cluster
-# (brought up and down here).
+# `--preset pipelines/local-k8s/params.yaml` (or local-cilium) runs on a real local cluster,
+# `--preset pipelines/local-clusters/params.yaml` on several side by side (brought up and down here).
 # Ctrl-C stops the measurement and tears down what it started; the same command again resumes
 # where it stopped, measuring nothing twice. The report ends up in reports/report.html.
 set -euo pipefail
@@ -53,9 +53,9 @@ trap 'stop_dvc; exit 129' HUP
 # brings it up first and takes it down at the end, also after a failure,
 # Ctrl-C or SIGTERM.
 envs=$(python -c 'import yaml; print(*yaml.safe_load(open("params.yaml"))["experiment"]["environments"])')
-if [[ " $envs " == *" local-k8s "* || " $envs " == *" local-cilium "* ]]; then
+if [[ " $envs " == *" local-k8s "* || " $envs " == *" local-cilium "* || " $envs " == *" local-clusters "* ]]; then
   bash scripts/k8s-local-cluster.sh build
-  [[ " $envs " != *" local-cilium "* ]] || bash scripts/k8s-local-cluster.sh build cilium
+  [[ " $envs " != *" local-cilium "* && " $envs " != *" local-clusters "* ]] || bash scripts/k8s-local-cluster.sh build cilium
   # Calico's scenarios: its build from a source checkout (BENCHLIB_CALICO_SRC) or a clone of its release
   if python -c 'import sys, yaml
 envs = yaml.safe_load(open("params.yaml"))["environments"].values()
@@ -71,9 +71,20 @@ sys.exit(not any(s.startswith("vpc-cni") for e in envs for m in e["matrix"] for 
   # On a signal dvc exits at once while its `benchlib collect` still deletes
   # its namespace; and another measurement on the machine may run: down
   # --wait lets each end (bounded) before the cluster goes away.
-  cluster_down() { bash scripts/k8s-local-cluster.sh down --wait; }
+  # the clusters the environments name beside their own (kubernetes.clusters), each up with the
+  # bridge CNI: its scenarios' first activation switches it to their pod network
+  # shellcheck disable=SC2086 # the environments, a word each
+  clusters=$(python -c 'import sys, yaml
+for env in sys.argv[1:]:
+    print(*yaml.safe_load(open(f"pipelines/{env}/environment.yaml")).get("kubernetes", {}).get("clusters", {}))' $envs)
+  cluster_down() {
+    local name
+    for name in $clusters; do bash scripts/k8s-local-cluster.sh --cluster "$name" down --wait; done
+    bash scripts/k8s-local-cluster.sh down --wait
+  }
   trap cluster_down EXIT
   bash scripts/k8s-local-cluster.sh up
+  for name in $clusters; do bash scripts/k8s-local-cluster.sh --cluster "$name" up; done
 fi
 # In the background, so that a trap runs at once (bash defers traps while a
 # foreground command runs); collect restores the SIGINT a background job ignores.

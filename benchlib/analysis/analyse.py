@@ -23,7 +23,7 @@ from benchlib.base.errors import BenchlibError, SchemaError
 from benchlib.settings.config import Analysis as Settings, Experiment
 from benchlib.vocabulary import schema
 
-from . import mesh, normalize, profiles, reference, resolution, resolve, saturation, sequential, stats
+from . import machines, mesh, normalize, profiles, reference, resolution, resolve, saturation, sequential, stats
 
 ANALYSIS_DIR = "data/analysis"
 SETTINGS_FILE = "settings.json"  # the settings analysed with, which tidy tables, and the digests of the set
@@ -128,7 +128,9 @@ def run(
     values = normalize.with_cpu_at_target(metrics, runs, **normalize.work_rates(s))
     compared = stats.compared_values(values, runs, s.family_metrics)
     # what the instrument cannot resolve, and where a side ran at its CPU limit, stated on each comparison
-    comparisons = saturation.annotate(resolution.annotate(compare(compared, runs, s)), runs, values)
+    comparisons = machines.annotate(
+        saturation.annotate(resolution.annotate(compare(compared, runs, s)), runs, values), runs
+    )
     mesh_comparisons = (
         resolution.annotate(mesh.comparisons(values, runs, s.baseline, s.alpha, s.noise_band_pct, s.seed, s.contrasts))
         if mesh.has_mesh(runs)

@@ -41,7 +41,7 @@ def make_target(plan: Plan, log=log.info) -> Target:
         plan.environment,
         {"servers": collectors.servers(names), "commands": collectors.client_commands(names), "log": log},
     )
-    return registry.get(env.target)(env, plan.scenarios, **kw)
+    return registry.get(env.target, env, plan.scenarios)(env, plan.scenarios, **kw)
 
 
 def _interrupt(signum, frame) -> None:

@@ -52,6 +52,7 @@ def run(args) -> int:
         if p.experiment.profile_runs and not target.perf_is_remote:  # validate contacts no host
             # the targets whose perf runs here collect as root (the lab, the local cluster): root's permissions
             perf_record.check_plan(target.kind, target.can_profile, root=True)
+        side_by_side = clusters_text(plan, target)
         minutes_per_block[plan.environment.name] = seconds / 60 / p.experiment.repetitions
         e = p.experiment
         up_to = (
@@ -70,7 +71,7 @@ def run(args) -> int:
             f"{len(plan.tests)} tests {list(plan.tests)}: {len(plan.configurations())} configurations "
             f"x {p.experiment.repetitions} blocks{up_to} "
             f"= {sum(not r.profiled for r in runs)} runs + {sum(r.profiled for r in runs)} profiled, about {seconds / 60:.1f} min; {done} already recorded "
-            f"in {cdir}"
+            f"in {cdir}{side_by_side}"
         )
     if planned and recorded == planned and p.experiment.precision is None:
         # a second run of the main command: nothing to plan, so no plan and no power to print
@@ -90,3 +91,21 @@ def run(args) -> int:
         out(line)
     out(f"{p.source} is valid")
     return 0
+
+
+def clusters_text(plan, target) -> str:
+    """Where the plan's scenarios run on clusters of their own: each cluster checked (its context loads,
+    its API answers: the one look validate takes beyond this machine, since an interleaved campaign
+    needs every cluster from its first block), and how the runs go over them."""
+    env = plan.environment
+    if env.target != "kubernetes":
+        return ""
+    from ..targets.kubernetes import clusters
+
+    if not clusters.names_clusters(env, plan.scenarios):
+        return ""
+    clusters.check_clusters(env, plan.scenarios)
+    names = ", ".join(name or clusters.DEFAULT for name in target.clusters)
+    if target.apart is None:
+        return f"; clusters {names} side by side, every run interleaved in each block"
+    return f"; clusters {names} in rounds ({target.apart})"

@@ -22,6 +22,7 @@ from ..base.errors import BenchlibError, TargetError
 from ..settings.config import Params, environment_dir
 from ..settings.scenarios import KubernetesScenario, LabScenario
 from ..targets import registry
+from ..targets.kubernetes.clusters import DEFAULT, cluster_settings, names_clusters
 from ..targets.kubernetes.manifests import kubernetes_settings
 from . import runner
 from .plan import Plan, validate_all
@@ -240,8 +241,6 @@ def vpc_cni_checks() -> Iterator[Check]:
 def kubernetes_checks(plan: Plan, timeout: float = API_TIMEOUT_S) -> Iterator[Check]:
     import kubernetes as k
 
-    from ..targets.kubernetes.api import reason
-
     env = plan.environment
     settings = kubernetes_settings(env)
     definition = environment_dir(env.name) / "environment.yaml"
@@ -254,9 +253,19 @@ def kubernetes_checks(plan: Plan, timeout: float = API_TIMEOUT_S) -> Iterator[Ch
     if any(env.scenarios[s].settings.get("cni") == "vpc" for s in plan.scenarios):
         yield from vpc_cni_checks()
 
+    # every cluster the plan's scenarios run on (kubernetes.clusters), the environment's own first
+    for name in sorted({getattr(env.scenarios[s], "cluster", None) or "" for s in plan.scenarios}):
+        label = f"cluster {name or DEFAULT}: " if names_clusters(env, plan.scenarios) else ""
+        yield from _cluster_checks(k, plan, cluster_settings(settings, name), label, definition, timeout)
+
+
+def _cluster_checks(k, plan: Plan, settings, label: str, definition: Path, timeout: float) -> Iterator[Check]:
+    """One cluster's kubeconfig, API server, the runner's rights and the nodes."""
+    from ..targets.kubernetes.api import reason
+
     path = settings.kubeconfig and os.path.expanduser(settings.kubeconfig)
     shown_path = path or os.environ.get("KUBECONFIG") or "~/.kube/config"
-    where = f"kubeconfig {shown_path}" + (f", context {settings.context}" if settings.context else "")
+    where = f"{label}kubeconfig {shown_path}" + (f", context {settings.context}" if settings.context else "")
     local = "the local cluster: bash scripts/k8s-local-cluster.sh up"
     if not os.path.exists(os.path.expanduser(shown_path.split(os.pathsep)[0])):
         yield Check(

@@ -133,6 +133,7 @@ class Placement(TypedDict):
     ip_family: NotRequired[Literal[4, 6]]
     big_tcp: NotRequired[BigTcp | None]
     cpu_placement: NotRequired[Literal["split", "shared"]]
+    cluster: NotRequired[str | None]
 
 
 @with_config(STRICT)
@@ -143,9 +144,16 @@ class Machine(TypedDict):
 
 
 @with_config(STRICT)
+class Cluster(TypedDict):  # one cluster of a campaign over several (kubernetes.clusters)
+    versions: Annotated[dict[str, str | None], AfterValidator(_with_kernel)]
+    machine: NotRequired[Machine | None]
+
+
+@with_config(STRICT)
 class Target(TypedDict):
     versions: Annotated[dict[str, str | None], AfterValidator(_with_kernel)]  # every tool's, as it printed it
     machine: NotRequired[Machine | None]
+    clusters: NotRequired[dict[str, Cluster]]
 
 
 @with_config(STRICT)

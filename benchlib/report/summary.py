@@ -335,7 +335,7 @@ def findings_markdown(
 
 def caveats_markdown(comparisons: pl.DataFrame) -> str:
     """The campaign-wide caveats the comparisons carry: sides at a CPU limit, changes below the
-    instrument's resolution, comparisons whose n cannot reach significance."""
+    instrument's resolution, arms on different machines, comparisons whose n cannot reach significance."""
     out, m = [], len(comparisons)
     if m == 0:
         return ""
@@ -355,6 +355,13 @@ def caveats_markdown(comparisons: pl.DataFrame) -> str:
             f"**Below the instrument's resolution:** {k} of {m} comparisons are latency changes finer "
             "than one step of the tool's histogram: they are given in steps (± 1 step) instead of exact "
             "digits."
+        )
+    if "machines_differ" in comparisons.columns and (k := int(comparisons["machines_differ"].is_not_null().sum())):
+        first = escape.page(str(comparisons["machines_differ"].drop_nulls()[0]))
+        out.append(
+            f"**Different machines:** in {k} of {m} comparisons the two configurations ran on clusters "
+            f"whose machines differ (e.g. {first}): there the change is the machines' as much as the "
+            "datapaths'."
         )
     if k := int(comparisons["n_attainable"].is_not_null().sum()):
         need = int(comparisons["n_attainable"].max())  # pyright: ignore[reportArgumentType] (polars types Series.min/max as any literal or None)

@@ -101,6 +101,8 @@ def _measured(rec: record.RunRecord, path: Path) -> tuple[dict, list[dict]]:
         params = rec.test_params
         placement = rec.placement
         versions = rec.target["versions"]
+        # a campaign over several clusters: the kernel and machine of the run's own cluster
+        own = (rec.target.get("clusters") or {}).get(placement.get("cluster"), rec.target)
         run = {
             "campaign": rec.campaign,
             "environment": rec.environment,
@@ -132,8 +134,9 @@ def _measured(rec: record.RunRecord, path: Path) -> tuple[dict, list[dict]]:
             "client_node": placement["client_node"],
             "server_node": placement["server_node"],
             "nodes_share_kernel": placement.get("nodes_share_kernel"),
-            "kernel": versions["kernel"],
-            "machine": machine_text(rec.target.get("machine")),
+            "cluster": placement.get("cluster"),
+            "kernel": own["versions"]["kernel"],
+            "machine": machine_text(own.get("machine")),
             "tool_version": versions.get(rec.tool, ""),
             "record": record.table_path(path),
         }

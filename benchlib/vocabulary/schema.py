@@ -204,7 +204,9 @@ RUNS_SCHEMA = pl.Schema(
         "client_node": pl.String,
         "server_node": pl.String,
         "nodes_share_kernel": pl.Boolean,  # client and server nodes run on one kernel (its CPUs); null: unknown
-        "kernel": pl.String,
+        # the cluster of kubernetes.clusters the run ran on ("default": the environment's own); null: one cluster
+        "cluster": pl.String,
+        "kernel": pl.String,  # of the run's nodes (its cluster's)
         # the machine as the target described it ("<CPU model>, <n> CPUs, <memory>"); null: not recorded
         "machine": pl.String,
         "tool_version": pl.String,
@@ -298,6 +300,7 @@ _SCHEMAS = {
 # Runs columns added after tables were first written, with the value that was true of every run then
 # (no mesh, IPv4, no BIG TCP, split CPUs): an older runs table (or a test's) reads with these filled in.
 RUNS_DEFAULTS = {
+    "cluster": None,
     "mesh": "none",
     "proxy_hops": 0,
     "mtls": False,

@@ -3,6 +3,7 @@ cluster's settings."""
 
 from __future__ import annotations
 
+import re
 from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
@@ -76,6 +77,14 @@ class KubernetesScenario(PodScenario):
             "proxy, a userspace load balancer) does not"
         ),
     )
+    cluster: str | None = Field(
+        default=None,
+        description=(
+            "kubernetes: the cluster this scenario runs on, a name of kubernetes.clusters (its kubeconfig "
+            "context); default: the environment's own kubeconfig and context. Scenarios on different clusters "
+            "stand side by side: a campaign interleaves their runs in every block"
+        ),
+    )
     namespace_labels: dict[str, str] = Field(
         default={},
         description=(
@@ -92,7 +101,13 @@ class KubernetesScenario(PodScenario):
                 f"scenarios {missing}: target kubernetes needs placement "
                 "(pod-to-pod, same-node, host-network or service)"
             )
+        clusters = env.kubernetes.clusters if env.kubernetes else {}
         for n, sc in env.scenarios.items():
+            if sc.cluster is not None and sc.cluster not in clusters:
+                raise ValueError(
+                    f"scenarios.{n}.cluster: {sc.cluster} is not a cluster of kubernetes.clusters "
+                    f"({', '.join(sorted(clusters)) or 'none defined'})"
+                )
             if sc.mesh:
                 check_mesh(n, sc)
             needs_pods(n, sc)
@@ -161,6 +176,27 @@ class QuietSettings(Strict):
     )
 
 
+class ClusterSettings(Strict):
+    """target kubernetes: one more cluster a campaign measures side by side with the others (an arm of its
+    comparisons): what differs from the environment's own cluster. Unset keys are the environment's."""
+
+    kubeconfig: str | None = Field(default=None, description="default: the environment's kubernetes.kubeconfig")
+    context: str | None = Field(
+        default=None, description="kubeconfig context of this cluster; default: the environment's kubernetes.context"
+    )
+    quiet: QuietSettings | None = Field(
+        default=None,
+        description=(
+            "this cluster's host daemons, where they run on this machine (a local cluster: "
+            "/var/lib/benchlib-k8s-<name>/run): frozen over every run's CPU window, its own runs' included "
+            "(but for what the scenario keeps running)"
+        ),
+    )
+
+
+CLUSTER_NAME = r"^[a-z][a-z0-9]{0,7}$"  # the local cluster script's names (k8s-local-cluster.sh --cluster)
+
+
 class KubernetesSettings(Strict):
     """target: kubernetes: which cluster, which image, which nodes."""
 
@@ -199,8 +235,23 @@ class KubernetesSettings(Strict):
         ),
     )
 
+    clusters: dict[str, ClusterSettings] = Field(
+        default={},
+        description=(
+            "more clusters, by name (lowercase letters and digits, up to 8, a letter first): a scenario's "
+            "cluster: names one. Each scenario's commands run with BENCHLIB_K8S_CLUSTER set to its cluster's "
+            "name (the local cluster script's --cluster). Two EKS clusters, one per CNI, are two names with "
+            "their contexts"
+        ),
+    )
+
     @model_validator(mode="after")
     def _nodes_together(self) -> KubernetesSettings:
+        bad = [n for n in self.clusters if not re.match(CLUSTER_NAME, n)]
+        if bad:
+            raise ValueError(
+                f"clusters: {', '.join(bad)}: a cluster's name is 1-8 lowercase letters and digits, a letter first"
+            )
         if (self.client_node is None) != (self.server_node is None):
             raise ValueError("client_node and server_node go together")
         if self.cni_agent is not None and set(self.cni_agent) != {"namespace", "selector"}:

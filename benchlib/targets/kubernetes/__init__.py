@@ -124,6 +124,11 @@ class KubernetesTarget(Target):
         self._sidecars: dict[str, Sidecars] = {}  # the active scenario's, if it has a mesh
         self._tls_dir: Path | None = None  # the session's CA and sidecar certificates (mTLS meshes)
         self._quiet: quiet.Quiet | None = None  # the nodes' host daemons, frozen over CPU windows
+        self._owns_quiet = True  # False: the windows of a campaign over several clusters (clusters.py)
+        # the name of this cluster among a campaign's (kubernetes.clusters), "" for the environment's own
+        self.cluster_name = ""
+        # whether scenarios of one pod network keep their pods while another is activated (side by side)
+        self.keeps_scenarios = False
         # frozen while filler Services are written (a benchmark empties it to compare)
         self.service_proxies = list(self.settings.quiet.service_proxies) if self.settings.quiet else []
 
@@ -149,15 +154,15 @@ class KubernetesTarget(Target):
         self._create_namespace()
         self.node_cpu.start(self.env, self.session, self.settings.pod_ready_timeout_s)
         q = self.settings.quiet
-        if q is not None:
+        if q is not None and self._owns_quiet:
             keep = {pattern: "kept running (kubernetes.quiet.keep)" for pattern in q.keep}
             self._quiet = quiet.Quiet(Path(q.pid_dir), keep, q.max_window_s, self.log)
             self._quiet.start()
 
     def teardown(self) -> None:
-        if self._quiet is not None:
+        if self._quiet is not None and self._owns_quiet:
             self._quiet.close()
-            self._quiet = None
+        self._quiet = None
         self._stop_servers()
         if self._tls_dir is not None:
             shutil.rmtree(self._tls_dir, ignore_errors=True)
@@ -256,8 +261,15 @@ class KubernetesTarget(Target):
 
     def activate(self, scenario: str) -> None:
         sc = self.env.scenarios[scenario]
-        self._remove_scenario_objects()
-        self.switch.apply(scenario)
+        if (
+            self.keeps_scenarios
+            and self._active is not None
+            and self.switch_of(self._active) == self.switch_of(scenario)
+        ):
+            pass  # its pod network is the one in place, the other scenarios' pods and servers stay
+        else:
+            self._remove_scenario_objects()
+            self.switch.apply(scenario)
         self._label_namespace(sc.namespace_labels)
         if sc.mesh and sc.mesh not in shapes.NODE_MESHES:  # node proxies wait for their nodes
             self._create_mesh_objects(scenario)
@@ -615,7 +627,7 @@ class KubernetesTarget(Target):
             if time.monotonic() > deadline:
                 return quiet.Unquiet(seconds, f"a client had not started {QUIET_START_WAIT_S:g} s into the window")
             time.sleep(0.01)
-        return self._quiet.window(seconds, needs)
+        return self._quiet.window(seconds, needs, self.cluster_name)
 
     def foreign_snapshot(self, scenario: str) -> disturbance.Snapshot | None:
         """On a cluster whose nodes are this machine (kubernetes.quiet names the host daemons' pid files:
@@ -625,7 +637,7 @@ class KubernetesTarget(Target):
         if self._quiet is None:
             return None
         host = os.stat("/proc/self/ns/net").st_ino  # the harness runs in the machine's own namespace
-        daemons = quiet.daemons(self._quiet.pid_dir).values()
+        daemons = self._quiet.daemons().values()
         return disturbance.scan(set(), os.getpid(), outside=host, own_roots=daemons)
 
     def cpu_snapshot(self, scenario: str, side: str) -> cpu.Snapshot:

@@ -224,10 +224,21 @@ class Watchdog:
 
 
 class Quiet:
-    """A session's quiet windows: one cgroup, one watchdog, the daemons of one pid directory."""
+    """A session's quiet windows: one cgroup, one watchdog, the daemons of one pid directory, and of the
+    other clusters a campaign measures side by side (``others``: cluster name -> its pid directory).
+    A window freezes every cluster's daemons; what the run keeps running is kept in its own cluster only."""
 
-    def __init__(self, pid_dir: Path, keep: dict[str, str], max_window_s: float, log=_log.info):
-        self.pid_dir, self.keep, self.max_window_s, self.log = pid_dir, keep, max_window_s, log
+    def __init__(
+        self,
+        pid_dir: Path | None,
+        keep: dict[str, str],
+        max_window_s: float,
+        log=_log.info,
+        others: dict[str, Path] | None = None,
+    ):
+        self.keep, self.max_window_s, self.log = keep, max_window_s, log
+        # "": the environment's own cluster (None: only other clusters' daemons run here)
+        self.pid_dirs = {**({"": pid_dir} if pid_dir is not None else {}), **(others or {})}
         self.unavailable: str | None = None
         self.freezer: Freezer | None = None
         self.cgroup: Path | None = None
@@ -238,8 +249,10 @@ class Quiet:
         try:
             self.freezer = probe()
             release_stale(self.freezer, self.log)
-            if not self.pid_dir.is_dir():
-                raise QuietError(f"{self.pid_dir} (quiet.pid_dir) is not a directory")
+            for cluster, pid_dir in self.pid_dirs.items():
+                if not pid_dir.is_dir():
+                    where = f"kubernetes.clusters.{cluster}.quiet.pid_dir" if cluster else "quiet.pid_dir"
+                    raise QuietError(f"{pid_dir} ({where}) is not a directory")
             self.cgroup = self.freezer.root / f"{PREFIX}{os.getpid()}"
             self.cgroup.mkdir(exist_ok=True)
             self.watchdog = Watchdog(self.freezer, self.cgroup)
@@ -257,9 +270,19 @@ class Quiet:
             release(self.freezer, self.cgroup)
         self.cgroup = None
 
-    def window(self, seconds: float, needs: dict[str, str]) -> Window:
-        """Freeze now for a window of ``seconds``, keeping ``needs`` (glob -> why) as well; end() thaws."""
-        return Window(self, seconds, {**self.keep, **needs}, max_s=self.max_window_s)
+    def window(self, seconds: float, needs: dict[str, str], cluster: str = "") -> Window:
+        """Freeze now for a window of ``seconds``, keeping ``needs`` (glob -> why) of ``cluster``'s daemons
+        as well; end() thaws."""
+        return Window(self, seconds, self.keep, max_s=self.max_window_s, needs=(cluster, needs))
+
+    def daemons(self) -> dict[str, int]:
+        """Every running daemon of every cluster, by name: the own cluster's as named by their pid files,
+        the others' as <cluster>/<name>."""
+        return {
+            f"{cluster}/{name}" if cluster else name: pid
+            for cluster, pid_dir in self.pid_dirs.items()
+            for name, pid in daemons(pid_dir).items()
+        }
 
     def freeze_only(self, patterns: list[str], seconds: float) -> Window:
         """Freeze now only the daemons matching ``patterns`` (globs), for at most ``seconds`` (then the
@@ -287,8 +310,10 @@ class Window:
         keep: dict[str, str],
         max_s: float | None = None,
         only: list[str] | None = None,
+        needs: tuple[str, dict[str, str]] = ("", {}),
     ):
         self.quiet = quiet
+        self.needs = needs  # (cluster, glob -> why): what that cluster's run keeps running
         self.back: dict[int, Path] = {}
         self.result: dict = {"window_s": round(seconds, 3)}
         self.started = time.monotonic()
@@ -311,7 +336,13 @@ class Window:
     def _freeze(
         self, freezer: Freezer, cgroup: Path, watchdog: Watchdog, seconds: float, keep: dict, only: list[str] | None
     ) -> None:
-        frozen, kept = choose(daemons(self.quiet.pid_dir), keep, only)
+        frozen, kept = {}, {}
+        own, needs = self.needs
+        for cluster, pid_dir in self.quiet.pid_dirs.items():
+            found, spared = choose(daemons(pid_dir), {**keep, **needs} if cluster == own else keep, only)
+            prefix = f"{cluster}/" if cluster else ""
+            frozen.update({prefix + n: pid for n, pid in found.items()})
+            kept.update({prefix + n: why for n, why in spared.items()})
         failed = {}
         for name, pid in frozen.items():
             try:

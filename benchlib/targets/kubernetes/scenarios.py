@@ -4,6 +4,8 @@ Services), what to record, and the facts of the nodes the pods landed on.
 
 Commands run in the environment's folder with the environment's kubeconfig
 and context, normally an admin's: switching a CNI is beyond the runner's RBAC.
+A scenario on one of kubernetes.clusters gets that cluster's, and its name in
+BENCHLIB_K8S_CLUSTER (the local cluster script's --cluster).
 """
 
 from __future__ import annotations
@@ -27,9 +29,12 @@ class Switch:
     def __init__(self, env: Environment, log):
         self.env, self.log = env, log
 
-    def shell(self, command: str, timeout: float) -> subprocess.CompletedProcess:
+    def shell(self, command: str, timeout: float, scenario: str) -> subprocess.CompletedProcess:
         settings = kubernetes_settings(self.env)
         env = dict(os.environ)
+        cluster = KubernetesScenario.of(self.env, scenario).cluster
+        if cluster is not None:
+            env["BENCHLIB_K8S_CLUSTER"] = cluster
         if settings.kubeconfig:
             env["KUBECONFIG"] = os.path.expanduser(settings.kubeconfig)
         if settings.context:
@@ -48,7 +53,7 @@ class Switch:
         sc = KubernetesScenario.of(self.env, scenario)
         for command in scenario_commands(self.env, scenario):
             self.log(f"kubernetes: {scenario}: {command}")
-            proc = self.shell(command, sc.ready_timeout_s)
+            proc = self.shell(command, sc.ready_timeout_s, scenario)
             if proc.returncode != 0:
                 raise TargetError(
                     f"kubernetes: scenario {scenario}: `{command}` exited {proc.returncode}: "
@@ -63,7 +68,7 @@ class Switch:
         for command in commands:
             pause = FIRST_RETRY_S
             while True:
-                proc = self.shell(command, timeout_s)
+                proc = self.shell(command, timeout_s, scenario)
                 if proc.returncode == 0:
                     break
                 if time.monotonic() > deadline:
@@ -77,7 +82,7 @@ class Switch:
     def record(self, scenario: str) -> dict[str, str]:
         out = {}
         for key, command in self.env.scenarios[scenario].record.items():
-            proc = self.shell(command, RECORD_TIMEOUT_S)
+            proc = self.shell(command, RECORD_TIMEOUT_S, scenario)
             out[key] = proc.stdout.strip() if proc.returncode == 0 else f"(failed: {proc.stderr.strip()[-200:]})"
         return out
 
@@ -89,7 +94,9 @@ def node_facts(cluster: Cluster, client_node: str, server_node: str) -> dict:
     for name in dict.fromkeys((client_node, server_node)):
         node = cluster.core.read_node(name)
         info = node.status.node_info
+        labels = node.metadata.labels or {}
         facts[name] = {
+            "instance_type": labels.get("node.kubernetes.io/instance-type"),
             "pod_cidrs": node.spec.pod_cidrs or [node.spec.pod_cidr],
             "kernel": info.kernel_version,
             "kubelet": info.kubelet_version,
