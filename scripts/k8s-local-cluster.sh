@@ -20,6 +20,21 @@
 #   k8s-local-cluster.sh calico-node NODE ARGS # calico-node (e.g. -bpf nat dump) in node NODE's felix namespaces
 #   k8s-local-cluster.sh down [--wait]         # leaves nothing behind; --wait: after a running
 #                                              #   measurement (else refused while one runs)
+#   k8s-local-cluster.sh down --all [--wait]   # every local cluster down
+#   k8s-local-cluster.sh list                  # the local clusters that are up, one a line, tab-separated:
+#                                              #   name (or default), nodes, pod network, kubeconfig, context
+#
+# Several clusters side by side (e.g. one per pod network): `--cluster NAME` before the command, or
+# BENCHLIB_K8S_CLUSTER=NAME (the option wins), selects cluster NAME for up, down, status, kubectl,
+# cilium-dbg, calico-node, cni and proxy-mode. NAME: 1 to 8 lowercase letters and digits, starting
+# with a letter, not "local"; none (or "default") is the default cluster. Each cluster has its own
+# state dir (/var/lib/benchlib-k8s-NAME; the default's /var/lib/benchlib-k8s), node namespaces, node
+# and cgroup names (bk8s-NAME-node1; the default's bk8s-node1), bridge (bk-NAME-br0), API forward (a
+# free port of 127.0.0.1:16444-16543 chosen at `up`, in $STATE/api-port; the default's 16443) and
+# kubeconfig cluster, user and context names (benchlib-NAME; the default's benchlib-local), so that
+# KUBECONFIG=a:b holds both. Shared by all, on the host: the two locks (below), the kernel tunables the
+# kubelet sets (the first cluster up saves them, the last one down restores them) and the mount
+# points of the CNI agents' private directories (the last one down removes them).
 #
 # NETWORK (defaults: bridge with kube-proxy iptables; Cilium: tunnel, no kube-proxy, socket LB;
 # Calico: iptables dataplane, VXLAN, kube-proxy in the dataplane's mode):
@@ -45,11 +60,12 @@
 # network switched if another is asked for), bounded in time, and prints the
 # failing component's log tail on failure. A cluster whose script was killed
 # is cleaned by the next `up` or `down`. `up` and `down` are refused while a
-# measurement (`benchlib collect`) runs; so are `cni` and `proxy-mode`, unless
-# the measurement itself runs them (a scenario's apply commands). Kubeconfigs
-# for host-side clients (the apiserver is forwarded to 127.0.0.1:16443):
-# $STATE/admin.kubeconfig and $STATE/runner.kubeconfig (a token with only the
-# rights of pipelines/kubernetes/rbac.yaml, once applied).
+# measurement (`benchlib collect`) runs, on any local cluster; so are `cni` and
+# `proxy-mode`, unless the measurement itself runs them (a scenario's apply
+# commands). One up/down/cni/proxy-mode runs at a time on the machine. Kubeconfigs
+# for host-side clients (the apiserver is forwarded to 127.0.0.1:16443, or a
+# named cluster's port): $STATE/admin.kubeconfig and $STATE/runner.kubeconfig
+# (a token with only the rights of pipelines/kubernetes/rbac.yaml, once applied).
 #
 # The pieces, one concern each, are in scripts/cluster/ (sourced below); the
 # address plan comes from benchlib/targets/lab/addresses.py. Facts the pieces
@@ -106,6 +122,7 @@ up_command() {  # up [--nodes 1|2] [NETWORK]
   while [ $# -gt 0 ]; do
     case $1 in
       --nodes) [ $# -ge 2 ] || bad_input "--nodes needs 1 or 2"; nodes=$2; shift 2 ;;
+      --cluster) misplaced_cluster_option up ;;
       -h|--help) usage; exit 0 ;;
       *) net_args+=("$1"); shift ;;
     esac
@@ -138,7 +155,7 @@ proxy_mode_command() {  # proxy-mode <mode>: kube-proxy in that mode, the CNI ke
 
 switch_proxy_mode() {  # read under the cluster lock: the network a concurrent switch left
   local cni routing last spec
-  read -r cni _ routing last <"$STATE/network" 2>/dev/null || die "no cluster is up (run: $0 up)"
+  read -r cni _ routing last <"$STATE/network" 2>/dev/null || die "no cluster is up (run: $0 ${CLUSTER_OPT}up)"
   local args=(--cni "$cni" --proxy-mode "$1")
   [ "$routing" = - ] || args+=(--routing "$routing")
   [ "$cni" != calico ] || args+=(--dataplane "$last")  # felix's dataplane kept (or the mode refused)
@@ -146,6 +163,32 @@ switch_proxy_mode() {  # read under the cluster lock: the network a concurrent s
   # shellcheck disable=SC2086 # four words
   pod_network $spec
 }
+
+misplaced_cluster_option() { bad_input "$1: --cluster NAME comes before the command ($0 --cluster NAME $1 ...)"; }
+
+down_command() {  # down [--all] [--wait]
+  local all="" wait=""
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --all) all=1 ;;
+      --wait) wait=--wait ;;
+      --cluster) misplaced_cluster_option down ;;
+      *) bad_input "down: unknown argument '$1' (see $0 --help)" ;;
+    esac
+    shift
+  done
+  [ -z "$all" ] || [ "$cluster_from" != --cluster ] || bad_input "down --all takes every local cluster down: drop --cluster"
+  no_measurement_running down "$wait"
+  if [ -n "$all" ]; then with_cluster_lock down_all; else with_cluster_lock down; fi
+}
+
+cluster=${BENCHLIB_K8S_CLUSTER:-} cluster_from=BENCHLIB_K8S_CLUSTER
+if [ "${1:-}" = --cluster ]; then
+  [ $# -ge 2 ] || bad_input "--cluster needs a name (see $0 --help)"
+  cluster=$2 cluster_from=--cluster
+  shift 2
+fi
+select_cluster "$cluster" "$cluster_from" || exit 2
 
 case "${1:-}" in
   build)
@@ -157,9 +200,8 @@ case "${1:-}" in
       *) bad_input "build: unknown argument '$2' (build, build cilium, build calico, or build vpc)" ;;
     esac ;;
   up) shift; up_command "$@" ;;
-  down)
-    case "${2:-}" in ""|--wait) ;; *) bad_input "down: unknown argument '$2' (see $0 --help)" ;; esac
-    no_measurement_running down "${2:-}"; with_cluster_lock down ;;
+  down) shift; down_command "$@" ;;
+  list) list_clusters ;;
   cni) shift; cni_command "$@" ;;
   proxy-mode) proxy_mode_command "${2:-}" ;;
   cilium-dbg) [ -n "${2:-}" ] || bad_input "cilium-dbg needs a node number (see $0 --help)"; shift; cilium_dbg "$@" ;;

@@ -8,7 +8,6 @@
 set -euo pipefail
 # shellcheck source=pipelines/local-cilium/services-synced.sh
 . "$(dirname "$0")/services-synced.sh"
-state=/var/lib/benchlib-k8s
 
 nat_ips() {  # the Service frontends in node N's eBPF NAT table, one address per line
   cluster calico-node "$1" -bpf nat dump 2>/dev/null | sed -n 's/^\([0-9.]*\) port [0-9]* proto .*/\1/p' | sort -u
@@ -17,7 +16,7 @@ nat_ips() {  # the Service frontends in node N's eBPF NAT table, one address per
 if [ "${1:-}" = --print ]; then
   for node in $nodes; do
     n=${node##*node}
-    pid=$(cat "$state/run/calico-node$n.pid")
+    pid=$(cat "$STATE/run/calico-node$n.pid")
     echo "node $node: calico-node $(cluster calico-node "$n" -v)"
     # felix's settings as it was started (calico-node takes them from its environment)
     tr '\0' '\n' <"/proc/$pid/environ" | grep -E '^(FELIX_|CALICO_|IP=)' | sort

@@ -1,7 +1,12 @@
 # shellcheck shell=bash
-# Sourced by cilium-synced.sh and calico-synced.sh: the cluster's script, its nodes, and the check
-# both make of an eBPF load balancer's Service table.
+# Sourced by cilium-synced.sh, calico-synced.sh and vpc-synced.sh: the cluster's script, its nodes,
+# and the check both make of an eBPF load balancer's Service table. The cluster is the local one that
+# BENCHLIB_K8S_CLUSTER names (the default one when unset), as for the script itself: its STATE and
+# PREFIX (node namespaces bk8s-...-nodeN) as scripts/cluster/name.sh maps them.
 cluster() { bash "$(dirname "$0")/../../scripts/k8s-local-cluster.sh" "$@"; }
+# shellcheck source=scripts/cluster/name.sh
+. "$(dirname "$0")/../../scripts/cluster/name.sh"
+select_cluster "${BENCHLIB_K8S_CLUSTER:-}" BENCHLIB_K8S_CLUSTER || exit 2
 nodes=$(cluster kubectl get nodes -o jsonpath='{.items[*].metadata.name}')
 
 # every_cluster_ip_in <table> <what>: succeeds once <table> N (one address a line) lists every

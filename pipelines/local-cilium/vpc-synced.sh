@@ -7,10 +7,9 @@
 set -euo pipefail
 # shellcheck source=pipelines/local-cilium/services-synced.sh
 . "$(dirname "$0")/services-synced.sh"
-state=/var/lib/benchlib-k8s
 
 pool() {  # node N's pool from ipamd's introspection API (inside the node): one "address assigned|free" a line
-  nsenter --net="/run/netns/bk8s-node$1" curl -sf --max-time 5 http://127.0.0.1:61679/v1/enis | python3 -c '
+  nsenter --net="/run/netns/$PREFIX-node$1" curl -sf --max-time 5 http://127.0.0.1:61679/v1/enis | python3 -c '
 import json, sys
 for card in json.load(sys.stdin).values():
     for eni_id, eni in card["ENIs"].items():
@@ -23,7 +22,7 @@ for card in json.load(sys.stdin).values():
 if [ "${1:-}" = --print ]; then
   for node in $nodes; do
     n=${node##*node}
-    pid=$(cat "$state/run/ipamd$n.pid")
+    pid=$(cat "$STATE/run/ipamd$n.pid")
     echo "node $node: ipamd (aws-k8s-agent) $(readlink "/proc/$pid/exe")"
     # ipamd's settings as it was started (it takes them from its environment); no credentials are set
     tr '\0' '\n' <"/proc/$pid/environ" | grep -E '^(AWS_VPC_|ENABLE_|DISABLE_|MAX_ENI|WARM_|MINIMUM_)' | sort

@@ -4,6 +4,8 @@
 # (kube-proxy's own metrics, read through the API server's node proxy as on
 # any cluster whose kube-proxy serves metrics on the node address).
 #   --print: print each node's sync metrics (recorded with every run) instead.
+# The cluster: the local one BENCHLIB_K8S_CLUSTER names (the default one when unset), as for the
+# cluster's script itself.
 set -euo pipefail
 kubectl() { bash "$(dirname "$0")/../../scripts/k8s-local-cluster.sh" kubectl "$@"; }
 print=${1:-}

@@ -1,7 +1,11 @@
 # shellcheck shell=bash disable=SC2034 # the settings here are read by the pieces that source this file
 # What every piece of the local cluster shares: where things are, the names of nodes and their
-# namespaces, messages, and the address plan (from benchlib, its one source). Sourced by
-# scripts/k8s-local-cluster.sh, which has set PROJECT (the repository) and cd'd into it.
+# namespaces (the selected cluster's, name.sh), messages, and the address plan (from benchlib, its one
+# source). Sourced by scripts/k8s-local-cluster.sh, which has set PROJECT (the repository) and cd'd
+# into it, and selects the cluster (select_cluster) before any piece runs.
+
+# shellcheck source=scripts/cluster/name.sh
+. "$PROJECT/scripts/cluster/name.sh"
 
 K8S_VERSION=1.34.4
 ETCD_VERSION=3.6.4
@@ -9,10 +13,7 @@ CACHE="${BENCHLIB_CACHE:-$HOME/.cache/benchlib}"
 BIN="$CACHE/k8s/bin-k8s$K8S_VERSION-etcd$ETCD_VERSION"
 HYPERKUBE="$BIN/hyperkube"
 export GOMODCACHE="$CACHE/go/mod" GOCACHE="$CACHE/go/build" GOFLAGS=-buildvcs=false
-STATE="${BENCHLIB_K8S_STATE:-/var/lib/benchlib-k8s}"
-PREFIX=bk8s                      # netns, node, bridge and cgroup names
-API_PORT=6443                    # inside node 1's namespace
-HOST_API_PORT=16443              # forwarded on the host's loopback
+API_PORT=6443                    # inside node 1's namespace; forwarded to the host's loopback on HOST_API_PORT
 TIMEOUT_S=${BENCHLIB_K8S_TIMEOUT_S:-180}
 FELIX_READY_S=${BENCHLIB_FELIX_READY_S:-$TIMEOUT_S}
 

@@ -2,6 +2,19 @@
 # The control plane, in node 1's namespace: etcd, the apiserver (forwarded to the host's loopback
 # for host-side clients), the controller manager and the scheduler.
 
+choose_api_port() {  # a named cluster's API forward: the first port of NAMED_API_PORTS nothing listens on
+  # and no other local cluster has (one that is down at the moment keeps its port)
+  local p taken d
+  taken=$(for d in $(other_states); do cat "$d/api-port" 2>/dev/null || true; done)
+  # shellcheck disable=SC2086 # first and last
+  for p in $(seq $NAMED_API_PORTS); do
+    if grep -qx "$p" <<<"$taken" || [ -n "$(ss -Hltn "sport = :$p")" ]; then continue; fi
+    echo "$p"
+    return
+  done
+  die "no free port in $NAMED_API_PORTS (first and last) for the API forward"
+}
+
 control_plane() {
   local p="$STATE/pki"
   daemon etcd 1 "$HYPERKUBE" etcd --name benchlib --data-dir "$STATE/etcd" --unsafe-no-fsync \

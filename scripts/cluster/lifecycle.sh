@@ -1,6 +1,7 @@
 # shellcheck shell=bash
 # A whole cluster: up (idempotent, bounded, cleaned up on failure), down (leaves nothing behind,
-# even after a killed script), and status.
+# even after a killed script, and nothing of another local cluster touched), and status; and every
+# local cluster of this machine: list and down --all.
 
 components() {  # what must run for a cluster of <nodes> nodes
   echo etcd kube-apiserver apiserver-forward kube-controller-manager kube-scheduler
@@ -25,8 +26,34 @@ status() {
     echo "pod network (cni proxy-mode routing lb): $(cat "$STATE/network")"
     kubectl get nodes -o wide
     echo "KUBECONFIG=$STATE/admin.kubeconfig"
+    echo "context: $KUBE_CONTEXT (API forwarded to 127.0.0.1:$HOST_API_PORT)"
   fi
   return $rc
+}
+
+list_clusters() {  # every local cluster that is up: name, nodes, pod network, kubeconfig, context (tab-separated)
+  local name found=""
+  for name in $(local_clusters); do
+    found=1
+    (
+      cluster_identity "$name"
+      if healthy; then
+        printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$(cat "$STATE/nodes")" "$(cat "$STATE/network")" "$STATE/admin.kubeconfig" "$KUBE_CONTEXT"
+      else
+        log "cluster $name is not up, or not every component runs ($0 ${CLUSTER_OPT}status says which; down or up cleans it)"
+      fi
+    )
+  done
+  [ -n "$found" ] || log "no local cluster is up"
+}
+
+down_all() {  # every local cluster down, the default one last
+  local name
+  if [ -z "$(local_clusters)" ]; then log "no local cluster: nothing to take down"; return; fi
+  for name in $(local_clusters | grep -vx default) $(local_clusters | grep -x default); do
+    log "cluster $name: down"
+    ( cluster_identity "$name"; down )
+  done
 }
 
 check_prerequisites() {
@@ -52,6 +79,8 @@ up() {  # up <nodes> <cni> <proxy-mode> <routing> <lb>
   local t0=$SECONDS
   mkdir -p "$STATE/logs" "$STATE/run"
   echo "$nodes" >"$STATE/nodes"
+  if [ -n "$CLUSTER_NAME" ]; then HOST_API_PORT=$(choose_api_port); fi
+  echo "$HOST_API_PORT" >"$STATE/api-port"
   save_sysctls
   trap 'log "up failed: cleaning up"; trap - EXIT; down >/dev/null 2>&1 || true' EXIT
   images
@@ -63,23 +92,35 @@ up() {  # up <nodes> <cni> <proxy-mode> <routing> <lb>
   pod_network "${@:2}"
   trap - EXIT
   touch "$STATE/up.done"
-  log "up: $nodes node(s) Ready, pod network $network_spec, after $((SECONDS - t0)) s; KUBECONFIG=$STATE/admin.kubeconfig"
+  log "up: $nodes node(s) Ready, pod network $network_spec, after $((SECONDS - t0)) s; KUBECONFIG=$STATE/admin.kubeconfig (context $KUBE_CONTEXT)"
 }
 
 thaw_quiet() {  # benchlib's quiet windows (benchlib/targets/kubernetes/quiet.py): a frozen daemon would not stop
+  # A window's cgroup is benchlib-quiet-<owner pid>. Thawed: a dead owner's, and one holding this
+  # cluster's daemons (no measurement runs: `down` waits for it, or is refused); never another
+  # cluster's, whose live window is no business of this cluster's `down`.
   local c pid
   for c in /sys/fs/cgroup/freezer/benchlib-quiet-* /sys/fs/cgroup/benchlib-quiet-* /sys/fs/cgroup/unified/benchlib-quiet-*; do
     [ -d "$c" ] || continue
+    if kill -0 "${c##*benchlib-quiet-}" 2>/dev/null && ! holds_own_daemon "$c"; then continue; fi
     if [ -f "$c/freezer.state" ]; then echo THAWED >"$c/freezer.state"; else echo 0 >"$c/cgroup.freeze"; fi
     while read -r pid; do echo "$pid" >"$(dirname "$c")/cgroup.procs" 2>/dev/null || true; done <"$c/cgroup.procs"
     rmdir "$c" 2>/dev/null || true
   done
 }
 
+holds_own_daemon() {  # holds_own_daemon <cgroup>: a process of this cluster's pid files is in it
+  local pid
+  while read -r pid; do
+    grep -qsx "$pid" "$STATE"/run/*.pid && return 0
+  done <"$1/cgroup.procs"
+  return 1
+}
+
 down() {
   local t0=$SECONDS n c
   thaw_quiet
-  if [ ! -d "$STATE" ] && ! ip netns list | grep -q "^$PREFIX-node"; then log "nothing to take down"; return; fi
+  if [ ! -d "$STATE" ] && ! ip netns list | grep -Eq "^$PREFIX-node[0-9]+( |$)"; then log "nothing to take down"; return; fi
   mkdir -p "$STATE/run"
   # shellcheck disable=SC2046 # daemon names, one a word
   stop_daemons apiserver-forward kube-proxy1 kube-proxy2 kubelet1 kubelet2 $(for c in "${CNIS[@]}"; do "${c}_components" 2; done)
@@ -102,8 +143,7 @@ down() {
   for n in 1 2; do ip netns del "$(netns "$n")" 2>/dev/null || true; done
   remove_node_cgroups
   remove_host_paths
-  restore_sysctls
-  for c in "${CNIS[@]}"; do "${c}_host_cleanup"; done
+  put_host_back
   rm -rf "$STATE"
   log "down after $((SECONDS - t0)) s"
 }

@@ -35,15 +35,16 @@ pki() {
   kubeconfig "$STATE/cp.kubeconfig" admin "https://$(node_ip 1):$API_PORT"
 }
 
-kubeconfig() {  # kubeconfig <file> <user> <server>
+kubeconfig() {  # kubeconfig <file> <user> <server>: its names the cluster's (KUBE_CONTEXT), so that
+  # two local clusters' files merge in one KUBECONFIG, each selected by its context
   local token
   token=$(awk -F, -v u="$2" '$2 == u {print $1}' "$STATE/pki/tokens.csv")
   (umask 077; cat >"$1") <<KC
 apiVersion: v1
 kind: Config
-clusters: [{name: benchlib-local, cluster: {server: "$3", certificate-authority: "$STATE/pki/ca.crt"}}]
-users: [{name: $2, user: {token: "$token"}}]
-contexts: [{name: benchlib-local, context: {cluster: benchlib-local, user: $2}}]
-current-context: benchlib-local
+clusters: [{name: $KUBE_CONTEXT, cluster: {server: "$3", certificate-authority: "$STATE/pki/ca.crt"}}]
+users: [{name: "$2$KUBE_USER_SUFFIX", user: {token: "$token"}}]
+contexts: [{name: $KUBE_CONTEXT, context: {cluster: $KUBE_CONTEXT, user: "$2$KUBE_USER_SUFFIX"}}]
+current-context: $KUBE_CONTEXT
 KC
 }

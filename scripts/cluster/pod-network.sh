@@ -13,14 +13,15 @@
 #   c_down <nodes>                          remove it and what it made in the nodes
 #   c_components <nodes>                    its daemons (supervise.sh names), one a line
 #   c_follows_proxy                         true if a kube-proxy change needs it restarted
-#   c_host_cleanup                          what `down` removes from the host besides $STATE
+# A directory a CNI makes on the host (a mount point for its agents' private ones) is made with
+# make_host_dir (host.sh): the last local cluster's `down` removes it.
 CNIS=()
 
 cni_known() { local c; for c in "${CNIS[@]}"; do [ "$c" = "$1" ] && return 0; done; return 1; }
 
 pod_network() {  # pod_network <cni> <proxy-mode> <routing> <lb>: switch to it (nothing to do when it runs)
   local want="$*" have nodes n
-  nodes=$(cat "$STATE/nodes" 2>/dev/null) || die "no cluster is up (run: $0 up)"
+  nodes=$(cat "$STATE/nodes" 2>/dev/null) || die "no cluster is up (run: $0 ${CLUSTER_OPT}up)"
   have=$(cat "$STATE/network" 2>/dev/null || echo "none none - -")
   if [ "$have" = "$want" ] && network_running "$nodes"; then log "pod network: $want (unchanged)"; return; fi
   local old_cni old_proxy old_routing old_lb t0=$SECONDS

@@ -16,12 +16,11 @@ bridge_network() {  # bridge_network <command> <proxy-mode>: "<proxy-mode> - -" 
 
 bridge_follows_proxy() { false; }  # its config does not depend on kube-proxy's mode
 bridge_components() { true; }      # no daemon of its own
-bridge_host_cleanup() { true; }
 
 bridge_config() {  # bridge_config <node> <podCIDR>
   cat <<JSON
 {"cniVersion": "1.0.0", "name": "benchlib-bridge", "plugins": [
-  {"type": "bridge", "bridge": "$PREFIX-br0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
+  {"type": "bridge", "bridge": "$LINK_PREFIX-br0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
    "ipam": {"type": "host-local", "ranges": [[{"subnet": "$2"}]], "routes": [{"dst": "0.0.0.0/0"}],
             "dataDir": "$STATE/node$1/cni/ipam"}},
   {"type": "loopback"}]}
@@ -40,6 +39,6 @@ bridge_down() {  # bridge_down <nodes>
   local n
   for n in $(seq 1 "$1"); do
     rm -f "$STATE/node$n/cni/net.d/10-benchlib.conflist"
-    ip -n "$(netns "$n")" link del "$PREFIX-br0" 2>/dev/null || true
+    ip -n "$(netns "$n")" link del "$LINK_PREFIX-br0" 2>/dev/null || true
   done
 }

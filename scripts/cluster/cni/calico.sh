@@ -47,13 +47,6 @@ calico_network() {  # calico_network <command> <proxy-mode> [--dataplane D] [--r
 calico_follows_proxy() { true; }  # felix's dataplane is chosen with kube-proxy's mode
 calico_components() { local n; for n in $(seq 1 "$1"); do echo "calico-node$n"; done; }
 
-calico_host_cleanup() {  # the empty mount points the nodes' private directories cover
-  local p
-  [ -f "$STATE/run/created-calico-dirs" ] || return 0
-  while read -r p; do rmdir "$p" 2>/dev/null || true; done <"$STATE/run/created-calico-dirs"
-  rmdir /usr/lib/calico 2>/dev/null || true
-}
-
 calico_dir() { echo "$STATE/node$1/calico"; }
 calico_mtu() { if [ "$1" = vxlan ]; then echo 1450; else echo 1500; fi; }  # the wire's 1500, less VXLAN's 50
 
@@ -141,9 +134,7 @@ JSON
 calico_up() {  # calico_up <nodes> <proxy-mode> <routing> <dataplane>
   local nodes=$1 routing=$3 dataplane=$4 n p
   command -v ipset >/dev/null || die "ipset not found (felix programs ipsets): apt-get install ipset"
-  for p in $CALICO_HOST_DIRS; do
-    if [ ! -d "$p" ]; then mkdir -p "$p"; echo "$p" >>"$STATE/run/created-calico-dirs"; fi
-  done
+  for p in $CALICO_HOST_DIRS; do make_host_dir "$p"; done
   kubectl apply --server-side --force-conflicts -f "$CALICO_BIN/crds.yaml" >/dev/null
   kubectl wait --for=condition=Established -f "$CALICO_BIN/crds.yaml" --timeout=60s >/dev/null
   for n in $(seq 1 "$nodes"); do
@@ -196,10 +187,11 @@ calico_fallback() {  # calico_fallback <nodes> <proxy-mode> <component> <why>: C
   fail "$3.failed" "$4 (the cluster is back on the bridge CNI with kube-proxy iptables)"
 }
 
-calico_programs_outside_nodes() {  # each cgroup outside the nodes' that has a Calico program
-  bpftool cgroup tree "$(unified_cgroup)" 2>/dev/null | awk -v p="/$PREFIX-node" '
+calico_programs_outside_nodes() {  # each cgroup outside every local cluster's nodes' that has a Calico program
+  local root; root=$(unified_cgroup)
+  bpftool cgroup tree "$root" 2>/dev/null | awk -v root="$root" -v nodes="$NODE_CGROUP_ERE" '
     /^\// { cg = $1; next }
-    /calico_|cali_/ && index(cg, p) == 0 { print cg }' | sort -u
+    /calico_|cali_/ && !(index(cg, root) == 1 && substr(cg, length(root) + 1) ~ ("^" nodes)) { print cg }' | sort -u
 }
 
 calico_down() {  # calico_down <nodes>: felix gone, and everything it made in the nodes

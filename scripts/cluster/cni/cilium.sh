@@ -40,10 +40,6 @@ cilium_components() {  # cilium_components <nodes>
   local n; for n in $(seq 1 "$1"); do echo "cilium-agent$n"; done
 }
 
-cilium_host_cleanup() {  # the empty mount point the agents' private /run/cilium covers
-  if [ -f "$STATE/run/created-run-cilium" ]; then rmdir /run/cilium 2>/dev/null || true; fi
-}
-
 cilium_dir() { echo "$STATE/node$1/cilium"; }
 
 unified_cgroup() {  # the cgroup2 hierarchy: /sys/fs/cgroup/unified (hybrid) or /sys/fs/cgroup (v2 only)
@@ -103,7 +99,7 @@ cilium_agent() {  # cilium_agent <node> <proxy-mode> <routing> <lb>
   cg="$cg_root/$PREFIX-node$n"
   mkdir -p "$dir/run" "$dir/lib" "$cg"
   ln -sfn "$CILIUM_SRC/bpf" "$dir/lib/bpf"   # the datapath's C sources, compiled by clang at run time
-  if [ ! -d /run/cilium ]; then mkdir /run/cilium; touch "$STATE/run/created-run-cilium"; fi
+  make_host_dir /run/cilium  # the mount point of the agents' private ones
   # shellcheck disable=SC2046 # the flags are words without spaces
   daemon "cilium-agent$n" - env K8S_NODE_NAME="$PREFIX-node$n" \
     unshare --mount --propagation slave -- sh "$PROJECT/scripts/cluster/cni/cilium-agent-ns.sh" \
@@ -122,10 +118,11 @@ socket_lb_attached() {  # the node's cgroup carries the agent's connect() progra
   bpftool cgroup show "$(unified_cgroup)/$PREFIX-node$1" 2>/dev/null | grep -q cil_sock4_connect
 }
 
-cilium_programs_outside_nodes() {  # prints each cgroup outside the nodes' that has a Cilium program
-  bpftool cgroup tree "$(unified_cgroup)" 2>/dev/null | awk -v p="/$PREFIX-node" '
+cilium_programs_outside_nodes() {  # prints each cgroup outside every local cluster's nodes' that has a Cilium program
+  local root; root=$(unified_cgroup)
+  bpftool cgroup tree "$root" 2>/dev/null | awk -v root="$root" -v nodes="$NODE_CGROUP_ERE" '
     /^\// { cg = $1; next }            # a cgroup path line, then its programs
-    /cil_/ && index(cg, p) == 0 { print cg }' | sort -u
+    /cil_/ && !(index(cg, root) == 1 && substr(cg, length(root) + 1) ~ ("^" nodes)) { print cg }' | sort -u
 }
 
 cilium_operator() {

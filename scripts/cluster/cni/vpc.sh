@@ -31,10 +31,6 @@ vpc_network() {  # vpc_network <command> <proxy-mode>: "<proxy-mode> - -"; no op
 vpc_follows_proxy() { false; }  # ipamd's rules do not depend on kube-proxy's mode
 vpc_components() { local n; for n in $(seq 1 "$1"); do echo "imds-mock$n"; echo "ipamd$n"; done; }
 
-vpc_host_cleanup() {  # the empty mount point the ipamds' private /var/run/aws-node covers
-  if [ -f "$STATE/run/created-run-aws-node" ]; then rmdir /run/aws-node 2>/dev/null || true; rm -f "$STATE/run/created-run-aws-node"; fi
-}
-
 vpc_dir() { echo "$STATE/node$1/vpc"; }
 vpc_subnet() { echo "$WIRE_NET.0/$WIRE_PREFIX"; }  # the mocked VPC and its one subnet: the wire's
 vpc_pod_ips() {  # vpc_pod_ips <node>: the secondary IPs pre-assigned to the node's primary ENI
@@ -44,9 +40,9 @@ vpc_mac() { ip -n "$(netns "$1")" -o link show wire0 | sed -n 's#.*link/ether \(
 
 vpc_imds_config() {  # vpc_imds_config <node> <mac>: the mock's config, its defaults with this node as the instance
   python3 - "$VPC_BIN/imds-defaults.json" "$1" "$2" "$(node_ip "$1")" "$(vpc_subnet)" "$VPC_INSTANCE_TYPE" \
-    "$(vpc_pod_ips "$1" | paste -sd,)" <<'PY'
+    "$(vpc_pod_ips "$1" | paste -sd,)" "$PREFIX-node$1" <<'PY'
 import json, sys
-defaults, node, mac, ip, subnet, itype, pods = sys.argv[1:]
+defaults, node, mac, ip, subnet, itype, pods, hostname = sys.argv[1:]
 cfg = json.load(open(defaults))
 meta = cfg["metadata"]
 old_mac = meta["values"]["mac"]
@@ -59,7 +55,7 @@ meta["values"].update({
     "mac-local-ipv4s": "\n".join([ip] + pods.split(",")),  # the primary first, then the pods'
     "mac-subnet-id": "subnet-0benchlib", "mac-vpc-id": "vpc-0benchlib",
     "mac-subnet-ipv4-cidr-block": subnet, "mac-vpc-ipv4-cidr-block": subnet, "mac-vpc-ipv4-cidr-blocks": subnet,
-    "mac-local-hostname": f"bk8s-node{node}", "mac-security-group-ids": "sg-0benchlib",
+    "mac-local-hostname": hostname, "mac-security-group-ids": "sg-0benchlib",
     "placement-availability-zone": "us-east-1a",
     # no public address, as an EKS node in a private subnet; none outside the project's range
     "public-ipv4": "", "mac-public-ipv4s": "", "mac-ipv4-associations": ip,
@@ -77,7 +73,7 @@ vpc_ipamd() {  # vpc_ipamd <node>: ipamd in the node's netns and a mount namespa
   local n=$1 dir
   dir=$(vpc_dir "$n")
   mkdir -p "$dir/run"
-  if [ ! -d /run/aws-node ]; then mkdir /run/aws-node; touch "$STATE/run/created-run-aws-node"; fi
+  make_host_dir /run/aws-node  # the mount point of the ipamds' private ones
   # as the release's chart sets them, but IMDS-only: no EC2 calls, no new ENIs or IPs (the pool is
   # what the metadata lists); any EC2 endpoint it might still build is a closed port inside the node
   daemon "ipamd$n" - env AWS_EC2_METADATA_SERVICE_ENDPOINT="http://$VPC_IMDS" AWS_EC2_ENDPOINT=http://127.0.0.1:1 \
@@ -195,5 +191,4 @@ vpc_down() {  # vpc_down <nodes>: mocks and ipamds gone, and everything ipamd an
     fi
     rm -rf "$(vpc_dir "$n")"
   done
-  vpc_host_cleanup
 }
