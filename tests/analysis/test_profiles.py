@@ -143,6 +143,28 @@ def test_throughput_is_per_gbit_per_second():
     assert out["cpu_per_unit"].sum() == pytest.approx(busy_cores / 20.0)
 
 
+@pytest.mark.parametrize(
+    "metric, value, per, short",
+    [("transaction_rate", None, "per transaction", " µs"), ("throughput", 20.0, "per Gbit/s", " cores/(Gbit/s)")],
+    ids=["rate", "throughput"],
+)
+def test_the_sentences_read_what_cpu_per_unit_counts_from_its_columns_not_the_units_text(metric, value, per, short):
+    p, r = profile_tables()
+    t = profiles.analyse(p, r if value is None else r.with_columns(metric=pl.lit(metric), value=pl.lit(value)), "host")
+    for name in ("profile_categories", "profile_frames", "profile_differences"):
+        ((unit, cpu_unit, work_unit),) = t[name].select("unit", "cpu_unit", "work_unit").unique().rows()
+        assert unit == f"{cpu_unit} per {work_unit}"
+    said = sentences(t)
+    (sentence,) = said["sentence"]
+    assert f"(tcp_rr, {per}, both sides)" in sentence and sentence.count(short) >= 3
+    # the unit's text reworded for a reader: the same sentences, figures rounded the same
+    reworded = {
+        k: v.with_columns(unit=pl.lit("CPU time for each unit of work")) if "unit" in v.columns else v
+        for k, v in t.items()
+    }
+    assert sentences(reworded).equals(said)
+
+
 def _by_side(p: pl.DataFrame, r: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The one shared profile as if client and server had CPUs of their own (the same stacks each)."""
     return (
