@@ -8,13 +8,13 @@ import re
 
 import polars as pl
 import pytest
-from analysis_tables import make_tables, settings
-from profile_tables import HZ, RATES, WINDOW_S, folded, profile_tables
 
 from benchlib.analysis import analyse, profiles
 from benchlib.profiling import stacks
 from benchlib.report import flamegraphs, profiles as profile_text, render as report, summary
 from benchlib.vocabulary import schema
+from tests.support.analysis_tables import make_tables, settings
+from tests.support.profile_tables import HZ, RATES, WINDOW_S, folded, profile_tables
 
 
 @pytest.fixture(scope="module")

@@ -6,12 +6,12 @@ import re
 
 import polars as pl
 import pytest
-from analysis_tables import analysed, degenerate
 
 from benchlib.analysis import load_tables, normalize, resolve, stats
 from benchlib.analysis.verdicts import Direction, Kind
 from benchlib.report import figures, format as fmt, summary, tables
 from benchlib.vocabulary import schema
+from tests.support.analysis_tables import analysed, degenerate
 
 FIXTURE = "tests/fixtures/tidy/lab-default-003"
 
