@@ -18,6 +18,9 @@ from benchlib.measure import runner
 from benchlib.settings.config import load_environment
 from benchlib.targets.lab import LabTarget, list_namespaces
 
+# fixtures that several test modules use, kept with their concern's helpers in tests/support
+pytest_plugins = ["tests.support.records"]
+
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 

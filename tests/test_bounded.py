@@ -19,7 +19,8 @@ from benchlib.base import limits
 from benchlib.profiling import stacks
 from benchlib.records import record
 from tests.conftest import FIXTURES, REPO, real_campaign, venv_env
-from tests.test_hostile import TIDY, benchlib
+from tests.support.campaigns import TIDY
+from tests.support.cli import benchlib
 
 
 def _validate(params: Path) -> subprocess.CompletedProcess:
@@ -119,7 +120,7 @@ def test_two_analyses_of_the_same_tables_are_the_same_bytes(project_copy):
     import sys
 
     sys.path.insert(0, str(REPO / "tests" / "analysis"))
-    from profile_tables import profile_tables
+    from tests.support.profile_tables import profile_tables
 
     processed = project_copy / "data/processed"
     processed.mkdir(parents=True)

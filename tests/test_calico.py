@@ -26,7 +26,7 @@ from benchlib.targets.kubernetes import KubernetesTarget
 from benchlib.targets.lab.addresses import CLUSTER_POD_CIDR
 from tests.conftest import require_root, short_params
 from tests.local_cluster import CLUSTER, NETPERF, cluster_script, in_node, leftovers, run_tool, serving_cluster, sysctls
-from tests.test_cilium import count_packets, unified_cgroup
+from tests.support.cilium import cilium_env, count_packets, unified_cgroup
 
 NODES = ("bk8s-node1", "bk8s-node2")
 GLOBAL_SYSCTLS = ["kernel.unprivileged_bpf_disabled"]  # felix sets it machine-wide in eBPF mode
@@ -65,7 +65,6 @@ def host_tc_programs() -> str:
 
 
 def calico_env(scenarios: dict):
-    from tests.test_cilium import cilium_env  # the same cluster settings; only the scenarios differ
 
     return cilium_env(scenarios)
 

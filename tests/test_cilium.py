@@ -15,7 +15,6 @@ import json
 import os
 import re
 import subprocess
-import threading
 from pathlib import Path
 
 import polars as pl
@@ -23,7 +22,7 @@ import pytest
 
 from benchlib.measure import runner
 from benchlib.measure.plan import Plan
-from benchlib.settings.config import Environment, load_environment
+from benchlib.settings.config import load_environment
 from benchlib.tables import tidy
 from benchlib.targets import TargetError
 from benchlib.targets.kubernetes import KubernetesTarget, sidecars
@@ -31,7 +30,6 @@ from tests.conftest import REPO, require_root, short_params
 from tests.local_cluster import (
     CLUSTER,
     NETPERF,
-    STATE,
     cluster_script,
     execd_commands,
     in_node,
@@ -40,17 +38,13 @@ from tests.local_cluster import (
     serving_cluster,
     sysctls,
 )
+from tests.support.cilium import cilium_env, count_packets, unified_cgroup
 
 LAUNCHER = REPO / "scripts/cluster/cni/cilium-agent-ns.sh"
 CILIUM_SYNCED = f"bash {REPO}/pipelines/local-cilium/cilium-synced.sh"
 # the agent would set both machine-wide; its private mount namespace makes them read-only to it
 GLOBAL_SYSCTLS = ["kernel.unprivileged_bpf_disabled", "kernel.timer_migration"]
 NODES = ("bk8s-node1", "bk8s-node2")
-
-
-def unified_cgroup() -> Path:
-    hybrid = Path("/sys/fs/cgroup/unified")
-    return hybrid if (hybrid / "cgroup.procs").exists() else Path("/sys/fs/cgroup")
 
 
 def cilium_cgroups() -> set[str]:
@@ -77,40 +71,6 @@ def cilium_dbg(node: int, *args: str) -> str:
     done = cluster_script("cilium-dbg", str(node), *args)
     assert done.returncode == 0, done.stderr
     return done.stdout
-
-
-def cilium_env(scenarios: dict) -> Environment:
-    return Environment.model_validate(
-        {
-            "name": "cilium-test",
-            "description": "the local two-node cluster with Cilium",
-            "target": "kubernetes",
-            "cpus": {"client": [0], "server": [1]},
-            "kubernetes": {
-                "kubeconfig": str(STATE / "runner.kubeconfig"),
-                "image": "localhost/benchlib/bench:1",
-                "image_pull_policy": "Never",
-                "pod_ready_timeout_s": 120,
-            },
-            "scenarios": scenarios,
-        }
-    )
-
-
-def count_packets(node: str, bpf_filter: str, during) -> int:
-    """Packets matching a capture filter on the node's end of the wire while `during()` runs."""
-    capture = subprocess.Popen(
-        ["nsenter", f"--net=/run/netns/{node}", "tcpdump", "-i", "wire0", "-nn", "-q", "-w", "/dev/null", bpf_filter],
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    threading.Event().wait(1)  # tcpdump attaches
-    try:
-        during()
-    finally:
-        capture.terminate()
-        err = capture.communicate(10)[1]
-    return int(next(line for line in err.splitlines() if "packets captured" in line).split()[0])
 
 
 @pytest.fixture(scope="module")

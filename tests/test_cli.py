@@ -149,9 +149,8 @@ def test_summary_names_the_findings_and_the_report_or_says_what_is_missing(tmp_p
     import sys
 
     sys.path.insert(0, str(REPO / "tests" / "analysis"))
-    from analysis_tables import analysed
-
     from benchlib.analysis import load_tables
+    from tests.support.analysis_tables import analysed
 
     fixture = REPO / "tests" / "fixtures" / "tidy" / "lab-default-002"
     analysis, _ = analysed(*load_tables(fixture / "runs.parquet", fixture / "metrics.parquet"), tmp_path)

@@ -20,7 +20,7 @@ from benchlib.analysis import compare
 from benchlib.commands.compare import load_campaign
 from benchlib.records import record
 from tests.conftest import REPO, RR, require_root, venv_env, write_params
-from tests.test_dvc import committed
+from tests.support.projects import committed
 
 SLOW_SCENARIO, SAME_SCENARIO = "veth-routed", "host"
 RULES = 2000  # per chain; -46 % TCP_RR transactions/s on veth-routed here (docs/how-to/compare.md)

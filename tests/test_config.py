@@ -9,14 +9,7 @@ import yaml
 from benchlib.measure.plan import plan_environment, schedule, validate_all
 from benchlib.settings.config import ConfigError, load_environment, load_params
 from tests.conftest import REPO, project_with_environment, venv_env
-
-
-def write(tmp_path, mutate):
-    data = yaml.safe_load((REPO / "params.yaml").read_text())
-    mutate(data)
-    path = tmp_path / "params.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
+from tests.support.params import write
 
 
 def test_default_params_are_valid_and_meet_the_statistics_floor():

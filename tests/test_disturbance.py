@@ -28,8 +28,8 @@ from benchlib.settings.config import Experiment
 from benchlib.tables import tidy
 from benchlib.targets import Placement
 from benchlib.vocabulary.schema import SIDES
-from tests.analysis.analysis_tables import make_tables
 from tests.conftest import FIXTURES, REPO, RR, cpu_hog, lab_target, require_root, short_params, venv_env
+from tests.support.analysis_tables import make_tables
 
 
 def _process(name: str, parent: int, ticks: int, cpu: int = 0) -> disturbance.Process:
@@ -182,7 +182,7 @@ def test_cpu_the_hypervisor_took_from_the_runs_cpus_disturbs_the_run():
 
 
 def test_a_bad_threshold_exits_2_naming_the_key(tmp_path):
-    from tests.test_config import write
+    from tests.support.params import write
 
     shutil.copytree(REPO / "pipelines", tmp_path / "pipelines")
     (tmp_path / "dvc.yaml").write_text("stages: {}\n")

@@ -13,20 +13,7 @@ import yaml
 
 from benchlib.tables import tidy
 from tests.conftest import require_root, venv_env, write_params
-
-
-def run(project: Path, *argv: str, timeout: float = 600) -> str:
-    done = subprocess.run(argv, cwd=project, env=venv_env(), capture_output=True, text=True, timeout=timeout)
-    assert done.returncode == 0, f"{' '.join(argv)}:\n{done.stdout}\n{done.stderr}"
-    return done.stdout
-
-
-def committed(project: Path) -> None:
-    """The copy as a git repository with one commit: dvc experiments start from a commit."""
-    run(project, "git", "config", "user.name", "benchlib tests")
-    run(project, "git", "config", "user.email", "tests@benchlib.invalid")
-    run(project, "git", "add", "-A")
-    run(project, "git", "commit", "-q", "-m", "the project")
+from tests.support.projects import committed, run
 
 
 def files_digest(directory: Path) -> dict[str, str]:

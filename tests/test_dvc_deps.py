@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO
-from tests.test_layers import GRAPH, MODULES, imports
+from tests.support.imports import GRAPH, MODULES, imports
 
 # Not the stages' code: cli builds the command line from every command, the package's __init__
 # names them all, and logs decides where messages go, never what a stage writes.

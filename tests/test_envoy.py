@@ -20,7 +20,7 @@ from benchlib.targets.lab import envoy
 from benchlib.targets.lab.addresses import POD_IP
 from benchlib.targets.mesh import certificates, shapes
 from tests.conftest import lab_target, require_root, serving_lab, short_params
-from tests.test_mesh import campaign_with_a_proxy_killed, rr_run, run_client
+from tests.support.mesh import campaign_with_a_proxy_killed, rr_run, run_client
 
 ENVOY = ["envoy-server", "envoy-both", "envoy-both-mtls", "envoy-hbone", "envoy-waypoint"]
 # per scenario: each proxy on the path, and the listeners fortio's HTTP and netperf's TCP pass

@@ -32,12 +32,8 @@ from benchlib.tables import parse_index, tidy
 from benchlib.targets.lab import list_namespaces
 from benchlib.vocabulary import schema
 from tests.conftest import REPO, RR, lab_target, real_campaign, require_root, short_params, venv_env, write_params
-
-
-def benchlib(project: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        ["benchlib", *args], cwd=project, env=venv_env(), capture_output=True, text=True, timeout=timeout
-    )
+from tests.support.campaigns import TIDY
+from tests.support.cli import benchlib
 
 
 def wait_for(condition, timeout: float = 60, what: str = "") -> None:
@@ -595,7 +591,6 @@ def test_a_full_disk_during_parse_is_one_line_and_keeps_the_old_tables(project_c
         subprocess.run(["umount", "-l", str(processed)], capture_output=True, timeout=30)
 
 
-TIDY = REPO / "tests/fixtures/tidy/lab-default-003"  # real tables of the default campaign before profiled runs
 PROFILE_TABLES = [name for name in tidy.TABLES if name not in ("runs", "metrics")]
 
 

@@ -5,14 +5,13 @@ CA), and every run records the proxies' CPU and peak RSS."""
 
 import json
 import os
-import signal
 import subprocess
 import time
 
 import pytest
 
 from benchlib.base.errors import ConfigError
-from benchlib.collectors import fortio, netperf
+from benchlib.collectors import fortio
 from benchlib.measure import runner
 from benchlib.measure.plan import plan_environment
 from benchlib.records import record
@@ -21,6 +20,7 @@ from benchlib.targets.lab import haproxy
 from benchlib.targets.lab.addresses import POD_IP
 from benchlib.targets.mesh import certificates, shapes
 from tests.conftest import lab_target, require_root, serving_lab, short_params
+from tests.support.mesh import campaign_with_a_proxy_killed, rr_run, run_client
 
 MESH = ["proxy-server", "proxy-both", "proxy-both-mtls", "node-proxy-mtls"]
 # the proxies each scenario puts on the path and the listeners fortio's HTTP and netperf's TCP go through
@@ -46,22 +46,10 @@ def mesh_lab(lab_env):
         yield target
 
 
-def run_client(target, scenario: str, argv: list[str]) -> str:
-    out, err = target.spawn(scenario, "client", argv).communicate(timeout=60)
-    assert out.strip(), err
-    return out
-
-
 def fortio_run(target, scenario: str, qps, close: bool) -> dict:
     pl = target.placement(scenario)
     inv = fortio.command(pl.server_address, 1, qps, 2, close, pl.client_cpus, pl.server_cpus)
     return fortio.parse("HTTP", [run_client(target, scenario, inv.argv)])
-
-
-def rr_run(target, scenario: str) -> dict:
-    pl = target.placement(scenario)
-    inv = netperf.commands("TCP_RR", pl.server_address, 1, 1, 1, pl.client_cpus, pl.server_cpus)[0]
-    return netperf.parse("TCP_RR", [run_client(target, scenario, inv.argv)])
 
 
 def counters(target, scenario: str) -> dict:
@@ -314,31 +302,6 @@ def test_private_keys_are_mode_0600_even_over_an_old_readable_file(tmp_path):
     private = sorted(tls.glob("*.key")) + sorted(tls.glob("*.pem"))
     assert len(private) == 5  # the CA's key, and each identity's key and PEM
     assert {p.name: p.stat().st_mode & 0o777 for p in private} == {p.name: 0o600 for p in private}
-
-
-def campaign_with_a_proxy_killed(lab_env, tmp_path, scenario: str, proxy: str):
-    """A real two-run campaign of ``scenario`` whose ``proxy`` is killed (SIGKILL) once the first run's
-    CPU window has begun: (counts, records in run order, the killed pid)."""
-    tests = {"rr": {"tool": "netperf", "kind": "TCP_RR", "duration_s": 2, "message_size": 1}}
-    params = short_params("proxy-killed", [scenario], tests, repetitions=2, retries=0)
-    plan = plan_environment(params, "local-lab")
-    target = lab_target(lab_env, plan.scenarios, ["netperf"])
-    read_usage, killed = target.datapath_usage, []
-
-    def usage_then_kill(sc: str, reset_peak: bool) -> dict:
-        out = read_usage(sc, reset_peak)
-        if reset_peak and not killed:
-            proc = next(proc for p, proc in target._proxies[sc] if p.name == proxy)
-            os.kill(proc.pid, signal.SIGKILL)
-            killed.append(proc.pid)
-        return out
-
-    target.datapath_usage = usage_then_kill
-    counts = runner.run_environment(params, plan, target, raw_root=tmp_path, log=lambda m: None)
-    recs = sorted(
-        (record.load(p) for p in record.find(record.campaign_dir("proxy-killed", tmp_path))), key=lambda r: r.order
-    )
-    return counts, recs, killed[0]
 
 
 def test_a_haproxy_killed_mid_run_fails_that_run_only_and_is_started_again(lab_env, tmp_path):

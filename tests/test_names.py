@@ -241,7 +241,7 @@ def test_profile_tables_whose_names_a_campaign_cannot_give_are_refused(tmp_path)
     # a profiled test's name becomes the profile figures' file names (cpu_profile_<test>_flamegraph.html)
     from benchlib.analysis import profiles
     from benchlib.base.errors import SchemaError
-    from tests.analysis.profile_tables import profile_tables
+    from tests.support.profile_tables import profile_tables
 
     stacks_table, runs = profile_tables(test="../../x")
     stacks_table.write_parquet(tmp_path / "profiles.parquet")

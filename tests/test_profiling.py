@@ -17,8 +17,7 @@ from benchlib.tables import tidy
 from benchlib.targets.lab import LabTarget
 from benchlib.vocabulary import schema
 from tests.conftest import SHORT_TESTS, lab_target, require_root, short_params
-from tests.test_record import v1_record  # noqa: F401 (fixture)
-from tests.test_runner import outcomes
+from tests.support.campaigns import outcomes
 
 
 def profiled_params(
@@ -169,7 +168,7 @@ def test_a_target_on_other_machines_cannot_profile(tmp_path, lab_env):
 # -- records ----------------------------------------------------------------------------
 
 
-def test_a_version_4_record_is_a_measured_run_without_a_profile(v1_record):  # noqa: F811
+def test_a_version_4_record_is_a_measured_run_without_a_profile(v1_record):
     rec = record.load(v1_record)
     assert (rec.profiled, rec.profile, rec.profile_folded) == (False, None, None)
     meta = rec.meta_json()

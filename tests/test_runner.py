@@ -17,6 +17,7 @@ from benchlib.records import record
 from benchlib.tables import tidy
 from benchlib.targets.lab import LabTarget, list_namespaces
 from tests.conftest import SHORT_TESTS, lab_target, short_params, venv_env, write_params
+from tests.support.campaigns import outcomes
 
 
 def test_every_block_runs_every_configuration_once_in_seeded_order(lab_env):
@@ -33,11 +34,6 @@ def test_every_block_runs_every_configuration_once_in_seeded_order(lab_env):
     assert len({tuple(o) for o in orders}) > 1  # shuffled, not the same order every block
     assert schedule(plan, 4, seed=1) == runs
     assert [r.scenario for r in schedule(plan, 4, seed=2)] != [r.scenario for r in runs]
-
-
-def outcomes(counts: dict) -> dict:
-    """A campaign's counts but the waits for quiet CPUs, which a busy machine adds to a clean campaign."""
-    return {k: v for k, v in counts.items() if k not in ("quiet_waits", "quiet_wait_s")}
 
 
 def test_records_are_complete_and_verifiable(short_campaign):

@@ -14,7 +14,7 @@ import pytest
 
 from benchlib.records import record
 from tests.conftest import REAL_RAW, copy_project, real_campaign, venv_env
-from tests.test_dvc import committed
+from tests.support.projects import committed
 
 OUTPUT = f"data/raw/{REAL_RAW.name}/local-cilium"  # the collect@local-cilium stage's output
 

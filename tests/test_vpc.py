@@ -23,7 +23,7 @@ from benchlib.targets import TargetError
 from benchlib.targets.lab.addresses import CLUSTER_WIRE
 from tests.conftest import cannot_run, require_root
 from tests.local_cluster import CLUSTER, STATE, cluster_script, in_node, leftovers, run_tool, serving_cluster
-from tests.test_cilium import cilium_env
+from tests.support.cilium import cilium_env
 
 NODES = ("bk8s-node1", "bk8s-node2")
 SUBNET = ipaddress.ip_network(CLUSTER_WIRE)  # the mocked VPC's one subnet: nodes and pods

@@ -62,7 +62,8 @@ class Result:
     # analysed from a scan (`scan_metrics`), these two are LazyFrames over the metrics file: never held whole
     metrics: pl.DataFrame | pl.LazyFrame
     values: pl.DataFrame | pl.LazyFrame  # every metric per run, plus CPU at the target work rates
-    summary: pl.DataFrame  # per configuration of a compared metric: median, CI, flags
+    # per configuration of a compared metric: median, CI, flags; a CPU cost's work rate (normalize.WORK_COLUMNS)
+    summary: pl.DataFrame
     summary_all: pl.DataFrame  # the same for every metric (figures show metrics outside the families)
     comparisons: pl.DataFrame  # against the baseline and the contrasts, corrected within families, with the
     # instrument's resolution (resolution.annotate) and the CPU limit of either side (saturation.annotate)
@@ -125,7 +126,9 @@ def run(
     s = settings
     if experiment is not None and experiment.precision is not None:
         s = s.model_copy(update={"alpha": sequential.spent_alpha(experiment, s.alpha, runs)})
-    values = normalize.with_cpu_at_target(metrics, runs, **normalize.work_rates(s))
+    rates = normalize.work_rates(s)
+    values = normalize.with_cpu_at_target(metrics, runs, **rates)
+    work = normalize.config_work(values, runs, normalize.work_targets(**rates))
     compared = stats.compared_values(values, runs, s.family_metrics)
     # what the instrument cannot resolve, and where a side ran at its CPU limit, stated on each comparison
     comparisons = machines.annotate(
@@ -151,8 +154,10 @@ def run(
         runs=runs,
         metrics=metrics,
         values=values,
-        summary=resolution.annotate_summary(stats.summarize(compared, runs, alpha=s.alpha)),
-        summary_all=resolution.annotate_summary(stats.summarize(values, runs, alpha=s.alpha)),
+        summary=normalize.with_work(resolution.annotate_summary(stats.summarize(compared, runs, alpha=s.alpha)), work),
+        summary_all=normalize.with_work(
+            resolution.annotate_summary(stats.summarize(values, runs, alpha=s.alpha)), work
+        ),
         comparisons=comparisons,
         families=families(comparisons, s.alpha),
         mesh_comparisons=mesh_comparisons,

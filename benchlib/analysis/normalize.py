@@ -13,6 +13,8 @@ import polars as pl
 
 from benchlib.vocabulary.schema import DERIVED_METRICS, METRICS, METRICS_SCHEMA, SIDES, TOTAL_SIDE, WORK_METRICS
 
+from .estimators import RUN_CONFIG
+
 if TYPE_CHECKING:
     from benchlib.settings.config import Analysis
 
@@ -21,6 +23,10 @@ CPU_SIDES = DERIVED_METRICS[CPU_AT_TARGET].sides  # client, server and total
 PROXY_CPU_AT_TARGET = "proxy_cpu_pct_at_target"
 
 RUN_KEYS = [c for c in METRICS_SCHEMA.names() if c not in ("metric", "value", "unit", "side")]
+# The summaries' columns after unit (with_work): on a row of a metric at a target work rate, what its unit
+# spells for a reader ("% CPU @ 100 Gbit/s"), as data: the work metric and its target rate in the metric's
+# unit; null on every other row. Whatever converts or words a cost reads these, never the unit's text.
+WORK_COLUMNS = {"work_metric": pl.String, "work_target": pl.Float64}
 
 
 def work_rates(analysis: Analysis) -> dict[str, float]:
@@ -180,6 +186,32 @@ def proxy_cpu_at_target(
         for side in DERIVED_METRICS[PROXY_CPU_AT_TARGET].sides
     ]
     return pl.concat(long).select(METRICS_SCHEMA.names())
+
+
+def config_work(values: pl.DataFrame | pl.LazyFrame, runs: pl.DataFrame, targets: dict[str, float]) -> pl.DataFrame:
+    """Per run configuration (estimators.RUN_CONFIG), WORK_COLUMNS: the work metric its runs' CPU is
+    normalized by and its target rate (``targets``: work_targets); a configuration's runs are of one
+    test, so of one work metric."""
+    return (
+        _work(values)
+        .join(runs.select("run_id", "test_params"), on="run_id")
+        .group_by(RUN_CONFIG)
+        .agg(work_metric=pl.col("work_metric").first())
+        .with_columns(work_target=pl.col("work_metric").replace_strict(targets, return_dtype=pl.Float64))
+    )
+
+
+def with_work(summary: pl.DataFrame, work: pl.DataFrame) -> pl.DataFrame:
+    """``summary`` (estimators.summarize's) with WORK_COLUMNS after unit, from ``work`` (config_work) on
+    the rows of the metrics at a target work rate, null on the others."""
+    at_target = pl.col("metric").is_in([CPU_AT_TARGET, PROXY_CPU_AT_TARGET])
+    columns = summary.columns
+    order = [*columns[: columns.index("unit") + 1], *WORK_COLUMNS, *columns[columns.index("unit") + 1 :]]
+    return (
+        summary.join(work, on=RUN_CONFIG, how="left", nulls_equal=True, maintain_order="left")
+        .with_columns(pl.when(at_target).then(pl.col(c)).cast(t).alias(c) for c, t in WORK_COLUMNS.items())
+        .select(order)
+    )
 
 
 @overload

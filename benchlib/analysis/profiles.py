@@ -27,6 +27,7 @@ from benchlib.vocabulary.schema import (
     PROFILE_BPF_SCHEMA,
     PROFILE_RUNS_SCHEMA as PARSED_PROFILE_RUNS,
     PROFILES_SCHEMA,
+    WORK_NOUNS,
     check_names,
 )
 
@@ -36,14 +37,13 @@ IDLE = "idle"
 FOREIGN_SHARE_MAX = 0.1
 # share of a side's busy samples under which a path or frame is left out of the tables (and the figures)
 PRUNE_SHARE = 0.005
-# metric -> (unit of work, scale of CPU seconds per unit, unit of the result)
-_WORK = {
-    "transaction_rate": ("transaction", 1e6, "µs per transaction"),
-    "connection_rate": ("connection", 1e6, "µs per connection"),
-    "http_qps": ("request", 1e6, "µs per request"),
-    "dns_qps": ("query", 1e6, "µs per query"),
-    "throughput": ("Gbit/s", 1.0, "cores per Gbit/s"),
-}  # CPU-s per Gbit = cores per Gbit/s
+# What CPU per unit of work is counted in (cpu_unit): µs of CPU per unit of a rate's work, cores per
+# Gbit/s of throughput (CPU-s per Gbit = cores per Gbit/s)
+MICROSECONDS, CORES = "µs", "cores"
+# The tables' columns that say what cpu_per_unit counts, as data (cpu_unit, and work_unit: the unit of work
+# it is per, "transaction", ..., "Gbit/s"): the report rounds and words a figure by these; unit is their
+# text for a reader, "<cpu_unit> per <work_unit>"
+UNIT_COLUMNS = {"unit": pl.String, "cpu_unit": pl.String, "work_unit": pl.String}
 
 # the parsed profile_runs table as the analysis reads it: all but the columns it does not use
 PROFILE_RUNS_SCHEMA = {c: t for c, t in PARSED_PROFILE_RUNS.items() if c not in ("unit", "failure_reason")}
@@ -53,7 +53,7 @@ CATEGORIES_SCHEMA = {
     "side": pl.String,
     "category": pl.String,
     "cpu_per_unit": pl.Float64,
-    "unit": pl.String,
+    **UNIT_COLUMNS,
     "share_pct": pl.Float64,
     "samples": pl.Int64,
     "n_runs": pl.UInt32,
@@ -69,7 +69,7 @@ FRAMES_SCHEMA = {
     "category": pl.String,
     "samples": pl.Int64,
     "cpu_per_unit": pl.Float64,
-    "unit": pl.String,
+    **UNIT_COLUMNS,
     "share_pct": pl.Float64,
 }
 DIFFERENCES_SCHEMA = {
@@ -89,7 +89,7 @@ DIFFERENCES_SCHEMA = {
     "cpu_per_unit": pl.Float64,
     "cpu_per_unit_base": pl.Float64,
     "delta": pl.Float64,
-    "unit": pl.String,
+    **UNIT_COLUMNS,
 }
 BPF_SCHEMA = {
     **_CONFIG_SCHEMA,
@@ -99,7 +99,7 @@ BPF_SCHEMA = {
     "runs_per_unit": pl.Float64,  # program runs per unit of work
     "ns_per_run": pl.Float64,
     "cpu_per_unit": pl.Float64,  # its run time per unit of work, in the categories' unit
-    "unit": pl.String,
+    **UNIT_COLUMNS,
     "n_runs": pl.UInt32,
 }
 NO_SYMBOLS_SCHEMA = {"environment": pl.String, "test": pl.String, "scenario": pl.String}
@@ -150,9 +150,12 @@ def read_tables(profiles_path, profile_runs_path, bpf_path=None) -> tuple[pl.Dat
     return read(profiles_path, PROFILES_SCHEMA), profile_runs, bpf
 
 
-def unit_of(metric: str) -> tuple[str, float, str]:
-    """(unit of work, scale, unit of CPU per work) for a headline metric; another rate counts "units"."""
-    return _WORK.get(metric, ("unit", 1e6, "µs per unit"))
+def unit_of(metric: str) -> tuple[str, str, float]:
+    """(cpu_unit, work_unit, the scale from CPU seconds per unit of work to cpu_unit) for a headline
+    metric; another rate counts "units"."""
+    if metric == "throughput":
+        return CORES, "Gbit/s", 1.0
+    return MICROSECONDS, WORK_NOUNS.get(metric, "unit"), 1e6
 
 
 def _conform(df: pl.DataFrame | None, schema: dict) -> pl.DataFrame:
@@ -163,7 +166,7 @@ def _conform(df: pl.DataFrame | None, schema: dict) -> pl.DataFrame:
 
 def pooled_configs(profile_runs: pl.DataFrame) -> pl.DataFrame:
     """Per configuration, its usable profiled runs pooled: successful, with kernel symbols and some work.
-    Columns: KEYS, n_runs, work (metric value x window, summed), metric, scale, unit, frequency_hz."""
+    Columns: KEYS, n_runs, work (metric value x window, summed), metric, run_ids, scale and UNIT_COLUMNS."""
     r = _conform(profile_runs, PROFILE_RUNS_SCHEMA).filter(
         pl.col("outcome") == "ok",
         pl.col("kernel_symbols"),
@@ -183,8 +186,10 @@ def pooled_configs(profile_runs: pl.DataFrame) -> pl.DataFrame:
     )
     units = [unit_of(m) for m in out["metric"]]
     return out.with_columns(
-        scale=pl.Series([u[1] for u in units], dtype=pl.Float64), unit=pl.Series([u[2] for u in units], dtype=pl.String)
-    )
+        cpu_unit=pl.Series([u[0] for u in units], dtype=pl.String),
+        work_unit=pl.Series([u[1] for u in units], dtype=pl.String),
+        scale=pl.Series([u[2] for u in units], dtype=pl.Float64),
+    ).with_columns(unit=pl.format("{} per {}", "cpu_unit", "work_unit"))
 
 
 def _busy(
@@ -223,8 +228,8 @@ def foreign_shares(profiles: pl.DataFrame, profile_runs: pl.DataFrame) -> pl.Dat
 
 
 def _per_unit(df: pl.DataFrame, configs: pl.DataFrame) -> pl.DataFrame:
-    """``df`` (KEYS, side, cpu_s, samples, ...) with cpu_per_unit, unit and its share of the side's busy CPU."""
-    return df.join(configs.select(*KEYS, "work", "scale", "unit", "n_runs"), on=KEYS).with_columns(
+    """``df`` (KEYS, side, cpu_s, samples, ...) with cpu_per_unit, UNIT_COLUMNS and its share of the side's busy CPU."""
+    return df.join(configs.select(*KEYS, "work", "scale", *UNIT_COLUMNS, "n_runs"), on=KEYS).with_columns(
         cpu_per_unit=pl.col("cpu_s") * pl.col("scale") / pl.col("work"),
         share_pct=100 * pl.col("samples") / pl.col("busy"),
     )
@@ -406,7 +411,7 @@ def differences(
         return pl.DataFrame(schema=DIFFERENCES_SCHEMA)
     side = ["environment", "test", "side"]
     on = [*side, "level", "key"]
-    attrs = ("id", "parent", "name", "depth", "category", "unit")
+    attrs = ("id", "parent", "name", "depth", "category", *UNIT_COLUMNS)
     # every scenario paired with the baseline's nodes too, so what the scenario lost is there
     pairs = other.select(*side, "scenario", "busy").unique([*side, "scenario"])
     b = base.select(
@@ -445,13 +450,13 @@ def bpf_programs(bpf: pl.DataFrame | None, profile_runs: pl.DataFrame) -> pl.Dat
     configs = pooled_configs(profile_runs)
     if bpf is None or bpf.is_empty() or configs.is_empty():
         return pl.DataFrame(schema=BPF_SCHEMA)
-    usable = configs.select(*KEYS, "work", "scale", "unit", "n_runs", run_id="run_ids").explode("run_id")
+    usable = configs.select(*KEYS, "work", "scale", *UNIT_COLUMNS, "n_runs", run_id="run_ids").explode("run_id")
     return (
         bpf.join(usable, on="run_id")
         .group_by(*KEYS, "name", "type", "attach")
         .agg(
             pl.col("run_cnt", "run_time_ns").sum(),
-            pl.col("work", "scale", "unit", "n_runs").first(),
+            pl.col("work", "scale", *UNIT_COLUMNS, "n_runs").first(),
         )
         .with_columns(
             runs_per_unit=pl.col("run_cnt") / pl.col("work"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import polars as pl
 
 from ..analysis import stats
-from ..analysis.profiles import KEYS
+from ..analysis.profiles import CORES, KEYS
 from ..base import escape
 from .format import reading, unit
 from .summary import FINDING, ordered_findings
@@ -80,22 +80,23 @@ def method_text(method_table: pl.DataFrame) -> str:
     return "\n\n".join(lines)
 
 
-def _num(v: float, unit: str) -> str:
+def _num(v: float, cpu_unit: str) -> str:
     """A CPU-per-unit figure to sensible digits, signed."""
-    if unit.startswith("cores"):
+    if cpu_unit == CORES:
         return f"{v:+.2g}"
     a = abs(v)
     return f"{v:+.0f}" if a >= 10 else f"{v:+.1f}" if a >= 0.95 else f"{v:+.2f}"
 
 
-def _val(v: float, unit: str) -> str:
-    if unit.startswith("cores"):
+def _val(v: float, cpu_unit: str) -> str:
+    if cpu_unit == CORES:
         return f"{v:.2g}"
     return f"{v:.1f}" if abs(v) >= 0.95 else f"{v:.2f}"
 
 
-def _short(unit: str) -> str:
-    return "cores/(Gbit/s)" if unit.startswith("cores") else "µs"
+def _short(cpu_unit: str, work_unit: str) -> str:
+    """The unit after a figure: cores with the work they are per, µs alone (the sentence says per what)."""
+    return f"{CORES}/({work_unit})" if cpu_unit == CORES else cpu_unit
 
 
 def _side_text(side: str) -> str:
@@ -143,7 +144,8 @@ def explanations(
             cpu=pl.col("cpu_per_unit").sum(),
             samples=pl.col("samples").sum(),
             n_runs=pl.col("n_runs").first(),
-            unit=pl.col("unit").first(),
+            cpu_unit=pl.col("cpu_unit").first(),
+            work_unit=pl.col("work_unit").first(),
         )
         base = tot.filter(scenario=baseline).drop("scenario")
         pairs = (
@@ -211,13 +213,13 @@ def _clause(p: dict, baseline: str, cats: pl.DataFrame) -> str:
 
 
 def _sentence(p: dict, baseline: str, cats: pl.DataFrame, diffs: pl.DataFrame, top: int) -> str:
-    unit, short = p["unit"], _short(p["unit"])
+    cpu_unit, short = p["cpu_unit"], _short(p["cpu_unit"], p["work_unit"])
     where = dict(environment=p["environment"], test=p["test"], side=p["side"])
     c = _category_deltas(p, baseline, cats)
     delta = p["cpu"] - p["cpu_base"]
     spread = float(c["delta"].abs().sum()) or 1.0
     named = [
-        f"{r['category']} {_num(r['delta'], unit)} {short}"
+        f"{r['category']} {_num(r['delta'], cpu_unit)} {short}"
         for r in c.head(top).iter_rows(named=True)
         if abs(r["delta"]) >= 0.1 * spread
     ]
@@ -230,15 +232,14 @@ def _sentence(p: dict, baseline: str, cats: pl.DataFrame, diffs: pl.DataFrame, t
         .head(top)
     )
     frames_text = ", ".join(
-        f"{'+' if r['delta'] >= 0 else '-'}{r['name']} ({_num(r['delta'], unit)} {short})"
+        f"{'+' if r['delta'] >= 0 else '-'}{r['name']} ({_num(r['delta'], cpu_unit)} {short})"
         for r in f.iter_rows(named=True)
         if r["delta"] != 0
     )
     pct = f" ({100 * delta / p['cpu_base']:+.0f} %)" if p["cpu_base"] else ""
-    per = unit.split(" ", 1)[1]  # "per transaction", "per Gbit/s"
     text = (
-        f"{p['scenario']} vs {baseline} ({p['test']}, {per}, {_side_text(p['side'])}): "
-        f"{_num(delta, unit)} {short} CPU{pct}, {_val(p['cpu'], unit)} vs {_val(p['cpu_base'], unit)} {short}"
+        f"{p['scenario']} vs {baseline} ({p['test']}, per {p['work_unit']}, {_side_text(p['side'])}): "
+        f"{_num(delta, cpu_unit)} {short} CPU{pct}, {_val(p['cpu'], cpu_unit)} vs {_val(p['cpu_base'], cpu_unit)} {short}"
     )
     if named:
         text += ": " + ", ".join(named)

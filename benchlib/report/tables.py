@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-import re
 from collections.abc import Callable
 
 import polars as pl
 from great_tables import GT, loc, style
 
 from ..analysis import stats
+from ..analysis.normalize import CPU_AT_TARGET
 from ..analysis.verdicts import Direction, Kind
 from ..base import escape
+from ..vocabulary.schema import WORK_NOUNS
 from .format import (
     change,
     change_text,
@@ -262,17 +263,13 @@ def test_labels(runs: pl.DataFrame) -> dict[str, str]:
     return out
 
 
-_AT_TARGET = re.compile(r"^% CPU @ ([0-9.e+]+) (\S+)$")
-# the unit of work a rate counts, per its unit (schema.METRICS)
-_PER = {"trans/s": "transaction", "conn/s": "connection", "req/s": "request", "queries/s": "query"}
-
-
 def cpu_cost(summary: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
     """``summary`` with the CPU per work (cpu_pct_at_target: % of the side's CPUs at a target rate) in
     one unit per kind of test: µs of CPU per transaction, connection or request, and cores per
     10 Gbit/s for streams. Exact: a configuration's runs share their CPUs and the target, so the
     median and its CI scale by one factor, and a change in % is the same in either unit. A test
-    whose scenarios ran on different CPU counts keeps %, as its changes would differ."""
+    whose scenarios ran on different CPU counts keeps %, as its changes would differ. The target and
+    its work are the summary's work_metric and work_target (normalize.WORK_COLUMNS), not its unit's text."""
     cpus = (
         runs.group_by("environment", "scenario", "test")
         .agg(
@@ -291,16 +288,15 @@ def cpu_cost(summary: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
     )
     factor, units = [], []
     for r in rows.iter_rows(named=True):
-        m = _AT_TARGET.match(r["unit"] or "") if r["metric"] == "cpu_pct_at_target" else None
-        if not m or not r["one"] or not r["n_cpus"]:
+        target, work = r["work_target"], r["work_metric"]
+        if r["metric"] != CPU_AT_TARGET or not target or not r["one"] or not r["n_cpus"]:
             factor.append(1.0)
             units.append(r["unit"])
             continue
-        target, work = float(m.group(1)), m.group(2)
         cores = r["n_cpus"] / 100 / target  # busy cores per unit of work rate
-        streams = work == "Gbit/s"
+        streams = work == "throughput"
         factor.append(cores * 10 if streams else cores * 1e6)
-        units.append("cores per 10 Gbit/s" if streams else f"µs CPU per {_PER.get(work, work)}")
+        units.append("cores per 10 Gbit/s" if streams else f"µs CPU per {WORK_NOUNS.get(work, work)}")
     f = pl.Series(factor, dtype=pl.Float64)
     scaled = [c for c in ("median", "ci_low", "ci_high", "mean", "iqr") if c in summary.columns]
     return summary.with_columns(*[(pl.col(c) * f).alias(c) for c in scaled], unit=pl.Series(units, dtype=pl.String))

@@ -92,7 +92,8 @@ METRICS: dict[str, Metric] = {
 }
 
 # Metrics the analysis derives from the collected ones; never in metrics.parquet.
-# Their rows carry the work rate in the unit, e.g. "% CPU @ 100 Gbit/s".
+# Their unit names the work rate for a reader, e.g. "% CPU @ 100 Gbit/s"; the analysis' summaries carry
+# it as data beside the unit (benchlib.analysis.normalize.WORK_COLUMNS).
 DERIVED_METRICS: dict[str, Metric] = {
     "cpu_pct_at_target": Metric(
         "%",
@@ -110,6 +111,13 @@ DERIVED_METRICS: dict[str, Metric] = {
 
 # The work a run did, one per run (the base of the CPU cost): its metric names.
 WORK_METRICS = ("throughput", "transaction_rate", "connection_rate", "http_qps")
+# What one unit of each counted rate is: the work a CPU cost is per ("µs per transaction")
+WORK_NOUNS = {
+    "transaction_rate": "transaction",
+    "connection_rate": "connection",
+    "http_qps": "request",
+    "dns_qps": "query",
+}
 PRIMARY_METRICS = tuple(name for name, m in METRICS.items() if m.primary)
 
 # The headline metric of each test kind: the one question the test answers, compared in the primary family.

@@ -1,7 +1,8 @@
 from pathlib import Path
 
 import pytest
-from analysis_tables import analysed, lab_like_samples, make_tables, settings
+
+from tests.support.analysis_tables import analysed, lab_like_samples, make_tables, settings
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "tidy"
 

@@ -110,7 +110,7 @@ def test_the_reader_of_the_colours_sees_a_scenario_in_two_colours():
 
 
 def _tables():
-    from analysis_tables import lab_like_samples, make_tables
+    from tests.support.analysis_tables import lab_like_samples, make_tables
 
     runs, metrics = make_tables(lab_like_samples())
     return normalize.with_cpu_at_target(metrics, runs), runs

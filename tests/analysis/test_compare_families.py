@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
-from analysis_tables import lab_like_samples, make_tables
 
 from benchlib.analysis import compare, stats
 from benchlib.report import compare as compare_output
+from tests.support.analysis_tables import lab_like_samples, make_tables
 
 
 def campaign(name: str, seed: int) -> compare.Campaign:
@@ -45,9 +45,8 @@ def test_compare_uses_the_report_families():
 @pytest.mark.slow  # the report's whole analysis of a real campaign, twice
 def test_compare_normalizes_cpu_with_the_analysis_settings_of_the_report():
     """HTTP CPU per request rate included: compare and the report's analysis give the same medians."""
-    from analysis_tables import settings
-
     from benchlib.analysis import analyse, load_tables, normalize
+    from tests.support.analysis_tables import settings
 
     fixture = "tests/fixtures/tidy/lab-mesh-short-001"  # a real campaign with fortio and proxies
     runs, metrics = load_tables(f"{fixture}/runs.parquet", f"{fixture}/metrics.parquet")

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
-from analysis_tables import report_comparisons
 
 from benchlib.analysis import stats
+from tests.support.analysis_tables import report_comparisons
 
 FIXTURE = "tests/fixtures/tidy/lab-default-003"
 CONTAINER_PATHS = ["veth-routed", "bridge", "vxlan"]

@@ -5,20 +5,16 @@ from __future__ import annotations
 
 import html
 import logging
-import re
 import subprocess
 import xml.etree.ElementTree as ET
-from html.parser import HTMLParser
 
 import nbformat
 import polars as pl
 import pytest
-from analysis_tables import analysed, settings
 from markdown_it import MarkdownIt
 from nbconvert.filters.markdown import markdown2html
-from profile_tables import profile_tables
 
-from benchlib.analysis import analyse, compare, load_tables
+from benchlib.analysis import analyse, compare
 from benchlib.base import escape, logs
 from benchlib.report import (
     compare as compare_output,
@@ -30,9 +26,10 @@ from benchlib.report import (
     tables,
 )
 from tests.conftest import FIXTURES, venv_env
+from tests.support.analysis_tables import analysed, settings
+from tests.support.hostile import IMG, SCRIPT, ParsedPage, hostile_campaign, other_schemes
+from tests.support.profile_tables import profile_tables
 
-IMG = "<img src=x onerror=\"document.title='pwned'\">"
-SCRIPT = "<script>document.title='pwned'</script>"
 HOSTILE = [IMG, SCRIPT, "](javascript:alert(1))", "**bold**", "`tick`", "a | b", "\x1b[31mred\x00\x0b", "# h", "1. i"]
 # Markdown that makes a link, an image or an element, plainly or disguised, and Markdown's other markup
 LINKS = [
@@ -93,24 +90,6 @@ def test_xml_text_is_what_xml_1_0_holds():
     element.text = text
     parsed = ET.fromstring(ET.tostring(element))  # a character XML forbids would raise here
     assert parsed.get("name") == text and parsed.text.replace("\n", "\r") == text.replace("\n", "\r")
-
-
-def hostile_campaign(name: str, scenario: str, reason: str, tests: tuple[str, ...] = ()) -> compare.Campaign:
-    """A real campaign's tables (of ``tests`` only, where given) with vxlan renamed to ``scenario`` and
-    its first tcp_rr run failed with ``reason``, as a table may say though no record of benchlib would."""
-    runs, metrics = load_tables(TIDY / name / "runs.parquet", TIDY / name / "metrics.parquet")
-    if tests:
-        runs, metrics = runs.filter(pl.col("test").is_in(tests)), metrics.filter(pl.col("test").is_in(tests))
-    runs = runs.with_columns(pl.col("scenario").replace("vxlan", scenario))
-    metrics = metrics.with_columns(pl.col("scenario").replace("vxlan", scenario))
-    failed = runs.filter(scenario=scenario, test="tcp_rr")["run_id"][0]
-    runs = runs.with_columns(
-        outcome=pl.when(pl.col("run_id") == failed).then(pl.lit("failed")).otherwise("outcome"),
-        failure_reason=pl.when(pl.col("run_id") == failed).then(pl.lit(reason)).otherwise("failure_reason"),
-    )
-    metrics = metrics.filter(pl.col("run_id") != failed)
-    facts = pl.DataFrame(schema={c: pl.String for c in ("environment", "scenario", "test", "field", "value")})
-    return compare.Campaign(name, runs, metrics, facts)
 
 
 @pytest.fixture(scope="module")
@@ -209,41 +188,6 @@ def test_benchlib_summary_refuses_a_name_from_the_tables_without_passing_its_con
     assert "\x1b" not in out.stdout + out.stderr and "Traceback" not in out.stderr
 
 
-class _Page(HTMLParser):
-    """What a rendered page holds: its start tags with their attributes, its link and image targets,
-    and the text a reader sees (references decoded)."""
-
-    def __init__(self, page: str) -> None:
-        super().__init__(convert_charrefs=True)
-        self.elements, self.targets, self.texts = [], [], []
-        self.feed(page)
-        self.close()
-
-    def handle_starttag(self, tag, attrs):
-        self.elements.append((tag, attrs))
-        for name, value in attrs:
-            if name == "srcset" and value:  # image candidates: a URL and a size each
-                self.targets += [c.split()[0] for c in value.split(",") if c.split()]
-            elif name in ("href", "src", "xlink:href", "action") and value:
-                self.targets.append(value)
-
-    def handle_data(self, data):
-        self.texts.append(data)
-
-    @property
-    def text(self) -> str:
-        return " ".join("".join(self.texts).split())
-
-
-def other_schemes(page: str) -> list[str]:
-    """The targets of ``page`` with a scheme other than http(s), read as a browser reads them."""
-    schemes = [
-        re.match(r"([a-z][a-z0-9+.-]*):", re.sub(r"[\t\n\r]", "", t).strip(" \x00-\x1f").lower())
-        for t in _Page(page).targets
-    ]
-    return [t for t, m in zip(_Page(page).targets, schemes, strict=True) if m and m.group(1) not in ("http", "https")]
-
-
 MARK = "markedframe"  # ends every frame of vxlan's profile; each test puts its text in its place
 
 
@@ -299,8 +243,8 @@ def test_text_from_the_records_makes_no_link_and_no_element_in_the_report_or_the
     benign, hostile = pages(profiled, "plain"), pages(profiled, text)
     for name, page in hostile.items():
         assert not other_schemes(page), (name, other_schemes(page))
-        assert _Page(page).elements == _Page(benign[name]).elements, name  # no element from the text
-        assert " ".join(text.split()) in _Page(page).text, name  # shown as it is
+        assert ParsedPage(page).elements == ParsedPage(benign[name]).elements, name  # no element from the text
+        assert " ".join(text.split()) in ParsedPage(page).text, name  # shown as it is
 
 
 HIDDEN_SCRIPT = [
@@ -325,7 +269,7 @@ def test_links_leaves_no_target_of_another_scheme_than_http(target):
     assert len(other_schemes(page)) >= 4  # the check sees them as a browser does (in srcset a tab splits one)
     out = escape.links(page)
     assert not other_schemes(out), out
-    assert _Page(out).text == _Page(page).text and out.count("<a") == page.count("<a")  # the text stays
+    assert ParsedPage(out).text == ParsedPage(page).text and out.count("<a") == page.count("<a")  # the text stays
 
 
 def test_links_leaves_http_anchors_files_scripts_and_styles_as_they_are():

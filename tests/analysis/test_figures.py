@@ -177,7 +177,7 @@ def test_write_figures_html_svg_png(all_figures, tmp_path):
 
 @pytest.fixture(scope="module")
 def datapaths():
-    from analysis_tables import datapath_samples, make_tables
+    from tests.support.analysis_tables import datapath_samples, make_tables
 
     samples, columns = datapath_samples()
     runs, metrics = make_tables(samples, run_columns=columns)
@@ -416,7 +416,7 @@ def test_the_blog_index_lists_every_exported_figure_with_its_caption_and_files(a
 def test_the_overview_shows_every_scenario_in_every_test_signed_by_better():
     """The default campaign's primary comparisons: one cell per scenario x test, green better, red worse
     whatever the metric's direction, the change in the cell with "*" where significant."""
-    from analysis_tables import report_comparisons
+    from tests.support.analysis_tables import report_comparisons
 
     _, runs, _, rows = report_comparisons("tests/fixtures/tidy/lab-default-003")
     primary = rows.filter(family=stats.PRIMARY)

@@ -64,9 +64,8 @@ def test_the_mde_text_says_why_there_is_none():
 
 
 def test_the_spreadsheet_carries_the_change_text_after_the_resolution_columns():
-    from analysis_tables import report_comparisons
-
     from benchlib.report import tables
+    from tests.support.analysis_tables import report_comparisons
 
     comparisons = resolution.annotate(report_comparisons("tests/fixtures/tidy/lab-default-003")[3])
     sheet = tables.spreadsheet(comparisons)

@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 import pytest
-from analysis_tables import analysed, settings
 from statsmodels.stats.multitest import multipletests
 
 from benchlib.analysis import load_tables, mesh, normalize, stats
 from benchlib.report import format as fmt, mesh as mesh_figures, render as report
+from tests.support.analysis_tables import analysed, settings
 
 FIXTURE = "tests/fixtures/tidy/lab-mesh-short-001"
 PRESET = "pipelines/local-lab/params-mesh.yaml"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
-from analysis_tables import make_tables
 
 from benchlib.analysis import normalize
 from benchlib.vocabulary.schema import METRICS_SCHEMA
+from tests.support.analysis_tables import make_tables
 
 
 def one_run(work_metric, work, client_cores, server_cores, cpus=(2, 2)):

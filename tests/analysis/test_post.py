@@ -8,7 +8,6 @@ import re
 
 import polars as pl
 import pytest
-from analysis_tables import analysed, degenerate
 
 from benchlib.analysis import load_tables, resolve, stats
 from benchlib.analysis.verdicts import Direction, Kind
@@ -16,6 +15,7 @@ from benchlib.report import figures, post, summary
 from benchlib.report.format import interval_wording
 from benchlib.report.profiles import EXPLANATIONS_SCHEMA
 from benchlib.report.theme import HEIGHT
+from tests.support.analysis_tables import analysed, degenerate
 
 FIXTURE = "tests/fixtures/tidy/lab-default-003"
 

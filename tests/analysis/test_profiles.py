@@ -8,13 +8,13 @@ import re
 
 import polars as pl
 import pytest
-from analysis_tables import make_tables, settings
-from profile_tables import HZ, RATES, WINDOW_S, folded, profile_tables
 
 from benchlib.analysis import analyse, profiles
 from benchlib.profiling import stacks
 from benchlib.report import flamegraphs, profiles as profile_text, render as report, summary
 from benchlib.vocabulary import schema
+from tests.support.analysis_tables import make_tables, settings
+from tests.support.profile_tables import HZ, RATES, WINDOW_S, folded, profile_tables
 
 
 @pytest.fixture(scope="module")
@@ -141,6 +141,28 @@ def test_throughput_is_per_gbit_per_second():
     assert set(out["unit"]) == {"cores per Gbit/s"}
     busy_cores = out["samples"].sum() / HZ / WINDOW_S
     assert out["cpu_per_unit"].sum() == pytest.approx(busy_cores / 20.0)
+
+
+@pytest.mark.parametrize(
+    "metric, value, per, short",
+    [("transaction_rate", None, "per transaction", " µs"), ("throughput", 20.0, "per Gbit/s", " cores/(Gbit/s)")],
+    ids=["rate", "throughput"],
+)
+def test_the_sentences_read_what_cpu_per_unit_counts_from_its_columns_not_the_units_text(metric, value, per, short):
+    p, r = profile_tables()
+    t = profiles.analyse(p, r if value is None else r.with_columns(metric=pl.lit(metric), value=pl.lit(value)), "host")
+    for name in ("profile_categories", "profile_frames", "profile_differences"):
+        ((unit, cpu_unit, work_unit),) = t[name].select("unit", "cpu_unit", "work_unit").unique().rows()
+        assert unit == f"{cpu_unit} per {work_unit}"
+    said = sentences(t)
+    (sentence,) = said["sentence"]
+    assert f"(tcp_rr, {per}, both sides)" in sentence and sentence.count(short) >= 3
+    # the unit's text reworded for a reader: the same sentences, figures rounded the same
+    reworded = {
+        k: v.with_columns(unit=pl.lit("CPU time for each unit of work")) if "unit" in v.columns else v
+        for k, v in t.items()
+    }
+    assert sentences(reworded).equals(said)
 
 
 def _by_side(p: pl.DataFrame, r: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:

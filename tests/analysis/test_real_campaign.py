@@ -12,11 +12,11 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 import pytest
-from analysis_tables import report_comparisons
 from scipy import stats as scipy_stats
 from statsmodels.stats.multitest import multipletests
 
 from benchlib.analysis import stats
+from tests.support.analysis_tables import report_comparisons
 
 FIXTURE = "tests/fixtures/tidy/lab-default-002"
 KEY = ["scenario", "test", "metric", "side"]

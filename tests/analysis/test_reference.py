@@ -6,9 +6,9 @@ import math
 
 import numpy as np
 import pytest
-from analysis_tables import make_tables
 
 from benchlib.analysis import project_root, reference
+from tests.support.analysis_tables import make_tables
 
 
 @pytest.fixture(scope="module")

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from analysis_tables import analysed
 from figure_colours import by_scenario, in_notebooks
 
 from benchlib.analysis import project_root, resolve, stats
 from benchlib.report import colours, figures, publish, render as report
 from tests.conftest import REPO, copy_project, venv_env
+from tests.support.analysis_tables import analysed
 
 PLOTLYJS_BANNER = "* plotly.js v"
 REMOTE_SCRIPT = re.compile(r"<script[^>]*\ssrc=[\"']?(https?:)?//", re.I)
@@ -145,10 +145,10 @@ def test_notebooks_take_only_where_the_data_is(notebook):
 @pytest.mark.slow
 @pytest.mark.parametrize("case", ["every run failed", "no baseline"])  # the other degenerate texts: test_summary
 def test_report_renders_without_a_traceback_on_degenerate_campaigns(case, tmp_path):
-    from analysis_tables import make_tables
+    from tests.support.analysis_tables import make_tables
 
     if case in ("one scenario", "no baseline"):
-        from analysis_tables import degenerate
+        from tests.support.analysis_tables import degenerate
 
         analysis_dir = tmp_path / "analysis"
         result = degenerate(case, tmp_path)
@@ -368,7 +368,8 @@ def test_the_pages_of_a_report_link_nowhere_but_http_and_keep_their_scripts(defa
     """No link or image target but http(s), anchors and files beside the page in report.html and the blog
     pages (escape.links, behind escape.page), and plotly.js inlined whole."""
     from plotly.offline import get_plotlyjs
-    from test_escape import other_schemes
+
+    from tests.support.hostile import other_schemes
 
     html = default_report["html"].read_text()
     assert get_plotlyjs() in html

@@ -14,15 +14,15 @@ from pathlib import Path
 import polars as pl
 import pytest
 import yaml
-from analysis_tables import settings
 from browser import CHROMIUM, Page
-from profile_tables import profile_tables
-from test_escape import IMG, SCRIPT, hostile_campaign
 
 from benchlib.analysis import analyse, compare
 from benchlib.report import compare as compare_output, render as report
 from benchlib.tables import tidy
 from tests.conftest import REPO, venv_env
+from tests.support.analysis_tables import settings
+from tests.support.hostile import IMG, SCRIPT, hostile_campaign
+from tests.support.profile_tables import profile_tables
 
 pytestmark = pytest.mark.slow
 

@@ -8,10 +8,10 @@ import re
 import numpy as np
 import polars as pl
 import pytest
-from analysis_tables import report_comparisons
 
 from benchlib.analysis import load_tables, resolution, stats
 from benchlib.report import format as fmt, tables
+from tests.support.analysis_tables import report_comparisons
 
 DEFAULT = "tests/fixtures/tidy/lab-default-003"
 DEFAULT_SPLIT = "tests/fixtures/tidy/lab-default-002"
@@ -145,7 +145,7 @@ def test_a_change_of_one_step_is_not_given_a_size():
 
 def test_a_precise_verdict_one_step_apart_keeps_its_direction_only():
     """Constructed (no fixture has it significant): 8 runs at 14 us against 8 at 13 us."""
-    from analysis_tables import make_tables
+    from tests.support.analysis_tables import make_tables
 
     runs, metrics = make_tables(
         {

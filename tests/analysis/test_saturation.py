@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
-from analysis_tables import make_tables, report_comparisons
 
 from benchlib.analysis import load_tables, resolution, saturation, stats
 from benchlib.report import tables
+from tests.support.analysis_tables import make_tables, report_comparisons
 
 DEFAULT = "tests/fixtures/tidy/lab-default-003"
 DEFAULT_SPLIT = "tests/fixtures/tidy/lab-default-002"

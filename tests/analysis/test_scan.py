@@ -8,12 +8,12 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from analysis_tables import lab_like_samples, make_tables, settings
 
 from benchlib.analysis import analyse, load_tables, scan_tables
 from benchlib.base.errors import SchemaError
 from benchlib.tables import tidy
 from benchlib.vocabulary import schema
+from tests.support.analysis_tables import lab_like_samples, make_tables, settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import scale  # noqa: E402

@@ -10,13 +10,13 @@ from types import SimpleNamespace
 import numpy as np
 import polars as pl
 import pytest
-from analysis_tables import make_tables
 from scipy import stats as scipy_stats
 from scipy.stats import rankdata
 
 from benchlib.analysis import stats
 from benchlib.analysis.verdicts import Direction, Kind
 from benchlib.report import format as fmt, tables
+from tests.support.analysis_tables import make_tables
 
 
 def binomial_median_ci(x, confidence=0.95):

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from analysis_tables import analysed
 
 from benchlib.analysis import load_tables
 from benchlib.report import format as fmt, study_page, summary
+from tests.support.analysis_tables import analysed
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE = REPO / "tests" / "fixtures" / "tidy" / "lab-default-003"

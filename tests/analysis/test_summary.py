@@ -6,12 +6,12 @@ import re
 
 import polars as pl
 import pytest
-from analysis_tables import analysed, degenerate
 
-from benchlib.analysis import load_tables, resolve, stats
+from benchlib.analysis import load_tables, normalize, resolve, stats
 from benchlib.analysis.verdicts import Direction, Kind
 from benchlib.report import figures, format as fmt, summary, tables
 from benchlib.vocabulary import schema
+from tests.support.analysis_tables import analysed, degenerate
 
 FIXTURE = "tests/fixtures/tidy/lab-default-003"
 
@@ -215,6 +215,24 @@ def test_the_headline_table_names_tests_and_writes_cpu_per_work_in_one_unit_per_
             assert c["median"] == pytest.approx(r["median"] / 100 * n / 100 * 10) and c["unit"] == "cores per 10 Gbit/s"
         # one factor per configuration: its interval scales with its median
         assert c["ci_low"] / c["median"] == pytest.approx(r["ci_low"] / r["median"])
+
+
+def test_the_cpu_cost_is_converted_by_the_summarys_work_columns_not_its_units_text(real):
+    # the work columns on the rows at a target work rate, and only there
+    at_target = pl.col("metric").is_in([normalize.CPU_AT_TARGET, normalize.PROXY_CPU_AT_TARGET])
+    known = real.summary_all.select(pl.all_horizontal(pl.col(*normalize.WORK_COLUMNS).is_not_null()).alias("known"))
+    assert known["known"].equals(real.summary_all.select(at_target.alias("known"))["known"]) and known["known"].any()
+    cpu = real.summary.filter(metric=normalize.CPU_AT_TARGET)
+    # the unit spells the work columns for a reader
+    for u, m, target in cpu.select("unit", *normalize.WORK_COLUMNS).iter_rows():
+        assert u == f"% CPU @ {target:g} {schema.METRICS[m].unit}"
+    cost = tables.cpu_cost(cpu, real.runs)
+    assert {"µs CPU per transaction", "µs CPU per connection", "cores per 10 Gbit/s"} <= set(cost["unit"])
+    reworded = cpu.with_columns(unit=pl.lit("busy share of the CPUs at the target work rate"))
+    assert tables.cpu_cost(reworded, real.runs).equals(cost)
+    # the target is the column's number: twice the rate, half the CPU per unit of work
+    doubled = tables.cpu_cost(cpu.with_columns(pl.col("work_target") * 2), real.runs)
+    assert doubled["median"].to_list() == pytest.approx((cost["median"] / 2).to_list())
 
 
 def test_ours_next_to_theirs_is_written_like_the_headline_table(real):
