@@ -5,10 +5,10 @@ record them."""
 from __future__ import annotations
 
 import polars as pl
-from analysis_tables import report_comparisons
 
 from benchlib.analysis import machines
 from benchlib.report import summary
+from tests.support.analysis_tables import report_comparisons
 
 DEFAULT = "tests/fixtures/tidy/lab-default-003"
 
