@@ -261,13 +261,9 @@ class KubernetesTarget(Target):
 
     def activate(self, scenario: str) -> None:
         sc = self.env.scenarios[scenario]
-        if (
-            self.keeps_scenarios
-            and self._active is not None
-            and self.switch_of(self._active) == self.switch_of(scenario)
-        ):
-            pass  # its pod network is the one in place, the other scenarios' pods and servers stay
-        else:
+        # side by side on the pod network in place: the other scenarios' pods and servers stay
+        in_place = self._active is not None and self.switch_of(self._active) == self.switch_of(scenario)
+        if not (self.keeps_scenarios and in_place):
             self._remove_scenario_objects()
             self.switch.apply(scenario)
         self._label_namespace(sc.namespace_labels)

@@ -24,7 +24,7 @@ from ...base.errors import ConfigError
 from ...collectors import Server
 from ...settings.config import Environment
 from ...settings.scenarios import KubernetesSettings
-from .. import Placement, Target
+from .. import Target
 from ..mesh import shapes
 from . import KubernetesTarget, quiet, render
 
@@ -174,11 +174,12 @@ class ClustersTarget(Target):
     def setup(self) -> None:
         for arm in self.clusters.values():
             arm.setup()
-        dirs = {name: Path(q.pid_dir) for name, q in self._quiet_settings().items()}
-        if not dirs:
+        settings = self._quiet_settings()
+        if not settings:
             return
-        keep = {p: "kept running (kubernetes.quiet.keep)" for q in self._quiet_settings().values() for p in q.keep}
-        longest = min(q.max_window_s for q in self._quiet_settings().values())
+        dirs = {name: Path(q.pid_dir) for name, q in settings.items()}
+        keep = {p: "kept running (kubernetes.quiet.keep)" for q in settings.values() for p in q.keep}
+        longest = min(q.max_window_s for q in settings.values())
         self._quiet = quiet.Quiet(dirs.pop("", None), keep, longest, self.log, others=dirs)
         self._quiet.start()
         for arm in self.clusters.values():
@@ -239,9 +240,6 @@ class ClustersTarget(Target):
 
     def cpu_snapshot(self, scenario: str, side: str):
         return self._arm(scenario).cpu_snapshot(scenario, side)
-
-    def placement(self, scenario: str) -> Placement:
-        return self.placements[scenario]
 
     def describe(self) -> dict:
         """The first cluster's facts (the environment's own where it runs scenarios), and every
