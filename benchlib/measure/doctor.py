@@ -10,7 +10,6 @@ does before its own RoleBinding exists), the nodes its placements need and the i
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -261,13 +260,12 @@ def kubernetes_checks(plan: Plan, timeout: float = API_TIMEOUT_S) -> Iterator[Ch
 
 def _cluster_checks(k, plan: Plan, settings, label: str, definition: Path, timeout: float) -> Iterator[Check]:
     """One cluster's kubeconfig, API server, the runner's rights and the nodes."""
-    from ..targets.kubernetes.api import reason
+    from ..targets.kubernetes.api import reach
 
-    path = settings.kubeconfig and os.path.expanduser(settings.kubeconfig)
-    shown_path = path or os.environ.get("KUBECONFIG") or "~/.kube/config"
-    where = f"{label}kubeconfig {shown_path}" + (f", context {settings.context}" if settings.context else "")
+    look = reach(settings.kubeconfig, settings.context, timeout)
+    where = f"{label}kubeconfig {look.kubeconfig}" + (f", context {settings.context}" if settings.context else "")
     local = "the local cluster: bash scripts/k8s-local-cluster.sh up"
-    if not os.path.exists(os.path.expanduser(shown_path.split(os.pathsep)[0])):
+    if look.failed == "missing":
         yield Check(
             False,
             where,
@@ -275,40 +273,32 @@ def _cluster_checks(k, plan: Plan, settings, label: str, definition: Path, timeo
             f"kubernetes.kubeconfig in {definition} (or KUBECONFIG) to the cluster's",
         )
         return
-    cfg = k.client.Configuration()
-    try:
-        k.config.load_kube_config(config_file=path, context=settings.context, client_configuration=cfg)
-    except Exception as exc:  # missing file, bad YAML, unknown context, a failing auth plugin
+    if look.failed == "load":
         yield Check(
             False,
             where,
-            f"cannot load it ({' '.join(reason(exc).split())}): set kubernetes.kubeconfig "
-            f"and .context in {definition}, or KUBECONFIG",
+            f"cannot load it ({look.detail}): set kubernetes.kubeconfig and .context in {definition}, or KUBECONFIG",
         )
         return
-    yield Check(True, where, f"loads; API server {cfg.host}")
-    cfg.retries = False  # one attempt each: a dead API is named in `timeout` seconds, not after urllib3's retries
-    api = k.client.ApiClient(cfg)
-    try:
-        version = k.client.VersionApi(api).get_code(_request_timeout=timeout).git_version
-    except Exception as exc:
-        if isinstance(exc, k.client.ApiException) and exc.status in (401, 403):
-            yield Check(  # it answered: the identity is the problem, not the network
-                False,
-                f"API server {cfg.host}",
-                f"refuses the kubeconfig's credentials ({' '.join(reason(exc).split())[:300]}): renew the token "
-                f"or certificate in {where}, or point kubernetes.kubeconfig/context in {definition} at a valid one",
-            )
-            return
+    yield Check(True, where, f"loads; API server {look.host}")
+    if look.failed == "credentials":
         yield Check(
             False,
-            f"API server {cfg.host}",
-            f"cannot be reached (timeout {timeout:g} s: {' '.join(reason(exc).split())[:300]}): "
-            f"start the cluster ({local}), or point "
+            f"API server {look.host}",
+            f"refuses the kubeconfig's credentials ({look.detail}): renew the token "
+            f"or certificate in {where}, or point kubernetes.kubeconfig/context in {definition} at a valid one",
+        )
+        return
+    if look.failed:
+        yield Check(
+            False,
+            f"API server {look.host}",
+            f"cannot be reached (timeout {timeout:g} s: {look.detail}): start the cluster ({local}), or point "
             f"kubernetes.kubeconfig/context in {definition} at a running one",
         )
         return
-    yield Check(True, f"API server {cfg.host}", f"Kubernetes {version}")
+    api = look.api
+    yield Check(True, f"API server {look.host}", f"Kubernetes {look.version}")
     yield from _rbac_checks(k, api, plan, timeout)
     yield from _node_checks(k, api, plan, timeout)
 

@@ -18,6 +18,7 @@ import shlex
 import subprocess
 import threading
 import time
+from dataclasses import dataclass
 
 from .. import Result, TargetError, shown
 from .manifests import CONTAINER
@@ -65,6 +66,42 @@ def reason(exc: Exception) -> str:
         except ValueError:
             return f"{getattr(exc, 'status', '')} {body}"
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+@dataclass(frozen=True)
+class Reach:
+    """One look at a cluster: the API server's address and version, or the step that failed
+    ("missing" kubeconfig, "load" error, "credentials" refused, "unreachable") with its reason."""
+
+    kubeconfig: str  # as shown: the path given, or KUBECONFIG's, or ~/.kube/config
+    host: str = ""
+    version: str = ""
+    failed: str = ""
+    detail: str = ""
+    api: object = None  # the ApiClient, once loaded
+
+
+def reach(kubeconfig: str | None, context: str | None, timeout: float) -> Reach:
+    """Load one kubeconfig context and ask its API server for its version, once, within ``timeout``."""
+    k = k8s()
+    path = kubeconfig and os.path.expanduser(kubeconfig)
+    shown_path = path or os.environ.get("KUBECONFIG") or "~/.kube/config"
+    if not all(os.path.exists(os.path.expanduser(p)) for p in shown_path.split(os.pathsep)):
+        return Reach(shown_path, failed="missing", detail="does not exist")
+    cfg = k.client.Configuration()
+    try:
+        k.config.load_kube_config(config_file=path, context=context, client_configuration=cfg)
+    except Exception as exc:  # bad YAML, unknown context, a failing auth plugin
+        return Reach(shown_path, failed="load", detail=" ".join(reason(exc).split())[:300])
+    cfg.retries = False  # one attempt: a dead API is named in `timeout` seconds, not after urllib3's retries
+    api = k.client.ApiClient(cfg)
+    try:
+        version = k.client.VersionApi(api).get_code(_request_timeout=timeout).git_version
+    except Exception as exc:
+        status = getattr(exc, "status", None)  # it answered: the identity is the problem, not the network
+        failed = "credentials" if isinstance(exc, k.client.ApiException) and status in (401, 403) else "unreachable"
+        return Reach(shown_path, cfg.host, failed=failed, detail=" ".join(reason(exc).split())[:300], api=api)
+    return Reach(shown_path, cfg.host, version=version, api=api)
 
 
 def placed(pod) -> tuple[str, str, str]:

@@ -16,7 +16,6 @@ all: while a run measures one cluster, every other cluster's daemons are frozen 
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -61,9 +60,8 @@ def check_clusters(env: Environment, scenarios: Sequence[str], timeout: float = 
     """ConfigError naming the scenario and its cluster's context where that context is not in its
     kubeconfig or its API server does not answer within ``timeout``: a campaign that interleaves the
     clusters needs every one of them from its first block."""
-    from .api import k8s, reason
+    from .api import reach
 
-    k = k8s()
     assert env.kubernetes is not None
     problems = []
     for name in dict.fromkeys(env.scenarios[s].cluster or "" for s in scenarios):  # pyright: ignore[reportAttributeAccessIssue] (a KubernetesScenario)
@@ -73,23 +71,15 @@ def check_clusters(env: Environment, scenarios: Sequence[str], timeout: float = 
             f"scenario(s) {', '.join(on)}: cluster {name or DEFAULT} (kubeconfig "
             f"{settings.kubeconfig or 'default'}, context {settings.context or 'current'})"
         )
-        path = settings.kubeconfig and os.path.expanduser(settings.kubeconfig)
-        if path and not all(os.path.exists(p) for p in path.split(os.pathsep)):
+        look = reach(settings.kubeconfig, settings.context, timeout)
+        if look.failed == "missing":
             problems.append(f"{where}: the kubeconfig does not exist (is the cluster up?)")
-            continue
-        cfg = k.client.Configuration()
-        try:
-            k.config.load_kube_config(config_file=path, context=settings.context, client_configuration=cfg)
-        except Exception as exc:  # no file, no such context, bad YAML
-            problems.append(f"{where}: cannot be loaded: {' '.join(reason(exc).split())[:300]}")
-            continue
-        cfg.retries = False
-        try:
-            k.client.VersionApi(k.client.ApiClient(cfg)).get_code(_request_timeout=timeout)
-        except Exception as exc:
-            problems.append(
-                f"{where}: its API server {cfg.host} cannot be reached ({' '.join(reason(exc).split())[:200]})"
-            )
+        elif look.failed == "load":
+            problems.append(f"{where}: cannot be loaded: {look.detail}")
+        elif look.failed == "credentials":
+            problems.append(f"{where}: its API server {look.host} refuses the credentials ({look.detail[:200]})")
+        elif look.failed:
+            problems.append(f"{where}: its API server {look.host} cannot be reached ({look.detail[:200]})")
     if problems:
         raise ConfigError(
             f"environment {env.name}: {len(problems)} cluster(s) cannot be used:\n  " + "\n  ".join(problems)
