@@ -19,6 +19,7 @@ from tests.conftest import REPO, require_root
 NETPERF = collectors.servers(["netperf"])
 CLUSTER = REPO / "scripts" / "k8s-local-cluster.sh"
 STATE = Path("/var/lib/benchlib-k8s")
+STATE_B = Path("/var/lib/benchlib-k8s-b")  # a second local cluster, named b
 SERVICE_CIDR = ipaddress.ip_network(CLUSTER_SERVICE_CIDR)
 
 
@@ -156,3 +157,20 @@ def sysctls(keys: list[str]) -> dict[str, str]:
 def serving_cluster(env: Environment, scenario: str):
     """The target on one scenario, its pods made and netperf's server started (a context manager)."""
     return runner.serving(KubernetesTarget(env, [scenario], NETPERF, log=lambda m: None))
+
+
+def two_cluster_env() -> Environment:
+    """The default cluster and cluster b, one scenario on each, with quiet windows over both."""
+    return k8s_env(
+        {
+            "here": {"description": "the default cluster", "placement": "pod-to-pod"},
+            "there": {
+                "description": "cluster b",
+                "placement": "same-node",
+                "cluster": "b",
+                "record": {"cluster": "echo $BENCHLIB_K8S_CLUSTER"},
+            },
+        },
+        quiet={"pid_dir": str(STATE / "run")},
+        clusters={"b": {"kubeconfig": str(STATE_B / "runner.kubeconfig"), "quiet": {"pid_dir": str(STATE_B / "run")}}},
+    )

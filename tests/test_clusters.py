@@ -1,7 +1,7 @@
 """Scenarios on clusters of their own (kubernetes.clusters, a scenario's cluster:) without a cluster:
 the settings refused with the key named, which campaigns stand side by side and which go in rounds,
-the schedule that interleaves them, and validate's look at each cluster's API. On real clusters side
-by side: tests/test_kubernetes_clusters.py."""
+the schedule that interleaves them, and collect's look at each cluster's API before its first run. On
+real clusters side by side: tests/test_kubernetes.py."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from benchlib.measure.plan import Plan
 from benchlib.settings.config import Environment
 from benchlib.targets import registry
 from benchlib.targets.kubernetes import KubernetesTarget
-from benchlib.targets.kubernetes.clusters import ClustersTarget, check_clusters, cluster_machine, cluster_settings
+from benchlib.targets.kubernetes.clusters import ClustersTarget, cluster_machine, cluster_settings
 from tests.conftest import short_params
 
 
@@ -130,7 +130,7 @@ def test_machine_facts_of_a_clusters_nodes_are_their_distinct_values():
     }
 
 
-def test_validate_names_the_scenario_and_context_of_a_cluster_it_cannot_reach(tmp_path):
+def test_collect_names_the_scenario_and_context_of_a_cluster_it_cannot_reach_before_any_run(tmp_path):
     kubeconfig = tmp_path / "two.kubeconfig"
     kubeconfig.write_text(
         yaml.safe_dump(
@@ -153,7 +153,7 @@ def test_validate_names_the_scenario_and_context_of_a_cluster_it_cannot_reach(tm
         },
     )
     with pytest.raises(ConfigError) as err:
-        check_clusters(env, list(env.scenarios), timeout=2)
+        ClustersTarget(env, list(env.scenarios), log=lambda m: None).prepare()
     text = str(err.value)
     assert (
         "scenario(s) bridge: cluster b (kubeconfig " in text

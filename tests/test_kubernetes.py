@@ -48,6 +48,7 @@ from tests.local_cluster import (
     NETPERF,
     SERVICE_CIDR,
     STATE,
+    STATE_B,
     bridge_cluster,
     cluster_script,
     execd_commands,
@@ -59,6 +60,7 @@ from tests.local_cluster import (
     run_tool,
     serving_cluster,
     sysctls,
+    two_cluster_env,
     wire_packets,
 )
 
@@ -736,6 +738,102 @@ def test_a_killed_collect_leaves_nothing_frozen(admin, tmp_path, sig):
     KubernetesTarget(
         k8s_env(), ["pod-to-pod"], NETPERF, log=lambda m: None
     ).prepare()  # removes a killed one's namespace
+
+
+# -- two clusters side by side: one campaign interleaves runs across them -----------------------------
+
+
+@pytest.fixture
+def cluster_b(cluster):
+    """A second local cluster, b (one node), beside the module's: up for one test, down after it, so the
+    module's leftovers check at its end finds neither."""
+    up = cluster_script("--cluster", "b", "up", "--nodes", "1", "--proxy-mode", "iptables")
+    assert up.returncode == 0, up.stderr
+    try:
+        yield STATE_B
+    finally:
+        down = cluster_script("--cluster", "b", "down")
+        assert down.returncode == 0, down.stderr
+
+
+def test_two_clusters_interleave_in_one_campaign_freezing_the_other_and_a_kill_thaws_both(admin, cluster_b, tmp_path):
+    """One campaign over two real clusters: every block runs both, each run on its own cluster's nodes,
+    with every daemon of the other cluster frozen over its window; a kill mid-window thaws them all."""
+    from benchlib.targets import registry
+    from benchlib.targets.kubernetes import quiet
+
+    env = two_cluster_env()
+    params = short_params("two", list(env.scenarios), RR, repetitions=3, retries=1)
+    plan = Plan(environment=env, scenarios=list(env.scenarios), tests=params.tests)
+    logs: list[str] = []
+    target = registry.get("kubernetes", env, plan.scenarios)(env, plan.scenarios, NETPERF, log=logs.append)
+    assert target.interleaves_scenarios, logs
+    counts = runner.run_environment(params, plan, target, raw_root=tmp_path / "raw", log=logs.append)
+    assert counts["ok"] == 6 and counts["failed"] == 0, (counts, logs)
+
+    metas = [json.loads(m.read_text()) for m in (tmp_path / "raw" / "two").glob("*/*/*/r*/meta.json")]
+    by_time = sorted(metas, key=lambda m: m["started_at"])
+    assert [m["block"] for m in by_time] == [0, 0, 1, 1, 2, 2]  # every block holds both clusters' runs
+    for m in metas:
+        pl, q = m["placement"], m["quiet"]
+        own, other = ("default", "b") if m["scenario"] == "here" else ("b", "default")
+        assert pl["cluster"] == own, pl
+        assert pl["client_node"].startswith("bk8s-b-" if own == "b" else "bk8s-node"), pl
+        assert {n.split("/", 1)[0] for n in q["frozen"] if "/" in n} == {"b"}, q  # the other's, as b/...
+        assert {"apiserver-forward", "b/apiserver-forward"} <= set(q["kept"]), q
+        assert q["thawed"] is True and q["freeze_ms"] < 1000 and q["thaw_ms"] < 1000, q
+        print(f"{m['scenario']} block {m['block']}: freeze {q['freeze_ms']} ms, thaw {q['thaw_ms']} ms")
+    b_daemons = {f"b/{n}" for n in quiet.daemons(STATE_B / "run")}
+    here = [m for m in metas if m["scenario"] == "here"]
+    assert all(b_daemons - {"b/apiserver-forward"} <= set(m["quiet"]["frozen"]) for m in here)
+    assert [m["placement"]["scenario_record"] for m in metas if m["scenario"] == "there"] == [{"cluster": "b"}] * 3
+    runs, _ = tidy.build_tables(tmp_path / "raw" / "two")
+    assert dict(zip(runs["scenario"], runs["cluster"], strict=True)) == {"here": "default", "there": "b"}
+
+    # killed mid-window: the watchdog thaws both clusters' daemons and moves them back
+    before = {n: open(f"/proc/{pid}/cgroup").read() for n, pid in quiet.daemons(STATE_B / "run").items()}
+    script = tmp_path / "child.py"
+    script.write_text(TWO_CLUSTER_CHILD.format(repo=str(REPO), tests=LONG_RR, raw=str(tmp_path / "raw-kill")))
+    proc = subprocess.Popen([str(REPO / ".venv" / "bin" / "python"), str(script)], stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 180
+        while not frozen_cgroups() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert frozen_cgroups(), f"never frozen: {proc.poll()} {proc.stderr.read() if proc.poll() is not None else ''}"
+        time.sleep(1)
+        proc.kill()
+        killed = time.monotonic()
+        while frozen_cgroups() and time.monotonic() - killed < THAW_BOUND_S:
+            time.sleep(0.02)
+        assert frozen_cgroups() == [], f"still frozen {THAW_BOUND_S} s after SIGKILL"
+        print(f"two clusters, SIGKILL: thawed after {time.monotonic() - killed:.3f} s")
+    finally:
+        proc.kill()
+        proc.wait()
+    deadline = time.monotonic() + THAW_BOUND_S
+    while quiet_cgroups() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert quiet_cgroups() == []
+    assert {n: open(f"/proc/{pid}/cgroup").read() for n, pid in quiet.daemons(STATE_B / "run").items()} == before
+    # removes the killed campaign's namespaces, on both clusters
+    registry.get("kubernetes", env, plan.scenarios)(env, plan.scenarios, NETPERF, log=lambda m: None).prepare()
+
+
+TWO_CLUSTER_CHILD = """
+import sys
+sys.path.insert(0, {repo!r})
+from pathlib import Path
+from benchlib.measure import runner
+from benchlib.measure.plan import Plan
+from benchlib.targets import registry
+from tests.conftest import short_params
+from tests.local_cluster import NETPERF, two_cluster_env
+env = two_cluster_env()
+params = short_params("two-kill", list(env.scenarios), {tests!r}, repetitions=1, retries=0)
+plan = Plan(environment=env, scenarios=list(env.scenarios), tests=params.tests)
+target = registry.get("kubernetes", env, plan.scenarios)(env, plan.scenarios, NETPERF)
+runner.run_environment(params, plan, target, raw_root=Path({raw!r}))
+"""
 
 
 # -- the cluster's own life cycle (last: it takes the module's cluster down) ----------------------

@@ -94,9 +94,8 @@ def run(args) -> int:
 
 
 def clusters_text(plan, target) -> str:
-    """Where the plan's scenarios run on clusters of their own: each cluster checked (its context loads,
-    its API answers: the one look validate takes beyond this machine, since an interleaved campaign
-    needs every cluster from its first block), and how the runs go over them."""
+    """Where the plan's scenarios run on clusters of their own: how the runs go over them (validate
+    contacts no cluster; collect looks at every one before its first run, doctor in full)."""
     env = plan.environment
     if env.target != "kubernetes":
         return ""
@@ -104,7 +103,6 @@ def clusters_text(plan, target) -> str:
 
     if not clusters.names_clusters(env, plan.scenarios):
         return ""
-    clusters.check_clusters(env, plan.scenarios)
     names = ", ".join(name or clusters.DEFAULT for name in target.clusters)
     if target.apart is None:
         return f"; clusters {names} side by side, every run interleaved in each block"

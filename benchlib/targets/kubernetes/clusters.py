@@ -156,6 +156,8 @@ class ClustersTarget(Target):
 
     # -- life cycle ----------------------------------------------------------------
     def prepare(self) -> None:
+        # an interleaved campaign needs every cluster from its first block: all are looked at before any run
+        check_clusters(self.env, self.scenarios)
         if self.apart is not None:
             self.log(f"kubernetes: clusters' scenarios run in rounds, not side by side: {self.apart}")
         for arm in self.clusters.values():

@@ -388,14 +388,17 @@ class Window:
             return self.result
         freezer, cgroup = q.freezer, q.cgroup
         try:
+            thawing = time.monotonic()
             freezer.set_frozen(cgroup, False)
-            self.result["frozen_s"] = round(time.monotonic() - self.started, 3)
+            self.result["frozen_s"] = round(thawing - self.started, 3)
             for pid in freezer.procs(cgroup):
                 try:
                     freezer.move(pid, self.back.get(pid, cgroup.parent))
                 except OSError:
                     pass  # exited meanwhile
             self.result["thawed"] = freezer.state(cgroup) == "THAWED"
+            # thawed and every daemon back in its own cgroup: with freeze_ms, what a window costs
+            self.result["thaw_ms"] = round((time.monotonic() - thawing) * 1000, 1)
         except OSError as exc:  # the watchdog, still armed, thaws within its margin
             self.result.update(frozen_s=round(time.monotonic() - self.started, 3), thawed=False)
             q.log(f"kubernetes: thawing {cgroup} failed ({exc}); the quiet watchdog thaws it")
