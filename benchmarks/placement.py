@@ -1,7 +1,8 @@
-"""Benchmark 7: the lab's noise by CPU placement and run length (what the defaults are chosen from).
+"""Benchmark 7: noise by CPU placement and run length (what the defaults are chosen from).
 
-One lab (the default environment's scenarios), every configuration once per block in a seeded random
-order, through the real runner (runner.measure, the collector's command lines and parser):
+One environment (the lab's by default; --env local-k8s: the local cluster, which must be up), every
+configuration once per block in a seeded random order, through the real runner (runner.measure, the
+collector's command lines and parser, the cluster's quiet windows):
 
 * placement: TCP_STREAM, TCP_RR and TCP_CRR, 2 s, with client and server on different CPUs (split)
   and on one CPU set (shared), in every scenario;
@@ -15,6 +16,7 @@ needs for the same power: runs needed grow with CV squared, each run costs its l
 measured per-run overhead.
 
     uv run python benchmarks/placement.py [--blocks 8]
+    uv run python benchmarks/placement.py --env local-k8s --scenarios pod-to-pod same-node --lengths
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from benchlib.collectors import netperf
 from benchlib.measure import runner
 from benchlib.measure.plan import RunSpec
 from benchlib.settings.config import load_environment
-from benchlib.targets.lab import LabTarget
+from benchlib.targets import registry
 
 KINDS = ("TCP_STREAM", "TCP_RR", "TCP_CRR")
 HEADLINE = {"TCP_STREAM": "throughput", "TCP_RR": "transaction_rate", "TCP_CRR": "connection_rate"}
@@ -49,27 +51,32 @@ def cv_pct(values: list[float]) -> float:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--env", default="local-lab", help="the environment (default local-lab)")
     p.add_argument("--blocks", type=int, default=8, help="runs per configuration (default 8)")
     p.add_argument("--scenarios", nargs="+", default=["host", "veth-routed", "bridge", "vxlan"])
     p.add_argument("--length-scenarios", nargs="+", default=["host", "veth-routed"])
-    p.add_argument("--lengths", nargs="+", type=int, default=[1, 5], help="run lengths besides 2 s")
+    p.add_argument(
+        "--lengths", nargs="*", type=int, default=[1, 5], help="run lengths besides 2 s (none: no length part)"
+    )
     p.add_argument("--seed", type=int, default=14)
     args = p.parse_args()
-    env = load_environment("local-lab")
+    env = load_environment(args.env)
     chosen = {k: env.cpu_placement.get(k, "split") for k in KINDS}
     envs = {
         "split": env.model_copy(update={"cpu_placement": {}}),
         "shared": env.model_copy(update={"cpu_placement": {k: "shared" for k in KINDS}}),
     }
     configs = [(s, k, placement, 2) for s in args.scenarios for k in KINDS for placement in envs]
-    configs += [(s, k, chosen[k], L) for s in args.length_scenarios for k in KINDS for L in args.lengths]
+    lengths = args.length_scenarios if args.lengths else []
+    configs += [(s, k, chosen[k], L) for s in lengths for k in KINDS for L in args.lengths]
     print(f"{len(configs)} configurations x {args.blocks} blocks; the lab's placement: {chosen}", flush=True)
     values: dict[tuple, list[float]] = {c: [] for c in configs}
     overhead: dict[str, list[float]] = {k: [] for k in KINDS}
     rng = random.Random(args.seed)
-    target = LabTarget(
+    target = registry.get(env.target, env, args.scenarios)(
         env, args.scenarios, servers=[collectors.get("netperf").SERVER], commands=["netperf"], log=lambda m: None
     )
+    quiet = env.kubernetes is not None and env.kubernetes.quiet is not None  # the cluster's daemons frozen
     with runner.serving(target):
         for block in range(args.blocks):
             order = configs[:]
@@ -78,7 +85,7 @@ def main() -> None:
                 target.env = envs[placement]
                 run = RunSpec("local-lab", scenario, kind.lower(), spec(kind, seconds), block, 0)
                 t0 = time.monotonic()
-                m = runner.measure(target, run, trim_s=0.3)
+                m = runner.measure(target, run, trim_s=0.3, quiet=quiet)
                 overhead[kind].append(time.monotonic() - t0 - seconds)
                 if m.outcome != "ok":
                     print(f"  block {block} {scenario} {kind} {placement} {seconds}s: {m.outcome} {m.reason}")
@@ -105,7 +112,7 @@ def main() -> None:
                 cv_pct(v) for (s, k, pl, L), v in values.items() if (k, pl, L) == (kind, placement, 2) and len(v) > 1
             ]
             figure(f"{kind} {placement} 2 s: median CV over scenarios", statistics.median(cvs), "%")
-    for kind in KINDS:
+    for kind in KINDS if args.lengths else ():
         cost = {}
         for seconds in sorted({2, *args.lengths}):
             cvs = [

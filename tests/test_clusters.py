@@ -5,6 +5,8 @@ real clusters side by side: tests/test_kubernetes.py."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import yaml
 
@@ -12,7 +14,7 @@ from benchlib.base.errors import ConfigError
 from benchlib.measure import runner
 from benchlib.measure.plan import Plan
 from benchlib.settings.config import Environment
-from benchlib.targets import registry
+from benchlib.targets import Placement, TargetError, registry
 from benchlib.targets.kubernetes import KubernetesTarget
 from benchlib.targets.kubernetes.clusters import ClustersTarget, cluster_machine, cluster_settings
 from tests.conftest import short_params
@@ -114,6 +116,23 @@ def test_filler_services_keep_a_cluster_in_rounds():
     services = {**BRIDGE, "placement": "service", "services": 1000}
     target = target_of(env_of({"svc": services, "cilium": CILIUM}))
     assert target.apart == "scenario svc needs 999 filler Services in its namespace"
+
+
+@pytest.mark.parametrize("arms", [False, True], ids=["one cluster", "clusters side by side"])
+def test_shared_cpu_placement_puts_both_sides_on_the_client_cpus_only_on_one_kernel(arms):
+    scenarios = {"bridge": BRIDGE, "cilium": CILIUM} if arms else {"bridge": BRIDGE}
+    env = env_of(scenarios).model_copy(update={"cpu_placement": {"TCP_RR": "shared"}})
+    target = target_of(env)
+    assert isinstance(target, ClustersTarget if arms else KubernetesTarget)
+    arm = target.clusters[""] if isinstance(target, ClustersTarget) else target
+    placed = Placement("bridge", "198.18.0.2", "n1", "n2", [0], [1], {"nodes_share_kernel": True})
+    arm.placements["bridge"] = target.placements["bridge"] = placed
+    shared = target.placement_for("bridge", "TCP_RR")
+    assert (shared.client_cpus, shared.server_cpus, shared.details["cpu_placement"]) == ([0], [0], "shared")
+    assert target.placement_for("bridge", "TCP_CRR") is placed  # kinds not named stay split
+    arm.placements["bridge"] = target.placements["bridge"] = replace(placed, details={"nodes_share_kernel": False})
+    with pytest.raises(TargetError, match=r"scenario bridge: cpu_placement TCP_RR: shared needs client node n1"):
+        target.placement_for("bridge", "TCP_RR")
 
 
 def test_machine_facts_of_a_clusters_nodes_are_their_distinct_values():

@@ -181,8 +181,8 @@ LAB = "description: d\ntarget: lab\nscenarios:\n  s: {description: d, topology: 
     "text, expected",
     [
         (
-            "cpu_placement: {TCP_RR: shared}\n" + K8S + "  s: {description: d, placement: pod-to-pod}\n",
-            "cpu_placement: lab only",
+            "cpu_placement: {TCP_RR: shared}\n" + SSH + "  s: {description: d}\n",
+            "cpu_placement: lab or kubernetes only",
         ),
         ("cpu_placement: {TCP_PP: shared}\n" + LAB, "cpu_placement: unknown test kind(s) ['TCP_PP']"),
         ("cpu_placement: {TCP_RR: half}\n" + LAB, "cpu_placement.TCP_RR"),

@@ -303,7 +303,7 @@ class EnvironmentOverride(Strict):
     cpu_placement: dict[str, Literal["split", "shared"]] | None = Field(
         default=None,
         description=(
-            "lab: replaces the environment's cpu_placement for this campaign ({} = every kind split), e.g. "
+            "lab and kubernetes: replaces the environment's cpu_placement for this campaign ({} = every kind split), e.g. "
             "when its scenarios with proxies (always split) are compared with scenarios without"
         ),
     )
@@ -609,10 +609,10 @@ class Environment(Strict):
     cpu_placement: dict[str, Literal["split", "shared"]] = Field(
         default={},
         description=(
-            "lab: per test kind (TCP_RR, TCP_CRR, ...), split (client and server on different CPUs, the "
-            "default: per-side CPU as on two machines) or shared (both on the client's CPUs: less noise, and "
-            "the CPU measured is the whole path's; scenarios with mesh proxies always run split); see "
-            "docs/concepts/cpu.md"
+            "lab, and kubernetes where both nodes run on one kernel (the local cluster): per test kind "
+            "(TCP_RR, TCP_CRR, ...), split (client and server on different CPUs, the default: per-side CPU as "
+            "on two machines) or shared (both on the client's CPUs: less noise, and the CPU measured is the "
+            "whole path's; scenarios with mesh proxies always run split); see docs/concepts/cpu.md"
         ),
     )
     kubernetes: KubernetesSettings | None = Field(

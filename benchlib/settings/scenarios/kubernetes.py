@@ -32,6 +32,9 @@ class HelmRelease(Strict):
 class KubernetesScenario(PodScenario):
     target: Literal["kubernetes"] = Field(exclude=True)
     SETTINGS: ClassVar[str | None] = "kubernetes"
+    # shared: both pods' processes on the client's CPUs, where the two nodes run on one kernel (the
+    # local cluster); the target refuses it on nodes of their own machines
+    CPU_PLACEMENT: ClassVar[bool] = True
     ELSEWHERE: ClassVar[dict[str, str]] = dict.fromkeys(
         ("placement", "helm", "apply", "ready", "programmed", "namespace_labels"), CLUSTER_ONLY
     )

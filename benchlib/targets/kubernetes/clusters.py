@@ -209,6 +209,9 @@ class ClustersTarget(Target):
         placed.details["cluster_machine"] = cluster_machine(placed.details.get("nodes", {}))
         self.placements[scenario] = placed
 
+    def placement_for(self, scenario: str, kind: str):
+        return self._arm(scenario).placement_for(scenario, kind)
+
     def profile_unavailable(self, scenario: str) -> str | None:
         return self._arm(scenario).profile_unavailable(scenario)
 
