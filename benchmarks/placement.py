@@ -6,7 +6,7 @@ collector's command lines and parser, the cluster's quiet windows):
 
 * placement: TCP_STREAM, TCP_RR and TCP_CRR, 2 s, with client and server on different CPUs (split)
   and on one CPU set (shared), in every scenario;
-* run length: the same tests at 1 and 5 s in the placement the lab uses for them
+* run length: the same tests at 1 and 5 s in the placement the environment uses for them
   (pipelines/local-lab/environment.yaml cpu_placement), in --length-scenarios (the 2 s runs of the
   first part count for 2 s).
 
@@ -69,7 +69,7 @@ def main() -> None:
     configs = [(s, k, placement, 2) for s in args.scenarios for k in KINDS for placement in envs]
     lengths = args.length_scenarios if args.lengths else []
     configs += [(s, k, chosen[k], L) for s in lengths for k in KINDS for L in args.lengths]
-    print(f"{len(configs)} configurations x {args.blocks} blocks; the lab's placement: {chosen}", flush=True)
+    print(f"{len(configs)} configurations x {args.blocks} blocks; the environment's placement: {chosen}", flush=True)
     values: dict[tuple, list[float]] = {c: [] for c in configs}
     overhead: dict[str, list[float]] = {k: [] for k in KINDS}
     rng = random.Random(args.seed)
@@ -77,6 +77,10 @@ def main() -> None:
         env, args.scenarios, servers=[collectors.get("netperf").SERVER], commands=["netperf"], log=lambda m: None
     )
     quiet = env.kubernetes is not None and env.kubernetes.quiet is not None  # the cluster's daemons frozen
+    if env.target == "kubernetes":  # every scenario's pods at once, on the one pod network they share
+        if len({target.switch_of(s) for s in args.scenarios}) > 1:
+            raise SystemExit(f"placement.py: scenarios {args.scenarios} need different pod networks")
+        target.keeps_scenarios = True  # pyright: ignore[reportAttributeAccessIssue] (a KubernetesTarget)
     with runner.serving(target):
         for block in range(args.blocks):
             order = configs[:]
