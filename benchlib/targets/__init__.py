@@ -18,7 +18,7 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from ..base.errors import TargetError  # noqa: F401 (targets raise it; callers catch targets.TargetError)
@@ -44,6 +44,10 @@ class Placement:
     client_cpus: list[int]
     server_cpus: list[int]
     details: dict = field(default_factory=dict)
+
+    def shared(self) -> Placement:
+        """Client and server both on the client's CPUs (cpu_placement shared)."""
+        return replace(self, server_cpus=self.client_cpus, details={**self.details, "cpu_placement": "shared"})
 
 
 @dataclass(frozen=True)
@@ -161,6 +165,12 @@ class Target(ABC):
         """Where a run of test ``kind`` goes: the scenario's placement, unless the target places
         some kinds otherwise (the lab's shared CPU placement)."""
         return self.placement(scenario)
+
+    def cpu_placement(self, scenario: str, kind: str) -> str:
+        """split or shared (environment cpu_placement) for a run of test ``kind``. A scenario with mesh
+        proxies runs split: its proxies are pinned per side and carry every TCP connection, so a shared
+        set would miss the server side's proxy."""
+        return "split" if self.env.scenarios[scenario].mesh else self.env.cpu_placement.get(kind, "split")
 
     def switch_of(self, scenario: str) -> str:
         """What activating ``scenario`` switches at a cost (a pod network): scenarios with the same

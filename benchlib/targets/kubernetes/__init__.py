@@ -32,7 +32,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...base.errors import DatapathError
@@ -335,11 +335,9 @@ class KubernetesTarget(Target):
     def placement_for(self, scenario: str, kind: str) -> Placement:
         """split: the scenario's placement. shared (environment cpu_placement): both pods' processes on
         the client's CPUs, as in the lab; a veth delivers on the sending CPU, so the whole path's work
-        lands there. Only where both nodes run on one kernel: on two machines one CPU set is no place.
-        A scenario with mesh proxies runs split (its proxies are pinned per side)."""
+        lands there. Only where both nodes run on one kernel: on two machines one CPU set is no place."""
         base = self.placement(scenario)
-        mode = "split" if self.env.scenarios[scenario].mesh else self.env.cpu_placement.get(kind, "split")
-        if mode == "split":
+        if self.cpu_placement(scenario, kind) == "split":
             return base
         if not base.details.get("nodes_share_kernel"):
             raise TargetError(
@@ -347,7 +345,7 @@ class KubernetesTarget(Target):
                 f"server node {base.server_node} on one kernel (nodes of one machine, as on the local cluster); "
                 "these are machines of their own: set it split, or remove it"
             )
-        return replace(base, server_cpus=base.client_cpus, details={**base.details, "cpu_placement": mode})
+        return base.shared()
 
     def _set_fillers(self, count: int) -> dict:
         """The fillers brought to ``count``, the Service proxies (kubernetes.quiet.service_proxies)

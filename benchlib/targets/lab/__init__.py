@@ -22,7 +22,6 @@ import signal
 import subprocess
 import time
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 
 from benchlib.base.errors import DatapathError, TargetError
@@ -201,16 +200,12 @@ class LabTarget(Target):
         )
 
     def placement_for(self, scenario: str, kind: str) -> Placement:
-        """split: the scenario's placement. shared (environment cpu_placement): client and server both on
-        the client's CPUs, receive processing too; both sides then measure that one CPU set. A scenario
-        with mesh proxies always runs split: its proxies are pinned per side and carry every TCP
-        connection, so a shared set would miss the server side's proxy."""
-        mode = "split" if self.env.scenarios[scenario].mesh else self.env.cpu_placement.get(kind, "split")
+        """split: the scenario's placement. shared (Target.cpu_placement): client and server both on
+        the client's CPUs, receive processing too; both sides then measure that one CPU set."""
+        mode = self.cpu_placement(scenario, kind)
         self._steer_receive(scenario, mode)
         base = self.placement(scenario)
-        if mode == "split":
-            return base
-        return replace(base, server_cpus=base.client_cpus, details={**base.details, "cpu_placement": mode})
+        return base if mode == "split" else base.shared()
 
     def end_server_wait(self, scenario: str, server: Server, latest: float) -> None:
         """SIGALRM, the signal of the timer they wait on, to the server's test processes (its children):
