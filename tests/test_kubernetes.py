@@ -726,7 +726,7 @@ def test_two_clusters_interleave_in_one_campaign_freezing_the_other_and_a_kill_t
     assert [m["block"] for m in by_time] == [0, 0, 1, 1, 2, 2]  # every block holds both clusters' runs
     for m in metas:
         pl, q = m["placement"], m["quiet"]
-        own, other = ("default", "b") if m["scenario"] == "here" else ("b", "default")
+        own = "default" if m["scenario"] == "here" else "b"
         assert pl["cluster"] == own, pl
         assert pl["client_node"].startswith("bk8s-b-" if own == "b" else "bk8s-node"), pl
         assert {n.split("/", 1)[0] for n in q["frozen"] if "/" in n} == {"b"}, q  # the other's, as b/...
