@@ -65,7 +65,16 @@ LAB_FIXTURES = {"lab", "lab_env", "mesh_lab", "envoy_lab", "service_lab", "short
 SLOW_FIXTURES = {"short_campaign", "project_copy", "default_report"}
 
 
+# The cluster modules run after every other test (a cluster's idle daemons would be foreign CPU in a lab
+# run's window), in this order: the bridge cluster's modules first, sharing one bring-up
+# (tests/local_cluster.bridge_cluster), test_kubernetes last of them as its last test takes the cluster
+# down; then those that bring up a pod network of their own and end with a test of its `down`.
+CLUSTER_MODULES = ["test_k8s_mesh", "test_own_cluster", "test_kubernetes", "test_cilium", "test_vpc", "test_calico"]
+
+
 def pytest_collection_modifyitems(config, items):
+    # stable: each module's tests stay together and in their order
+    items.sort(key=lambda i: CLUSTER_MODULES.index(i.path.stem) if i.path.stem in CLUSTER_MODULES else -1)
     # under pytest-xdist (the unit tier, scripts/test.sh), a module's tests stay on one worker, so its
     # module fixtures are made once; the modules that use the session's default report share one worker,
     # so it is rendered once
@@ -86,6 +95,16 @@ def pytest_collection_finish(session):
     # with the session's modules and collected tests frozen out of the collector's sight, such a call
     # scans what the running test made, not the whole session (measured: 0.2-0.5 s a call otherwise)
     gc.freeze()
+
+
+@pytest.fixture(scope="session")
+def local_cluster_left_up():
+    """Takes the local cluster down at the session's end: the modules that share it leave it up for the next."""
+    yield
+    from tests.local_cluster import cluster_script
+
+    down = cluster_script("down")
+    assert down.returncode == 0, down.stderr
 
 
 @pytest.fixture(scope="session")

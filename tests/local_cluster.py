@@ -23,16 +23,16 @@ STATE_B = Path("/var/lib/benchlib-k8s-b")  # a second local cluster, named b
 SERVICE_CIDR = ipaddress.ip_network(CLUSTER_SERVICE_CIDR)
 
 
-def bridge_cluster():
+def bridge_cluster(local_cluster_left_up):
     """The local two-node cluster, bridge CNI and kube-proxy iptables, for a test module (a fixture
-    generator: up before, down after)."""
+    generator). The modules that use it run one after the other (tests/conftest.py) and share one
+    bring-up: `up` of a cluster already up only switches it back to the bridge if a module left another
+    pod network; the session's end takes it down (`local_cluster_left_up`)."""
     require_root()
     subprocess.run(["bash", str(CLUSTER), "build"], check=True)  # a no-op once built (cached per machine)
     up = cluster_script("up", "--nodes", "2", "--proxy-mode", "iptables")
     assert up.returncode == 0, up.stderr
     yield STATE
-    down = cluster_script("down")
-    assert down.returncode == 0, down.stderr
 
 
 def cluster_script(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:

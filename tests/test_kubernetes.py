@@ -255,6 +255,11 @@ def test_objects_exec_and_cleanup(admin):
         proc.kill()
         proc.communicate(5)
         assert proc.poll() == -9
+        # a command that ends without its exit status says what the exec API knows of it
+        proc = target.spawn("service", "client", ["sh", "-c", "kill -KILL $PPID"])
+        _, err = proc.communicate(10)
+        assert proc.returncode == -9, err
+        assert "the exec stream ended before the command's exit status" in err.decode() and "137" in err.decode(), err
         snap = target.cpu_snapshot("service", "server")
         assert len(snap.counters) == len(open("/proc/stat").read().split("\ncpu")) - 1
     # no namespace, pod, mount, process or Service rule of the campaign is left

@@ -17,8 +17,8 @@ import pytest
 import yaml
 
 from benchlib.tables import tidy
-from tests.conftest import REPO, require_root, venv_env
-from tests.local_cluster import CLUSTER, STATE, cluster_script
+from tests.conftest import REPO, venv_env
+from tests.local_cluster import bridge_cluster
 
 TEMPLATE = REPO / "pipelines" / "own-cluster"
 LOCAL_IMAGE = "localhost/benchlib/bench:1"  # what `up` imports on the local cluster's nodes
@@ -113,15 +113,7 @@ def test_a_users_copy_validates(tmp_path):
 
 
 # -- against the local cluster -----------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def cluster():
-    require_root()
-    subprocess.run(["bash", str(CLUSTER), "build"], check=True)  # a no-op once built (cached per machine)
-    up = cluster_script("up", "--nodes", "2")
-    assert up.returncode == 0, up.stderr
-    yield STATE
-    down = cluster_script("down")
-    assert down.returncode == 0, down.stderr
+cluster = pytest.fixture(scope="module", name="cluster")(bridge_cluster)
 
 
 def test_the_users_copy_passes_doctor_and_collects_on_their_cluster(cluster, tmp_path):

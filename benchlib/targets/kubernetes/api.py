@@ -318,9 +318,21 @@ class ExecProcess:
             if not self._killed:
                 self._err.append(f"\nbenchlib: exec stream failed: {exc}\n")
         code, stderr = split_marker("".join(self._err))
+        if code is None and not self._killed:  # the shell ended without its marker: the API says how
+            stderr += f"\nbenchlib: the exec stream ended before the command's exit status: {self._status()}\n"
         self._err = [stderr]
         # -9: killed by us or the connection dropped before the command ended
         self.returncode = code if code is not None and not self._killed else -9
+
+    def _status(self) -> str:
+        """The exec API's own status of the command (its error channel), or why there is none."""
+        from kubernetes.stream.ws_client import ERROR_CHANNEL
+
+        try:
+            status = self._ws.read_channel(ERROR_CHANNEL)
+        except Exception as exc:
+            return f"no status ({exc})"
+        return " ".join(str(status).split()) or "no status (the connection closed)"
 
     def _take_buffered(self) -> None:
         self._out.append(self._ws.read_stdout(timeout=0) if self._ws.peek_stdout() else "")
