@@ -19,7 +19,7 @@ import time
 import polars as pl
 from common import figure
 
-from benchlib.analysis import profiles
+from benchlib.analysis import profile_contrasts, profiles
 from benchlib.profiling import stacks
 from benchlib.report import profiles as profile_text
 from benchlib.settings.config import project_root
@@ -104,13 +104,9 @@ def main(argv: list[str] | None = None) -> None:
     figure("classification alone", t_parse - t_fold, "s")
     t = time.monotonic()
     out = profiles.analyse(p, pr, "host")
-    out["profile_explanations"] = profile_text.explanations(
-        out["profile_categories"],
-        out["profile_differences"],
-        out["profile_no_symbols"],
-        out["profile_disturbed"],
-        "host",
-    )
+    out["profile_contrasts"] = profile_contrasts.contrasts(p, pr, "host")
+    out["profile_attribution"] = profile_contrasts.attribution(p, pr, "host")
+    out["profile_explanations"] = profile_text.explanations(out, "host")
     t_analysis = time.monotonic() - t
     figure("analysis: profiles.analyse", t_analysis, "s")
     figure("total", t_parse + t_analysis, "s")

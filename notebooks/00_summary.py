@@ -44,9 +44,7 @@ display(
             a.families,
             s.baseline,
             s.correction,
-            explanations=profiles.explanations(
-                a.profile_categories, a.profile_differences, a.profile_no_symbols, a.profile_disturbed, s.baseline
-            ),
+            explanations=profiles.explanations(a.profile_tables(), s.baseline),
             caveats=False,
             campaign=False,
             alpha=s.alpha,
@@ -65,5 +63,5 @@ if len(primary):
     overview.show()
 
 # %%
-display(Markdown(summary.caveats_markdown(a.comparisons)))
+display(Markdown(summary.caveats_markdown(a.comparisons, a.profile_contrasts)))
 display(HTML(summary.rerun_box(sorted(a.runs["campaign"].unique().to_list()))))

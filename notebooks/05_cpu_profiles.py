@@ -50,7 +50,7 @@ display(Markdown(method_text(a.profile_method)))
 # %%
 # the sentences under the comparisons they explain, findings first; the others (no headline comparison,
 # no kernel symbols) after them
-sentences = explanations(cats, diffs, a.profile_no_symbols, a.profile_disturbed, baseline)
+sentences = explanations(a.profile_tables(), baseline)
 explained = summary.explained_markdown(a.comparisons, sentences)
 keys = ["environment", "test", "scenario", "baseline"]
 primary = a.comparisons.filter(pl.col("family") == stats.PRIMARY).select(keys).unique()
@@ -85,7 +85,7 @@ if len(bpf):
 # in the call tree; the compared scenario alone in each, no widget, so the images are the finding's
 colour = colours.scenario_colours(a.runs["scenario"], baseline)
 why = {}
-pairs = finding_pairs(a.comparisons, diffs, a.profile_disturbed)
+pairs = finding_pairs(a.comparisons, a.profile_tables())
 for r in pairs.iter_rows(named=True):
     env, test, scenario = r["environment"], r["test"], r["scenario"]
     where = env if cats["environment"].n_unique() > 1 else None

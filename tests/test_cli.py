@@ -43,12 +43,13 @@ def test_validate_prints_the_plan(tmp_path):
         ["benchlib", "--params", str(params), "validate"], cwd=REPO, env=venv_env(), capture_output=True, text=True
     )
     assert proc.returncode == 0, proc.stderr
-    blocks = config.load_params(REPO / "params.yaml").experiment.repetitions
+    experiment = config.load_params(REPO / "params.yaml").experiment
+    blocks, profiled = experiment.repetitions, experiment.profile_runs
     assert (
         "local-lab: 4 scenarios" in proc.stdout
         and f"16 configurations x {blocks} blocks = {16 * blocks} runs" in proc.stdout
     )
-    assert f"= {16 * blocks} runs + 16 profiled" in proc.stdout  # profile_runs: 1
+    assert f"= {16 * blocks} runs + {16 * profiled} profiled" in proc.stdout
 
 
 def test_bad_params_exit_2_with_the_key(tmp_path):

@@ -57,12 +57,13 @@ def test_a_wrong_profile_setting_is_one_error_naming_the_key(tmp_path, experimen
         load_params(path)
 
 
-def test_the_default_campaign_profiles_once_per_configuration():
+def test_the_default_campaign_profiles_three_runs_per_configuration():
     from benchlib.settings.config import load_params
     from tests.conftest import REPO
 
     e = load_params(REPO / "params.yaml").experiment
-    assert (e.profile_runs, e.profile_hz) == (1, 499)
+    # three: the fewest whose interval can call a change (profile_contrasts), in blocks 0-2
+    assert (e.profile_runs, e.profile_hz) == (3, 499) and e.profile_runs <= e.repetitions
 
 
 # -- the schedule -------------------------------------------------------------------------

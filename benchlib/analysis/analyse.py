@@ -23,7 +23,19 @@ from benchlib.base.errors import BenchlibError, SchemaError
 from benchlib.settings.config import Analysis as Settings, Experiment
 from benchlib.vocabulary import schema
 
-from . import machines, mesh, normalize, profiles, reference, resolution, resolve, saturation, sequential, stats
+from . import (
+    machines,
+    mesh,
+    normalize,
+    profile_contrasts,
+    profiles,
+    reference,
+    resolution,
+    resolve,
+    saturation,
+    sequential,
+    stats,
+)
 
 ANALYSIS_DIR = "data/analysis"
 SETTINGS_FILE = "settings.json"  # the settings analysed with, which tidy tables, and the digests of the set
@@ -78,9 +90,21 @@ class Result:
     profile_no_symbols: pl.DataFrame = field(default_factory=lambda: profiles.empty("profile_no_symbols"))
     profile_disturbed: pl.DataFrame = field(default_factory=lambda: profiles.empty("profile_disturbed"))
     profile_bpf: pl.DataFrame = field(default_factory=lambda: profiles.empty("profile_bpf"))
+    # each scenario's CPU per unit against the baseline's, with its interval across the profiled runs and
+    # the check against the measured rate, and where it went, by category and frame (profile_contrasts.py)
+    profile_attribution: pl.DataFrame = field(
+        default_factory=lambda: pl.DataFrame(schema=profile_contrasts.ATTRIBUTION_SCHEMA)
+    )
+    profile_contrasts: pl.DataFrame = field(
+        default_factory=lambda: pl.DataFrame(schema=profile_contrasts.CONTRASTS_SCHEMA)
+    )
     # a campaign run until precise: per primary comparison, the target, the look it stopped at and whether
     # it met the target (sequential.py); empty otherwise
     precision: pl.DataFrame = field(default_factory=lambda: sequential.precision(pl.DataFrame(), pl.DataFrame(), None))
+
+    def profile_tables(self) -> dict[str, pl.DataFrame]:
+        """The profile tables by name, as the report's sentences read them (report.profiles.explanations)."""
+        return {name: getattr(self, name) for name in (*profiles.EMPTY, "profile_contrasts", "profile_attribution")}
 
     def metrics_json(self) -> dict:
         """reports/metrics.json: the settings that decide verdicts, then the headline numbers."""
@@ -163,6 +187,16 @@ def run(
         mesh_comparisons=mesh_comparisons,
         reference=published,
         **profiles.analyse(profile_stacks, profile_runs, s.baseline, profile_bpf),
+        profile_attribution=profile_contrasts.attribution(profile_stacks, profile_runs, s.baseline),
+        profile_contrasts=profile_contrasts.contrasts(
+            profile_stacks,
+            profile_runs,
+            s.baseline,
+            s.alpha,
+            s.correction,
+            comparisons,
+            saturation.bound_configs(values, runs),
+        ),
         precision=sequential.precision(comparisons, runs, experiment, s.alpha),
     )
 

@@ -17,9 +17,12 @@ explanation, as does every scenario compared with such a baseline.
 
 from __future__ import annotations
 
+import math
 from array import array
 
+import numpy as np
 import polars as pl
+from scipy import stats
 
 from benchlib.base.errors import SchemaError
 from benchlib.profiling.stacks import CATEGORIES, OTHER, OTHER_TASK, frame_category, is_user
@@ -101,7 +104,13 @@ BPF_SCHEMA = {
     "cpu_per_unit": pl.Float64,  # its run time per unit of work, in the categories' unit
     **UNIT_COLUMNS,
     "n_runs": pl.UInt32,
+    # the 95 % t interval of the mean across the profiled runs (NaN below 2 runs)
+    "ns_per_run_low": pl.Float64,
+    "ns_per_run_high": pl.Float64,
+    "cpu_per_unit_low": pl.Float64,
+    "cpu_per_unit_high": pl.Float64,
 }
+BPF_LEVEL = 0.95
 NO_SYMBOLS_SCHEMA = {"environment": pl.String, "test": pl.String, "scenario": pl.String}
 DISTURBED_SCHEMA = {
     "environment": pl.String,
@@ -139,7 +148,7 @@ def read_tables(profiles_path, profile_runs_path, bpf_path=None) -> tuple[pl.Dat
     from pathlib import Path
 
     def read(path, schema):
-        return _conform(pl.read_parquet(path), schema) if Path(path).exists() else pl.DataFrame(schema=schema)
+        return conform(pl.read_parquet(path), schema) if Path(path).exists() else pl.DataFrame(schema=schema)
 
     profile_runs = read(profile_runs_path, PROFILE_RUNS_SCHEMA)
     try:
@@ -158,7 +167,7 @@ def unit_of(metric: str) -> tuple[str, str, float]:
     return MICROSECONDS, WORK_NOUNS.get(metric, "unit"), 1e6
 
 
-def _conform(df: pl.DataFrame | None, schema: dict) -> pl.DataFrame:
+def conform(df: pl.DataFrame | None, schema: dict) -> pl.DataFrame:
     if df is None or df.is_empty():
         return pl.DataFrame(schema=schema)
     return df.select(pl.col(c).cast(t) for c, t in schema.items())
@@ -167,7 +176,7 @@ def _conform(df: pl.DataFrame | None, schema: dict) -> pl.DataFrame:
 def pooled_configs(profile_runs: pl.DataFrame) -> pl.DataFrame:
     """Per configuration, its usable profiled runs pooled: successful, with kernel symbols and some work.
     Columns: KEYS, n_runs, work (metric value x window, summed), metric, run_ids, scale and UNIT_COLUMNS."""
-    r = _conform(profile_runs, PROFILE_RUNS_SCHEMA).filter(
+    r = conform(profile_runs, PROFILE_RUNS_SCHEMA).filter(
         pl.col("outcome") == "ok",
         pl.col("kernel_symbols"),
         pl.col("value").is_finite(),
@@ -192,15 +201,15 @@ def pooled_configs(profile_runs: pl.DataFrame) -> pl.DataFrame:
     ).with_columns(unit=pl.format("{} per {}", "cpu_unit", "work_unit"))
 
 
-def _busy(
+def busy_rows(
     profiles: pl.DataFrame, profile_runs: pl.DataFrame, configs: pl.DataFrame, others: bool = False
 ) -> pl.DataFrame:
     """The busy rows of the usable runs, with their CPU seconds (samples / frequency); other processes'
     samples only where ``others``."""
-    runs = _conform(profile_runs, PROFILE_RUNS_SCHEMA).select("run_id", "frequency_hz")
+    runs = conform(profile_runs, PROFILE_RUNS_SCHEMA).select("run_id", "frequency_hz")
     usable = configs.select("run_ids").explode("run_ids").rename({"run_ids": "run_id"})
     return (
-        _conform(profiles, PROFILES_SCHEMA)
+        conform(profiles, PROFILES_SCHEMA)
         .filter(pl.col("category") != IDLE, True if others else pl.col("category") != OTHER)
         .join(usable, on="run_id")
         .join(runs, on="run_id")
@@ -211,7 +220,7 @@ def _busy(
 def foreign_shares(profiles: pl.DataFrame, profile_runs: pl.DataFrame) -> pl.DataFrame:
     """Per configuration (its usable profiled runs pooled, both sides): the share of busy samples that
     other processes took, and the other process that took most."""
-    b = _busy(profiles, profile_runs, pooled_configs(profile_runs), others=True)
+    b = busy_rows(profiles, profile_runs, pooled_configs(profile_runs), others=True)
     top = (
         b.filter(category=OTHER)
         .group_by(*KEYS, "comm")
@@ -239,7 +248,7 @@ def categories(profiles: pl.DataFrame, profile_runs: pl.DataFrame) -> pl.DataFra
     """profile_categories: busy CPU per unit of work by category, per configuration and side; each side's
     shares sum to 100 %."""
     configs = pooled_configs(profile_runs)
-    b = _busy(profiles, profile_runs, configs)
+    b = busy_rows(profiles, profile_runs, configs)
     if b.is_empty():
         return pl.DataFrame(schema=CATEGORIES_SCHEMA)
     order = {c: i for i, c in enumerate(CATEGORIES)}
@@ -292,7 +301,7 @@ def _trees(profiles: pl.DataFrame, profile_runs: pl.DataFrame) -> pl.DataFrame:
     names a node (or frame) in every configuration; ``id`` and ``parent`` are null on the nodes that no
     configuration keeps (under PRUNE_SHARE everywhere), which no output shows."""
     configs = pooled_configs(profile_runs)
-    b = _busy(profiles, profile_runs, configs)
+    b = busy_rows(profiles, profile_runs, configs)
     if b.is_empty():
         return pl.DataFrame(schema={**FRAMES_SCHEMA, "key": pl.Int64, "busy": pl.Int64})
     b = (
@@ -374,11 +383,11 @@ def _trees(profiles: pl.DataFrame, profile_runs: pl.DataFrame) -> pl.DataFrame:
     cols = ["_g", "level", "key", "id", "parent", "name", "depth", "samples", "cpu_s"]
     out = pl.concat([paths.select(cols), frames.select(cols), own.select(cols)]).join(groups, on="_g").drop("_g")
     names = out["name"].unique().sort()
-    cat = dict(zip(names, (_frame_category(n) for n in names), strict=True))
+    cat = dict(zip(names, (own_category(n) for n in names), strict=True))
     return _per_unit(out.with_columns(category=pl.col("name").replace_strict(cat, return_dtype=pl.String)), configs)
 
 
-def _frame_category(frame: str) -> str:
+def own_category(frame: str) -> str:
     """A frame's own category ("" for a helper that belongs to its caller)."""
     if is_user(frame):
         return "application"
@@ -451,6 +460,26 @@ def bpf_programs(bpf: pl.DataFrame | None, profile_runs: pl.DataFrame) -> pl.Dat
     if bpf is None or bpf.is_empty() or configs.is_empty():
         return pl.DataFrame(schema=BPF_SCHEMA)
     usable = configs.select(*KEYS, "work", "scale", *UNIT_COLUMNS, "n_runs", run_id="run_ids").explode("run_id")
+    runs = conform(profile_runs, PROFILE_RUNS_SCHEMA).select("run_id", run_work=pl.col("value") * pl.col("window_s"))
+    program = [*KEYS, "name", "type", "attach"]
+    # each run's own figures, for the intervals across runs (a run where the program did not run counts 0)
+    per_run = (
+        bpf.join(usable.select(*KEYS, "scale", "run_id"), on="run_id")
+        .join(runs, on="run_id")
+        .group_by(*program, "run_id")
+        .agg(pl.col("run_cnt", "run_time_ns").sum(), pl.col("scale", "run_work").first())
+        .with_columns(
+            ns=pl.col("run_time_ns") / pl.col("run_cnt"),
+            cpu=pl.col("run_time_ns") / 1e9 * pl.col("scale") / pl.col("run_work"),
+        )
+    )
+    intervals = pl.DataFrame(
+        [
+            {**dict(zip(program, key, strict=True)), **_mean_intervals(g, configs, key)}
+            for key, g in per_run.group_by(program, maintain_order=True)
+        ],
+        schema={**{k: pl.String for k in program}, **{c: pl.Float64 for c in BPF_INTERVALS}},
+    )
     return (
         bpf.join(usable, on="run_id")
         .group_by(*KEYS, "name", "type", "attach")
@@ -464,16 +493,38 @@ def bpf_programs(bpf: pl.DataFrame | None, profile_runs: pl.DataFrame) -> pl.Dat
             cpu_per_unit=pl.col("run_time_ns") / 1e9 * pl.col("scale") / pl.col("work"),
         )
         .filter(pl.col("runs_per_unit") >= 0.01)
+        .join(intervals, on=program, how="left", nulls_equal=True)
         .sort(*KEYS, "cpu_per_unit", "name", "attach", descending=[False, False, False, True, False, False])
         .select(BPF_SCHEMA.keys())
     )
+
+
+BPF_INTERVALS = ("ns_per_run_low", "ns_per_run_high", "cpu_per_unit_low", "cpu_per_unit_high")
+
+
+def _mean_intervals(g: pl.DataFrame, configs: pl.DataFrame, key: tuple) -> dict[str, float]:
+    """The BPF_LEVEL t intervals of a program's mean ns per run and CPU per unit across its configuration's
+    usable runs (``g``: the runs it ran in; the others count 0 CPU), NaN below 2 runs."""
+    env, scenario, test = key[:3]
+    n = int(configs.filter(environment=env, scenario=scenario, test=test)["n_runs"][0])
+    cpu = np.concatenate([g["cpu"].to_numpy(), np.zeros(n - len(g))])
+    out = {}
+    for name, values in (("ns_per_run", g["ns"].drop_nans().to_numpy()), ("cpu_per_unit", cpu)):
+        if len(values) < 2:
+            out[f"{name}_low"] = out[f"{name}_high"] = math.nan
+        elif np.ptp(values) == 0:
+            out[f"{name}_low"] = out[f"{name}_high"] = float(values[0])
+        else:
+            ci = stats.ttest_1samp(values, 0.0).confidence_interval(BPF_LEVEL)
+            out[f"{name}_low"], out[f"{name}_high"] = float(ci.low), float(ci.high)
+    return out
 
 
 def no_symbols(profile_runs: pl.DataFrame) -> pl.DataFrame:
     """profile_no_symbols: the configurations whose successful profiled runs all lack kernel symbols (the
     categories and frames leave them out: their stacks are unresolved addresses)."""
     return (
-        _conform(profile_runs, PROFILE_RUNS_SCHEMA)
+        conform(profile_runs, PROFILE_RUNS_SCHEMA)
         .filter(pl.col("outcome") == "ok")
         .group_by(KEYS)
         .agg(pl.col("kernel_symbols").any())
@@ -498,7 +549,7 @@ def disturbed(profiles: pl.DataFrame, profile_runs: pl.DataFrame) -> pl.DataFram
 def method(profile_runs: pl.DataFrame) -> pl.DataFrame:
     """profile_method: how each environment's profiles were taken: perf version, event, rate, attribution,
     profiled runs, samples, whether the kernel's symbols were visible."""
-    r = _conform(profile_runs, PROFILE_RUNS_SCHEMA)
+    r = conform(profile_runs, PROFILE_RUNS_SCHEMA)
     if r.is_empty():
         return pl.DataFrame(schema=METHOD_SCHEMA)
 
@@ -532,7 +583,7 @@ def analyse(
     bpf: pl.DataFrame | None = None,
 ) -> dict[str, pl.DataFrame]:
     """Every profile table the analysis stores, by name (``bpf``: the profile_bpf tidy table)."""
-    profiles, profile_runs = _conform(profiles, PROFILES_SCHEMA), _conform(profile_runs, PROFILE_RUNS_SCHEMA)
+    profiles, profile_runs = conform(profiles, PROFILES_SCHEMA), conform(profile_runs, PROFILE_RUNS_SCHEMA)
     trees = _trees(profiles, profile_runs)
     return {
         "profile_method": method(profile_runs),

@@ -329,13 +329,7 @@ def write_post(blog: Path, analysis: analyse.Result, commit: str | None = None, 
     report exported to ``blog``, headed by ``title`` (the user's report.title) where given; listed as
     written there, so the next report replaces them."""
     s = analysis.settings
-    why = profiles.explanations(
-        analysis.profile_categories,
-        analysis.profile_differences,
-        analysis.profile_no_symbols,
-        analysis.profile_disturbed,
-        s.baseline,
-    )
+    why = profiles.explanations(analysis.profile_tables(), s.baseline)
     text = post_markdown(
         analysis.runs,
         analysis.comparisons,

@@ -3,16 +3,25 @@ per unit adds over the baseline's (the tables: benchlib.analysis.profiles)."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
+
 import polars as pl
 
 from ..analysis import stats
+from ..analysis.profile_contrasts import ATTRIBUTION_LEVEL
 from ..analysis.profiles import CORES, KEYS
+from ..analysis.verdicts import Kind
 from ..base import escape
-from .format import reading, unit
+from .format import level, reading, unit
 from .summary import FINDING, ordered_findings
 
 NO_SYMBOLS = "no kernel symbols: kernel.kptr_restrict hid them"
 NO_PROFILES = "No CPU profiles: experiment.profile_runs is 0 (or the campaign predates profiles)"
+# what a profile sentence says instead of an explanation (the rules of the findings: no interval, no claim)
+TOO_FEW = "too few profiled runs for an interval: no claim"
+NO_CHANGE = "no change in CPU per unit found"
+DISAGREE = "the profiles disagree with the measured change"
 # categories that tell datapaths apart; syscall entry and scheduler frames are in every path and would
 # top every ranking of frames
 DISTINCTIVE = ("devices", "softirq/backlog", "netfilter/conntrack", "eBPF", "proxy", "TCP/IP")
@@ -103,20 +112,18 @@ def _side_text(side: str) -> str:
     return "both sides" if side == "total" else f"{side} side"
 
 
-def explanations(
-    cats: pl.DataFrame,
-    diffs: pl.DataFrame,
-    no_symbols: pl.DataFrame,
-    disturbed: pl.DataFrame,
-    baseline: str,
-    top: int = 3,
-) -> pl.DataFrame:
-    """Per scenario, test and side a sentence (plain text) on what the scenario's CPU per unit adds over the
-    baseline's: which categories carry the difference, which frames gained or lost most (ranked among the
-    DISTINCTIVE categories), on how many profiled runs and samples; from the analysis' profile_categories,
-    profile_differences, profile_no_symbols and profile_disturbed. A configuration whose profiles have no
-    kernel symbols, or that other processes disturbed, gets a sentence saying so instead, and no
-    configuration is explained against a disturbed baseline."""
+def explanations(t: Mapping[str, pl.DataFrame], baseline: str, top: int = 3) -> pl.DataFrame:
+    """Per scenario, test and side a sentence (plain text) on what the scenario's CPU per unit of work
+    adds over the baseline's, from the analysis' profile tables ``t`` (analyse.Result.profile_tables).
+
+    The rules are the findings': a change in CPU per unit is stated with its interval across the
+    profiled runs (profile_contrasts), and only one whose interval excludes zero names the categories
+    that carry it and the frames that gained or lost most (ranked among the DISTINCTIVE categories);
+    too few profiled runs for an interval, or an interval that holds zero, make no claim; and where the
+    profiles disagree with the measured change at the CPU limit, the sentence says so and explains
+    nothing. A configuration whose profiles have no kernel symbols, or that other processes disturbed,
+    gets a sentence saying so instead, and no configuration is explained against a disturbed baseline."""
+    cats, attribution, disturbed = t["profile_categories"], t["profile_attribution"], t["profile_disturbed"]
     out = [
         {
             **{k: r[k] for k in ("environment", "test", "scenario")},
@@ -125,7 +132,7 @@ def explanations(
             "sentence": f"{r['scenario']} ({r['test']}): {NO_SYMBOLS}; its profile is not shown.",
             "clause": "",
         }
-        for r in no_symbols.iter_rows(named=True)
+        for r in t["profile_no_symbols"].iter_rows(named=True)
     ] + [
         {
             **{k: r[k] for k in ("environment", "test", "scenario")},
@@ -140,17 +147,15 @@ def explanations(
         for r in disturbed.iter_rows(named=True)
     ]
     if not cats.is_empty():
-        tot = cats.group_by(*KEYS, "side").agg(
-            cpu=pl.col("cpu_per_unit").sum(),
-            samples=pl.col("samples").sum(),
-            n_runs=pl.col("n_runs").first(),
-            cpu_unit=pl.col("cpu_unit").first(),
-            work_unit=pl.col("work_unit").first(),
-        )
-        base = tot.filter(scenario=baseline).drop("scenario")
+        samples = cats.group_by(*KEYS, "side").agg(samples=pl.col("samples").sum())
         pairs = (
-            tot.filter(pl.col("scenario") != baseline)
-            .join(base, on=["environment", "test", "side"], suffix="_base")
+            t["profile_contrasts"]
+            .filter(baseline=baseline)
+            .join(samples, on=[*KEYS, "side"])
+            .join(
+                samples.rename({"scenario": "baseline", "samples": "samples_base"}),
+                on=["environment", "baseline", "test", "side"],
+            )
             # no sentence from a profile that other processes disturbed, nor against one
             .join(disturbed.select(*KEYS), on=KEYS, how="anti")
             .join(
@@ -164,89 +169,111 @@ def explanations(
                 {
                     **{k: p[k] for k in ("environment", "test", "scenario", "side")},
                     "baseline": baseline,
-                    "sentence": _sentence(p, baseline, cats, diffs, top),
-                    "clause": _clause(p, baseline, cats),
+                    "sentence": _sentence(p, attribution, top),
+                    "clause": _clause(p, attribution) if _explains(p) else "",
                 }
             )
     return pl.DataFrame(out, schema=EXPLANATIONS_SCHEMA) if out else pl.DataFrame(schema=EXPLANATIONS_SCHEMA)
 
 
-def _category_deltas(p: dict, baseline: str, cats: pl.DataFrame) -> pl.DataFrame:
-    """Per category, the scenario's CPU per unit minus the baseline's, largest first."""
-    where = dict(environment=p["environment"], test=p["test"], side=p["side"])
+def _explains(p: dict) -> bool:
+    """Whether a contrast may say where the CPU went: its interval excludes zero and it does not disagree
+    with the measured change."""
+    return p["verdict_kind"] == Kind.FINDING and p["agrees"] is not False
+
+
+def _parts(p: dict, attribution: pl.DataFrame, level: str) -> pl.DataFrame:
+    """The categories (``level`` "category") or frames' own times ("self") of a contrast's side whose
+    change in CPU per unit has an interval that excludes zero, largest change first."""
     return (
-        cats.filter(scenario=p["scenario"], **where)
-        .select("category", "cpu_per_unit")
-        .join(
-            cats.filter(scenario=baseline, **where).select("category", base="cpu_per_unit"),
-            on="category",
-            how="full",
-            coalesce=True,
+        attribution.filter(
+            environment=p["environment"], test=p["test"], scenario=p["scenario"], side=p["side"], level=level
         )
-        .with_columns(delta=pl.col("cpu_per_unit").fill_null(0.0) - pl.col("base").fill_null(0.0))
-        .sort(pl.col("delta").abs(), descending=True)
+        .filter((pl.col("delta_low") > 0) | (pl.col("delta_high") < 0))
+        .sort(pl.col("delta").abs(), "name", descending=[True, False])
     )
 
 
-def _clause(p: dict, baseline: str, cats: pl.DataFrame) -> str:
+def _clause(p: dict, attribution: pl.DataFrame) -> str:
     """The why of a difference in one plain clause: where the CPU per unit of work went, in the
-    one or two categories that carry most of it, named in plain words; "" when the CPU is the same."""
-    delta = p["cpu"] - p["cpu_base"]
-    c = _category_deltas(p, baseline, cats)
-    if delta == 0 or c.is_empty():
-        return ""
-    same_way = c.filter((pl.col("delta") > 0) if delta > 0 else (pl.col("delta") < 0))
+    one or two categories that carry most of it, named in plain words; "" when none carries it."""
+    more = p["change_pct"] > 0
+    c = _parts(p, attribution, "category")
+    same_way = c.filter((pl.col("delta") > 0) if more else (pl.col("delta") < 0))
     spread = float(same_way["delta"].abs().sum()) or 1.0
     named = [
-        PLAIN.get(str(r["category"]), str(r["category"]))
+        PLAIN.get(str(r["name"]), str(r["name"]))
         for r in same_way.head(2).iter_rows(named=True)
         if abs(r["delta"]) >= 0.25 * spread
     ]
     if not named:
         return ""
-    where = " and ".join(named)
-    return (
-        f"{p['scenario']} spends more CPU per unit of work than {baseline}, mostly in {where}"
-        if delta > 0
-        else f"{p['scenario']} spends less CPU per unit of work than {baseline}, mostly in {where}"
-    )
+    way = "more" if more else "less"
+    return f"{p['scenario']} spends {way} CPU per unit of work than {p['baseline']}, mostly in {' and '.join(named)}"
 
 
-def _sentence(p: dict, baseline: str, cats: pl.DataFrame, diffs: pl.DataFrame, top: int) -> str:
+def _change(p: dict, pct: str, low: str, high: str, level_of: str | None = None) -> str:
+    """A change in % with its interval (and the interval's level, column ``level_of``): "+23 % [+8, +48]
+    at 95 %"; the change alone where it has no interval."""
+    if not math.isfinite(p[low]):
+        return f"{p[pct]:+.0f} %"
+    at = f" at {level(p[level_of])}" if level_of else ""
+    return f"{p[pct]:+.0f} % [{p[low]:+.0f}, {p[high]:+.0f}]{at}"
+
+
+def _part(r: dict, cpu_unit: str, short: str) -> str:
+    """A category's or frame's change with its interval: "+2.0 µs [+1.6, +2.4]"."""
+    return f"{_num(r['delta'], cpu_unit)} {short} [{_num(r['delta_low'], cpu_unit)}, {_num(r['delta_high'], cpu_unit)}]"
+
+
+def _sentence(p: dict, attribution: pl.DataFrame, top: int) -> str:
     cpu_unit, short = p["cpu_unit"], _short(p["cpu_unit"], p["work_unit"])
-    where = dict(environment=p["environment"], test=p["test"], side=p["side"])
-    c = _category_deltas(p, baseline, cats)
-    delta = p["cpu"] - p["cpu_base"]
+    delta = p["cpu_per_unit"] - p["cpu_per_unit_base"]
+    head = (
+        f"{p['scenario']} vs {p['baseline']} ({p['test']}, per {p['work_unit']}, {_side_text(p['side'])}): "
+        f"{_num(delta, cpu_unit)} {short} CPU ({_change(p, 'change_pct', 'change_low', 'change_high', 'ci_level')}), "
+        f"{_val(p['cpu_per_unit'], cpu_unit)} vs {_val(p['cpu_per_unit_base'], cpu_unit)} {short}"
+    )
+    runs = f"{p['n_runs']} vs {p['n_runs_base']} profiled run{'s' if max(p['n_runs'], p['n_runs_base']) > 1 else ''}"
+    tail = f" ({runs}, {p['samples']:,} vs {p['samples_base']:,} busy samples)."
+    if p["verdict_kind"] == Kind.INSUFFICIENT:
+        return head + f"; {TOO_FEW}" + tail
+    if p["agrees"] is False:
+        return (
+            head
+            + f"; {DISAGREE}: at the CPU limit the measured rate implies "
+            + f"{_change(p, 'implied_pct', 'implied_low', 'implied_high')} CPU per {p['work_unit']}; "
+            + "no explanation"
+            + tail
+        )
+    if p["verdict_kind"] != Kind.FINDING:
+        return head + f"; {NO_CHANGE}" + tail
+    c = _parts(p, attribution, "category")
     spread = float(c["delta"].abs().sum()) or 1.0
     named = [
-        f"{r['category']} {_num(r['delta'], cpu_unit)} {short}"
+        f"{r['name']} {_part(r, cpu_unit, short)}"
         for r in c.head(top).iter_rows(named=True)
         if abs(r["delta"]) >= 0.1 * spread
     ]
-    # the frame that gained or lost most in each distinctive category, dispatchers left out
+    # the frame whose own CPU gained or lost most in each distinctive category: the work only one of the
+    # two paths does, not the shared inclusive frames every path passes through
     f = (
-        diffs.filter(scenario=p["scenario"], level="frame", **where)
+        _parts(p, attribution, "self")
         .filter(pl.col("category").is_in(DISTINCTIVE), ~pl.col("name").str.contains(DISPATCH))
-        .sort(pl.col("delta").abs(), descending=True)
         .unique("category", keep="first", maintain_order=True)
         .head(top)
     )
     frames_text = ", ".join(
-        f"{'+' if r['delta'] >= 0 else '-'}{r['name']} ({_num(r['delta'], cpu_unit)} {short})"
-        for r in f.iter_rows(named=True)
-        if r["delta"] != 0
+        f"{'+' if r['delta'] >= 0 else '-'}{r['name']} ({_part(r, cpu_unit, short)})" for r in f.iter_rows(named=True)
     )
-    pct = f" ({100 * delta / p['cpu_base']:+.0f} %)" if p["cpu_base"] else ""
-    text = (
-        f"{p['scenario']} vs {baseline} ({p['test']}, per {p['work_unit']}, {_side_text(p['side'])}): "
-        f"{_num(delta, cpu_unit)} {short} CPU{pct}, {_val(p['cpu'], cpu_unit)} vs {_val(p['cpu_base'], cpu_unit)} {short}"
-    )
+    text = head
     if named:
         text += ": " + ", ".join(named)
     if frames_text:
-        text += f"; frames {frames_text}"
-    runs = f"{p['n_runs']} vs {p['n_runs_base']} profiled run{'s' if max(p['n_runs'], p['n_runs_base']) > 1 else ''}"
-    return text + f" ({runs}, {p['samples']:,} vs {p['samples_base']:,} busy samples)."
+        text += f"; own time in {frames_text}"
+    if named or frames_text:
+        tail = tail.replace(").", f"; parts each at {level(ATTRIBUTION_LEVEL)}).")
+    return text + tail
 
 
 # findings whose why the report draws, largest change first: two tall figures each
@@ -260,17 +287,17 @@ def why_figure(test: str, scenario: str, environment: str | None = None, kind: s
     return f"cpu_profile_{where}_{kind}"
 
 
-def finding_pairs(
-    comparisons: pl.DataFrame, diffs: pl.DataFrame, disturbed: pl.DataFrame, top: int = WHY_FIGURES
-) -> pl.DataFrame:
+def finding_pairs(comparisons: pl.DataFrame, t: Mapping[str, pl.DataFrame], top: int = WHY_FIGURES) -> pl.DataFrame:
     """The ``top`` headline findings (environment, test, scenario, baseline; largest change first) whose
-    scenario and baseline both have profiles to compare, neither disturbed by other processes: those
-    the report draws the why of."""
+    profiles explain them (the analysis' profile tables ``t``): a change in CPU per unit whose interval
+    excludes zero on some side, not at odds with the measured change, neither configuration disturbed by
+    other processes: those the report draws the why of."""
     keys = ["environment", "test", "scenario", "baseline"]
+    disturbed = t["profile_disturbed"]
     found = ordered_findings(comparisons, stats.PRIMARY).filter(kind=FINDING).select(keys)
-    profiled = diffs.filter(level="self").select(keys).unique()
+    explained = t["profile_contrasts"].filter(pl.col("verdict_kind") == Kind.FINDING, pl.col("agrees").fill_null(True))
     return (
-        found.join(profiled, on=keys, how="semi", maintain_order="left")
+        found.join(explained.select(keys).unique(), on=keys, how="semi", maintain_order="left")
         .join(disturbed.select(*KEYS), on=KEYS, how="anti", maintain_order="left")
         .join(
             disturbed.select("environment", "test", baseline="scenario"),
@@ -285,7 +312,8 @@ def finding_pairs(
 
 BPF_NOTE = (
     "With kernel.bpf_stats_enabled on during each profiled run, the kernel counted every BPF program's runs "
-    "and run time (bpftool prog show); per unit of work, pooled over the profiled runs."
+    "and run time (bpftool prog show); per unit of work, pooled over the profiled runs, with the 95 % t interval "
+    "of the mean across them in brackets (none below 2 runs)."
 )
 
 
@@ -295,7 +323,14 @@ def bpf_rows(bpf: pl.DataFrame, disturbed: pl.DataFrame, test_labels: dict[str, 
     the CPU per unit with its unit. Empty where none did. A disturbed configuration's counters are left
     out as its profile is: its programs ran for other processes too."""
     b = bpf.join(disturbed.select(*KEYS), on=KEYS, how="anti")
-    cpu = [f"{reading(v)} {unit(u)}" for v, u in b.select("cpu_per_unit", "unit").iter_rows()]
+    cpu = [
+        f"{reading(v)} {unit(u)}{_bounds(lo, hi)}"
+        for v, u, lo, hi in b.select("cpu_per_unit", "unit", "cpu_per_unit_low", "cpu_per_unit_high").iter_rows()
+    ]
+    ns = [
+        f"{reading(v)}{_bounds(lo, hi)}"
+        for v, lo, hi in b.select("ns_per_run", "ns_per_run_low", "ns_per_run_high").iter_rows()
+    ]
     return b.select(
         "scenario",
         pl.col("test").replace(test_labels),
@@ -303,6 +338,13 @@ def bpf_rows(bpf: pl.DataFrame, disturbed: pl.DataFrame, test_labels: dict[str, 
         type="type",
         attached_at=pl.col("attach").fill_null("-"),
         runs_per_unit="runs_per_unit",
-        ns_per_run="ns_per_run",
+        ns_per_run=pl.Series(ns, dtype=pl.String),
         cpu_per_unit=pl.Series(cpu, dtype=pl.String),
     )
+
+
+def _bounds(low: float | None, high: float | None) -> str:
+    """An interval as " [low, high]", "" where there is none."""
+    if low is None or high is None or not math.isfinite(low):
+        return ""
+    return f" [{reading(low)}, {reading(high)}]"

@@ -333,9 +333,10 @@ def findings_markdown(
     return "\n".join(lines)
 
 
-def caveats_markdown(comparisons: pl.DataFrame) -> str:
+def caveats_markdown(comparisons: pl.DataFrame, profile_contrasts: pl.DataFrame | None = None) -> str:
     """The campaign-wide caveats the comparisons carry: sides at a CPU limit, changes below the
-    instrument's resolution, arms on different machines, comparisons whose n cannot reach significance."""
+    instrument's resolution, arms on different machines, comparisons whose n cannot reach significance;
+    with the analysis' ``profile_contrasts``, the profiles that disagree with the measured change."""
     out, m = [], len(comparisons)
     if m == 0:
         return ""
@@ -368,6 +369,13 @@ def caveats_markdown(comparisons: pl.DataFrame) -> str:
         out.append(
             f"**Too few runs:** {k} of {m} comparisons cannot reach significance at their n whatever "
             f"the data; {need} runs per configuration could."
+        )
+    checked = profile_contrasts.filter(pl.col("agrees").is_not_null()) if profile_contrasts is not None else None
+    if checked is not None and (k := int((~checked["agrees"]).sum())):
+        out.append(
+            f"**Profiles at odds with the measurement:** in {k} of {len(checked)} profiled comparisons at the "
+            "CPU limit, the change in CPU per unit of work the profiles measure and the one the measured "
+            "rate implies do not overlap: those profiles explain nothing."
         )
     return "\n\n".join(out)
 

@@ -28,7 +28,7 @@ from benchlib.report import (
 from tests.conftest import FIXTURES, venv_env
 from tests.support.analysis_tables import analysed, settings
 from tests.support.hostile import IMG, SCRIPT, ParsedPage, hostile_campaign, other_schemes
-from tests.support.profile_tables import profile_tables
+from tests.support.profile_tables import VXLAN_RATE, profile_tables
 
 HOSTILE = [IMG, SCRIPT, "](javascript:alert(1))", "**bold**", "`tick`", "a | b", "\x1b[31mred\x00\x0b", "# h", "1. i"]
 # Markdown that makes a link, an image or an element, plainly or disguised, and Markdown's other markup
@@ -196,7 +196,9 @@ def profiled():
     """lab-default-003's tables analysed with CPU profiles of host and vxlan (the captured perf output of
     host and veth-routed), every frame of vxlan's ending in MARK, and its failed run's reason MARK."""
     c = hostile_campaign("lab-default-003", "vxlan", MARK)
-    stacks, profile_runs = profile_tables({"host": "host", "vxlan": "veth-routed"})
+    stacks, profile_runs = profile_tables(
+        {"host": "host", "vxlan": "veth-routed"}, runs_each=3, rates={"vxlan": VXLAN_RATE}
+    )
     stacks = stacks.with_columns(
         stack=pl.when(pl.col("scenario") == "vxlan")
         .then(pl.col("stack").str.replace_all(";", MARK + ";", literal=True) + MARK)
@@ -217,10 +219,8 @@ def pages(result, text: str) -> dict[str, str]:
         kernel=pl.lit(f"6.1 {text}"),
         tool_version=pl.lit(f"2.7 {text}"),
     )
-    diffs = result.profile_differences.with_columns(pl.col("name").str.replace(MARK, text, literal=True))
-    why = profile_text.explanations(
-        result.profile_categories, diffs, result.profile_no_symbols, result.profile_disturbed, s.baseline
-    )
+    parts = result.profile_attribution.with_columns(pl.col("name").str.replace(MARK, text, literal=True))
+    why = profile_text.explanations({**result.profile_tables(), "profile_attribution": parts}, s.baseline)
     assert why["sentence"].str.contains(text, literal=True).any()  # the text reached the sentences
     findings = summary.summary_markdown(
         runs, result.comparisons, result.families, s.baseline, s.correction, explanations=why, campaign=False

@@ -6,21 +6,32 @@ from __future__ import annotations
 import json
 import re
 
+import numpy as np
 import polars as pl
 import pytest
+import scipy.stats
 
-from benchlib.analysis import analyse, profiles
+from benchlib.analysis import analyse, profile_contrasts, profiles
 from benchlib.profiling import stacks
 from benchlib.report import flamegraphs, profiles as profile_text, render as report, summary
 from benchlib.vocabulary import schema
 from tests.support.analysis_tables import make_tables, settings
-from tests.support.profile_tables import HZ, RATES, WINDOW_S, folded, profile_tables
+from tests.support.hostile import hostile_campaign
+from tests.support.profile_tables import HZ, RATES, SPREAD, WINDOW_S, folded, profile_tables
+
+
+def analysed(p: pl.DataFrame, r: pl.DataFrame) -> dict[str, pl.DataFrame]:
+    """The profile tables the analysis stores, against host, its contrasts included."""
+    return {
+        **profiles.analyse(p, r, "host"),
+        "profile_contrasts": profile_contrasts.contrasts(p, r, "host"),
+        "profile_attribution": profile_contrasts.attribution(p, r, "host"),
+    }
 
 
 @pytest.fixture(scope="module")
 def tables():
-    p, r = profile_tables()
-    return profiles.analyse(p, r, "host")
+    return analysed(*profile_tables(runs_each=3))
 
 
 def test_each_sides_category_shares_sum_to_100(tables):
@@ -51,13 +62,7 @@ def test_runs_of_one_configuration_are_pooled():
 
 def sentences(tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
     """The report's CPU-profile sentences of the analysis' tables, against host."""
-    return profile_text.explanations(
-        tables["profile_categories"],
-        tables["profile_differences"],
-        tables["profile_no_symbols"],
-        tables["profile_disturbed"],
-        "host",
-    )
+    return profile_text.explanations(tables, "host")
 
 
 def test_veth_routed_gains_backlog_processing_and_veth_transmit_over_host(tables):
@@ -69,8 +74,11 @@ def test_veth_routed_gains_backlog_processing_and_veth_transmit_over_host(tables
     assert t["veth-routed"] > t["host"]  # fewer transactions on a longer path: more CPU each
     (sentence,) = sentences(tables)["sentence"]
     assert sentence.startswith("veth-routed vs host (tcp_rr, per transaction, both sides): +")
-    assert "process_backlog" in sentence and "veth_xmit" in sentence and "softirq/backlog" in sentence
-    assert "1 vs 1 profiled run" in sentence and "busy samples" in sentence
+    assert "+25 % [+17, +34] at 95 %" in sentence  # the change with its interval across the profiled runs
+    # the frames whose own CPU grew: the route lookup and the veth pair, work only this path does
+    assert "own time in +ip_route_input_slow" in sentence and "+veth_xmit" in sentence
+    assert "softirq/backlog" in sentence and "process_backlog" not in sentence  # shared inclusive frames are not
+    assert "3 vs 3 profiled runs" in sentence and "busy samples" in sentence
     assert "entry_SYSCALL" not in sentence and "do_softirq" not in sentence  # dispatchers are not named
 
 
@@ -87,10 +95,10 @@ def _with_other_processes(p: pl.DataFrame, scenario: str, samples: int) -> pl.Da
 
 
 def test_other_processes_stay_out_of_the_work_and_a_profile_they_disturbed_explains_nothing(tables):
-    p, r = profile_tables()
+    p, r = profile_tables(runs_each=3)
     busy = int(p.filter(pl.col("scenario") == "veth-routed", pl.col("category") != "idle")["samples"].sum())
-    quiet = profiles.analyse(_with_other_processes(p, "veth-routed", busy // 20), r, "host")
-    noisy = profiles.analyse(_with_other_processes(p, "veth-routed", busy // 2), r, "host")
+    quiet = analysed(_with_other_processes(p, "veth-routed", busy // 20), r)
+    noisy = analysed(_with_other_processes(p, "veth-routed", busy // 2), r)
     for t in (quiet, noisy):  # the path's CPU per unit of work is the same with or without others beside it
         assert t["profile_categories"].equals(tables["profile_categories"])
     assert quiet["profile_disturbed"].is_empty() and sentences(quiet).equals(sentences(tables))  # 5 %: below the flag
@@ -124,7 +132,7 @@ def test_empty_inputs_give_empty_tables_and_the_no_profiles_message():
 
 def test_a_profile_without_kernel_symbols_gets_a_sentence_not_a_flamegraph():
     p, r = profile_tables(kernel_symbols=False)
-    out = profiles.analyse(p, r, "host")
+    out = analysed(p, r)
     assert out["profile_frames"].is_empty() and out["profile_categories"].is_empty()
     assert out["profile_no_symbols"].select("scenario", "test").rows() == [
         ("host", "tcp_rr"),
@@ -149,8 +157,8 @@ def test_throughput_is_per_gbit_per_second():
     ids=["rate", "throughput"],
 )
 def test_the_sentences_read_what_cpu_per_unit_counts_from_its_columns_not_the_units_text(metric, value, per, short):
-    p, r = profile_tables()
-    t = profiles.analyse(p, r if value is None else r.with_columns(metric=pl.lit(metric), value=pl.lit(value)), "host")
+    p, r = profile_tables(runs_each=3)
+    t = analysed(p, r if value is None else r.with_columns(metric=pl.lit(metric), value=pl.col("value") / 1000))
     for name in ("profile_categories", "profile_frames", "profile_differences"):
         ((unit, cpu_unit, work_unit),) = t[name].select("unit", "cpu_unit", "work_unit").unique().rows()
         assert unit == f"{cpu_unit} per {work_unit}"
@@ -234,9 +242,8 @@ def test_a_findings_figures_show_its_frames_deep_and_coloured_by_their_own_chang
     assert bars.data[1].y[-1] == own["name"][0] and len(bars.data[1].y) == 10
 
 
-def test_a_finding_carries_its_profile_sentence():
-    p, r = profile_tables()
-    expl = sentences(profiles.analyse(p, r, "host"))
+def test_a_finding_carries_its_profile_sentence(tables):
+    expl = sentences(tables)
     row = {"environment": "local-lab", "test": "tcp_rr", "scenario": "veth-routed", "baseline": "host"}
     assert summary.profile_notes(row, expl) == expl["sentence"].to_list()
     assert summary.profile_notes({**row, "scenario": "bridge"}, expl) == []
@@ -261,20 +268,25 @@ def _campaign(tmp_path, with_profiles: str):
     runs, metrics = make_tables(samples)
     tidy.write_tables(runs, metrics, tmp_path)
     stacks_, profile_runs = (
-        profile_tables(kernel_symbols=with_profiles == "profiles") if with_profiles != "none" else (None, None)
+        profile_tables(kernel_symbols=with_profiles == "profiles", runs_each=3)
+        if with_profiles != "none"
+        else (None, None)
     )
-    # a tc program's counters on the veth-routed run, as parse reads them from its record
+    # a tc program's counters on each veth-routed run, as parse reads them from its record: twice per
+    # transaction, 400 ns each
+    work = [RATES["veth-routed"] * f * WINDOW_S for f in SPREAD[:3]]
     bpf = pl.DataFrame(
         [
             {
-                "run_id": "veth-routed-tcp_rr-p0",
+                "run_id": f"veth-routed-tcp_rr-p{k}",
                 "id": 7,
                 "name": "from_pod",
                 "type": "sched_cls",
                 "attach": "node-a veth0 tc ingress",
-                "run_cnt": int(2 * RATES["veth-routed"] * WINDOW_S),
-                "run_time_ns": int(2 * RATES["veth-routed"] * WINDOW_S * 400),
+                "run_cnt": int(2 * w),
+                "run_time_ns": int(2 * w * 400),
             }
+            for k, w in enumerate(work)
         ],
         schema=schema.PROFILE_BPF_SCHEMA,
     )
@@ -293,12 +305,10 @@ def _campaign(tmp_path, with_profiles: str):
 @pytest.mark.parametrize("with_profiles", ["profiles", "none", "no-symbols"])
 def test_the_report_section_shows_the_profiles(tmp_path, with_profiles):
     analysis_dir = _campaign(tmp_path, with_profiles)
-    loaded = analyse.load(analysis_dir)
-    tables = {
-        name: getattr(loaded, name)
-        for name in ("profile_categories", "profile_differences", "profile_no_symbols", "profile_disturbed")
-    }
-    assert len(sentences(tables)) == {"profiles": 1, "none": 0, "no-symbols": 2}[with_profiles]
+    assert (
+        len(sentences(analyse.load(analysis_dir).profile_tables()))
+        == {"profiles": 1, "none": 0, "no-symbols": 2}[with_profiles]
+    )
     out = tmp_path / "reports"
     html = report.build_report(
         ["notebooks/00_summary.py", "notebooks/05_cpu_profiles.py"],
@@ -369,3 +379,84 @@ def test_an_analysis_by_an_older_benchlib_is_refused_in_one_line(tmp_path):
         analyse.AnalysisError, match=rf"^{settings}: written by an older benchlib, which recorded no digest"
     ):
         analyse.load(analysis_dir)
+
+
+def test_too_few_profiled_runs_or_no_change_make_no_claim():
+    one = analysed(*profile_tables())  # 1 profiled run each: no spread, no interval
+    (row,) = one["profile_contrasts"].iter_rows(named=True)
+    assert row["verdict_kind"] == "insufficient" and row["change_low"] != row["change_low"]  # NaN
+    (said,) = sentences(one).iter_rows(named=True)
+    assert "(+25 %)" in said["sentence"] and profile_text.TOO_FEW in said["sentence"]
+    assert "own time" not in said["sentence"] and "TCP/IP" not in said["sentence"] and said["clause"] == ""
+    # bridge made of host's own stacks, its runs at host's rates: the same CPU per transaction
+    same = analysed(*profile_tables({"host": "host", "bridge": "host"}, runs_each=3))
+    (row,) = same["profile_contrasts"].iter_rows(named=True)
+    assert row["verdict_kind"] == "noise" and row["change_low"] < 0 < row["change_high"]
+    (said,) = sentences(same).iter_rows(named=True)
+    assert profile_text.NO_CHANGE in said["sentence"] and "own time" not in said["sentence"] and said["clause"] == ""
+
+
+def test_a_contrasts_interval_is_welchs_at_the_level_its_family_decided_at():
+    p, r = profile_tables({"host": "host", "veth-routed": "veth-routed", "bridge": "host"}, runs_each=3)
+    c = profile_contrasts.contrasts(p, r, "host", alpha=0.05, correction="holm")
+    assert c["scenario"].to_list() == ["bridge", "veth-routed"]  # one family: local-lab's tcp_rr
+    totals = profile_contrasts.run_totals(p, r)
+    x, y = (np.log(totals.filter(scenario=s)["cpu_per_unit"].to_numpy()) for s in ("veth-routed", "host"))
+    welch = scipy.stats.ttest_ind(x, y, equal_var=False)
+    veth = c.filter(scenario="veth-routed").row(0, named=True)
+    assert veth["p"] == pytest.approx(welch.pvalue) and veth["p_adj"] == pytest.approx(min(1, 2 * welch.pvalue))
+    # Holm rejected one of two: its intervals are at 1 - alpha / (2 - 1), where exactly the finding excludes 0
+    assert set(c["ci_level"]) == {0.95} and c["verdict_kind"].to_list() == ["noise", "finding"]
+    low, high = welch.confidence_interval(0.95)
+    assert (veth["change_low"], veth["change_high"]) == pytest.approx((100 * np.expm1(low), 100 * np.expm1(high)))
+
+
+def test_profiles_that_disagree_with_the_measured_change_explain_nothing_and_are_counted():
+    """On the real lab-default-003 campaign, both sides of TCP_RR on one CPU at its limit: the real veth-routed
+    profile (+25 % CPU per transaction) agrees with its measured rate (-21.9 %: +28 % implied); the same
+    stacks given as vxlan's (measured -46.7 %, +88 % implied) do not."""
+    c = hostile_campaign("lab-default-003", "vxlan", "a failed run")
+    for scenario, agrees in (("veth-routed", True), ("vxlan", False)):
+        stacks_, runs_ = profile_tables({"host": "host", scenario: "veth-routed"}, runs_each=3)
+        result = analyse.run(c.runs, c.metrics, settings(), profile_stacks=stacks_, profile_runs=runs_)
+        (row,) = result.profile_contrasts.iter_rows(named=True)
+        assert row["agrees"] is agrees and row["implied_low"] < row["implied_pct"] < row["implied_high"]
+        (said,) = profile_text.explanations(result.profile_tables(), "host").iter_rows(named=True)
+        caveats = summary.caveats_markdown(result.comparisons, result.profile_contrasts)
+        pairs = profile_text.finding_pairs(result.comparisons, result.profile_tables())
+        if agrees:
+            assert "own time in +ip_route_input_slow" in said["sentence"] and said["clause"]
+            assert "at odds with the measurement" not in caveats and pairs["scenario"].to_list() == [scenario]
+        else:
+            assert f"{profile_text.DISAGREE}: at the CPU limit the measured rate implies +88 % [" in said["sentence"]
+            assert "own time" not in said["sentence"] and said["clause"] == "" and pairs.is_empty()
+            assert "**Profiles at odds with the measurement:** in 1 of 1 profiled comparisons" in caveats
+
+
+def test_a_bpf_programs_figures_carry_their_interval_across_the_profiled_runs():
+    p, r = profile_tables(runs_each=3)
+    ns = [400.0, 420.0, 380.0]  # run time per program run in each of veth-routed's three runs (test inputs)
+    work = [RATES["veth-routed"] * f * WINDOW_S for f in SPREAD[:3]]
+    bpf = pl.DataFrame(
+        [
+            {
+                "run_id": f"veth-routed-tcp_rr-p{k}",
+                "id": 7,
+                "name": "from_pod",
+                "type": "sched_cls",
+                "attach": "node-a veth0 tc ingress",
+                "run_cnt": int(2 * w),
+                "run_time_ns": int(2 * w * t),
+            }
+            for k, (w, t) in enumerate(zip(work, ns, strict=True))
+        ],
+        schema=schema.PROFILE_BPF_SCHEMA,
+    )
+    (row,) = profiles.bpf_programs(bpf, r).iter_rows(named=True)
+    low, high = scipy.stats.ttest_1samp(ns, 0).confidence_interval(0.95)
+    assert (row["ns_per_run_low"], row["ns_per_run_high"]) == pytest.approx((low, high), rel=1e-3)
+    assert row["cpu_per_unit_low"] < row["cpu_per_unit"] < row["cpu_per_unit_high"]
+    (shown,) = profile_text.bpf_rows(profiles.bpf_programs(bpf, r), pl.DataFrame(schema=profiles.DISTURBED_SCHEMA), {})[
+        "ns_per_run"
+    ]
+    assert re.fullmatch(r"400(\.\d)? \[3\d\d(\.\d)?, 4\d\d(\.\d)?\]", shown), shown

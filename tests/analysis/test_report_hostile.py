@@ -22,7 +22,7 @@ from benchlib.tables import tidy
 from tests.conftest import REPO, venv_env
 from tests.support.analysis_tables import settings
 from tests.support.hostile import IMG, SCRIPT, hostile_campaign
-from tests.support.profile_tables import profile_tables
+from tests.support.profile_tables import VXLAN_RATE, profile_tables
 
 pytestmark = pytest.mark.slow
 
@@ -51,7 +51,9 @@ def hostile_tables(tmp: Path) -> Path:
     analyse` does (CPU profiles of host and SCENARIO from the captured perf output): the analysis dir."""
     c = hostile_campaign("lab-default-003", SCENARIO, REASON)
     runs, metrics = c.runs, c.metrics
-    stacks, profile_runs = profile_tables({"host": "host", SCENARIO: "veth-routed"})
+    stacks, profile_runs = profile_tables(
+        {"host": "host", SCENARIO: "veth-routed"}, runs_each=3, rates={SCENARIO: VXLAN_RATE}
+    )
     stacks = stacks.with_columns(
         stack=pl.when(pl.col("scenario") == SCENARIO)
         .then(pl.col("stack").str.replace_all(";", FRAME + ";", literal=True) + FRAME)
