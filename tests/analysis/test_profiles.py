@@ -257,6 +257,27 @@ def test_a_finding_carries_its_profile_sentence(tables):
     assert summary.why_html({**row, "scenario": "bridge"}, expl) == ""
 
 
+def _tc_program(ns_per_run: list[float]) -> pl.DataFrame:
+    """A tc program's counters on each veth-routed profiled run, as parse reads them from its record: two
+    program runs per transaction, ``ns_per_run[k]`` ns each in run k (test inputs)."""
+    work = [RATES["veth-routed"] * f * WINDOW_S for f in SPREAD[: len(ns_per_run)]]
+    return pl.DataFrame(
+        [
+            {
+                "run_id": f"veth-routed-tcp_rr-p{k}",
+                "id": 7,
+                "name": "from_pod",
+                "type": "sched_cls",
+                "attach": "node-a veth0 tc ingress",
+                "run_cnt": int(2 * w),
+                "run_time_ns": int(2 * w * t),
+            }
+            for k, (w, t) in enumerate(zip(work, ns_per_run, strict=True))
+        ],
+        schema=schema.PROFILE_BPF_SCHEMA,
+    )
+
+
 def _campaign(tmp_path, with_profiles: str):
     """A campaign's analysis with a clear tcp_rr change, written as `benchlib analyse` writes it."""
     from benchlib.tables import tidy
@@ -272,24 +293,7 @@ def _campaign(tmp_path, with_profiles: str):
         if with_profiles != "none"
         else (None, None)
     )
-    # a tc program's counters on each veth-routed run, as parse reads them from its record: twice per
-    # transaction, 400 ns each
-    work = [RATES["veth-routed"] * f * WINDOW_S for f in SPREAD[:3]]
-    bpf = pl.DataFrame(
-        [
-            {
-                "run_id": f"veth-routed-tcp_rr-p{k}",
-                "id": 7,
-                "name": "from_pod",
-                "type": "sched_cls",
-                "attach": "node-a veth0 tc ingress",
-                "run_cnt": int(2 * w),
-                "run_time_ns": int(2 * w * 400),
-            }
-            for k, w in enumerate(work)
-        ],
-        schema=schema.PROFILE_BPF_SCHEMA,
-    )
+    bpf = _tc_program([400.0] * 3)
     result = analyse.run(
         runs,
         metrics,
@@ -436,22 +440,7 @@ def test_profiles_that_disagree_with_the_measured_change_explain_nothing_and_are
 def test_a_bpf_programs_figures_carry_their_interval_across_the_profiled_runs():
     p, r = profile_tables(runs_each=3)
     ns = [400.0, 420.0, 380.0]  # run time per program run in each of veth-routed's three runs (test inputs)
-    work = [RATES["veth-routed"] * f * WINDOW_S for f in SPREAD[:3]]
-    bpf = pl.DataFrame(
-        [
-            {
-                "run_id": f"veth-routed-tcp_rr-p{k}",
-                "id": 7,
-                "name": "from_pod",
-                "type": "sched_cls",
-                "attach": "node-a veth0 tc ingress",
-                "run_cnt": int(2 * w),
-                "run_time_ns": int(2 * w * t),
-            }
-            for k, (w, t) in enumerate(zip(work, ns, strict=True))
-        ],
-        schema=schema.PROFILE_BPF_SCHEMA,
-    )
+    bpf = _tc_program(ns)
     (row,) = profiles.bpf_programs(bpf, r).iter_rows(named=True)
     low, high = scipy.stats.ttest_1samp(ns, 0).confidence_interval(0.95)
     assert (row["ns_per_run_low"], row["ns_per_run_high"]) == pytest.approx((low, high), rel=1e-3)
