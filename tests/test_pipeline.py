@@ -69,6 +69,16 @@ def blocks(params) -> int:
     return params["experiment"]["repetitions"]
 
 
+def profiled_each(params) -> int:
+    return params["experiment"]["profile_runs"]
+
+
+def disturbed_runs(runs: pl.DataFrame) -> pl.DataFrame:
+    """The runs other processes of the machine took CPU from, measured again and still disturbed: a
+    real outcome on a shared VM, counted and left out by the analysis, never a failure of the pipeline."""
+    return runs.filter(pl.col("outcome") == "disturbed")
+
+
 def test_repro_produces_tidy_tables_for_every_configuration(repro):
     project, params = repro
     runs = schema.read_runs(project / "data/processed/runs.parquet")
@@ -77,7 +87,10 @@ def test_repro_produces_tidy_tables_for_every_configuration(repro):
     per_config = {(s, t): n for s, t, n in runs.group_by("scenario", "test").len().iter_rows()}
     assert sorted(per_config) == sorted((s, t) for s in scenarios for t in params["tests"])
     assert set(per_config.values()) == {blocks(params)}
-    assert set(runs["outcome"]) == {"ok"}
+    disturbed = disturbed_runs(runs)
+    assert set(runs["outcome"]) <= {"ok", "disturbed"}
+    assert disturbed["failure_reason"].str.starts_with("disturbed: ").all()
+    assert len(disturbed) <= len(runs) // 10, disturbed.select("run_id", "failure_reason")
     have = set(metrics.select("scenario", "test", "metric", "side").iter_rows())
     for s in scenarios:
         for side in ("client", "server"):
@@ -89,10 +102,12 @@ def test_repro_produces_tidy_tables_for_every_configuration(repro):
         assert (s, "tcp_crr", "connection_rate", "none") in have
     assert set(metrics["campaign"]) == {params["experiment"]["campaign"]}
     assert metrics["run_id"].is_in(runs["run_id"].implode()).all() and runs["run_id"].is_unique().all()
-    # the default campaign's profiled runs: one per configuration, in their own tables only
+    # the default campaign's profiled runs: profile_runs per configuration, in their own tables only
     profiled = schema.read(project / "data/processed/profile_runs.parquet", "profile_runs")
-    assert sorted(profiled.select("scenario", "test").iter_rows()) == sorted(per_config)
-    assert set(profiled["outcome"]) == {"ok"} and profiled["kernel_symbols"].all()
+    per_profiled = {(s, t): n for s, t, n in profiled.group_by("scenario", "test").len().iter_rows()}
+    assert per_profiled == {config: profiled_each(params) for config in per_config}
+    assert set(profiled["outcome"]) <= {"ok", "disturbed"} and profiled["kernel_symbols"].all()
+    assert (profiled["outcome"] == "ok").sum() >= len(profiled) * 0.9
     assert not runs["run_id"].str.contains("/p").any()
 
 
@@ -102,9 +117,12 @@ def test_report_labels_every_scenario_against_the_baseline(repro):
     assert set(sig["baseline"]) == {"host"}
     assert set(sig["scenario"]) == {"veth-routed", "bridge", "vxlan"}
     assert set(sig["test"]) == set(params["tests"])
-    assert (
-        (sig["n"] == blocks(params)).all() and sig["p"].is_between(0, 1).all() and sig["p_adj"].is_between(0, 1).all()
-    )
+    # n: the scenario's runs, one per block, less those that stayed disturbed
+    runs = schema.read_runs(project / "data/processed/runs.parquet")
+    lost = disturbed_runs(runs).group_by("scenario", "test").len("lost")
+    n = sig.join(lost, on=["scenario", "test"], how="left").with_columns(pl.col("lost").fill_null(0))
+    assert (n["n"] == blocks(params) - n["lost"]).all(), n.select("scenario", "test", "n", "lost")
+    assert sig["p"].is_between(0, 1).all() and sig["p_adj"].is_between(0, 1).all()
     ci = pl.col("delta_low", "delta_high")
     assert sig.select((ci.is_not_null() & ci.is_not_nan()).all()).row(0) == (True, True)
     # "inconclusive" is a real outcome at n = 6: Mann-Whitney and the interval can disagree on noisy runs.
@@ -184,7 +202,8 @@ def test_unchanged_repro_runs_nothing_and_forced_collect_measures_nothing(repro)
     raw = project / "data/raw" / campaign
     before = {p: p.stat().st_mtime_ns for p in raw.rglob("*") if p.is_file()}
     out = dvc(project, "repro", "--force", "--single-item", "collect@local-lab")
-    assert f"all {16 * blocks(params) + 16} runs of campaign {campaign} are recorded" in out  # and 16 profiled
+    configs = 16  # 4 scenarios x 4 tests, each run in every block and profiled profile_runs times
+    assert f"all {configs * (blocks(params) + profiled_each(params))} runs of campaign {campaign} are recorded" in out
     assert {p: p.stat().st_mtime_ns for p in raw.rglob("*") if p.is_file()} == before
 
 
