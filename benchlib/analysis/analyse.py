@@ -155,8 +155,9 @@ def run(
     work = normalize.config_work(values, runs, normalize.work_targets(**rates))
     compared = stats.compared_values(values, runs, s.family_metrics)
     # what the instrument cannot resolve, and where a side ran at its CPU limit, stated on each comparison
+    utilisation = saturation.side_utilisation(values, runs)
     comparisons = machines.annotate(
-        saturation.annotate(resolution.annotate(compare(compared, runs, s)), runs, values), runs
+        saturation.annotate(resolution.annotate(compare(compared, runs, s)), utilisation), runs
     )
     mesh_comparisons = (
         resolution.annotate(mesh.comparisons(values, runs, s.baseline, s.alpha, s.noise_band_pct, s.seed, s.contrasts))
@@ -195,7 +196,7 @@ def run(
             s.alpha,
             s.correction,
             comparisons,
-            saturation.bound_configs(values, runs),
+            utilisation,
         ),
         precision=sequential.precision(comparisons, runs, experiment, s.alpha),
     )

@@ -11,7 +11,7 @@ Welch's t and not a rank test or a bootstrap: at 3 profiled runs per configurati
 reach p < 0.1 (2 / C(6, 3)), and a percentile bootstrap's interval excludes zero whenever the two arms'
 runs do not overlap, which chance alone does one time in ten.
 
-Where both configurations ran a side at its CPU limit (saturation.bound_configs), that side was busy
+Where both configurations ran a side at its CPU limit (saturation.CPU_BOUND_PCT), that side was busy
 its whole window either way, so its CPU per unit of work goes as 1 / rate: the measured change delta of
 the rate implies a change of 1 / (1 + delta) - 1 in CPU per unit, with the comparison's interval. The
 profiles' interval must overlap it; where it does not, the profiles disagree with the measurement
@@ -97,38 +97,46 @@ ATTRIBUTION_SCHEMA = {
 ATTRIBUTION_LEVEL = 0.95
 
 
-def run_totals(profiles: pl.DataFrame, profile_runs: pl.DataFrame) -> pl.DataFrame:
-    """Per usable profiled run (profiles.pooled_configs) and side: its busy CPU per unit of its own work."""
+# a group's busy CPU per unit of its run's work, in the configuration's unit
+PER_UNIT = (pl.col("cpu_s").sum() * pl.col("scale").first() / pl.col("work").first()).alias("cpu_per_unit")
+
+
+def _busy_with_work(profiles: pl.DataFrame, profile_runs: pl.DataFrame) -> pl.DataFrame:
+    """The busy stack rows of the usable profiled runs (profiles.busy_rows), each with its run's work
+    (headline metric x window) and its configuration's scale and unit."""
     configs = pooled_configs(profile_runs)
     work = conform(profile_runs, PROFILE_RUNS_SCHEMA).select(
         "run_id", "metric", work=pl.col("value") * pl.col("window_s")
     )
     return (
         busy_rows(profiles, profile_runs, configs)
-        .group_by(*KEYS, "side", "run_id")
-        .agg(pl.col("cpu_s").sum())
         .join(work, on="run_id")
         .join(configs.select(*KEYS, "scale", *UNIT_COLUMNS), on=KEYS)
-        .with_columns(cpu_per_unit=pl.col("cpu_s") * pl.col("scale") / pl.col("work"))
+    )
+
+
+def _totals(rows: pl.DataFrame) -> pl.DataFrame:
+    return (
+        rows.group_by(*KEYS, "side", "run_id")
+        .agg(PER_UNIT, pl.col("metric", *UNIT_COLUMNS).first())
         .sort(*KEYS, "side", "run_id")
         .select(RUN_TOTALS_SCHEMA.keys())
     )
 
 
-def _run_parts(profiles: pl.DataFrame, profile_runs: pl.DataFrame) -> pl.DataFrame:
-    """Per usable profiled run and side, the busy CPU per unit of each category (level "category") and of
-    each frame's own time (level "self"), with the frame's own category."""
-    configs = pooled_configs(profile_runs)
-    work = conform(profile_runs, PROFILE_RUNS_SCHEMA).select("run_id", work=pl.col("value") * pl.col("window_s"))
-    rows = (
-        busy_rows(profiles, profile_runs, configs).join(work, on="run_id").join(configs.select(*KEYS, "scale"), on=KEYS)
-    )
-    per_unit = (pl.col("cpu_s").sum() * pl.col("scale").first() / pl.col("work").first()).alias("cpu_per_unit")
+def run_totals(profiles: pl.DataFrame, profile_runs: pl.DataFrame) -> pl.DataFrame:
+    """Per usable profiled run (profiles.pooled_configs) and side: its busy CPU per unit of its own work."""
+    return _totals(_busy_with_work(profiles, profile_runs))
+
+
+def _run_parts(rows: pl.DataFrame) -> pl.DataFrame:
+    """Per run and side of ``rows`` (_busy_with_work), the busy CPU per unit of each category (level
+    "category") and of each frame's own time (level "self"), with the frame's own category."""
     parts = [
-        rows.group_by(*KEYS, "side", "run_id", name="category").agg(per_unit).with_columns(level=pl.lit("category")),
+        rows.group_by(*KEYS, "side", "run_id", name="category").agg(PER_UNIT).with_columns(level=pl.lit("category")),
         rows.filter(pl.col("stack") != "")
         .group_by(*KEYS, "side", "run_id", name=pl.col("stack").str.split(";").list.last())
-        .agg(per_unit)
+        .agg(PER_UNIT)
         .with_columns(level=pl.lit("self")),
     ]
     out = pl.concat([p.select(*KEYS, "side", "run_id", "level", "name", "cpu_per_unit") for p in parts])
@@ -145,9 +153,9 @@ def attribution(profiles: pl.DataFrame | None, profile_runs: pl.DataFrame | None
     """profile_attribution: per scenario against ``baseline``, side, category and frame (own time), the
     change of mean CPU per unit with Welch's ATTRIBUTION_LEVEL interval across the profiled runs; a
     part a run lacks counts 0 in that run. Only where both have at least MIN_RUNS runs."""
-    p, r = conform(profiles, PROFILES_SCHEMA), conform(profile_runs, PROFILE_RUNS_SCHEMA)
-    totals = run_totals(p, r).select(*KEYS, "side", "run_id")
-    parts = _run_parts(p, r)
+    rows = _busy_with_work(conform(profiles, PROFILES_SCHEMA), conform(profile_runs, PROFILE_RUNS_SCHEMA))
+    totals = rows.select(*KEYS, "side", "run_id").unique().sort(*KEYS, "side", "run_id")
+    parts = _run_parts(rows)
     out = []
     base_runs = totals.filter(scenario=baseline)
     for (env, test, scenario, side), runs in totals.filter(pl.col("scenario") != baseline).group_by(
@@ -248,17 +256,13 @@ def _intervals(rows: list[dict], alpha: float, correction: str) -> None:
         level = decision_level(p_adj, alpha, correction)
         for r, q in zip(family, p_adj, strict=True):
             t = r.pop("_t")
-            r["p_adj"], r["method"] = float(q), METHOD
+            r.update(p_adj=float(q), method=METHOD, change_pct=100 * (r["cpu_per_unit"] / r["cpu_per_unit_base"] - 1))
             if t is None:
-                r.update(
-                    change_pct=100 * (r["cpu_per_unit"] / r["cpu_per_unit_base"] - 1),
-                    verdict_kind=str(Kind.INSUFFICIENT),
-                )
                 r.update(change_low=math.nan, change_high=math.nan, ci_level=math.nan)
+                r["verdict_kind"] = str(Kind.INSUFFICIENT)
                 continue
             ci = t.confidence_interval(1 - level)
             r.update(
-                change_pct=100 * (r["cpu_per_unit"] / r["cpu_per_unit_base"] - 1),
                 change_low=100 * math.expm1(ci.low),
                 change_high=100 * math.expm1(ci.high),
                 ci_level=1 - level,
@@ -272,7 +276,7 @@ def _inverse(delta: str) -> pl.Expr:
     return 100 * (100 / (100 + pl.col(delta)) - 1)
 
 
-def _implied(contrasts: pl.DataFrame, comparisons: pl.DataFrame, bound: pl.DataFrame) -> pl.DataFrame:
+def _implied(contrasts: pl.DataFrame, comparisons: pl.DataFrame, utilisation: pl.DataFrame) -> pl.DataFrame:
     """``contrasts`` with the change in CPU per unit the measured rate implies where both configurations
     ran the contrast's side at its CPU limit, and whether the profiles' interval overlaps it."""
     keys = ["environment", "test", "scenario", "baseline", "metric"]
@@ -281,9 +285,9 @@ def _implied(contrasts: pl.DataFrame, comparisons: pl.DataFrame, bound: pl.DataF
         .select(*keys, "delta_pct", "delta_low", "delta_high")
         .unique(keys, keep="first")
     )
-    sides = [f"cpu_{s}" for s in CPU_SIDE_NAMES if f"cpu_{s}" in bound.columns]
+    sides = [f"cpu_{s}" for s in CPU_SIDE_NAMES if f"cpu_{s}" in utilisation.columns]
     busy = (
-        bound.unpivot(index=KEYS, on=sides, variable_name="side", value_name="busy")
+        utilisation.unpivot(index=KEYS, on=sides, variable_name="side", value_name="busy")
         .with_columns(pl.col("side").str.strip_prefix("cpu_"))
         .group_by(*KEYS, "side")
         .agg(pl.col("busy").max())
@@ -320,19 +324,19 @@ def contrasts(
     alpha: float = 0.05,
     correction: str = "holm",
     comparisons: pl.DataFrame | None = None,
-    bound: pl.DataFrame | None = None,
+    utilisation: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """profile_contrasts: per environment, test, scenario and side, the change in busy CPU per unit of
     work against the ``baseline`` with its interval and verdict kind; with the analysis' ``comparisons``
-    and the configurations' busy sides (saturation.bound_configs), the check against the measured rate."""
+    and the configurations' busy sides (saturation.side_utilisation), the check against the measured rate."""
     totals = run_totals(conform(profiles, PROFILES_SCHEMA), conform(profile_runs, PROFILE_RUNS_SCHEMA))
     rows = _rows(totals, baseline)
     if not rows:
         return pl.DataFrame(schema=CONTRASTS_SCHEMA)
     _intervals(rows, alpha, correction)
     out = pl.DataFrame(rows, schema={c: t for c, t in CONTRASTS_SCHEMA.items() if c in rows[0]})
-    if comparisons is not None and bound is not None and not comparisons.is_empty():
-        out = _implied(out, comparisons, bound)
+    if comparisons is not None and utilisation is not None and not comparisons.is_empty():
+        out = _implied(out, comparisons, utilisation)
     else:
         out = out.with_columns(pl.lit(None).alias(c) for c in ("implied_pct", "implied_low", "implied_high", "agrees"))
     return out.select(pl.col(c).cast(t) for c, t in CONTRASTS_SCHEMA.items()).sort(

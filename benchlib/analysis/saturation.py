@@ -102,17 +102,14 @@ def _note(metric: pl.Expr, side: pl.Expr, bound_in: pl.Expr, pct: pl.Expr, pct_b
 
 
 def annotate(
-    comparisons: pl.DataFrame,
-    runs: pl.DataFrame,
-    metrics: pl.DataFrame | pl.LazyFrame,
-    threshold_pct: float = CPU_BOUND_PCT,
+    comparisons: pl.DataFrame, utilisation: pl.DataFrame, threshold_pct: float = CPU_BOUND_PCT
 ) -> pl.DataFrame:
     """The comparisons (stats.compare's rows, scenario vs the ``baseline`` scenario) with the CPU limit
-    of either side of each.
+    of either side of each, from the configurations' ``utilisation`` (side_utilisation).
 
     Added columns:
       cpu_bound: the scenario's or the baseline's configuration had a side whose median run kept
-        >= threshold_pct of its CPUs busy (metrics: cpu_busy_pct of the runs in ``runs``);
+        >= threshold_pct of its CPUs busy;
       cpu_bound_in: "both", "scenario" or "baseline": whose configuration had a side at its limit
         (null if neither);
       cpu_bound_side: those sides in either configuration ("client", "client, server", "total":
@@ -122,14 +119,14 @@ def annotate(
       note: on cpu_bound rows, which side is at its limit, in which configuration, and that the rate
         or latency then measures that CPU as much as the path (compare cpu_pct_at_target of that
         side); on the CPU-per-work rows, that they are the meaningful comparison; null elsewhere.
-    Rows whose ``baseline`` is not a scenario of ``runs`` (stats.compare_campaigns) are judged by the
-    scenario's configuration alone. Verdicts are left as they are: the note says what they measure.
+    Rows whose ``baseline`` is not a configuration of ``utilisation`` (stats.compare_campaigns) are
+    judged by the scenario's configuration alone. Verdicts are left as they are: the note says what
+    they measure.
     """
-    conf = bound_configs(metrics, runs, threshold_pct)
     util = [f"cpu_{s}" for s in CPU_SIDE_NAMES]
     keys = [c for c in stats.RUN_CONFIG if c != "scenario"]
-    mine = conf.select(*stats.RUN_CONFIG, *util)
-    base = conf.select(*keys, baseline=pl.col("scenario"), **{f"{c}_base": pl.col(c) for c in util})
+    mine = utilisation.select(*stats.RUN_CONFIG, *util)
+    base = utilisation.select(*keys, baseline=pl.col("scenario"), **{f"{c}_base": pl.col(c) for c in util})
     df = (
         comparisons.with_row_index("_row")
         .join(mine, on=stats.RUN_CONFIG, how="left", nulls_equal=True)

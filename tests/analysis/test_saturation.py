@@ -22,7 +22,7 @@ def default_campaign():
         "runs": runs,
         "values": values,
         "comparisons": comparisons,
-        "annotated": saturation.annotate(comparisons, runs, values),
+        "annotated": saturation.annotate(comparisons, saturation.side_utilisation(values, runs)),
     }
 
 
@@ -86,7 +86,7 @@ def test_the_check_is_generic_fortio_and_either_configuration():
         ],
         schema_overrides={"message_size": pl.Int64},
     )
-    a = saturation.annotate(rows, runs, metrics).row(0, named=True)
+    a = saturation.annotate(rows, saturation.side_utilisation(metrics, runs)).row(0, named=True)
     conf = saturation.bound_configs(metrics, runs).filter(test="http_1000")
     mine = conf.filter(scenario="proxy-server").row(0, named=True)
     assert mine["cpu_client"] < 82 and mine["cpu_server"] < 82 and not mine["cpu_bound"]
@@ -110,10 +110,11 @@ def test_a_side_with_headroom_is_not_bound():
     samples[("bridge", "tcp_stream_1")][("cpu_busy_pct", "client")] = [88.0, 89.0, 90.0, 91.0, 92.0, 85.0, 86.0, 87.0]
     runs, metrics = make_tables(samples)
     c = stats.compare(metrics, runs, baseline="host")
-    a = saturation.annotate(c, runs, metrics)
+    utilisation = saturation.side_utilisation(metrics, runs)
+    a = saturation.annotate(c, utilisation)
     assert not a["cpu_bound"].any() and a["note"].is_null().all() and a["cpu_bound_side"].is_null().all()
     # the median, 88.5 %, is below the 90 % limit; at 85 % it is above
-    b = saturation.annotate(c, runs, metrics, threshold_pct=85.0).row(0, named=True)
+    b = saturation.annotate(c, utilisation, threshold_pct=85.0).row(0, named=True)
     assert (b["cpu_bound"], b["cpu_bound_in"], b["cpu_bound_side"]) == (True, "scenario", "client")
     assert b["cpu_bound_pct"] == pytest.approx(88.5) and b["cpu_bound_pct_base"] == pytest.approx(58.5)
 
