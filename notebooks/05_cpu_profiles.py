@@ -90,7 +90,9 @@ for r in pairs.iter_rows(named=True):
     env, test, scenario = r["environment"], r["test"], r["scenario"]
     where = env if cats["environment"].n_unique() > 1 else None
     why[why_figure(test, scenario, where)] = flamegraphs.changed_frames(diffs, test, scenario, env, colour)
-    why[why_figure(test, scenario, where, "differential")] = flamegraphs.differential(diffs, test, env, [scenario])
+    why[why_figure(test, scenario, where, "differential")] = flamegraphs.differential(
+        diffs, test, env, [scenario], sentences
+    )
 if why:
     display(
         Markdown(
@@ -118,7 +120,9 @@ for (environment, test), _ in cats.group_by("environment", "test", maintain_orde
     # the menu's differential where some scenario has none of a finding above
     others = set(diffs.filter(environment=environment, test=test)["scenario"])
     if others - set(pairs.filter(environment=environment, test=test)["scenario"]):
-        figs[f"cpu_profile_{name}_differential"] = flamegraphs.differential(diffs, test, environment)
+        figs[f"cpu_profile_{name}_differential"] = flamegraphs.differential(
+            diffs, test, environment, explanations=sentences
+        )
 if figs:
     display(
         Markdown(

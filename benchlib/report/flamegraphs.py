@@ -186,14 +186,29 @@ def flamegraph(
     )
 
 
+def _outlines(named: set[str], names: pl.Series) -> dict:
+    """An icicle's box outlines: dark and wide around the frames in ``named``, the page's white else."""
+    hit = [n in named for n in names]
+    return dict(color=[NAMED_OUTLINE if h else "white" for h in hit], width=[3 if h else 1 for h in hit])
+
+
+NAMED_OUTLINE = "#111"
+
+
 def differential(
-    differences: pl.DataFrame, test: str, environment: str | None = None, scenarios: list[str] | None = None
+    differences: pl.DataFrame,
+    test: str,
+    environment: str | None = None,
+    scenarios: list[str] | None = None,
+    explanations: pl.DataFrame | None = None,
 ) -> go.Figure:
     """Each scenario's flamegraph of ``test`` (or of ``scenarios``) coloured by each node's own relative
     change of CPU per unit of work against the baseline, on a diverging scale centred at 0 (blue: less,
     red: more, white: the same; capped at format.RELATIVE_CAP %, a node the baseline lacks at the cap);
     a dropdown picks the scenario where there are several. Each icicle opens on the subtree where the
-    change concentrates (a click on the top bar goes back up)."""
+    change concentrates (a click on the top bar goes back up). With ``explanations``
+    (report.profiles.explanations), the frames a side's sentence names are outlined wherever they are
+    called."""
     d = _one_environment(
         differences.filter(pl.col("level") == "path", pl.col("samples") > 0), "differential", test, environment
     ).with_columns(relative=relative(pl.col("cpu_per_unit"), pl.col("cpu_per_unit_base")))
@@ -203,6 +218,11 @@ def differential(
     ]
     sides = _sides(d)
     unit = display_unit(d["unit"][0])
+    named: dict[tuple[str, str], set[str]] = {}
+    if explanations is not None:
+        mine = explanations.filter(test=test, **({"environment": environment} if environment else {}))
+        for r in mine.iter_rows(named=True):
+            named.setdefault((r["scenario"], r["side"]), set()).update(r["frames"])
     ticks = [-RELATIVE_CAP, -RELATIVE_CAP / 2, 0, RELATIVE_CAP / 2, RELATIVE_CAP]
     fig = go.Figure()
     _icicles(
@@ -222,6 +242,7 @@ def differential(
                 tickvals=ticks,
                 ticktext=[relative_change(v, capped=abs(v) == RELATIVE_CAP) for v in ticks],
             ),
+            line=_outlines(named.get((s, sides[i]), set()), t["name"]),
         ),
         ["cpu_per_unit", "cpu_per_unit_base", "delta", "relative"],
         lambda s, i, t: (
@@ -249,7 +270,9 @@ def differential(
         height=ICICLE_HEIGHT,
         margin=dict(t=110),
         title=f"Differential flamegraph: {test}, {order[0] if not menu else 'scenario'} vs {baseline}<br><sup>"
-        f"size: busy samples; colour: each frame's change in % of its own {unit} (red: more)<br>{_side_note(sides)}</sup>",
+        f"size: busy samples; colour: each frame's change in % of its own {unit} (red: more)"
+        f"{'; outlined: the functions the explanation names' if any(named.values()) else ''}"
+        f"<br>{_side_note(sides)}</sup>",
     )
     if menu:
         _dropdown(fig, order, len(sides))
@@ -258,7 +281,8 @@ def differential(
         fig,
         f"What {shown} spends per unit of work of {test} against {baseline}, function by function, "
         f"opened where the change is: red boxes cost more {unit} than the same call path in {baseline}, "
-        f"blue ones less, coloured by their own change in %; {_side_note(sides)}.",
+        f"blue ones less, coloured by their own change in %"
+        f"{'; the functions the explanation names are outlined' if any(named.values()) else ''}; {_side_note(sides)}.",
         alt=f"Differential icicle flamegraph of {test}, {order[0]} against {baseline}, coloured by each "
         "function's relative change in CPU",
     )

@@ -45,6 +45,7 @@ EXPLANATIONS_SCHEMA = {
     "sentence": pl.String,
     # the why in plain words, for the findings (the sentence, with its frames, goes behind a disclosure)
     "clause": pl.String,
+    "frames": pl.List(pl.String),  # the functions whose own time the sentence names
 }
 # The profile categories as a reader outside kernel work names them
 PLAIN = {
@@ -131,6 +132,7 @@ def explanations(t: Mapping[str, pl.DataFrame], baseline: str, top: int = 3) -> 
             "side": "",
             "sentence": f"{r['scenario']} ({r['test']}): {NO_SYMBOLS}; its profile is not shown.",
             "clause": "",
+            "frames": [],
         }
         for r in t["profile_no_symbols"].iter_rows(named=True)
     ] + [
@@ -143,6 +145,7 @@ def explanations(t: Mapping[str, pl.DataFrame], baseline: str, top: int = 3) -> 
                 f"took {100 * r['share']:.0f} % of its profile's busy samples; it explains nothing."
             ),
             "clause": "",
+            "frames": [],
         }
         for r in disturbed.iter_rows(named=True)
     ]
@@ -165,12 +168,14 @@ def explanations(t: Mapping[str, pl.DataFrame], baseline: str, top: int = 3) -> 
             )
         )
         for p in pairs.sort("environment", "test", "scenario", "side").iter_rows(named=True):
+            frames = _frames(p, attribution, top) if _explains(p) else attribution.clear()
             out.append(
                 {
                     **{k: p[k] for k in ("environment", "test", "scenario", "side")},
                     "baseline": baseline,
-                    "sentence": _sentence(p, attribution, top),
+                    "sentence": _sentence(p, attribution, frames, top),
                     "clause": _clause(p, attribution) if _explains(p) else "",
+                    "frames": frames["name"].to_list(),
                 }
             )
     return pl.DataFrame(out, schema=EXPLANATIONS_SCHEMA) if out else pl.DataFrame(schema=EXPLANATIONS_SCHEMA)
@@ -226,7 +231,19 @@ def _part(r: dict, cpu_unit: str, short: str) -> str:
     return f"{_num(r['delta'], cpu_unit)} {short} [{_num(r['delta_low'], cpu_unit)}, {_num(r['delta_high'], cpu_unit)}]"
 
 
-def _sentence(p: dict, attribution: pl.DataFrame, top: int) -> str:
+def _frames(p: dict, attribution: pl.DataFrame, top: int) -> pl.DataFrame:
+    """The ``top`` frames an explaining sentence names: in each DISTINCTIVE category, the one whose own
+    CPU per unit gained or lost most, its interval excluding zero. These are the work only one of the two
+    paths does, not the shared inclusive frames every path passes through."""
+    return (
+        _parts(p, attribution, "self")
+        .filter(pl.col("category").is_in(DISTINCTIVE), ~pl.col("name").str.contains(DISPATCH))
+        .unique("category", keep="first", maintain_order=True)
+        .head(top)
+    )
+
+
+def _sentence(p: dict, attribution: pl.DataFrame, frames: pl.DataFrame, top: int) -> str:
     cpu_unit, short = p["cpu_unit"], _short(p["cpu_unit"], p["work_unit"])
     delta = p["cpu_per_unit"] - p["cpu_per_unit_base"]
     head = (
@@ -255,16 +272,9 @@ def _sentence(p: dict, attribution: pl.DataFrame, top: int) -> str:
         for r in c.head(top).iter_rows(named=True)
         if abs(r["delta"]) >= 0.1 * spread
     ]
-    # the frame whose own CPU gained or lost most in each distinctive category: the work only one of the
-    # two paths does, not the shared inclusive frames every path passes through
-    f = (
-        _parts(p, attribution, "self")
-        .filter(pl.col("category").is_in(DISTINCTIVE), ~pl.col("name").str.contains(DISPATCH))
-        .unique("category", keep="first", maintain_order=True)
-        .head(top)
-    )
     frames_text = ", ".join(
-        f"{'+' if r['delta'] >= 0 else '-'}{r['name']} ({_part(r, cpu_unit, short)})" for r in f.iter_rows(named=True)
+        f"{'+' if r['delta'] >= 0 else '-'}{r['name']} ({_part(r, cpu_unit, short)})"
+        for r in frames.iter_rows(named=True)
     )
     text = head
     if named:

@@ -232,6 +232,14 @@ def test_a_findings_figures_show_its_frames_deep_and_coloured_by_their_own_chang
     # the frames the sentences name are drawn: every level, process_backlog 21 calls deep
     depth = tree.filter(name="process_backlog")["depth"].min()
     assert depth >= 20 and (tr.maxdepth == -1 or tr.maxdepth > depth)
+    assert "outlined" not in diff.layout.title.text and set(tr.marker.line.width) == {1}
+    # with the sentences, the functions they name are outlined wherever they are called, nothing else
+    said = sentences(tables).filter(scenario="veth-routed")
+    named = set(said["frames"].explode())
+    assert {"ip_route_input_slow", "veth_xmit"} <= named and "process_backlog" not in named
+    (tr,) = flamegraphs.differential(diffs, "tcp_rr", scenarios=["veth-routed"], explanations=said).data
+    wide = {n for n, w in zip(tree["name"], tr.marker.line.width, strict=True) if w > 1}
+    assert wide == named & set(tree["name"]) and wide
     bars = flamegraphs.changed_frames(
         diffs, "tcp_rr", "veth-routed", colours={"host": "#111111", "veth-routed": "#222222"}
     )
@@ -392,6 +400,7 @@ def test_too_few_profiled_runs_or_no_change_make_no_claim():
     (said,) = sentences(one).iter_rows(named=True)
     assert "(+25 %)" in said["sentence"] and profile_text.TOO_FEW in said["sentence"]
     assert "own time" not in said["sentence"] and "TCP/IP" not in said["sentence"] and said["clause"] == ""
+    assert said["frames"] == []
     # bridge made of host's own stacks, its runs at host's rates: the same CPU per transaction
     same = analysed(*profile_tables({"host": "host", "bridge": "host"}, runs_each=3))
     (row,) = same["profile_contrasts"].iter_rows(named=True)
