@@ -189,10 +189,11 @@ def flamegraph(
 def _outlines(named: set[str], names: pl.Series) -> dict:
     """An icicle's box outlines: dark and wide around the frames in ``named``, the page's white else."""
     hit = [n in named for n in names]
-    return dict(color=[NAMED_OUTLINE if h else "white" for h in hit], width=[3 if h else 1 for h in hit])
+    return dict(color=[OUTLINE if h else "white" for h in hit], width=[3 if h else 1 for h in hit])
 
 
-NAMED_OUTLINE = "#111"
+# apart from every colour of the diverging red-blue scale, so that an outline reads on either end
+OUTLINE, OUTLINE_WORD = "#f2c200", "yellow"
 
 
 def differential(
@@ -265,14 +266,19 @@ def differential(
         focus=True,
     )
     menu = len(order) > 1
+    outlined = any(named.values())
+    notes = [
+        f"size: busy samples; colour: each frame's change in % of its own {unit} (red: more)",
+        *([f"outlined in {OUTLINE_WORD}: the functions the explanation names"] if outlined else []),
+        _side_note(sides),
+    ]
     fig.update_layout(
         template=TEMPLATE,
         height=ICICLE_HEIGHT,
-        margin=dict(t=110),
+        margin=dict(t=90 + 20 * len(notes)),
         title=f"Differential flamegraph: {test}, {order[0] if not menu else 'scenario'} vs {baseline}<br><sup>"
-        f"size: busy samples; colour: each frame's change in % of its own {unit} (red: more)"
-        f"{'; outlined: the functions the explanation names' if any(named.values()) else ''}"
-        f"<br>{_side_note(sides)}</sup>",
+        + "<br>".join(notes)
+        + "</sup>",
     )
     if menu:
         _dropdown(fig, order, len(sides))
@@ -282,7 +288,8 @@ def differential(
         f"What {shown} spends per unit of work of {test} against {baseline}, function by function, "
         f"opened where the change is: red boxes cost more {unit} than the same call path in {baseline}, "
         f"blue ones less, coloured by their own change in %"
-        f"{'; the functions the explanation names are outlined' if any(named.values()) else ''}; {_side_note(sides)}.",
+        f"{f'; the functions the explanation names are outlined in {OUTLINE_WORD}' if outlined else ''}; "
+        f"{_side_note(sides)}.",
         alt=f"Differential icicle flamegraph of {test}, {order[0]} against {baseline}, coloured by each "
         "function's relative change in CPU",
     )

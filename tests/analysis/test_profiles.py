@@ -237,7 +237,9 @@ def test_a_findings_figures_show_its_frames_deep_and_coloured_by_their_own_chang
     said = sentences(tables).filter(scenario="veth-routed")
     named = set(said["frames"].explode())
     assert {"ip_route_input_slow", "veth_xmit"} <= named and "process_backlog" not in named
-    (tr,) = flamegraphs.differential(diffs, "tcp_rr", scenarios=["veth-routed"], explanations=said).data
+    outlined = flamegraphs.differential(diffs, "tcp_rr", scenarios=["veth-routed"], explanations=said)
+    (tr,) = outlined.data
+    assert "outlined in yellow: the functions the explanation names" in outlined.layout.title.text
     wide = {n for n, w in zip(tree["name"], tr.marker.line.width, strict=True) if w > 1}
     assert wide == named & set(tree["name"]) and wide
     bars = flamegraphs.changed_frames(
