@@ -26,7 +26,7 @@ import polars as pl
 from IPython.display import HTML, Markdown, display
 
 from benchlib.analysis import analyse, resolve, stats
-from benchlib.report import figures, profiles, render as report, summary
+from benchlib.report import export, figures, profiles, render as report, summary
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
 a = analyse.load(analysis_dir)
@@ -59,7 +59,7 @@ primary = a.comparisons.filter(pl.col("family") == stats.PRIMARY, pl.col("delta_
 if len(primary):
     overview = figures.overview(primary, s.baseline)
     out = resolve(out_dir)
-    figures.write_figures({figures.OVERVIEW: overview}, out / "figures", blog_dir=out / "blog")
+    export.write_figures({figures.OVERVIEW: overview}, out / "figures", blog_dir=out / "blog")
     overview.show()
 
 # %%

@@ -33,7 +33,7 @@ from IPython.display import Markdown, display
 
 import benchlib.base.escape as escape
 from benchlib.analysis import analyse, normalize, resolve, stats
-from benchlib.report import colours, figures, tables
+from benchlib.report import colours, export, figures, tables
 from benchlib.vocabulary.schema import PRIMARY_METRICS
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
@@ -121,7 +121,7 @@ if len(comparisons):
     figs["Across tests"]["forest"] = figures.forest(comparisons, baseline=baseline, colours=colour)
 else:
     display(Markdown("No comparison against the baseline (see the significance section): no forest plot."))
-paths = figures.write_figures(
+paths = export.write_figures(
     {k: f for section in figs.values() for k, f in section.items()},
     resolve(out_dir) / "figures",
     blog_dir=resolve(out_dir) / "blog",

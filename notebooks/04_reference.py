@@ -33,7 +33,7 @@ from IPython.display import HTML, display
 
 from benchlib.analysis import analyse, reference, resolve
 from benchlib.analysis.verdicts import Kind
-from benchlib.report import figures, format as fmt, tables
+from benchlib.report import export, figures, format as fmt, tables
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
 fmt.display_tables()
@@ -86,5 +86,5 @@ if unmeasured:
     )
 tables.show(tables.reference_table(both), summary=f"Ours next to theirs: {len(both)} claim(s)")
 fig = figures.reference_changes(both)
-figures.write_figures({"reference_changes": fig}, resolve(out_dir) / "figures", blog_dir=resolve(out_dir) / "blog")
+export.write_figures({"reference_changes": fig}, resolve(out_dir) / "figures", blog_dir=resolve(out_dir) / "blog")
 figures.show_collapsed(fig)

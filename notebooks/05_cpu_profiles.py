@@ -30,7 +30,7 @@ from IPython.display import Markdown, display
 
 import benchlib.base.escape as escape
 from benchlib.analysis import analyse, profiles, resolve, stats
-from benchlib.report import colours, figures, flamegraphs, summary, tables
+from benchlib.report import colours, export, figures, flamegraphs, summary, tables
 from benchlib.report.profiles import (
     BPF_NOTE,
     WHY_FIGURES,
@@ -102,7 +102,7 @@ if why:
             "click the top bar to go back up)."
         )
     )
-    figures.write_figures(why, resolve(out_dir) / "figures", blog_dir=resolve(out_dir) / "blog")
+    export.write_figures(why, resolve(out_dir) / "figures", blog_dir=resolve(out_dir) / "blog")
     # the largest finding's two figures open, the others' behind their titles: the page stays short
     for i, fig in enumerate(why.values()):
         if i < 2:
@@ -132,7 +132,7 @@ if figs:
         )
     )
     menus = [n for n, f in figs.items() if f.layout.updatemenus]
-    figures.write_figures(figs, resolve(out_dir) / "figures", blog_dir=resolve(out_dir) / "blog", html_only=menus)
+    export.write_figures(figs, resolve(out_dir) / "figures", blog_dir=resolve(out_dir) / "blog", html_only=menus)
 
 # %%
 # for exploring: behind their titles, so they do not lengthen the page of a reader who does not

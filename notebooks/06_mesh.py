@@ -27,7 +27,7 @@ from IPython.display import Markdown, display
 
 import benchlib.base.escape as escape
 from benchlib.analysis import analyse, mesh, normalize, reference, resolve, stats
-from benchlib.report import colours, figures, format as fmt, mesh as mesh_figures, tables
+from benchlib.report import colours, export, figures, format as fmt, mesh as mesh_figures, tables
 
 figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
 fmt.display_tables()
@@ -215,6 +215,6 @@ if show:
     }
     for t in summary.filter(metric=normalize.PROXY_CPU_AT_TARGET)["test"].unique(maintain_order=True):
         figs[f"mesh_proxy_cpu_{t}"] = mesh_figures.proxy_cpu_figure(summary, runs, t, compared, baseline, colour)
-    figures.write_figures(figs, resolve(out_dir) / "figures", blog_dir=resolve(out_dir) / "blog")
+    export.write_figures(figs, resolve(out_dir) / "figures", blog_dir=resolve(out_dir) / "blog")
     for fig in figs.values():
         fig.show()

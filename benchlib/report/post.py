@@ -22,7 +22,7 @@ import polars as pl
 
 from ..analysis import analyse, paired, stats
 from ..base import escape
-from . import figures, profiles
+from . import export, figures, profiles
 from .format import change, interval_wording, level, missing, unit
 from .summary import (
     FINDING,
@@ -313,7 +313,7 @@ def exported_heights(blog: Path) -> dict[str, float]:
     """{figure name: its height in px at BLOG_WIDTH} of the figures the report exported to ``blog``
     (an SVG and a PNG each), read from the SVGs as drawn."""
     out = {}
-    for name in figures.written_names(blog):
+    for name in export.written_names(blog):
         svg = blog / name
         if svg.suffix != ".svg" or not svg.with_suffix(".png").is_file() or not svg.is_file():
             continue
@@ -346,8 +346,8 @@ def write_post(blog: Path, analysis: analyse.Result, commit: str | None = None, 
     markdown.write_text(text, encoding="utf-8")
     # the images at the width they were drawn for, so their text reads at 1:1
     page.write_text(
-        figures.blog_html(title or title_text(analysis.runs, s.baseline), text, BLOG_WIDTH), encoding="utf-8"
+        export.blog_html(title or title_text(analysis.runs, s.baseline), text, BLOG_WIDTH), encoding="utf-8"
     )
-    with figures.one_writer(blog):
-        figures.note_written(blog, [markdown, page])
+    with export.one_writer(blog):
+        export.note_written(blog, [markdown, page])
     return [markdown, page]

@@ -16,14 +16,14 @@ from pathlib import Path
 
 from ..base import files
 from ..vocabulary import schema
-from . import figures
+from . import export
 
 # <out>/.report.tmp-<pid>: the staging directory (files.temporary), and <out>/.report.tmp-<pid>-previous
 # the previous entries during the swap; .dvcignore keeps both out of DVC's outputs
 STAGING = "report"
 
 # the out dir's folders that hold more than the report's own files: a user's files in figures/ and blog/
-# (the report lists its own there in figures.WRITTEN), another command's notebooks (`benchlib compare`'s)
+# (the report lists its own there in export.WRITTEN), another command's notebooks (`benchlib compare`'s)
 SHARED_FOLDERS = ("figures", "blog", "notebooks")
 
 
@@ -93,7 +93,7 @@ def _refuse_another_kind(new: Path, old: Path) -> None:
 
 def carry_over(out: Path, staging: Path) -> None:
     """Copy into the staged shared folders (SHARED_FOLDERS) what the previous ones in ``out`` hold that is
-    not the previous report's: a file of the user's own in figures/ or blog/ (one their figures.WRITTEN
+    not the previous report's: a file of the user's own in figures/ or blog/ (one their export.WRITTEN
     does not list), another command's notebook in notebooks/; a file the new report wrote wins. The
     previous report's files there go with the swap, so a campaign's figures never reach the next one's
     blog index."""
@@ -101,7 +101,7 @@ def carry_over(out: Path, staging: Path) -> None:
         old, new = out / folder, staging / folder
         if not old.is_dir() or old.is_symlink():
             continue
-        reports = set() if folder == "notebooks" else {figures.WRITTEN, *figures.written_names(old)}
+        reports = set() if folder == "notebooks" else {export.WRITTEN, *export.written_names(old)}
         new.mkdir(exist_ok=True)
         for path in old.iterdir():
             if path.name in reports or os.path.lexists(new / path.name):

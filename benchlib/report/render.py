@@ -40,7 +40,7 @@ from ..analysis.stats import CONFIG, failed_runs
 from ..base import escape, limits
 from ..base.errors import ConfigError, NotebookError
 from ..base.files import write_atomically
-from . import figures, post, publish
+from . import export, post, publish
 
 # report order: the answer first, then the results, then how they were measured
 NOTEBOOKS = (
@@ -384,7 +384,7 @@ def build_report(
     at the end (publish.swap_in). So an interrupted or failing report leaves the previous one as it was;
     a failing notebook's staging directory stays, with the traceback the error names, until the next
     report removes it. Each notebook runs in its own kernel process and reads only the analysis, so they
-    run side by side; the figures' folders they share are written under a lock (figures.one_writer).
+    run side by side; the figures' folders they share are written under a lock (export.one_writer).
     Returns <out_dir>/report.html."""
     out = resolve(out_dir)
     staging = publish.staging_dir(out)
@@ -420,9 +420,9 @@ def _build(
             raise
     blog = staging / "blog"
     if (blog / "index.md").exists():  # notebooks finish in any order: the index lists the figures by name
-        with figures.one_writer(blog):
+        with export.one_writer(blog):
             (blog / "index.md").unlink(missing_ok=True)
-            figures.blog_index(blog, [])
+            export.blog_index(blog, [])
     # the post chooses among the figures every notebook exported, so it is written once they all have; a
     # campaign with no figure gets one that says why
     blog.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,7 @@ from benchlib.analysis import analyse, compare
 from benchlib.base import escape, logs
 from benchlib.report import (
     compare as compare_output,
-    figures,
+    export,
     post,
     profiles as profile_text,
     render as report,
@@ -212,7 +212,7 @@ def pages(result, text: str) -> dict[str, str]:
     run's reason, the kernel and a tool's version: the report's findings with their CPU-profile
     disclosures (notebooks/00_summary and 05_cpu_profiles) rendered by nbconvert's Markdown filter as
     the report is, its first screen, and the post rendered by markdown-it as post.html is (alone, and as
-    figures.blog_html writes it)."""
+    export.blog_html writes it)."""
     s = result.settings
     runs = result.runs.with_columns(
         pl.col("failure_reason").str.replace(MARK, text, literal=True),
@@ -234,7 +234,7 @@ def pages(result, text: str) -> dict[str, str]:
         "report findings": markdown2html(f"# Findings\n\n{findings}\n\n## What the profiles say\n{explained}"),
         "report first screen": summary.first_screen_html(runs, result.comparisons, s.baseline),
         "post": MarkdownIt("commonmark").render(text_post),
-        "post.html": figures.blog_html(f"post {text}", text_post),
+        "post.html": export.blog_html(f"post {text}", text_post),
     }
 
 
@@ -287,4 +287,4 @@ def test_the_report_renderers_keep_no_javascript_link_the_page_makes():
     made = markdown2html("[a](javascript:alert(1)) <a href='JaVaScRiPt:alert(2)'>b</a>")
     assert len(other_schemes(made)) == 2
     assert not other_schemes(escape.links(made))
-    assert not other_schemes(figures.blog_html("t", "[a](javascript:alert(1)) <a href='vbscript:x'>b</a>"))
+    assert not other_schemes(export.blog_html("t", "[a](javascript:alert(1)) <a href='vbscript:x'>b</a>"))

@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 
 from benchlib.analysis import normalize, stats
-from benchlib.report import figures, format as fmt, publish
+from benchlib.report import export, figures, format as fmt, publish
 
 PLOTLYJS_BANNER = "* plotly.js v"  # first comment line of the bundled plotly.min.js
 REMOTE_SCRIPT = re.compile(r"<script[^>]*\ssrc=[\"']?(https?:)?//", re.I)
@@ -146,7 +146,7 @@ def test_report_renderer_leaves_plotly_js_to_the_page(all_figures):
 
 def test_write_figures_html_svg_png(all_figures, tmp_path):
     blog = tmp_path / "blog"
-    paths = figures.write_figures(
+    paths = export.write_figures(
         {"bars": all_figures["bars"], "forest": all_figures["forest"]}, tmp_path, blog_dir=blog
     )
     assert sorted(p.relative_to(tmp_path).as_posix() for p in paths) == sorted(
@@ -321,19 +321,19 @@ def test_a_new_report_replaces_the_previous_reports_figures_but_not_the_users_fi
     figures and blog folders (another campaign's figures must not reach the new blog index); a user's own
     files there stay."""
     out = tmp_path / "reports"
-    figures.write_figures({"scatter": all_figures["scatter"]}, out / "figures", blog_dir=out / "blog")  # the previous
+    export.write_figures({"scatter": all_figures["scatter"]}, out / "figures", blog_dir=out / "blog")  # the previous
     mine = {"blog/notes.md", "blog/photo.png", "figures/mine.svg"}
     for name in mine:
         (out / name).write_text("the user's own")
     staging = publish.staging_dir(out)
-    figures.write_figures({"bars": all_figures["bars"]}, staging / "figures", blog_dir=staging / "blog")
+    export.write_figures({"bars": all_figures["bars"]}, staging / "figures", blog_dir=staging / "blog")
     publish.swap_in(staging, out)
     blog = out / "blog"
-    assert figures.INDEX_HEADING.findall((blog / "index.md").read_text()) == ["bars"]
+    assert export.INDEX_HEADING.findall((blog / "index.md").read_text()) == ["bars"]
     assert not [p for p in [*(out / "figures").iterdir(), *blog.iterdir()] if p.stem == "scatter"]
     assert all((out / name).read_text() == "the user's own" for name in mine)
     assert (out / "figures/plotly.min.js").exists() and (blog / "bars.md").exists()
-    assert not mine & {f"{d}/{n}" for d in ("blog", "figures") for n in figures.written_names(out / d)}
+    assert not mine & {f"{d}/{n}" for d in ("blog", "figures") for n in export.written_names(out / d)}
 
 
 def test_notebooks_exporting_at_once_take_turns_with_the_blog_index(all_figures, tmp_path):
@@ -341,25 +341,25 @@ def test_notebooks_exporting_at_once_take_turns_with_the_blog_index(all_figures,
     folder: while one holds the folder's lock, another writes its snippets but waits to list them and
     rewrite the index, so neither loses the other's figures."""
     blog = tmp_path / "blog"
-    figures.write_figures({"bars": all_figures["bars"]}, tmp_path / "a", blog_dir=blog)
+    export.write_figures({"bars": all_figures["bars"]}, tmp_path / "a", blog_dir=blog)
     other = multiprocessing.get_context("spawn").Process(
-        target=figures.write_figures,
+        target=export.write_figures,
         args=({"forest": all_figures["forest"]}, tmp_path / "b"),
         kwargs={"blog_dir": blog},
     )
-    with figures.one_writer(blog):
+    with export.one_writer(blog):
         other.start()
         deadline = time.monotonic() + 120
         while not (blog / "forest.md").exists() and time.monotonic() < deadline:
             time.sleep(0.1)
         time.sleep(1)  # what the other process does next needs the lock
         assert (blog / "forest.md").exists()
-        assert figures.INDEX_HEADING.findall((blog / "index.md").read_text()) == ["bars"]
-        assert "forest.md" not in figures.written_names(blog)
+        assert export.INDEX_HEADING.findall((blog / "index.md").read_text()) == ["bars"]
+        assert "forest.md" not in export.written_names(blog)
     other.join(120)
     assert other.exitcode == 0
-    assert figures.INDEX_HEADING.findall((blog / "index.md").read_text()) == ["bars", "forest"]
-    assert {"bars.md", "forest.md", "index.md"} <= set(figures.written_names(blog))
+    assert export.INDEX_HEADING.findall((blog / "index.md").read_text()) == ["bars", "forest"]
+    assert {"bars.md", "forest.md", "index.md"} <= set(export.written_names(blog))
 
 
 def test_the_blog_index_lists_every_exported_figure_with_its_caption_and_files(all_figures, tmp_path):
@@ -369,11 +369,11 @@ def test_the_blog_index_lists_every_exported_figure_with_its_caption_and_files(a
 
     blog = tmp_path / "blog"
     first = {"scatter": all_figures["scatter"], "bars": all_figures["bars"]}
-    figures.write_figures(first, tmp_path / "a", blog_dir=blog)
-    figures.write_figures({"forest": all_figures["forest"]}, tmp_path / "b", blog_dir=blog)
-    figures.write_figures({"bars": all_figures["bars"]}, tmp_path / "a", blog_dir=blog)  # a re-export keeps its place
+    export.write_figures(first, tmp_path / "a", blog_dir=blog)
+    export.write_figures({"forest": all_figures["forest"]}, tmp_path / "b", blog_dir=blog)
+    export.write_figures({"bars": all_figures["bars"]}, tmp_path / "a", blog_dir=blog)  # a re-export keeps its place
     md = (blog / "index.md").read_text()
-    assert figures.INDEX_HEADING.findall(md) == ["scatter", "bars", "forest"]
+    assert export.INDEX_HEADING.findall(md) == ["scatter", "bars", "forest"]
     assert md.startswith("# Figures for a post\n\n3 figures")
     for name in ("scatter", "bars", "forest"):
         image, caption = (blog / f"{name}.md").read_text().split("\n\n")[:2]

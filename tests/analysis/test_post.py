@@ -11,7 +11,7 @@ import pytest
 
 from benchlib.analysis import load_tables, resolve, stats
 from benchlib.analysis.verdicts import Direction, Kind
-from benchlib.report import figures, post, summary
+from benchlib.report import export, figures, post, summary
 from benchlib.report.format import interval_wording
 from benchlib.report.profiles import EXPLANATIONS_SCHEMA
 from benchlib.report.theme import HEIGHT
@@ -189,7 +189,7 @@ def test_a_degenerate_campaign_gets_a_post_that_says_so(case, says, tmp_path):
     assert md.startswith("# ") and says in md, md
     assert "## Setup and method" in md and "No figure: " in md and not images(md)
     assert "Traceback" not in md
-    html = figures.blog_html("post", md)
+    html = export.blog_html("post", md)
     assert "<h1>" in html and "**" not in html
 
 
@@ -200,14 +200,14 @@ def test_the_heights_are_read_from_the_exported_svgs_at_the_blog_width(tmp_path)
         )
         (tmp_path / f"{name}.png").write_bytes(b"\x89PNG")
     (tmp_path / "svg-only.svg").write_text('<svg width="700" height="300"></svg>')
-    figures.note_written(tmp_path, [tmp_path / f"{n}.{e}" for n in ("bars", "wide") for e in ("svg", "png")])
-    figures.note_written(tmp_path, [tmp_path / "svg-only.svg"])
+    export.note_written(tmp_path, [tmp_path / f"{n}.{e}" for n in ("bars", "wide") for e in ("svg", "png")])
+    export.note_written(tmp_path, [tmp_path / "svg-only.svg"])
     assert post.exported_heights(tmp_path) == {"bars": 440.0, "wide": 500.0}
 
 
 def test_the_blog_index_lists_the_figures_and_not_the_post(tmp_path):
     (tmp_path / "bars.md").write_text("![Bars](bars.svg)\n\n*Bars with 3 numbers.*\n")
     (tmp_path / "post.md").write_text("# A post\n\nIts lead.\n")
-    figures.note_written(tmp_path, [tmp_path / "bars.md", tmp_path / "post.md"])
-    figures.blog_index(tmp_path, [])
-    assert figures.INDEX_HEADING.findall((tmp_path / "index.md").read_text()) == ["bars"]
+    export.note_written(tmp_path, [tmp_path / "bars.md", tmp_path / "post.md"])
+    export.blog_index(tmp_path, [])
+    assert export.INDEX_HEADING.findall((tmp_path / "index.md").read_text()) == ["bars"]

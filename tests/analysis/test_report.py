@@ -16,7 +16,7 @@ import pytest
 from figure_colours import by_scenario, in_notebooks
 
 from benchlib.analysis import project_root, resolve, stats
-from benchlib.report import colours, figures, publish, render as report
+from benchlib.report import colours, export, publish, render as report
 from tests.conftest import REPO, copy_project, venv_env
 from tests.support.analysis_tables import analysed
 
@@ -280,7 +280,7 @@ def _bytes(files: dict[str, str]) -> dict[str, bytes]:
 PREVIOUS = {
     "report.html": "previous page",
     "figures/a.svg": "previous figure",
-    f"figures/{figures.WRITTEN}": "a.svg\n",
+    f"figures/{export.WRITTEN}": "a.svg\n",
     "figures/mine.svg": "the user's own",
     "notebooks/00_summary.ipynb": "previous notebook",
     "notebooks/compare-a-vs-b.ipynb": "benchlib compare's",
@@ -289,7 +289,7 @@ PREVIOUS = {
 NEW = {
     "report.html": "new page",
     "figures/b.svg": "new figure",
-    f"figures/{figures.WRITTEN}": "b.svg\n",
+    f"figures/{export.WRITTEN}": "b.svg\n",
     "notebooks/00_summary.ipynb": "new notebook",
     "significance.csv": "new table",
 }
