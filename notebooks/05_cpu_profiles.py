@@ -89,7 +89,9 @@ pairs = finding_pairs(a.comparisons, a.profile_tables())
 for r in pairs.iter_rows(named=True):
     env, test, scenario = r["environment"], r["test"], r["scenario"]
     where = env if cats["environment"].n_unique() > 1 else None
-    why[why_figure(test, scenario, where)] = flamegraphs.changed_frames(diffs, test, scenario, env, colour)
+    why[why_figure(test, scenario, where)] = flamegraphs.changed_frames(
+        a.profile_attribution, test, scenario, env, colour
+    )
     why[why_figure(test, scenario, where, "differential")] = flamegraphs.differential(
         diffs, test, env, [scenario], sentences
     )

@@ -93,6 +93,7 @@ ATTRIBUTION_SCHEMA = {
     "ci_level": pl.Float64,
     "n_runs": pl.UInt32,
     "n_runs_base": pl.UInt32,
+    **UNIT_COLUMNS,
 }
 ATTRIBUTION_LEVEL = 0.95
 
@@ -195,8 +196,10 @@ def attribution(profiles: pl.DataFrame | None, profile_runs: pl.DataFrame | None
         )
     if not out:
         return pl.DataFrame(schema=ATTRIBUTION_SCHEMA)
+    units = rows.select("environment", "test", "scenario", *UNIT_COLUMNS).unique(["environment", "test", "scenario"])
     return (
         pl.concat(out)
+        .join(units, on=["environment", "test", "scenario"], how="left")
         .select(pl.col(c).cast(t) for c, t in ATTRIBUTION_SCHEMA.items())
         .sort("environment", "test", "scenario", "side", "level", "name")
     )

@@ -20,7 +20,7 @@ from benchlib.profiling.stacks import CATEGORIES
 
 from .colours import CATEGORY, UNKNOWN_CATEGORY, pick
 from .figures import TEMPLATE, scenario_order
-from .format import CHANGE_D3, CPU_D3, RELATIVE_CAP, caption, relative_change, unit as display_unit
+from .format import CHANGE_D3, CPU_D3, RELATIVE_CAP, caption, level, relative_change, unit as display_unit
 from .theme import axis_title, describe
 
 SHARED_NOTE = "client and server shared their CPUs: one profile of both"
@@ -306,65 +306,79 @@ def relative(value: pl.Expr, base: pl.Expr) -> pl.Expr:
 
 
 def changed_frames(
-    differences: pl.DataFrame,
+    attribution: pl.DataFrame,
     test: str,
     scenario: str,
     environment: str | None = None,
     colours: dict[str, str] | None = None,
     top: int = 10,
 ) -> go.Figure:
-    """The ``top`` frames whose exclusive CPU per unit of work (the samples taken in the frame itself,
-    both sides summed) changed most between ``scenario`` and its baseline, the two side by side in their
-    scenario colours, largest change on top."""
+    """The ``top`` frames whose exclusive CPU per unit of work (the samples taken in the frame itself)
+    changed most between ``scenario`` and its baseline (profile_attribution's own-time rows: the change
+    of the mean across the profiled runs, with its Welch interval), each bar the change with its
+    interval, largest on top; a bar whose interval holds zero is pale. Where the sides had CPUs of
+    their own, a frame is named with its side."""
     d = _one_environment(
-        differences.filter(pl.col("level") == "self", scenario=scenario), "changed_frames", test, environment
+        attribution.filter(pl.col("level") == "self", scenario=scenario), "changed_frames", test, environment
     )
-    baseline, unit = d["baseline"][0], display_unit(d["unit"][0])
-    c = pick(colours, [baseline, scenario], baseline)
+    baseline = d["baseline"][0]
+    unit = display_unit(d["unit"][0])
+    colour = pick(colours, [baseline, scenario], baseline)[scenario]
+    sided = d["side"].n_unique() > 1
     f = (
-        d.group_by("name")
-        .agg(pl.col("cpu_per_unit", "cpu_per_unit_base", "delta").sum())
-        .sort(pl.col("delta").abs(), "name", descending=[True, False])
+        d.sort(pl.col("delta").abs(), "name", descending=[True, False])
         .head(top)
         .reverse()  # plotly draws the first category at the bottom
+        .with_columns(
+            label=pl.format("{} ({})", "name", "side") if sided else pl.col("name"),
+            clear=(pl.col("delta_low") > 0) | (pl.col("delta_high") < 0),
+        )
     )
-    labels = [escape.plotly(n) for n in f["name"]]
+    level_text = level(float(d["ci_level"][0]))
     fig = go.Figure(
-        [
-            go.Bar(
-                y=labels,
-                x=f[col],
-                orientation="h",
-                name=name,
-                marker_color=c[name],
-                customdata=f.select("delta"),
-                hovertemplate=f"{escape.plotly(name)}: %{{x:{CPU_D3}}} {unit}<br>Δ %{{customdata[0]:+{CPU_D3}}}"
-                "<extra>%{y}</extra>",
-            )
-            for name, col in ((baseline, "cpu_per_unit_base"), (scenario, "cpu_per_unit"))
-        ]
+        go.Bar(
+            y=[escape.plotly(n) for n in f["label"]],
+            x=f["delta"],
+            orientation="h",
+            name=f"{scenario} - {baseline}",
+            marker=dict(color=colour, opacity=[1.0 if c else 0.35 for c in f["clear"]]),
+            error_x=dict(
+                type="data",
+                symmetric=False,
+                array=(f["delta_high"] - f["delta"]).to_list(),
+                arrayminus=(f["delta"] - f["delta_low"]).to_list(),
+                color="#444",
+                thickness=1.2,
+            ),
+            customdata=f.select("delta_low", "delta_high"),
+            hovertemplate=f"Δ %{{x:+{CPU_D3}}} {unit} [%{{customdata[0]:+{CPU_D3}}}, %{{customdata[1]:+{CPU_D3}}}]"
+            "<extra>%{y}</extra>",
+        )
     )
+    runs = f"{d['n_runs'][0]} vs {d['n_runs_base'][0]} profiled runs" if len(d) else ""
     fig.update_layout(
         template=TEMPLATE,
-        barmode="group",
-        height=max(360, 90 + 38 * len(f)),
-        legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0, traceorder="normal"),
-        title=f"What changed: {test}, {scenario} vs {baseline}<br><sup>exclusive CPU per unit of work, the "
-        f"{len(f)} frames that changed most</sup>",
+        height=max(360, 110 + 38 * len(f)),
+        showlegend=False,
+        title=f"What changed: {test}, {scenario} vs {baseline}<br><sup>exclusive CPU per unit of work, "
+        f"{scenario} minus {baseline}, the {len(f)} frames that changed most<br>"
+        f"{level_text} intervals across {runs}; pale: the interval holds no change</sup>",
+        margin=dict(t=120),
     )
-    fig.update_xaxes(title_text=axis_title("CPU in the frame itself", unit))
+    fig.update_xaxes(title_text=axis_title("Change of the CPU in the frame itself", unit), zeroline=True)
     most = f.tail(1).row(0, named=True) if len(f) else None
     return describe(
         fig,
-        f"The frames of {test} whose own CPU per unit of work changed most, {scenario} against {baseline}"
+        f"The frames of {test} whose own CPU per unit of work changed most, {scenario} against {baseline}, "
+        f"each with its {level_text} interval across {runs}"
         + (
-            f"; most: {most['name']}, {caption(most['cpu_per_unit'])} against "
-            f"{caption(most['cpu_per_unit_base'])} {unit}."
+            f"; most: {most['label']}, {caption(most['delta'])} {unit} "
+            f"[{caption(most['delta_low'])}, {caption(most['delta_high'])}]."
             if most
             else "."
         ),
-        alt=f"Bars of the CPU per unit of work spent in each of the frames that changed most, {scenario} "
-        f"beside {baseline}",
+        alt=f"Bars of the change in CPU per unit of work spent in each of the frames that changed most, "
+        f"{scenario} against {baseline}, with intervals",
     )
 
 

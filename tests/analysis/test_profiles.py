@@ -242,14 +242,23 @@ def test_a_findings_figures_show_its_frames_deep_and_coloured_by_their_own_chang
     assert "outlined in yellow: the functions the explanation names" in outlined.layout.title.text
     wide = {n for n, w in zip(tree["name"], tr.marker.line.width, strict=True) if w > 1}
     assert wide == named & set(tree["name"]) and wide
+    # what changed: each frame's change of own CPU per transaction with its interval across the runs
+    parts = tables["profile_attribution"]
     bars = flamegraphs.changed_frames(
-        diffs, "tcp_rr", "veth-routed", colours={"host": "#111111", "veth-routed": "#222222"}
+        parts, "tcp_rr", "veth-routed", colours={"host": "#111111", "veth-routed": "#222222"}
     )
-    assert [b.name for b in bars.data] == ["host", "veth-routed"]
-    assert [b.marker.color for b in bars.data] == ["#111111", "#222222"]
-    # largest change of exclusive CPU on top (plotly draws the last category at the top)
-    own = diffs.filter(level="self", scenario="veth-routed").sort(pl.col("delta").abs(), descending=True)
-    assert bars.data[1].y[-1] == own["name"][0] and len(bars.data[1].y) == 10
+    (bar,) = bars.data
+    assert bar.marker.color == "#222222" and len(bar.y) == 10
+    own = parts.filter(level="self", scenario="veth-routed").sort(pl.col("delta").abs(), descending=True)
+    # largest change on top (plotly draws the last category at the top), its interval as the error bar
+    top = own.row(0, named=True)
+    assert bar.y[-1] == top["name"] and bar.x[-1] == pytest.approx(top["delta"])
+    assert bar.x[-1] + bar.error_x.array[-1] == pytest.approx(top["delta_high"])
+    assert bar.x[-1] - bar.error_x.arrayminus[-1] == pytest.approx(top["delta_low"])
+    clear = [(lo > 0 or hi < 0) for lo, hi in bars.data[0].customdata]
+    assert [o == 1.0 for o in bar.marker.opacity] == clear and any(clear)
+    assert "95 % intervals across 3 vs 3 profiled runs" in bars.layout.title.text
+    assert set(parts["unit"]) == {"µs per transaction"}
 
 
 def test_a_finding_carries_its_profile_sentence(tables):
