@@ -187,7 +187,7 @@ def flamegraph(
 
 
 def _outlines(named: set[str], names: pl.Series) -> dict:
-    """An icicle's box outlines: dark and wide around the frames in ``named``, the page's white else."""
+    """An icicle's box outlines: wide and in OUTLINE around the frames in ``named``, the page's white else."""
     hit = [n in named for n in names]
     return dict(color=[OUTLINE if h else "white" for h in hit], width=[3 if h else 1 for h in hit])
 
