@@ -18,9 +18,19 @@ from plotly.subplots import make_subplots
 from benchlib.base import escape
 from benchlib.profiling.stacks import CATEGORIES
 
+from ..analysis.verdicts import Kind
 from .colours import CATEGORY, UNKNOWN_CATEGORY, pick
 from .figures import TEMPLATE, scenario_order
-from .format import CHANGE_D3, CPU_D3, RELATIVE_CAP, caption, level, relative_change, unit as display_unit
+from .format import (
+    CHANGE_D3,
+    CPU_D3,
+    RELATIVE_CAP,
+    caption,
+    level,
+    relative_change,
+    unit as display_unit,
+    whole_change_interval,
+)
 from .theme import axis_title, describe
 
 SHARED_NOTE = "client and server shared their CPUs: one profile of both"
@@ -383,10 +393,16 @@ def changed_frames(
 
 
 def category_bars(
-    categories: pl.DataFrame, test: str, baseline: str = "host", environment: str | None = None
+    categories: pl.DataFrame,
+    test: str,
+    baseline: str = "host",
+    environment: str | None = None,
+    contrasts: pl.DataFrame | None = None,
 ) -> go.Figure:
     """Busy CPU per unit of work of each scenario of ``test``, stacked by category; client and server
-    facets where each side had CPUs of its own."""
+    facets where each side had CPUs of its own. With ``contrasts`` (profile_contrasts), each scenario's
+    bar carries its change against ``baseline`` with its interval across the profiled runs, in bold
+    where the change is called."""
     d = _one_environment(categories, "category_bars", test, environment)
     order = scenario_order(d["scenario"], baseline)
     sides = _sides(d)
@@ -428,19 +444,80 @@ def category_bars(
                 row=1,
                 col=i + 1,
             )
+    top = d.group_by("scenario", "side").agg(pl.col("cpu_per_unit").sum()).sort("scenario", "side")
+    height = {(r["scenario"], r["side"]): r["cpu_per_unit"] for r in top.iter_rows(named=True)}
+    changes = _bar_changes(contrasts, d, test, baseline).join(top, on=["scenario", "side"], how="semi")
+    label = {
+        (r["scenario"], r["side"]): whole_change_interval(r["change_pct"], r["change_low"], r["change_high"])
+        for r in changes.iter_rows(named=True)
+    }
+    for r in changes.iter_rows(named=True):
+        key = (r["scenario"], r["side"])
+        fig.add_annotation(
+            x=r["scenario"],
+            y=height[key],
+            text=f"<b>{label[key]}</b>" if r["verdict_kind"] == Kind.FINDING else label[key],
+            showarrow=False,
+            yanchor="bottom",
+            font=dict(size=12),
+            row=1,
+            col=sides.index(r["side"]) + 1,
+        )
+    said = _bar_changes_note(changes, baseline)
     fig.update_layout(
         template=TEMPLATE,
         barmode="stack",
         legend_title_text="category",
         title=f"Busy CPU per unit of work by category: {test}<br><sup>{unit}; pooled profiled runs, "
-        "idle left out</sup>",
+        f"idle left out{'<br>' + said if said else ''}</sup>",
+        margin=dict(t=110 if said else 80),
     )
     fig.update_yaxes(title_text=axis_title("busy CPU per unit of work", unit), row=1, col=1)
     fig.update_xaxes(title_text="Scenario")
-    top = d.group_by("scenario", "side").agg(pl.col("cpu_per_unit").sum()).sort("scenario", "side")
     return describe(
         fig,
         f"Busy CPU per unit of work of {test} by category, pooled profiled runs: "
-        + "; ".join(f"{r['scenario']} ({r['side']}) {r['cpu_per_unit']:.3g} {unit}" for r in top.iter_rows(named=True))
+        + "; ".join(
+            f"{r['scenario']} ({r['side']}) {r['cpu_per_unit']:.3g} {unit}"
+            + (
+                f", {label[(r['scenario'], r['side'])]} against {baseline}"
+                if (r["scenario"], r["side"]) in label
+                else ""
+            )
+            for r in top.iter_rows(named=True)
+        )
         + ".",
+    )
+
+
+def _bar_changes(contrasts: pl.DataFrame | None, d: pl.DataFrame, test: str, baseline: str) -> pl.DataFrame:
+    """The contrasts of the bars of ``d`` (one environment and ``test``) against ``baseline``."""
+    if contrasts is None or contrasts.is_empty():
+        return pl.DataFrame(schema={"scenario": pl.String, "side": pl.String})
+    env = d["environment"][0]
+    return contrasts.filter(environment=env, test=test, baseline=baseline).select(
+        "scenario",
+        "side",
+        "change_pct",
+        "change_low",
+        "change_high",
+        "ci_level",
+        "verdict_kind",
+        "n_runs",
+        "n_runs_base",
+    )
+
+
+def _bar_changes_note(changes: pl.DataFrame, baseline: str) -> str:
+    """What the numbers above the bars are, for the title; "" where there are none."""
+    if changes.is_empty():
+        return ""
+    with_interval = changes.filter(pl.col("ci_level").is_finite())
+    if with_interval.is_empty():
+        return f"above each bar: its CPU per unit against {baseline}; too few profiled runs for an interval"
+    c = with_interval.row(0, named=True)  # one level per environment and test: the family's
+    runs = f"{c['n_runs']} vs {c['n_runs_base']}" if changes["n_runs"].n_unique() == 1 else "the"
+    return (
+        f"above each bar: its CPU per unit against {baseline}, {level(c['ci_level'])} interval across "
+        f"{runs} profiled runs (bold: a change)"
     )

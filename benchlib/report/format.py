@@ -97,6 +97,14 @@ def whole_change(v: float) -> str:
     return f"{v:+.0f}"
 
 
+def whole_change_interval(v: float, low: float | None, high: float | None) -> str:
+    """A change in whole percent with its interval, "+23 % [+8, +48]"; the change alone where the
+    interval is missing or not finite."""
+    if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
+        return f"{v:+.0f} %"
+    return f"{v:+.0f} % [{low:+.0f}, {high:+.0f}]"
+
+
 def interval(v: float, low: float, high: float) -> str:
     """A value with its interval, or the value alone where the interval is not finite."""
     return f"{v:.4g} [{low:.4g}, {high:.4g}]" if math.isfinite(low) else f"{v:.4g}"

@@ -13,7 +13,7 @@ from ..analysis.profile_contrasts import ATTRIBUTION_LEVEL
 from ..analysis.profiles import CORES, KEYS
 from ..analysis.verdicts import Kind
 from ..base import escape
-from .format import level, reading, unit
+from .format import level, reading, unit, whole_change_interval
 from .summary import FINDING, ordered_findings
 
 NO_SYMBOLS = "no kernel symbols: kernel.kptr_restrict hid them"
@@ -220,10 +220,8 @@ def _clause(p: dict, attribution: pl.DataFrame) -> str:
 def _change(p: dict, pct: str, low: str, high: str, level_of: str | None = None) -> str:
     """A change in % with its interval (and the interval's level, column ``level_of``): "+23 % [+8, +48]
     at 95 %"; the change alone where it has no interval."""
-    if not math.isfinite(p[low]):
-        return f"{p[pct]:+.0f} %"
-    at = f" at {level(p[level_of])}" if level_of else ""
-    return f"{p[pct]:+.0f} % [{p[low]:+.0f}, {p[high]:+.0f}]{at}"
+    at = f" at {level(p[level_of])}" if level_of and math.isfinite(p[low]) else ""
+    return whole_change_interval(p[pct], p[low], p[high]) + at
 
 
 def _part(r: dict, cpu_unit: str, short: str) -> str:

@@ -261,6 +261,24 @@ def test_a_findings_figures_show_its_frames_deep_and_coloured_by_their_own_chang
     assert set(parts["unit"]) == {"µs per transaction"}
 
 
+def test_each_bar_of_the_categories_carries_its_change_with_its_interval(tables):
+    (c,) = tables["profile_contrasts"].iter_rows(named=True)
+    bars = flamegraphs.category_bars(
+        tables["profile_categories"], "tcp_rr", "host", contrasts=tables["profile_contrasts"]
+    )
+    (note,) = bars.layout.annotations[1:]  # the first is the side's subplot title
+    assert c["verdict_kind"] == "finding" and c["change_low"] > 0
+    assert note.text == f"<b>{c['change_pct']:+.0f} % [{c['change_low']:+.0f}, {c['change_high']:+.0f}]</b>"
+    assert note.x == "veth-routed" and note.yanchor == "bottom"
+    assert "above each bar: its CPU per unit against host, 95 % interval across 3 vs 3 profiled runs" in (
+        bars.layout.title.text
+    )
+    assert f"{c['change_pct']:+.0f} % [" in bars.layout.meta["caption"]
+    # without the contrasts, the bars alone
+    plain = flamegraphs.category_bars(tables["profile_categories"], "tcp_rr", "host")
+    assert len(plain.layout.annotations) == 1 and "above each bar" not in plain.layout.title.text
+
+
 def test_a_finding_carries_its_profile_sentence(tables):
     expl = sentences(tables)
     row = {"environment": "local-lab", "test": "tcp_rr", "scenario": "veth-routed", "baseline": "host"}
