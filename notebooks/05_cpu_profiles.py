@@ -117,7 +117,9 @@ if why:
 figs = {}
 for (environment, test), _ in cats.group_by("environment", "test", maintain_order=True):
     name = f"{environment}_{test}" if cats["environment"].n_unique() > 1 else test
-    figs[f"cpu_profile_{name}_categories"] = flamegraphs.category_bars(cats, test, baseline, environment, a.profile_contrasts)
+    figs[f"cpu_profile_{name}_categories"] = flamegraphs.category_bars(
+        cats, test, baseline, environment, a.profile_contrasts
+    )
     figs[f"cpu_profile_{name}_flamegraph"] = flamegraphs.flamegraph(frames, test, baseline, environment)
     # the menu's differential where some scenario has none of a finding above
     others = set(diffs.filter(environment=environment, test=test)["scenario"])
