@@ -470,7 +470,7 @@ def category_bars(
         legend_title_text="category",
         title=f"Busy CPU per unit of work by category: {test}<br><sup>{unit}; pooled profiled runs, "
         f"idle left out{'<br>' + said if said else ''}</sup>",
-        margin=dict(t=110 if said else 80),
+        margin=dict(t=140 if said else 80),
     )
     fig.update_yaxes(title_text=axis_title("busy CPU per unit of work", unit), row=1, col=1)
     fig.update_xaxes(title_text="Scenario")
@@ -514,10 +514,10 @@ def _bar_changes_note(changes: pl.DataFrame, baseline: str) -> str:
         return ""
     with_interval = changes.filter(pl.col("ci_level").is_finite())
     if with_interval.is_empty():
-        return f"above each bar: its CPU per unit against {baseline}; too few profiled runs for an interval"
+        return f"above each bar: its change in CPU per unit against {baseline}; too few profiled runs for an interval"
     c = with_interval.row(0, named=True)  # one level per environment and test: the family's
     runs = f"{c['n_runs']} vs {c['n_runs_base']}" if changes["n_runs"].n_unique() == 1 else "the"
     return (
-        f"above each bar: its CPU per unit against {baseline}, {level(c['ci_level'])} interval across "
+        f"above each bar: its change in CPU per unit against {baseline}, {level(c['ci_level'])} interval across "
         f"{runs} profiled runs (bold: a change)"
     )
