@@ -453,13 +453,14 @@ def category_bars(
     }
     for r in changes.iter_rows(named=True):
         key = (r["scenario"], r["side"])
+        text = label[key].replace(" [", "<br>[")  # two short lines: as narrow as a bar of four
         fig.add_annotation(
             x=r["scenario"],
             y=height[key],
-            text=f"<b>{label[key]}</b>" if r["verdict_kind"] == Kind.FINDING else label[key],
+            text=f"<b>{text}</b>" if r["verdict_kind"] == Kind.FINDING else text,
             showarrow=False,
             yanchor="bottom",
-            font=dict(size=12),
+            font=dict(size=11),
             row=1,
             col=sides.index(r["side"]) + 1,
         )

@@ -101,8 +101,8 @@ def whole_change_interval(v: float, low: float | None, high: float | None) -> st
     """A change in whole percent with its interval, "+23 % [+8, +48]"; the change alone where the
     interval is missing or not finite."""
     if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
-        return f"{v:+.0f} %"
-    return f"{v:+.0f} % [{low:+.0f}, {high:+.0f}]"
+        return f"{round(v):+d} %"
+    return f"{round(v):+d} % [{round(low):+d}, {round(high):+d}]"  # round(): no "-0"
 
 
 def interval(v: float, low: float, high: float) -> str:

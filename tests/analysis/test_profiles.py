@@ -268,7 +268,7 @@ def test_each_bar_of_the_categories_carries_its_change_with_its_interval(tables)
     )
     (note,) = bars.layout.annotations[1:]  # the first is the side's subplot title
     assert c["verdict_kind"] == "finding" and c["change_low"] > 0
-    assert note.text == f"<b>{c['change_pct']:+.0f} % [{c['change_low']:+.0f}, {c['change_high']:+.0f}]</b>"
+    assert note.text == f"<b>{c['change_pct']:+.0f} %<br>[{c['change_low']:+.0f}, {c['change_high']:+.0f}]</b>"
     assert note.x == "veth-routed" and note.yanchor == "bottom"
     assert "above each bar: its change in CPU per unit against host, 95 % interval across 3 vs 3 profiled runs" in (
         bars.layout.title.text

@@ -18,7 +18,7 @@ from browser import CHROMIUM, Page
 
 from benchlib.analysis import compare, load_tables
 from benchlib.report import post, render as report
-from benchlib.report.figures import BLOG_PAGES
+from benchlib.report.export import BLOG_PAGES
 from benchlib.report.theme import BLOG_WIDTH
 
 pytestmark = pytest.mark.slow
