@@ -42,12 +42,10 @@ display(
             a.runs,
             a.comparisons,
             a.families,
-            s.baseline,
-            s.correction,
+            s,
             explanations=profiles.explanations(a.profile_tables(), s.baseline),
             caveats=False,
             campaign=False,
-            alpha=s.alpha,
         )
     )
 )

@@ -74,7 +74,7 @@ if not a.precision.is_empty():
 display(
     Markdown(
         "### Intervals, verdicts and MDE\n\n"
-        + summary.levels_text(a.families, settings.correction, settings.alpha)
+        + summary.levels_text(a.families, settings)
         + "\n\n"
         + '<details class="long"><summary>How the intervals, verdicts and MDE are read</summary>\n\n'
         + "The change in % is the median ratio - 1; its interval is at the **level the family's correction decided "

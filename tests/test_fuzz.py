@@ -648,7 +648,11 @@ def reads_or_names_the_record(rec: Path, edits: list) -> None:
                 said = re.match(rf"^{re.escape(str(rec))}: {name}: ([^ ]+): ", message)
                 if said and not said[1].startswith(("unreadable", "not")):
                     touched = _field_names([e for e in edits if e[0] == name])
-                    assert said[1] in touched or any(t.startswith(said[1] + ".") for t in touched), (message, edits)
+                    # the field edited, a field it lies below, or a part of the value the edit put there
+                    assert any(
+                        t == said[1] or t.startswith(said[1] + ".") or said[1].startswith((t + ".", t + "["))
+                        for t in touched
+                    ), (message, edits)
             return
 
 

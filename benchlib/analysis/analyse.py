@@ -160,20 +160,9 @@ def run(
         saturation.annotate(resolution.annotate(compare(compared, runs, s)), utilisation), runs
     )
     mesh_comparisons = (
-        resolution.annotate(mesh.comparisons(values, runs, s.baseline, s.alpha, s.noise_band_pct, s.seed, s.contrasts))
-        if mesh.has_mesh(runs)
-        else comparisons.clear()
+        resolution.annotate(mesh.comparisons(values, runs, s)) if mesh.has_mesh(runs) else comparisons.clear()
     )
-    published = reference.side_by_side(
-        metrics,
-        runs,
-        reference.published_changes(reference_dir),
-        reference.like_for_like(s.reference_scenarios),
-        alpha=s.alpha,
-        correction=s.correction,
-        noise_band_pct=s.noise_band_pct,
-        seed=s.seed,
-    )
+    published = reference.side_by_side(metrics, runs, reference.published_changes(reference_dir), s)
     return Result(
         settings=s,
         runs=runs,
@@ -189,15 +178,7 @@ def run(
         reference=published,
         **profiles.analyse(profile_stacks, profile_runs, s.baseline, profile_bpf),
         profile_attribution=profile_contrasts.attribution(profile_stacks, profile_runs, s.baseline),
-        profile_contrasts=profile_contrasts.contrasts(
-            profile_stacks,
-            profile_runs,
-            s.baseline,
-            s.alpha,
-            s.correction,
-            comparisons,
-            utilisation,
-        ),
+        profile_contrasts=profile_contrasts.contrasts(profile_stacks, profile_runs, s, comparisons, utilisation),
         precision=sequential.precision(comparisons, runs, experiment, s.alpha),
     )
 

@@ -24,6 +24,7 @@ from scipy import stats as sps
 
 from benchlib.base import limits
 from benchlib.base.errors import BenchlibError, SchemaError
+from benchlib.settings.config import DEFAULT_ANALYSIS, Analysis
 from benchlib.vocabulary import schema
 
 from . import normalize, resolve, stats
@@ -268,11 +269,8 @@ def _all_failed(
 def comparisons(
     a: Campaign,
     b: Campaign,
-    alpha: float = 0.05,
-    correction: str = "holm",
-    threshold_pct: float | Mapping[str, float] = 2.0,
-    seed: int = 0,
-    targets: Mapping[str, float] | None = None,
+    settings: Analysis = DEFAULT_ANALYSIS,
+    threshold_pct: float | Mapping[str, float] | None = None,
 ) -> pl.DataFrame:
     """B vs A per configuration and every metric: the columns of stats.compare() (its families: each
     test's headline metric the primary family under ``correction``, every other metric in the
@@ -283,11 +281,23 @@ def comparisons(
 
     A significant change whose ratio has no interval (a value <= 0: a collapse to 0) is worse or better
     by the medians (_fix_undefined_ratio). A configuration whose every run failed in one campaign has a
-    row on its headline metric saying so (``all_failed``: "A" or "B"), not tested."""
-    targets = targets or {}
+    row on its headline metric saying so (``all_failed``: "A" or "B"), not tested.
+
+    The ``settings``' alpha, correction, seed and work rates; the threshold ``threshold_pct``, else theirs
+    (Analysis.compare_threshold)."""
+    alpha = settings.alpha
+    threshold = settings.compare_threshold() if threshold_pct is None else threshold_pct
+    targets = normalize.work_rates(settings)
     va, vb = _values(a, targets), _values(b, targets)
     rows = stats.compare_campaigns(
-        vb, b.runs, va, a.runs, alpha=alpha, correction=correction, noise_band_pct=threshold_pct, seed=seed
+        vb,
+        b.runs,
+        va,
+        a.runs,
+        alpha=alpha,
+        correction=settings.correction,
+        noise_band_pct=threshold,
+        seed=settings.seed,
     )
     keys = [c for c in stats.CONFIG if c != "campaign"]
     sb, sa = stats.summarize(vb, b.runs, alpha=alpha), stats.summarize(va, a.runs, alpha=alpha)
@@ -390,17 +400,22 @@ def load_result(directory: str | Path) -> Result:
 def run(
     a: Campaign,
     b: Campaign,
-    alpha: float = 0.05,
-    correction: str = "holm",
-    threshold_pct: float | Mapping[str, float] = 2.0,
-    seed: int = 0,
-    targets: Mapping[str, float] | None = None,
+    settings: Analysis = DEFAULT_ANALYSIS,
+    threshold_pct: float | Mapping[str, float] | None = None,
 ) -> Result:
-    """Check both campaigns' metadata (refusing changed test parameters), then compare B vs A."""
+    """Check both campaigns' metadata (refusing changed test parameters), then compare B vs A (comparisons)."""
     diff = differences(a, b)
-    rows = comparisons(a, b, alpha, correction, threshold_pct, seed, targets)
+    rows = comparisons(a, b, settings, threshold_pct)
     if rows.is_empty():
         raise CompareError(f"{a.name} vs {b.name}: no configuration was measured successfully in both")
     return Result(
-        a.name, b.name, diff, unmatched(a, b), rows, geomean_summary(rows), alpha, correction, failed_runs(a, b)
+        a.name,
+        b.name,
+        diff,
+        unmatched(a, b),
+        rows,
+        geomean_summary(rows),
+        settings.alpha,
+        settings.correction,
+        failed_runs(a, b),
     )

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from benchlib.settings.config import DEFAULT_ANALYSIS, Analysis
 from benchlib.vocabulary.schema import RUNS_SCHEMA
 
 from . import normalize, stats
@@ -61,57 +62,43 @@ def headline(campaign: Campaign, targets: Mapping[str, float], environment: str 
 
 
 def line_up(
-    campaigns: Iterable[Campaign],
-    alpha: float = 0.05,
-    correction: str = "holm",
-    threshold_pct: float | Mapping[str, float] = 2.0,
-    seed: int = 0,
-    targets: Mapping[str, float] | None = None,
-    environment: str | None = None,
+    campaigns: Iterable[Campaign], settings: Analysis = DEFAULT_ANALYSIS, environment: str | None = None
 ) -> pl.DataFrame:
     """One row per configuration and campaign (COLUMNS), the campaigns in the order of their first run:
     the median with its 95 % CI, and against the campaign just before it (``previous``, where that one
     measured the configuration) the change with its interval, p_adj and verdict; ``changed``: significant
     and beyond the threshold, as a regression or an improvement is in `benchlib compare`.
 
-    Each campaign is reduced to its headline values as it comes (``campaigns`` may load them one at a time)."""
-    targets = targets or {}
+    Each campaign is reduced to its headline values as it comes (``campaigns`` may load them one at a time).
+    The ``settings``' alpha, correction, seed, work rates and threshold (Analysis.compare_threshold)."""
+    targets = normalize.work_rates(settings)
     kept = [h for h in (headline(c, targets, environment) for c in campaigns) if not h.runs.is_empty()]
     kept.sort(key=lambda h: h.runs["started_at"].min())  # pyright: ignore[reportArgumentType, reportCallIssue] (a datetime)
     rows = []
     for before, now in zip([None, *kept], kept, strict=False):
-        summary = stats.summarize(now.values, now.runs, alpha=alpha).select(
+        summary = stats.summarize(now.values, now.runs, alpha=settings.alpha).select(
             *KEYS, "n", "median", "ci_low", "ci_high", "unit"
         )
         row = summary.with_columns(campaign=pl.lit(now.name), started_at=pl.lit(now.runs["started_at"].min()))
         if before is not None:
-            row = row.join(
-                _against(now, before, alpha, correction, threshold_pct, seed), on=KEYS, how="left", nulls_equal=True
-            )
+            row = row.join(_against(now, before, settings), on=KEYS, how="left", nulls_equal=True)
         rows.append(row)
     # the empty frame of every column first: a lone campaign has no change columns of its own
     schema = _schema()
     return pl.concat([pl.DataFrame(schema=schema), *rows], how="diagonal_relaxed").select(schema.names()).cast(schema)  # pyright: ignore[reportArgumentType]
 
 
-def _against(
-    now: Headline,
-    before: Headline,
-    alpha: float,
-    correction: str,
-    threshold_pct: float | Mapping[str, float],
-    seed: int,
-) -> pl.DataFrame:
+def _against(now: Headline, before: Headline, settings: Analysis) -> pl.DataFrame:
     """``now`` judged against ``before`` as `benchlib compare` judges B against A: the primary family."""
     judged = stats.compare_campaigns(
         now.values,
         now.runs,
         before.values,
         before.runs,
-        alpha=alpha,
-        correction=correction,
-        noise_band_pct=threshold_pct,
-        seed=seed,
+        alpha=settings.alpha,
+        correction=settings.correction,
+        noise_band_pct=settings.compare_threshold(),
+        seed=settings.seed,
     ).filter(pl.col("family") == stats.PRIMARY)
     beyond = (pl.col("delta_pct").abs() > pl.col("noise_band_pct")).fill_null(False)
     return judged.select(
@@ -124,7 +111,7 @@ def _against(
         verdict="verdict",
         verdict_kind="verdict_kind",
         verdict_direction="verdict_direction",
-        changed=(pl.col("p_adj") < alpha) & beyond,
+        changed=(pl.col("p_adj") < settings.alpha) & beyond,
     )
 
 

@@ -9,10 +9,11 @@ Benjamini-Hochberg and labelled FDR (docs/design.md "Statistics").
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import polars as pl
 
+from benchlib.settings.config import Analysis
 from benchlib.vocabulary.schema import metric_info, percentiles
 
 from . import stats
@@ -103,18 +104,11 @@ def ladder(summary: pl.DataFrame, runs: pl.DataFrame, values: pl.DataFrame) -> p
     )
 
 
-def comparisons(
-    values: pl.DataFrame | pl.LazyFrame,
-    runs: pl.DataFrame,
-    baseline: str,
-    alpha: float,
-    noise_band_pct: float | Mapping[str, float],
-    seed: int,
-    contrasts: Sequence[Sequence[str]],
-) -> pl.DataFrame:
+def comparisons(values: pl.DataFrame | pl.LazyFrame, runs: pl.DataFrame, settings: Analysis) -> pl.DataFrame:
     """Every latency percentile and the proxies' total CPU at the fixed work rate, of every scenario
     vs the baseline (0 hops: no proxy CPU to compare with) and the declared contrasts: one family of
-    secondary metrics, Benjamini-Hochberg (the correction column says FDR)."""
+    secondary metrics, Benjamini-Hochberg (the correction column says FDR), at the ``settings``' alpha,
+    noise band and seed."""
     family = values.filter(
         pl.col("metric").is_in(LADDER_METRICS)
         | ((pl.col("metric") == PROXY_CPU_AT_TARGET) & (pl.col("side") == "total"))
@@ -122,12 +116,12 @@ def comparisons(
     return stats.compare(
         family,
         runs,
-        baseline=baseline,
-        alpha=alpha,
+        baseline=settings.baseline,
+        alpha=settings.alpha,
         correction=FDR,
-        noise_band_pct=noise_band_pct,
-        seed=seed,
-        contrasts=contrasts,
+        noise_band_pct=settings.noise_band_pct,
+        seed=settings.seed,
+        contrasts=settings.contrasts,
         family="mesh",
     )
 

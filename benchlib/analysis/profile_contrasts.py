@@ -31,6 +31,7 @@ import numpy as np
 import polars as pl
 from scipy import stats as sps
 
+from benchlib.settings.config import DEFAULT_ANALYSIS, Analysis
 from benchlib.vocabulary.schema import PROFILES_SCHEMA
 
 from .families import PRIMARY, adjust, decision_level
@@ -323,20 +324,19 @@ def _implied(contrasts: pl.DataFrame, comparisons: pl.DataFrame, utilisation: pl
 def contrasts(
     profiles: pl.DataFrame | None,
     profile_runs: pl.DataFrame | None,
-    baseline: str,
-    alpha: float = 0.05,
-    correction: str = "holm",
+    settings: Analysis = DEFAULT_ANALYSIS,
     comparisons: pl.DataFrame | None = None,
     utilisation: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """profile_contrasts: per environment, test, scenario and side, the change in busy CPU per unit of
-    work against the ``baseline`` with its interval and verdict kind; with the analysis' ``comparisons``
+    work against the ``settings``' baseline with its interval and verdict kind (at their alpha, under their
+    correction); with the analysis' ``comparisons``
     and the configurations' busy sides (saturation.side_utilisation), the check against the measured rate."""
     totals = run_totals(conform(profiles, PROFILES_SCHEMA), conform(profile_runs, PROFILE_RUNS_SCHEMA))
-    rows = _rows(totals, baseline)
+    rows = _rows(totals, settings.baseline)
     if not rows:
         return pl.DataFrame(schema=CONTRASTS_SCHEMA)
-    _intervals(rows, alpha, correction)
+    _intervals(rows, settings.alpha, settings.correction)
     out = pl.DataFrame(rows, schema={c: t for c, t in CONTRASTS_SCHEMA.items() if c in rows[0]})
     if comparisons is not None and utilisation is not None and not comparisons.is_empty():
         out = _implied(out, comparisons, utilisation)

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from benchlib.settings.config import DEFAULT_ANALYSIS, Analysis
 from benchlib.vocabulary.schema import metric_info
 
 from . import resolve
@@ -309,13 +310,10 @@ def side_by_side(
     metrics: pl.DataFrame | pl.LazyFrame,
     runs: pl.DataFrame,
     changes: pl.DataFrame,
-    pairs: list[dict] = LIKE_FOR_LIKE,
-    alpha: float = 0.05,
-    correction: str = "holm",
-    noise_band_pct: float | Mapping[str, float] = 2.0,
-    seed: int = 0,
+    settings: Analysis = DEFAULT_ANALYSIS,
 ) -> pl.DataFrame:
-    """Our relative change (with CI and verdict) next to the study's, for each like-for-like claim.
+    """Our relative change (with CI and verdict) next to the study's, for each like-for-like claim
+    (like_for_like of the ``settings``' reference scenarios), at their alpha, correction, band and seed.
 
     The claims form their own family for the correction; our intervals are at the level it decided
     at (stats.decision_level), as the report's. A claim whose scenarios we did not measure keeps NaN
@@ -339,19 +337,20 @@ def side_by_side(
             sub,
             runs,
             baseline=pair["ours_baseline"],
-            alpha=alpha,
-            correction=correction,
-            noise_band_pct=noise_band_pct,
-            seed=seed,
+            alpha=settings.alpha,
+            correction=settings.correction,
+            noise_band_pct=settings.noise_band_pct,
+            seed=settings.seed,
             family="reference",
             confidence=confidence,
         )
         return c.row(0, named=True) if len(c) == 1 else {}
 
     # the family's p-values first, then each interval at the level the correction decided at
+    pairs = like_for_like(settings.reference_scenarios)
     p = np.array([ours(pair).get("p", math.nan) for pair in pairs], float)
-    p_adj = adjust(p, correction, alpha)
-    level = decision_level(p_adj, alpha, correction)
+    p_adj = adjust(p, settings.correction, settings.alpha)
+    level = decision_level(p_adj, settings.alpha, settings.correction)
     rows = []
     for pair in pairs:
         theirs = changes.filter(
@@ -384,13 +383,19 @@ def side_by_side(
         Verdict("not measured", Kind.UNCOMPARED)
         if r["ours_n"] is None
         else verdict(
-            q, r["ours_delta_pct"], r["ours_low"], r["ours_high"], alpha, r["noise_band_pct"], r["higher_is_better"]
+            q,
+            r["ours_delta_pct"],
+            r["ours_low"],
+            r["ours_high"],
+            settings.alpha,
+            r["noise_band_pct"],
+            r["higher_is_better"],
         )
         for r, q in zip(df.iter_rows(named=True), p_adj, strict=True)
     ]
     return df.with_columns(
         pl.Series("ours_p_adj", p_adj),
         *verdict_columns(verdicts, prefix="ours_"),
-        correction=pl.lit(CORRECTIONS[correction]),
+        correction=pl.lit(CORRECTIONS[settings.correction]),
         ours_ci_level=pl.lit(1 - level),
     ).drop("higher_is_better", "noise_band_pct")

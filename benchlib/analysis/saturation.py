@@ -55,23 +55,6 @@ def side_utilisation(metrics: pl.DataFrame | pl.LazyFrame, runs: pl.DataFrame) -
     )
 
 
-def bound_configs(
-    metrics: pl.DataFrame | pl.LazyFrame, runs: pl.DataFrame, threshold_pct: float = CPU_BOUND_PCT
-) -> pl.DataFrame:
-    """side_utilisation with cpu_bound (a side's median >= threshold_pct), cpu_bound_side (those
-    sides, comma-separated) and cpu_bound_pct (the highest median among them)."""
-    util = side_utilisation(metrics, runs)
-    bound = {s: pl.col(f"cpu_{s}") >= threshold_pct for s in CPU_SIDE_NAMES}
-    return util.with_columns(
-        cpu_bound=pl.any_horizontal(*bound.values()).fill_null(False),
-        cpu_bound_side=pl.concat_list([pl.when(b).then(pl.lit(s)) for s, b in bound.items()])
-        .list.drop_nulls()
-        .list.join(", ")
-        .replace("", None),
-        cpu_bound_pct=pl.max_horizontal([pl.when(b).then(pl.col(f"cpu_{s}")) for s, b in bound.items()]),
-    )
-
-
 def _note(metric: pl.Expr, side: pl.Expr, bound_in: pl.Expr, pct: pl.Expr, pct_base: pl.Expr) -> pl.Expr:
     """'client at the CPU limit (median busy 99 %, baseline 99 %): throughput then measures that CPU as
     much as the path; compare cpu_pct_at_target (CPU per work), side client'."""

@@ -95,7 +95,7 @@ def load_campaign(spec: str):
 
 
 def run(args) -> int:
-    from benchlib.analysis import compare, normalize
+    from benchlib.analysis import compare
     from benchlib.report import compare as output  # not render: --no-html loads no notebook stack
 
     analysis = params(args).analysis
@@ -104,15 +104,9 @@ def run(args) -> int:
     except ValueError as exc:
         raise config.ConfigError(f"--threshold: {exc}") from None
     a, b = load_campaign(args.a), load_campaign(args.b)
-    res = compare.run(
-        a,
-        b,
-        alpha=analysis.alpha,
-        correction=args.correction or analysis.correction,
-        threshold_pct=threshold,
-        seed=analysis.seed,
-        targets=normalize.work_rates(analysis),
-    )
+    if args.correction:
+        analysis = analysis.model_copy(update={"correction": args.correction})
+    res = compare.run(a, b, analysis, threshold)
     out(json.dumps(output.to_json(res), indent=1) if args.json else output.text(res))
     if args.junit:
         log.info(f"compare: JUnit -> {output.write_junit(res, Path(args.junit), strict_setup=args.strict_setup)}")

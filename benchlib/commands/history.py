@@ -55,7 +55,7 @@ def recorded_campaigns() -> list[str]:
 
 
 def run(args) -> int:
-    from benchlib.analysis import history, normalize
+    from benchlib.analysis import history
     from benchlib.analysis.compare import Campaign
     from benchlib.report import history as output
 
@@ -69,15 +69,7 @@ def run(args) -> int:
             log.info(f"history: reading {spec} ({i} of {len(specs)})")
             yield Campaign(spec, *tidy.campaign_tables(store.campaign_records(spec, config.project_root()), spec))
 
-    table = history.line_up(
-        loaded(),
-        alpha=analysis.alpha,
-        correction=analysis.correction,
-        threshold_pct=analysis.compare_threshold(),
-        seed=analysis.seed,
-        targets=normalize.work_rates(analysis),
-        environment=args.env,
-    )
+    table = history.line_up(loaded(), analysis, environment=args.env)
     for spec in sorted(set(specs) - set(table["campaign"])):
         where = f" in {args.env}" if args.env else ""
         log.warning(f"history: {spec} has no successful run{where} (every run failed or was disturbed): left out")

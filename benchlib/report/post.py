@@ -22,6 +22,7 @@ import polars as pl
 
 from ..analysis import analyse, paired, stats
 from ..base import escape
+from ..settings.config import DEFAULT_ANALYSIS, Analysis
 from . import export, figures, profiles
 from .format import change, interval_wording, level, missing, unit
 from .summary import (
@@ -203,8 +204,9 @@ def post_figures(
     return out
 
 
-def _method(rows: pl.DataFrame, families: pl.DataFrame, baseline: str, correction: str, alpha: float) -> str:
+def _method(rows: pl.DataFrame, families: pl.DataFrame, settings: Analysis) -> str:
     """How the values were compared, in the report's words for the interval (format.interval_wording)."""
+    baseline, correction = settings.baseline, settings.correction
     how = (
         "Each block runs every scenario × test once, in a seeded random order; a configuration's value is the "
         "median of its runs."
@@ -227,7 +229,7 @@ def _method(rows: pl.DataFrame, families: pl.DataFrame, baseline: str, correctio
     return (
         f"{how} Each scenario is compared with {base} by {test}, {corr}-corrected over the {len(rows)} "
         f"headline comparisons. A change is in % of {base}'s median, its interval the "
-        f"{interval_wording(correction, alpha)}{at}."
+        f"{interval_wording(correction, settings.alpha)}{at}."
     )
 
 
@@ -235,13 +237,11 @@ def setup_text(
     runs: pl.DataFrame,
     rows: pl.DataFrame,
     families: pl.DataFrame,
-    baseline: str,
-    correction: str = "holm",
-    alpha: float = 0.05,
+    settings: Analysis = DEFAULT_ANALYSIS,
     commit: str | None = None,
 ) -> str:
     """The setup paragraph: the context strip of the report's first screen (summary.context) in
-    sentences, then the method."""
+    sentences, then the method (the ``settings``' baseline, correction and alpha)."""
     c = {label: md(value) for label, value in context(runs, commit)}
     facts = "; ".join(
         f"{label if label == 'CPUs per side' else label.lower()}: {c[label]}"
@@ -251,7 +251,7 @@ def setup_text(
     built = f" Report built from {c['Report built from']}." if "Report built from" in c else ""
     return (
         f"Campaign {c['Campaign']}, measured {c['Measured']} in {c['Environment']}. {facts[:1].upper()}{facts[1:]}. "
-        + _method(rows, families, baseline, correction, alpha)
+        + _method(rows, families, settings)
         + built
     )
 
@@ -260,9 +260,7 @@ def post_markdown(
     runs: pl.DataFrame,
     comparisons: pl.DataFrame,
     families: pl.DataFrame,
-    baseline: str,
-    correction: str = "holm",
-    alpha: float = 0.05,
+    settings: Analysis = DEFAULT_ANALYSIS,
     heights: Mapping[str, float] | None = None,
     explanations: pl.DataFrame | None = None,
     commit: str | None = None,
@@ -271,7 +269,9 @@ def post_markdown(
     """The post as Markdown: the report's title (``title``, the user's report.title, else what was
     compared), the lead (the takeaways, or why there is nothing to
     conclude), the setup and method, the figures (post_figures; the PNGs beside the post) with their
-    captions, and where the rest is. Names from the tables are escaped for Markdown."""
+    captions, and where the rest is; against the ``settings``' baseline. Names from the tables are escaped
+    for Markdown."""
+    baseline = settings.baseline
     rows = headline_rows(comparisons, baseline)
     degenerate = degenerate_text(runs, comparisons, baseline)
     lead = [degenerate] if degenerate else []
@@ -279,7 +279,7 @@ def post_markdown(
     if not lead:
         lead = [f"Nothing was compared with {md(baseline)}."]
     heights = heights or {}
-    chosen = post_figures(rows, heights, baseline, correction, explanations)
+    chosen = post_figures(rows, heights, baseline, settings.correction, explanations)
     if chosen:
         shown = [f"![{f.alt}]({quote(f.name)}.png)\n\n*{f.caption}*" for f in chosen]
     elif rows.is_empty():
@@ -294,7 +294,7 @@ def post_markdown(
                 f"# {escape.page(title) if title else title_text(runs, baseline, markdown=True)}",
                 " ".join(lead),
                 "## Setup and method",
-                setup_text(runs, rows, families, baseline, correction, alpha, commit),
+                setup_text(runs, rows, families, settings, commit),
                 "## Results",
                 *shown,
                 "Every number here is computed from the campaign's tables. The full report (report.html) has "
@@ -334,9 +334,7 @@ def write_post(blog: Path, analysis: analyse.Result, commit: str | None = None, 
         analysis.runs,
         analysis.comparisons,
         analysis.families,
-        s.baseline,
-        s.correction,
-        s.alpha,
+        s,
         exported_heights(blog),
         why,
         commit,

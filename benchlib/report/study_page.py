@@ -101,11 +101,11 @@ def results_markdown(result) -> str:
         # n per configuration is in the facts (the context's Runs), not counted again here
         parts += ["The median of each configuration's successful runs, in each test's headline metric:", medians]
     if listed := summary.findings_markdown(comparisons, result.families, stats.PRIMARY):
-        parts.append(f"{summary.findings_head(comparisons, s.correction, s.alpha)}:\n\n{listed}")
+        parts.append(f"{summary.findings_head(comparisons, s)}:\n\n{listed}")
     if caveats := summary.caveats_markdown(comparisons, result.profile_contrasts):
         parts.append(caveats)
     if len(result.families):
-        parts.append(summary.levels_text(result.families, s.correction, s.alpha))
+        parts.append(summary.levels_text(result.families, s))
     return "\n\n".join(parts)
 
 

@@ -16,6 +16,7 @@ import polars as pl
 from ..analysis import paired, sequential, stats
 from ..analysis.verdicts import Direction, Kind
 from ..base import escape
+from ..settings.config import DEFAULT_ANALYSIS, Analysis
 from .format import change, change_text, interval_wording, level, mde_text, size, unit
 
 # Short names of metrics for sentences and table headers (the schema's descriptions are longer).
@@ -418,9 +419,10 @@ def rerun_box(campaign: str | list[str], commands: list[tuple[str, str]] | None 
     )
 
 
-def findings_head(comparisons: pl.DataFrame, correction: str = "holm", alpha: float = 0.05) -> str:
-    """What the list of primary findings holds: how many comparisons are significant after which
-    correction, and what the intervals are (interval_wording). Markdown, without its closing colon."""
+def findings_head(comparisons: pl.DataFrame, settings: Analysis = DEFAULT_ANALYSIS) -> str:
+    """What the list of primary findings holds: how many comparisons are significant after the
+    ``settings``' correction, and what the intervals are (interval_wording). Markdown, without its closing colon."""
+    correction = settings.correction
     rows = ordered_findings(comparisons)
     n_sig = int(rows["kind"].eq(FINDING).sum())
     corr = stats.CORRECTIONS.get(correction, correction)
@@ -432,7 +434,7 @@ def findings_head(comparisons: pl.DataFrame, correction: str = "holm", alpha: fl
     return (
         f"**Findings**: the headline metric of each test, {n_sig} of {len(rows)} comparisons significant "
         f"after {corr} correction, largest change first (change in % of the baseline median "
-        f"[{interval_wording(correction, alpha)}])"
+        f"[{interval_wording(correction, settings.alpha)}])"
     )
 
 
@@ -440,24 +442,23 @@ def summary_markdown(
     runs: pl.DataFrame,
     comparisons: pl.DataFrame,
     families: pl.DataFrame,
-    baseline: str,
-    correction: str = "holm",
+    settings: Analysis = DEFAULT_ANALYSIS,
     limit: int | None = 12,
     explanations: pl.DataFrame | None = None,
     caveats: bool = True,
     campaign: bool = True,
-    alpha: float = 0.05,
 ) -> str:
     """The whole opening section: the campaign (``campaign``; the report's first screen says it in its
     context strip instead), then the primary findings (or why there are none), each with its CPU-profile
     sentences where ``explanations`` has them, then (``caveats``) the campaign-wide caveats. The findings'
-    intervals are named by interval_wording, the same in every campaign."""
+    intervals are named by interval_wording, the same in every campaign; against the ``settings``' baseline."""
+    baseline = settings.baseline
     parts = [campaign_text(runs, comparisons, baseline)] if campaign else []
     if why := degenerate_text(runs, comparisons, baseline):
         parts.append(why)
     primary = findings_markdown(comparisons, families, stats.PRIMARY, limit, explanations)
     if primary:
-        parts.append(f"{findings_head(comparisons, correction, alpha)}:\n\n{primary}")
+        parts.append(f"{findings_head(comparisons, settings)}:\n\n{primary}")
     secondary = comparisons.filter(pl.col("family") != stats.PRIMARY)
     if len(secondary):
         k = int(ordered_findings(secondary, None)["kind"].eq(FINDING).sum())
@@ -702,7 +703,7 @@ def first_screen_html(
     )
 
 
-def levels_text(families: pl.DataFrame, correction: str, alpha: float) -> str:
+def levels_text(families: pl.DataFrame, settings: Analysis) -> str:
     """The method's one statement of the intervals: what they are (interval_wording, the same in every
     campaign) and, per family, the level they came out at in this campaign."""
     per = "; ".join(
@@ -712,8 +713,8 @@ def levels_text(families: pl.DataFrame, correction: str, alpha: float) -> str:
         if r["interval_level_pct"] is not None and not math.isnan(r["interval_level_pct"])
     )
     return (
-        f"Every change's interval in this report is the {interval_wording(correction, alpha)} (secondary "
-        f"families: the {interval_wording('fdr_bh', alpha)}). Its level is 1 minus the threshold the "
+        f"Every change's interval in this report is the {interval_wording(settings.correction, settings.alpha)} "
+        f"(secondary families: the {interval_wording('fdr_bh', settings.alpha)}). Its level is 1 minus the threshold the "
         "correction stopped at, so it depends on how many comparisons were significant"
         + (f"; in this campaign: {per}." if per else ".")
     )

@@ -511,6 +511,9 @@ class Analysis(Strict):
         return self.noise_band_pct if self.threshold_pct is None else self.threshold_pct
 
 
+DEFAULT_ANALYSIS = Analysis()  # the analysis settings of a params.yaml that sets none (frozen: safe to share)
+
+
 class Report(Strict):
     title: str = Field(default="Container network benchmark", description="the report's title")
 

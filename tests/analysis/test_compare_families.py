@@ -45,7 +45,7 @@ def test_compare_uses_the_report_families():
 @pytest.mark.slow  # the report's whole analysis of a real campaign, twice
 def test_compare_normalizes_cpu_with_the_analysis_settings_of_the_report():
     """HTTP CPU per request rate included: compare and the report's analysis give the same medians."""
-    from benchlib.analysis import analyse, load_tables, normalize
+    from benchlib.analysis import analyse, load_tables
     from tests.support.analysis_tables import settings
 
     fixture = "tests/fixtures/tidy/lab-mesh-short-001"  # a real campaign with fortio and proxies
@@ -56,7 +56,7 @@ def test_compare_normalizes_cpu_with_the_analysis_settings_of_the_report():
     medians = {}
     for per_requests in (1000.0, 250.0):
         s = settings("pipelines/local-lab/params-mesh.yaml").model_copy(update={"http_per_requests": per_requests})
-        rows = compare.comparisons(real, real, targets=normalize.work_rates(s)).filter(cpu, http)
+        rows = compare.comparisons(real, real, s).filter(cpu, http)
         summary = analyse.run(runs, metrics, s).summary_all.filter(cpu, http)
         both = rows.join(summary, on=["scenario", "test", "side"], suffix="_report")
         assert len(both) == len(rows) > 0

@@ -222,13 +222,11 @@ def pages(result, text: str) -> dict[str, str]:
     parts = result.profile_attribution.with_columns(pl.col("name").str.replace(MARK, text, literal=True))
     why = profile_text.explanations({**result.profile_tables(), "profile_attribution": parts}, s.baseline)
     assert why["sentence"].str.contains(text, literal=True).any()  # the text reached the sentences
-    findings = summary.summary_markdown(
-        runs, result.comparisons, result.families, s.baseline, s.correction, explanations=why, campaign=False
-    )
+    findings = summary.summary_markdown(runs, result.comparisons, result.families, s, explanations=why, campaign=False)
     explained = tables.collapsed(f"sentences of {text}", summary.explained_markdown(result.comparisons, why))
     why_figure = profile_text.why_figure("tcp_rr", "vxlan")
     text_post = post.post_markdown(
-        runs, result.comparisons, result.families, s.baseline, heights={why_figure: 400.0}, explanations=why
+        runs, result.comparisons, result.families, s, heights={why_figure: 400.0}, explanations=why
     )
     return {
         "report findings": markdown2html(f"# Findings\n\n{findings}\n\n## What the profiles say\n{explained}"),

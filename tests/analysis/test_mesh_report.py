@@ -19,13 +19,14 @@ PRESET = "pipelines/local-lab/params-mesh.yaml"
 
 @pytest.fixture(scope="module")
 def campaign():
-    p = settings(PRESET).model_dump()
+    s = settings(PRESET)
+    p = s.model_dump()
     runs, metrics = load_tables(f"{FIXTURE}/runs.parquet", f"{FIXTURE}/metrics.parquet")
     values = normalize.with_cpu_at_target(
         metrics, runs, per_transactions=p["rr_per_transactions"], per_requests=p["http_per_requests"]
     )
     summary = stats.summarize(values, runs, alpha=p["alpha"])
-    compared = mesh.comparisons(values, runs, p["baseline"], p["alpha"], p["noise_band_pct"], p["seed"], p["contrasts"])
+    compared = mesh.comparisons(values, runs, s)
     return {
         "p": p,
         "runs": runs,

@@ -45,9 +45,7 @@ def build(result, heights=None, explanations=None, commit="git 1a2b3c4") -> str:
         result.runs,
         result.comparisons,
         result.families,
-        s.baseline,
-        s.correction,
-        s.alpha,
+        s,
         heights_of(result) if heights is None else heights,
         explanations,
         commit,
@@ -77,7 +75,7 @@ def test_the_post_opens_with_the_reports_title_and_takeaways(real):
     assert lead.startswith("The largest difference: vxlan's tcp_crr connection rate is 50.7 % lower")
     # the user's report.title heads the post as it heads the report
     s = real.settings
-    titled = post.post_markdown(real.runs, real.comparisons, real.families, s.baseline, title="Lab *datapaths*")
+    titled = post.post_markdown(real.runs, real.comparisons, real.families, s, title="Lab *datapaths*")
     assert titled.startswith("# Lab &#42;datapaths&#42;\n\n"), titled[:40]
 
 
@@ -163,7 +161,7 @@ def test_without_a_finding_the_tests_with_the_largest_change_fill_the_post(real)
         verdict=pl.lit(stats.WITHIN_NOISE), verdict_kind=pl.lit(Kind.NOISE), verdict_direction=pl.lit(Direction.NONE)
     )
     s = real.settings
-    md = post.post_markdown(real.runs, quiet, real.families, s.baseline, heights=heights_of(real))
+    md = post.post_markdown(real.runs, quiet, real.families, s, heights=heights_of(real))
     assert "No difference from host is significant" in md
     assert images(md) == ["overview", "tcp_crr_connection_rate", "tcp_rr_transaction_rate"]
     assert "none of the 12 changes is significant after Holm" in captions(md)[0]

@@ -14,6 +14,7 @@ import scipy.stats
 from benchlib.analysis import analyse, profile_contrasts, profiles
 from benchlib.profiling import stacks
 from benchlib.report import flamegraphs, profiles as profile_text, render as report, summary
+from benchlib.settings.config import Analysis
 from benchlib.vocabulary import schema
 from tests.support.analysis_tables import make_tables, settings
 from tests.support.hostile import hostile_campaign
@@ -24,7 +25,7 @@ def analysed(p: pl.DataFrame, r: pl.DataFrame) -> dict[str, pl.DataFrame]:
     """The profile tables the analysis stores, against host, its contrasts included."""
     return {
         **profiles.analyse(p, r, "host"),
-        "profile_contrasts": profile_contrasts.contrasts(p, r, "host"),
+        "profile_contrasts": profile_contrasts.contrasts(p, r, Analysis(baseline="host")),
         "profile_attribution": profile_contrasts.attribution(p, r, "host"),
     }
 
@@ -440,7 +441,7 @@ def test_too_few_profiled_runs_or_no_change_make_no_claim():
 
 def test_a_contrasts_interval_is_welchs_at_the_level_its_family_decided_at():
     p, r = profile_tables({"host": "host", "veth-routed": "veth-routed", "bridge": "host"}, runs_each=3)
-    c = profile_contrasts.contrasts(p, r, "host", alpha=0.05, correction="holm")
+    c = profile_contrasts.contrasts(p, r, Analysis(baseline="host", alpha=0.05, correction="holm"))
     assert c["scenario"].to_list() == ["bridge", "veth-routed"]  # one family: local-lab's tcp_rr
     totals = profile_contrasts.run_totals(p, r)
     x, y = (np.log(totals.filter(scenario=s)["cpu_per_unit"].to_numpy()) for s in ("veth-routed", "host"))

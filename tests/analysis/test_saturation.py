@@ -29,13 +29,14 @@ def default_campaign():
 def test_every_tcp_stream_of_the_default_campaign_is_bound_by_its_sender(default_campaign):
     """lab-default-003: the TCP_STREAM sender (client, 1 CPU) is 97-101 % busy in every scenario, the
     receiver 23-41 %; TCP_RR and TCP_CRR run client and server on one shared CPU, ~100 % busy."""
-    conf = saturation.bound_configs(default_campaign["values"], default_campaign["runs"])
-    stream = conf.filter(pl.col("test").str.starts_with("tcp_stream"))
-    assert len(stream) == 8 and stream["cpu_bound"].all() and set(stream["cpu_bound_side"]) == {"client"}
-    assert stream["cpu_client"].min() > 98 and stream["cpu_server"].max() < 37
-    rr = conf.filter(pl.col("test").is_in(["tcp_rr", "tcp_crr"]))
-    assert len(rr) == 8 and set(rr["cpu_bound_side"]) == {"total"} and rr["cpu_total"].min() > 99.5
-    assert rr["cpu_client"].is_null().all()
+    util = saturation.side_utilisation(default_campaign["values"], default_campaign["runs"])
+    is_stream, is_rr = pl.col("test").str.starts_with("tcp_stream"), pl.col("test").is_in(["tcp_rr", "tcp_crr"])
+    stream, rr = util.filter(is_stream), util.filter(is_rr)
+    assert len(stream) == 8 and stream["cpu_client"].min() > 98 and stream["cpu_server"].max() < 37
+    assert len(rr) == 8 and rr["cpu_total"].min() > 99.5 and rr["cpu_client"].is_null().all()
+    a = default_campaign["annotated"]
+    assert set(a.filter(is_stream)["cpu_bound_side"]) == {"client"}
+    assert set(a.filter(is_rr)["cpu_bound_side"]) == {"total"}
 
 
 def test_the_throughput_comparison_says_what_it_measures(default_campaign):
@@ -62,10 +63,11 @@ def test_the_throughput_comparison_says_what_it_measures(default_campaign):
 
 def test_both_sides_bound_where_each_has_its_own_cpu():
     """lab-default-002: client and server on one CPU each, both ~99 % busy in every test."""
-    runs, metrics = load_tables(f"{DEFAULT_SPLIT}/runs.parquet", f"{DEFAULT_SPLIT}/metrics.parquet")
-    conf = saturation.bound_configs(metrics, runs)
-    assert len(conf) == 16 and set(conf["cpu_bound_side"]) == {"client, server"}
-    assert min(conf["cpu_client"].min(), conf["cpu_server"].min()) > 97
+    _, runs, values, comparisons = report_comparisons(DEFAULT_SPLIT)
+    util = saturation.side_utilisation(values, runs)
+    assert len(util) == 16 and min(util["cpu_client"].min(), util["cpu_server"].min()) > 97
+    a = saturation.annotate(comparisons, util)
+    assert a["cpu_bound"].all() and set(a["cpu_bound_side"]) == {"client, server"}
 
 
 def test_the_check_is_generic_fortio_and_either_configuration():
@@ -86,10 +88,10 @@ def test_the_check_is_generic_fortio_and_either_configuration():
         ],
         schema_overrides={"message_size": pl.Int64},
     )
-    a = saturation.annotate(rows, saturation.side_utilisation(metrics, runs)).row(0, named=True)
-    conf = saturation.bound_configs(metrics, runs).filter(test="http_1000")
-    mine = conf.filter(scenario="proxy-server").row(0, named=True)
-    assert mine["cpu_client"] < 82 and mine["cpu_server"] < 82 and not mine["cpu_bound"]
+    util = saturation.side_utilisation(metrics, runs)
+    a = saturation.annotate(rows, util).row(0, named=True)
+    mine = util.filter(test="http_1000", scenario="proxy-server").row(0, named=True)
+    assert mine["cpu_client"] < 82 and mine["cpu_server"] < 82
     assert (a["cpu_bound"], a["cpu_bound_in"], a["cpu_bound_side"]) == (True, "baseline", "server")
     assert a["cpu_bound_pct_base"] == pytest.approx(98.42, abs=0.01)
     assert "server at the CPU limit in the baseline (median busy 80 %, baseline 98 %)" in a["note"]

@@ -75,11 +75,11 @@ def test_the_findings_are_worded_as_the_report_words_them(parts, real):
     results = parts[study_page.RESULTS]
     s = real.settings
     assert results.startswith(summary.escape.page(" ".join(summary.takeaways(real.comparisons, s.baseline))))
-    assert summary.findings_head(real.comparisons, s.correction, s.alpha) + ":" in results
+    assert summary.findings_head(real.comparisons, s) + ":" in results
     assert "9 of 12 comparisons significant after Holm" in results
     top = summary.ordered_findings(real.comparisons).row(0, named=True)
     assert f"- {summary.finding_sentence(top, 12, cpu_note=False)}" in results
-    assert summary.levels_text(real.families, s.correction, s.alpha) in results
+    assert summary.levels_text(real.families, s) in results
     assert "<details" not in results  # no CPU-profile disclosure: the page has no profiles to open
 
 

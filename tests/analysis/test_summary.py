@@ -24,7 +24,7 @@ def real(tmp_path_factory):
 
 def text_of(result) -> str:
     s = result.settings
-    return summary.summary_markdown(result.runs, result.comparisons, result.families, s.baseline, s.correction)
+    return summary.summary_markdown(result.runs, result.comparisons, result.families, s)
 
 
 def test_the_campaign_says_what_was_compared_where_and_with_how_many_runs(real):
@@ -100,7 +100,7 @@ def test_no_decision_reads_the_verdicts_wording(real, monkeypatch):
         return {
             "kinds": summary.ordered_findings(c, None).select("scenario", "test", "metric", "side", "kind"),
             "takeaways": summary.takeaways(c, s.baseline),
-            "head": summary.findings_head(c, s.correction, s.alpha),
+            "head": summary.findings_head(c, s),
             "degenerate": summary.degenerate_text(real.runs, c, s.baseline),
             "forest": [list(t.marker.symbol) for t in figures.forest(c, s.baseline).data if t.type == "scatter"],
             "overview": [list(z) for z in figures.overview(c, s.baseline).data[0].z],
@@ -327,7 +327,7 @@ def test_the_interval_is_named_the_same_whatever_its_level(real):
     text = text_of(real)
     assert "[interval agreeing with the Holm-corrected test, 5 % family-wise error]" in text
     assert "interval at" not in text and "98.33" not in text
-    method = summary.levels_text(real.families, s.correction, s.alpha)
+    method = summary.levels_text(real.families, s)
     assert "primary (Holm, 9 of 12 significant): 98.33 %" in method
     assert fmt.interval_wording("fdr_bh", 0.01) == (
         "interval agreeing with the Benjamini-Hochberg test, 1 % false discovery rate"
