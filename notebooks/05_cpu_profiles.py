@@ -93,7 +93,7 @@ for r in pairs.iter_rows(named=True):
         a.profile_attribution, test, scenario, env, colour
     )
     why[why_figure(test, scenario, where, "differential")] = flamegraphs.differential(
-        diffs, test, env, [scenario], sentences
+        diffs, test, env, [scenario], sentences, a.profile_attribution
     )
 if why:
     display(
@@ -118,14 +118,14 @@ figs = {}
 for (environment, test), _ in cats.group_by("environment", "test", maintain_order=True):
     name = f"{environment}_{test}" if cats["environment"].n_unique() > 1 else test
     figs[f"cpu_profile_{name}_categories"] = flamegraphs.category_bars(
-        cats, test, baseline, environment, a.profile_contrasts
+        cats, test, baseline, environment, a.profile_contrasts, a.profile_attribution
     )
     figs[f"cpu_profile_{name}_flamegraph"] = flamegraphs.flamegraph(frames, test, baseline, environment)
     # the menu's differential where some scenario has none of a finding above
     others = set(diffs.filter(environment=environment, test=test)["scenario"])
     if others - set(pairs.filter(environment=environment, test=test)["scenario"]):
         figs[f"cpu_profile_{name}_differential"] = flamegraphs.differential(
-            diffs, test, environment, explanations=sentences
+            diffs, test, environment, explanations=sentences, attribution=a.profile_attribution
         )
 if figs:
     display(

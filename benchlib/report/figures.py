@@ -78,7 +78,7 @@ def ci_whiskers(d: pl.DataFrame) -> dict:
 
 
 def verdict_labels(
-    comparisons: pl.DataFrame | None, test: str, metric: str, side: str = "none", baseline: str = "host"
+    comparisons: pl.DataFrame | None, test: str, metric: str, side: str = "none", *, baseline: str
 ) -> dict[str, dict]:
     """{scenario: its comparison vs the baseline (a row)} for one test and metric; empty without comparisons."""
     if comparisons is None or comparisons.is_empty():
@@ -160,7 +160,8 @@ def bars(
     test: str,
     metric: str,
     side: str = "none",
-    baseline: str = "host",
+    *,
+    baseline: str,
     comparisons: pl.DataFrame | None = None,
     colours: Mapping[str, str] | None = None,
 ) -> go.Figure:
@@ -175,7 +176,7 @@ def bars(
     order = scenario_order(d["scenario"], baseline)
     d = in_order(d, "scenario", order)
     unit = display_unit(d["unit"][0])
-    labels = verdict_labels(comparisons, test, metric, side, baseline)
+    labels = verdict_labels(comparisons, test, metric, side, baseline=baseline)
     found = _found(comparisons, baseline, test=test, metric=metric, side=side)
     quantity = metric_label(metric, side)
     fig = go.Figure(
@@ -217,7 +218,8 @@ def cpu_bars(
     summary: pl.DataFrame,
     test: str,
     metric: str = "cpu_pct_at_target",
-    baseline: str = "host",
+    *,
+    baseline: str,
     colours: Mapping[str, str] | None = None,
 ) -> go.Figure:
     """Client and server CPU side by side per scenario (hatched: server), median with 95 % CI; a test
@@ -297,7 +299,8 @@ def runs_strip(
     test: str,
     metric: str,
     side: str = "none",
-    baseline: str = "host",
+    *,
+    baseline: str,
     colours: Mapping[str, str] | None = None,
 ) -> go.Figure:
     """Every run as a point, and over them the scenario's median with its 95 % CI (the summary
@@ -609,8 +612,9 @@ def throughput_vs_cpu(
     per_run: pl.DataFrame,
     test: str,
     side: str = "total",
-    baseline: str = "host",
-    target_gbps: float = 100.0,
+    *,
+    baseline: str,
+    target_gbps: float,
     colours: Mapping[str, str] | None = None,
 ) -> go.Figure:
     """Each stream run: CPU busy % vs Gbit/s, with iso lines of equal CPU cost per target_gbps, and
@@ -727,7 +731,8 @@ def percentile_name(metric: str) -> str:
 def latency_percentiles(
     summary: pl.DataFrame,
     test: str,
-    baseline: str = "host",
+    *,
+    baseline: str,
     metrics: tuple[str, ...] = LATENCY_PERCENTILES,
     title: str = "Round-trip latency percentiles",
     colours: Mapping[str, str] | None = None,
@@ -914,7 +919,8 @@ def rate_sweep(
     runs: pl.DataFrame,
     tests: list[str],
     metrics: tuple[str, ...],
-    baseline: str = "host",
+    *,
+    baseline: str,
     comparisons: pl.DataFrame | None = None,
     title: str = "HTTP latency vs offered load",
     colours: Mapping[str, str] | None = None,

@@ -26,12 +26,14 @@ from .format import (
     CPU_D3,
     RELATIVE_CAP,
     caption,
+    cpu_change_interval,
+    cpu_short_unit,
     level,
     relative_change,
     unit as display_unit,
     whole_change_interval,
 )
-from .theme import axis_title, describe
+from .theme import HEIGHT, axis_title, describe
 
 SHARED_NOTE = "client and server shared their CPUs: one profile of both"
 SIDES = ("client", "server", "total")
@@ -54,6 +56,27 @@ def _one_environment(d: pl.DataFrame, what: str, test: str, environment: str | N
 
 def _side_note(sides: list[str]) -> str:
     return SHARED_NOTE if sides == ["total"] else "left: client, right: server"
+
+
+def _change_lines(
+    attribution: pl.DataFrame | None, kind: str, environment: str, test: str, baseline: str
+) -> pl.DataFrame:
+    """Per scenario, side and part of ``attribution`` (profile_attribution; ``kind`` "category", or
+    "self": a frame's own time), the hover's line for its change against ``baseline`` with its interval
+    across the profiled runs (column ``change``, starting with a line break)."""
+    schema = {"scenario": pl.String, "side": pl.String, "name": pl.String, "change": pl.String}
+    if attribution is None:
+        return pl.DataFrame(schema=schema)
+    a = attribution.filter(environment=environment, test=test, baseline=baseline, level=kind)
+    lines = [
+        f"<br>{'own time, all its call paths, ' if kind == 'self' else ''}against {escape.plotly(baseline)}: "
+        + cpu_change_interval(
+            r["delta"], r["delta_low"], r["delta_high"], r["cpu_unit"], cpu_short_unit(r["cpu_unit"], r["work_unit"])
+        )
+        + f" ({level(r['ci_level'])}, {r['n_runs']} vs {r['n_runs_base']} profiled runs)"
+        for r in a.iter_rows(named=True)
+    ]
+    return a.select("scenario", "side", "name").with_columns(change=pl.Series(lines, dtype=pl.String))
 
 
 def _dropdown(fig: go.Figure, labels: list[str], per_label: int) -> None:
@@ -153,7 +176,7 @@ def _icicles(
 def flamegraph(
     frames: pl.DataFrame,
     test: str,
-    baseline: str = "host",
+    baseline: str,
     environment: str | None = None,
     scenarios: list[str] | None = None,
 ) -> go.Figure:
@@ -212,6 +235,7 @@ def differential(
     environment: str | None = None,
     scenarios: list[str] | None = None,
     explanations: pl.DataFrame | None = None,
+    attribution: pl.DataFrame | None = None,
 ) -> go.Figure:
     """Each scenario's flamegraph of ``test`` (or of ``scenarios``) coloured by each node's own relative
     change of CPU per unit of work against the baseline, on a diverging scale centred at 0 (blue: less,
@@ -219,11 +243,18 @@ def differential(
     a dropdown picks the scenario where there are several. Each icicle opens on the subtree where the
     change concentrates (a click on the top bar goes back up). With ``explanations``
     (report.profiles.explanations), the frames a side's sentence names are outlined wherever they are
-    called."""
+    called. With ``attribution`` (profile_attribution), a frame's hover gives the change of its own time,
+    over all its call paths, with its interval across the profiled runs."""
     d = _one_environment(
         differences.filter(pl.col("level") == "path", pl.col("samples") > 0), "differential", test, environment
     ).with_columns(relative=relative(pl.col("cpu_per_unit"), pl.col("cpu_per_unit_base")))
     baseline = d["baseline"][0]
+    d = d.join(
+        _change_lines(attribution, "self", d["environment"][0], test, baseline),
+        on=["scenario", "side", "name"],
+        how="left",
+        maintain_order="left",
+    ).with_columns(pl.col("change").fill_null(""))
     order = [
         s for s in scenario_order(d["scenario"], baseline) if s != baseline and (scenarios is None or s in scenarios)
     ]
@@ -255,7 +286,7 @@ def differential(
             ),
             line=_outlines(named.get((s, sides[i]), set()), t["name"]),
         ),
-        ["cpu_per_unit", "cpu_per_unit_base", "delta", "relative"],
+        ["cpu_per_unit", "cpu_per_unit_base", "delta", "relative", "change"],
         lambda s, i, t: (
             "%{label}<br>"
             + s
@@ -271,7 +302,7 @@ def differential(
             + unit
             + " (%{customdata[3]:"
             + CHANGE_D3
-            + "} %)<extra></extra>"
+            + "} %)%{customdata[4]}<extra></extra>"
         ),
         focus=True,
     )
@@ -395,15 +426,18 @@ def changed_frames(
 def category_bars(
     categories: pl.DataFrame,
     test: str,
-    baseline: str = "host",
+    baseline: str,
     environment: str | None = None,
     contrasts: pl.DataFrame | None = None,
+    attribution: pl.DataFrame | None = None,
 ) -> go.Figure:
     """Busy CPU per unit of work of each scenario of ``test``, stacked by category; client and server
     facets where each side had CPUs of its own. With ``contrasts`` (profile_contrasts), each scenario's
     bar carries its change against ``baseline`` with its interval across the profiled runs, in bold
-    where the change is called."""
+    where the change is called; with ``attribution`` (profile_attribution), each category's hover gives
+    its own change against ``baseline`` with its interval."""
     d = _one_environment(categories, "category_bars", test, environment)
+    changes_of = _change_lines(attribution, "category", d["environment"][0], test, baseline)
     order = scenario_order(d["scenario"], baseline)
     sides = _sides(d)
     unit = display_unit(d["unit"][0])
@@ -422,7 +456,13 @@ def category_bars(
             t = (
                 pl.DataFrame({"scenario": order})
                 .join(d.filter(side=side, category=category), on="scenario", how="left", maintain_order="left")
-                .with_columns(pl.col("cpu_per_unit", "share_pct").fill_null(0.0))
+                .join(
+                    changes_of.filter(side=side, name=category).select("scenario", "change"),
+                    on="scenario",
+                    how="left",
+                    maintain_order="left",
+                )
+                .with_columns(pl.col("cpu_per_unit", "share_pct").fill_null(0.0), pl.col("change").fill_null(""))
             )
             fig.add_trace(
                 go.Bar(
@@ -432,14 +472,14 @@ def category_bars(
                     legendgroup=category,
                     showlegend=i == 0,
                     marker_color=CATEGORY[category],
-                    customdata=t.select("share_pct"),
+                    customdata=t.select("share_pct", "change"),
                     hovertemplate="%{x}: "
                     + category
                     + " %{y:"
                     + CPU_D3
                     + "} "
                     + unit
-                    + " (%{customdata[0]:.0f} % of busy)<extra></extra>",
+                    + " (%{customdata[0]:.0f} % of busy)%{customdata[1]}<extra></extra>",
                 ),
                 row=1,
                 col=i + 1,
@@ -472,6 +512,8 @@ def category_bars(
         title=f"Busy CPU per unit of work by category: {test}<br><sup>{unit}; pooled profiled runs, "
         f"idle left out{'<br>' + said if said else ''}</sup>",
         margin=dict(t=140 if said else 80),
+        # the plot keeps the height the y axis' title needs: it stays clear of the title's lines
+        height=HEIGHT + (60 if said else 0),
     )
     fig.update_yaxes(title_text=axis_title("busy CPU per unit of work", unit), row=1, col=1)
     fig.update_xaxes(title_text="Scenario")

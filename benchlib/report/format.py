@@ -16,6 +16,7 @@ from collections.abc import Mapping
 import numpy as np
 import polars as pl
 
+from ..analysis.profiles import CORES
 from ..analysis.resolution import BELOW, CHANGE, INTERVAL, steps_text
 from ..analysis.verdicts import Direction, Kind
 
@@ -168,6 +169,31 @@ CHANGE_D3 = "+.0f"
 # a differential flamegraph's colour scale ends here: a frame the baseline lacks, or one that more than
 # doubled, is as red as it gets
 RELATIVE_CAP = 100.0
+
+
+def cpu_change(v: float, cpu_unit: str) -> str:
+    """A change of CPU per unit of work to sensible digits, signed: "+12", "+1.6", "+0.42", "+0.0031"."""
+    if cpu_unit == CORES:
+        return f"{v:+.2g}"
+    a = abs(v)
+    return f"{v:+.0f}" if a >= 10 else f"{v:+.1f}" if a >= 0.95 else f"{v:+.2f}"
+
+
+def cpu_value(v: float, cpu_unit: str) -> str:
+    """CPU per unit of work to sensible digits: "71.7", "0.42"."""
+    if cpu_unit == CORES:
+        return f"{v:.2g}"
+    return f"{v:.1f}" if abs(v) >= 0.95 else f"{v:.2f}"
+
+
+def cpu_short_unit(cpu_unit: str, work_unit: str) -> str:
+    """The unit after a CPU figure: cores with the work they are per, µs alone (the text says per what)."""
+    return f"{CORES}/({work_unit})" if cpu_unit == CORES else cpu_unit
+
+
+def cpu_change_interval(delta: float, low: float, high: float, cpu_unit: str, short: str) -> str:
+    """A change of CPU per unit with its interval: "+2.0 µs [+1.6, +2.4]"."""
+    return f"{cpu_change(delta, cpu_unit)} {short} [{cpu_change(low, cpu_unit)}, {cpu_change(high, cpu_unit)}]"
 
 
 def relative_change(v: float, capped: bool = False) -> str:

@@ -10,10 +10,19 @@ import polars as pl
 
 from ..analysis import stats
 from ..analysis.profile_contrasts import ATTRIBUTION_LEVEL
-from ..analysis.profiles import CORES, KEYS
+from ..analysis.profiles import KEYS
 from ..analysis.verdicts import Kind
 from ..base import escape
-from .format import level, reading, unit, whole_change_interval
+from .format import (
+    cpu_change,
+    cpu_change_interval,
+    cpu_short_unit,
+    cpu_value,
+    level,
+    reading,
+    unit,
+    whole_change_interval,
+)
 from .summary import FINDING, ordered_findings
 
 NO_SYMBOLS = "no kernel symbols: kernel.kptr_restrict hid them"
@@ -88,25 +97,6 @@ def method_text(method_table: pl.DataFrame) -> str:
             + ". Profiled runs are separate from the measured runs."
         )
     return "\n\n".join(lines)
-
-
-def _num(v: float, cpu_unit: str) -> str:
-    """A CPU-per-unit figure to sensible digits, signed."""
-    if cpu_unit == CORES:
-        return f"{v:+.2g}"
-    a = abs(v)
-    return f"{v:+.0f}" if a >= 10 else f"{v:+.1f}" if a >= 0.95 else f"{v:+.2f}"
-
-
-def _val(v: float, cpu_unit: str) -> str:
-    if cpu_unit == CORES:
-        return f"{v:.2g}"
-    return f"{v:.1f}" if abs(v) >= 0.95 else f"{v:.2f}"
-
-
-def _short(cpu_unit: str, work_unit: str) -> str:
-    """The unit after a figure: cores with the work they are per, µs alone (the sentence says per what)."""
-    return f"{CORES}/({work_unit})" if cpu_unit == CORES else cpu_unit
 
 
 def _side_text(side: str) -> str:
@@ -224,11 +214,6 @@ def _change(p: dict, pct: str, low: str, high: str, level_of: str | None = None)
     return whole_change_interval(p[pct], p[low], p[high]) + at
 
 
-def _part(r: dict, cpu_unit: str, short: str) -> str:
-    """A category's or frame's change with its interval: "+2.0 µs [+1.6, +2.4]"."""
-    return f"{_num(r['delta'], cpu_unit)} {short} [{_num(r['delta_low'], cpu_unit)}, {_num(r['delta_high'], cpu_unit)}]"
-
-
 def _frames(p: dict, attribution: pl.DataFrame, top: int) -> pl.DataFrame:
     """The ``top`` frames an explaining sentence names: in each DISTINCTIVE category, the one whose own
     CPU per unit gained or lost most, its interval excluding zero. These are the work only one of the two
@@ -242,12 +227,12 @@ def _frames(p: dict, attribution: pl.DataFrame, top: int) -> pl.DataFrame:
 
 
 def _sentence(p: dict, attribution: pl.DataFrame, frames: pl.DataFrame, top: int) -> str:
-    cpu_unit, short = p["cpu_unit"], _short(p["cpu_unit"], p["work_unit"])
+    cpu_unit, short = p["cpu_unit"], cpu_short_unit(p["cpu_unit"], p["work_unit"])
     delta = p["cpu_per_unit"] - p["cpu_per_unit_base"]
     head = (
         f"{p['scenario']} vs {p['baseline']} ({p['test']}, per {p['work_unit']}, {_side_text(p['side'])}): "
-        f"{_num(delta, cpu_unit)} {short} CPU ({_change(p, 'change_pct', 'change_low', 'change_high', 'ci_level')}), "
-        f"{_val(p['cpu_per_unit'], cpu_unit)} vs {_val(p['cpu_per_unit_base'], cpu_unit)} {short}"
+        f"{cpu_change(delta, cpu_unit)} {short} CPU ({_change(p, 'change_pct', 'change_low', 'change_high', 'ci_level')}), "
+        f"{cpu_value(p['cpu_per_unit'], cpu_unit)} vs {cpu_value(p['cpu_per_unit_base'], cpu_unit)} {short}"
     )
     runs = f"{p['n_runs']} vs {p['n_runs_base']} profiled run{'s' if max(p['n_runs'], p['n_runs_base']) > 1 else ''}"
     tail = f" ({runs}, {p['samples']:,} vs {p['samples_base']:,} busy samples)."
@@ -266,12 +251,12 @@ def _sentence(p: dict, attribution: pl.DataFrame, frames: pl.DataFrame, top: int
     c = _parts(p, attribution, "category")
     spread = float(c["delta"].abs().sum()) or 1.0
     named = [
-        f"{r['name']} {_part(r, cpu_unit, short)}"
+        f"{r['name']} {cpu_change_interval(r['delta'], r['delta_low'], r['delta_high'], cpu_unit, short)}"
         for r in c.head(top).iter_rows(named=True)
         if abs(r["delta"]) >= 0.1 * spread
     ]
     frames_text = ", ".join(
-        f"{'+' if r['delta'] >= 0 else '-'}{r['name']} ({_part(r, cpu_unit, short)})"
+        f"{'+' if r['delta'] >= 0 else '-'}{r['name']} ({cpu_change_interval(r['delta'], r['delta_low'], r['delta_high'], cpu_unit, short)})"
         for r in frames.iter_rows(named=True)
     )
     text = head

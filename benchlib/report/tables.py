@@ -320,7 +320,7 @@ VERDICT_COLUMNS = ("verdict", "verdict_kind", "verdict_direction")
 CPU_LIMIT = "CPU limit"  # headline's column: the sides at their CPU limit (saturation.annotate explains)
 
 
-def headline(summary: pl.DataFrame, comparisons: pl.DataFrame, baseline: str = "host") -> pl.DataFrame:
+def headline(summary: pl.DataFrame, comparisons: pl.DataFrame, baseline: str) -> pl.DataFrame:
     """benchstat-like table: per family, test, metric and side, each scenario's median [95 % CI] and,
     against the baseline, the change in % with its CI at the family's decision level (the level
     shown), p_adj, the verdict and the minimum detectable effect (MDE, % of the baseline median); and,

@@ -77,7 +77,9 @@ def report_figures(lab_tables):
             "cpu": figures.cpu_bars(summary, "tcp_rr", **kw),
             "strip": figures.runs_strip(stats.ok_values(values, runs), "tcp_crr", "connection_rate", **kw),
             "forest": figures.forest(compared, **kw),
-            "scatter": figures.throughput_vs_cpu(normalize.per_run_cpu(metrics, runs), "tcp_stream_n", **kw),
+            "scatter": figures.throughput_vs_cpu(
+                normalize.per_run_cpu(metrics, runs), "tcp_stream_n", target_gbps=100.0, **kw
+            ),
             "latency": figures.latency_percentiles(summary, "tcp_rr", **kw),
         }
 
@@ -102,9 +104,13 @@ def test_each_scenario_has_one_colour_across_the_figures(report_figures, how):
 def test_the_reader_of_the_colours_sees_a_scenario_in_two_colours():
     """The check above can fail: a figure that gives bridge another colour is caught."""
     fig = figures.bars(
-        stats.summarize(*_tables()), "tcp_stream_1", "throughput", colours={s: "#123456" for s in SCENARIOS}
+        stats.summarize(*_tables()),
+        "tcp_stream_1",
+        "throughput",
+        baseline="host",
+        colours={s: "#123456" for s in SCENARIOS},
     ).to_plotly_json()
-    other = figures.bars(stats.summarize(*_tables()), "tcp_stream_1", "throughput").to_plotly_json()
+    other = figures.bars(stats.summarize(*_tables()), "tcp_stream_1", "throughput", baseline="host").to_plotly_json()
     seen = by_scenario({"a": fig, "b": other}, SCENARIOS)
     assert all(len(c) == 2 for c in seen.values()), seen
 

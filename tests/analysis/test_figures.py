@@ -37,12 +37,12 @@ def tables(lab_tables):
 def all_figures(tables):
     s = tables["summary"]
     return {
-        "bars": figures.bars(s, "tcp_stream_1", "throughput"),
-        "cpu": figures.cpu_bars(s, "tcp_rr"),
-        "strip": figures.runs_strip(tables["values"], "tcp_crr", "connection_rate"),
+        "bars": figures.bars(s, "tcp_stream_1", "throughput", baseline="host"),
+        "cpu": figures.cpu_bars(s, "tcp_rr", baseline="host"),
+        "strip": figures.runs_strip(tables["values"], "tcp_crr", "connection_rate", baseline="host"),
         "forest": figures.forest(tables["comparisons"]),
-        "scatter": figures.throughput_vs_cpu(tables["per_run"], "tcp_stream_n"),
-        "latency": figures.latency_percentiles(s, "tcp_rr"),
+        "scatter": figures.throughput_vs_cpu(tables["per_run"], "tcp_stream_n", baseline="host", target_gbps=100.0),
+        "latency": figures.latency_percentiles(s, "tcp_rr", baseline="host"),
     }
 
 
@@ -133,7 +133,7 @@ def test_figure_for_two_campaigns_is_refused(tables):
     s = tables["summary"]
     two = pl.concat([s, s.with_columns(campaign=pl.lit("c2"))])
     with pytest.raises(ValueError, match="campaigns"):
-        figures.bars(two, "tcp_stream_1", "throughput")
+        figures.bars(two, "tcp_stream_1", "throughput", baseline="host")
 
 
 def test_report_renderer_leaves_plotly_js_to_the_page(all_figures):
@@ -278,7 +278,7 @@ def _interval_trace(fig):
 
 def test_strip_draws_each_scenarios_median_with_the_ci_of_the_summary_table(real):
     c = real["lab-default-003"]
-    fig = figures.runs_strip(c["values"], "tcp_rr", "transaction_rate")
+    fig = figures.runs_strip(c["values"], "tcp_rr", "transaction_rate", baseline="host")
     ci = _interval_trace(fig)
     caption = fig.layout.meta["caption"]
     for i, scenario in enumerate(ci.x):
@@ -296,7 +296,7 @@ def test_strip_draws_each_scenarios_median_with_the_ci_of_the_summary_table(real
 
 def test_throughput_vs_cpu_draws_each_scenarios_ci_on_both_axes(real):
     c = real["lab-default-002"]  # client and server on CPU sets of their own: per-side CPU too
-    fig = figures.throughput_vs_cpu(c["per_run"], "tcp_stream_n")
+    fig = figures.throughput_vs_cpu(c["per_run"], "tcp_stream_n", baseline="host", target_gbps=100.0)
     medians = [t for t in fig.data if t.type == "scatter" and t.error_x and t.error_x.array is not None]
     assert len(medians) == c["per_run"].filter(test="tcp_stream_n")["scenario"].n_unique() == 4
     caption = fig.layout.meta["caption"]

@@ -13,7 +13,8 @@ import scipy.stats
 
 from benchlib.analysis import analyse, profile_contrasts, profiles
 from benchlib.profiling import stacks
-from benchlib.report import flamegraphs, profiles as profile_text, render as report, summary
+from benchlib.report import flamegraphs, format, profiles as profile_text, render as report, summary
+from benchlib.report.theme import HEIGHT
 from benchlib.settings.config import Analysis
 from benchlib.vocabulary import schema
 from tests.support.analysis_tables import make_tables, settings
@@ -243,6 +244,16 @@ def test_a_findings_figures_show_its_frames_deep_and_coloured_by_their_own_chang
     assert "outlined in yellow: the functions the explanation names" in outlined.layout.title.text
     wide = {n for n, w in zip(tree["name"], tr.marker.line.width, strict=True) if w > 1}
     assert wide == named & set(tree["name"]) and wide
+    # with the attribution, a frame's hover gives its own time's change with its interval, on every call path
+    parts = tables["profile_attribution"]
+    hovered = flamegraphs.differential(diffs, "tcp_rr", scenarios=["veth-routed"], attribution=parts)
+    (tr,) = hovered.data
+    veth = parts.filter(level="self", scenario="veth-routed", name="veth_xmit").row(0, named=True)
+    lines = {line for n, (*_, line) in zip(tree["name"], tr.customdata, strict=True) if n == "veth_xmit"}
+    shown = format.cpu_change_interval(veth["delta"], veth["delta_low"], veth["delta_high"], "µs", "µs")
+    assert lines == {f"<br>own time, all its call paths, against host: {shown} (95 %, 3 vs 3 profiled runs)"}
+    assert "%{customdata[4]}" in tr.hovertemplate
+    assert {line for n, (*_, line) in zip(tree["name"], tr.customdata, strict=True) if n == "total"} == {""}
     # what changed: each frame's change of own CPU per transaction with its interval across the runs
     parts = tables["profile_attribution"]
     bars = flamegraphs.changed_frames(
@@ -278,6 +289,20 @@ def test_each_bar_of_the_categories_carries_its_change_with_its_interval(tables)
     # without the contrasts, the bars alone
     plain = flamegraphs.category_bars(tables["profile_categories"], "tcp_rr", "host")
     assert len(plain.layout.annotations) == 1 and "above each bar" not in plain.layout.title.text
+    # the title's extra line takes its room from the figure, not from the plot the y axis' title needs
+    assert bars.layout.height > plain.layout.height == HEIGHT
+    # with the attribution, each category's hover gives its change against the baseline with its interval,
+    # and the baseline's own bars none
+    parts = tables["profile_attribution"].filter(level="category", scenario="veth-routed")
+    hovered = flamegraphs.category_bars(
+        tables["profile_categories"], "tcp_rr", "host", attribution=tables["profile_attribution"]
+    )
+    for tr in hovered.data:
+        line = dict(zip(tr.x, (c[1] for c in tr.customdata), strict=True))
+        assert line["host"] == ""
+        (r,) = parts.filter(name=tr.name).iter_rows(named=True)
+        shown = format.cpu_change_interval(r["delta"], r["delta_low"], r["delta_high"], "µs", "µs")
+        assert line["veth-routed"] == f"<br>against host: {shown} (95 %, 3 vs 3 profiled runs)"
 
 
 def test_a_finding_carries_its_profile_sentence(tables):

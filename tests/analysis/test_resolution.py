@@ -184,11 +184,11 @@ def test_netperf_mean_latency_is_the_finer_source(default_campaign):
 
 
 def test_headline_shows_the_resolution(default_campaign):
-    table = tables.headline(default_campaign["summary"], default_campaign["annotated"])
+    table = tables.headline(default_campaign["summary"], default_campaign["annotated"], "host")
     r = table.filter(scenario="veth-routed", test="tcp_rr", metric="latency_p50").row(0, named=True)
     assert r["change % [interval]"].endswith("(4 steps of 1 µs; interval below resolution)")
     assert "@" not in r["change % [interval]"]  # the level is the family's, stated once in the table
     assert r["verdict"] == "+31 % [+18, +38] worse (± 1 step of 1 us)"
-    plain = tables.headline(default_campaign["summary"], default_campaign["comparisons"])
+    plain = tables.headline(default_campaign["summary"], default_campaign["comparisons"], "host")
     shown = ("change % [interval]", "verdict", "verdict_word")
     assert "note" not in plain.columns and plain.drop(shown).equals(table.drop(shown))

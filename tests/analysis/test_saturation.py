@@ -124,7 +124,7 @@ def test_a_side_with_headroom_is_not_bound():
 def test_both_annotations_together_in_the_headline(default_campaign):
     a = resolution.annotate(default_campaign["annotated"])
     summary = stats.summarize(default_campaign["values"], default_campaign["runs"])
-    table = tables.headline(summary, a)
+    table = tables.headline(summary, a, "host")
     r = table.filter(scenario="bridge", test="tcp_stream_n", metric="throughput").row(0, named=True)
     assert r[tables.CPU_LIMIT] == "client (100 %)"
     assert (table.filter(scenario="host")[tables.CPU_LIMIT] == "").all()  # the baseline's own rows compare nothing

@@ -474,7 +474,7 @@ def test_every_run_failed_gives_empty_tables_not_errors():
     assert stats.summarize(metrics, runs).is_empty()
     c = stats.compare(metrics, runs)
     assert c.is_empty() and c.columns == stats.COMPARISON_COLUMNS
-    assert tables.headline(stats.summarize(metrics, runs), c).is_empty()
+    assert tables.headline(stats.summarize(metrics, runs), c, "host").is_empty()
 
 
 def test_two_settings_of_one_test_are_never_pooled():
