@@ -10,7 +10,7 @@
 #                                           #   github.com/projectcalico/calico (or BENCHLIB_CALICO_SRC),
 #                                           #   else a clone of the release tag (BENCHLIB_CALICO_VERSION,
 #                                           #   default v3.32.1); libbpf likewise (or BENCHLIB_LIBBPF_SRC)
-#   k8s-local-cluster.sh build vpc          # the AWS VPC CNI v1.23.2 and ec2-metadata-mock (~9 min cold)
+#   k8s-local-cluster.sh build vpc          # the AWS VPC CNI v1.23.2 and ec2-metadata-mock (3-11 min cold)
 #   k8s-local-cluster.sh up [--nodes 1|2] [NETWORK]
 #   k8s-local-cluster.sh cni bridge|cilium|calico|vpc [NETWORK]   # switch the pod network of a running cluster
 #   k8s-local-cluster.sh proxy-mode iptables|nftables  # kube-proxy in that mode, the CNI kept

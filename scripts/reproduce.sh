@@ -5,7 +5,8 @@
 # `--preset FILE` first makes FILE the params.yaml (dvc reads only
 # params.yaml; one with edits of its own is never overwritten), e.g. `scripts/reproduce.sh --preset pipelines/local-lab/params-datapaths.yaml`;
 # `--preset pipelines/local-k8s/params.yaml` (or local-cilium) runs on a real local cluster,
-# `--preset pipelines/local-clusters/params.yaml` on several side by side (brought up and down here).
+# `--preset pipelines/local-clusters/params.yaml` (or local-clusters-calico) on several side by side
+# (brought up and down here).
 # Ctrl-C stops the measurement and tears down what it started; the same command again resumes
 # where it stopped, measuring nothing twice. The report ends up in reports/report.html.
 set -euo pipefail
@@ -53,21 +54,22 @@ trap 'stop_dvc; exit 129' HUP
 # brings it up first and takes it down at the end, also after a failure,
 # Ctrl-C or SIGTERM.
 envs=$(python -c 'import yaml; print(*yaml.safe_load(open("params.yaml"))["experiment"]["environments"])')
-if [[ " $envs " == *" local-k8s "* || " $envs " == *" local-cilium "* || " $envs " == *" local-clusters "* ]]; then
+on_local_cluster=false
+for env in $envs; do
+  case $env in local-k8s | local-cilium | local-clusters*) on_local_cluster=true ;; esac
+done
+uses() {  # uses PREFIX: whether a scenario in this campaign's matrix starts with PREFIX
+  python -c 'import sys, yaml
+envs = yaml.safe_load(open("params.yaml"))["environments"].values()
+sys.exit(not any(s.startswith(sys.argv[1]) for e in envs for m in e["matrix"] for s in m["scenarios"]))' "$1"
+}
+if $on_local_cluster; then
   bash scripts/k8s-local-cluster.sh build
-  [[ " $envs " != *" local-cilium "* && " $envs " != *" local-clusters "* ]] || bash scripts/k8s-local-cluster.sh build cilium
+  ! uses cilium- || bash scripts/k8s-local-cluster.sh build cilium
   # Calico's scenarios: its build from a source checkout (BENCHLIB_CALICO_SRC) or a clone of its release
-  if python -c 'import sys, yaml
-envs = yaml.safe_load(open("params.yaml"))["environments"].values()
-sys.exit(not any(s.startswith("calico-") for e in envs for m in e["matrix"] for s in m["scenarios"]))'; then
-    bash scripts/k8s-local-cluster.sh build calico
-  fi
+  ! uses calico- || bash scripts/k8s-local-cluster.sh build calico
   # the AWS VPC CNI's scenarios: its build from the Go module proxy
-  if python -c 'import sys, yaml
-envs = yaml.safe_load(open("params.yaml"))["environments"].values()
-sys.exit(not any(s.startswith("vpc-cni") for e in envs for m in e["matrix"] for s in m["scenarios"]))'; then
-    bash scripts/k8s-local-cluster.sh build vpc
-  fi
+  ! uses vpc-cni || bash scripts/k8s-local-cluster.sh build vpc
   # On a signal dvc exits at once while its `benchlib collect` still deletes
   # its namespace; and another measurement on the machine may run: down
   # --wait lets each end (bounded) before the cluster goes away.

@@ -508,7 +508,9 @@ def test_render_rejects_a_missing_values_file(tmp_path, monkeypatch, capsys):
     assert "nope.yaml not found" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("env_name", ["eks-m6i", "ryzen-e810", "local-k8s", "local-cilium"])
+@pytest.mark.parametrize(
+    "env_name", ["eks-m6i", "ryzen-e810", "local-k8s", "local-cilium", "local-clusters", "local-clusters-calico"]
+)
 def test_study_presets_validate_and_together_run_every_scenario(env_name):
     presets = sorted((REPO / "pipelines" / env_name).glob("params*.yaml"))
     plans = [plan for preset in presets for plan in validate_all(load_params(preset))]
