@@ -80,12 +80,10 @@ for (test,), g in summary_all.filter(pl.col("n") > 0).group_by("test", maintain_
             colours=colour,
         )
 
-# %% [markdown]
-# Service scaling (scenarios expanded over a number of ClusterIP services) and
-# HTTP latency against the offered load (one fortio test per rate, keep-alive
-# and `Connection: close` apart), where the campaign has them.
-
 # %%
+# Service scaling (scenarios expanded over a number of ClusterIP services) and HTTP latency against the
+# offered load (one fortio test per rate, keep-alive and `Connection: close` apart), where the campaign has
+# them: a comment, not a Markdown cell, so that a campaign without them shows nothing of them
 for test in sorted(
     summary_all.join(runs.filter(pl.col("services").is_not_null()).select("test").unique(), on="test")["test"].unique()
 ):

@@ -85,12 +85,12 @@ if len(bpf):
 # in the call tree; the compared scenario alone in each, no widget, so the images are the finding's
 colour = colours.scenario_colours(a.runs["scenario"], baseline)
 why = {}
-pairs = finding_pairs(a.comparisons, a.profile_tables())
+pairs = finding_pairs(a.comparisons, a.profile_tables(), baseline)
 for r in pairs.iter_rows(named=True):
     env, test, scenario = r["environment"], r["test"], r["scenario"]
     where = env if cats["environment"].n_unique() > 1 else None
     why[why_figure(test, scenario, where)] = flamegraphs.changed_frames(
-        a.profile_attribution, test, scenario, env, colour
+        a.profile_attribution, test, scenario, baseline, env, colour
     )
     why[why_figure(test, scenario, where, "differential")] = flamegraphs.differential(
         diffs, test, env, [scenario], sentences, a.profile_attribution

@@ -177,7 +177,7 @@ def run(
         mesh_comparisons=mesh_comparisons,
         reference=published,
         **profiles.analyse(profile_stacks, profile_runs, s.baseline, profile_bpf),
-        profile_attribution=profile_contrasts.attribution(profile_stacks, profile_runs, s.baseline),
+        profile_attribution=profile_contrasts.attribution(profile_stacks, profile_runs, s),
         profile_contrasts=profile_contrasts.contrasts(profile_stacks, profile_runs, s, comparisons, utilisation),
         precision=sequential.precision(comparisons, runs, experiment, s.alpha),
     )

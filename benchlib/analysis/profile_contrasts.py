@@ -1,10 +1,12 @@
-"""CPU per unit of work, each scenario against the baseline, with its interval across the profiled runs,
-and whether it agrees with the measured change where the test ran at its CPU limit.
+"""CPU per unit of work, each scenario against the baseline and each declared contrast (analysis.contrasts)
+against its reference, with its interval across the profiled runs, and whether it agrees with the
+measured change where the test ran at its CPU limit. The pairs are the analysis' own
+(stats.compared_pairs), and the ``baseline`` column holds each pair's reference.
 
 Each usable profiled run gives one value per side: its busy CPU per unit of work (run_totals, in the
-categories' unit). A contrast is the ratio of the scenario's geometric mean to the baseline's, tested
+categories' unit). A contrast is the ratio of the scenario's geometric mean to the reference's, tested
 with Welch's t on the logs; the family is an environment's and test's contrasts, corrected as the
-analysis corrects its comparisons, and the interval is at the level that correction decided at
+analysis corrects its primary family (which holds the declared contrasts too), and the interval is at the level that correction decided at
 (families.decision_level), so that an interval excludes zero exactly where the change is called.
 
 Welch's t and not a rank test or a bootstrap: at 3 profiled runs per configuration no rank test can
@@ -37,6 +39,7 @@ from benchlib.vocabulary.schema import PROFILES_SCHEMA
 from .families import PRIMARY, adjust, decision_level
 from .profiles import KEYS, PROFILE_RUNS_SCHEMA, UNIT_COLUMNS, busy_rows, conform, own_category, pooled_configs
 from .saturation import CPU_BOUND_PCT, CPU_SIDE_NAMES
+from .stats import compared_pairs
 from .verdicts import Kind
 
 METHOD = "Welch's t on the logs of the profiled runs' CPU per unit"
@@ -151,50 +154,58 @@ def _run_parts(rows: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def attribution(profiles: pl.DataFrame | None, profile_runs: pl.DataFrame | None, baseline: str) -> pl.DataFrame:
-    """profile_attribution: per scenario against ``baseline``, side, category and frame (own time), the
-    change of mean CPU per unit with Welch's ATTRIBUTION_LEVEL interval across the profiled runs; a
-    part a run lacks counts 0 in that run. Only where both have at least MIN_RUNS runs."""
+def _pairs(totals: pl.DataFrame, settings: Analysis) -> list[tuple[str, str]]:
+    return compared_pairs(totals["scenario"].unique(), settings.baseline, settings.contrasts)
+
+
+def attribution(
+    profiles: pl.DataFrame | None, profile_runs: pl.DataFrame | None, settings: Analysis = DEFAULT_ANALYSIS
+) -> pl.DataFrame:
+    """profile_attribution: per compared pair (each scenario against the ``settings``' baseline, each
+    contrast against its reference), side, category and frame (own time), the change of mean CPU per unit
+    with Welch's ATTRIBUTION_LEVEL interval across the profiled runs; a part a run lacks counts 0 in
+    that run. Only where both have at least MIN_RUNS runs."""
     rows = _busy_with_work(conform(profiles, PROFILES_SCHEMA), conform(profile_runs, PROFILE_RUNS_SCHEMA))
     totals = rows.select(*KEYS, "side", "run_id").unique().sort(*KEYS, "side", "run_id")
     parts = _run_parts(rows)
+    runs_of = {
+        k: g["run_id"].to_list()
+        for k, g in totals.group_by("environment", "test", "scenario", "side", maintain_order=True)
+    }
     out = []
-    base_runs = totals.filter(scenario=baseline)
-    for (env, test, scenario, side), runs in totals.filter(pl.col("scenario") != baseline).group_by(
-        "environment", "test", "scenario", "side", maintain_order=True
-    ):
-        brun = base_runs.filter(environment=env, test=test, side=side)
-        if len(runs) < MIN_RUNS or len(brun) < MIN_RUNS:
-            continue
-        ids, bids = runs["run_id"].to_list(), brun["run_id"].to_list()
-        mine = parts.filter(pl.col("run_id").is_in(ids + bids), side=side)
-        if mine.is_empty():
-            continue
-        # one row per part, one column per run, 0 where the run lacks it
-        wide = mine.pivot(on="run_id", index=["level", "name", "category"], values="cpu_per_unit").fill_null(0.0)
-        for rid in ids + bids:
-            if rid not in wide.columns:
-                wide = wide.with_columns(pl.lit(0.0).alias(rid))
-        x, y = wide.select(ids).to_numpy(), wide.select(bids).to_numpy()
-        t = sps.ttest_ind(x, y, axis=1, equal_var=False)
-        ci = t.confidence_interval(ATTRIBUTION_LEVEL)
-        exact = (np.ptp(x, axis=1) == 0) & (np.ptp(y, axis=1) == 0)  # no spread: the difference is the interval
-        delta = x.mean(axis=1) - y.mean(axis=1)
-        out.append(
-            wide.select("level", "name", "category").with_columns(
-                environment=pl.lit(env),
-                test=pl.lit(test),
-                scenario=pl.lit(scenario),
-                baseline=pl.lit(baseline),
-                side=pl.lit(side),
-                delta=pl.Series(delta),
-                delta_low=pl.Series(np.where(exact, delta, ci.low)),
-                delta_high=pl.Series(np.where(exact, delta, ci.high)),
-                ci_level=pl.lit(ATTRIBUTION_LEVEL),
-                n_runs=pl.lit(len(ids), pl.UInt32),
-                n_runs_base=pl.lit(len(bids), pl.UInt32),
+    for scenario, reference in _pairs(totals, settings):
+        for (env, test, s, side), ids in runs_of.items():
+            bids = runs_of.get((env, test, reference, side), [])
+            if s != scenario or len(ids) < MIN_RUNS or len(bids) < MIN_RUNS:
+                continue
+            mine = parts.filter(pl.col("run_id").is_in(ids + bids), side=side)
+            if mine.is_empty():
+                continue
+            # one row per part, one column per run, 0 where the run lacks it
+            wide = mine.pivot(on="run_id", index=["level", "name", "category"], values="cpu_per_unit").fill_null(0.0)
+            for rid in ids + bids:
+                if rid not in wide.columns:
+                    wide = wide.with_columns(pl.lit(0.0).alias(rid))
+            x, y = wide.select(ids).to_numpy(), wide.select(bids).to_numpy()
+            t = sps.ttest_ind(x, y, axis=1, equal_var=False)
+            ci = t.confidence_interval(ATTRIBUTION_LEVEL)
+            exact = (np.ptp(x, axis=1) == 0) & (np.ptp(y, axis=1) == 0)  # no spread: the difference is the interval
+            delta = x.mean(axis=1) - y.mean(axis=1)
+            out.append(
+                wide.select("level", "name", "category").with_columns(
+                    environment=pl.lit(env),
+                    test=pl.lit(test),
+                    scenario=pl.lit(scenario),
+                    baseline=pl.lit(reference),
+                    side=pl.lit(side),
+                    delta=pl.Series(delta),
+                    delta_low=pl.Series(np.where(exact, delta, ci.low)),
+                    delta_high=pl.Series(np.where(exact, delta, ci.high)),
+                    ci_level=pl.lit(ATTRIBUTION_LEVEL),
+                    n_runs=pl.lit(len(ids), pl.UInt32),
+                    n_runs_base=pl.lit(len(bids), pl.UInt32),
+                )
             )
-        )
     if not out:
         return pl.DataFrame(schema=ATTRIBUTION_SCHEMA)
     units = rows.select("environment", "test", "scenario", *UNIT_COLUMNS).unique(["environment", "test", "scenario"])
@@ -202,7 +213,7 @@ def attribution(profiles: pl.DataFrame | None, profile_runs: pl.DataFrame | None
         pl.concat(out)
         .join(units, on=["environment", "test", "scenario"], how="left")
         .select(pl.col(c).cast(t) for c, t in ATTRIBUTION_SCHEMA.items())
-        .sort("environment", "test", "scenario", "side", "level", "name")
+        .sort("environment", "test", "scenario", "baseline", "side", "level", "name")
     )
 
 
@@ -214,39 +225,34 @@ def _welch(x: np.ndarray, y: np.ndarray) -> tuple[float, object | None]:
     return float(t.pvalue), t  # pyright: ignore[reportAttributeAccessIssue] (scipy's result classes are not typed)
 
 
-def _rows(totals: pl.DataFrame, baseline: str) -> list[dict]:
-    """Each scenario's runs beside the baseline's of the same environment, test and side, tested."""
-    base = {
-        k: np.log(g["cpu_per_unit"].to_numpy())
-        for k, g in totals.filter(scenario=baseline).group_by("environment", "test", "side")
-    }
+def _rows(totals: pl.DataFrame, pairs: list[tuple[str, str]]) -> list[dict]:
+    """Each pair's scenario runs beside its reference's of the same environment, test and side, tested."""
+    groups = dict(iter(totals.group_by("environment", "test", "scenario", "side", maintain_order=True)))
     out = []
-    other = totals.filter(pl.col("scenario") != baseline)
-    for (env, test, scenario, side), g in other.group_by(
-        "environment", "test", "scenario", "side", maintain_order=True
-    ):
-        y = base.get((env, test, side))
-        if y is None:
-            continue
-        x = np.log(g["cpu_per_unit"].to_numpy())
-        p, t = _welch(x, y)
-        out.append(
-            {
-                "environment": env,
-                "test": test,
-                "scenario": scenario,
-                "baseline": baseline,
-                "side": side,
-                "metric": g["metric"][0],
-                "cpu_per_unit": math.exp(x.mean()),
-                "cpu_per_unit_base": math.exp(y.mean()),
-                **{c: g[c][0] for c in UNIT_COLUMNS},
-                "n_runs": len(x),
-                "n_runs_base": len(y),
-                "p": p,
-                "_t": t,
-            }
-        )
+    for scenario, reference in pairs:
+        for (env, test, s, side), g in groups.items():
+            base = groups.get((env, test, reference, side))
+            if s != scenario or base is None:
+                continue
+            x, y = np.log(g["cpu_per_unit"].to_numpy()), np.log(base["cpu_per_unit"].to_numpy())
+            p, t = _welch(x, y)
+            out.append(
+                {
+                    "environment": env,
+                    "test": test,
+                    "scenario": scenario,
+                    "baseline": reference,
+                    "side": side,
+                    "metric": g["metric"][0],
+                    "cpu_per_unit": math.exp(x.mean()),
+                    "cpu_per_unit_base": math.exp(y.mean()),
+                    **{c: g[c][0] for c in UNIT_COLUMNS},
+                    "n_runs": len(x),
+                    "n_runs_base": len(y),
+                    "p": p,
+                    "_t": t,
+                }
+            )
     return out
 
 
@@ -328,12 +334,13 @@ def contrasts(
     comparisons: pl.DataFrame | None = None,
     utilisation: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
-    """profile_contrasts: per environment, test, scenario and side, the change in busy CPU per unit of
-    work against the ``settings``' baseline with its interval and verdict kind (at their alpha, under their
-    correction); with the analysis' ``comparisons``
-    and the configurations' busy sides (saturation.side_utilisation), the check against the measured rate."""
+    """profile_contrasts: per environment, test, compared pair (each scenario against the ``settings``'
+    baseline, each contrast against its reference) and side, the change in busy CPU per unit of work with
+    its interval and verdict kind (at their alpha, under their correction); with the analysis'
+    ``comparisons`` and the configurations' busy sides (saturation.side_utilisation), the check against
+    the measured rate."""
     totals = run_totals(conform(profiles, PROFILES_SCHEMA), conform(profile_runs, PROFILE_RUNS_SCHEMA))
-    rows = _rows(totals, settings.baseline)
+    rows = _rows(totals, _pairs(totals, settings))
     if not rows:
         return pl.DataFrame(schema=CONTRASTS_SCHEMA)
     _intervals(rows, settings.alpha, settings.correction)
@@ -343,5 +350,5 @@ def contrasts(
     else:
         out = out.with_columns(pl.lit(None).alias(c) for c in ("implied_pct", "implied_low", "implied_high", "agrees"))
     return out.select(pl.col(c).cast(t) for c, t in CONTRASTS_SCHEMA.items()).sort(
-        "environment", "test", "scenario", "side"
+        "environment", "test", "scenario", "baseline", "side"
     )

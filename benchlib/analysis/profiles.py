@@ -6,8 +6,8 @@ metric). Profiled runs are separate from the measured runs: perf's overhead neve
 number, and a profile says where CPU goes, not how fast the path is.
 
 CPU is kernel-inclusive and busy (the idle category left out), per unit of the run's work: µs of CPU per
-transaction, connection, request or query for a rate, CPU cores per Gbit/s for throughput. Several
-profiled runs of one configuration are pooled: samples summed, work summed.
+transaction, connection, request or query for a rate, millicores per Gbit/s (CPU-ms per Gbit) for
+throughput. Several profiled runs of one configuration are pooled: samples summed, work summed.
 
 Samples of processes that are not the measurement's (stacks.OTHER, "other processes") are no part of
 the path's work: they are left out of the figures per unit of work, and a configuration where they
@@ -40,9 +40,10 @@ IDLE = "idle"
 FOREIGN_SHARE_MAX = 0.1
 # share of a side's busy samples under which a path or frame is left out of the tables (and the figures)
 PRUNE_SHARE = 0.005
-# What CPU per unit of work is counted in (cpu_unit): µs of CPU per unit of a rate's work, cores per
-# Gbit/s of throughput (CPU-s per Gbit = cores per Gbit/s)
-MICROSECONDS, CORES = "µs", "cores"
+# What CPU per unit of work is counted in (cpu_unit): µs of CPU per unit of a rate's work, millicores per
+# Gbit/s of throughput (CPU-ms per Gbit): a stream's frames cost thousandths of a core per Gbit/s, and in
+# millicores they read without an exponent
+MICROSECONDS, MILLICORES = "µs", "millicores"
 # The tables' columns that say what cpu_per_unit counts, as data (cpu_unit, and work_unit: the unit of work
 # it is per, "transaction", ..., "Gbit/s"): the report rounds and words a figure by these; unit is their
 # text for a reader, "<cpu_unit> per <work_unit>"
@@ -163,7 +164,7 @@ def unit_of(metric: str) -> tuple[str, str, float]:
     """(cpu_unit, work_unit, the scale from CPU seconds per unit of work to cpu_unit) for a headline
     metric; another rate counts "units"."""
     if metric == "throughput":
-        return CORES, "Gbit/s", 1.0
+        return MILLICORES, "Gbit/s", 1e3
     return MICROSECONDS, WORK_NOUNS.get(metric, "unit"), 1e6
 
 

@@ -17,7 +17,7 @@ names this module also gives, so that ``stats.X`` reads the same everywhere.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -308,6 +308,16 @@ def _pairs(cells: pl.DataFrame, against: list[tuple[str, str]]) -> pl.DataFrame 
     return pl.concat(pairs) if pairs else None
 
 
+def compared_pairs(
+    scenarios: Iterable[str], baseline: str, contrasts: Sequence[Sequence[str]] = ()
+) -> list[tuple[str, str]]:
+    """The (scenario, reference) pairs an analysis compares among ``scenarios``: each against the baseline
+    (none without it), then each of ``contrasts`` whose two scenarios are both there."""
+    present = set(scenarios)
+    against = [(s, baseline) for s in sorted(present - {baseline})] if baseline in present else []
+    return against + [(s, ref) for s, ref in contrasts if {s, ref} <= present and (s, ref) not in against]
+
+
 def compare(
     metrics: pl.DataFrame | pl.LazyFrame,
     runs: pl.DataFrame,
@@ -340,10 +350,7 @@ def compare(
     if baseline not in measured:
         raise ValueError(f"baseline scenario {baseline!r} is not in the campaign; scenarios: {sorted(measured)}")
     cells = samples(metrics, runs)
-    present = set(cells["scenario"])
-    against = [(s, baseline) for s in sorted(present - {baseline})] if baseline in present else []
-    against += [(s, ref) for s, ref in contrasts if {s, ref} <= present and (s, ref) not in against]
-    pairs = _pairs(cells, against)
+    pairs = _pairs(cells, compared_pairs(cells["scenario"], baseline, contrasts))
     return _compare_pairs(
         pairs,
         cells.schema,

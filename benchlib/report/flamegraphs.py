@@ -71,7 +71,7 @@ def _change_lines(
     lines = [
         f"<br>{'own time, all its call paths, ' if kind == 'self' else ''}against {escape.plotly(baseline)}: "
         + cpu_change_interval(
-            r["delta"], r["delta_low"], r["delta_high"], r["cpu_unit"], cpu_short_unit(r["cpu_unit"], r["work_unit"])
+            r["delta"], r["delta_low"], r["delta_high"], cpu_short_unit(r["cpu_unit"], r["work_unit"])
         )
         + f" ({level(r['ci_level'])}, {r['n_runs']} vs {r['n_runs_base']} profiled runs)"
         for r in a.iter_rows(named=True)
@@ -262,7 +262,8 @@ def differential(
     unit = display_unit(d["unit"][0])
     named: dict[tuple[str, str], set[str]] = {}
     if explanations is not None:
-        mine = explanations.filter(test=test, **({"environment": environment} if environment else {}))
+        where = {"environment": environment} if environment else {}
+        mine = explanations.filter(test=test, baseline=baseline, **where)
         for r in mine.iter_rows(named=True):
             named.setdefault((r["scenario"], r["side"]), set()).update(r["frames"])
     ticks = [-RELATIVE_CAP, -RELATIVE_CAP / 2, 0, RELATIVE_CAP / 2, RELATIVE_CAP]
@@ -350,19 +351,22 @@ def changed_frames(
     attribution: pl.DataFrame,
     test: str,
     scenario: str,
+    baseline: str,
     environment: str | None = None,
     colours: dict[str, str] | None = None,
     top: int = 10,
 ) -> go.Figure:
     """The ``top`` frames whose exclusive CPU per unit of work (the samples taken in the frame itself)
-    changed most between ``scenario`` and its baseline (profile_attribution's own-time rows: the change
+    changed most between ``scenario`` and ``baseline`` (profile_attribution's own-time rows: the change
     of the mean across the profiled runs, with its Welch interval), each bar the change with its
     interval, largest on top; a bar whose interval holds zero is pale. Where the sides had CPUs of
     their own, a frame is named with its side."""
     d = _one_environment(
-        attribution.filter(pl.col("level") == "self", scenario=scenario), "changed_frames", test, environment
+        attribution.filter(pl.col("level") == "self", scenario=scenario, baseline=baseline),
+        "changed_frames",
+        test,
+        environment,
     )
-    baseline = d["baseline"][0]
     unit = display_unit(d["unit"][0])
     colour = pick(colours, [baseline, scenario], baseline)[scenario]
     sided = d["side"].n_unique() > 1

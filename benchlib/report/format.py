@@ -16,7 +16,7 @@ from collections.abc import Mapping
 import numpy as np
 import polars as pl
 
-from ..analysis.profiles import CORES
+from ..analysis.profiles import MICROSECONDS
 from ..analysis.resolution import BELOW, CHANGE, INTERVAL, steps_text
 from ..analysis.verdicts import Direction, Kind
 
@@ -163,37 +163,35 @@ def mde_text(r: dict) -> str:
     return "" if missing(r["mde_pct"]) else f"{r['mde_pct']:.1f}"
 
 
-# CPU per unit of work in a figure's hover (plotly's d3 format), and a relative change there
-CPU_D3 = ".3g"
+# CPU per unit of work in a figure's hover (plotly's d3 format: 3 significant digits, never an exponent),
+# and a relative change there
+CPU_D3 = ".3~r"
 CHANGE_D3 = "+.0f"
 # a differential flamegraph's colour scale ends here: a frame the baseline lacks, or one that more than
 # doubled, is as red as it gets
 RELATIVE_CAP = 100.0
 
 
-def cpu_change(v: float, cpu_unit: str) -> str:
-    """A change of CPU per unit of work to sensible digits, signed: "+12", "+1.6", "+0.42", "+0.0031"."""
-    if cpu_unit == CORES:
-        return f"{v:+.2g}"
+def cpu_change(v: float) -> str:
+    """A change of CPU per unit of work to sensible digits, signed: "+12", "+1.6", "+0.42"."""
     a = abs(v)
     return f"{v:+.0f}" if a >= 10 else f"{v:+.1f}" if a >= 0.95 else f"{v:+.2f}"
 
 
-def cpu_value(v: float, cpu_unit: str) -> str:
+def cpu_value(v: float) -> str:
     """CPU per unit of work to sensible digits: "71.7", "0.42"."""
-    if cpu_unit == CORES:
-        return f"{v:.2g}"
     return f"{v:.1f}" if abs(v) >= 0.95 else f"{v:.2f}"
 
 
 def cpu_short_unit(cpu_unit: str, work_unit: str) -> str:
-    """The unit after a CPU figure: cores with the work they are per, µs alone (the text says per what)."""
-    return f"{CORES}/({work_unit})" if cpu_unit == CORES else cpu_unit
+    """The unit after a CPU figure: µs alone (the text says per what), another CPU unit with the work it
+    is per ("millicores/(Gbit/s)")."""
+    return cpu_unit if cpu_unit == MICROSECONDS else f"{cpu_unit}/({work_unit})"
 
 
-def cpu_change_interval(delta: float, low: float, high: float, cpu_unit: str, short: str) -> str:
+def cpu_change_interval(delta: float, low: float, high: float, short: str) -> str:
     """A change of CPU per unit with its interval: "+2.0 µs [+1.6, +2.4]"."""
-    return f"{cpu_change(delta, cpu_unit)} {short} [{cpu_change(low, cpu_unit)}, {cpu_change(high, cpu_unit)}]"
+    return f"{cpu_change(delta)} {short} [{cpu_change(low)}, {cpu_change(high)}]"
 
 
 def relative_change(v: float, capped: bool = False) -> str:

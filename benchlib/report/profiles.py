@@ -104,8 +104,9 @@ def _side_text(side: str) -> str:
 
 
 def explanations(t: Mapping[str, pl.DataFrame], baseline: str, top: int = 3) -> pl.DataFrame:
-    """Per scenario, test and side a sentence (plain text) on what the scenario's CPU per unit of work
-    adds over the baseline's, from the analysis' profile tables ``t`` (analyse.Result.profile_tables).
+    """Per compared pair (each scenario against the baseline, each declared contrast against its
+    reference), test and side a sentence (plain text) on what the scenario's CPU per unit of work adds
+    over the reference's, from the analysis' profile tables ``t`` (analyse.Result.profile_tables).
 
     The rules are the findings': a change in CPU per unit is stated with its interval across the
     profiled runs (profile_contrasts), and only one whose interval excludes zero names the categories
@@ -143,7 +144,6 @@ def explanations(t: Mapping[str, pl.DataFrame], baseline: str, top: int = 3) -> 
         samples = cats.group_by(*KEYS, "side").agg(samples=pl.col("samples").sum())
         pairs = (
             t["profile_contrasts"]
-            .filter(baseline=baseline)
             .join(samples, on=[*KEYS, "side"])
             .join(
                 samples.rename({"scenario": "baseline", "samples": "samples_base"}),
@@ -152,17 +152,18 @@ def explanations(t: Mapping[str, pl.DataFrame], baseline: str, top: int = 3) -> 
             # no sentence from a profile that other processes disturbed, nor against one
             .join(disturbed.select(*KEYS), on=KEYS, how="anti")
             .join(
-                disturbed.filter(scenario=baseline).select("environment", "test"),
-                on=["environment", "test"],
+                disturbed.select("environment", "test", baseline="scenario"),
+                on=["environment", "test", "baseline"],
                 how="anti",
             )
         )
-        for p in pairs.sort("environment", "test", "scenario", "side").iter_rows(named=True):
+        # the baseline's pairs first, then the declared contrasts
+        order = pl.col("baseline") != baseline
+        for p in pairs.sort(order, "environment", "test", "scenario", "baseline", "side").iter_rows(named=True):
             frames = _frames(p, attribution, top) if _explains(p) else attribution.clear()
             out.append(
                 {
-                    **{k: p[k] for k in ("environment", "test", "scenario", "side")},
-                    "baseline": baseline,
+                    **{k: p[k] for k in ("environment", "test", "scenario", "baseline", "side")},
                     "sentence": _sentence(p, attribution, frames, top),
                     "clause": _clause(p, attribution) if _explains(p) else "",
                     "frames": frames["name"].to_list(),
@@ -182,7 +183,12 @@ def _parts(p: dict, attribution: pl.DataFrame, level: str) -> pl.DataFrame:
     change in CPU per unit has an interval that excludes zero, largest change first."""
     return (
         attribution.filter(
-            environment=p["environment"], test=p["test"], scenario=p["scenario"], side=p["side"], level=level
+            environment=p["environment"],
+            test=p["test"],
+            scenario=p["scenario"],
+            baseline=p["baseline"],
+            side=p["side"],
+            level=level,
         )
         .filter((pl.col("delta_low") > 0) | (pl.col("delta_high") < 0))
         .sort(pl.col("delta").abs(), "name", descending=[True, False])
@@ -227,12 +233,12 @@ def _frames(p: dict, attribution: pl.DataFrame, top: int) -> pl.DataFrame:
 
 
 def _sentence(p: dict, attribution: pl.DataFrame, frames: pl.DataFrame, top: int) -> str:
-    cpu_unit, short = p["cpu_unit"], cpu_short_unit(p["cpu_unit"], p["work_unit"])
+    short = cpu_short_unit(p["cpu_unit"], p["work_unit"])
     delta = p["cpu_per_unit"] - p["cpu_per_unit_base"]
     head = (
         f"{p['scenario']} vs {p['baseline']} ({p['test']}, per {p['work_unit']}, {_side_text(p['side'])}): "
-        f"{cpu_change(delta, cpu_unit)} {short} CPU ({_change(p, 'change_pct', 'change_low', 'change_high', 'ci_level')}), "
-        f"{cpu_value(p['cpu_per_unit'], cpu_unit)} vs {cpu_value(p['cpu_per_unit_base'], cpu_unit)} {short}"
+        f"{cpu_change(delta)} {short} CPU ({_change(p, 'change_pct', 'change_low', 'change_high', 'ci_level')}), "
+        f"{cpu_value(p['cpu_per_unit'])} vs {cpu_value(p['cpu_per_unit_base'])} {short}"
     )
     runs = f"{p['n_runs']} vs {p['n_runs_base']} profiled run{'s' if max(p['n_runs'], p['n_runs_base']) > 1 else ''}"
     tail = f" ({runs}, {p['samples']:,} vs {p['samples_base']:,} busy samples)."
@@ -251,12 +257,12 @@ def _sentence(p: dict, attribution: pl.DataFrame, frames: pl.DataFrame, top: int
     c = _parts(p, attribution, "category")
     spread = float(c["delta"].abs().sum()) or 1.0
     named = [
-        f"{r['name']} {cpu_change_interval(r['delta'], r['delta_low'], r['delta_high'], cpu_unit, short)}"
+        f"{r['name']} {cpu_change_interval(r['delta'], r['delta_low'], r['delta_high'], short)}"
         for r in c.head(top).iter_rows(named=True)
         if abs(r["delta"]) >= 0.1 * spread
     ]
     frames_text = ", ".join(
-        f"{'+' if r['delta'] >= 0 else '-'}{r['name']} ({cpu_change_interval(r['delta'], r['delta_low'], r['delta_high'], cpu_unit, short)})"
+        f"{'+' if r['delta'] >= 0 else '-'}{r['name']} ({cpu_change_interval(r['delta'], r['delta_low'], r['delta_high'], short)})"
         for r in frames.iter_rows(named=True)
     )
     text = head
@@ -280,14 +286,17 @@ def why_figure(test: str, scenario: str, environment: str | None = None, kind: s
     return f"cpu_profile_{where}_{kind}"
 
 
-def finding_pairs(comparisons: pl.DataFrame, t: Mapping[str, pl.DataFrame], top: int = WHY_FIGURES) -> pl.DataFrame:
-    """The ``top`` headline findings (environment, test, scenario, baseline; largest change first) whose
-    profiles explain them (the analysis' profile tables ``t``): a change in CPU per unit whose interval
-    excludes zero on some side, not at odds with the measured change, neither configuration disturbed by
-    other processes: those the report draws the why of."""
+def finding_pairs(
+    comparisons: pl.DataFrame, t: Mapping[str, pl.DataFrame], baseline: str, top: int = WHY_FIGURES
+) -> pl.DataFrame:
+    """The ``top`` headline findings against ``baseline`` (environment, test, scenario, baseline; largest
+    change first) whose profiles explain them (the analysis' profile tables ``t``): a change in CPU per
+    unit whose interval excludes zero on some side, not at odds with the measured change, neither
+    configuration disturbed by other processes: those the report draws the why of. The why figures are
+    differential flamegraphs against the baseline, so a contrast's finding has its sentence only."""
     keys = ["environment", "test", "scenario", "baseline"]
     disturbed = t["profile_disturbed"]
-    found = ordered_findings(comparisons, stats.PRIMARY).filter(kind=FINDING).select(keys)
+    found = ordered_findings(comparisons, stats.PRIMARY).filter(kind=FINDING, baseline=baseline).select(keys)
     explained = t["profile_contrasts"].filter(pl.col("verdict_kind") == Kind.FINDING, pl.col("agrees").fill_null(True))
     return (
         found.join(explained.select(keys).unique(), on=keys, how="semi", maintain_order="left")

@@ -22,13 +22,39 @@ from tests.support.hostile import hostile_campaign
 from tests.support.profile_tables import HZ, RATES, SPREAD, WINDOW_S, folded, profile_tables
 
 
-def analysed(p: pl.DataFrame, r: pl.DataFrame) -> dict[str, pl.DataFrame]:
-    """The profile tables the analysis stores, against host, its contrasts included."""
+def analysed(p: pl.DataFrame, r: pl.DataFrame, s: Analysis | None = None) -> dict[str, pl.DataFrame]:
+    """The profile tables the analysis stores, against host (or ``s``'s baseline), its contrasts included."""
+    s = s or Analysis(baseline="host")
     return {
-        **profiles.analyse(p, r, "host"),
-        "profile_contrasts": profile_contrasts.contrasts(p, r, Analysis(baseline="host")),
-        "profile_attribution": profile_contrasts.attribution(p, r, "host"),
+        **profiles.analyse(p, r, s.baseline),
+        "profile_contrasts": profile_contrasts.contrasts(p, r, s),
+        "profile_attribution": profile_contrasts.attribution(p, r, s),
     }
+
+
+def test_a_declared_contrast_has_its_cpu_per_unit_with_an_interval_and_its_own_sentence():
+    # bridge profiled as veth-routed's stacks at host's rate: less CPU per transaction than veth-routed
+    p, r = profile_tables(
+        {"host": "host", "veth-routed": "veth-routed", "bridge": "veth-routed"},
+        runs_each=3,
+        rates={"bridge": RATES["host"]},
+    )
+    t = analysed(p, r, Analysis(baseline="host", contrasts=[("bridge", "veth-routed")]))
+    pairs = set(t["profile_contrasts"].select("scenario", "baseline").unique().iter_rows())
+    assert pairs == {("bridge", "host"), ("veth-routed", "host"), ("bridge", "veth-routed")}
+    (c,) = t["profile_contrasts"].filter(scenario="bridge", baseline="veth-routed").iter_rows(named=True)
+    # the same samples over 53.4k/66.6k of the work: CPU per transaction down by that ratio
+    assert c["change_pct"] == pytest.approx(100 * (RATES["veth-routed"] / RATES["host"] - 1), abs=0.5)
+    assert c["change_low"] < c["change_pct"] < c["change_high"] < 0 and c["verdict_kind"] == "finding"
+    attributed = t["profile_attribution"].filter(scenario="bridge", baseline="veth-routed", level="category")
+    assert not attributed.is_empty() and (attributed["delta"] <= 0).all()
+    said = profile_text.explanations(t, "host").filter(scenario="bridge", baseline="veth-routed")
+    (sentence,) = said["sentence"]
+    assert sentence.startswith("bridge vs veth-routed (tcp_rr, per transaction") and "[" in sentence
+    # the parts it names are the contrast's own, not bridge's against host
+    top = attributed.sort(pl.col("delta").abs(), descending=True).row(0, named=True)
+    own = f"{top['name']} {format.cpu_change_interval(top['delta'], top['delta_low'], top['delta_high'], 'µs')}"
+    assert own in sentence, sentence
 
 
 @pytest.fixture(scope="module")
@@ -148,14 +174,14 @@ def test_a_profile_without_kernel_symbols_gets_a_sentence_not_a_flamegraph():
 def test_throughput_is_per_gbit_per_second():
     p, r = profile_tables({"host": "host"})
     out = profiles.categories(p, r.with_columns(metric=pl.lit("throughput"), value=pl.lit(20.0)))
-    assert set(out["unit"]) == {"cores per Gbit/s"}
+    assert set(out["unit"]) == {"millicores per Gbit/s"}
     busy_cores = out["samples"].sum() / HZ / WINDOW_S
-    assert out["cpu_per_unit"].sum() == pytest.approx(busy_cores / 20.0)
+    assert out["cpu_per_unit"].sum() == pytest.approx(1000 * busy_cores / 20.0)
 
 
 @pytest.mark.parametrize(
     "metric, value, per, short",
-    [("transaction_rate", None, "per transaction", " µs"), ("throughput", 20.0, "per Gbit/s", " cores/(Gbit/s)")],
+    [("transaction_rate", None, "per transaction", " µs"), ("throughput", 20.0, "per Gbit/s", " millicores/(Gbit/s)")],
     ids=["rate", "throughput"],
 )
 def test_the_sentences_read_what_cpu_per_unit_counts_from_its_columns_not_the_units_text(metric, value, per, short):
@@ -250,14 +276,14 @@ def test_a_findings_figures_show_its_frames_deep_and_coloured_by_their_own_chang
     (tr,) = hovered.data
     veth = parts.filter(level="self", scenario="veth-routed", name="veth_xmit").row(0, named=True)
     lines = {line for n, (*_, line) in zip(tree["name"], tr.customdata, strict=True) if n == "veth_xmit"}
-    shown = format.cpu_change_interval(veth["delta"], veth["delta_low"], veth["delta_high"], "µs", "µs")
+    shown = format.cpu_change_interval(veth["delta"], veth["delta_low"], veth["delta_high"], "µs")
     assert lines == {f"<br>own time, all its call paths, against host: {shown} (95 %, 3 vs 3 profiled runs)"}
     assert "%{customdata[4]}" in tr.hovertemplate
     assert {line for n, (*_, line) in zip(tree["name"], tr.customdata, strict=True) if n == "total"} == {""}
     # what changed: each frame's change of own CPU per transaction with its interval across the runs
     parts = tables["profile_attribution"]
     bars = flamegraphs.changed_frames(
-        parts, "tcp_rr", "veth-routed", colours={"host": "#111111", "veth-routed": "#222222"}
+        parts, "tcp_rr", "veth-routed", "host", colours={"host": "#111111", "veth-routed": "#222222"}
     )
     (bar,) = bars.data
     assert bar.marker.color == "#222222" and len(bar.y) == 10
@@ -301,7 +327,7 @@ def test_each_bar_of_the_categories_carries_its_change_with_its_interval(tables)
         line = dict(zip(tr.x, (c[1] for c in tr.customdata), strict=True))
         assert line["host"] == ""
         (r,) = parts.filter(name=tr.name).iter_rows(named=True)
-        shown = format.cpu_change_interval(r["delta"], r["delta_low"], r["delta_high"], "µs", "µs")
+        shown = format.cpu_change_interval(r["delta"], r["delta_low"], r["delta_high"], "µs")
         assert line["veth-routed"] == f"<br>against host: {shown} (95 %, 3 vs 3 profiled runs)"
 
 
@@ -491,7 +517,7 @@ def test_profiles_that_disagree_with_the_measured_change_explain_nothing_and_are
         assert row["agrees"] is agrees and row["implied_low"] < row["implied_pct"] < row["implied_high"]
         (said,) = profile_text.explanations(result.profile_tables(), "host").iter_rows(named=True)
         caveats = summary.caveats_markdown(result.comparisons, result.profile_contrasts)
-        pairs = profile_text.finding_pairs(result.comparisons, result.profile_tables())
+        pairs = profile_text.finding_pairs(result.comparisons, result.profile_tables(), result.settings.baseline)
         if agrees:
             assert "own time in +ip_route_input_slow" in said["sentence"] and said["clause"]
             assert "at odds with the measurement" not in caveats and pairs["scenario"].to_list() == [scenario]

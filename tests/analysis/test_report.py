@@ -185,6 +185,10 @@ def test_report_renders_without_a_traceback_on_degenerate_campaigns(case, tmp_pa
     assert '"ename"' not in "".join(p.read_text() for p in (out / "notebooks").glob("*.ipynb"))
     m = result.metrics_json()
     summary_part = html[: html.index('id="Significance-vs-the-baseline"')]
+    contents = html[html.index('aria-label="Contents"') :]
+    contents = contents[: contents.index("</nav>")]
+    # no claim of a published study measured: its section is one line, without their tables
+    assert "Published reference</a>" in contents and "Service scaling" not in html and "Ours next to" not in html
     # never an empty figure: every figure drawn has something to draw
     assert '"data": []' not in html and '"data":[]' not in html
     # the blog post says plainly that there is nothing to show
