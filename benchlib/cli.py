@@ -15,7 +15,7 @@ from .base import logs
 from .base.errors import BenchlibError
 from .commands import COMMANDS
 from .commands.common import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_REGRESSION, FILE, params
-from .settings import config
+from .settings.project import find_project, project_root
 
 __all__ = ["EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_REGRESSION", "build_parser", "main", "version_text"]
 
@@ -30,7 +30,7 @@ CAMPAIGN_COMMANDS = ("collect", "parse", "analyse", "report")
 
 def _campaign_log(args) -> None:
     p = params(args)
-    path = logs.campaign_log(config.project_root() / "data" / "raw", p.experiment.campaign)
+    path = logs.campaign_log(project_root() / "data" / "raw", p.experiment.campaign)
     try:
         logs.to_file(path)
     except OSError as exc:  # a read-only data/raw (pulled records, say) must not stop parse or the report
@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
         logs.VERBOSE if getattr(args, "verbose", 0) else logs.QUIET if getattr(args, "quiet", False) else logs.NORMAL
     )
     _tools_on_path()
-    root, found = config.find_project()
+    root, found = find_project()
     if not found:
         log.warning(f"benchlib: no project (dvc.yaml) at or above {Path.cwd()}: using the project at {root}")
     try:

@@ -35,7 +35,8 @@ from common import figure
 from benchlib import collectors
 from benchlib.measure import runner
 from benchlib.measure.plan import plan_environment
-from benchlib.settings.config import load_environment, load_params, project_root
+from benchlib.settings.loading import load_environment, load_params
+from benchlib.settings.project import project_root
 from benchlib.targets.lab import LabTarget
 
 

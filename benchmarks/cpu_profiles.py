@@ -22,7 +22,8 @@ from common import figure
 from benchlib.analysis import profile_contrasts, profiles
 from benchlib.profiling import stacks
 from benchlib.report import profiles as profile_text
-from benchlib.settings.config import Analysis, project_root
+from benchlib.settings.analysis import Analysis
+from benchlib.settings.project import project_root
 
 FIXTURES = project_root() / "tests" / "fixtures" / "perf"
 RATES = {"host": 66_600.0, "veth-routed": 53_400.0}
@@ -105,7 +106,7 @@ def main(argv: list[str] | None = None) -> None:
     t = time.monotonic()
     out = profiles.analyse(p, pr, "host")
     out["profile_contrasts"] = profile_contrasts.contrasts(p, pr, Analysis(baseline="host"))
-    out["profile_attribution"] = profile_contrasts.attribution(p, pr, "host")
+    out["profile_attribution"] = profile_contrasts.attribution(p, pr, Analysis(baseline="host"))
     out["profile_explanations"] = profile_text.explanations(out, "host")
     t_analysis = time.monotonic() - t
     figure("analysis: profiles.analyse", t_analysis, "s")

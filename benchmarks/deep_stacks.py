@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 
-from benchlib.settings.config import project_root
+from benchlib.settings.project import project_root
 
 
 def case(stacks: int, depth: int, samples: int) -> dict:

@@ -20,7 +20,7 @@ from common import LOOPBACK_PORT, figure, loopback_netserver, median, run_netper
 
 from benchlib.collectors import netperf
 from benchlib.measure import runner
-from benchlib.settings.config import load_environment
+from benchlib.settings.loading import load_environment
 from benchlib.targets.lab import LabTarget
 
 TESTS = {"TCP_STREAM": ("throughput", 65536, "Gbit/s"), "TCP_RR": ("transaction_rate", 1, "/s")}

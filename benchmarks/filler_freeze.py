@@ -25,7 +25,7 @@ import time
 from common import loadavg
 
 from benchlib import collectors
-from benchlib.settings.config import load_environment
+from benchlib.settings.loading import load_environment
 from benchlib.targets.kubernetes import KubernetesTarget
 
 

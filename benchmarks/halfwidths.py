@@ -24,7 +24,7 @@ from pathlib import Path
 import polars as pl
 
 from benchlib.analysis import load_tables, normalize, stats
-from benchlib.settings.config import load_params
+from benchlib.settings.loading import load_params
 
 KEYS = ["test", "metric", "scenario", "baseline"]
 

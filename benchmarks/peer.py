@@ -33,7 +33,7 @@ from benchlib.collectors import netperf
 from benchlib.measure import runner
 from benchlib.measure.plan import RunSpec
 from benchlib.records import record
-from benchlib.settings.config import load_environment
+from benchlib.settings.loading import load_environment
 from benchlib.targets.lab import LabTarget
 
 FLENT = Path(sys.executable).parent / "flent"

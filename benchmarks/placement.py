@@ -32,7 +32,7 @@ from benchlib import collectors
 from benchlib.collectors import netperf
 from benchlib.measure import runner
 from benchlib.measure.plan import RunSpec
-from benchlib.settings.config import load_environment
+from benchlib.settings.loading import load_environment
 from benchlib.targets import registry
 
 KINDS = ("TCP_STREAM", "TCP_RR", "TCP_CRR")

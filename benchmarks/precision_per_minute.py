@@ -22,7 +22,7 @@ import polars as pl
 from halfwidths import primary
 
 from benchlib.analysis import load_tables, normalize, stats
-from benchlib.settings.config import load_params
+from benchlib.settings.loading import load_params
 
 
 def design(params: Path, tables: Path) -> list[dict]:

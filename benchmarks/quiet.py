@@ -27,7 +27,7 @@ from benchlib import collectors
 from benchlib.collectors import fortio, netperf
 from benchlib.measure import runner
 from benchlib.measure.plan import RunSpec
-from benchlib.settings.config import load_environment
+from benchlib.settings.loading import load_environment
 from benchlib.targets.kubernetes import KubernetesTarget
 
 SCENARIO = "pod-to-pod"

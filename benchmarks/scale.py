@@ -45,7 +45,7 @@ from pathlib import Path
 import synth
 from common import figure
 
-from benchlib.settings.config import project_root
+from benchlib.settings.project import project_root
 from benchlib.tables import tidy
 
 
@@ -74,7 +74,7 @@ def measure_analysis(out: Path, in_memory: bool = False) -> dict:
 
     from benchlib import analysis
     from benchlib.analysis import analyse
-    from benchlib.settings.config import load_params
+    from benchlib.settings.loading import load_params
     from benchlib.vocabulary import schema
 
     timings = {}

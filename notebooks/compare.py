@@ -27,7 +27,7 @@ from benchlib.analysis import compare, resolve
 from benchlib.analysis.verdicts import Kind
 from benchlib.report import colours, figures, format as fmt, summary, tables
 from benchlib.report.compare import display_rows
-from benchlib.settings.config import load_params
+from benchlib.settings.loading import load_params
 
 figures.use_report_renderer()  # headless kernels need it; the page carries plotly.js once
 fmt.display_tables()

@@ -14,7 +14,7 @@ from pathlib import Path
 from benchlib import collectors
 from benchlib.collectors import dns, fortio, iperf3
 from benchlib.measure import runner
-from benchlib.settings.config import load_environment
+from benchlib.settings.loading import load_environment
 from benchlib.targets.lab import LabTarget
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures"

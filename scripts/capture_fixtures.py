@@ -17,7 +17,7 @@ from pathlib import Path
 from benchlib.collectors import netperf
 from benchlib.measure import runner
 from benchlib.profiling import perf_record, stacks
-from benchlib.settings.config import load_environment
+from benchlib.settings.loading import load_environment
 from benchlib.targets.lab import LabTarget
 
 OUT = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "netperf"

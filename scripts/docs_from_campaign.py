@@ -16,7 +16,7 @@ from benchlib.base.errors import BenchlibError
 from benchlib.base.files import write_atomically
 from benchlib.commands.common import ERRORS, EXIT_ERROR, HelpFormatter, epilog
 from benchlib.report import render, screenshot, study_page, summary
-from benchlib.settings import config
+from benchlib.settings.loading import load_params
 
 NAME = "docs_from_campaign.py"
 
@@ -84,7 +84,7 @@ def run(args) -> list[Path]:
             f"{resolve(args.analysis)} is of {analysed}; run `benchlib report` (or `dvc repro`)"
         )
     params = resolve(args.params)
-    named = config.load_params(params).experiment.campaign
+    named = load_params(params).experiment.campaign
     if named != analysed:
         raise DocsError(
             f"{params} names campaign {named}, the analysis is of {analysed}: pass the --params it ran with"

@@ -15,7 +15,7 @@ import yaml
 
 from benchlib import collectors
 from benchlib.measure import runner
-from benchlib.settings.config import load_environment
+from benchlib.settings.loading import load_environment
 from benchlib.targets.lab import LabTarget, list_namespaces
 
 # fixtures that several test modules use, kept with their concern's helpers in tests/support
@@ -284,7 +284,7 @@ def unrecorded_default_params(tmp_path: Path) -> Path:
 
 
 def short_params(campaign: str, scenarios: list[str], tests: dict, repetitions: int = 2, retries: int = 1):
-    from benchlib.settings.config import Params
+    from benchlib.settings.campaign import Params
 
     return Params.model_validate(
         {

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from benchlib import collectors
 from benchlib.measure import runner
-from benchlib.settings.config import Environment
+from benchlib.settings.environment import Environment
 from benchlib.targets.kubernetes import PID_MARKER, KubernetesTarget
 from benchlib.targets.lab.addresses import CLUSTER_SERVICE_CIDR
 from tests.conftest import REPO, require_root

@@ -20,7 +20,7 @@ import pytest
 
 from benchlib.measure import runner
 from benchlib.measure.plan import Plan
-from benchlib.settings.config import load_environment
+from benchlib.settings.loading import load_environment
 from benchlib.tables import tidy
 from benchlib.targets.kubernetes import KubernetesTarget
 from benchlib.targets.lab.addresses import CLUSTER_POD_CIDR

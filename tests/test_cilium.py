@@ -22,7 +22,7 @@ import pytest
 
 from benchlib.measure import runner
 from benchlib.measure.plan import Plan
-from benchlib.settings.config import load_environment
+from benchlib.settings.loading import load_environment
 from benchlib.tables import tidy
 from benchlib.targets import TargetError
 from benchlib.targets.kubernetes import KubernetesTarget, sidecars

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from benchlib import cli
-from benchlib.settings import config
+from benchlib.settings.loading import load_params
 from tests.conftest import REPO, unrecorded_default_params, venv_env
 
 
@@ -43,7 +43,7 @@ def test_validate_prints_the_plan(tmp_path):
         ["benchlib", "--params", str(params), "validate"], cwd=REPO, env=venv_env(), capture_output=True, text=True
     )
     assert proc.returncode == 0, proc.stderr
-    experiment = config.load_params(REPO / "params.yaml").experiment
+    experiment = load_params(REPO / "params.yaml").experiment
     blocks, profiled = experiment.repetitions, experiment.profile_runs
     assert (
         "local-lab: 4 scenarios" in proc.stdout

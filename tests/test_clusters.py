@@ -13,7 +13,7 @@ import yaml
 from benchlib.base.errors import ConfigError
 from benchlib.measure import runner
 from benchlib.measure.plan import Plan
-from benchlib.settings.config import Environment
+from benchlib.settings.environment import Environment
 from benchlib.targets import Placement, TargetError, registry
 from benchlib.targets.kubernetes import KubernetesTarget
 from benchlib.targets.kubernetes.clusters import ClustersTarget, cluster_machine, cluster_settings

@@ -469,7 +469,7 @@ def test_a_campaign_from_another_git_revision_comes_through_dvc_or_says_how_to_f
 
 
 def test_thresholds_per_metric_are_validated():
-    from benchlib.settings.config import Analysis
+    from benchlib.settings.analysis import Analysis
 
     assert Analysis(threshold_pct={"throughput": 5, "default": 2}).compare_threshold() == {
         "throughput": 5.0,

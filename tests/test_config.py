@@ -6,8 +6,9 @@ import subprocess
 import pytest
 import yaml
 
+from benchlib.base.errors import ConfigError
 from benchlib.measure.plan import plan_environment, schedule, validate_all
-from benchlib.settings.config import ConfigError, load_environment, load_params
+from benchlib.settings.loading import load_environment, load_params
 from tests.conftest import REPO, project_with_environment, venv_env
 from tests.support.params import write
 

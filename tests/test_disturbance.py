@@ -24,7 +24,7 @@ from benchlib.measure import runner
 from benchlib.measure.plan import plan_environment, schedule
 from benchlib.records import record
 from benchlib.report import summary
-from benchlib.settings.config import Experiment
+from benchlib.settings.campaign import Experiment
 from benchlib.tables import tidy
 from benchlib.targets import Placement
 from benchlib.vocabulary.schema import SIDES

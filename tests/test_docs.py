@@ -19,8 +19,11 @@ import pytest
 from pydantic import BaseModel
 
 from benchlib import cli, collectors
-from benchlib.settings import config
+from benchlib.settings.campaign import Params
+from benchlib.settings.environment import Environment
+from benchlib.settings.loading import load_environment
 from benchlib.vocabulary import schema
+from benchlib.vocabulary.schema import NAME_RULE
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -104,22 +107,20 @@ def _fields(model: type[BaseModel], seen=None) -> set[tuple[type[BaseModel], str
 def test_every_key_of_params_and_environment_has_a_description():
     """The reference's "meaning" column comes from these descriptions: a key without one is a blank
     row. The tools' test models live with their collectors and are left to them."""
-    fields = _fields(config.Params) | _fields(config.Environment)
+    fields = _fields(Params) | _fields(Environment)
     missing = sorted(
         f"{model.__name__}.{name}"
         for model, name in fields
-        if model.__module__.startswith((config.__name__, "benchlib.settings.scenarios"))
+        if model.__module__.startswith("benchlib.settings.")
         and not model.model_fields[name].description
         and not model.model_fields[name].exclude  # a scenario's target: set on reading, not a key of the file
     )
-    assert not missing, (
-        f"benchlib/settings/config.py, benchlib/settings/scenarios/: fields without Field(description=...): {missing}"
-    )
+    assert not missing, f"benchlib/settings/: fields without Field(description=...): {missing}"
 
 
 def test_params_reference_lists_every_key_with_its_description(site):
     page, text = _page(site, "reference/params"), _text(site, "reference/params")
-    fields = _fields(config.Params) | {f for m in collectors.MODULES.values() for f in _fields(m.Spec)}
+    fields = _fields(Params) | {f for m in collectors.MODULES.values() for f in _fields(m.Spec)}
     for model, name in fields:
         assert f"<code>{name}</code>" in page, f"{model.__name__}.{name} missing from reference/params"
         description = model.model_fields[name].description
@@ -130,7 +131,7 @@ def test_params_reference_lists_every_key_with_its_description(site):
 def test_environment_reference_lists_every_key(site):
     page = _page(site, "reference/environment")
     text = _text(site, "reference/environment")
-    for model, name in _fields(config.Environment) - {(config.Environment, "name")}:
+    for model, name in _fields(Environment) - {(Environment, "name")}:
         assert f"<code>{name}</code>" in page, f"{model.__name__}.{name} missing from reference/environment"
         description = model.model_fields[name].description
         if description:
@@ -139,7 +140,7 @@ def test_environment_reference_lists_every_key(site):
 
 def test_the_name_rule_is_on_both_reference_pages(site):
     for page in ("reference/params", "reference/environment"):
-        assert f"tests, also those a services list makes) is {config.NAME_RULE}." in _text(site, page), page
+        assert f"tests, also those a services list makes) is {NAME_RULE}." in _text(site, page), page
 
 
 def test_cli_reference_has_every_command_and_option(site):
@@ -175,7 +176,7 @@ def test_schema_reference_has_every_column_and_metric(site):
 def test_shipped_environments_page_lists_every_scenario(site):
     page = _page(site, "reference/environments")
     for path in (ROOT / "pipelines").glob("*/environment.yaml"):
-        for scenario in config.load_environment(path.parent.name).scenarios:
+        for scenario in load_environment(path.parent.name).scenarios:
             assert f"<code>{scenario}</code>" in page, f"{path.parent.name}/{scenario}"
 
 

@@ -10,6 +10,7 @@ from contextlib import contextmanager
 import yaml
 
 from benchlib.measure import doctor
+from benchlib.settings.loading import load_params
 from tests.conftest import REPO, require_root, venv_env
 
 LAB_PARAMS = {
@@ -146,9 +147,8 @@ def node(name: str, labels: dict, images: list[str], ready: bool = True):
 
 def local_k8s_plan():
     from benchlib.measure.plan import plan_environment
-    from benchlib.settings import config
 
-    return plan_environment(config.load_params(REPO / "pipelines" / "local-k8s" / "params.yaml"), "local-k8s")
+    return plan_environment(load_params(REPO / "pipelines" / "local-k8s" / "params.yaml"), "local-k8s")
 
 
 def test_the_placements_need_two_ready_nodes_and_the_image_on_them():
@@ -165,9 +165,8 @@ def test_the_placements_need_two_ready_nodes_and_the_image_on_them():
 
 # -- set-up profiles: what scripts/setup.sh installs for a campaign ----------------------------------
 def shipped_profiles(params: str) -> list[str]:
-    from benchlib.settings import config
 
-    return doctor.setup_profiles(config.load_params(REPO / params))
+    return doctor.setup_profiles(load_params(REPO / params))
 
 
 def test_each_shipped_campaign_needs_the_set_up_profiles_of_its_tools_and_cluster():
@@ -180,7 +179,7 @@ def test_each_shipped_campaign_needs_the_set_up_profiles_of_its_tools_and_cluste
 
 
 def test_a_local_calico_scenario_needs_the_calico_profile(tmp_path, monkeypatch):
-    from benchlib.settings.config import Params
+    from benchlib.settings.campaign import Params
     from tests.conftest import project_with_environment
 
     project_with_environment(
@@ -274,9 +273,8 @@ def test_every_check_runs_after_one_that_could_not_be_made(tmp_path, monkeypatch
             {**LAB_PARAMS, "experiment": {**LAB_PARAMS["experiment"], "environments": ["local-lab", "eks-m6i"]}}
         )
     )
-    from benchlib.settings import config
 
-    checks = list(doctor.run(config.load_params(params)))
+    checks = list(doctor.run(load_params(params)))
     assert [c.line() for c in checks[:2]] == ["ok    before: found", f"FAIL  environment local-lab: {fix}"]
     assert any(c.line().startswith(f"FAIL  kubeconfig {tmp_path / 'nowhere'}: does not exist") for c in checks)
 

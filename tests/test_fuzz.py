@@ -25,9 +25,11 @@ import pytest
 import yaml
 from hypothesis import given, settings, strategies as st
 
+from benchlib.base.errors import ConfigError
 from benchlib.collectors import ParseError, netperf
 from benchlib.host import cpu
-from benchlib.settings.config import ConfigError, Params, load_params
+from benchlib.settings.campaign import Params
+from benchlib.settings.loading import load_params
 from tests.conftest import FIXTURES, REPO
 
 pytestmark = pytest.mark.slow  # hypothesis runs hundreds of examples per test

@@ -22,12 +22,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from benchlib.base.errors import TargetError
+from benchlib.base.errors import ConfigError, TargetError
 from benchlib.host import machine
 from benchlib.measure import runner
 from benchlib.measure.plan import plan_environment
 from benchlib.records import record
-from benchlib.settings.config import ConfigError
 from benchlib.tables import parse_index, tidy
 from benchlib.targets.lab import list_namespaces
 from benchlib.vocabulary import schema

@@ -5,8 +5,9 @@ from pathlib import Path
 
 import pytest
 
+from benchlib.base.errors import ConfigError
 from benchlib.collectors import ParseError, iperf3
-from benchlib.settings import config
+from benchlib.settings.loading import load_params
 from tests.conftest import FIXTURES, lab_target, require_root, serving_lab
 
 CAPTURED = FIXTURES / "iperf3"
@@ -246,8 +247,8 @@ def params_with(tmp_path, test: dict):
     ],
 )
 def test_params_for_the_new_tools_name_the_bad_key(tmp_path, test, expected):
-    with pytest.raises(config.ConfigError) as err:
-        config.load_params(params_with(tmp_path, test))
+    with pytest.raises(ConfigError) as err:
+        load_params(params_with(tmp_path, test))
     assert expected in str(err.value) and "params.yaml" in str(err.value)
 
 
@@ -258,5 +259,5 @@ def test_params_for_the_new_tools_accept_good_tests(tmp_path):
         {"tool": "dns", "kind": "DNS_UDP", "duration_s": 2.5, "qps": 2000},
     ]
     for test in good:
-        spec = config.load_params(params_with(tmp_path, test)).tests["new"]
+        spec = load_params(params_with(tmp_path, test)).tests["new"]
         assert spec.model_dump(exclude_defaults=True) == test

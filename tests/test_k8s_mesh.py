@@ -15,7 +15,8 @@ from benchlib.collectors import fortio
 from benchlib.measure import runner
 from benchlib.measure.plan import Plan
 from benchlib.records import record
-from benchlib.settings.config import Environment, load_environment
+from benchlib.settings.environment import Environment
+from benchlib.settings.loading import load_environment
 from benchlib.targets import TargetError
 from benchlib.targets.kubernetes import KubernetesTarget, manifests, render, sidecars
 from benchlib.targets.mesh import shapes

@@ -26,18 +26,14 @@ import types
 import pytest
 
 from benchlib import cli, collectors
+from benchlib.base.errors import ConfigError
 from benchlib.host import machine
 from benchlib.measure import runner
 from benchlib.measure.plan import Plan, schedule, validate_all
 from benchlib.records import record
-from benchlib.settings.config import (
-    ConfigError,
-    Environment,
-    Params,
-    _expand_service_counts,
-    load_environment,
-    load_params,
-)
+from benchlib.settings.campaign import Params
+from benchlib.settings.environment import Environment
+from benchlib.settings.loading import _expand_service_counts, load_environment, load_params
 from benchlib.tables import tidy
 from benchlib.targets import TargetError
 from benchlib.targets.kubernetes import LABEL_OWNER, LABEL_SESSION, PID_MARKER, KubernetesTarget, render

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from benchlib.collectors import netperf
-from benchlib.settings.config import load_environment
+from benchlib.settings.loading import load_environment
 from benchlib.targets import TargetError
 from benchlib.targets.lab import LabTarget, clean_leftovers, list_namespaces
 from tests.conftest import REPO, lab_namespaces, require_root
@@ -143,7 +143,7 @@ KILLED_LAB = """
 import sys, time
 from benchlib.measure import runner
 from benchlib.collectors import netperf
-from benchlib.settings.config import load_environment
+from benchlib.settings.loading import load_environment
 from benchlib.targets.lab import LabTarget
 env = load_environment("local-lab")
 serving = runner.serving(LabTarget(env, ["host", "bridge"], servers=[netperf.SERVER], log=lambda m: None))

@@ -34,7 +34,7 @@ NOTEBOOK_IMPORTS = (
     "benchlib.report",
     "benchlib.analysis",
     "benchlib.vocabulary.schema",
-    "benchlib.settings.config",
+    "benchlib.settings.loading",
     "benchlib.base.escape",
 )
 

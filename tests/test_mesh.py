@@ -15,7 +15,7 @@ from benchlib.collectors import fortio
 from benchlib.measure import runner
 from benchlib.measure.plan import plan_environment
 from benchlib.records import record
-from benchlib.settings.config import load_environment
+from benchlib.settings.loading import load_environment
 from benchlib.targets.lab import haproxy
 from benchlib.targets.lab.addresses import POD_IP
 from benchlib.targets.mesh import certificates, shapes

@@ -13,10 +13,12 @@ import pytest
 import yaml
 
 from benchlib import cli, collectors
-from benchlib.base.errors import RecordError
+from benchlib.base.errors import ConfigError, RecordError
 from benchlib.commands.compare import load_campaign
 from benchlib.records import record
-from benchlib.settings.config import NAME_RULE, ConfigError, Environment, load_environment, load_params
+from benchlib.settings.environment import Environment
+from benchlib.settings.loading import load_environment, load_params
+from benchlib.vocabulary.schema import NAME_RULE
 from tests.conftest import REPO, RR, project_with_environment, venv_env
 
 HOSTILE = ["Foo/bar", "../../x", "..", "-rf", ".hidden", "a..b", "café", "", "x" * 101, "tab\tx", "new\nline"]

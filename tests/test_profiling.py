@@ -7,12 +7,12 @@ import polars as pl
 import pytest
 
 from benchlib.analysis import profiles
-from benchlib.base.errors import TargetError
+from benchlib.base.errors import ConfigError, TargetError
 from benchlib.measure import runner
 from benchlib.measure.plan import plan_environment, planned_definitions, planned_params, schedule
 from benchlib.profiling import bpfstats, perf_record, stacks
 from benchlib.records import record
-from benchlib.settings.config import ConfigError, Params
+from benchlib.settings.campaign import Params
 from benchlib.tables import tidy
 from benchlib.targets.lab import LabTarget
 from benchlib.vocabulary import schema
@@ -42,7 +42,7 @@ def profiled_params(
     ],
 )
 def test_a_wrong_profile_setting_is_one_error_naming_the_key(tmp_path, experiment, message):
-    from benchlib.settings.config import load_params
+    from benchlib.settings.loading import load_params
 
     path = tmp_path / "params.yaml"
     path.write_text(
@@ -58,7 +58,7 @@ def test_a_wrong_profile_setting_is_one_error_naming_the_key(tmp_path, experimen
 
 
 def test_the_default_campaign_profiles_three_runs_per_configuration():
-    from benchlib.settings.config import load_params
+    from benchlib.settings.loading import load_params
     from tests.conftest import REPO
 
     e = load_params(REPO / "params.yaml").experiment

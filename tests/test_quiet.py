@@ -12,7 +12,8 @@ import time
 import pytest
 
 from benchlib import cli
-from benchlib.settings.config import ConfigError, load_environment
+from benchlib.base.errors import ConfigError
+from benchlib.settings.loading import load_environment
 from benchlib.targets.kubernetes import quiet
 from tests.conftest import project_with_environment, require_root
 
@@ -38,7 +39,7 @@ def test_bad_quiet_settings_name_their_key_and_exit_2(tmp_path, monkeypatch, cap
 
 
 def test_quiet_windows_are_on_by_default_and_the_shipped_local_cluster_names_its_daemons():
-    from benchlib.settings.config import Experiment
+    from benchlib.settings.campaign import Experiment
 
     assert Experiment(campaign="c", environments=["e"], repetitions=1).quiet_windows is True
     q = load_environment("local-k8s").kubernetes.quiet  # pyright: ignore[reportOptionalMemberAccess]

@@ -195,7 +195,7 @@ PARAMS_FILES = [
 
 @pytest.mark.parametrize("path", PARAMS_FILES)
 def test_every_shipped_test_records_its_params_as_records_always_had_them(path):
-    from benchlib.settings.config import load_params
+    from benchlib.settings.loading import load_params
 
     tests = load_params(REPO / path).tests
     unused = {"message_size": None, "timeout_s": None, "bitrate": None, "qps": None, "connection_close": False}
@@ -209,7 +209,7 @@ def test_every_shipped_test_records_its_params_as_records_always_had_them(path):
 
 
 def test_test_params_are_byte_identical_to_the_captured_records():
-    from benchlib.settings.config import load_params
+    from benchlib.settings.loading import load_params
 
     metas = sorted((FIXTURES / "raw").glob("*/*/*/*/r*/meta.json"))
     assert len(metas) >= 30

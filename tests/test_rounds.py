@@ -8,7 +8,7 @@ import pytest
 
 from benchlib.measure import runner
 from benchlib.measure.plan import plan_environment, schedule
-from benchlib.settings.config import load_params
+from benchlib.settings.loading import load_params
 from benchlib.targets.kubernetes import KubernetesTarget
 from tests.conftest import REPO
 

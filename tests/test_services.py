@@ -4,8 +4,9 @@ import subprocess
 
 import pytest
 
+from benchlib.base.errors import ConfigError
 from benchlib.collectors import netperf
-from benchlib.settings.config import ConfigError, load_environment
+from benchlib.settings.loading import load_environment
 from benchlib.targets.lab import LabTarget, kubeproxy
 from tests.conftest import project_with_environment, require_root, serving_lab
 

@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from benchlib import cli, collectors
-from benchlib.settings.config import ConfigError, Environment, load_environment
+from benchlib.base.errors import ConfigError
+from benchlib.settings.environment import Environment
+from benchlib.settings.loading import load_environment
 from benchlib.targets.kubernetes import TLS_PREFIX, manifests, remove_stale_certificates, render, sidecars
 from benchlib.targets.mesh import certificates, envoy, shapes
 from tests.conftest import project_with_environment, require_root

@@ -16,7 +16,7 @@ from benchlib import collectors
 from benchlib.measure import runner
 from benchlib.measure.plan import Plan
 from benchlib.records import record
-from benchlib.settings.config import Environment
+from benchlib.settings.environment import Environment
 from benchlib.tables import tidy
 from benchlib.targets import TargetError
 from benchlib.targets.lab import LabTarget, in_ns

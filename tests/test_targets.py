@@ -7,7 +7,12 @@ import typing
 import pytest
 
 from benchlib import targets
-from benchlib.settings import config, scenarios
+from benchlib.base.errors import ConfigError
+from benchlib.settings import scenarios
+from benchlib.settings.environment import Environment
+from benchlib.settings.identity import scenario_definition
+from benchlib.settings.loading import load_environment
+from benchlib.settings.scenarios.kubernetes import CLUSTER_MESHES
 from benchlib.targets import registry
 from benchlib.targets.lab import haproxy
 from benchlib.targets.mesh import shapes
@@ -16,7 +21,7 @@ from tests.conftest import project_with_environment
 
 
 def test_every_target_name_of_the_settings_is_registered():
-    names = typing.get_args(config.Environment.model_fields["target"].annotation)
+    names = typing.get_args(Environment.model_fields["target"].annotation)
     assert set(names) == set(registry.TARGETS)
     for name in names:
         cls = registry.get(name)
@@ -24,9 +29,7 @@ def test_every_target_name_of_the_settings_is_registered():
 
 
 def test_an_unknown_target_is_named():
-    with pytest.raises(
-        config.ConfigError, match=r"unknown target 'nomad'; known targets: \['kubernetes', 'lab', 'ssh'\]"
-    ):
+    with pytest.raises(ConfigError, match=r"unknown target 'nomad'; known targets: \['kubernetes', 'lab', 'ssh'\]"):
         registry.get("nomad")
 
 
@@ -45,15 +48,15 @@ def test_a_target_is_imported_only_when_asked():
 def test_the_mesh_names_are_one_list():
     assert shapes.MESHES is meshes.MESHES
     assert scenarios.PodScenario.model_fields["mesh"].annotation == meshes.Mesh | None
-    assert set(haproxy.MESHES) == set(meshes.MESHES) - set(meshes.WAYPOINT_MESHES) == set(config.CLUSTER_MESHES)
+    assert set(haproxy.MESHES) == set(meshes.MESHES) - set(meshes.WAYPOINT_MESHES) == set(CLUSTER_MESHES)
 
 
 def test_every_target_has_its_scenario_model():
     assert set(scenarios.SCENARIOS) == set(registry.TARGETS)
 
 
-def _env(target: str, scenario: dict, **section) -> config.Environment:
-    return config.Environment.model_validate(
+def _env(target: str, scenario: dict, **section) -> Environment:
+    return Environment.model_validate(
         {"name": "e", "description": "d", "target": target, "scenarios": {"s": {"description": "d", **scenario}}}
         | section
     )
@@ -94,8 +97,8 @@ SSH_YAML = (
 )
 def test_a_scenario_key_is_refused_in_one_line_naming_it(text, message, tmp_path, monkeypatch):
     project_with_environment(tmp_path, monkeypatch, "e", text + "\n")
-    with pytest.raises(config.ConfigError) as err:
-        config.load_environment("e")
+    with pytest.raises(ConfigError) as err:
+        load_environment("e")
     assert "\n" not in str(err.value) and message in str(err.value), str(err.value)
     assert str(err.value).startswith(str(tmp_path / "pipelines/e/environment.yaml: "))
 
@@ -106,7 +109,7 @@ def test_a_key_of_another_target_at_its_default_means_nothing():
 
 
 def test_a_definition_names_every_targets_fields_whatever_the_target():
-    lab = config.scenario_definition(_env("lab", {}), "s")["scenario"]
-    ssh = config.scenario_definition(_env("ssh", {}, **SSH), "s")["scenario"]
+    lab = scenario_definition(_env("lab", {}), "s")["scenario"]
+    ssh = scenario_definition(_env("ssh", {}, **SSH), "s")["scenario"]
     assert lab.keys() == ssh.keys() == {"description"} | scenarios.DEFAULTS.keys()
     assert "target" not in lab and ssh["placement"] is None and lab["ready_timeout_s"] == 900.0

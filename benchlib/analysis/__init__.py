@@ -10,7 +10,7 @@ from pathlib import Path
 
 # Papermill runs kernels at the project root, JupyterLab in notebooks/: paths
 # anchored at the project root work in both.
-from benchlib.settings.config import project_root
+from benchlib.settings.project import project_root
 
 
 def resolve(path: str | Path, root: Path | None = None) -> Path:

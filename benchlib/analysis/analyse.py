@@ -20,7 +20,8 @@ import polars as pl
 
 from benchlib.base import files, limits
 from benchlib.base.errors import BenchlibError, SchemaError
-from benchlib.settings.config import Analysis as Settings, Experiment
+from benchlib.settings.analysis import Analysis as Settings
+from benchlib.settings.campaign import Experiment
 from benchlib.vocabulary import schema
 
 from . import (

@@ -24,7 +24,7 @@ from scipy import stats as sps
 
 from benchlib.base import limits
 from benchlib.base.errors import BenchlibError, SchemaError
-from benchlib.settings.config import DEFAULT_ANALYSIS, Analysis
+from benchlib.settings.analysis import DEFAULT_ANALYSIS, Analysis
 from benchlib.vocabulary import schema
 
 from . import normalize, resolve, stats

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from benchlib.settings.config import DEFAULT_ANALYSIS, Analysis
+from benchlib.settings.analysis import DEFAULT_ANALYSIS, Analysis
 from benchlib.vocabulary.schema import RUNS_SCHEMA
 
 from . import normalize, stats

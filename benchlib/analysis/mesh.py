@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from benchlib.settings.config import Analysis
+from benchlib.settings.analysis import Analysis
 from benchlib.vocabulary.schema import metric_info, percentiles
 
 from . import stats

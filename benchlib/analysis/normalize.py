@@ -16,7 +16,7 @@ from benchlib.vocabulary.schema import DERIVED_METRICS, METRICS, METRICS_SCHEMA,
 from .estimators import RUN_CONFIG
 
 if TYPE_CHECKING:
-    from benchlib.settings.config import Analysis
+    from benchlib.settings.analysis import Analysis
 
 CPU_AT_TARGET = "cpu_pct_at_target"
 CPU_SIDES = DERIVED_METRICS[CPU_AT_TARGET].sides  # client, server and total

@@ -18,7 +18,8 @@ from scipy.stats import norm
 
 from benchlib.base.errors import BenchlibError, ConfigError
 from benchlib.measure.plan import Plan
-from benchlib.settings import config
+from benchlib.settings.analysis import Analysis, percent_text
+from benchlib.settings.campaign import MAX_BLOCKS, Params
 from benchlib.vocabulary import schema
 
 from . import normalize, sequential, stats
@@ -26,7 +27,7 @@ from . import normalize, sequential, stats
 EFFECT_PCT = 5.0  # besides the noise band: the runs needed for a change this large
 
 
-def find_pilot(params: config.Params, root: Path, pilot: str | Path | None = None) -> tuple[str, Path] | None:
+def find_pilot(params: Params, root: Path, pilot: str | Path | None = None) -> tuple[str, Path] | None:
     """(description, directory) of the pilot's tables, or (description, raw campaign directory); None if none."""
     if pilot is not None:
         return f"tables in {pilot}", Path(pilot)
@@ -57,7 +58,7 @@ def load_pilot(
     return parse_raw(directory)
 
 
-def planned_comparisons(params: config.Params, plans: list[Plan]) -> list[tuple[str, str, str, str]]:
+def planned_comparisons(params: Params, plans: list[Plan]) -> list[tuple[str, str, str, str]]:
     """(environment, test, scenario, reference) of every planned comparison: each scenario vs the
     baseline and the contrasts, wherever both configurations are planned."""
     out = []
@@ -74,7 +75,7 @@ def planned_comparisons(params: config.Params, plans: list[Plan]) -> list[tuple[
     return out
 
 
-def _samples(runs: pl.DataFrame, metrics: pl.DataFrame, analysis: config.Analysis) -> dict:
+def _samples(runs: pl.DataFrame, metrics: pl.DataFrame, analysis: Analysis) -> dict:
     """{(environment, test, scenario): (headline metric, its values)} of the pilot's successful runs."""
     values = normalize.with_cpu_at_target(metrics, runs, **normalize.work_rates(analysis))
     heads = stats.headlines(values, runs).drop_nulls("headline")
@@ -105,7 +106,7 @@ def _spread_problem(sd_log: float) -> str | None:
     return None
 
 
-def unreachable(params: config.Params, planned: list) -> list[str]:
+def unreachable(params: Params, planned: list) -> list[str]:
     """One line when no primary comparison can be significant at the planned n, whatever the data:
     the smallest exact p of n runs against n exceeds alpha over the family (Holm's first step)."""
     n, m, alpha = params.experiment.repetitions, len(planned), params.analysis.alpha
@@ -119,7 +120,7 @@ def unreachable(params: config.Params, planned: list) -> list[str]:
 
 
 def blocks_for_precision(
-    params: config.Params, x: np.ndarray, y: np.ndarray, comparisons: int, target_pct: float
+    params: Params, x: np.ndarray, y: np.ndarray, comparisons: int, target_pct: float
 ) -> int | None:
     """The blocks a campaign run until precise needs for the change of x against y (a pilot's runs) to
     be within +/- ``target_pct`` %: the first look whose interval is that narrow, or beyond the
@@ -151,7 +152,7 @@ def blocks_for_precision(
 
 
 def precision_plan(
-    params: config.Params, planned: list, samples: dict, minutes_per_block: dict[str, float] | None = None
+    params: Params, planned: list, samples: dict, minutes_per_block: dict[str, float] | None = None
 ) -> list[str]:
     """Lines on a campaign run until precise: the blocks each primary comparison needs, from the pilot.
     A budget that cannot reach the worst of them is a ConfigError naming the key."""
@@ -168,7 +169,7 @@ def precision_plan(
             needs.append((blocks, env, f"{env} {test} {s} vs {ref}"))
     marks = exp.looks()
     lines = [
-        f"  run until precise: +/- {config.percent_text(exp.precision)} at looks after {', '.join(map(str, marks[:6]))}"
+        f"  run until precise: +/- {percent_text(exp.precision)} at looks after {', '.join(map(str, marks[:6]))}"
         f"{' ...' if len(marks) > 6 else ''} blocks, alpha per look "
         f"{sequential.look_alpha(exp, params.analysis.alpha, 1):.2g}"
         + (" (alpha / (j (j + 1)) at look j)" if exp.max_repetitions is None else "")
@@ -184,26 +185,26 @@ def precision_plan(
     if exp.max_repetitions is not None and worst > exp.max_repetitions:
         raise ConfigError(
             f"{params.source}: experiment.max_repetitions: {exp.max_repetitions} blocks cannot reach "
-            f"experiment.precision +/- {config.percent_text(exp.precision)}: the pilot's spread needs {worst} blocks ({label})"
+            f"experiment.precision +/- {percent_text(exp.precision)}: the pilot's spread needs {worst} blocks ({label})"
         )
     if worst > exp.blocks_planned():  # a time budget alone still meets the cap on blocks
         raise ConfigError(
             f"{params.source}: experiment.max_minutes: {exp.max_minutes:g} min cannot reach experiment.precision "
-            f"+/- {config.percent_text(exp.precision)}: the pilot's spread needs {worst} blocks ({label}), beyond "
-            f"the {config.MAX_BLOCKS} blocks a campaign can have"
+            f"+/- {percent_text(exp.precision)}: the pilot's spread needs {worst} blocks ({label}), beyond "
+            f"the {MAX_BLOCKS} blocks a campaign can have"
         )
     per_block = (minutes_per_block or {}).get(env)
     if exp.max_minutes is not None and per_block is not None and worst * per_block > exp.max_minutes:
         raise ConfigError(
             f"{params.source}: experiment.max_minutes: {exp.max_minutes:g} min cannot reach experiment.precision "
-            f"+/- {config.percent_text(exp.precision)}: the pilot's spread needs {worst} blocks ({label}), about "
+            f"+/- {percent_text(exp.precision)}: the pilot's spread needs {worst} blocks ({label}), about "
             f"{worst * per_block:.0f} min"
         )
     return lines
 
 
 def planned_power(
-    params: config.Params,
+    params: Params,
     plans: list[Plan],
     root: Path,
     pilot: str | Path | None = None,

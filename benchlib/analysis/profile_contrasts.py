@@ -33,7 +33,7 @@ import numpy as np
 import polars as pl
 from scipy import stats as sps
 
-from benchlib.settings.config import DEFAULT_ANALYSIS, Analysis
+from benchlib.settings.analysis import DEFAULT_ANALYSIS, Analysis
 from benchlib.vocabulary.schema import PROFILES_SCHEMA
 
 from .families import PRIMARY, adjust, decision_level

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from benchlib.settings.config import DEFAULT_ANALYSIS, Analysis
+from benchlib.settings.analysis import DEFAULT_ANALYSIS, Analysis
 from benchlib.vocabulary.schema import metric_info
 
 from . import resolve

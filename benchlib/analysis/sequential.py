@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from benchlib.settings.config import Analysis, Experiment
+from benchlib.settings.analysis import Analysis
+from benchlib.settings.campaign import Experiment
 
 from . import stats
 

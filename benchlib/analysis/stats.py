@@ -28,7 +28,7 @@ from scipy.stats import mstats
 from benchlib.vocabulary.schema import metric_info
 
 if TYPE_CHECKING:
-    from benchlib.settings.config import Analysis
+    from benchlib.settings.analysis import Analysis
 
 # `X as X`: names of the split-off modules that this module re-exports, so that `stats.X` reads the same everywhere
 from . import paired as paired_module

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..base.errors import ConfigError
 from ..measure.plan import plan_digest, validate_all
-from ..settings import config
 from .common import ERRORS, add, log, out, params
 
 
@@ -50,7 +50,7 @@ def run(args) -> int:
     measured = sorted(runs["scenario"].unique())
     baseline = p.analysis.baseline
     if baseline not in measured:
-        raise config.ConfigError(
+        raise ConfigError(
             f"{p.source}: analysis.baseline: {baseline!r} has no run in {runs_path} "
             f"(campaign {p.experiment.campaign}); scenarios there: {', '.join(measured) or 'none'}"
         )

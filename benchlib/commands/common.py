@@ -8,7 +8,8 @@ import argparse
 import shtab
 
 from ..base import escape, logs
-from ..settings import config
+from ..settings.campaign import Params
+from ..settings.loading import load_params
 
 FILE = shtab.FILE  # completes --params and other file arguments with file names
 EXIT_ERROR = 2  # a BenchlibError: the message says what to fix
@@ -25,8 +26,8 @@ def out(text: str, **kw) -> None:
     print(escape.printable(text), **kw)
 
 
-def params(args) -> config.Params:
-    return config.load_params(args.params)
+def params(args) -> Params:
+    return load_params(args.params)
 
 
 def whole_number(low: int, high: int):

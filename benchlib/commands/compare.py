@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..base.errors import ConfigError
 from ..records import store
-from ..settings import config
+from ..settings.analysis import check_band
+from ..settings.project import project_root
 from ..tables import tidy
 from .common import EXIT_REGRESSION, add, log, out, params
 
@@ -91,7 +93,7 @@ def load_campaign(spec: str):
     """Campaign ``spec`` (an id under data/raw/, or REV:ID through DVC) as compare's tidy tables."""
     from benchlib.analysis.compare import Campaign
 
-    return Campaign(spec, *tidy.campaign_tables(store.campaign_records(spec, config.project_root()), spec))
+    return Campaign(spec, *tidy.campaign_tables(store.campaign_records(spec, project_root()), spec))
 
 
 def run(args) -> int:
@@ -100,9 +102,9 @@ def run(args) -> int:
 
     analysis = params(args).analysis
     try:
-        threshold = analysis.compare_threshold() if args.threshold is None else config.check_band(args.threshold)
+        threshold = analysis.compare_threshold() if args.threshold is None else check_band(args.threshold)
     except ValueError as exc:
-        raise config.ConfigError(f"--threshold: {exc}") from None
+        raise ConfigError(f"--threshold: {exc}") from None
     a, b = load_campaign(args.a), load_campaign(args.b)
     if args.correction:
         analysis = analysis.model_copy(update={"correction": args.correction})
@@ -113,7 +115,7 @@ def run(args) -> int:
     if not args.no_html:
         from benchlib.report import render as report
 
-        root = config.project_root()
+        root = project_root()
         out_dir = Path(args.out_dir) if args.out_dir else root / "reports"
         html = report.build_compare(res, out_dir)
         log.info(f"compare: report -> {html}")

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import json
 
+from ..base.errors import ConfigError
 from ..records import record, store
-from ..settings import config
+from ..settings.project import project_root
 from ..tables import tidy
 from .common import add, log, out, params
 
@@ -62,12 +63,12 @@ def run(args) -> int:
     analysis = params(args).analysis
     specs = args.campaigns or recorded_campaigns()
     if not specs:
-        raise config.ConfigError("history: no campaign under data/raw/ holds a record; measure one (dvc repro)")
+        raise ConfigError("history: no campaign under data/raw/ holds a record; measure one (dvc repro)")
 
     def loaded():
         for i, spec in enumerate(specs, 1):
             log.info(f"history: reading {spec} ({i} of {len(specs)})")
-            yield Campaign(spec, *tidy.campaign_tables(store.campaign_records(spec, config.project_root()), spec))
+            yield Campaign(spec, *tidy.campaign_tables(store.campaign_records(spec, project_root()), spec))
 
     table = history.line_up(loaded(), analysis, environment=args.env)
     for spec in sorted(set(specs) - set(table["campaign"])):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .. import collectors
 from ..host import machine
-from ..settings import config
+from ..settings.loading import load_environment
 from ..targets import lab
 from .common import ERRORS, HelpFormatter, add, epilog, out, params
 
@@ -62,7 +62,7 @@ def clean(args) -> int:
 
 
 def probe(args) -> int:
-    env = config.load_environment(args.env)
+    env = load_environment(args.env)
     p = params(args)
     tools = sorted({t.tool for t in p.tests.values()})
     lab.check_machine(

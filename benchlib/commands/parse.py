@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ..measure.plan import campaign_schedule, expected_runs, plan_digest, planned_definitions, planned_params
 from ..records import record
-from ..settings import config
+from ..settings.project import project_root
 from ..tables import tidy
 from .common import ERRORS, add, log, out, params
 
@@ -73,7 +73,7 @@ def run(args) -> int:
         if not args.skip_corrupt:
             raise record.RecordError(f"{what} (--skip-corrupt parses the {len(expected) - len(missing)} recorded)")
         log.warning(f"parse: {what}; parsing the {len(records)} recorded that match the plan (--skip-corrupt)")
-    where = Path(args.out) if args.out else config.project_root() / "data" / "processed"
+    where = Path(args.out) if args.out else project_root() / "data" / "processed"
     parsed = tidy.parse_campaign(
         cdir,
         where,

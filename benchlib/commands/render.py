@@ -7,7 +7,8 @@ from pathlib import Path
 import yaml
 
 from .. import collectors
-from ..settings import config
+from ..base.errors import ConfigError
+from ..settings.loading import load_environment
 from ..targets import registry
 from .common import ERRORS, add, params
 
@@ -36,23 +37,23 @@ class _PlainDumper(yaml.SafeDumper):
 
 
 def run(args) -> int:
-    env = config.load_environment(args.env)
+    env = load_environment(args.env)
     tools = sorted({t.tool for t in params(args).tests.values()}) if args.params else ["netperf"]
     servers = collectors.servers(tools)
     render = registry.get(env.target).render
     if render is None:
-        raise config.ConfigError(f"environment {env.name}: target {env.target} applies no manifests")
+        raise ConfigError(f"environment {env.name}: target {env.target} applies no manifests")
     items = render(env, list(env.scenarios), servers)
     for title, item in items:  # written as they are: the project's own manifests, for kubectl or a diff
         print(f"# --- {title}")
         if isinstance(item, Path):
             if not item.is_file():
-                raise config.ConfigError(f"environment {env.name}: {title}: {item} not found")
+                raise ConfigError(f"environment {env.name}: {title}: {item} not found")
             text = item.read_text()
             try:
                 yaml.safe_load(text)
             except yaml.YAMLError as exc:
-                raise config.ConfigError(f"{item}: not valid YAML: {exc}") from None
+                raise ConfigError(f"{item}: not valid YAML: {exc}") from None
             print(text.rstrip())
         elif isinstance(item, str):
             print(item)

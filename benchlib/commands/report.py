@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..settings import config
+from ..settings.project import project_root
 from .common import ERRORS, add, log, out, params, whole_number
 
 
@@ -41,7 +41,7 @@ def run(args) -> int:
     from benchlib.report import render as report  # heavy imports (papermill, nbconvert) only when reporting
 
     p = params(args)
-    root = config.project_root()
+    root = project_root()
     out_dir = Path(args.out_dir) if args.out_dir else root / "reports"
     analyse.load(args.analysis)  # a missing or partial analysis is named here, not in a notebook's traceback
     notebooks = [root / "notebooks" / name for name in report.NOTEBOOKS]

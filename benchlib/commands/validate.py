@@ -6,7 +6,7 @@ from ..measure import runner
 from ..measure.plan import check_same_plan, validate_all
 from ..profiling import perf_record
 from ..records import record
-from ..settings import config
+from ..settings.project import project_root
 from ..tables import tidy
 from .collect import make_target
 from .common import ERRORS, add, out, params
@@ -76,7 +76,7 @@ def run(args) -> int:
     if planned and recorded == planned and p.experiment.precision is None:
         # a second run of the main command: nothing to plan, so no plan and no power to print
         cdir = record.campaign_dir(p.experiment.campaign)
-        shown = cdir.relative_to(config.project_root()) if cdir.is_relative_to(config.project_root()) else cdir
+        shown = cdir.relative_to(project_root()) if cdir.is_relative_to(project_root()) else cdir
         out(
             f"{p.source} is valid; campaign {p.experiment.campaign} is complete ({recorded} of {planned} runs "
             f"recorded in {shown}): nothing is measured; to measure again, give experiment.campaign a new name"
@@ -86,7 +86,7 @@ def run(args) -> int:
         out(line)
     from ..analysis import planning  # scipy and statsmodels only here
 
-    lines = planning.planned_power(p, plans, config.project_root(), args.pilot, tidy.build_tables, minutes_per_block)
+    lines = planning.planned_power(p, plans, project_root(), args.pilot, tidy.build_tables, minutes_per_block)
     for line in lines:
         out(line)
     out(f"{p.source} is valid")

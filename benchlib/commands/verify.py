@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from ..base.errors import BenchlibError
 from ..records import store
-from ..settings import config
+from ..settings.names import require_name
+from ..settings.project import project_root
 from .common import RESULT, add, log, out, params
 
 
@@ -28,8 +29,8 @@ def add_parser(subparsers) -> None:
 
 def run(args) -> int:
     campaign = args.campaign or params(args).experiment.campaign
-    config.require_name(campaign, "campaign")
-    checked = store.verify_campaign(config.project_root(), campaign)
+    require_name(campaign, "campaign")
+    checked = store.verify_campaign(project_root(), campaign)
     for note in checked.notes:
         log.info(f"verify: {note}", extra=RESULT)
     if checked.problems:

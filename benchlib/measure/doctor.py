@@ -18,7 +18,8 @@ from pathlib import Path
 
 from .. import collectors
 from ..base.errors import BenchlibError, TargetError
-from ..settings.config import Params, environment_dir
+from ..settings.campaign import Params
+from ..settings.project import environment_dir
 from ..settings.scenarios import KubernetesScenario, LabScenario
 from ..targets import registry
 from ..targets.kubernetes.clusters import DEFAULT, cluster_settings, names_clusters

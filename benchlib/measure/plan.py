@@ -16,7 +16,10 @@ from pydantic import BaseModel
 from ..base.errors import ConfigError
 from ..collectors import TestSpec
 from ..records import record
-from ..settings.config import Environment, EnvironmentOverride, Params, load_environment, scenario_definition
+from ..settings.campaign import EnvironmentOverride, Params
+from ..settings.environment import Environment
+from ..settings.identity import scenario_definition
+from ..settings.loading import load_environment
 
 
 class Plan(BaseModel):

@@ -22,7 +22,8 @@ from ..collectors import TestSpec
 from ..host import cpu, disturbance
 from ..profiling import perf_record
 from ..records import record
-from ..settings.config import Params, percent_text
+from ..settings.analysis import percent_text
+from ..settings.campaign import Params
 from ..targets import KILL_WAIT_S, Placement, Result, Target, shown
 from ..vocabulary.schema import METRICS, PRIMARY_METRICS, SIDES
 from .plan import Plan, RunSpec, check_same_plan, expected_runs, schedule

@@ -52,7 +52,11 @@ from ..base.files import temporary
 from ..collectors import RECORDED_PARAMS
 from ..host import cpu
 from ..profiling import stacks
-from ..settings.config import PROSE_KEYS, SCENARIO_DEFAULTS, Environment, check_name, environment_dir, project_root
+from ..settings.environment import Environment
+from ..settings.identity import PROSE_KEYS
+from ..settings.project import environment_dir, project_root
+from ..settings.scenarios import DEFAULTS as SCENARIO_DEFAULTS
+from ..vocabulary.schema import check_name
 from . import record_schema
 
 SCHEMA_VERSION = 7

@@ -22,7 +22,7 @@ from ..base import limits
 from ..base.errors import RecordError
 from ..collectors import TOOLS
 from ..host import cpu
-from ..settings.config import MAX_CPU
+from ..settings.environment import MAX_CPU
 from ..vocabulary.schema import SIDES
 
 Outcome = Literal["ok", "failed", "disturbed"]  # disturbed: other processes took the run's CPUs

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..base.errors import RecordError
-from ..settings import config
+from ..settings.names import require_name
 from . import record
 
 
@@ -279,7 +279,7 @@ def campaign_records(spec: str, root: Path) -> Path:
     no records, or what `parse` would name regardless of a plan (an incomplete record, a copy, a file where
     a record should be): no plan to check another campaign against, but those are refused, not skipped."""
     rev, _, name = spec.rpartition(":")
-    config.require_name(name, f"campaign {spec!r}")
+    require_name(name, f"campaign {spec!r}")
     raw_root = _from_revision(root, rev, name) if rev else root / "data" / "raw"
     cdir = record.campaign_dir(name, raw_root)
     if not cdir.is_dir():

@@ -22,7 +22,7 @@ import polars as pl
 
 from ..analysis import analyse, paired, stats
 from ..base import escape
-from ..settings.config import DEFAULT_ANALYSIS, Analysis
+from ..settings.analysis import DEFAULT_ANALYSIS, Analysis
 from . import export, figures, profiles
 from .format import change, interval_wording, level, missing, unit
 from .summary import (

@@ -16,7 +16,7 @@ import polars as pl
 from ..analysis import paired, sequential, stats
 from ..analysis.verdicts import Direction, Kind
 from ..base import escape
-from ..settings.config import DEFAULT_ANALYSIS, Analysis
+from ..settings.analysis import DEFAULT_ANALYSIS, Analysis
 from .format import change, change_text, interval_wording, level, mde_text, size, unit
 
 # Short names of metrics for sentences and table headers (the schema's descriptions are longer).

@@ -1,8 +1,8 @@
 """MkDocs hook: the reference pages, rendered from the code at every build so they cannot drift.
 
-- reference/params.md and reference/environment.md: the pydantic models of benchlib/settings/config.py (and
-  each tool's test model in benchlib/collectors/), with their types, defaults, bounds and field
-  descriptions;
+- reference/params.md and reference/environment.md: the pydantic models of benchlib/settings/
+  (campaign.py, analysis.py, environment.py, scenarios/, and each tool's test model in
+  benchlib/collectors/), with their types, defaults, bounds and field descriptions;
 - reference/cli.md: the help of every command of benchlib/cli.py's argparse parser (built from benchlib/commands/);
 - reference/schema.md: the tidy tables' columns (benchlib/vocabulary/schema.py, with the comment each column
   carries there) and the metric registry;
@@ -95,14 +95,14 @@ def _bounds(field) -> str:
 
 
 def _names_rule() -> list[str]:
-    from benchlib.settings import config
+    from benchlib.vocabulary.schema import NAME_RULE
 
     return [
         "## Names",
         "",
         "Every name that becomes a directory or a table's key (the campaign, environments, scenarios, "
         "tests, also those a `services` list makes) is "
-        f"{_cell(config.NAME_RULE)}. Names of one kind differ in more than upper and lower case (on a "
+        f"{_cell(NAME_RULE)}. Names of one kind differ in more than upper and lower case (on a "
         "case-insensitive file system their records would share a directory). `validate`, `collect`, "
         "`parse` and `compare` refuse any other, naming the file and key or the record.",
         "",
@@ -161,24 +161,24 @@ def _model_tables(model: type[BaseModel], key: str, seen: set) -> list[str]:
 
 def render_params() -> str:
     from benchlib import collectors
-    from benchlib.settings import config
+    from benchlib.settings import campaign
 
     out = [
         "# params.yaml",
         "",
         "The campaign definition. `benchlib validate` checks it against these models "
-        "(`benchlib/settings/config.py`), and every error names the file and the key. Generated from the code.",
+        "(`benchlib/settings/`), and every error names the file and the key. Generated from the code.",
         "",
         *_names_rule(),
     ]
     out += ["## Top level", "", "| key | type | default | meaning |", "|---|---|---|---|"]
     out += [
         f"| `{name}` | {_cell(_type(field.annotation))} | {_default(field)} | {_cell(field.description or '')} |"
-        for name, field in config.Params.model_fields.items()
+        for name, field in campaign.Params.model_fields.items()
     ]
     out.append("")
     seen: set = set()
-    for name, field in config.Params.model_fields.items():
+    for name, field in campaign.Params.model_fields.items():
         if name == "tests":
             continue  # a union of the tools' models: below, one table per tool
         for model in _models_in(field.annotation):
@@ -197,19 +197,19 @@ def render_params() -> str:
 
 
 def render_environment() -> str:
-    from benchlib.settings import config
+    from benchlib.settings import environment, scenarios
 
     out = [
         "# environment.yaml",
         "",
         "`pipelines/<env>/environment.yaml`: where a campaign runs (its `target`) and its scenarios. "
         "A scenario with `services: [a, b]` expands into one scenario per count, named `<name>-<count>`. "
-        "Generated from `benchlib/settings/config.py`; the shipped environments are listed in "
+        "Generated from `benchlib/settings/`; the shipped environments are listed in "
         "[Shipped environments](environments.md).",
         "",
         *_names_rule(),
     ]
-    fields = dict(config.Environment.model_fields)
+    fields = dict(environment.Environment.model_fields)
     fields.pop("name")  # the folder's name, not a key of the file
     out += _environment_table(fields)
     seen: set = set()
@@ -225,7 +225,7 @@ def render_environment() -> str:
         "(a field of another target's scenarios is refused).",
         "",
     ]
-    for target, model in config.SCENARIOS.items():
+    for target, model in scenarios.SCENARIOS.items():
         out += _model_tables(model, f"scenarios.<name> with target: {target}", seen)
     return "\n".join(out)
 
@@ -363,7 +363,7 @@ def render_schema() -> str:
 
 
 def render_environments() -> str:
-    from benchlib.settings import config
+    from benchlib.settings import loading
 
     out = [
         "# Shipped environments",
@@ -373,7 +373,7 @@ def render_environments() -> str:
         "",
     ]
     for path in sorted((ROOT / "pipelines").glob("*/environment.yaml")):
-        env = config.load_environment(path.parent.name)
+        env = loading.load_environment(path.parent.name)
         out += [
             f"## `{env.name}` (target: {env.target})",
             "",

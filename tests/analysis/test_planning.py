@@ -11,14 +11,14 @@ import polars as pl
 
 from benchlib.analysis import planning, power, project_root, stats
 from benchlib.measure.plan import validate_all
-from benchlib.settings import config
+from benchlib.settings.loading import load_params
 from tests.conftest import unrecorded_default_params, venv_env
 
 FIXTURE = "tests/fixtures/tidy/lab-default-002"
 
 
 def test_planned_power_from_a_pilot():
-    params = config.load_params(project_root() / "params.yaml")
+    params = load_params(project_root() / "params.yaml")
     plans = validate_all(params)
     assert len(planning.planned_comparisons(params, plans)) == 12  # 4 tests x 3 scenarios vs host
     lines = planning.planned_power(params, plans, project_root(), project_root() / FIXTURE)
@@ -36,7 +36,7 @@ def test_planned_power_from_a_pilot():
 
 
 def test_planned_power_numbers_are_the_stats_functions():
-    params = config.load_params(project_root() / "params.yaml")
+    params = load_params(project_root() / "params.yaml")
     plans = validate_all(params)
     lines = planning.planned_power(params, plans, project_root(), project_root() / FIXTURE)
     runs, metrics = planning.load_pilot(project_root() / FIXTURE)
@@ -53,7 +53,7 @@ def test_planned_power_numbers_are_the_stats_functions():
 
 
 def test_no_previous_campaign_is_one_line(tmp_path):
-    params = config.load_params(project_root() / "params.yaml")
+    params = load_params(project_root() / "params.yaml")
     lines = planning.planned_power(params, validate_all(params), tmp_path)
     assert lines == [
         "planned power: no previous campaign (data/processed, data/raw or --pilot) to take the spread from"
@@ -62,7 +62,7 @@ def test_no_previous_campaign_is_one_line(tmp_path):
 
 def test_without_a_pilot_too_few_repetitions_for_the_family_are_named(tmp_path):
     """Whatever the spread, 5 runs against 5 cannot pass Holm over 12 comparisons (smallest p 0.0079)."""
-    params = config.load_params(project_root() / "params.yaml")
+    params = load_params(project_root() / "params.yaml")
     few = params.model_copy(update={"experiment": params.experiment.model_copy(update={"repetitions": 5})})
     lines = planning.planned_power(few, validate_all(few), tmp_path)
     assert lines[0].startswith("planned power: no previous campaign")
@@ -75,7 +75,7 @@ def test_without_a_pilot_too_few_repetitions_for_the_family_are_named(tmp_path):
 
 
 def test_too_few_repetitions_say_how_many_could(tmp_path):
-    params = config.load_params(project_root() / "params.yaml")
+    params = load_params(project_root() / "params.yaml")
     few = params.model_copy(update={"experiment": params.experiment.model_copy(update={"repetitions": 5})})
     lines = planning.planned_power(few, validate_all(few), project_root(), project_root() / FIXTURE)
     assert "n = 5 cannot reach alpha 0.0042 at all" in lines[1] and "needs n >= 6" in lines[1]

@@ -15,7 +15,7 @@ from benchlib.analysis import analyse, profile_contrasts, profiles
 from benchlib.profiling import stacks
 from benchlib.report import flamegraphs, format, profiles as profile_text, render as report, summary
 from benchlib.report.theme import HEIGHT
-from benchlib.settings.config import Analysis
+from benchlib.settings.analysis import Analysis
 from benchlib.vocabulary import schema
 from tests.support.analysis_tables import make_tables, settings
 from tests.support.hostile import hostile_campaign

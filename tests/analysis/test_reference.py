@@ -80,7 +80,7 @@ def test_every_claim_names_what_the_study_published_and_what_a_shipped_campaign_
     """A claim with a misspelt scenario, test or metric would read "not measured" for ever."""
     import yaml
 
-    from benchlib.settings.config import load_environment
+    from benchlib.settings.loading import load_environment
     from benchlib.vocabulary.schema import METRICS
 
     published = reference.published_changes()
@@ -107,7 +107,7 @@ def test_a_presets_stand_ins_name_published_changes_and_scenarios_it_measures():
     """A preset's own stand-ins (analysis.reference_scenarios) replace the local Cilium claims, and
     each claim of a test the preset runs pairs two scenarios it plans with a published change."""
     from benchlib.measure.plan import validate_all
-    from benchlib.settings.config import load_params
+    from benchlib.settings.loading import load_params
 
     published = reference.published_changes()
     presets = [

@@ -9,7 +9,8 @@ import pytest
 
 from benchlib.analysis import analyse, sequential, stats
 from benchlib.report import summary
-from benchlib.settings.config import MAX_BLOCKS, MAX_MINUTES, Analysis, Experiment
+from benchlib.settings.analysis import Analysis
+from benchlib.settings.campaign import MAX_BLOCKS, MAX_MINUTES, Experiment
 from benchlib.vocabulary import schema
 from tests.conftest import FIXTURES
 
@@ -156,9 +157,9 @@ def test_validate_estimates_the_blocks_a_target_needs_and_refuses_a_budget_short
     from benchlib.analysis import planning, project_root
     from benchlib.base.errors import ConfigError
     from benchlib.measure.plan import validate_all
-    from benchlib.settings import config
+    from benchlib.settings.loading import load_params
 
-    base = config.load_params(project_root() / "params.yaml")
+    base = load_params(project_root() / "params.yaml")
 
     def with_experiment(**fields):
         exp = base.experiment.model_copy(update={"repetitions": 10, **fields})

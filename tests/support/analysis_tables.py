@@ -168,7 +168,7 @@ def datapath_samples(n: int = 8, seed: int = 2) -> tuple[dict, dict]:
 def settings(params_path: str = "params.yaml"):
     """The analysis section of a params file of the project (relative to the project root)."""
     from benchlib.analysis import resolve
-    from benchlib.settings.config import load_params
+    from benchlib.settings.loading import load_params
 
     return load_params(resolve(params_path)).analysis
 

@@ -6,7 +6,7 @@ import subprocess
 import threading
 from pathlib import Path
 
-from benchlib.settings.config import Environment
+from benchlib.settings.environment import Environment
 from tests.local_cluster import STATE
 
 

@@ -38,7 +38,7 @@ from pathlib import Path
 from ...base.errors import DatapathError
 from ...collectors import Server
 from ...host import cpu, disturbance
-from ...settings.config import Environment
+from ...settings.environment import Environment
 from .. import Placement, Target, TargetError, service_ports, shown, wait_listening
 from ..mesh import certificates, envoy, shapes
 from . import quiet, services, sidecars

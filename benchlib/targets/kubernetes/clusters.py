@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ...base.errors import ConfigError
 from ...collectors import Server
-from ...settings.config import Environment
+from ...settings.environment import Environment
 from ...settings.scenarios import KubernetesSettings
 from .. import Target
 from ..mesh import shapes

@@ -12,8 +12,9 @@ import re
 import shlex
 
 from ...collectors import Server
-from ...settings.config import Environment, KubernetesSettings, environment_dir
-from ...settings.scenarios import KubernetesScenario
+from ...settings.environment import Environment
+from ...settings.project import environment_dir
+from ...settings.scenarios import KubernetesScenario, KubernetesSettings
 from .. import TargetError, service_ports
 from ..mesh.shapes import MTLS_MESHES, NODE_MESHES, Proxy
 from . import sidecars

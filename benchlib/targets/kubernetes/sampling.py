@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 from ...host import cpu
-from ...settings.config import Environment
+from ...settings.environment import Environment
 from .. import TargetError
 from .api import Cluster, is_ready, k8s, placed, reason
 from .manifests import LABEL_ROLE, cpu_daemonset

@@ -14,7 +14,8 @@ import os
 import subprocess
 import time
 
-from ...settings.config import Environment, environment_dir
+from ...settings.environment import Environment
+from ...settings.project import environment_dir
 from ...settings.scenarios import KubernetesScenario
 from .. import TargetError
 from .api import Cluster

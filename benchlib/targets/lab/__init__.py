@@ -27,7 +27,7 @@ from pathlib import Path
 from benchlib.base.errors import DatapathError, TargetError
 from benchlib.collectors import Server
 from benchlib.host import cpu, disturbance
-from benchlib.settings.config import Environment
+from benchlib.settings.environment import Environment
 
 from .. import LocalProcess, Placement, Target, service_ports, wait_listening
 from ..mesh import certificates, shapes

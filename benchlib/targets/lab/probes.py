@@ -11,7 +11,7 @@ import shutil
 import subprocess
 
 from benchlib.base.errors import TargetError
-from benchlib.settings.config import Environment
+from benchlib.settings.environment import Environment
 from benchlib.settings.scenarios import LabScenario
 
 from ..mesh import shapes

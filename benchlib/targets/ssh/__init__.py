@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from ...collectors import Server
 from ...host import cpu
-from ...settings.config import Environment
+from ...settings.environment import Environment
 from ...vocabulary.schema import SIDES
 from .. import KILL_WAIT_S, LocalProcess, Placement, Target, TargetError, wait_listening
 from . import perf

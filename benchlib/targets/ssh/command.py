@@ -8,7 +8,8 @@ import os
 import shlex
 import subprocess
 
-from ...settings.config import Environment, SshHost
+from ...settings.environment import Environment
+from ...settings.scenarios import SshHost
 from .. import TargetError
 
 CHECK_TIMEOUT_S = 30  # a `command -v` or `kill` over ssh

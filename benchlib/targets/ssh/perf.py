@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...profiling import perf_record, stacks
-from ...settings.config import Environment
+from ...settings.environment import Environment
 from ...vocabulary.schema import SIDES
 from .. import TargetError
 from .command import CHECK_TIMEOUT_S, FIRST_LINE_TIMEOUT_S, host_label, run, ssh_argv
