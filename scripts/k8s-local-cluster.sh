@@ -11,6 +11,10 @@
 #                                           #   else a clone of the release tag (BENCHLIB_CALICO_VERSION,
 #                                           #   default v3.32.1); libbpf likewise (or BENCHLIB_LIBBPF_SRC)
 #   k8s-local-cluster.sh build vpc          # the AWS VPC CNI v1.23.2 and ec2-metadata-mock (3-11 min cold)
+#   k8s-local-cluster.sh build CNI --check  # build nothing: where CNI's build is, or how to make it
+#   k8s-local-cluster.sh cnis               # the CNIs (cni/*.sh), a line each, tab-separated: name,
+#                                           #   "build" if built from source, the Debian packages and
+#                                           #   the host commands it needs beyond the cluster's ("-": none)
 #   k8s-local-cluster.sh up [--nodes 1|2] [NETWORK]
 #   k8s-local-cluster.sh cni bridge|cilium|calico|vpc [NETWORK]   # switch the pod network of a running cluster
 #   k8s-local-cluster.sh proxy-mode iptables|nftables  # kube-proxy in that mode, the CNI kept
@@ -96,20 +100,13 @@ PROJECT=$PWD
 . scripts/cluster/kube-proxy.sh
 # shellcheck source=scripts/cluster/pod-network.sh
 . scripts/cluster/pod-network.sh
-# shellcheck source=scripts/cluster/cni/bridge.sh
-. scripts/cluster/cni/bridge.sh
-# shellcheck source=scripts/cluster/cni/cilium-build.sh
-. scripts/cluster/cni/cilium-build.sh
-# shellcheck source=scripts/cluster/cni/cilium.sh
-. scripts/cluster/cni/cilium.sh
-# shellcheck source=scripts/cluster/cni/calico-build.sh
-. scripts/cluster/cni/calico-build.sh
-# shellcheck source=scripts/cluster/cni/calico.sh
-. scripts/cluster/cni/calico.sh
-# shellcheck source=scripts/cluster/cni/vpc-build.sh
-. scripts/cluster/cni/vpc-build.sh
-# shellcheck source=scripts/cluster/cni/vpc.sh
-. scripts/cluster/cni/vpc.sh
+# Each CNI is a plugin file, cni/NAME.sh, with its build in cni/NAME-build.sh where it has one (the
+# build first: the plugin reads its paths); cni/*-ns.sh are programs its agents start, not sourced.
+for plugin in scripts/cluster/cni/*.sh; do
+  case $plugin in *-ns.sh) continue ;; esac
+  # shellcheck source=/dev/null # each plugin is checked on its own
+  . "$plugin"
+done
 # shellcheck source=scripts/cluster/lifecycle.sh
 . scripts/cluster/lifecycle.sh
 
@@ -192,13 +189,11 @@ select_cluster "$cluster" "$cluster_from" || exit 2
 
 case "${1:-}" in
   build)
-    case "${2:-}" in
-      "") build ;;
-      cilium) cilium_build ;;
-      calico) shift 2; calico_build "$@" ;;
-      vpc) shift 2; vpc_build "$@" ;;
-      *) bad_input "build: unknown argument '$2' (build, build cilium, build calico, or build vpc)" ;;
-    esac ;;
+    if [ -z "${2:-}" ]; then build
+    elif cni_known "$2" && cni_built_from_source "$2"; then c=$2; shift 2; "${c}_build" "$@"
+    else bad_input "build: unknown argument '$2' (build, or build CNI for a CNI built from source: $(built_cnis))"
+    fi ;;
+  cnis) cni_table ;;
   up) shift; up_command "$@" ;;
   down) shift; down_command "$@" ;;
   list) list_clusters ;;

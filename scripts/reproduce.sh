@@ -50,26 +50,18 @@ stop_dvc() { [[ -z "$dvc_pid" ]] || kill -TERM "$dvc_pid" 2>/dev/null || true; }
 trap 'stop_dvc; exit 130' INT
 trap 'stop_dvc; exit 143' TERM
 trap 'stop_dvc; exit 129' HUP
-# A campaign on the local cluster (pipelines/local-k8s, pipelines/local-cilium)
-# brings it up first and takes it down at the end, also after a failure,
-# Ctrl-C or SIGTERM.
+# A campaign whose scenarios run the local cluster (its set-up profiles name
+# "cluster": pipelines/local-k8s, local-cilium, local-clusters, ...) brings it
+# up first and takes it down at the end, also after a failure, Ctrl-C or SIGTERM.
 envs=$(python -c 'import yaml; print(*yaml.safe_load(open("params.yaml"))["experiment"]["environments"])')
-on_local_cluster=false
-for env in $envs; do
-  case $env in local-k8s | local-cilium | local-clusters*) on_local_cluster=true ;; esac
-done
-uses() {  # uses PREFIX: whether a scenario in this campaign's matrix starts with PREFIX
-  python -c 'import sys, yaml
-envs = yaml.safe_load(open("params.yaml"))["environments"].values()
-sys.exit(not any(s.startswith(sys.argv[1]) for e in envs for m in e["matrix"] for s in m["scenarios"]))' "$1"
-}
-if $on_local_cluster; then
+read -ra profiles <<<"$(benchlib doctor --profiles)"
+if [[ " ${profiles[*]} " == *" cluster "* ]]; then
   bash scripts/k8s-local-cluster.sh build
-  ! uses cilium- || bash scripts/k8s-local-cluster.sh build cilium
-  # Calico's scenarios: its build from a source checkout (BENCHLIB_CALICO_SRC) or a clone of its release
-  ! uses calico- || bash scripts/k8s-local-cluster.sh build calico
-  # the AWS VPC CNI's scenarios: its build from the Go module proxy
-  ! uses vpc-cni || bash scripts/k8s-local-cluster.sh build vpc
+  # the build of each CNI built from source that the scenarios switch to (their settings.cni, as the
+  # profiles name them); Calico's from a checkout (BENCHLIB_CALICO_SRC) or a clone of its release
+  while IFS=$'\t' read -r cni built _; do
+    if [[ $built == build && " ${profiles[*]} " == *" $cni "* ]]; then bash scripts/k8s-local-cluster.sh build "$cni"; fi
+  done < <(bash scripts/k8s-local-cluster.sh cnis)
   # On a signal dvc exits at once while its `benchlib collect` still deletes
   # its namespace; and another measurement on the machine may run: down
   # --wait lets each end (bounded) before the cluster goes away.

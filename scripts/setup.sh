@@ -2,7 +2,7 @@
 # Installs what benchlib needs on Debian 12 / Ubuntu, as root, by profile:
 #
 #   setup.sh                  everything (all): what the whole test suite needs
-#   setup.sh PROFILE...       lab, mesh, cluster, cilium, calico, test or all
+#   setup.sh PROFILE...       lab, mesh, cluster, a CNI of the local cluster, test, or all
 #   setup.sh --params FILE    the profiles FILE's campaign needs (`benchlib doctor --profiles`)
 #
 #   lab      the embedded lab and the report: netperf (Debian non-free), iperf3, iproute2,
@@ -14,27 +14,36 @@
 #   cluster  the local Kubernetes cluster (scripts/k8s-local-cluster.sh): containerd, runc, the
 #            CNI plugins, the API forward, the image's contents (busybox, a static pause built by
 #            gcc), conntrack; fortio for the image, as in mesh
-#   cilium   cluster, and bpftool (the Cilium agent probes the kernel with it)
-#   calico   cluster, and what Calico's build and node agent need on the host (make, libpcap, ipset)
 #   test     the test suite's own tools: sshd (ssh target tests), tcpdump, shellcheck (lint)
+#   CNI      cluster, and the packages the local cluster's CNI plugin names (its CNI_packages in
+#            scripts/cluster/cni/CNI.sh); one profile per CNI:
 #
 # Idempotent: a second run only checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 log() { printf '[setup] %s\n' "$*" >&2; }
-usage() { awk 'NR == 1 {next} /^# Idempotent/ || !/^#/ {exit} {sub(/^# ?/, ""); print}' "$0"; }
-
 declare -A apt_for=(
   [lab]="netperf iperf3 iproute2 iptables nftables procps chromium clang llvm libbpf-dev
          dnsutils dnsmasq-base dnsperf wireguard-tools openssh-client"
   [mesh]="haproxy"
   [cluster]="containerd runc containernetworking-plugins socat curl openssl busybox-static gcc libc6-dev conntrack"
-  [cilium]="bpftool"
-  [calico]="libpcap-dev ipset make"
   [test]="openssh-server tcpdump shellcheck"
 )
-all_profiles=(lab mesh cluster cilium calico test)
+cnis=()  # the local cluster's CNIs, each a profile: the cluster's packages and its own
+while IFS=$'\t' read -r cni _ packages _; do
+  cnis+=("$cni")
+  apt_for[$cni]=${packages#-}
+done < <(bash scripts/k8s-local-cluster.sh cnis)
+[ ${#cnis[@]} -gt 0 ] || { echo "setup.sh: scripts/k8s-local-cluster.sh cnis listed no CNI" >&2; exit 1; }
+all_profiles=(lab mesh cluster "${cnis[@]}" test)
+is_cni() { [[ " ${cnis[*]} " == *" $1 "* ]]; }
+
+usage() {
+  awk 'NR == 1 {next} /^# Idempotent/ || !/^#/ {exit} {sub(/^# ?/, ""); print}' "$0" | sed '$d'
+  local cni
+  for cni in "${cnis[@]}"; do printf '  %-8s cluster%s\n' "$cni" "${apt_for[$cni]:+, and ${apt_for[$cni]}}"; done
+}
 
 params=
 profiles=()
@@ -63,7 +72,7 @@ apt_lists_state() {  # the sources' digest and the time the package lists last c
 
 install_profiles() {  # install_profiles PROFILE...: the apt packages of lab and of each profile
   local want=(lab "$@") p pkg missing=() cluster_needed=
-  for p in "$@"; do [[ $p == cilium || $p == calico ]] && cluster_needed=1; done
+  for p in "$@"; do ! is_cni "$p" || cluster_needed=1; done
   [ -z "$cluster_needed" ] || want+=(cluster)
   for p in "${want[@]}"; do
     for pkg in ${apt_for[$p]}; do
@@ -118,7 +127,9 @@ fi
 # fortio (HTTP load generator); v1.65.0 is the newest release whose modules
 # the Go proxy serves here.
 # The mesh's HTTP tests run it, and the local cluster's image carries it.
-if [[ " ${profiles[*]} " =~ \ (mesh|cluster|cilium|calico)\  && ! -x .tools/bin/fortio ]]; then
+needs_fortio=
+for p in "${profiles[@]}"; do if [[ $p == mesh || $p == cluster ]] || is_cni "$p"; then needs_fortio=1; fi; done
+if [[ -n $needs_fortio && ! -x .tools/bin/fortio ]]; then
   if command -v go >/dev/null 2>&1; then
     log "go install fortio.org/fortio@v1.65.0"
     GOBIN="$PWD/.tools/bin" go install fortio.org/fortio@v1.65.0

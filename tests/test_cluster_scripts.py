@@ -127,7 +127,7 @@ def test_bad_network_options_are_refused_before_any_lock(measurement):
     bad = script("cni", "flannel")
     assert (
         bad.returncode == 2
-        and bad.stderr.strip() == "k8s-local-cluster.sh: --cni flannel: choose one of: bridge cilium calico vpc"
+        and bad.stderr.strip() == "k8s-local-cluster.sh: --cni flannel: choose one of: bridge calico cilium vpc"
     )
     bad = script("cni", "bridge", "--lb", "socket")
     assert bad.returncode == 2 and "--routing and --lb are Cilium's options" in bad.stderr

@@ -175,6 +175,8 @@ def test_each_shipped_campaign_needs_the_set_up_profiles_of_its_tools_and_cluste
     assert shipped_profiles("pipelines/local-lab/params-mesh.yaml") == ["lab", "mesh"]  # haproxy, fortio
     assert shipped_profiles("pipelines/local-k8s/params.yaml") == ["lab", "mesh", "cluster"]
     assert shipped_profiles("pipelines/local-cilium/params.yaml") == ["lab", "mesh", "cluster", "cilium"]
+    # the CNIs built from source that the clusters side by side switch to
+    assert shipped_profiles("pipelines/local-clusters/params.yaml") == ["lab", "cluster", "cilium", "vpc"]
     assert "cluster" not in shipped_profiles("pipelines/eks-m6i/params.yaml")  # a cluster of its own
 
 
@@ -217,11 +219,14 @@ def test_doctor_profiles_prints_them_for_setup_sh():
 def test_setup_sh_names_its_profiles_and_refuses_an_unknown_one():
     usage = subprocess.run(["bash", "scripts/setup.sh", "--help"], cwd=REPO, capture_output=True, text=True)
     assert usage.returncode == 0
-    for profile in ("lab", "mesh", "cluster", "cilium", "calico", "test"):
+    for profile in ("lab", "mesh", "cluster", "bridge", "calico", "cilium", "vpc", "test"):
         assert any(line.startswith(f"  {profile} ") for line in usage.stdout.splitlines()), usage.stdout
     bad = subprocess.run(["bash", "scripts/setup.sh", "clutser"], cwd=REPO, capture_output=True, text=True)
     assert bad.returncode == 2
-    assert bad.stderr == "setup.sh: unknown profile 'clutser' (one of: lab mesh cluster cilium calico test all)\n"
+    assert (
+        bad.stderr
+        == "setup.sh: unknown profile 'clutser' (one of: lab mesh cluster bridge calico cilium vpc test all)\n"
+    )
 
 
 def test_setup_sh_for_the_default_campaign_installs_the_lab_profile_alone():
@@ -279,10 +284,20 @@ def test_every_check_runs_after_one_that_could_not_be_made(tmp_path, monkeypatch
     assert any(c.line().startswith(f"FAIL  kubeconfig {tmp_path / 'nowhere'}: does not exist") for c in checks)
 
 
-def test_the_vpc_cni_build_and_what_its_switch_runs_are_checked(tmp_path, monkeypatch):
-    monkeypatch.setenv("BENCHLIB_CACHE", str(tmp_path / "cache"))  # a machine that never built it
-    checks = {c.what: c for c in doctor.vpc_cni_checks()}
-    build = checks["the AWS VPC CNI build"]
+def test_each_cni_built_from_source_has_its_build_and_what_its_switch_runs_checked(tmp_path, monkeypatch):
+    """The checks come from the plugins' own declarations (k8s-local-cluster.sh cnis), none from a list."""
+    from benchlib.targets.kubernetes import local_cluster
+
+    monkeypatch.setenv("BENCHLIB_CACHE", str(tmp_path / "cache"))  # a machine that never built them
+    cnis = local_cluster.cnis()
+    assert set(cnis) == {p.stem for p in (REPO / "scripts/cluster/cni").glob("*.sh") if "-" not in p.stem}
+    assert {n for n, c in cnis.items() if c.built_from_source} == {"calico", "cilium", "vpc"}
+    checks = {c.what: c for c in doctor.local_cni_checks(cnis["vpc"])}
+    build = checks["the vpc CNI build"]
     assert not build.ok and build.text.startswith(f"no VPC CNI build at {tmp_path}/cache/vpc-cni/bin-vpc1.23.2")
     assert "build vpc" in build.text
-    assert {"the VPC CNI build's `go`", "the VPC CNI's `nft`", "the VPC CNI's `unshare`"} <= set(checks)
+    assert {"the vpc CNI build's `go`", "the vpc CNI's `nft`", "the vpc CNI's `unshare`"} <= set(checks)
+    cilium = {c.what: c for c in doctor.local_cni_checks(cnis["cilium"])}
+    assert not cilium["the cilium CNI build"].ok and "build cilium" in cilium["the cilium CNI build"].text
+    assert "the cilium CNI's `bpftool`" in cilium
+    assert list(doctor.local_cni_checks(cnis["bridge"])) == []  # nothing beyond the cluster's

@@ -29,8 +29,8 @@ def add_parser(subparsers) -> None:
     s.add_argument(
         "--profiles",
         action="store_true",
-        help="only print the scripts/setup.sh profiles the campaign needs (lab, mesh, cluster, cilium, "
-        "calico), checking nothing",
+        help="only print the scripts/setup.sh profiles the campaign needs (lab, mesh, cluster, and each "
+        "local-cluster CNI with packages or a build of its own, e.g. cilium), checking nothing",
     )
     s.set_defaults(func=run)
 

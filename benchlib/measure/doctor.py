@@ -22,6 +22,7 @@ from ..settings.campaign import Params
 from ..settings.project import environment_dir
 from ..settings.scenarios import KubernetesScenario, LabScenario
 from ..targets import registry
+from ..targets.kubernetes import local_cluster
 from ..targets.kubernetes.clusters import DEFAULT, cluster_settings, names_clusters
 from ..targets.kubernetes.manifests import kubernetes_settings
 from . import runner
@@ -75,14 +76,11 @@ def _plan_checks(params: Params, plan: Plan) -> Iterator[Check]:
         yield profile_check(plan)
 
 
-LOCAL_CLUSTER_SCRIPT = "k8s-local-cluster.sh"
-
-
 def setup_profiles(params: Params) -> list[str]:
     """The scripts/setup.sh profiles the campaign needs, in the order setup.sh takes them: lab always
     (the lab's tools and what renders the report); mesh for fortio or a mesh scenario's proxy; cluster
-    for an environment whose scenarios run the local cluster's script, plus the pod network (the
-    scenario's settings.cni) that needs packages of its own, cilium or calico."""
+    for an environment whose scenarios run the local cluster's script, plus each pod network they
+    switch to (settings.cni) that has packages or a build of its own (local_cluster.Cni)."""
     needs = {"lab"}
     for plan in validate_all(params):
         env = plan.environment
@@ -90,18 +88,18 @@ def setup_profiles(params: Params) -> list[str]:
         if "fortio" in plan.tools() or any(getattr(sc, "mesh", None) for sc in scenarios):
             needs.add("mesh")
         for sc in scenarios:
-            commands = [*getattr(sc, "apply", []), *getattr(sc, "programmed", []), *sc.record.values()]
-            if any(LOCAL_CLUSTER_SCRIPT in c for c in commands):
+            if local_cluster.runs_the_local_cluster(sc):
                 needs.add("cluster")
-                if sc.settings.get("cni") in ("cilium", "calico"):
-                    needs.add(str(sc.settings["cni"]))
-    return [p for p in ("lab", "mesh", "cluster", "cilium", "calico") if p in needs]
+                cni = local_cluster.cni_of(sc)
+                if cni and cni.needs_a_profile:
+                    needs.add(cni.name)
+    return [p for p in ("lab", "mesh", "cluster", *local_cluster.cnis()) if p in needs]
 
 
 # -- this machine ----------------------------------------------------------------------------------
-def command_check(name: str, where: str = "") -> Check:
+def command_check(name: str, where: str = "", fix: str | None = None) -> Check:
     path = shutil.which(name)
-    fix = INSTALL.get(name, SETUP)
+    fix = fix or INSTALL.get(name, SETUP)
     return Check(path is not None, f"{where}`{name}`", path or f"not on PATH: {fix}")
 
 
@@ -211,31 +209,18 @@ def ssh_checks(plan: Plan) -> Iterator[Check]:
 
 
 # -- kubernetes ------------------------------------------------------------------------------------
-VPC_CNI_COMMANDS = ("unshare", "nsenter", "curl", "python3", "nft", "iptables-save")
-
-
-def vpc_cni_checks() -> Iterator[Check]:
-    """The AWS VPC CNI on the local cluster (a scenario whose settings.cni is vpc): its build, cached
-    per machine (the cluster script knows its versions and path), and the commands its switch runs on
-    the host to start ipamd in a node and to remove what ipamd made."""
-    script = Path(__file__).resolve().parents[2] / "scripts" / LOCAL_CLUSTER_SCRIPT  # this checkout's
-    try:
-        r = subprocess.run(
-            ["bash", str(script), "build", "vpc", "--check"],
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=30,
-        )
-        found = ((r.stdout if r.returncode == 0 else r.stderr).strip().splitlines() or ["?"])[-1]
-        ok = r.returncode == 0
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        ok, found = False, f"{script} build vpc --check failed ({exc})"
-    yield Check(ok, "the AWS VPC CNI build", found.removeprefix(f"{LOCAL_CLUSTER_SCRIPT}: "))
-    if not ok:
-        yield command_check("go", "the VPC CNI build's ")
-    for name in VPC_CNI_COMMANDS:
-        yield command_check(name, "the VPC CNI's ")
+def local_cni_checks(cni: local_cluster.Cni) -> Iterator[Check]:
+    """A pod network of the local cluster that a scenario switches to: its build where it is built from
+    source (cached per machine; the cluster script knows its versions and path), and the host commands
+    its switch runs, as its plugin declares them."""
+    if cni.built_from_source:
+        ok, found = local_cluster.build_check(cni)
+        yield Check(ok, f"the {cni.name} CNI build", found)
+        if not ok:
+            yield command_check("go", f"the {cni.name} CNI build's ")
+    setup = f"run scripts/setup.sh {cni.name if cni.needs_a_profile else 'cluster'} as root"
+    for name in cni.commands:
+        yield command_check(name, f"the {cni.name} CNI's ", setup)
 
 
 def kubernetes_checks(plan: Plan, timeout: float = API_TIMEOUT_S) -> Iterator[Check]:
@@ -250,8 +235,9 @@ def kubernetes_checks(plan: Plan, timeout: float = API_TIMEOUT_S) -> Iterator[Ch
     commands = [c for sc in scenarios for c in (*sc.apply, *sc.ready, *sc.programmed, *sc.record.values())]
     if any("kubectl" in c.split() for c in commands):
         yield command_check("kubectl", "scenario command ")
-    if any(env.scenarios[s].settings.get("cni") == "vpc" for s in plan.scenarios):
-        yield from vpc_cni_checks()
+    used = {cni.name: cni for s in plan.scenarios if (cni := local_cluster.cni_of(env.scenarios[s]))}
+    for cni in used.values():
+        yield from local_cni_checks(cni)
 
     # every cluster the plan's scenarios run on (kubernetes.clusters), the environment's own first
     for name in sorted({getattr(env.scenarios[s], "cluster", None) or "" for s in plan.scenarios}):

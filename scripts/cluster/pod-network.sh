@@ -13,11 +13,31 @@
 #   c_down <nodes>                          remove it and what it made in the nodes
 #   c_components <nodes>                    its daemons (supervise.sh names), one a line
 #   c_follows_proxy                         true if a kube-proxy change needs it restarted
+#   c_packages                              the Debian packages it needs on the host beyond the
+#                                           cluster's (setup.sh's profile named c installs them)
+#   c_commands                              the host commands its switch runs beyond the cluster's
+#                                           (benchlib doctor checks them)
+# and, when it is built from source, in cni/c-build.sh:
+#   c_build [--check] [ARGS]                build it into the per-machine cache ($CACHE); --check:
+#                                           build nothing, print where it is, or fail saying how to
+# `k8s-local-cluster.sh cnis` lists them all (cni_table), for setup.sh, reproduce.sh and doctor.
 # A directory a CNI makes on the host (a mount point for its agents' private ones) is made with
 # make_host_dir (host.sh): the last local cluster's `down` removes it.
 CNIS=()
 
 cni_known() { local c; for c in "${CNIS[@]}"; do [ "$c" = "$1" ] && return 0; done; return 1; }
+cni_built_from_source() { declare -F "$1_build" >/dev/null; }
+built_cnis() { local c out=(); for c in "${CNIS[@]}"; do ! cni_built_from_source "$c" || out+=("$c"); done; echo "${out[*]}"; }
+
+cni_table() {  # a line per CNI, tab-separated: name, "build" or "-", its packages, its commands (words, or "-")
+  local c
+  for c in "${CNIS[@]}"; do
+    printf '%s\t%s\t%s\t%s\n' "$c" "$(cni_built_from_source "$c" && echo build || echo -)" \
+      "$(words_or_dash "$("${c}_packages")")" "$(words_or_dash "$("${c}_commands")")"
+  done
+}
+
+words_or_dash() { if [ -n "$1" ]; then echo "$1"; else echo -; fi; }
 
 pod_network() {  # pod_network <cni> <proxy-mode> <routing> <lb>: switch to it (nothing to do when it runs)
   local want="$*" have nodes n

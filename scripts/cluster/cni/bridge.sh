@@ -16,6 +16,8 @@ bridge_network() {  # bridge_network <command> <proxy-mode>: "<proxy-mode> - -" 
 
 bridge_follows_proxy() { false; }  # its config does not depend on kube-proxy's mode
 bridge_components() { true; }      # no daemon of its own
+bridge_packages() { true; }      # the Debian CNI plugins, which the cluster has
+bridge_commands() { true; }
 
 bridge_config() {  # bridge_config <node> <podCIDR>
   cat <<JSON

@@ -6,7 +6,8 @@
 # (--calico-src DIR or BENCHLIB_CALICO_SRC), or clones the release tag where the network allows.
 # The Go module proxy is no way to Calico: it serves no release newer than 3.28, and not the
 # tree's nested api/ module. Go modules come from the proxy. Cached per version under $CACHE.
-#   build calico [--calico-src DIR] [--libbpf-src DIR]
+#   build calico [--check] [--calico-src DIR] [--libbpf-src DIR]
+#                             --check: build nothing, say whether it is built (benchlib doctor asks)
 # libbpf: 3.28 carries it (felix/bpf-gpl/include/libbpf); later releases clone it at build time
 # (felix/bpf-gpl/libbpf, the tag in metadata.mk): a checkout of that tag with --libbpf-src DIR or
 # BENCHLIB_LIBBPF_SRC, else the clone.
@@ -37,13 +38,14 @@ clone() {  # clone <repo> <tag> <dir>: a shallow clone of one tag, bounded in ti
   timeout "$CLONE_TIMEOUT_S" env GIT_TERMINAL_PROMPT=0 git clone -q --depth 1 --branch "$2" "$1" "$3" 2>/dev/null
 }
 
-calico_build() {  # calico_build [--calico-src DIR] [--libbpf-src DIR]
-  local src=${BENCHLIB_CALICO_SRC:-} libbpf_src=${BENCHLIB_LIBBPF_SRC:-}
+calico_build() {  # calico_build [--check] [--calico-src DIR] [--libbpf-src DIR]
+  local src=${BENCHLIB_CALICO_SRC:-} libbpf_src=${BENCHLIB_LIBBPF_SRC:-} check=""
   while [ $# -gt 0 ]; do
     case $1 in
+      --check) check=1; shift ;;
       --calico-src) [ $# -ge 2 ] || bad_input "--calico-src needs a directory"; src=$2; shift 2 ;;
       --libbpf-src) [ $# -ge 2 ] || bad_input "--libbpf-src needs a directory"; libbpf_src=$2; shift 2 ;;
-      *) bad_input "build calico: unknown argument '$1' (build calico [--calico-src DIR] [--libbpf-src DIR])" ;;
+      *) bad_input "build calico: unknown argument '$1' (build calico [--check] [--calico-src DIR] [--libbpf-src DIR])" ;;
     esac
   done
   local version=$CALICO_VERSION
@@ -52,6 +54,10 @@ calico_build() {  # calico_build [--calico-src DIR] [--libbpf-src DIR]
       bad_input "--calico-src $src: not a Calico checkout (no go.mod, felix/bpf-gpl)"
     fi
     version=$(tree_version "$src")
+  fi
+  if [ -n "$check" ]; then
+    calico_built "$version" || die "no Calico $version build at $(calico_bin "$version"): run '$0 build calico' (about 10 minutes cold; a Calico checkout or the network)"
+    calico_bin "$version"; return
   fi
   if calico_built "$version"; then log "already built: $(calico_bin "$version")"; return; fi
   mkdir -p "$CACHE/calico"

@@ -45,6 +45,8 @@ calico_network() {  # calico_network <command> <proxy-mode> [--dataplane D] [--r
 }
 
 calico_follows_proxy() { true; }  # felix's dataplane is chosen with kube-proxy's mode
+calico_packages() { echo libpcap-dev make ipset bpftool; }  # the build: make, libpcap; felix: ipsets; the teardown: bpftool
+calico_commands() { echo ipset bpftool; }
 calico_components() { local n; for n in $(seq 1 "$1"); do echo "calico-node$n"; done; }
 
 calico_dir() { echo "$STATE/node$1/calico"; }

@@ -6,6 +6,7 @@
 # module requires it; its one replace only concerns Cilium's code generators. Go ignores a
 # dependency's replaces, so the wrapper must repeat it. Facts: docs/design.md, "Cilium on the local
 # cluster".
+#   build cilium [--check]    --check: build nothing, say whether it is built (benchlib doctor asks)
 
 CILIUM_VERSION=1.17.6
 CILIUM_BIN="$CACHE/cilium/bin-cilium$CILIUM_VERSION"
@@ -13,7 +14,13 @@ CILIUM_BINARIES="cilium-agent cilium-operator-generic cilium-cni cilium-dbg"
 
 cilium_built() { local b; for b in $CILIUM_BINARIES; do [ -x "$CILIUM_BIN/$b" ] || return 1; done; }
 
-cilium_build() {
+cilium_build() {  # cilium_build [--check]
+  case ${1:-} in
+    "") ;;
+    --check) cilium_built || die "no Cilium build at $CILIUM_BIN: run '$0 build cilium' (about 10 minutes cold, Go and the Go module proxy)"
+      echo "$CILIUM_BIN"; return ;;
+    *) bad_input "build cilium: unknown argument '$1' (build cilium [--check])" ;;
+  esac
   mkdir -p "$CACHE/cilium"
   exec 9>"$CACHE/cilium/build.lock"
   flock 9

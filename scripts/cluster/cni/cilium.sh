@@ -34,6 +34,8 @@ cilium_network() {  # cilium_network <command> <proxy-mode> [--routing tunnel|na
 }
 
 cilium_follows_proxy() { true; }  # the agent's flags depend on kube-proxy's mode
+cilium_packages() { echo bpftool; }  # the agent probes the kernel with it; the teardown detaches programs
+cilium_commands() { echo bpftool; }
 
 cilium_components() {  # cilium_components <nodes>
   echo cilium-operator

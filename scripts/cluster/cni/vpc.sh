@@ -29,6 +29,9 @@ vpc_network() {  # vpc_network <command> <proxy-mode>: "<proxy-mode> - -"; no op
 }
 
 vpc_follows_proxy() { false; }  # ipamd's rules do not depend on kube-proxy's mode
+vpc_packages() { true; }  # its commands come with the cluster's packages
+# ipamd starts in a node with unshare and nsenter; its readiness and the mock use curl and python3; its teardown, the rules' tools
+vpc_commands() { echo unshare nsenter curl python3 nft iptables-save; }
 vpc_components() { local n; for n in $(seq 1 "$1"); do echo "imds-mock$n"; echo "ipamd$n"; done; }
 
 vpc_dir() { echo "$STATE/node$1/vpc"; }
