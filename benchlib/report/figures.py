@@ -21,6 +21,7 @@ from ..analysis.stats import FAMILY_ORDER, MIN_N, median_ci
 from ..analysis.verdicts import Direction, Kind
 from .colours import OURS, PUBLISHED, natural, pick
 from .format import caption, change, missing, size, unit as display_unit, whole_change
+from .prose import PLAIN
 from .summary import FINDING, NOISE, UNTESTED, finding_sentence, kind_of, metric_label, ordered_findings
 
 # the theme registers the template and the report renderer, once; notebooks reach them through figures
@@ -149,9 +150,7 @@ def values_caption(
 def comparison_sentences(found: pl.DataFrame, limit: int | None = None) -> str:
     """Each comparison as a sentence (summary.finding_sentence, with n); beyond ``limit``, a count."""
     shown = found.head(limit) if limit is not None else found
-    text = " ".join(
-        finding_sentence(r, cpu_note=False, with_n=True, markdown=False) for r in shown.iter_rows(named=True)
-    )
+    text = " ".join(finding_sentence(r, cpu_note=False, with_n=True, prose=PLAIN) for r in shown.iter_rows(named=True))
     return text + (f" ... and {len(found) - len(shown)} more." if len(shown) < len(found) else "")
 
 
@@ -500,7 +499,7 @@ def forest(
         f"Change of each scenario vs {baseline} in % of the baseline median, with its interval at the level "
         "its family's correction decided at; grey: the noise band. "
         + " ".join(
-            finding_sentence(r, cpu_note=False, with_n=True, markdown=False) for r in sig.head(6).iter_rows(named=True)
+            finding_sentence(r, cpu_note=False, with_n=True, prose=PLAIN) for r in sig.head(6).iter_rows(named=True)
         )
         + (f" ... and {len(sig) - 6} more significant." if len(sig) > 6 else "")
         + note
@@ -538,7 +537,7 @@ def overview(comparisons: pl.DataFrame, baseline: str) -> go.Figure:
             # not significant: kept near white, its sign only a hint
             zr.append(better if sig else better * 0.15)
             tr.append(f"{change(r['delta_pct'])} %" + (" *" if sig else ""))
-            hr.append(f"{s} · {t} · {metric_label(r['metric'], r['side'])}: {finding_sentence(r, markdown=False)}")
+            hr.append(f"{s} · {t} · {metric_label(r['metric'], r['side'])}: {finding_sentence(r, prose=PLAIN)}")
         z.append(zr)
         text.append(tr)
         hover.append(hr)

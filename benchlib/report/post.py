@@ -25,6 +25,7 @@ from ..base import escape
 from ..settings.analysis import DEFAULT_ANALYSIS, Analysis
 from . import export, figures, profiles
 from .format import change, interval_wording, level, missing, unit
+from .prose import MARKDOWN
 from .summary import (
     FINDING,
     INCONCLUSIVE,
@@ -275,7 +276,7 @@ def post_markdown(
     rows = headline_rows(comparisons, baseline)
     degenerate = degenerate_text(runs, comparisons, baseline)
     lead = [degenerate] if degenerate else []
-    lead += takeaways(comparisons, baseline, markdown=True)
+    lead += takeaways(comparisons, baseline, prose=MARKDOWN)
     if not lead:
         lead = [f"Nothing was compared with {md(baseline)}."]
     heights = heights or {}
@@ -291,7 +292,7 @@ def post_markdown(
     return (
         "\n\n".join(
             [
-                f"# {escape.page(title) if title else title_text(runs, baseline, markdown=True)}",
+                f"# {escape.page(title) if title else title_text(runs, baseline, prose=MARKDOWN)}",
                 " ".join(lead),
                 "## Setup and method",
                 setup_text(runs, rows, families, settings, commit),

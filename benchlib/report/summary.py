@@ -18,6 +18,7 @@ from ..analysis.verdicts import Direction, Kind
 from ..base import escape
 from ..settings.analysis import DEFAULT_ANALYSIS, Analysis
 from .format import change, change_text, interval_wording, level, mde_text, size, unit
+from .prose import MARKDOWN, PLAIN, Prose
 
 # Short names of metrics for sentences and table headers (the schema's descriptions are longer).
 METRIC_LABELS = {
@@ -66,50 +67,42 @@ def kind_of(verdict_kind: str | None) -> str:
     return str(verdict_kind) if verdict_kind in (FINDING, NOISE, NEGLIGIBLE, INCONCLUSIVE) else UNTESTED
 
 
-def _names(markdown: bool):
-    """How names from the tables enter a sentence: for a page (its Markdown or its HTML) through
-    escape.page, or as they are in plain text (which the terminal's writer makes safe)."""
-    return escape.page if markdown else str
-
-
-def _what(r: dict, markdown: bool = True) -> str:
+def _what(r: dict, prose: Prose = MARKDOWN) -> str:
     """What a comparison compares: "bridge vs host, tcp_rr transaction rate" for two scenarios;
     "host: lab-b vs lab-a, tcp_rr transaction rate" for one scenario in two campaigns (the rows of
     compare.comparisons, whose ``campaign_base`` names the base campaign)."""
-    name = _names(markdown)
+    name = prose.name
     what = f"{name(r['test'])} {name(metric_label(r['metric'], r['side']))}"
     if r.get("campaign_base"):
         return f"{name(r['scenario'])}: {name(r['campaign'])} vs {name(r['campaign_base'])}, {what}"
     return f"{name(r['scenario'])} vs {name(r['baseline'])}, {what}"
 
 
-def cpu_caveat(r: dict, markdown: bool = True) -> str:
+def cpu_caveat(r: dict, prose: Prose = MARKDOWN) -> str:
     """ "" or, for a comparison made where a side ran at its CPU limit, a short clause saying which."""
     if not r.get("cpu_bound"):
         return ""
     pcts = [p for p in (r.get("cpu_bound_pct"), r.get("cpu_bound_pct_base")) if p is not None and not math.isnan(p)]
     busy = f", {max(pcts):.0f} % busy" if pcts else ""
-    return f"CPU limit ({_names(markdown)(r.get('cpu_bound_side') or 'a side')}{busy})"
+    return f"CPU limit ({prose.name(r.get('cpu_bound_side') or 'a side')}{busy})"
 
 
 def finding_sentence(
-    r: dict, family_size: int | None = None, cpu_note: bool = True, with_n: bool = False, markdown: bool = True
+    r: dict, family_size: int | None = None, cpu_note: bool = True, with_n: bool = False, prose: Prose = MARKDOWN
 ) -> str:
     """One comparison as a sentence: what against what, the change with its interval (the verdict's
     text, so resolution wording comes with it), the correction it is significant after, and where
-    ``cpu_note``, the side at its CPU limit; ``with_n``, the runs on each side. Markdown (names escaped,
-    the verdict bold), else plain text.
+    ``cpu_note``, the side at its CPU limit; ``with_n``, the runs on each side; the verdict stressed.
 
     "bridge vs host, tcp_rr transaction rate: -33.7 % [-35.4, -32.2] worse, significant after Holm over 12;
     CPU limit (total, 100 % busy)."
     """
     # the verdict, change, MDE and correction are the statistics' own words and numbers: only the
     # names in _what come from the tables
-    kind, what = kind_of(r["verdict_kind"]), _what(r, markdown)
+    kind, what = kind_of(r["verdict_kind"]), _what(r, prose)
     over = f" over {family_size}" if family_size else ""
     if kind == FINDING:
-        verdict = f"**{unit(r['verdict'])}**" if markdown else unit(r["verdict"])
-        text = f"{what}: {verdict}, significant after {r['correction']}{over}"
+        text = f"{what}: {prose.strong(unit(r['verdict']))}, significant after {r['correction']}{over}"
     elif kind == NEGLIGIBLE:
         text = (
             f"{what}: {change_text(r).split(' @')[0]}, significant after {r['correction']}{over} "
@@ -125,7 +118,7 @@ def finding_sentence(
         text = f"{what}: {r['verdict']}"
     else:
         text = f"{what}: not tested, {r['n']} vs {r['n_base']} successful runs (at least {stats.MIN_N} needed)"
-    caveat = cpu_caveat(r, markdown) if cpu_note else ""
+    caveat = cpu_caveat(r, prose) if cpu_note else ""
     runs = f" (n = {r['n']} vs {r['n_base']} runs)" if with_n and kind != UNTESTED else ""
     return text + runs + (f"; {caveat}" if caveat else "") + "."
 
@@ -157,11 +150,10 @@ def _join(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + ", ".join(items[-1:])
 
 
-def campaign_text(runs: pl.DataFrame, comparisons: pl.DataFrame, baseline: str, markdown: bool = True) -> str:
+def campaign_text(runs: pl.DataFrame, comparisons: pl.DataFrame, baseline: str, prose: Prose = MARKDOWN) -> str:
     """Who was compared with which baseline, where, with how many runs per configuration, in which
-    campaign: Markdown (names escaped, the scenarios and campaign bold), else plain text."""
-    name = _names(markdown)
-    bold = (lambda text: f"**{text}**") if markdown else str
+    campaign; the scenarios and the campaign stressed."""
+    name, bold = prose.name, prose.strong
     campaigns = [name(c) for c in sorted(runs["campaign"].unique().to_list())]
     envs = [name(e) for e in sorted(runs["environment"].unique().to_list())]
     scenarios = [name(s) for s in stats_order(runs["scenario"].unique().to_list(), baseline)]
@@ -194,11 +186,10 @@ def stats_order(scenarios: list[str], baseline: str) -> list[str]:
     return sorted(scenarios, key=lambda s: (s != baseline, s))
 
 
-def degenerate_text(runs: pl.DataFrame, comparisons: pl.DataFrame, baseline: str, markdown: bool = True) -> str:
-    """ "" for a campaign with comparisons to read, else why there is nothing (or little) to conclude:
-    Markdown (names escaped), else plain text."""
-    name = _names(markdown)
-    lead = "**No finding:**" if markdown else "No finding:"
+def degenerate_text(runs: pl.DataFrame, comparisons: pl.DataFrame, baseline: str, prose: Prose = MARKDOWN) -> str:
+    """ "" for a campaign with comparisons to read, else why there is nothing (or little) to conclude."""
+    name = prose.name
+    lead = prose.strong("No finding:")
     ok = runs.filter(pl.col("outcome") == "ok")
     if ok.is_empty():
         return f"{lead} no run of this campaign succeeded; the failures are listed under Caveats."
@@ -209,7 +200,7 @@ def degenerate_text(runs: pl.DataFrame, comparisons: pl.DataFrame, baseline: str
             "there is nothing to compare it with."
         )
     if baseline not in set(ok["scenario"]):
-        shown = f"**{name(baseline)}**" if markdown else baseline
+        shown = prose.strong(name(baseline))
         return (
             f"{lead} the baseline {shown} has no successful run"
             + (" (it was not measured)" if baseline not in scenarios else "")
@@ -471,7 +462,7 @@ def summary_markdown(
     return "\n\n".join(parts)
 
 
-def precision_text(precision: pl.DataFrame, markdown: bool = True) -> str:
+def precision_text(precision: pl.DataFrame, prose: Prose = MARKDOWN) -> str:
     """For a campaign run until precise (analyse.Result.precision): the method, the target, the blocks each
     environment stopped after, and per primary comparison whether its interval met the target; '' otherwise."""
     if precision.is_empty():
@@ -479,7 +470,7 @@ def precision_text(precision: pl.DataFrame, markdown: bool = True) -> str:
     r0 = precision.row(0, named=True)
     looks = f" of {r0['looks']}" if r0["looks"] is not None else ""
     stops = precision.group_by("environment", maintain_order=True).agg(pl.col("blocks", "look").first())
-    name = _names(markdown)
+    name = prose.name
     where = _join([f"{name(e)} after {b} blocks (look {k}{looks})" for e, b, k in stops.iter_rows()])
     met = precision.filter(pl.col("met"))
     missed = precision.filter(~pl.col("met")).sort("half_width_pct", descending=True, nulls_last=False)
@@ -545,21 +536,20 @@ def terminal_text(
     primary comparison met the target). Plain text (no Markdown)."""
     findings = ordered_findings(comparisons)
     significant = findings.filter(pl.col("kind") == FINDING)
-    degenerate = degenerate_text(runs, comparisons, baseline, markdown=False)
+    degenerate = degenerate_text(runs, comparisons, baseline, prose=PLAIN)
     lines = [
-        campaign_text(runs, comparisons, baseline, markdown=False),
+        campaign_text(runs, comparisons, baseline, prose=PLAIN),
         *([degenerate] if degenerate else []),
         f"{len(significant)} of {len(findings)} primary comparisons are significant"
         + (":" if len(significant) else "."),
     ]
     lines += [
-        f"  - {finding_sentence(r, cpu_note=False, markdown=False)}"
-        for r in significant.head(top).iter_rows(named=True)
+        f"  - {finding_sentence(r, cpu_note=False, prose=PLAIN)}" for r in significant.head(top).iter_rows(named=True)
     ]
     if len(significant) > top:
         lines.append(f"  ... and {len(significant) - top} more in the report")
     if precision is not None and not precision.is_empty():
-        lines.append(precision_text(precision, markdown=False))
+        lines.append(precision_text(precision, prose=PLAIN))
     lines.append(f"Report: {report}")
     return "\n".join(lines)
 
@@ -567,9 +557,9 @@ def terminal_text(
 # -- the first screen: a title, the takeaways, the context, then the findings -------------------------
 
 
-def title_text(runs: pl.DataFrame, baseline: str, markdown: bool = False) -> str:
-    """The report's title: what was compared with what, where. Plain text, or Markdown (names escaped)."""
-    name = _names(markdown)
+def title_text(runs: pl.DataFrame, baseline: str, prose: Prose = PLAIN) -> str:
+    """The report's title: what was compared with what, where."""
+    name = prose.name
     scenarios = [name(s) for s in stats_order(runs["scenario"].unique().to_list(), baseline)]
     others = [s for s in scenarios if s != name(baseline)]
     envs = _join([name(e) for e in sorted(runs["environment"].unique().to_list())])
@@ -588,11 +578,10 @@ def _span(values: list[float]) -> str:
     return f"{change(lo)} %" if lo == hi else f"{change(lo)} % to {change(hi)} %"
 
 
-def takeaways(comparisons: pl.DataFrame, baseline: str, markdown: bool = False) -> list[str]:
+def takeaways(comparisons: pl.DataFrame, baseline: str, prose: Prose = PLAIN) -> list[str]:
     """One or two plain sentences from the primary findings: the largest change, then per scenario in
-    how many tests it did better or worse than the baseline; [] where nothing was compared. Plain
-    text, or Markdown (names escaped)."""
-    name = _names(markdown)
+    how many tests it did better or worse than the baseline; [] where nothing was compared."""
+    name = prose.name
     rows = headline_rows(comparisons, baseline)
     if rows.is_empty():
         return []

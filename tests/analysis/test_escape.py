@@ -25,6 +25,7 @@ from benchlib.report import (
     summary,
     tables,
 )
+from benchlib.report.prose import PLAIN
 from tests.conftest import FIXTURES, venv_env
 from tests.support.analysis_tables import analysed, settings
 from tests.support.hostile import IMG, SCRIPT, ParsedPage, hostile_campaign, other_schemes
@@ -119,7 +120,7 @@ def test_the_summary_sentences_escape_names_in_markdown_and_not_in_plain_text(ho
     runs = res.rows.select("scenario").with_columns(campaign=pl.lit("c"), environment=pl.lit("e"), test=pl.lit("t"))
     campaign = summary.campaign_text(runs.with_columns(outcome=pl.lit("ok")), res.rows, "host")
     assert escape.page(scenario) in campaign and IMG not in campaign
-    plain = summary.campaign_text(runs.with_columns(outcome=pl.lit("ok")), res.rows, "host", markdown=False)
+    plain = summary.campaign_text(runs.with_columns(outcome=pl.lit("ok")), res.rows, "host", prose=PLAIN)
     assert scenario in plain and "**" not in plain.replace(scenario, "")
 
 

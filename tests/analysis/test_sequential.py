@@ -9,6 +9,7 @@ import pytest
 
 from benchlib.analysis import analyse, sequential, stats
 from benchlib.report import summary
+from benchlib.report.prose import PLAIN
 from benchlib.settings.analysis import Analysis
 from benchlib.settings.campaign import MAX_BLOCKS, MAX_MINUTES, Experiment
 from benchlib.vocabulary import schema
@@ -137,7 +138,7 @@ def test_the_analysis_runs_at_the_spent_level_and_says_whether_the_target_was_me
     widths = (primary["delta_high"] - primary["delta_low"]) / 2
     assert table["met"].to_list() == (widths <= 3).to_list()
     assert 0 < table["met"].sum() < 12  # some comparisons met it, some did not
-    text = summary.precision_text(table, markdown=False)
+    text = summary.precision_text(table, prose=PLAIN)
     assert "target +/- 3 % for every primary comparison; stopped local-lab after 10 blocks (look 2 of 3)" in text
     assert f"Target met by {table['met'].sum()} of 12" in text and "(target 3 %)" in text
     # a target per headline metric: each comparison judged against its own, and the page says which
@@ -146,7 +147,7 @@ def test_the_analysis_runs_at_the_spent_level_and_says_whether_the_target_was_me
     streams = pl.col("metric") == "throughput"
     assert set(mixed.filter(streams)["target_pct"]) == {60.0} and set(mixed.filter(~streams)["target_pct"]) == {3.0}
     assert mixed.filter(streams)["met"].all()
-    text = summary.precision_text(mixed, markdown=False)
+    text = summary.precision_text(mixed, prose=PLAIN)
     assert "60 % (throughput)" in text and "3 % (" in text and "every primary comparison" not in text
     # without precision: the settings' alpha, no precision table
     plain = analyse.run(runs, metrics, settings)
