@@ -293,7 +293,7 @@ def _cluster_checks(k, plan: Plan, settings, label: str, definition: Path, timeo
 def _rbac_checks(k, api, plan: Plan, timeout: float) -> Iterator[Check]:
     """What the target does with the runner's own rights (pipelines/kubernetes/rbac.yaml, benchlib-runner);
     its pods, exec, Services and DaemonSet come from the RoleBinding it creates in its namespace."""
-    from ..targets.kubernetes.api import reason
+    from ..targets.kubernetes.api import NOT_FOUND, Refused, attempt, reason
 
     env = plan.environment
     needs = [
@@ -334,15 +334,17 @@ def _rbac_checks(k, api, plan: Plan, timeout: float) -> Iterator[Check]:
         else f"may {', '.join(dict.fromkeys(f'{v} {r}' for v, _, r, _ in needs))}, bind {WORKLOAD_ROLE}",
     )
     try:
-        k.client.RbacAuthorizationV1Api(api).read_cluster_role(WORKLOAD_ROLE, _request_timeout=timeout)
-    except k.client.ApiException as exc:
-        if exc.status == 404:
-            yield Check(False, f"ClusterRole {WORKLOAD_ROLE}", f"missing: apply {RBAC_FILE}")
-        # 403: the runner need not read ClusterRoles; binding it was checked above
-    except Exception as exc:
+        role = attempt(
+            lambda: k.client.RbacAuthorizationV1Api(api).read_cluster_role(WORKLOAD_ROLE, _request_timeout=timeout)
+        )
+    except Exception as exc:  # no answer at all: the network, a timeout
         yield Check(False, f"ClusterRole {WORKLOAD_ROLE}", " ".join(reason(exc).split())[:300])
-    else:
+        return
+    if not isinstance(role, Refused):
         yield Check(True, f"ClusterRole {WORKLOAD_ROLE}", "exists")
+    elif role.status == NOT_FOUND:
+        yield Check(False, f"ClusterRole {WORKLOAD_ROLE}", f"missing: apply {RBAC_FILE}")
+    # else 403: the runner need not read ClusterRoles; binding it was checked above
 
 
 def _node_checks(k, api, plan: Plan, timeout: float) -> Iterator[Check]:

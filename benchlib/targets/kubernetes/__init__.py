@@ -33,6 +33,7 @@ import uuid
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from ...base.errors import DatapathError
@@ -42,7 +43,7 @@ from ...settings.environment import Environment
 from .. import Placement, Target, TargetError, service_ports, shown, wait_listening
 from ..mesh import certificates, envoy, shapes
 from . import quiet, services, sidecars
-from .api import PID_MARKER, Cluster, ExecProcess, k8s, placed, reason
+from .api import PID_MARKER, Cluster, ExecProcess, Refused, absent, attempt, k8s, placed, reason, refusal
 from .manifests import (
     LABEL_OWNER,
     LABEL_SESSION,
@@ -197,17 +198,17 @@ class KubernetesTarget(Target):
 
     def _create_namespace(self) -> None:
         k, core = k8s(), self.cluster.core
-        try:
+        with refusal(f"cannot create namespace {self.namespace}"):
             core.create_namespace(namespace_manifest(self.env, self.session, self.owner))  # pyright: ignore[reportArgumentType] (the client sends a manifest dict as it is; the annotation names only its model)
-        except k.client.ApiException as exc:
-            raise TargetError(f"kubernetes: cannot create namespace {self.namespace}: {reason(exc)}") from None
         # the runner's own permissions inside its namespace (pipelines/kubernetes/rbac.yaml)
         user = (
             k.client.AuthenticationV1Api(self.cluster.client)
             .create_self_subject_review({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
             .status.user_info.username
         )
-        try:
+        with refusal(
+            f"cannot bind ClusterRole {WORKLOAD_ROLE} in {self.namespace} (apply pipelines/kubernetes/rbac.yaml)"
+        ):
             self.cluster.rbac.create_namespaced_role_binding(
                 self.namespace,
                 {  # pyright: ignore[reportArgumentType] (the client sends a manifest dict as it is; the annotation names only its model)
@@ -218,35 +219,20 @@ class KubernetesTarget(Target):
                     "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
                 },
             )
-        except k.client.ApiException as exc:
-            raise TargetError(
-                f"kubernetes: cannot bind ClusterRole {WORKLOAD_ROLE} in {self.namespace} "
-                f"(apply pipelines/kubernetes/rbac.yaml): {reason(exc)}"
-            ) from None
         deadline = time.monotonic() + RBAC_SETTLE_S
         while time.monotonic() < deadline:
-            try:
-                core.list_namespaced_pod(self.namespace)
+            if not isinstance(attempt(lambda: core.list_namespaced_pod(self.namespace)), Refused):
                 return
-            except k.client.ApiException:
-                time.sleep(0.2)
+            time.sleep(0.2)
 
     def _delete_namespace(self, name: str, timeout: float = NAMESPACE_DELETE_TIMEOUT_S) -> None:
-        k, core = k8s(), self.cluster.core
-        try:
-            core.delete_namespace(name)
-        except k.client.ApiException as exc:
-            if exc.status == 404:
-                return
-            raise TargetError(f"kubernetes: cannot delete namespace {name}: {reason(exc)}") from None
+        core = self.cluster.core
+        if absent(lambda: core.delete_namespace(name), f"cannot delete namespace {name}"):
+            return
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            try:
-                core.read_namespace(name)
-            except k.client.ApiException as exc:
-                if exc.status == 404:
-                    return
-                raise
+            if absent(lambda: core.read_namespace(name), f"cannot read namespace {name}"):
+                return
             time.sleep(0.5)
         raise TargetError(f"kubernetes: namespace {name} still exists {timeout:g} s after deletion")
 
@@ -371,12 +357,8 @@ class KubernetesTarget(Target):
         """Give the namespace this scenario's labels (and drop the previous one's) before its pods exist."""
         if not labels and not self._namespace_labels:
             return
-        try:
+        with refusal(f"cannot label namespace {self.namespace} with {labels}"):
             self.cluster.core.patch_namespace(self.namespace, namespace_labels_patch(self._namespace_labels, labels))
-        except k8s().client.ApiException as exc:
-            raise TargetError(
-                f"kubernetes: cannot label namespace {self.namespace} with {labels}: {reason(exc)}"
-            ) from None
         self._namespace_labels = dict(labels)
 
     def _remove_scenario_objects(self) -> None:
@@ -399,18 +381,14 @@ class KubernetesTarget(Target):
         before the proxies' pods. An earlier failed activation's objects are replaced."""
         sc = self.env.scenarios[scenario]
         self._delete_mesh_objects(scenario)
-        core, k = self.cluster.core, k8s()
-        try:
+        core = self.cluster.core
+        with refusal(f"scenario {scenario}: cannot create its mesh objects"):
             config = mesh_configmap(self.env, scenario, self.session, self.servers, pod_subnets)
             core.create_namespaced_config_map(self.namespace, config)  # pyright: ignore[reportArgumentType] (a manifest dict, sent as it is)
             if sc.mesh in shapes.MTLS_MESHES:
                 for proxy in mesh_plan(self.env, scenario, self.servers):
                     secret = mesh_secret(scenario, self.session, proxy, self._certificate_files(proxy))
                     core.create_namespaced_secret(self.namespace, secret)  # pyright: ignore[reportArgumentType] (a manifest dict, sent as it is)
-        except k.client.ApiException as exc:
-            raise TargetError(
-                f"kubernetes: scenario {scenario}: cannot create its mesh objects: {reason(exc)}"
-            ) from None
 
     def _certificate_files(self, proxy: shapes.Proxy) -> dict[str, str]:
         """The CA certificate and ``proxy``'s certificate and key, from the session's CA (made at the
@@ -424,7 +402,7 @@ class KubernetesTarget(Target):
 
     def _delete_mesh_objects(self, scenario: str) -> None:
         self._sidecars.pop(scenario, None)
-        core, k = self.cluster.core, k8s()
+        core = self.cluster.core
         name = object_name(scenario)
         deletions = [(core.delete_namespaced_config_map, sidecars.configmap_name(name))]
         deletions += [
@@ -432,11 +410,7 @@ class KubernetesTarget(Target):
             for p in mesh_plan(self.env, scenario, self.servers)
         ]
         for delete, obj in deletions:
-            try:
-                delete(obj, self.namespace)
-            except k.client.ApiException as exc:
-                if exc.status != 404:
-                    raise TargetError(f"kubernetes: scenario {scenario}: cannot delete {obj}: {reason(exc)}") from None
+            absent(partial(delete, obj, self.namespace), f"scenario {scenario}: cannot delete {obj}")
 
     def _start_node_proxies(self, scenario: str, nodes: dict[int, str]) -> None:
         """A node proxy pod on the client's (1) and the server's (2) node, once the benchmark pods are

@@ -1,6 +1,11 @@
 """One cluster's API: the clients of one kubeconfig context, exec into one
 namespace's pods as processes, pods started and waited for, errors as text.
 
+The API's refusals (the client's ApiException) are mapped here and nowhere else:
+``refusal`` turns them into a TargetError that names what was asked, ``attempt``
+into a ``Refused`` value for the callers that go on without the answer, and
+``absent`` tells a missing object (404) from a refusal.
+
 Exec exit codes and PIDs travel in-band: every command is wrapped as
 ``sh -c 'echo __BENCHLIB_PID=$$ >&2; <cmd>; echo __BENCHLIB_EXIT=$? >&2'`` and
 the markers are removed from stderr, so stdout stays exactly what the tool
@@ -18,7 +23,11 @@ import shlex
 import subprocess
 import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
+from typing import TypeVar
 
 from .. import Result, TargetError, shown
 from .manifests import CONTAINER
@@ -41,6 +50,44 @@ def k8s():
     import kubernetes  # imported lazily: the lab never needs it
 
     return kubernetes
+
+
+T = TypeVar("T")
+NOT_FOUND = 404
+
+
+@dataclass(frozen=True)
+class Refused:
+    """The API's answer to a call it refused: its HTTP status and its reason (reason())."""
+
+    status: int | None
+    reason: str
+
+
+def attempt(call: Callable[[], T]) -> T | Refused:
+    """``call``'s result, or how the API refused it."""
+    try:
+        return call()
+    except k8s().client.ApiException as exc:
+        return Refused(exc.status, reason(exc))
+
+
+@contextmanager
+def refusal(what: str) -> Iterator[None]:
+    """The API's refusal of a call in the block as a TargetError: "kubernetes: <what>: <reason>"."""
+    try:
+        yield
+    except k8s().client.ApiException as exc:
+        raise TargetError(f"kubernetes: {what}: {reason(exc)}") from None
+
+
+def absent(call: Callable[[], object], what: str) -> bool:
+    """Whether the object that ``call`` reads or deletes is not there (404); another refusal is a
+    TargetError naming ``what``."""
+    got = attempt(call)
+    if isinstance(got, Refused) and got.status != NOT_FOUND:
+        raise TargetError(f"kubernetes: {what}: {got.reason}")
+    return isinstance(got, Refused)
 
 
 def wrap(argv: list[str]) -> list[str]:
@@ -200,12 +247,9 @@ class Cluster:
     # -- pods ----------------------------------------------------------------------
     def start_pod(self, manifest: dict, timeout_s: float):
         """Create a pod and return it once ready; fail with its events."""
-        k = k8s()
         name = manifest["metadata"]["name"]
-        try:
+        with refusal(f"cannot create pod {name}"):
             self.core.create_namespaced_pod(self.namespace, manifest)  # pyright: ignore[reportArgumentType] (the client sends a manifest dict as it is; the annotation names only its model)
-        except k.client.ApiException as exc:
-            raise TargetError(f"kubernetes: cannot create pod {name}: {reason(exc)}") from None
         deadline = time.monotonic() + timeout_s
         next_look = time.monotonic() + SANDBOX_LOOK_S
         while time.monotonic() < deadline:
@@ -237,40 +281,31 @@ class Cluster:
         )
 
     def delete_pod(self, name: str, grace_period_s: int = 0) -> None:
-        k = k8s()
-        try:
-            self.core.delete_namespaced_pod(name, self.namespace, grace_period_seconds=grace_period_s)
-        except k.client.ApiException as exc:
-            if exc.status != 404:  # a pod that failed to start may not exist
-                raise
+        # a pod that failed to start may not exist
+        absent(
+            lambda: self.core.delete_namespaced_pod(name, self.namespace, grace_period_seconds=grace_period_s),
+            f"cannot delete pod {self.namespace}/{name}",
+        )
 
     def log_tail(self, pod: str, container: str, lines: int = LOG_TAIL_LINES) -> str:
         """The last lines a container logged: its previous instance's, if Kubernetes restarted it (the
         instance that died), else its own; or why there are none."""
-        k = k8s()
         for previous in (True, False):
-            try:
-                text = self.core.read_namespaced_pod_log(
-                    pod, self.namespace, container=container, tail_lines=lines, previous=previous
-                )
-            except k.client.ApiException as exc:
-                if previous and exc.status == 400:  # no previous instance
+            read = self.core.read_namespaced_pod_log
+            text = attempt(partial(read, pod, self.namespace, container=container, tail_lines=lines, previous=previous))
+            if isinstance(text, Refused):
+                if previous and text.status == 400:  # no previous instance
                     continue
-                return f"  (no log: {reason(exc)})"
+                return f"  (no log: {text.reason})"
             return "\n".join(f"  {line}" for line in (text or "").splitlines()) or "  (it logged nothing)"
         return "  (no log)"
 
     def wait_deleted(self, name: str, timeout_s: float) -> None:
         """Return once the pod is gone; TargetError after ``timeout_s``."""
-        k = k8s()
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            try:
-                self.core.read_namespaced_pod(name, self.namespace)
-            except k.client.ApiException as exc:
-                if exc.status == 404:
-                    return
-                raise
+            if absent(lambda: self.core.read_namespaced_pod(name, self.namespace), f"cannot read pod {name}"):
+                return
             time.sleep(POLL_S)
         raise TargetError(f"kubernetes: pod {self.namespace}/{name} still exists {timeout_s:g} s after its deletion")
 

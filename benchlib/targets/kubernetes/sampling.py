@@ -9,7 +9,7 @@ import time
 from ...host import cpu
 from ...settings.environment import Environment
 from .. import TargetError
-from .api import Cluster, is_ready, k8s, placed, reason
+from .api import Cluster, Refused, attempt, is_ready, k8s, placed
 from .manifests import LABEL_ROLE, cpu_daemonset
 
 POLL_S = 0.3
@@ -56,13 +56,14 @@ def agent_usage(cluster: Cluster, agent: dict[str, str] | None) -> dict:
     """CPU and memory of the CNI agent pods from the metrics API, or why they are absent."""
     if agent is None:
         return {"absent": "no cni_agent configured for this environment"}
-    k = k8s()
-    try:
-        data = k.client.CustomObjectsApi(cluster.client).list_namespaced_custom_object(
+    metrics = k8s().client.CustomObjectsApi(cluster.client)
+    data = attempt(
+        lambda: metrics.list_namespaced_custom_object(
             "metrics.k8s.io", "v1beta1", agent["namespace"], "pods", label_selector=agent["selector"]
         )
-    except k.client.ApiException as exc:
-        return {"absent": f"metrics API: {reason(exc)}"}
+    )
+    if isinstance(data, Refused):
+        return {"absent": f"metrics API: {data.reason}"}
     return {
         item["metadata"]["name"]: {c["name"]: c["usage"] for c in item["containers"]}
         for item in (data.get("items", []) if isinstance(data, dict) else [])

@@ -16,7 +16,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from .. import TargetError
-from .api import Cluster, k8s, reason
+from .api import Cluster, absent, refusal
 from .manifests import (
     FILLER,
     LABEL_ROLE,
@@ -84,20 +84,15 @@ def _create_filler(cluster: Cluster, session: str, index: int) -> None:
 
 
 def _create(create, namespace: str, manifest: dict):
-    try:
+    with refusal(f"cannot create {manifest['kind']} {manifest['metadata']['name']}"):
         return create(namespace, manifest)
-    except k8s().client.ApiException as exc:
-        raise TargetError(
-            f"kubernetes: cannot create {manifest['kind']} {manifest['metadata']['name']}: {reason(exc)}"
-        ) from None
 
 
 def _delete_service(cluster: Cluster, name: str) -> None:
-    try:
-        cluster.core.delete_namespaced_service(name, cluster.namespace)
-    except k8s().client.ApiException as exc:
-        if exc.status != 404:
-            raise
+    absent(
+        lambda: cluster.core.delete_namespaced_service(name, cluster.namespace),
+        f"cannot delete Service {cluster.namespace}/{name}",
+    )
 
 
 def _list_all(list_call, namespace: str, selector: str) -> list:
