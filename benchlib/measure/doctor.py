@@ -93,7 +93,9 @@ def setup_profiles(params: Params) -> list[str]:
                 cni = local_cluster.cni_of(sc)
                 if cni and cni.needs_a_profile:
                     needs.add(cni.name)
-    return [p for p in ("lab", "mesh", "cluster", *local_cluster.cnis()) if p in needs]
+    # the CNIs' order is the cluster script's: asked only of a campaign that runs the local cluster
+    cnis = local_cluster.cnis() if "cluster" in needs else {}
+    return [p for p in ("lab", "mesh", "cluster", *cnis) if p in needs]
 
 
 # -- this machine ----------------------------------------------------------------------------------
