@@ -26,13 +26,12 @@ import polars as pl
 from IPython.display import HTML, Markdown, display
 
 from benchlib.analysis import analyse, resolve, stats
-from benchlib.report import export, figures, profiles, render as report, summary
+from benchlib.report import export, figures, method, profiles, summary
 
-figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
 a = analyse.load(analysis_dir)
 s = a.settings
 # the first screen: title, takeaways, context; then the findings
-display(HTML(summary.first_screen_html(a.runs, a.comparisons, s.baseline, commit=report.code_revision(), title=title)))
+display(HTML(summary.first_screen_html(a.runs, a.comparisons, s.baseline, commit=method.code_revision(), title=title)))
 
 # %%
 display(
@@ -58,7 +57,7 @@ if len(primary):
     overview = figures.overview(primary, s.baseline)
     out = resolve(out_dir)
     export.write_figures({figures.OVERVIEW: overview}, out / "figures", blog_dir=out / "blog")
-    overview.show()
+    figures.show(overview)
 
 # %%
 display(Markdown(summary.caveats_markdown(a.comparisons, a.profile_contrasts)))

@@ -28,11 +28,10 @@ from IPython.display import Markdown, display
 
 import benchlib.base.escape as escape
 from benchlib.analysis import analyse, resolve, saturation, stats
-from benchlib.report import figures, format as fmt, render as report, tables
+from benchlib.report import format as fmt, method, tables
 from benchlib.report.format import change_text, mde_text
 from benchlib.report.summary import metric_label
 
-figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
 fmt.display_tables()
 a = analyse.load(analysis_dir)
 runs, summary, comparisons, families = a.runs, a.summary, a.comparisons, a.families
@@ -172,7 +171,7 @@ tables.spreadsheet(comparisons).write_csv(out / "significance.csv")  # every com
 # from the statistics and counted here.
 
 # %%
-flagged, failed = report.caveats(summary, runs)
+flagged, failed = method.caveats(summary, runs)
 display(
     Markdown(
         f"{len(flagged)} flagged configuration(s), {failed['failed_runs'].sum()} failed run(s), "

@@ -36,7 +36,6 @@ from benchlib.analysis import analyse, normalize, resolve, stats
 from benchlib.report import colours, export, figures, tables
 from benchlib.vocabulary.schema import PRIMARY_METRICS
 
-figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
 a = analyse.load(analysis_dir)
 runs, metrics, comparisons, summary_all = a.runs, a.metrics, a.comparisons, a.summary_all
 cpu_cost = tables.cpu_cost(summary_all, runs)
@@ -132,6 +131,6 @@ for section, shown in figs.items():
     display(Markdown(f"## {escape.page(section)}"))
     for i, fig in enumerate(shown.values()):
         if i == 0 and section != "Across tests":
-            fig.show()
+            figures.show(fig)
         else:
             figures.show_collapsed(fig)

@@ -30,7 +30,6 @@ from benchlib.analysis import analyse, reference, resolve
 from benchlib.analysis.verdicts import Kind
 from benchlib.report import export, figures, format as fmt, tables
 
-figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
 fmt.display_tables()
 a = analyse.load(analysis_dir)
 both = a.reference

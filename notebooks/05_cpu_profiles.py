@@ -41,7 +41,6 @@ from benchlib.report.profiles import (
     why_figure,
 )
 
-figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
 a = analyse.load(analysis_dir)
 baseline = a.settings.baseline
 cats, frames, diffs = a.profile_categories, a.profile_frames, a.profile_differences
@@ -108,7 +107,7 @@ if why:
     # the largest finding's two figures open, the others' behind their titles: the page stays short
     for i, fig in enumerate(why.values()):
         if i < 2:
-            fig.show()
+            figures.show(fig)
         else:
             figures.show_collapsed(fig)
 

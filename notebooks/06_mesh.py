@@ -29,7 +29,6 @@ import benchlib.base.escape as escape
 from benchlib.analysis import analyse, mesh, normalize, reference, resolve, stats
 from benchlib.report import colours, export, figures, format as fmt, mesh as mesh_figures, tables
 
-figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
 fmt.display_tables()
 a = analyse.load(analysis_dir)
 runs, values, compared = a.runs, a.values, a.mesh_comparisons
@@ -217,4 +216,4 @@ if show:
         figs[f"mesh_proxy_cpu_{t}"] = mesh_figures.proxy_cpu_figure(summary, runs, t, compared, baseline, colour)
     export.write_figures(figs, resolve(out_dir) / "figures", blog_dir=resolve(out_dir) / "blog")
     for fig in figs.values():
-        fig.show()
+        figures.show(fig)

@@ -29,9 +29,8 @@ import polars as pl
 from IPython.display import Markdown, display
 
 from benchlib.analysis import analyse, normalize, stats
-from benchlib.report import figures, format as fmt, render as report, summary, tables
+from benchlib.report import format as fmt, method, summary, tables
 
-figures.use_report_renderer()  # headless kernels need it; the report page carries plotly.js once
 fmt.display_tables()
 a = analyse.load(analysis_dir)
 runs, metrics, settings = a.runs, a.metrics, a.settings
@@ -41,8 +40,8 @@ runs, metrics, settings = a.runs, a.metrics, a.settings
 # Kernel, tools and CPU placement as recorded with every run.
 
 # %%
-tables.show(tables.publication_table(report.setup_table(runs)), summary="The setup of each environment")
-if note := report.shared_kernel_note(runs):
+tables.show(tables.publication_table(method.setup_table(runs)), summary="The setup of each environment")
+if note := method.shared_kernel_note(runs):
     display(Markdown(note))
 
 # %% [markdown]
@@ -57,7 +56,7 @@ if note := report.shared_kernel_note(runs):
 # with a 95 % CI (bootstrap up to 50 runs per side, Maritz-Jarrett above).
 
 # %%
-tables.show(tables.publication_table(report.method_table(runs)), summary="Runs, blocks and order per environment")
+tables.show(tables.publication_table(method.method_table(runs)), summary="Runs, blocks and order per environment")
 
 # %%
 # with analysis.paired: the comparisons made within blocks, and what that changes

@@ -29,7 +29,6 @@ from benchlib.report import colours, figures, format as fmt, summary, tables
 from benchlib.report.compare import display_rows
 from benchlib.settings.loading import load_params
 
-figures.use_report_renderer()  # headless kernels need it; the page carries plotly.js once
 fmt.display_tables()
 res = compare.load_result(result_dir)
 campaign_a, campaign_b, alpha, correction = res.a, res.b, res.alpha, res.correction
@@ -59,11 +58,13 @@ if len(tested_headline):
     scenario_baseline = (
         load_params(resolve("params.yaml")).analysis.baseline if resolve("params.yaml").exists() else None
     )
-    figures.forest(
-        headline,
-        baseline=campaign_a,
-        colours=colours.scenario_colours(res.rows["scenario"], scenario_baseline),
-    ).show()
+    figures.show(
+        figures.forest(
+            headline,
+            baseline=campaign_a,
+            colours=colours.scenario_colours(res.rows["scenario"], scenario_baseline),
+        )
+    )
 
 # %%
 display(

@@ -15,7 +15,7 @@ from benchlib.analysis import analyse, project_root, resolve
 from benchlib.base.errors import BenchlibError
 from benchlib.base.files import write_atomically
 from benchlib.commands.common import ERRORS, EXIT_ERROR, HelpFormatter, epilog
-from benchlib.report import render, screenshot, study_page, summary
+from benchlib.report import method, screenshot, study_page, summary
 from benchlib.settings.loading import load_params
 
 NAME = "docs_from_campaign.py"
@@ -95,7 +95,7 @@ def run(args) -> list[Path]:
     except OSError as exc:
         raise DocsError(f"{page}: cannot read the study page ({exc.strerror})") from None
     preset, note = preset_of(params)
-    parts = study_page.parts(result, preset, note, strip.get("Report built from") or render.code_revision())
+    parts = study_page.parts(result, preset, note, strip.get("Report built from") or method.code_revision())
     after = study_page.splice(before, parts, str(page))
     png = screenshot.first_screen(report)
     image = resolve(args.image)

@@ -24,15 +24,16 @@ from .format import caption, change, missing, size, unit as display_unit, whole_
 from .prose import PLAIN
 from .summary import FINDING, NOISE, UNTESTED, finding_sentence, kind_of, metric_label, ordered_findings
 
-# the theme registers the template and the report renderer, once; notebooks reach them through figures
+# the theme registers the template, once, and displays figures; notebooks reach them through figures
 from .theme import (  # noqa: F401
     BAND_COLOR,
     BLOG_WIDTH,
     TEMPLATE,
     axis_title,
     describe,
+    figure_bundle,
+    show,
     show_collapsed,
-    use_report_renderer,
     words,
 )
 

@@ -15,7 +15,6 @@ import logging
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 import threading
 from collections.abc import Sequence
@@ -26,7 +25,6 @@ from urllib.parse import quote
 import jupytext
 import nbformat
 import papermill
-import polars as pl
 import yaml
 from jinja2 import DictLoader
 from jupyter_client.manager import AsyncKernelManager
@@ -36,11 +34,10 @@ from papermill.translators import translate_parameters
 from plotly.offline import get_plotlyjs
 
 from ..analysis import analyse, project_root, resolve
-from ..analysis.stats import CONFIG, failed_runs
 from ..base import escape, limits
 from ..base.errors import ConfigError, NotebookError
 from ..base.files import write_atomically
-from . import export, post, publish
+from . import export, method, post, publish
 
 # report order: the answer first, then the results, then how they were measured
 NOTEBOOKS = (
@@ -69,85 +66,6 @@ document.addEventListener('toggle', e => {
 {%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
 {%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
 """
-
-
-def _distinct(col: str) -> pl.Expr:
-    """The distinct non-empty values of a column, sorted and joined: one cell per group."""
-    v = pl.col(col).drop_nulls().cast(pl.String)
-    return v.filter(v != "").unique().sort().str.join(", ")
-
-
-def setup_table(runs: pl.DataFrame) -> pl.DataFrame:
-    """Where and with what the runs were measured, per campaign and environment."""
-    df = runs.with_columns(
-        tool_with_version=pl.col("tool") + " " + pl.col("tool_version").fill_null(""),
-        cpus=pl.format("{} client / {} server", "client_cpus", "server_cpus"),
-    )
-    return (
-        df.group_by("campaign", "environment")
-        .agg(
-            kernel=_distinct("kernel"),
-            tools=_distinct("tool_with_version"),
-            client_nodes=_distinct("client_node"),
-            server_nodes=_distinct("server_node"),
-            cpus_per_side=_distinct("cpus"),
-            nodes_share_kernel=_distinct("nodes_share_kernel"),
-            first_run=pl.col("started_at").min(),
-            last_run=pl.col("ended_at").max(),
-        )
-        .sort("campaign", "environment")
-    )
-
-
-def shared_kernel_note(runs: pl.DataFrame) -> str:
-    """A Markdown sentence for the environments whose client and server nodes ran on one kernel, or ''."""
-    shared = sorted(runs.filter(pl.col("nodes_share_kernel").fill_null(False))["environment"].unique())
-    if not shared:
-        return ""
-    return (
-        f"In {', '.join(escape.page(e) for e in shared)} the client and server nodes run on one kernel and share its CPUs "
-        "(namespaces or local nodes of one machine): per-side CPU is that of each side's CPU set, "
-        "not of a machine of its own, and an inter-node link is not a NIC."
-    )
-
-
-def method_table(runs: pl.DataFrame) -> pl.DataFrame:
-    """How each test was run: CPU placement, scenarios, runs per configuration, blocks, outcomes, run length."""
-    keys = ["campaign", "environment", "test"]
-    reps = runs.group_by(*keys, "scenario").len().group_by(keys).agg(lo=pl.col("len").min(), hi=pl.col("len").max())
-    return (
-        runs.group_by(keys)
-        .agg(
-            kind=_distinct("kind"),
-            streams=_distinct("streams"),
-            message_size=_distinct("message_size"),
-            cpu_placement=_distinct("cpu_placement"),
-            scenarios=_distinct("scenario"),
-            blocks=pl.col("block").n_unique(),
-            runs=pl.len(),
-            ok=(pl.col("outcome") == "ok").sum(),
-            disturbed=(pl.col("outcome") == "disturbed").sum(),
-            median_duration_s=pl.col("duration_s").median(),
-            attempts_max=pl.col("attempts").max(),
-        )
-        .join(reps, on=keys)
-        .with_columns(
-            runs_per_scenario=pl.when(pl.col("lo") == pl.col("hi"))
-            .then(pl.col("lo").cast(pl.String))
-            .otherwise(pl.format("{}-{}", "lo", "hi")),
-            failed=pl.col("runs") - pl.col("ok"),
-        )
-        .drop("lo", "hi")
-        .sort(keys)
-    )
-
-
-def caveats(summary: pl.DataFrame, runs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(flagged configurations, failed runs per configuration with reasons)."""
-    flagged = summary.filter(pl.col("flags") != "").select(
-        *CONFIG, "n", "cv_pct", "drift_rho", "drift_p", "excluded", "flags"
-    )
-    return flagged, failed_runs(runs)
 
 
 KERNEL_LOG = logging.getLogger("kernel")  # not benchlib's: the terminal shows it only with -v (benchlib.base.logs)
@@ -308,26 +226,6 @@ FIRST_SCREEN = '<header class="first-screen"'
 _REPORT_TITLE = re.compile(r'<h1 class="report-title"[^>]*>([^<]*)</h1>')
 
 
-def code_revision(root: Path | None = None) -> str | None:
-    """The commit of the code building the report ("git 1a2b3c4", "+ uncommitted changes" when tracked
-    files other than a pipeline run's own outputs differ); None outside a git checkout."""
-    root = root or project_root()
-    git = ["git", "-C", str(root)]
-    try:
-        rev = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10)
-        # dvc.lock and reports/metrics.json are rewritten by every pipeline run: not a change of the code
-        diff = subprocess.run(
-            [*git, "diff", "--quiet", "HEAD", "--", ".", ":!dvc.lock", ":!reports/metrics.json"],
-            capture_output=True,
-            timeout=10,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if rev.returncode != 0:
-        return None
-    return f"git {rev.stdout.strip()}" + (" + uncommitted changes" if diff.returncode == 1 else "")
-
-
 def _html_outputs(cell) -> str:
     """The HTML a code cell displays, joined."""
     return "".join(
@@ -427,7 +325,7 @@ def _build(
     # campaign with no figure gets one that says why
     blog.mkdir(parents=True, exist_ok=True)
     analysis = analyse.load(resolve(parameters.get("analysis_dir", analyse.ANALYSIS_DIR)))
-    post.write_post(blog, analysis, commit=code_revision(), title=title)
+    post.write_post(blog, analysis, commit=method.code_revision(), title=title)
     return render_report(executed, staging / "report.html", title=title)
 
 

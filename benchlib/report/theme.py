@@ -2,7 +2,7 @@
 700 px blog column, and the words that go with a figure (axis titles with units, alt text, caption).
 
 A figure states its caption and alt text in ``layout.meta`` ({"caption": ..., "alt": ...}); the
-report renderer puts them beside the figure and the blog export writes them under it.
+report's display (`show`) puts them beside the figure and the blog export writes them under it.
 """
 
 # plotly generates its figure and layout properties at run time, so pyright cannot see them here:
@@ -14,7 +14,7 @@ import re
 
 import plotly.graph_objects as go
 import plotly.io as pio
-from plotly.io.base_renderers import MimetypeRenderer, PlotlyRenderer
+from plotly.io.base_renderers import PlotlyRenderer
 
 from ..base import escape
 from . import colours
@@ -86,18 +86,6 @@ def words(fig: go.Figure | dict) -> tuple[str, str]:
     return meta["caption"], meta["alt"]
 
 
-class _ReportRenderer(MimetypeRenderer):
-    """The figure in a <figure> with its alt text and caption, as a div that expects plotly.js on the
-    page, plus plotly's JSON for JupyterLab.
-
-    The report page includes plotly.js once in its head (report.py), so no output carries its own
-    copy and nothing is fetched from a CDN.
-    """
-
-    def to_mimebundle(self, fig_dict):
-        return {**PlotlyRenderer().to_mimebundle(fig_dict), "text/html": figure_html(fig_dict)}
-
-
 def figure_html(fig: go.Figure | dict) -> str:
     """The figure as the report shows it: a <figure> with its alt text and caption around a div that
     expects plotly.js on the page."""
@@ -119,24 +107,32 @@ def figure_html(fig: go.Figure | dict) -> str:
     )
 
 
-def show_collapsed(fig: go.Figure) -> None:
-    """Display ``fig`` behind a closed disclosure whose line is the figure's title: the report stays
-    short, and the notebook keeps the figure's plotly JSON (JupyterLab, the colour checks). The page
-    resizes a figure when its disclosure opens (render's template)."""
+def figure_bundle(fig: go.Figure, collapsed: bool = False) -> dict:
+    """What the report displays for ``fig``: `figure_html`, behind a closed disclosure whose line is the
+    figure's title where ``collapsed`` (the page resizes a figure when its disclosure opens: render's
+    template), with plotly's JSON for JupyterLab and the colour checks."""
+    fig_dict = fig.to_dict()
+    body = figure_html(fig_dict)
+    if collapsed:
+        title = plain(fig.layout.title.text).split(". ")[0]
+        body = (
+            '<details class="figure"><summary style="cursor:pointer;margin:.3em 0">'
+            f"{escape.page(title)}</summary>{body}</details>"
+        )
+    return {**PlotlyRenderer().to_mimebundle(fig_dict), "text/html": body}
+
+
+# Figures are displayed here rather than through a plotly renderer: registering one imports plotly's
+# renderer module, and with it nbformat and its schema validators (about 1 s in every notebook kernel).
+def show(fig: go.Figure) -> None:
+    """Display ``fig`` open, as the report shows it (`figure_bundle`)."""
     from IPython.display import display
 
-    fig_dict = fig.to_dict()
-    title = plain(fig.layout.title.text).split(". ")[0]
-    body = (
-        '<details class="figure"><summary style="cursor:pointer;margin:.3em 0">'
-        f"{escape.page(title)}</summary>{figure_html(fig_dict)}</details>"
-    )
-    display({**PlotlyRenderer().to_mimebundle(fig_dict), "text/html": body}, raw=True)
+    display(figure_bundle(fig), raw=True)
 
 
-pio.renderers[TEMPLATE] = _ReportRenderer()
+def show_collapsed(fig: go.Figure) -> None:
+    """Display ``fig`` behind its title, so that the report stays short (`figure_bundle`)."""
+    from IPython.display import display
 
-
-def use_report_renderer() -> None:
-    """Render figures for the offline report; headless papermill kernels need it set explicitly."""
-    pio.renderers.default = TEMPLATE
+    display(figure_bundle(fig, collapsed=True), raw=True)

@@ -19,6 +19,7 @@ from benchlib.base import escape, logs
 from benchlib.report import (
     compare as compare_output,
     export,
+    method,
     post,
     profiles as profile_text,
     render as report,
@@ -125,7 +126,7 @@ def test_the_summary_sentences_escape_names_in_markdown_and_not_in_plain_text(ho
 
 
 def test_profile_and_setup_sentences_escape_what_the_records_say():
-    method = pl.DataFrame(
+    profiled = pl.DataFrame(
         {
             "environment": [f"env{IMG}"],
             "perf_version": [f"perf {SCRIPT}"],
@@ -139,11 +140,11 @@ def test_profile_and_setup_sentences_escape_what_the_records_say():
             "kernel_symbols": [True],
         }
     )
-    text = profile_text.method_text(method)
+    text = profile_text.method_text(profiled)
     assert IMG not in text and SCRIPT not in text and "6.1&#96;x&#96;" in text
     rendered_text(text.replace("`perf record -a -g`", ""))
     runs = pl.DataFrame({"environment": [f"e{SCRIPT}"], "nodes_share_kernel": [True]})
-    assert SCRIPT not in report.shared_kernel_note(runs) and escape.page(f"e{SCRIPT}") in report.shared_kernel_note(
+    assert SCRIPT not in method.shared_kernel_note(runs) and escape.page(f"e{SCRIPT}") in method.shared_kernel_note(
         runs
     )
 

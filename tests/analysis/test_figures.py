@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import ast
 import multiprocessing
 import re
 import struct
+import subprocess
+import sys
 import time
 import xml.etree.ElementTree as ET
 
@@ -14,6 +17,7 @@ import pytest
 
 from benchlib.analysis import normalize, stats
 from benchlib.report import export, figures, format as fmt, publish
+from tests.conftest import REPO
 
 PLOTLYJS_BANNER = "* plotly.js v"  # first comment line of the bundled plotly.min.js
 REMOTE_SCRIPT = re.compile(r"<script[^>]*\ssrc=[\"']?(https?:)?//", re.I)
@@ -136,12 +140,44 @@ def test_figure_for_two_campaigns_is_refused(tables):
         figures.bars(two, "tcp_stream_1", "throughput", baseline="host")
 
 
-def test_report_renderer_leaves_plotly_js_to_the_page(all_figures):
-    bundle = pio.renderers[figures.TEMPLATE].to_mimebundle(all_figures["bars"].to_dict())
+def test_a_displayed_figure_leaves_plotly_js_to_the_page(all_figures):
+    bundle = figures.figure_bundle(all_figures["bars"])
     assert "plotly-graph-div" in bundle["text/html"]
     assert PLOTLYJS_BANNER not in bundle["text/html"]
     assert not REMOTE_SCRIPT.search(bundle["text/html"])
     assert "application/vnd.plotly.v1+json" in bundle
+
+
+def notebook_imports() -> set[str]:
+    """The benchlib modules the report's notebooks import, and the names they import from them."""
+    names = set()
+    for path in (REPO / "notebooks").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names |= {a.name for a in node.names if a.name.startswith("benchlib")}
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("benchlib"):
+                names |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
+    return names
+
+
+def test_a_report_kernel_imports_no_notebook_format_validators():
+    # nbformat and its jsonschema format checkers take about 1 s to import, in each of a report's kernels
+    names = notebook_imports()
+    code = (
+        "import importlib, sys\n"
+        f"for name in {sorted(names)!r}:\n"
+        "    try:\n"
+        "        importlib.import_module(name)\n"
+        "    except ModuleNotFoundError:\n"
+        "        pass  # a function or class, imported with its module\n"
+        "import plotly.graph_objects as go\n"
+        "from benchlib.report import figures\n"
+        "figures.figure_bundle(go.Figure(layout={'title': {'text': 't'}}))\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('nbformat', 'jsonschema', 'papermill')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
+    assert "benchlib.report.figures" in names and "benchlib.report.method" in names
+    assert out.stdout.strip() == "[]"
 
 
 def test_write_figures_html_svg_png(all_figures, tmp_path):

@@ -16,7 +16,7 @@ import pytest
 from figure_colours import by_scenario, in_notebooks
 
 from benchlib.analysis import project_root, resolve, stats
-from benchlib.report import colours, export, publish, render as report
+from benchlib.report import colours, export, method, publish, render as report
 from tests.conftest import REPO, copy_project, venv_env
 from tests.support.analysis_tables import analysed
 
@@ -53,19 +53,19 @@ def test_kernels_started_at_once_keep_their_sockets_apart(tmp_path, monkeypatch)
 
 def test_setup_and_method_tables(lab_tables):
     runs, metrics = lab_tables
-    setup = report.setup_table(runs).row(0, named=True)
+    setup = method.setup_table(runs).row(0, named=True)
     assert setup["kernel"] == "6.1.0-test" and setup["tools"] == "netperf 2.7.0"
     assert setup["nodes_share_kernel"] == "true"
-    assert "client and server nodes run on one kernel" in report.shared_kernel_note(runs)
-    assert report.shared_kernel_note(runs.with_columns(nodes_share_kernel=pl.lit(None, pl.Boolean))) == ""
-    method = {r["test"]: r for r in report.method_table(runs).iter_rows(named=True)}
-    assert method["tcp_crr"]["failed"] == 1 and method["tcp_crr"]["runs_per_scenario"] == "8-9"
-    assert method["tcp_rr"]["blocks"] == 8
+    assert "client and server nodes run on one kernel" in method.shared_kernel_note(runs)
+    assert method.shared_kernel_note(runs.with_columns(nodes_share_kernel=pl.lit(None, pl.Boolean))) == ""
+    by_test = {r["test"]: r for r in method.method_table(runs).iter_rows(named=True)}
+    assert by_test["tcp_crr"]["failed"] == 1 and by_test["tcp_crr"]["runs_per_scenario"] == "8-9"
+    assert by_test["tcp_rr"]["blocks"] == 8
 
 
 def test_caveats_list_flags_and_failures(lab_tables):
     runs, metrics = lab_tables
-    flagged, failed = report.caveats(stats.summarize(metrics, runs), runs)
+    flagged, failed = method.caveats(stats.summarize(metrics, runs), runs)
     assert (flagged["flags"] != "").all() and len(flagged) > 0  # retransmits vary a lot
     assert failed.select("scenario", "test", "failed_runs").rows() == [("vxlan", "tcp_crr", 1)]
 
@@ -80,7 +80,7 @@ def test_notebooks_execute_and_render_offline_report(default_report):
     assert html.count('class="plotly-graph-div"') >= 15
     assert not REMOTE_SCRIPT.search(html)  # opens offline
     assert "@import" not in html and "fonts.googleapis" not in html  # tables in system fonts, none fetched
-    assert "figures.use_report_renderer" not in html  # code hidden
+    assert "figures.show(" not in html  # code hidden
     headings = (
         "Findings",
         "Significance vs the baseline",
