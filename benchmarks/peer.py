@@ -32,7 +32,7 @@ from common import figure, median
 from benchlib.collectors import netperf
 from benchlib.measure import runner
 from benchlib.measure.plan import RunSpec
-from benchlib.records import record
+from benchlib.records import layout
 from benchlib.settings.loading import load_environment
 from benchlib.targets.lab import LabTarget
 
@@ -44,7 +44,7 @@ def ours(lab: LabTarget, spec: netperf.Spec, raw: Path, rep: int) -> tuple[float
     run = RunSpec("local-lab", "host", "tcp_stream_1", spec, rep, rep)
     t0 = time.monotonic()
     attempt = runner.measure(lab, run, trim_s=0.3)
-    runner.to_record("peer", run, [attempt], {"clk_tck": 100, "versions": {}}).write(record.campaign_dir("peer", raw))
+    runner.to_record("peer", run, [attempt], {"clk_tck": 100, "versions": {}}).write(layout.campaign_dir("peer", raw))
     wall = time.monotonic() - t0
     if attempt.outcome != "ok":
         raise RuntimeError(f"benchlib run failed: {attempt.reason}")

@@ -122,7 +122,7 @@ def replicate(tables: Path, copies: int, out: Path) -> int:
         block = pl.col("block") + k * blocks
         return df.with_columns(
             block=block,
-            run_id=pl.concat_str(  # record.run_id's format
+            run_id=pl.concat_str(  # layout.run_id's format
                 "environment", "scenario", "test", pl.lit("r") + block.cast(pl.String).str.zfill(3), separator="/"
             ),
         )
@@ -278,11 +278,11 @@ def run_incremental(runs: int, scenarios: int, raw: Path) -> None:
     """A full parse of the campaign against a parse after one record was added to it (a child each)."""
     import shutil
 
-    from benchlib.records import record
+    from benchlib.records import layout
     from benchlib.vocabulary import schema
 
     cdir = synth.generate_once(raw / str(runs), runs, scenarios)
-    added = next(record.walk(cdir))
+    added = next(layout.walk(cdir))
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
         out, fresh, aside = Path(tmp) / "incremental", Path(tmp) / "full", Path(tmp) / "aside"
         shutil.move(added, aside)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from benchlib.collectors import netperf
 from benchlib.host import cpu
-from benchlib.records import record
+from benchlib.records import layout, record
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "netperf"
 TESTS = {
@@ -72,7 +72,7 @@ def scenario_names(n: int) -> list[str]:
 def generate(out: Path, runs: int, scenarios: int = 25, seed: int = 0, campaign: str = "synthetic") -> Path:
     """Write ``runs`` records (scenarios x 4 tests x blocks) below out/<campaign>; returns the campaign dir."""
     rng = random.Random(seed)
-    cdir = record.campaign_dir(campaign, out)
+    cdir = layout.campaign_dir(campaign, out)
     names = scenario_names(scenarios)
     configs = [(s, t) for s in names for t in TESTS]
     blocks = -(-runs // len(configs))
@@ -136,8 +136,8 @@ def generate(out: Path, runs: int, scenarios: int = 25, seed: int = 0, campaign:
 
 def generate_once(out: Path, runs: int, scenarios: int = 25) -> Path:
     """The campaign under out, generated only if it does not hold ``runs`` records yet."""
-    cdir = record.campaign_dir("synthetic", out)
-    if not (cdir.is_dir() and sum(1 for _ in record.walk(cdir)) == runs):
+    cdir = layout.campaign_dir("synthetic", out)
+    if not (cdir.is_dir() and sum(1 for _ in layout.walk(cdir)) == runs):
         shutil.rmtree(cdir, ignore_errors=True)
         generate(out, runs, scenarios)
     return cdir

@@ -313,13 +313,13 @@ def short_campaign(tmp_path_factory, lab_env):
     """A real two-block campaign (host and bridge, a stream and an RR test) in a temporary raw root."""
     require_root()
     from benchlib.measure.plan import plan_environment
-    from benchlib.records import record
+    from benchlib.records import layout
 
     raw = tmp_path_factory.mktemp("raw")
     params = short_params("short", ["host", "bridge"], SHORT_TESTS)
     plan = plan_environment(params, "local-lab")
     counts = runner.run_environment(params, plan, lab_target(lab_env, plan.scenarios), raw_root=raw, log=lambda m: None)
-    return {"raw": raw, "params": params, "plan": plan, "counts": counts, "dir": record.campaign_dir("short", raw)}
+    return {"raw": raw, "params": params, "plan": plan, "counts": counts, "dir": layout.campaign_dir("short", raw)}
 
 
 def project_with_environment(tmp_path, monkeypatch, name: str, environment_yaml: str) -> Path:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from benchlib.records import record
+from benchlib.records import integrity, layout
 from benchlib.tables import tidy
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
@@ -21,10 +21,10 @@ import synth  # noqa: E402
 
 def test_synthetic_records_parse_like_real_ones(tmp_path):
     cdir = synth.generate(tmp_path, runs=200, scenarios=2, seed=3)
-    records = record.find(cdir)
+    records = layout.find(cdir)
     assert len(records) == 200
     for rec in records[:20]:
-        record.verify(rec)  # SHA256SUMS as RunRecord.write writes it
+        integrity.verify(rec)  # SHA256SUMS as RunRecord.write writes it
     runs, metrics = tidy.build_tables(cdir)
     failed = [r for r in records if json.loads((r / "meta.json").read_text())["outcome"] == "failed"]
     assert len(runs) == 200 and (runs["outcome"] == "failed").sum() == len(failed)
@@ -77,7 +77,7 @@ def test_scale_replicates_tables_as_one_larger_campaign(tmp_path):
     assert runs["run_id"].n_unique() == 600 and metrics["run_id"].n_unique() <= 600
     assert set(metrics["run_id"]) <= set(runs["run_id"])
     assert runs["block"].n_unique() == 3 * one["block"].n_unique()
-    assert (runs["run_id"] == runs.select(pl_run_id())["run_id"]).all()  # record.run_id's format
+    assert (runs["run_id"] == runs.select(pl_run_id())["run_id"]).all()  # layout.run_id's format
     # n triples per configuration; the medians of the repeated values stay the campaign's
     runs1, metrics1 = tidy_tables(tmp_path / "one")
     s1 = stats.summarize(metrics1, runs1)
@@ -91,7 +91,7 @@ def pl_run_id():
     return (
         pl.struct("environment", "scenario", "test", "block")
         .map_elements(
-            lambda r: record.run_id(r["environment"], r["scenario"], r["test"], r["block"]), return_dtype=pl.String
+            lambda r: layout.run_id(r["environment"], r["scenario"], r["test"], r["block"]), return_dtype=pl.String
         )
         .alias("run_id")
     )

@@ -17,7 +17,7 @@ import yaml
 
 from benchlib.base import limits
 from benchlib.profiling import stacks
-from benchlib.records import record
+from benchlib.records import integrity, layout, migrations
 from tests.conftest import FIXTURES, REPO, real_campaign, venv_env
 from tests.support.campaigns import TIDY
 from tests.support.cli import benchlib
@@ -59,7 +59,7 @@ def _profiled_campaign(project: Path, folded: Counter) -> Path:
     for src in sorted(cdir.glob("*/*/*/r000")):
         dst = src.with_name("p000")
         shutil.copytree(src, dst)
-        meta = record.migrate(json.loads((dst / record.META).read_text()), dst)
+        meta = migrations.migrate(json.loads((dst / layout.META).read_text()), dst)
         meta.update(
             profiled=True,
             run_id=meta["run_id"].replace("/r000", "/p000"),
@@ -74,15 +74,15 @@ def _profiled_campaign(project: Path, folded: Counter) -> Path:
                 "kernel": "6.1.0",
             },
         )
-        (dst / record.META).write_text(json.dumps(meta))
-        (dst / record.PROFILE).write_bytes(stacks.folded_bytes(folded))
-        record.write_checksums(dst)
+        (dst / layout.META).write_text(json.dumps(meta))
+        (dst / layout.PROFILE).write_bytes(stacks.folded_bytes(folded))
+        integrity.write_checksums(dst)
     return cdir
 
 
 def _tamper(rec: Path, data: bytes) -> None:
-    (rec / record.PROFILE).write_bytes(data)
-    record.write_checksums(rec)
+    (rec / layout.PROFILE).write_bytes(data)
+    integrity.write_checksums(rec)
 
 
 def _perf_fixture() -> Counter:
@@ -110,7 +110,7 @@ def test_parse_refuses_a_profile_beyond_a_cap_naming_the_record_and_the_cap(proj
         _tamper(rec, data)
         parse = benchlib(project_copy, "parse", timeout=300)
         assert parse.returncode == 2 and len(parse.stderr.splitlines()) == 1, parse.stderr
-        assert parse.stderr.startswith(f"benchlib: error: {rec}: {record.PROFILE}:"), parse.stderr
+        assert parse.stderr.startswith(f"benchlib: error: {rec}: {layout.PROFILE}:"), parse.stderr
         assert says in parse.stderr, parse.stderr
 
 

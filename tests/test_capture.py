@@ -14,7 +14,7 @@ from benchlib.collectors import ParseError, get, netperf
 from benchlib.host import cpu
 from benchlib.measure import runner
 from benchlib.measure.plan import plan_environment
-from benchlib.records import record
+from benchlib.records import layout, record
 from benchlib.tables import tidy
 from benchlib.targets import LocalProcess, Placement, Target
 from tests.conftest import FIXTURES, RR, short_params
@@ -97,7 +97,7 @@ def test_bytes_that_are_not_utf8_are_recorded_as_printed_and_judged_by_the_parse
     )
     assert counts["ok"] == 1 and counts["failed"] == 2, counts
     assert thread_deaths == []
-    cdir = record.campaign_dir("bytes", tmp_path / "raw")
+    cdir = layout.campaign_dir("bytes", tmp_path / "raw")
     for scenario, (out, err, _) in PRINTED.items():
         path = cdir / "local-lab" / scenario / "rr" / "r000"
         # the record holds every byte as printed, and reads back the same

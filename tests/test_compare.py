@@ -18,7 +18,7 @@ import yaml
 
 from benchlib.analysis import compare
 from benchlib.commands.compare import load_campaign
-from benchlib.records import record
+from benchlib.records import integrity, layout
 from tests.conftest import REPO, RR, require_root, venv_env, write_params
 from tests.support.projects import committed
 
@@ -190,13 +190,13 @@ def copy_campaign(project: Path, src: str, dst: str, edit=None, outputs=None) ->
     record directory (with its meta) through ``outputs``, checksums redone."""
     raw = project / "data" / "raw"
     shutil.copytree(raw / src, raw / dst)
-    for rec in record.find(raw / dst):
-        meta = json.loads((rec / record.META).read_text())
+    for rec in layout.find(raw / dst):
+        meta = json.loads((rec / layout.META).read_text())
         meta["campaign"] = dst
         if outputs:
             outputs(rec, meta)
-        (rec / record.META).write_text(json.dumps(edit(meta) if edit else meta))
-        record.write_checksums(rec)
+        (rec / layout.META).write_text(json.dumps(edit(meta) if edit else meta))
+        integrity.write_checksums(rec)
     return raw / dst
 
 
@@ -328,9 +328,9 @@ def test_a_byte_copy_of_another_campaign_is_refused_naming_its_records(project):
     shutil.copytree(raw / "cmp-a", raw / "cmp-a-bytes")  # cp -r: the records still say campaign cmp-a
     done = benchlib(project, "--params", str(params(project, "cmp-a")), "compare", "cmp-a", "cmp-a-bytes", "--no-html")
     assert done.returncode == 2 and not done.stdout and done.stderr.count("\n") == 1, done.stderr
-    first = record.find(raw / "cmp-a-bytes")[0]
+    first = layout.find(raw / "cmp-a-bytes")[0]
     assert done.stderr.startswith("benchlib: error: campaign cmp-a-bytes: "), done.stderr
-    n = len(record.find(raw / "cmp-a-bytes"))
+    n = len(layout.find(raw / "cmp-a-bytes"))
     assert f"{n} of {n} records were measured by campaign cmp-a" in done.stderr and n == 12
     assert (
         f"e.g. {first.relative_to(project).as_posix()} and {n - 1} more" in done.stderr
@@ -347,7 +347,7 @@ def test_metadata_diff_lists_what_changed_and_no_session_identifier(project, mon
     ]
     # the two labs had different ids, namespaces and node names: none of them is a difference
     facts = a.facts
-    lab_id = json.loads((Path(a.runs["record"][0]) / record.META).read_text())["target"]["lab_id"]
+    lab_id = json.loads((Path(a.runs["record"][0]) / layout.META).read_text())["target"]["lab_id"]
     assert not facts.filter(facts["value"].str.contains(lab_id, literal=True)).height
     assert {
         "placement.mtu",
@@ -391,14 +391,14 @@ def test_bad_campaigns_are_one_line_errors_naming_them(project):
     raw = project / "data" / "raw"
     (raw / "cmp-empty").mkdir(exist_ok=True)
     broken = copy_campaign(project, "cmp-a", "cmp-broken")
-    first = record.find(broken)[0]
+    first = layout.find(broken)[0]
     (first / "stdout-0.txt").write_text("netperf: no output we know\n")
-    record.write_checksums(first)
+    integrity.write_checksums(first)
     holey = copy_campaign(project, "cmp-a", "cmp-holey")  # a record whose meta.json was removed
-    lost = record.find(holey)[1]
-    (lost / record.META).unlink()
+    lost = layout.find(holey)[1]
+    (lost / layout.META).unlink()
     copied = copy_campaign(project, "cmp-a", "cmp-copied")  # a record copied beside itself
-    twin = record.find(copied)[0]
+    twin = layout.find(copied)[0]
     shutil.copytree(twin, twin.with_name("r999"))
     for other, says in (
         ("cmp-nope", "no raw records"),

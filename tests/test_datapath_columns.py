@@ -12,7 +12,7 @@ from benchlib.analysis import normalize
 from benchlib.host import machine
 from benchlib.measure import runner
 from benchlib.measure.plan import plan_environment
-from benchlib.records import record
+from benchlib.records import integrity, layout, record
 from benchlib.tables import tidy
 from benchlib.targets.lab import haproxy
 from benchlib.vocabulary import schema
@@ -51,7 +51,7 @@ def campaign(lab_env, raw_root, name: str, scenarios: list[str], tests: dict) ->
                 raise
             time.sleep(5)
     assert counts["ok"] == len(scenarios) * len(tests), counts
-    return tidy.build_tables(record.campaign_dir(name, raw_root))
+    return tidy.build_tables(layout.campaign_dir(name, raw_root))
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +110,7 @@ def test_proxy_cpu_seconds_are_the_recorded_ticks_over_the_window(mesh_tables):
     runs, metrics, raw = mesh_tables
     rec = record.load(
         next(
-            p for p in record.find(record.campaign_dir("mesh-columns", raw)) if "/proxy-both-mtls/http/" in p.as_posix()
+            p for p in layout.find(layout.campaign_dir("mesh-columns", raw)) if "/proxy-both-mtls/http/" in p.as_posix()
         )
     )
     m = {(r["metric"], r["side"]): r["value"] for r in metrics.filter(run_id=rec.run_id).iter_rows(named=True)}
@@ -141,7 +141,7 @@ def test_proxy_cpu_per_fixed_work_rate(mesh_tables):
 def test_a_record_from_before_the_datapath_fields_reads_with_the_defaults(mesh_tables, tmp_path):
     """A version-2 record (no processes) whose placement predates mesh, ip_family, big_tcp and cpu_placement."""
     _, _, raw = mesh_tables
-    src = next(p for p in record.find(record.campaign_dir("mesh-columns", raw)) if "/proxy-server/rr/" in p.as_posix())
+    src = next(p for p in layout.find(layout.campaign_dir("mesh-columns", raw)) if "/proxy-server/rr/" in p.as_posix())
     dst = tmp_path / "old" / src.relative_to(raw)
     dst.parent.mkdir(parents=True)
     shutil.copytree(src, dst)
@@ -152,7 +152,7 @@ def test_a_record_from_before_the_datapath_fields_reads_with_the_defaults(mesh_t
     meta["target"].pop("machine", None)  # recorded by targets since the report names the machine
     meta["schema_version"] = 2
     (dst / "meta.json").write_text(json.dumps(meta))
-    record.write_checksums(dst)
+    integrity.write_checksums(dst)
     runs, metrics = tidy.build_tables(tmp_path / "old" / "mesh-columns")
     r = runs.row(0, named=True)
     assert {k: r[k] for k in schema.RUNS_DEFAULTS} == schema.RUNS_DEFAULTS

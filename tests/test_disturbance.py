@@ -22,7 +22,7 @@ from benchlib.analysis import estimators
 from benchlib.host import cpu, disturbance
 from benchlib.measure import runner
 from benchlib.measure.plan import plan_environment, schedule
-from benchlib.records import record
+from benchlib.records import layout, record
 from benchlib.report import summary
 from benchlib.settings.campaign import Experiment
 from benchlib.tables import tidy
@@ -225,7 +225,7 @@ def _collect(
     plan = plan_environment(params, "local-lab")
     target = lab_target(lab_env, plan.scenarios)
     counts = runner.run_environment(params, plan, target, raw_root=raw, log=log)
-    path = record.find(record.campaign_dir(campaign, raw))[0]
+    path = layout.find(layout.campaign_dir(campaign, raw))[0]
     return counts, record.load(path), tidy.load_record(path)[0]
 
 
@@ -245,10 +245,10 @@ def test_a_run_with_a_cpu_hog_beside_it_is_disturbed_retried_and_names_the_hog(l
     assert "sha256sum" in names and hog in [p["pid"] for p in rec.foreign_cpu["top"]], rec.foreign_cpu
     assert rec.foreign_cpu["measured_cores"] > Experiment.model_fields["foreign_cpu_max"].default
     assert row["outcome"] == "disturbed" and "sha256sum" in row["foreign_top"] and row["foreign_cpu"] > 0.3
-    assert tidy.load_record(record.find(record.campaign_dir("hog", tmp_path))[0])[1] == []  # no metric rows
+    assert tidy.load_record(layout.find(layout.campaign_dir("hog", tmp_path))[0])[1] == []  # no metric rows
     line = next(r.getMessage() for r in caplog.records if r.name == "benchlib.progress")
     assert " disturbed " in line and "sha256sum" in line, line
-    meta = json.loads((record.campaign_dir("hog", tmp_path) / rec.run_id / "meta.json").read_text())
+    meta = json.loads((layout.campaign_dir("hog", tmp_path) / rec.run_id / "meta.json").read_text())
     assert meta["outcome"] == "disturbed" and meta["foreign_cpu"] == rec.foreign_cpu
 
 

@@ -129,14 +129,14 @@ def test_a_5000_qps_run_through_the_runner_loses_no_query(tmp_path, lab_env):
     require_root()
     from benchlib.measure import runner
     from benchlib.measure.plan import plan_environment
-    from benchlib.records import record
+    from benchlib.records import layout, record
     from tests.conftest import lab_target, short_params
 
     test = {"tool": "dns", "kind": "DNS_UDP", "duration_s": 2, "qps": 5000}
     params = short_params("dns5000", ["host"], {"dns": test}, repetitions=2, retries=1)
     plan = plan_environment(params, "local-lab")
     runner.run_environment(params, plan, lab_target(lab_env, ["host"], ["dns"]), raw_root=tmp_path, log=lambda m: None)
-    records = [record.load(p) for p in record.find(tmp_path / "dns5000")]
+    records = [record.load(p) for p in layout.find(tmp_path / "dns5000")]
     assert len(records) == 2
     for rec in records:
         values = dns.parse("DNS_UDP", rec.stdouts)

@@ -15,7 +15,7 @@ from benchlib.base.errors import TargetError
 from benchlib.collectors import fortio
 from benchlib.measure import runner
 from benchlib.measure.plan import plan_environment
-from benchlib.records import record
+from benchlib.records import layout, record
 from benchlib.targets.lab import envoy
 from benchlib.targets.lab.addresses import POD_IP
 from benchlib.targets.mesh import certificates, shapes
@@ -209,7 +209,7 @@ def test_a_campaign_records_envoys_version_cpu_and_peak_rss(lab_env, tmp_path):
         params, plan, lab_target(lab_env, plan.scenarios, ["fortio"]), raw_root=tmp_path, log=lambda m: None
     )
     assert counts["ok"] == 1, counts
-    rec = record.load(record.find(record.campaign_dir("envoy-usage", tmp_path))[0])
+    rec = record.load(layout.find(layout.campaign_dir("envoy-usage", tmp_path))[0])
     assert rec.target["versions"]["envoy"] == envoy.version() == "1.40.0"
     assert rec.placement["mesh"]["proxy"] == "envoy"
     for name, p in rec.processes.items():

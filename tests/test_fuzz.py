@@ -478,9 +478,9 @@ FOLDED = Counter({"cpu0;netperf;entry_SYSCALL_64;tcp_sendmsg": 7, "cpu1;netserve
 
 def _every_field(meta: dict) -> dict:
     """The real record's meta.json as the current version writes it, with every optional part filled in."""
-    from benchlib.records import record
+    from benchlib.records import migrations
 
-    meta = record.migrate(meta, REAL_RECORD)
+    meta = migrations.migrate(meta, REAL_RECORD)
     meta["placement"].update(
         services=1,
         ip_family=4,
@@ -587,7 +587,7 @@ def _fuzzed_record(run: str, edits: list) -> Path:
     """A campaign of the record ``run`` (r001 or p001) whose files have ``edits`` (file, path, op, JSON
     text) applied, its checksums written again; returns the record's directory."""
     from benchlib.profiling import stacks
-    from benchlib.records import record
+    from benchlib.records import integrity, layout
 
     cdir = Path(tempfile.mkdtemp(dir=SCRATCH)) / "local-cilium-demo-001"
     rec = cdir / "local-cilium/cilium-vxlan-ebpf/tcp_rr" / run
@@ -603,19 +603,19 @@ def _fuzzed_record(run: str, edits: list) -> Path:
             out = out.replace(json.dumps(sentinel), text)
         (rec / name).write_text(out)
     if run == "p001":
-        (rec / record.PROFILE).write_bytes(stacks.folded_bytes(FOLDED))
-    record.write_checksums(rec)
+        (rec / layout.PROFILE).write_bytes(stacks.folded_bytes(FOLDED))
+    integrity.write_checksums(rec)
     return rec
 
 
 def _parsed(cdir: Path) -> None:
     """What `benchlib parse` does with a campaign directory, short of writing the parquet files: each
     chunk's tables checked as its table writer checks them, and the facts `benchlib compare` reads."""
-    from benchlib.records import record
+    from benchlib.records import survey
     from benchlib.tables import tidy
     from benchlib.vocabulary import schema
 
-    record.survey(cdir, None)
+    survey.survey(cdir, None)
     for chunk in tidy._checked_chunks(cdir, False, lambda message: None, None, fingerprints=True):
         for name in tidy.TABLES:
             table = schema.conform(getattr(chunk, name), name)

@@ -26,7 +26,7 @@ from benchlib.base.errors import ConfigError, TargetError
 from benchlib.host import machine
 from benchlib.measure import runner
 from benchlib.measure.plan import plan_environment
-from benchlib.records import record
+from benchlib.records import integrity, layout, record
 from benchlib.tables import parse_index, tidy
 from benchlib.targets.lab import list_namespaces
 from benchlib.vocabulary import schema
@@ -47,7 +47,7 @@ def wait_for_first_record(proc: subprocess.Popen, cdir: Path, timeout: float) ->
 
     def recorded() -> bool:
         assert proc.poll() is None, f"ended ({proc.returncode}) before its first record:\n{proc.stdout.read()}"
-        return bool(record.find(cdir))
+        return bool(layout.find(cdir))
 
     wait_for(recorded, timeout=timeout, what="the first record")
 
@@ -111,7 +111,7 @@ def test_a_second_collect_is_refused_at_once_and_lab_clean_respects_the_first(pr
         text=True,
     )
     try:
-        wait_for(lambda: record.find(project_copy / "data/raw/first"), what="the first collect's first record")
+        wait_for(lambda: layout.find(project_copy / "data/raw/first"), what="the first collect's first record")
         t0 = time.monotonic()
         second = benchlib(project_copy, "--params", str(other), "collect", "--env", "local-lab", timeout=30)
         assert time.monotonic() - t0 < 15  # refused at once, not after waiting
@@ -179,7 +179,7 @@ def test_killing_dvc_repro_ends_collect_and_leaves_nothing(project_copy, sig):
     assert "benchlib: interrupted; completed runs are kept" in out, out
     assert not leftovers(collect)
     assert not still_running(below)  # the servers ended with the lab
-    done = record.find(cdir)
+    done = layout.find(cdir)
     assert 1 <= len(done) < 30
     for rec in done:
         record.load(rec)
@@ -219,7 +219,7 @@ def test_ctrl_c_at_the_terminal_of_dvc_repro_ends_collect_and_leaves_nothing(pro
         ) as dvc:
             os.close(slave)
             reader.start()
-            wait_for(lambda: dvc.poll() is not None or record.find(cdir), timeout=120, what="the first record")
+            wait_for(lambda: dvc.poll() is not None or layout.find(cdir), timeout=120, what="the first record")
             assert dvc.poll() is None, "".join(screen)
             collect = holder_pid()
             os.write(master, termios.tcgetattr(master)[6][termios.VINTR])  # Ctrl-C
@@ -230,7 +230,7 @@ def test_ctrl_c_at_the_terminal_of_dvc_repro_ends_collect_and_leaves_nothing(pro
     out = "".join(screen)
     assert dvc.returncode != 0 and "benchlib: interrupted; completed runs are kept" in out, out
     assert not leftovers(collect)
-    assert 1 <= len(record.find(cdir)) < 30
+    assert 1 <= len(layout.find(cdir)) < 30
 
 
 def test_a_campaign_under_nohup_outlives_the_hangup_and_still_stops_with_dvc(project_copy):
@@ -241,8 +241,8 @@ def test_a_campaign_under_nohup_outlives_the_hangup_and_still_stops_with_dvc(pro
         wait_for_first_record(dvc, cdir, timeout=120)
         collect = holder_pid()
         os.killpg(dvc.pid, signal.SIGHUP)  # what a closing terminal sends its session
-        recorded = len(record.find(cdir))
-        wait_for(lambda: len(record.find(cdir)) >= recorded + 2, timeout=60, what="two more records")
+        recorded = len(layout.find(cdir))
+        wait_for(lambda: len(layout.find(cdir)) >= recorded + 2, timeout=60, what="two more records")
         assert alive(collect) and dvc.poll() is None
         end_and_await_collect(dvc, collect, signal.SIGTERM)
     assert "benchlib: interrupted; completed runs are kept" in dvc.stdout.read()
@@ -326,7 +326,7 @@ def test_resuming_with_a_changed_test_is_refused(tmp_path, lab_env, change, fiel
         )
     assert "tests.rr: campaign plan recorded it with other parameters" in str(err.value)
     assert field in str(err.value) and "new experiment.campaign" in str(err.value)
-    assert len(record.find(tmp_path / "plan")) == 1  # nothing measured, nothing lost
+    assert len(layout.find(tmp_path / "plan")) == 1  # nothing measured, nothing lost
 
 
 def _edit_environment(project: Path, edit) -> Path:
@@ -345,7 +345,7 @@ def _as_version_3(rec: Path) -> None:
     meta = json.loads((rec / "meta.json").read_text())
     del meta["scenario_definition"]
     (rec / "meta.json").write_text(json.dumps({**meta, "schema_version": 3}, indent=1))
-    record.write_checksums(rec)
+    integrity.write_checksums(rec)
 
 
 def test_an_edited_scenario_is_refused_at_collect_and_at_parse_naming_it_and_what_changed(project_copy):
@@ -520,7 +520,7 @@ def test_a_full_or_read_only_disk_is_one_line_and_resume_works(project_copy, fs)
         assert len(error) == 1 and "Traceback" not in failed.stderr, failed.stderr
         reason = "No space left on device" if fs == "full" else "Read-only file system"
         assert re.match(rf"benchlib: error: {raw}/\S+: {reason}$", error[0]), error[0]
-        kept = record.find(raw / "disk") if (raw / "disk").exists() else []
+        kept = layout.find(raw / "disk") if (raw / "disk").exists() else []
         for rec in kept:
             record.load(rec)
         if fs == "full":
@@ -530,7 +530,7 @@ def test_a_full_or_read_only_disk_is_one_line_and_resume_works(project_copy, fs)
             _mount("-o", "remount,bind,rw", str(raw))
         resumed = benchlib(project_copy, "collect", "--env", "local-lab")
         assert resumed.returncode == 0, resumed.stderr
-        assert len(record.find(raw / "disk")) == 6
+        assert len(layout.find(raw / "disk")) == 6
         assert not list((raw / "disk").rglob(".*tmp*"))
     finally:
         subprocess.run(["umount", "-l", str(raw)], capture_output=True, timeout=30)
@@ -907,7 +907,7 @@ def test_lab_clean_removes_what_a_sigkilled_collect_left(project_copy):
     collect = subprocess.Popen(
         ["benchlib", "collect", "--env", "local-lab"], cwd=project_copy, env=venv_env(), stderr=subprocess.DEVNULL
     )
-    wait_for(lambda: record.find(project_copy / "data/raw/left"), what="the first record")
+    wait_for(lambda: layout.find(project_copy / "data/raw/left"), what="the first record")
     collect.kill()
     collect.wait(timeout=10)
     left = leftovers(collect.pid)

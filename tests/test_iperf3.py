@@ -149,7 +149,7 @@ def test_short_campaign_of_the_new_tools_reaches_the_tidy_tables(tmp_path, lab_e
     require_root()
     from benchlib.measure import runner
     from benchlib.measure.plan import plan_environment
-    from benchlib.records import record
+    from benchlib.records import layout
     from benchlib.tables import tidy
     from benchlib.vocabulary import schema
     from tests.conftest import short_params
@@ -160,7 +160,7 @@ def test_short_campaign_of_the_new_tools_reaches_the_tidy_tables(tmp_path, lab_e
     target = lab_target(lab_env, plan.scenarios, tools)
     counts = runner.run_environment(params, plan, target, raw_root=tmp_path, log=lambda m: None)
     assert counts["ok"] == counts["planned"] == 2 * 4 * 2, counts
-    runs, metrics = tidy.build_tables(record.campaign_dir("newtools", tmp_path))
+    runs, metrics = tidy.build_tables(layout.campaign_dir("newtools", tmp_path))
     assert set(runs["tool_version"]) >= {"3.12", "1.65.0", "2.10.0"}
     per_test = {t: set(g["metric"]) for (t,), g in metrics.filter(side="none").group_by("test")}
     assert per_test == {

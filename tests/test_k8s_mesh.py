@@ -14,7 +14,7 @@ from benchlib import collectors
 from benchlib.collectors import fortio
 from benchlib.measure import runner
 from benchlib.measure.plan import Plan
-from benchlib.records import record
+from benchlib.records import layout, record
 from benchlib.settings.environment import Environment
 from benchlib.settings.loading import load_environment
 from benchlib.targets import TargetError
@@ -65,7 +65,7 @@ def test_a_campaign_through_every_sidecar_shape_records_each_sidecars_cpu_rss_an
     target = KubernetesTarget(env, plan.scenarios, SERVERS, log=logs.append)
     counts = runner.run_environment(params, plan, target, raw_root=tmp_path, log=logs.append)
     assert counts["ok"] == 6 and counts["failed"] == 0, (counts, logs[-20:])
-    for path in record.find(record.campaign_dir("k8s-mesh", tmp_path)):
+    for path in layout.find(layout.campaign_dir("k8s-mesh", tmp_path)):
         rec = record.load(path)
         mesh = rec.placement["mesh"]
         assert mesh["kind"] == MESH[rec.scenario] and mesh["proxy"] == "envoy" and mesh["proxy_version"] == "1.40.0"
@@ -150,7 +150,7 @@ def test_a_sidecar_killed_mid_run_fails_that_run_with_envoys_log_and_the_next_ru
     counts = runner.run_environment(params, plan, target, raw_root=tmp_path, log=lambda m: None)
     assert (counts["failed"], counts["ok"]) == (1, 1), counts
     recs = sorted(
-        (record.load(p) for p in record.find(record.campaign_dir("k8s-sidecar-killed", tmp_path))),
+        (record.load(p) for p in layout.find(layout.campaign_dir("k8s-sidecar-killed", tmp_path))),
         key=lambda r: r.order,
     )
     failed, after = recs

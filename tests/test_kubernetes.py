@@ -30,7 +30,7 @@ from benchlib.base.errors import ConfigError
 from benchlib.host import machine
 from benchlib.measure import runner
 from benchlib.measure.plan import Plan, schedule, validate_all
-from benchlib.records import record
+from benchlib.records import layout
 from benchlib.settings.campaign import Params
 from benchlib.settings.environment import Environment
 from benchlib.settings.loading import _expand_service_counts, load_environment, load_params
@@ -409,11 +409,11 @@ def test_sigkilled_campaign_on_the_cluster_resumes_with_every_run_once(admin, pr
     cmd = ["benchlib", "collect", "--env", "local-k8s"]
     proc = subprocess.Popen(cmd, cwd=project_copy, env=venv_env(), stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 180
-    while len(record.find(cdir)) < 2 and time.monotonic() < deadline and proc.poll() is None:
+    while len(layout.find(cdir)) < 2 and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.2)
     proc.send_signal(signal.SIGKILL)
     _, err = proc.communicate(timeout=30)
-    done = record.find(cdir)
+    done = layout.find(cdir)
     assert 2 <= len(done) < 6, err
     assert admin.list_namespace(label_selector=LABEL_OWNER).items, "a SIGKILLed campaign leaves its namespace"
     wait_for_the_machine(deadline_s=600)  # a cluster switch the killed campaign started runs on to its end

@@ -14,7 +14,7 @@ from benchlib.base.errors import ConfigError
 from benchlib.collectors import fortio
 from benchlib.measure import runner
 from benchlib.measure.plan import plan_environment
-from benchlib.records import record
+from benchlib.records import layout, record
 from benchlib.settings.loading import load_environment
 from benchlib.targets.lab import haproxy
 from benchlib.targets.lab.addresses import POD_IP
@@ -202,8 +202,8 @@ def test_a_campaign_records_the_proxies_cpu_and_peak_rss(lab_env, tmp_path):
         params, plan, lab_target(lab_env, plan.scenarios, ["fortio"]), raw_root=tmp_path, log=lambda m: None
     )
     assert counts["ok"] == 2, counts
-    cdir = record.campaign_dir("mesh-usage", tmp_path)
-    recs = {r.scenario: r for r in map(record.load, record.find(cdir))}
+    cdir = layout.campaign_dir("mesh-usage", tmp_path)
+    recs = {r.scenario: r for r in map(record.load, layout.find(cdir))}
     assert recs["veth-routed"].processes == {}
     procs = recs["proxy-both-mtls"].processes
     assert set(procs) == {"client-sidecar", "server-sidecar"}

@@ -15,7 +15,7 @@ import yaml
 from benchlib import cli, collectors
 from benchlib.base.errors import ConfigError, RecordError
 from benchlib.commands.compare import load_campaign
-from benchlib.records import record
+from benchlib.records import integrity, layout, record
 from benchlib.settings.environment import Environment
 from benchlib.settings.loading import load_environment, load_params
 from benchlib.vocabulary.schema import NAME_RULE
@@ -180,13 +180,13 @@ def real_campaign(project: Path) -> Path:
 def test_parse_and_compare_refuse_a_record_whose_names_a_campaign_cannot_give(tmp_path, monkeypatch):
     cdir = real_campaign(tmp_path)
     path = cdir / "local-cilium/bridge-iptables/tcp_rr/r001"
-    meta = json.loads((path / record.META).read_text())
+    meta = json.loads((path / layout.META).read_text())
     # environment '<campaign>/local-cilium': the record's path still ends with its run id
     meta["environment"] = f"{REAL_RAW.name}/local-cilium"
     meta["run_id"] = f"{REAL_RAW.name}/{meta['run_id']}"
-    (path / record.META).write_text(json.dumps(meta, indent=1))
-    record.write_checksums(path)  # a record rewritten whole, checksums and all
-    says = f"{path}: {record.META}: environment: '{REAL_RAW.name}/local-cilium' is not a name: {NAME_RULE}"
+    (path / layout.META).write_text(json.dumps(meta, indent=1))
+    integrity.write_checksums(path)  # a record rewritten whole, checksums and all
+    says = f"{path}: {layout.META}: environment: '{REAL_RAW.name}/local-cilium' is not a name: {NAME_RULE}"
     done = benchlib(tmp_path, "parse")
     assert done.returncode == 2 and done.stderr == f"benchlib: error: {says}\n", done.stderr
     assert not list(tmp_path.glob("data/processed/*"))  # no table
@@ -199,10 +199,10 @@ def test_parse_and_compare_refuse_a_record_whose_names_a_campaign_cannot_give(tm
 def test_a_record_whose_block_is_no_whole_number_is_refused(tmp_path):
     path = tmp_path / "r001"
     shutil.copytree(REAL_RAW / "local-cilium/bridge-iptables/tcp_rr/r001", path)
-    meta = json.loads((path / record.META).read_text())
+    meta = json.loads((path / layout.META).read_text())
     meta["block"] = True  # formatted as 1: its run id still ends in r001
-    (path / record.META).write_text(json.dumps(meta, indent=1))
-    record.write_checksums(path)
+    (path / layout.META).write_text(json.dumps(meta, indent=1))
+    integrity.write_checksums(path)
     with pytest.raises(RecordError, match=f"^{path}: meta.json: block: True is not a whole number$"):
         record.load(path)
 

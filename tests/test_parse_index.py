@@ -7,7 +7,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from benchlib.records import record
+from benchlib.records import integrity, layout
 from benchlib.tables import parse_index, tidy
 from benchlib.vocabulary import schema
 
@@ -52,7 +52,7 @@ def incremental(campaign: Path, out: Path, log=None) -> tidy.Parsed:
 
 
 def test_a_record_added_is_the_only_one_read(campaign, tmp_path, parallel):
-    held = record.find(campaign)[17]
+    held = layout.find(campaign)[17]
     aside = tmp_path / "aside"
     shutil.move(held, aside)
     out = tmp_path / "out"
@@ -73,14 +73,14 @@ def _rewrite(rec: Path, name: str, old: str, new: str) -> None:
     text = path.read_text()
     assert old in text
     path.write_text(text.replace(old, new, 1))
-    record.write_checksums(rec)
+    integrity.write_checksums(rec)
 
 
 def test_a_changed_record_is_read_again(campaign, tmp_path, parallel):
     out = tmp_path / "out"
     full(campaign, out)
     before = schema.read_metrics(out / "metrics.parquet")
-    rec = next(r for r in record.find(campaign) if "tcp_stream" in str(r))
+    rec = next(r for r in layout.find(campaign) if "tcp_stream" in str(r))
     _rewrite(rec, "stdout-0.txt", "THROUGHPUT=", "THROUGHPUT=1")
     parsed = incremental(campaign, out)
     assert (parsed.read, parsed.reused) == (1, N_RECORDS - 1)
@@ -92,7 +92,7 @@ def test_a_changed_record_is_read_again(campaign, tmp_path, parallel):
 def test_a_record_corrupted_since_is_verified_and_refused(campaign, tmp_path):
     out = tmp_path / "out"
     full(campaign, out)
-    rec = record.find(campaign)[3]
+    rec = layout.find(campaign)[3]
     (rec / "stdout-0.txt").write_text("garbage\n")
     with pytest.raises(tidy.RecordError, match=f"{rec}/stdout-0.txt: checksum mismatch"):
         incremental(campaign, out)
@@ -105,7 +105,7 @@ def test_a_record_corrupted_since_is_verified_and_refused(campaign, tmp_path):
 def test_a_removed_record_leaves_the_tables(campaign, tmp_path, parallel):
     out = tmp_path / "out"
     full(campaign, out)
-    gone = record.find(campaign)[0]
+    gone = layout.find(campaign)[0]
     shutil.rmtree(gone)
     parsed = incremental(campaign, out)
     assert (parsed.read, parsed.reused, parsed.runs) == (0, N_RECORDS - 1, N_RECORDS - 1)
@@ -163,17 +163,17 @@ def test_a_full_parse_reads_every_record_and_writes_the_index(campaign, tmp_path
     runs = schema.read_runs(out / "runs.parquet")
     assert index["record"].to_list() == runs["record"].to_list()  # in run order, as the tables
     assert index["run_id"].to_list() == runs["run_id"].to_list()
-    assert index["fingerprint"].to_list() == [record.fingerprint(p) for p in runs["record"]]
+    assert index["fingerprint"].to_list() == [integrity.fingerprint(p) for p in runs["record"]]
 
 
 def test_a_fingerprint_changes_with_any_file_of_the_record(campaign):
-    rec = record.find(campaign)[0]
-    before = record.fingerprint(str(rec))
-    assert record.fingerprint(str(rec)) == before
+    rec = layout.find(campaign)[0]
+    before = integrity.fingerprint(str(rec))
+    assert integrity.fingerprint(str(rec)) == before
     (rec / "extra.txt").write_text("x")
-    added = record.fingerprint(str(rec))
+    added = integrity.fingerprint(str(rec))
     assert added != before
     (rec / "extra.txt").unlink()
     meta = rec / "meta.json"
     meta.write_bytes(meta.read_bytes())  # the same bytes, written again: mtime and ctime differ
-    assert record.fingerprint(str(rec)) not in (before, added)
+    assert integrity.fingerprint(str(rec)) not in (before, added)

@@ -14,7 +14,7 @@ from benchlib.analysis import normalize
 from benchlib.collectors import netperf
 from benchlib.measure import runner
 from benchlib.measure.plan import plan_environment
-from benchlib.records import record
+from benchlib.records import layout, record
 from benchlib.tables import tidy
 from benchlib.targets.lab import LabTarget
 from tests.conftest import lab_target, require_root, short_params
@@ -94,7 +94,7 @@ def test_a_crr_run_ends_with_its_test_instead_of_four_seconds_later(tmp_path, la
     assert runs["outcome"].to_list() == ["ok"], runs["failure_reason"].to_list()
     # with the pad: >= 6 s; with the timer fired only at the margin's end: >= 2.5 s
     assert CRR["duration_s"] <= runs["duration_s"][0] < CRR["duration_s"] + runner.SERVER_WAIT_MARGIN_S
-    rec = record.load(record.find(tmp_path / "crr")[0])
+    rec = record.load(layout.find(tmp_path / "crr")[0])
     elapsed = float(netperf.parse_keyval(rec.stdouts[0])["ELAPSED_TIME"])
     assert elapsed == pytest.approx(CRR["duration_s"], abs=0.1)  # the client measured its full test time
     assert metrics.filter(metric="connection_rate")["value"][0] > 100

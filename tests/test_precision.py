@@ -5,7 +5,7 @@ import shutil
 
 from benchlib.commands.collect import precision_of
 from benchlib.measure import plan as planning, runner
-from benchlib.records import record
+from benchlib.records import layout
 from benchlib.tables import tidy
 from tests.conftest import lab_target, require_root, short_params
 
@@ -37,7 +37,7 @@ def test_collect_adds_looks_until_the_budget_and_resumes(lab_env, tmp_path):
     assert looks[0].startswith("collect: look 1 of 2 after 6 blocks: half-widths (target 0.001 %) rr bridge vs host")
     assert "budget left 2 blocks" in looks[0] and "budget left 0 blocks" in looks[1]
     assert any("budget of 8 blocks is spent" in line for line in lines)
-    cdir = record.campaign_dir("precise", tmp_path)
+    cdir = layout.campaign_dir("precise", tmp_path)
     runs, _ = tidy.build_tables(cdir)
     assert sorted(runs["block"].unique()) == list(range(8))
     # every recorded run is one the plan has, and all the runs expected are there
@@ -47,7 +47,7 @@ def test_collect_adds_looks_until_the_budget_and_resumes(lab_env, tmp_path):
 
     # interrupted in the last look (one of its runs not recorded): resumed, that run is measured again
     # and the look judged again from the records, as before
-    shutil.rmtree(cdir / record.run_id("local-lab", "host", "rr", 7))
+    shutil.rmtree(cdir / layout.run_id("local-lab", "host", "rr", 7))
     again = []
     counts = runner.run_environment(
         params,

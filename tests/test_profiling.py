@@ -11,7 +11,7 @@ from benchlib.base.errors import ConfigError, TargetError
 from benchlib.measure import runner
 from benchlib.measure.plan import plan_environment, planned_definitions, planned_params, schedule
 from benchlib.profiling import bpfstats, perf_record, stacks
-from benchlib.records import record
+from benchlib.records import layout, migrations, record
 from benchlib.settings.campaign import Params
 from benchlib.tables import tidy
 from benchlib.targets.lab import LabTarget
@@ -150,7 +150,7 @@ def test_a_campaign_without_perf_on_path_stops_before_any_run(tmp_path, lab_env,
     plan = plan_environment(params, "local-lab")
     with pytest.raises(TargetError, match=r"experiment.profile_runs: `perf` is not on PATH"):
         runner.run_environment(params, plan, lab_target(lab_env, ["host"]), raw_root=tmp_path, log=lambda m: None)
-    assert record.find(tmp_path / "noperf") == []
+    assert layout.find(tmp_path / "noperf") == []
 
 
 def test_a_target_on_other_machines_cannot_profile(tmp_path, lab_env):
@@ -173,7 +173,7 @@ def test_a_version_4_record_is_a_measured_run_without_a_profile(v1_record):
     rec = record.load(v1_record)
     assert (rec.profiled, rec.profile, rec.profile_folded) == (False, None, None)
     meta = rec.meta_json()
-    assert meta["schema_version"] == record.SCHEMA_VERSION and meta["profiled"] is False and meta["profile"] is None
+    assert meta["schema_version"] == migrations.SCHEMA_VERSION and meta["profiled"] is False and meta["profile"] is None
 
 
 # -- the real lab ---------------------------------------------------------------------------
@@ -188,7 +188,7 @@ def profiled_campaign(tmp_path_factory, lab_env):
     params = profiled_params("prof", ["host", "veth-routed"], {"rr": rr})
     plan = plan_environment(params, "local-lab")
     counts = runner.run_environment(params, plan, lab_target(lab_env, plan.scenarios), raw_root=raw, log=lambda m: None)
-    cdir = record.campaign_dir("prof", raw)
+    cdir = layout.campaign_dir("prof", raw)
     out = tmp_path_factory.mktemp("processed")
     parsed = tidy.parse_campaign(cdir, out)
     return {"counts": counts, "dir": cdir, "out": out, "parsed": parsed, "params": params}
@@ -204,20 +204,20 @@ def test_a_profiled_campaign_has_one_profiled_run_per_configuration(profiled_cam
         "disturbed": 0,
         "unwatched": 0,
     }
-    found = sorted(p.relative_to(c["dir"]).as_posix() for p in record.find(c["dir"]))
+    found = sorted(p.relative_to(c["dir"]).as_posix() for p in layout.find(c["dir"]))
     assert found == [
         "local-lab/host/rr/p000",
         "local-lab/host/rr/r000",
         "local-lab/veth-routed/rr/p000",
         "local-lab/veth-routed/rr/r000",
     ]
-    for path in record.find(c["dir"]):
+    for path in layout.find(c["dir"]):
         rec = record.load(path)
         assert rec.profiled == path.name.startswith("p")
         if not rec.profiled:
-            assert rec.profile is None and not (path / record.PROFILE).exists()
+            assert rec.profile is None and not (path / layout.PROFILE).exists()
             continue
-        assert record.PROFILE in (path / record.CHECKSUMS).read_text()
+        assert layout.PROFILE in (path / layout.CHECKSUMS).read_text()
         folded = stacks.read_folded(rec.profile_folded)
         assert stacks.kernel_symbols(folded) and rec.profile["kernel_symbols"] is True
         assert rec.profile["samples"] == sum(folded.values()) > 0
@@ -233,8 +233,8 @@ def test_a_profiled_campaign_has_one_profiled_run_per_configuration(profiled_cam
 
 
 def test_a_campaign_without_profile_runs_has_no_profiles(short_campaign):
-    for path in record.find(short_campaign["dir"]):
-        assert path.name.startswith("r") and not (path / record.PROFILE).exists()
+    for path in layout.find(short_campaign["dir"]):
+        assert path.name.startswith("r") and not (path / layout.PROFILE).exists()
         assert record.load(path).profile is None
 
 

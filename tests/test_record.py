@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from benchlib.base import limits
-from benchlib.records import record
+from benchlib.records import integrity, layout, migrations, record
 from benchlib.tables import tidy
 from tests.conftest import FIXTURES, REPO
 
@@ -29,7 +29,7 @@ def test_written_again_a_migrated_record_reads_back_equal(v1_record, tmp_path):
     rec = record.load(v1_record)
     written = rec.write(tmp_path / "again")
     assert written == tmp_path / "again" / rec.run_id
-    assert json.loads((written / "meta.json").read_text())["schema_version"] == record.SCHEMA_VERSION
+    assert json.loads((written / "meta.json").read_text())["schema_version"] == migrations.SCHEMA_VERSION
     assert record.load(written) == rec
     # and it parses to the same rows (the record column aside)
     (run_v1, rows_v1), (run_v2, rows_v2) = tidy.load_record(v1_record), tidy.load_record(written)
@@ -57,12 +57,12 @@ def test_an_existing_record_is_never_overwritten(v1_record, tmp_path):
     assert not list(cdir.rglob(".*tmp*"))
 
 
-@pytest.mark.parametrize("version", [0, record.SCHEMA_VERSION + 1, "2", None])
+@pytest.mark.parametrize("version", [0, migrations.SCHEMA_VERSION + 1, "2", None])
 def test_an_unknown_schema_version_is_refused(v1_record, version):
     meta = json.loads((v1_record / "meta.json").read_text())
     meta["schema_version"] = version
     (v1_record / "meta.json").write_text(json.dumps(meta))
-    record.write_checksums(v1_record)
+    integrity.write_checksums(v1_record)
     with pytest.raises(record.RecordError, match=rf"{v1_record}: meta.json: schema_version {version!r} is unknown"):
         record.load(v1_record)
 
@@ -71,7 +71,7 @@ def test_a_version_1_record_whose_repetition_is_not_its_block_is_refused(v1_reco
     meta = json.loads((v1_record / "meta.json").read_text())
     meta["repetition"] = 5
     (v1_record / "meta.json").write_text(json.dumps(meta))
-    record.write_checksums(v1_record)
+    integrity.write_checksums(v1_record)
     with pytest.raises(record.RecordError, match="repetition 5 differs from block 2"):
         record.load(v1_record)
 
@@ -112,7 +112,7 @@ def test_a_record_integer_beyond_64_bits_is_named_not_read_as_a_float(v1_record)
     meta = json.loads((v1_record / "meta.json").read_text())
     meta["order"] = 2**64
     (v1_record / "meta.json").write_text(json.dumps(meta))
-    record.write_checksums(v1_record)
+    integrity.write_checksums(v1_record)
     (error,) = tidy._load_chunk([str(v1_record)]).errors
     assert str(error) == f"{v1_record}: meta.json: order: 18446744073709551616 is beyond a 64-bit integer"
 
@@ -152,9 +152,9 @@ def test_find_skips_temporary_directories_and_remove_partial_clears_them(v1_reco
     cdir = v1_record.parents[3]
     partial = v1_record.parent / ".r003.tmp-1234"
     shutil.copytree(v1_record, partial)
-    assert record.find(cdir) == [v1_record]
-    assert record.exists(cdir, "local-lab/host/rr/r002") and not record.exists(cdir, "local-lab/host/rr/r003")
-    assert record.remove_partial(cdir) == 1 and not partial.exists()
+    assert layout.find(cdir) == [v1_record]
+    assert layout.exists(cdir, "local-lab/host/rr/r002") and not layout.exists(cdir, "local-lab/host/rr/r003")
+    assert layout.remove_partial(cdir) == 1 and not partial.exists()
 
 
 def test_find_lists_complete_records_in_path_order_as_a_glob_would(v1_record):
@@ -166,12 +166,12 @@ def test_find_lists_complete_records_in_path_order_as_a_glob_would(v1_record):
         "other/host/stream/r000",
     ):
         shutil.copytree(v1_record, cdir / rid)
-    shutil.copytree(v1_record, cdir / "local-lab/host/rr/r011", ignore=shutil.ignore_patterns(record.META))
+    shutil.copytree(v1_record, cdir / "local-lab/host/rr/r011", ignore=shutil.ignore_patterns(layout.META))
     (cdir / "local-lab" / "host" / "rr" / "r012").write_text("a file, not a record")
     (cdir / "local-lab" / ".set-aside").mkdir()
-    globbed = sorted(p.parent for p in cdir.glob(f"*/*/*/*/{record.META}"))
-    assert record.find(cdir) == globbed and len(globbed) == 5
-    assert record.find(cdir / "nothing") == []
+    globbed = sorted(p.parent for p in cdir.glob(f"*/*/*/*/{layout.META}"))
+    assert layout.find(cdir) == globbed and len(globbed) == 5
+    assert layout.find(cdir / "nothing") == []
 
 
 # Every key of test_params in the order records have always had it: each tool's model holds only the

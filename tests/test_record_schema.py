@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from benchlib.profiling import stacks
-from benchlib.records import record
+from benchlib.records import integrity, layout, migrations
 from tests.conftest import REAL_RAW, venv_env
 
 RECORD = "local-cilium/cilium-vxlan-ebpf/tcp_rr/r001"
@@ -37,12 +37,12 @@ def project(real_project_copy) -> Path:
 
 def current(rec: Path) -> dict:
     """The record's meta.json as the current schema version has it (a version 3 record migrated)."""
-    return record.migrate(json.loads((rec / record.META).read_text()), rec)
+    return migrations.migrate(json.loads((rec / layout.META).read_text()), rec)
 
 
 def rewrite(rec: Path, meta_text: str) -> None:
-    (rec / record.META).write_text(meta_text)
-    record.write_checksums(rec)
+    (rec / layout.META).write_text(meta_text)
+    integrity.write_checksums(rec)
 
 
 def refused(project: Path, command: str) -> str:
@@ -77,7 +77,7 @@ def test_a_meta_json_nested_100000_levels_deep_is_named_before_it_is_parsed(proj
     meta["processes"] = "DEEP"
     deep = "[" * 100_000 + "]" * 100_000
     rewrite(rec, json.dumps(meta).replace('"DEEP"', deep))
-    assert (rec / record.META).stat().st_size > 200_000
+    assert (rec / layout.META).stat().st_size > 200_000
     line = refused(project, command)
     assert str(rec) in line and "meta.json" in line and "nested deeper than 64 levels" in line, line
 
@@ -105,7 +105,7 @@ def profiled(rec: Path, samples: int, folded: bytes) -> Path:
             "bpf": None,
         },
     )
-    (into / record.PROFILE).write_bytes(folded)
+    (into / layout.PROFILE).write_bytes(folded)
     rewrite(into, json.dumps(meta, indent=1))
     return into
 

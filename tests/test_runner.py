@@ -13,7 +13,7 @@ import pytest
 from benchlib.base.errors import TargetError
 from benchlib.measure import runner
 from benchlib.measure.plan import plan_environment, schedule
-from benchlib.records import record
+from benchlib.records import integrity, layout
 from benchlib.tables import tidy
 from benchlib.targets.lab import LabTarget, list_namespaces
 from tests.conftest import SHORT_TESTS, lab_target, short_params, venv_env, write_params
@@ -46,10 +46,10 @@ def test_records_are_complete_and_verifiable(short_campaign):
         "disturbed": 0,
         "unwatched": 0,
     }
-    records = record.find(cdir)
+    records = layout.find(cdir)
     assert len(records) == 8
     for rec in records:
-        record.verify(rec)
+        integrity.verify(rec)
         meta = json.loads((rec / "meta.json").read_text())
         assert meta["outcome"] == "ok" and meta["exit_codes"] == [0] * len(meta["commands"])
         assert meta["target"]["versions"]["netperf"] == "2.7.0"
@@ -96,7 +96,7 @@ def test_a_failing_tool_is_recorded_as_failed_with_its_output(tmp_path, lab_env)
         params, plan, WrongAddress(lab_env, ["host"], log=lambda m: None), raw_root=tmp_path, log=lambda m: None
     )
     assert counts["failed"] == 1
-    rec = record.find(tmp_path / "fail")[0]
+    rec = layout.find(tmp_path / "fail")[0]
     meta = json.loads((rec / "meta.json").read_text())
     assert meta["outcome"] == "failed"
     assert "exited 255" in meta["failure_reason"] and "198.18.0.99" in meta["failure_reason"]
@@ -112,7 +112,7 @@ def test_a_hanging_tool_is_killed_at_the_timeout(tmp_path, lab_env):
     params = short_params("hang", ["host"], {"rr": slow}, repetitions=1, retries=0)
     plan = plan_environment(params, "local-lab")
     runner.run_environment(params, plan, lab_target(lab_env, ["host"]), raw_root=tmp_path, log=lambda m: None)
-    meta = json.loads((record.find(tmp_path / "hang")[0] / "meta.json").read_text())
+    meta = json.loads((layout.find(tmp_path / "hang")[0] / "meta.json").read_text())
     assert meta["outcome"] == "failed" and meta["failure_reason"].startswith("timeout")
     assert meta["exit_codes"] == [None]
 
@@ -135,7 +135,7 @@ def test_interrupted_campaign_tears_down_and_resumes(project_copy, sig):
     cmd = ["benchlib", "collect", "--env", "local-lab"]
     proc = subprocess.Popen(cmd, cwd=project_copy, env=venv_env(), stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
-    while len(record.find(cdir)) < 3 and time.monotonic() < deadline:
+    while len(layout.find(cdir)) < 3 and time.monotonic() < deadline:
         time.sleep(0.1)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=30)
@@ -148,7 +148,7 @@ def test_interrupted_campaign_tears_down_and_resumes(project_copy, sig):
         assert proc.returncode == 130, err
         assert "interrupted" in err
         assert not mine()
-    done = {r.relative_to(cdir) for r in record.find(cdir)}
+    done = {r.relative_to(cdir) for r in layout.find(cdir)}
     assert 3 <= len(done) < 12
     resumed = subprocess.run(cmd, cwd=project_copy, env=venv_env(), capture_output=True, text=True, timeout=120)
     assert resumed.returncode == 0, resumed.stderr
@@ -233,7 +233,7 @@ def test_the_runner_calls_the_target_in_the_declared_order(tmp_path, lab_env):
     # the version probe runs once, on the client side of the first scenario, after its server
     assert [c for c in calls if c[0] == "run"] == [("run", first, "client", "netperf")]
     assert calls.index(("run", first, "client", "netperf")) == calls.index(("start_server", first, "netserver")) + 1
-    meta = json.loads((record.find(tmp_path / "order")[0] / "meta.json").read_text())
+    meta = json.loads((layout.find(tmp_path / "order")[0] / "meta.json").read_text())
     assert meta["target"]["versions"]["netperf"] == "2.7.0" and meta["target"]["versions"]["kernel"]
 
 
@@ -270,7 +270,7 @@ def test_a_scenario_that_cannot_start_mid_campaign_says_what_is_kept_and_how_to_
     target = FailsItsSecondVisit(lab_env, plan.scenarios, log=lambda m: None)
     with pytest.raises(TargetError) as failed:
         runner.run_environment(params, plan, target, raw_root=tmp_path, log=lambda m: None)
-    kept = len(record.find(tmp_path / "halt"))
+    kept = len(layout.find(tmp_path / "halt"))
     assert 1 <= kept < 4
     assert str(failed.value).startswith("lab: netserver in vxlan did not listen"), failed.value
     assert str(failed.value).endswith(

@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from benchlib.records import record
+from benchlib.records import integrity, layout
 from benchlib.tables import tidy
 from benchlib.vocabulary import schema
 
@@ -52,14 +52,14 @@ def test_tables_have_one_row_per_run_and_the_expected_metrics(short_campaign, tm
 
 
 def test_a_changed_output_file_is_named(campaign_copy):
-    rec = record.find(campaign_copy)[0]
+    rec = layout.find(campaign_copy)[0]
     (rec / "stdout-0.txt").write_text("THROUGHPUT=999999\n")
     with pytest.raises(tidy.RecordError, match=f"{rec}/stdout-0.txt: checksum mismatch"):
         tidy.build_tables(campaign_copy)
 
 
 def test_truncated_record_is_named_or_skipped_when_told(campaign_copy):
-    recs = record.find(campaign_copy)
+    recs = layout.find(campaign_copy)
     (recs[1] / "cpu.json").unlink()
     meta = recs[2] / "meta.json"
     meta.write_text(meta.read_text()[:100])
@@ -72,17 +72,17 @@ def test_truncated_record_is_named_or_skipped_when_told(campaign_copy):
 
 
 def test_a_record_without_checksums_is_refused(campaign_copy):
-    rec = record.find(campaign_copy)[0]
+    rec = layout.find(campaign_copy)[0]
     (rec / "SHA256SUMS").unlink()
     with pytest.raises(tidy.RecordError, match="SHA256SUMS missing"):
         tidy.build_tables(campaign_copy)
 
 
 def test_an_unparseable_but_intact_record_names_the_record(campaign_copy):
-    rec = record.find(campaign_copy)[0]
+    rec = layout.find(campaign_copy)[0]
     (rec / "stdout-0.txt").write_text("garbage\n")
     meta = json.loads((rec / "meta.json").read_text())
-    record.write_checksums(rec)
+    integrity.write_checksums(rec)
     with pytest.raises(tidy.RecordError, match=f"{rec}: netperf printed no KEY=value"):
         tidy.build_tables(campaign_copy)
     assert meta["outcome"] == "ok"
@@ -156,10 +156,10 @@ def test_tables_are_checked_on_write_and_on_read(tmp_path):
 
 
 def test_a_non_finite_value_in_a_record_names_the_run(campaign_copy):
-    rec = record.find(campaign_copy)[0]
+    rec = layout.find(campaign_copy)[0]
     out = rec / "stdout-0.txt"
     out.write_text(re.sub(r"(?m)^(THROUGHPUT|TRANSACTION_RATE|P50_LATENCY)=.*$", r"\1=nan", out.read_text()))
-    record.write_checksums(rec)
+    integrity.write_checksums(rec)
     # the record's path ends with its run id: the message names the run
     with pytest.raises(tidy.RecordError, match=rf"{re.escape(str(rec))}: netperf \w+='nan' is not a finite"):
         tidy.build_tables(campaign_copy)
@@ -214,7 +214,7 @@ def test_a_streamed_parse_stops_at_a_corrupt_record_and_leaves_the_old_tables(re
     out = tmp_path / "out"
     tidy.parse_campaign(real_campaign, out)
     before = {p.name: p.read_bytes() for p in out.iterdir()}
-    rec = record.find(real_campaign)[5]
+    rec = layout.find(real_campaign)[5]
     (rec / "stdout-0.txt").write_text("garbage\n")
     with pytest.raises(tidy.RecordError, match=f"{rec}/stdout-0.txt: checksum mismatch"):
         tidy.parse_campaign(real_campaign, out)
@@ -226,7 +226,7 @@ def test_a_streamed_parse_stops_at_a_corrupt_record_and_leaves_the_old_tables(re
 
 
 def test_a_streamed_parse_of_no_records_is_a_clear_error(real_campaign, tmp_path):
-    for rec in record.find(real_campaign):
+    for rec in layout.find(real_campaign):
         (rec / "cpu.json").unlink()
     with pytest.raises(tidy.RecordError, match="no complete raw records found"):
         tidy.parse_campaign(real_campaign, tmp_path, skip_corrupt=True, log=lambda m: None)

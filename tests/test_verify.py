@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from benchlib.records import record
+from benchlib.records import integrity, record
 from tests.conftest import REAL_RAW, copy_project, real_campaign, venv_env
 from tests.support.projects import committed
 
@@ -59,8 +59,8 @@ def test_records_as_dvc_committed_them_are_whole(project):
 def test_a_record_rewritten_with_fresh_checksums_is_named(project):
     rec = project / OUTPUT / "cilium-vxlan-ebpf/tcp_rr/r001"
     (rec / "stdout-0.txt").write_bytes((rec / "stdout-0.txt").read_bytes().replace(b"1", b"9"))
-    record.write_checksums(rec)  # the record agrees with itself again
-    record.verify(rec)
+    integrity.write_checksums(rec)  # the record agrees with itself again
+    integrity.verify(rec)
     done = verify(project)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert f"{rec}: SHA256SUMS, stdout-0.txt: not as DVC committed {OUTPUT}" in done.stderr, done.stderr
@@ -74,7 +74,7 @@ def test_a_record_added_by_hand_and_one_removed_are_named(project):
     meta = json.loads((added / "meta.json").read_text())
     meta.update(block=3, run_id="local-cilium/cilium-vxlan-ebpf/tcp_rr/r003")
     (added / "meta.json").write_text(json.dumps(meta))
-    record.write_checksums(added)
+    integrity.write_checksums(added)
     record.load(added)
     shutil.rmtree(removed)
     done = verify(project)

@@ -69,14 +69,14 @@ def precision_of(p, plan: Plan, raw_root=None) -> runner.Precision:
 
     from ..analysis import planning, sequential
     from ..measure.plan import validate_all
-    from ..records import record
+    from ..records import layout
     from ..tables import tidy
 
     comparisons = len(planning.planned_comparisons(p, validate_all(p)))
-    cdir = record.campaign_dir(p.experiment.campaign, raw_root)
+    cdir = layout.campaign_dir(p.experiment.campaign, raw_root)
 
     def judge(look: int, blocks: int) -> tuple[list[tuple[str, float, float]], float]:
-        measured = [d for d in sorted((cdir / plan.environment.name).glob("*/*/r*")) if record.complete(d)]
+        measured = [d for d in sorted((cdir / plan.environment.name).glob("*/*/r*")) if layout.complete(d)]
         runs, metrics = tidy.build_tables(cdir, records=measured)
         runs = runs.filter(pl.col("environment") == plan.environment.name)
         confidence = sequential.stopping_confidence(p.experiment, p.analysis.alpha, look, comparisons)

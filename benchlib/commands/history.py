@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from ..base.errors import ConfigError
-from ..records import record, store
+from ..records import layout, store
 from ..settings.project import project_root
 from ..tables import tidy
 from .common import add, log, out, params
@@ -49,10 +49,10 @@ def add_parser(subparsers) -> None:
 
 def recorded_campaigns() -> list[str]:
     """Every campaign under data/raw/ that holds at least one complete record."""
-    raw = record.campaign_dir("x").parent
+    raw = layout.campaign_dir("x").parent
     if not raw.is_dir():
         return []
-    return sorted(d.name for d in raw.iterdir() if d.is_dir() and next(record.walk(d), None) is not None)
+    return sorted(d.name for d in raw.iterdir() if d.is_dir() and next(layout.walk(d), None) is not None)
 
 
 def run(args) -> int:

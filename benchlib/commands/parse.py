@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..measure.plan import campaign_schedule, expected_runs, plan_digest, planned_definitions, planned_params
-from ..records import record
+from ..records import layout, record, survey
 from ..settings.project import project_root
 from ..tables import tidy
 from .common import ERRORS, add, log, out, params
@@ -45,9 +45,9 @@ def add_parser(subparsers) -> None:
 
 def run(args) -> int:
     p = params(args)
-    cdir = record.campaign_dir(p.experiment.campaign)
+    cdir = layout.campaign_dir(p.experiment.campaign)
     planned = planned_params(p)
-    records, problems = record.survey(cdir, planned, planned_definitions(p))
+    records, problems = survey.survey(cdir, planned, planned_definitions(p))
     if problems and not args.skip_corrupt:
         raise record.RecordError(
             f"{cdir}: {len(problems)} record(s) do not match the plan of "
@@ -63,7 +63,7 @@ def run(args) -> int:
     for run in campaign_schedule(p):
         by_env.setdefault(run.environment, []).append(run)
     expected = [r.run_id for runs in by_env.values() for r in expected_runs(p, runs, cdir)]
-    missing = [rid for rid in expected if not record.exists(cdir, rid)]
+    missing = [rid for rid in expected if not layout.exists(cdir, rid)]
     if missing:
         envs = sorted({rid.split("/")[0] for rid in missing})
         what = (

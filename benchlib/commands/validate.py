@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..measure import runner
 from ..measure.plan import check_same_plan, validate_all
 from ..profiling import perf_record
-from ..records import record
+from ..records import layout
 from ..settings.project import project_root
 from ..tables import tidy
 from .collect import make_target
@@ -62,9 +62,9 @@ def run(args) -> int:
             if e.precision is not None
             else ""
         )
-        cdir = record.campaign_dir(p.experiment.campaign)
+        cdir = layout.campaign_dir(p.experiment.campaign)
         check_same_plan(p, runs, cdir)  # records of other tests or scenarios: what collect would refuse
-        done = sum(record.exists(cdir, r.run_id) for r in runs)
+        done = sum(layout.exists(cdir, r.run_id) for r in runs)
         planned, recorded = planned + len(runs), recorded + done
         lines_of_plan.append(
             f"{plan.environment.name}: {len(plan.scenarios)} scenarios {plan.scenarios}, "
@@ -75,7 +75,7 @@ def run(args) -> int:
         )
     if planned and recorded == planned and p.experiment.precision is None:
         # a second run of the main command: nothing to plan, so no plan and no power to print
-        cdir = record.campaign_dir(p.experiment.campaign)
+        cdir = layout.campaign_dir(p.experiment.campaign)
         shown = cdir.relative_to(project_root()) if cdir.is_relative_to(project_root()) else cdir
         out(
             f"{p.source} is valid; campaign {p.experiment.campaign} is complete ({recorded} of {planned} runs "

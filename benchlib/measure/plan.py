@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from ..base.errors import ConfigError
 from ..collectors import TestSpec
-from ..records import record
+from ..records import layout, survey
 from ..settings.campaign import EnvironmentOverride, Params
 from ..settings.environment import Environment
 from ..settings.identity import scenario_definition
@@ -120,7 +120,7 @@ class RunSpec:
 
     @property
     def run_id(self) -> str:
-        return record.run_id(self.environment, self.scenario, self.test, self.block, self.profiled)
+        return layout.run_id(self.environment, self.scenario, self.test, self.block, self.profiled)
 
 
 def schedule(
@@ -199,7 +199,7 @@ def schedule(
 # reached.
 def recorded_blocks(cdir: Path, runs: list[RunSpec]) -> int:
     """The blocks the records of ``runs`` reach: the highest recorded block + 1 (0 if none)."""
-    return max((r.block + 1 for r in runs if record.exists(cdir, r.run_id)), default=0)
+    return max((r.block + 1 for r in runs if layout.exists(cdir, r.run_id)), default=0)
 
 
 def expected_runs(params: Params, runs: list[RunSpec], cdir: Path) -> list[RunSpec]:
@@ -245,25 +245,25 @@ def check_same_plan(params: Params, runs: list[RunSpec], cdir: Path) -> int:
     Returns how many of its records predate recorded scenario definitions (not compared)."""
     unchecked = 0
     for run in runs:
-        meta = record.recorded_meta(cdir, run.run_id) if record.exists(cdir, run.run_id) else None
+        meta = survey.recorded_meta(cdir, run.run_id) if layout.exists(cdir, run.run_id) else None
         if meta is None:
             continue
         recorded = meta.get("test_params")
-        changes = record.param_changes(recorded, run.spec.test_params()) if isinstance(recorded, dict) else []
+        changes = survey.param_changes(recorded, run.spec.test_params()) if isinstance(recorded, dict) else []
         if changes:
             raise ConfigError(
                 f"{params.source}: tests.{run.test}: campaign {params.experiment.campaign} recorded it with other "
                 f"parameters ({cdir / run.run_id}): {'; '.join(changes)}. A changed test is a new campaign: "
                 "set a new experiment.campaign (or restore the test)"
             )
-        definition = record.recorded_definition(meta)
+        definition = survey.recorded_definition(meta)
         if definition is None or run.definition is None:
             unchecked += 1
             continue
-        changes = record.definition_changes(definition, run.definition, run.scenario)
+        changes = survey.definition_changes(definition, run.definition, run.scenario)
         if changes:
             raise ConfigError(
-                f"{record.environment_file(run.environment)}: scenarios.{run.scenario}: campaign "
+                f"{survey.environment_file(run.environment)}: scenarios.{run.scenario}: campaign "
                 f"{params.experiment.campaign} recorded it with another definition ({cdir / run.run_id}): "
                 f"{'; '.join(changes)}. A changed scenario is a new campaign: set a new experiment.campaign "
                 "(or restore the scenario)"

@@ -21,7 +21,7 @@ from ..base.errors import DatapathError, ParseError, RecordError, TargetError
 from ..collectors import TestSpec
 from ..host import cpu, disturbance
 from ..profiling import perf_record
-from ..records import record
+from ..records import integrity, layout, record
 from ..settings.analysis import percent_text
 from ..settings.campaign import Params
 from ..targets import KILL_WAIT_S, Placement, Result, Target, shown
@@ -501,10 +501,10 @@ def run_environment(
     look's blocks are added until every primary comparison meets the target or the budget is spent. What
     is added depends only on the records, so a resumed campaign takes the same decisions."""
     exp = params.experiment
-    cdir = record.campaign_dir(exp.campaign, raw_root)
+    cdir = layout.campaign_dir(exp.campaign, raw_root)
     # before reading or removing anything there, and before DVC commits the records as the stage's
     # output (it would follow a link, and cache and push what it points to)
-    foreign = record.foreign(cdir)
+    foreign = layout.foreign(cdir)
     if foreign:
         raise RecordError(
             f"{cdir}: {len(foreign)} link(s) or special file(s) in the campaign's records "
@@ -520,9 +520,9 @@ def run_environment(
     # Under `dvc repro`, DVC has already replaced a link in the records by a copy of what it points to
     # (it "unprotects" the stage's output): only the checksums tell; DVC commits the output after collect.
     changed = []
-    for path in (p for p in record.walk(cdir) if record.complete(p)):
+    for path in (p for p in layout.walk(cdir) if layout.complete(p)):
         try:
-            record.verify(path)
+            integrity.verify(path)
         except RecordError as exc:
             changed.append(str(exc))
     if changed:
@@ -530,15 +530,15 @@ def run_environment(
             f"{cdir}: {len(changed)} record(s) are not as they were recorded (restore them: `dvc checkout`; "
             "or remove them, and collect measures those runs again):\n  " + "\n  ".join(changed)
         )
-    cleaned = record.remove_partial(cdir)
+    cleaned = layout.remove_partial(cdir)
     if cleaned:
         log(f"collect: removed {cleaned} incomplete record(s) of an interrupted run")
-    for path, aside in record.set_aside_incomplete(cdir, [r.run_id for r in every]):
+    for path, aside in layout.set_aside_incomplete(cdir, [r.run_id for r in every]):
         log(f"collect: {path} was not a whole record: moved to {aside.name}, measuring the run again")
     runs = expected_runs(params, every, cdir)
     counts = {
         "planned": len(runs),
-        "already_done": sum(record.exists(cdir, r.run_id) for r in every),
+        "already_done": sum(layout.exists(cdir, r.run_id) for r in every),
         "ok": 0,
         "failed": 0,
         "disturbed": 0,
@@ -550,7 +550,7 @@ def run_environment(
         session = _Session(stack)
         while True:
             counts["planned"] = len(runs)
-            todo = [r for r in runs if not record.exists(cdir, r.run_id)]
+            todo = [r for r in runs if not layout.exists(cdir, r.run_id)]
             if todo:
                 _measure(params, plan, target, cdir, todo, counts, len(runs), session, log)
             else:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ..base.errors import RecordError
 from ..settings.names import require_name
-from . import record
+from . import layout, record, survey
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ def dvc_outputs(root: Path, campaign: str) -> tuple[list[Output], str | None]:
     from dvc.exceptions import NotDvcRepoError  # imported here: dvc is slow to import and most commands need none of it
     from dvc.repo import Repo
 
-    cdir = os.path.realpath(record.campaign_dir(campaign, root / "data" / "raw"))
+    cdir = os.path.realpath(layout.campaign_dir(campaign, root / "data" / "raw"))
     top = f"data/raw/{campaign}"
     outputs = []
     try:
@@ -92,7 +92,7 @@ def _output(out, cdir: str, within: str, cache_dir: str) -> Output:
 
 def _workspace_files(top: Path) -> list[Path]:
     """Every regular file below ``top``, hidden ones included (DVC commits those too), links and
-    special files left out (`record.foreign` names them)."""
+    special files left out (`layout.foreign` names them)."""
     found, todo = [], [top]
     while todo:
         path = todo.pop()
@@ -135,7 +135,7 @@ def against_dvc(cdir: Path, out: Output) -> list[str]:
     for path in _workspace_files(cdir / out.within):
         name = str(path)[start:]
         try:
-            here[name] = _dvc_hash(record.read_file(str(path.parent), path.name), out.hash_name)
+            here[name] = _dvc_hash(layout.read_file(str(path.parent), path.name), out.hash_name)
         except RecordError as exc:  # taken by a link or a FIFO since the walk
             problems.append(str(exc))
         except OSError as exc:
@@ -169,7 +169,7 @@ def against_dvc(cdir: Path, out: Output) -> list[str]:
     fetched = 0
     for rec, files in sorted(missing.items()):
         if _behind_a_link(cdir, rec):
-            continue  # `record.foreign` names the link; what DVC tracks there is not looked at through it
+            continue  # `layout.foreign` names the link; what DVC tracks there is not looked at through it
         files.sort()
         lost = [f for f in files if not os.path.isfile(_object(out, out.files[_join(rec, f)]))]
         for file in lost:
@@ -228,15 +228,15 @@ class Verified:
 def verify_campaign(root: Path, campaign: str) -> Verified:
     """The records of a campaign under data/raw: links and special files, what DVC committed of
     them, then each record's SHA256SUMS."""
-    cdir = record.campaign_dir(campaign, root / "data" / "raw")
-    problems = record.foreign(cdir)
+    cdir = layout.campaign_dir(campaign, root / "data" / "raw")
+    problems = layout.foreign(cdir)
     outputs, problem = dvc_outputs(root, campaign)
     problems += [problem] if problem else []
     committed = [out for out in outputs if out.files is not None]
     for out in committed:
-        if not _behind_a_link(cdir, out.within):  # else `record.foreign` names the link, and nothing is read through it
+        if not _behind_a_link(cdir, out.within):  # else `layout.foreign` names the link, and nothing is read through it
             problems += against_dvc(cdir, out)
-    records, found = record.survey(cdir, None)
+    records, found = survey.survey(cdir, None)
     problems += found
     for path in records:
         try:
@@ -281,11 +281,11 @@ def campaign_records(spec: str, root: Path) -> Path:
     rev, _, name = spec.rpartition(":")
     require_name(name, f"campaign {spec!r}")
     raw_root = _from_revision(root, rev, name) if rev else root / "data" / "raw"
-    cdir = record.campaign_dir(name, raw_root)
+    cdir = layout.campaign_dir(name, raw_root)
     if not cdir.is_dir():
         known = sorted(p.name for p in raw_root.iterdir() if p.is_dir()) if raw_root.is_dir() else []
         raise RecordError(f"campaign {spec}: no raw records in {cdir} (campaigns there: {', '.join(known) or 'none'})")
-    problems = record.survey(cdir, None)[1]
+    problems = survey.survey(cdir, None)[1]
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise RecordError(f"campaign {spec}: {problems[0]}{more}")

@@ -31,7 +31,7 @@ from ..base import limits
 from ..base.errors import BenchlibError, ParseError, RecordError
 from ..host import cpu, disturbance
 from ..profiling import bpfstats, stacks
-from ..records import record
+from ..records import integrity, layout, record
 from ..vocabulary import schema
 from . import parse_index
 
@@ -138,7 +138,7 @@ def _measured(rec: record.RunRecord, path: Path) -> tuple[dict, list[dict]]:
             "kernel": own["versions"]["kernel"],
             "machine": machine_text(own.get("machine")),
             "tool_version": versions.get(rec.tool, ""),
-            "record": record.table_path(path),
+            "record": layout.table_path(path),
         }
         if rec.outcome != "ok":
             return run, []
@@ -205,10 +205,10 @@ def load_profiled(rec: record.RunRecord, path: Path) -> tuple[dict, list[dict]]:
                 run.update(metric=name, value=float(values[name]), unit=schema.METRICS[name].unit)
         if rec.profile_folded is None:
             return run, []
-        folded = stacks.read_folded(rec.profile_folded, record.PROFILE)
+        folded = stacks.read_folded(rec.profile_folded, layout.PROFILE)
         if sum(folded.values()) != prof["samples"]:  # the profile counted what perf folded, every sample
             raise ParseError(
-                f"{record.PROFILE}: holds {sum(folded.values())} samples, {record.META} profile.samples says "
+                f"{layout.PROFILE}: holds {sum(folded.values())} samples, {layout.META} profile.samples says "
                 f"{prof['samples']} (cut short or changed after the run?)"
             )
         rows = stacks.rows(
@@ -261,7 +261,7 @@ def _load_chunk(paths: list[str]) -> _Chunk:
     metrics, profiles = _Long(schema.METRICS_SCHEMA, _KEYS), _Long(schema.PROFILES_SCHEMA, _PROFILE_KEYS)
     bpf = []
     for text in paths:
-        path = record.located(text)
+        path = layout.located(text)
         try:
             rec = record.load(path)
             if rec.profiled:
@@ -301,17 +301,17 @@ _RUN_ORDER_SCHEMA = pl.Schema(
 def _run_order(task: tuple[list[str], bool, dict[str, tuple]]) -> pl.DataFrame:
     """Each record's environment and order (its place in the schedule), from its meta.json; null
     where unreadable: load_record then names what is wrong with that record. With ``fingerprints``,
-    each record's `record.fingerprint` too, taken before anything of it is read (a record changed
+    each record's `integrity.fingerprint` too, taken before anything of it is read (a record changed
     during the parse is then read again by the next one). A record whose fingerprint is the one in
     ``known`` (path -> fingerprint, run id, environment, order) is reused: its meta.json is not read."""
     paths, fingerprints, known = task
     rows = []
     for path in paths:
-        where = str(record.located(path))
+        where = str(layout.located(path))
         fp = None
         if fingerprints:
             try:
-                fp = record.fingerprint(where)
+                fp = integrity.fingerprint(where)
             except OSError:  # not there, or not a directory: load_record names it
                 pass
         was = known.get(path)
@@ -319,7 +319,7 @@ def _run_order(task: tuple[list[str], bool, dict[str, tuple]]) -> pl.DataFrame:
             rows.append((path, was[2], was[3], fp, was[1], True))
             continue
         try:
-            meta = limits.parse_json(record.read_file(where, record.META))
+            meta = limits.parse_json(layout.read_file(where, layout.META))
             env, order = meta["environment"], meta["order"]
         except (OSError, ValueError, KeyError, TypeError):  # a RecordError (a link, a FIFO) is a ValueError
             env = order = None
@@ -416,8 +416,8 @@ def _chunks(
     ``previous``: the directory of the last parse's tables and its index (parse_index.SCHEMA): a
     record whose fingerprint is unchanged is not read, its rows are taken from those tables.
     """
-    # as the tables and the index keep them (record.table_path); each worker reads them where they lie
-    paths = (record.table_path(p) for p in (record.walk(campaign_dir) if records is None else records))
+    # as the tables and the index keep them (layout.table_path); each worker reads them where they lie
+    paths = (layout.table_path(p) for p in (layout.walk(campaign_dir) if records is None else records))
     known = {}
     if previous is not None:
         index = previous[1]
@@ -476,7 +476,7 @@ def build_tables(
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(runs, metrics) of a campaign in memory, checked against the schemas, in run order.
 
-    ``records``: the record directories to read (default: every one found, see record.survey).
+    ``records``: the record directories to read (default: every one found, see survey.survey).
     A campaign too large for memory goes through `parse_campaign`, which writes the same tables.
     """
     chunks = list(_checked_chunks(campaign_dir, skip_corrupt, log, records))
@@ -499,7 +499,7 @@ def campaign_tables(cdir: Path, label: str) -> tuple[pl.DataFrame, pl.DataFrame,
         more = f" and {len(foreign) - 1} more" if len(foreign) > 1 else ""
         raise RecordError(
             f"campaign {label}: {len(foreign)} of {len(runs)} records were measured by campaign "
-            f"{owners} ({record.META} 'campaign'), not {cdir.name}, e.g. {foreign['record'][0]}{more}: "
+            f"{owners} ({layout.META} 'campaign'), not {cdir.name}, e.g. {foreign['record'][0]}{more}: "
             "copied records are refused; compare the campaign that measured them"
         )
     return runs, metrics, build_facts(runs)
@@ -553,7 +553,7 @@ def parse_campaign(
     schema.remove_stale_temporaries(out_dir, [*(f"{name}.parquet" for name in TABLES), parse_index.INDEX])
     previous = None
     if incremental and (out_dir / parse_index.INDEX).exists():
-        index, why = parse_index.load(out_dir, record.table_path(campaign_dir), list(TABLES))
+        index, why = parse_index.load(out_dir, layout.table_path(campaign_dir), list(TABLES))
         if index is None:
             log(f"parse: reading every record, not only the new ones: {why}")
         else:
@@ -577,7 +577,7 @@ def parse_campaign(
         for writer in out.values():
             writer.publish()
     # after the tables: an index left from before names other tables, and is not used
-    parse_index.write(out_dir, pl.concat(indexed), parse_index.header(record.table_path(campaign_dir), ident["tables"]))
+    parse_index.write(out_dir, pl.concat(indexed), parse_index.header(layout.table_path(campaign_dir), ident["tables"]))
     return Parsed(
         out["runs"].rows,
         failed,
@@ -672,7 +672,7 @@ def build_facts(runs: pl.DataFrame) -> pl.DataFrame:
     keys = ["environment", "scenario", "test"]
     rows = []
     for r in runs.select(*keys, "record").iter_rows(named=True):
-        meta = limits.parse_json(record.read_file(str(record.located(r["record"])), record.META))
+        meta = limits.parse_json(layout.read_file(str(layout.located(r["record"])), layout.META))
         rows += [{**{k: r[k] for k in keys}, "field": f, "value": v} for f, v in record_facts(meta).items()]
     return (
         pl.DataFrame(rows, schema=FACTS_SCHEMA)

@@ -8,7 +8,7 @@ import signal
 from benchlib.collectors import netperf
 from benchlib.measure import runner
 from benchlib.measure.plan import plan_environment
-from benchlib.records import record
+from benchlib.records import layout, record
 from tests.conftest import lab_target, short_params
 
 
@@ -44,6 +44,6 @@ def campaign_with_a_proxy_killed(lab_env, tmp_path, scenario: str, proxy: str):
     target.datapath_usage = usage_then_kill
     counts = runner.run_environment(params, plan, target, raw_root=tmp_path, log=lambda m: None)
     recs = sorted(
-        (record.load(p) for p in record.find(record.campaign_dir("proxy-killed", tmp_path))), key=lambda r: r.order
+        (record.load(p) for p in layout.find(layout.campaign_dir("proxy-killed", tmp_path))), key=lambda r: r.order
     )
     return counts, recs, killed[0]

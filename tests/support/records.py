@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from benchlib.records import record
+from benchlib.records import integrity
 from tests.conftest import FIXTURES
 
 # A version-1 record as the runner wrote it before `repetition` was dropped:
@@ -79,5 +79,5 @@ def v1_record(tmp_path):
     }
     (path / "cpu.json").write_text(json.dumps({"clk_tck": 100, "sides": sides}))
     (path / "meta.json").write_text(json.dumps(V1_META))
-    record.write_checksums(path)
+    integrity.write_checksums(path)
     return path
