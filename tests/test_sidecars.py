@@ -17,7 +17,8 @@ from benchlib import cli, collectors
 from benchlib.base.errors import ConfigError
 from benchlib.settings.environment import Environment
 from benchlib.settings.loading import load_environment
-from benchlib.targets.kubernetes import TLS_PREFIX, manifests, remove_stale_certificates, render, sidecars
+from benchlib.targets.kubernetes import manifests, render, sidecars
+from benchlib.targets.kubernetes.mesh_proxies import TLS_PREFIX, remove_stale_certificates
 from benchlib.targets.mesh import certificates, envoy, shapes
 from tests.conftest import project_with_environment, require_root
 

@@ -25,6 +25,7 @@ from ..targets import registry
 from ..targets.kubernetes import local_cluster
 from ..targets.kubernetes.clusters import DEFAULT, cluster_settings, names_clusters
 from ..targets.kubernetes.manifests import kubernetes_settings
+from ..targets.kubernetes.namespaces import WORKLOAD_ROLE
 from . import runner
 from .plan import Plan, validate_all
 
@@ -45,7 +46,6 @@ INSTALL = {  # how each tool gets onto this machine: the scripts/setup.sh profil
     "ssh": "apt-get install openssh-client",
 }
 RBAC_FILE = "pipelines/kubernetes/rbac.yaml"
-WORKLOAD_ROLE = "benchlib-workload"  # what the target binds to itself in its namespace (rbac.yaml)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ import polars as pl
 from ..base import limits
 from ..base.errors import SchemaError
 from ..base.files import temporary, write_atomically
+from ..base.processes import alive
 
 # The two sides of every run. A metric row has one of these, or "none" for
 # what belongs to the run as a whole (throughput, latency).
@@ -446,16 +447,6 @@ def write(df: pl.DataFrame, name: str, path: Path) -> None:
     write_atomically(path, lambda tmp: writing(path, tmp, lambda: df.write_parquet(tmp)))
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
-
-
 def remove_stale_temporaries(directory: Path, names) -> list[Path]:
     """Remove from ``directory`` the temporaries of files ``names`` (`temporary`) whose writer is dead
     (a SIGKILL, a power cut): what no later run would otherwise remove. A live writer's are kept."""
@@ -463,7 +454,7 @@ def remove_stale_temporaries(directory: Path, names) -> list[Path]:
     removed = []
     for p in sorted(directory.iterdir()) if directory.is_dir() else []:
         m = stale.match(p.name)
-        if m and not _alive(int(m.group(2))):
+        if m and not alive(int(m.group(2))):
             if p.is_dir() and not p.is_symlink():
                 shutil.rmtree(p, ignore_errors=True)
             else:

@@ -175,7 +175,7 @@ class ClustersTarget(Target):
         self._quiet = quiet.Quiet(dirs.pop("", None), keep, longest, self.log, others=dirs)
         self._quiet.start()
         for arm in self.clusters.values():
-            arm._quiet, arm._owns_quiet = self._quiet, False
+            arm.share_quiet(self._quiet)
 
     def _quiet_settings(self) -> dict:
         """Each cluster's quiet settings, of those whose host daemons run on this machine."""
