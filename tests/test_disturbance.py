@@ -218,7 +218,7 @@ def test_disturbed_runs_are_left_out_and_counted_as_failed_runs_are():
 def _collect(
     lab_env, raw, campaign: str, retries: int, quiet_wait_s: float, log=lambda m: None
 ) -> tuple[dict, record.RunRecord, dict]:
-    params = short_params(campaign, ["host"], {"rr": RR}, repetitions=1, retries=retries)
+    params = short_params(campaign, ["host"], {"rr": RR}, repetitions=1, retries=retries, tolerant=False)
     params = params.model_copy(
         update={"experiment": params.experiment.model_copy(update={"quiet_wait_s": quiet_wait_s})}
     )
@@ -256,7 +256,14 @@ def test_a_disturbed_run_waits_for_its_cpus_to_be_quiet_then_is_measured_again(l
     """A campaign on a busy machine waits, it does not drop the run: the hog beside the first attempt
     is named while collect waits, and once it is gone the retry measures."""
     require_root()
-    hog = cpu_hog(lab_target(lab_env, ["host"]).client_cpus)
+    cpus = lab_target(lab_env, ["host"]).client_cpus
+    busy: list[str] = []
+    runner.wait_for_quiet(
+        _ThisMachine(), "s", Placement("s", "198.18.0.2", "n1", "n2", cpus, cpus, {}), 0.1, 0.3, 5, busy.append
+    )
+    if any(" not quiet after " in line for line in busy):  # the retry it asserts would never see them quiet
+        pytest.skip(f"needs the run's CPUs quiet once its own hog is gone, and others keep them busy: {busy[-1]}")
+    hog = cpu_hog(cpus)
     lines: list[str] = []
     ended = threading.Timer(2.0, os.kill, (hog, signal.SIGKILL))  # the hog's work ends a few s into the wait
 
@@ -340,5 +347,7 @@ def test_a_quiet_run_is_not_disturbed_and_never_counts_its_own_processes(lab_env
             resident.kill()
     assert len(ours) >= 2 and ours <= snapshot.own  # netserver and the sleep, whatever their names
     assert not ours & {pid for pid, _ in snapshot.foreign} and os.getpid() in snapshot.own
-    # on a machine where someone else is working, this names who took the CPUs
+    # measured with TOLERANT thresholds: a machine where someone else is working (a hog beside the suite)
+    # leaves the run ok and names them, never the lab's own processes
     assert measured.outcome == "ok" and measured.foreign is not None, measured.reason
+    assert not ours & {p["pid"] for p in measured.foreign["top"]}, measured.foreign

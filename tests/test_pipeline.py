@@ -13,7 +13,7 @@ import yaml
 
 from benchlib.report import render as report
 from benchlib.vocabulary import schema
-from tests.conftest import REPO, copy_project, require_root, venv_env
+from tests.conftest import REPO, TOLERANT, copy_project, require_root, venv_env
 
 BLOCKS = 6  # the statistics floor: below it no 95 % median CI exists
 # what the main command's `dvc repro` writes, beside the code and dvc.lock that say which inputs made it
@@ -57,7 +57,7 @@ def repro(tmp_path_factory, lab_env):
             shutil.copytree(src, dst, symlinks=True) if src.is_dir() else shutil.copy2(src, dst)
         dvc(project, "commit", "--force")  # the copy's own cache: what its dvc.lock names, hashed again
         return project, params
-    params["experiment"].update(campaign="pipeline-test", repetitions=BLOCKS, cpu_trim_s=0.25)
+    params["experiment"].update(campaign="pipeline-test", repetitions=BLOCKS, cpu_trim_s=0.25, **TOLERANT)
     for test in params["tests"].values():
         test["duration_s"] = 1
     write_params(project, params)
