@@ -148,7 +148,6 @@ class KubernetesTarget(Target):
             self.session,
             self.servers,
             self.settings.pod_ready_timeout_s,
-            namespaces.DELETE_TIMEOUT_S,
             self.log,
         )
         self.clean_leftovers()

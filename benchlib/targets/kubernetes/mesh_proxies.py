@@ -28,7 +28,7 @@ from ...settings.environment import Environment
 from ...settings.scenarios import KubernetesScenario
 from .. import Placement, TargetError, shown
 from ..mesh import certificates, envoy, shapes
-from . import sidecars
+from . import namespaces, sidecars
 from .api import Cluster, absent, reason, refusal
 from .manifests import mesh_configmap, mesh_plan, mesh_secret, node_proxy_pods, object_name
 
@@ -59,12 +59,10 @@ class MeshProxies:
         session: str,
         servers: list[Server],
         pod_ready_timeout_s: float,
-        namespace_delete_timeout_s: float,
         log=_log.info,
     ):
         self.cluster, self.env, self.session, self.servers, self.log = cluster, env, session, servers, log
         self.pod_ready_timeout_s = pod_ready_timeout_s
-        self.namespace_delete_timeout_s = namespace_delete_timeout_s
         self.met: dict[str, Sidecars] = {}  # per scenario whose proxies are ready
         self._tls_dir: Path | None = None  # the session's CA and proxy certificates (mTLS meshes)
 
@@ -150,7 +148,7 @@ class MeshProxies:
                 self.log(f"kubernetes: node proxy {proxy.name}: removing its rules by exec failed ({reason(exc)})")
             self.cluster.delete_pod(proxy.namespace, grace_period_s=sidecars.NODE_GRACE_S)
         for proxy in mesh_plan(self.env, scenario, self.servers):  # gone before other rules come
-            self.cluster.wait_deleted(proxy.namespace, sidecars.NODE_GRACE_S + self.namespace_delete_timeout_s)
+            self.cluster.wait_deleted(proxy.namespace, sidecars.NODE_GRACE_S + namespaces.DELETE_TIMEOUT_S)
 
     # -- readings ----------------------------------------------------------------------
     def meet(self, scenario: str, image: str) -> dict:
