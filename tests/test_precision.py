@@ -16,10 +16,7 @@ def test_collect_adds_looks_until_the_budget_and_resumes(lab_env, tmp_path):
     require_root()
     params = short_params("precise", ["host", "bridge"], RR, repetitions=6, retries=0)
     # a target no run can meet: every look is taken, up to the budget of 8 blocks
-    # (foreign CPU not judged: this checks the looks, on a machine that may be busy)
-    exp = params.experiment.model_copy(
-        update={"precision": 0.001, "max_repetitions": 8, "look_blocks": 2, "foreign_cpu_max": 1024}
-    )
+    exp = params.experiment.model_copy(update={"precision": 0.001, "max_repetitions": 8, "look_blocks": 2})
     params = params.model_copy(update={"experiment": exp})
     plan = planning.plan_environment(params, "local-lab")
     lines = []
