@@ -255,6 +255,7 @@ RR = {"tool": "netperf", "kind": "TCP_RR", "duration_s": 1, "message_size": 1}
 # beside the suite cannot turn the runs such a test counts into retries and 60 s quiet waits.
 # tests/test_disturbance.py measures with the product's thresholds and makes its own disturbance.
 TOLERANT = {"foreign_cpu_max": 1024.0, "quiet_wait_s": 0.0}
+TOLERANT_YAML = ", ".join(f"{key}: {value}" for key, value in TOLERANT.items())  # inside a params.yaml mapping
 
 
 def write_params(project: Path, campaign: str, repetitions: int, name: str = "params.yaml") -> Path:
