@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every benchmark in turn, each under the machine's measurement lock, and
-# prints their figures (BENCHMARKS.md quotes this output). Takes ~28 minutes
+# prints their figures (BENCHMARKS.md quotes this output). Takes ~33 minutes
 # on 2 cores, plus ~2 minutes to generate the 100k-run synthetic campaign once.
 # Usage: bash benchmarks/run_all.sh   (as root, from the repository root)
 set -euo pipefail
@@ -14,3 +14,4 @@ run benchmarks/scale.py   # 10k and 100k runs, parse and analysis; 1M: --runs 10
 run benchmarks/peer.py
 run benchmarks/placement.py   # CPU placement and run length: ~12 minutes
 run benchmarks/cpu_profiles.py   # 1,000 CPU profiles: ~1 minute
+run benchmarks/perf_overhead.py   # perf's overhead and profiled runs per configuration: ~5 minutes
