@@ -273,7 +273,8 @@ def test_cilium_beside_kube_proxy_leaves_services_to_kube_proxy(cilium):
 
 
 def test_switching_to_the_bridge_removes_ciliums_datapath(cilium):
-    switch("cilium", "--routing", "tunnel")
+    """From whichever Cilium the tests before left (the module's own, or beside kube-proxy with its
+    iptables chains): no switch back to a chosen Cilium first, as that costs a whole agent start."""
     switch("bridge")
     for name in NODES:
         links = in_node(name, "ip", "-o", "link", "show")

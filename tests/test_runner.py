@@ -7,6 +7,7 @@ import signal
 import subprocess
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -128,36 +129,52 @@ tests:
 environments:
   local-lab: {scenarios: [host, vxlan]}
 """.replace("TOLERANT", TOLERANT_YAML)
+INTERRUPT_COLLECT = ["benchlib", "collect", "--env", "local-lab"]
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL])
-def test_interrupted_campaign_tears_down_and_resumes(project_copy, sig):
-    (project_copy / "params.yaml").write_text(INTERRUPT_PARAMS)
-    cdir = project_copy / "data" / "raw" / "intr"
-    cmd = ["benchlib", "collect", "--env", "local-lab"]
-    proc = subprocess.Popen(cmd, cwd=project_copy, env=venv_env(), stderr=subprocess.PIPE, text=True)
+def _interrupt(project: Path, sig: int, after_runs: int) -> tuple[subprocess.Popen, str]:
+    """`benchlib collect` of INTERRUPT_PARAMS, sent ``sig`` once it has recorded ``after_runs`` runs."""
+    (project / "params.yaml").write_text(INTERRUPT_PARAMS)
+    cdir = project / "data" / "raw" / "intr"
+    proc = subprocess.Popen(INTERRUPT_COLLECT, cwd=project, env=venv_env(), stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
-    while len(layout.find(cdir)) < 3 and time.monotonic() < deadline:
+    while len(layout.find(cdir)) < after_runs and time.monotonic() < deadline:
         time.sleep(0.1)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=30)
-    mine = lambda: [ns for ns in list_namespaces() if ns.startswith(f"bl-{proc.pid}_")]  # noqa: E731
+    return proc, err
+
+
+def _namespaces_of(pid: int) -> list[str]:
+    return [ns for ns in list_namespaces() if ns.startswith(f"bl-{pid}_")]
+
+
+# SIGINT stands for the signals collect handles (SIGTERM and SIGHUP take the same path, checked below);
+# SIGKILL for the ones no process can
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
+def test_interrupted_campaign_tears_down_and_resumes(project_copy, sig):
+    cdir = project_copy / "data" / "raw" / "intr"
+    proc, err = _interrupt(project_copy, sig, after_runs=3)
     if sig == signal.SIGKILL:
         assert proc.returncode == -9
-        assert mine(), "a SIGKILLed campaign cannot clean up: its namespaces are left for the next start"
+        assert _namespaces_of(proc.pid), (
+            "a SIGKILLed campaign cannot clean up: its namespaces are left for the next start"
+        )
         assert glob.glob(f"/tmp/bl-{proc.pid}_*"), "and so is its temporary directory"
     else:
         assert proc.returncode == 130, err
         assert "interrupted" in err
-        assert not mine()
+        assert not _namespaces_of(proc.pid)
     done = {r.relative_to(cdir) for r in layout.find(cdir)}
     assert 3 <= len(done) < 12
-    resumed = subprocess.run(cmd, cwd=project_copy, env=venv_env(), capture_output=True, text=True, timeout=120)
+    resumed = subprocess.run(
+        INTERRUPT_COLLECT, cwd=project_copy, env=venv_env(), capture_output=True, text=True, timeout=120
+    )
     assert resumed.returncode == 0, resumed.stderr
     assert f"{len(done)} of 12 runs already recorded" in resumed.stderr
     if sig == signal.SIGKILL:
         assert "left by a killed campaign" in resumed.stderr
-    assert not mine() and not glob.glob(f"/tmp/bl-{proc.pid}_*")
+    assert not _namespaces_of(proc.pid) and not glob.glob(f"/tmp/bl-{proc.pid}_*")
     # the same keys and counts as an uninterrupted campaign: every scheduled run exactly once
     runs, _ = tidy.build_tables(cdir)
     assert sorted(runs["run_id"]) == sorted(
@@ -165,6 +182,19 @@ def test_interrupted_campaign_tears_down_and_resumes(project_copy, sig):
     )
     assert set(runs["outcome"]) == {"ok"}
     assert not list(cdir.rglob(".*tmp*"))
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_and_sighup_stop_a_campaign_as_sigint_does(project_copy, sig):
+    """A logout or `kill` stops collect as Ctrl-C does: exit 130, its namespaces and scratch removed, the
+    runs it finished recorded (resuming them is the SIGINT case's)."""
+    proc, err = _interrupt(project_copy, sig, after_runs=1)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err
+    assert not _namespaces_of(proc.pid) and not glob.glob(f"/tmp/bl-{proc.pid}_*")
+    done = layout.find(project_copy / "data" / "raw" / "intr")
+    assert 1 <= len(done) < 12
+    assert not list((project_copy / "data" / "raw" / "intr").rglob(".*tmp*"))
 
 
 def test_validate_says_in_one_line_that_a_complete_campaign_measures_nothing(project_copy):
