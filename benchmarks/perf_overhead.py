@@ -47,9 +47,8 @@ TESTS = ("tcp_rr", "tcp_crr", "tcp_stream_1")  # params.yaml's single-flow tests
 KS = (2, 3, 4, 5, 6, 8, 10)
 
 
-def collect(params_path: Path, reps: int, scenarios: list[str], out: Path) -> None:
-    """Run the benchmark's campaign and parse it into out/*.parquet."""
-    params = load_params(params_path)
+def collect(params, reps: int, scenarios: list[str], out: Path) -> None:
+    """Run the benchmark's campaign (``params`` narrowed to it) and parse it into out/*.parquet."""
     environment = params.environments["local-lab"].model_copy(update={"scenarios": scenarios})
     params = params.model_copy(
         update={
@@ -101,12 +100,12 @@ def overhead(p: pl.DataFrame, band_pct: float) -> None:
         logs = np.log(g["ratio"].to_numpy())
         ci = sps.ttest_1samp(logs, 0.0).confidence_interval(0.95)
         pct = [100 * math.expm1(v) for v in (logs.mean(), ci.low, ci.high)]
-        inside = -band_pct <= pct[1] and pct[2] <= band_pct
-        where = (
-            "inside the band"
-            if inside
-            else ("outside the band" if pct[1] > band_pct or pct[2] < -band_pct else "not decided by the band")
-        )
+        if -band_pct <= pct[1] and pct[2] <= band_pct:
+            where = "inside the band"
+        elif pct[1] > band_pct or pct[2] < -band_pct:
+            where = "outside the band"
+        else:
+            where = "not decided by the band"
         print(f"  {test} ({metric}), {len(logs)} pairs: {pct[0]:+.2f} % [{pct[1]:+.2f}, {pct[2]:+.2f}]: {where}")
         figure(f"{test} profiled/measured - 1", pct[0], "%")
         figure(f"{test} interval low", pct[1], "%")
@@ -161,7 +160,7 @@ def main() -> None:
         tables = args.tables
         if tables is None:
             tables = Path(tmp)
-            collect(args.params, args.reps, args.scenarios.split(","), tables)
+            collect(params, args.reps, args.scenarios.split(","), tables)
         twins = pairs(tables)
         overhead(twins, params.analysis.noise_band_pct)
         profiled_runs_needed(spread(tables), profile_cost_s(params))

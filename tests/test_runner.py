@@ -132,10 +132,14 @@ environments:
 INTERRUPT_COLLECT = ["benchlib", "collect", "--env", "local-lab"]
 
 
+def _interrupt_dir(project: Path) -> Path:
+    return project / "data" / "raw" / "intr"
+
+
 def _interrupt(project: Path, sig: int, after_runs: int) -> tuple[subprocess.Popen, str]:
     """`benchlib collect` of INTERRUPT_PARAMS, sent ``sig`` once it has recorded ``after_runs`` runs."""
     (project / "params.yaml").write_text(INTERRUPT_PARAMS)
-    cdir = project / "data" / "raw" / "intr"
+    cdir = _interrupt_dir(project)
     proc = subprocess.Popen(INTERRUPT_COLLECT, cwd=project, env=venv_env(), stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while len(layout.find(cdir)) < after_runs and time.monotonic() < deadline:
@@ -153,7 +157,7 @@ def _namespaces_of(pid: int) -> list[str]:
 # SIGKILL for the ones no process can
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
 def test_interrupted_campaign_tears_down_and_resumes(project_copy, sig):
-    cdir = project_copy / "data" / "raw" / "intr"
+    cdir = _interrupt_dir(project_copy)
     proc, err = _interrupt(project_copy, sig, after_runs=3)
     if sig == signal.SIGKILL:
         assert proc.returncode == -9
@@ -192,9 +196,9 @@ def test_sigterm_and_sighup_stop_a_campaign_as_sigint_does(project_copy, sig):
     assert proc.returncode == 130, err
     assert "interrupted" in err
     assert not _namespaces_of(proc.pid) and not glob.glob(f"/tmp/bl-{proc.pid}_*")
-    done = layout.find(project_copy / "data" / "raw" / "intr")
-    assert 1 <= len(done) < 12
-    assert not list((project_copy / "data" / "raw" / "intr").rglob(".*tmp*"))
+    cdir = _interrupt_dir(project_copy)
+    assert 1 <= len(layout.find(cdir)) < 12
+    assert not list(cdir.rglob(".*tmp*"))
 
 
 def test_validate_says_in_one_line_that_a_complete_campaign_measures_nothing(project_copy):
