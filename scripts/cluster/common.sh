@@ -25,6 +25,10 @@ netns() { echo "$PREFIX-node$1"; }
 innode() { local n=$1; shift; nsenter --net="/run/netns/$(netns "$n")" "$@"; }
 kubectl() { "$HYPERKUBE" kubectl --kubeconfig "$STATE/admin.kubeconfig" "$@"; }
 ctr_of() { ctr -a "$STATE/node$1/containerd/containerd.sock" -n k8s.io "${@:2}"; }
+remove_tree() {  # remove_tree <dir>: gone on return, though a process in flight still writes into it for a moment
+  for _ in $(seq 50); do rm -rf "$1" 2>/dev/null && return 0; sleep 0.1; done
+  rm -rf "$1"  # its own error names the entry that keeps coming back
+}
 
 load_addresses() {  # WIRE_NET, WIRE_PREFIX, CLUSTER_CIDR, NODE_CIDR_PREFIX, SERVICE_CIDR, API_SERVICE_IP
   local plan key value python="$PROJECT/.venv/bin/python"

@@ -187,6 +187,8 @@ cilium_down() {  # cilium_down <nodes>: agents and operator gone, and what they 
     done
     # its iptables chains and the rules that jump to them
     innode "$n" sh -c 'iptables-save | grep -v CILIUM | iptables-restore'
-    rm -rf "$(cilium_dir "$n")/run"
+    # a pod deleted just before the switch still has its sandbox torn down: its cilium-cni, finding no
+    # agent, queues the delete in this directory (deleteQueue) while it is being removed
+    remove_tree "$(cilium_dir "$n")/run"
   done
 }
