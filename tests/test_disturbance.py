@@ -269,7 +269,7 @@ def test_a_disturbed_run_waits_for_its_cpus_to_be_quiet_then_is_measured_again(l
 
     def log(line: str) -> None:
         lines.append(line)
-        if line.startswith("collect: waiting for a quiet CPU") and ended.ident is None:  # the first such line
+        if line.startswith("collect: waiting for CPU") and ended.ident is None:  # the first such line
             ended.start()
 
     try:
@@ -316,7 +316,7 @@ def test_the_wait_for_quiet_cpus_gives_up_at_its_bound_and_says_who_kept_them_bu
         os.kill(hog, signal.SIGKILL)
     assert waited is not None and 2 <= waited <= took < 2 + 2 * runner.QUIET_PROBE_S, (waited, took)
     assert len(lines) == 2, lines  # a line every few seconds, not one per probe
-    assert lines[0].startswith("collect: waiting for a quiet CPU 0: ") and "sha256sum" in lines[0], lines
+    assert lines[0].startswith("collect: waiting for CPU 0 to go quiet: ") and "sha256sum" in lines[0], lines
     assert lines[0].endswith("(1 s of at most 2 s)"), lines
     assert lines[1].startswith("collect: CPU 0 not quiet after 2 s (") and "sha256sum" in lines[1], lines
     # no wait asked, or a target that cannot see other processes: measured again at once, unprobed

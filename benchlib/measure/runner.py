@@ -179,7 +179,7 @@ def wait_for_quiet(
             log(f"collect: {where} not quiet after {waited:.0f} s ({takers}): measuring the run again all the same")
             return waited
         if reported is None or waited - reported >= QUIET_REPORT_S:
-            log(f"collect: waiting for a quiet {where}: {takers} ({waited:.0f} s of at most {wait_s:g} s)")
+            log(f"collect: waiting for {where} to go quiet: {takers} ({waited:.0f} s of at most {wait_s:g} s)")
             reported = waited
 
 
