@@ -107,3 +107,20 @@ def test_samples_of_processes_not_the_measurements_are_their_own_category():
     assert {r["category"] for r in rows if r["comm"] in others} == {stacks.OTHER}
     assert stacks.OTHER not in {r["category"] for r in rows if r["comm"] not in others}  # idle stays idle
     assert sum(folded.values()) == sum(stacks.fold(script("host")).values())
+
+
+def test_what_a_frame_does_tells_datapaths_apart_and_frames_of_every_path_do_nothing_special():
+    def works(scenario: str) -> set:
+        return {stacks.frame_work(f) for stack in stacks.fold(script(scenario)) for f in stacks.split(stack)[2]} - {
+            None
+        }
+
+    # both captured paths cross a veth pair and look sockets up; only veth-routed routes between namespaces
+    assert works("host") == {"veth pairs", "socket lookup"}
+    assert works("veth-routed") == {"veth pairs", "socket lookup", "routing and forwarding"}
+    assert stacks.frame_work("vxlan_xmit") == "encapsulation"
+    assert stacks.frame_work("br_handle_frame") == "bridge forwarding"
+    # the bridge's netfilter hooks are netfilter, not forwarding; Cilium's programs are the BPF datapath
+    assert stacks.frame_work("br_nf_pre_routing") == stacks.frame_work("nf_hook_slow") == "netfilter and conntrack"
+    assert stacks.frame_work("bpf_prog_6deef7357e7b4530_cil_from_container") == "BPF datapath"
+    assert {stacks.frame_work(f) for f in ("tcp_v4_rcv", "process_backlog", "ip_rcv", "net_rx_action")} == {None}

@@ -33,6 +33,7 @@ import numpy as np
 import polars as pl
 from scipy import stats as sps
 
+from benchlib.profiling.stacks import frame_work
 from benchlib.settings.analysis import DEFAULT_ANALYSIS, Analysis
 from benchlib.vocabulary.schema import PROFILES_SCHEMA
 
@@ -88,8 +89,8 @@ ATTRIBUTION_SCHEMA = {
     "scenario": pl.String,
     "baseline": pl.String,
     "side": pl.String,
-    "level": pl.String,  # "category", or "self": a frame's own time
-    "name": pl.String,  # the category, or the frame
+    "level": pl.String,  # "category"; "self": a frame's own time; "work": what frames do (stacks.WORK)
+    "name": pl.String,  # the category, the frame, or the work
     "category": pl.String,  # the frame's own category ("" for a helper counted with its caller)
     "delta": pl.Float64,  # mean CPU per unit, scenario minus baseline, in the contrast's unit
     "delta_low": pl.Float64,
@@ -136,21 +137,29 @@ def run_totals(profiles: pl.DataFrame, profile_runs: pl.DataFrame) -> pl.DataFra
 
 def _run_parts(rows: pl.DataFrame) -> pl.DataFrame:
     """Per run and side of ``rows`` (_busy_with_work), the busy CPU per unit of each category (level
-    "category") and of each frame's own time (level "self"), with the frame's own category."""
+    "category"), of each frame's own time (level "self", with the frame's own category) and of what
+    the frames do (level "work": the own times of the frames of each of stacks.WORK, summed)."""
+    own = rows.filter(pl.col("stack") != "").with_columns(leaf=pl.col("stack").str.split(";").list.last())
+    leaves = own["leaf"].unique().sort()
+    work = dict(zip(leaves, (frame_work(f) for f in leaves), strict=True))
     parts = [
         rows.group_by(*KEYS, "side", "run_id", name="category").agg(PER_UNIT).with_columns(level=pl.lit("category")),
-        rows.filter(pl.col("stack") != "")
-        .group_by(*KEYS, "side", "run_id", name=pl.col("stack").str.split(";").list.last())
+        own.group_by(*KEYS, "side", "run_id", name="leaf").agg(PER_UNIT).with_columns(level=pl.lit("self")),
+        own.with_columns(name=pl.col("leaf").replace_strict(work, return_dtype=pl.String))
+        .filter(pl.col("name").is_not_null())
+        .group_by(*KEYS, "side", "run_id", "name")
         .agg(PER_UNIT)
-        .with_columns(level=pl.lit("self")),
+        .with_columns(level=pl.lit("work")),
     ]
     out = pl.concat([p.select(*KEYS, "side", "run_id", "level", "name", "cpu_per_unit") for p in parts])
     names = out["name"].unique().sort()
-    own = dict(zip(names, (own_category(n) for n in names), strict=True))
+    own_of = dict(zip(names, (own_category(n) for n in names), strict=True))
     return out.with_columns(
         category=pl.when(pl.col("level") == "category")
         .then("name")
-        .otherwise(pl.col("name").replace_strict(own, return_dtype=pl.String))
+        .when(pl.col("level") == "self")
+        .then(pl.col("name").replace_strict(own_of, return_dtype=pl.String))
+        .otherwise(pl.lit(""))
     )
 
 

@@ -224,6 +224,57 @@ def frame_category(frame: str) -> str | None:
     return None
 
 
+# What a frame does, for the sentences that say what one datapath does and another does not: finer than
+# the categories, and only the work that tells datapaths apart. The first rule that matches wins (the
+# bridge's netfilter hooks are netfilter, not forwarding). The frames of every path (TCP, the softirq,
+# the transmit chain) have none.
+WORK = (
+    "encapsulation",
+    "bridge forwarding",
+    "veth pairs",
+    "routing and forwarding",
+    "netfilter and conntrack",
+    "BPF datapath",
+    "socket lookup",
+)
+_WORK_RULES: tuple[tuple[str, re.Pattern], ...] = tuple(
+    (name, re.compile(pattern))
+    for name, pattern in (
+        (
+            "netfilter and conntrack",
+            r"^(br_nf_|ip_sabotage|nf_|__nf_|nft_|ipt_|iptable_|xt_|ipv4_conntrack|"
+            r"ipv4_confirm|hash_conntrack|init_conntrack|ip_vs_|masquerade|nat_)",
+        ),
+        (
+            "encapsulation",
+            r"^(vxlan_|geneve_|udp_tunnel|iptunnel_|__iptunnel|ip_tunnel_|gre_|ipgre_|ipip_|fou_|"
+            r"gro_cells)",
+        ),
+        ("bridge forwarding", r"^(br_|__br_|fdb_|nbp_)"),
+        ("veth pairs", r"^veth_"),
+        ("routing and forwarding", r"^(ip_forward|ip_route_|fib_|__fib_|fib4_)"),
+        (
+            "BPF datapath",
+            r"^(bpf_prog_|__bpf_prog_run|bpf_dispatcher|bpf_trampoline|tcf_bpf|cls_bpf|bpf_redirect|"
+            r"skb_do_redirect|bpf_skb_|bpf_sk_|bpf_map_|htab_map_|array_map_)",
+        ),
+        (
+            "socket lookup",
+            r"^(__inet_lookup|inet_lookup|inet_ehashfn|__udp4_lib_lookup|udp4_lib_lookup|"
+            r"udp_v4_early_demux|tcp_v4_early_demux)",
+        ),
+    )
+)
+
+
+def frame_work(frame: str) -> str | None:
+    """What a kernel frame does (one of WORK), or None for a frame every path runs."""
+    for name, rule in _WORK_RULES:
+        if rule.match(frame):
+            return name
+    return None
+
+
 def classify(comm: str, frames: list[str]) -> str:
     """The category of a sample: its leaf's, or the nearest caller's that has one; OTHER for a task
     that is not the measurement's, whatever it was doing."""

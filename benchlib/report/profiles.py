@@ -13,6 +13,7 @@ from ..analysis.profile_contrasts import ATTRIBUTION_LEVEL
 from ..analysis.profiles import KEYS
 from ..analysis.verdicts import Kind
 from ..base import escape
+from ..profiling.stacks import frame_work
 from .format import (
     cpu_change,
     cpu_change_interval,
@@ -31,20 +32,6 @@ NO_PROFILES = "No CPU profiles: experiment.profile_runs is 0 (or the campaign pr
 TOO_FEW = "too few profiled runs for an interval: no claim"
 NO_CHANGE = "no change in CPU per unit found"
 DISAGREE = "the profiles disagree with the measured change"
-# categories that tell datapaths apart; syscall entry and scheduler frames are in every path and would
-# top every ranking of frames
-DISTINCTIVE = ("devices", "softirq/backlog", "netfilter/conntrack", "eBPF", "proxy", "TCP/IP")
-# Frames that hand work on rather than do it: softirq dispatch, and the transmit chain's entries, which run the
-# receiver's softirq inline when they re-enable bottom halves. Their inclusive CPU is their callees', so they
-# would top every ranking; the sentences name the frames that do the work.
-DISPATCH = (
-    r"^(do_softirq|__do_softirq|handle_softirqs|__local_bh_enable|local_bh_enable|net_rx_action|"
-    r"__napi_poll|irq_exit|__irq_exit|run_ksoftirqd|__dev_queue_xmit|dev_queue_xmit|"
-    r"dev_hard_start_xmit|tcp_sendmsg|tcp_write_xmit|__tcp_push_pending_frames|tcp_push|"
-    r"__tcp_transmit_skb|tcp_transmit_skb|__ip_queue_xmit|ip_queue_xmit|ip_output|ip_finish_output|"
-    r"__ip_finish_output|ip_local_out|__ip_local_out|ip6_|inet6_|inet_sendmsg|inet_recvmsg|"
-    r"tcp_recvmsg)"
-)
 EXPLANATIONS_SCHEMA = {
     "environment": pl.String,
     "test": pl.String,
@@ -110,7 +97,7 @@ def explanations(t: Mapping[str, pl.DataFrame], baseline: str, top: int = 3) -> 
 
     The rules are the findings': a change in CPU per unit is stated with its interval across the
     profiled runs (profile_contrasts), and only one whose interval excludes zero names the categories
-    that carry it and the frames that gained or lost most (ranked among the DISTINCTIVE categories);
+    that carry it, and the kinds of work (stacks.WORK) and their frames that gained or lost most;
     too few profiled runs for an interval, or an interval that holds zero, make no claim; and where the
     profiles disagree with the measured change at the CPU limit, the sentence says so and explains
     nothing. A configuration whose profiles have no kernel symbols, or that other processes disturbed,
@@ -160,13 +147,13 @@ def explanations(t: Mapping[str, pl.DataFrame], baseline: str, top: int = 3) -> 
         # the baseline's pairs first, then the declared contrasts
         order = pl.col("baseline") != baseline
         for p in pairs.sort(order, "environment", "test", "scenario", "baseline", "side").iter_rows(named=True):
-            frames = _frames(p, attribution, top) if _explains(p) else attribution.clear()
+            works = _works(p, attribution, top) if _explains(p) else []
             out.append(
                 {
                     **{k: p[k] for k in ("environment", "test", "scenario", "baseline", "side")},
-                    "sentence": _sentence(p, attribution, frames, top),
+                    "sentence": _sentence(p, attribution, works, top),
                     "clause": _clause(p, attribution) if _explains(p) else "",
-                    "frames": frames["name"].to_list(),
+                    "frames": [f["name"] for _, fs in works for f in fs],
                 }
             )
     return pl.DataFrame(out, schema=EXPLANATIONS_SCHEMA) if out else pl.DataFrame(schema=EXPLANATIONS_SCHEMA)
@@ -220,19 +207,26 @@ def _change(p: dict, pct: str, low: str, high: str, level_of: str | None = None)
     return whole_change_interval(p[pct], p[low], p[high]) + at
 
 
-def _frames(p: dict, attribution: pl.DataFrame, top: int) -> pl.DataFrame:
-    """The ``top`` frames an explaining sentence names: in each DISTINCTIVE category, the one whose own
-    CPU per unit gained or lost most, its interval excluding zero. These are the work only one of the two
-    paths does, not the shared inclusive frames every path passes through."""
-    return (
-        _parts(p, attribution, "self")
-        .filter(pl.col("category").is_in(DISTINCTIVE), ~pl.col("name").str.contains(DISPATCH))
-        .unique("category", keep="first", maintain_order=True)
-        .head(top)
-    )
+def _works(p: dict, attribution: pl.DataFrame, top: int) -> list[tuple[dict, list[dict]]]:
+    """What the CPU per unit went to, in the ``top`` kinds of work (stacks.WORK: encapsulation, bridge
+    forwarding, ...) whose own time changed most the way the contrast did, each interval excluding
+    zero; each with its two frames that changed most that way. The work one path does and the other
+    does not, not the frames every path passes through."""
+    more = p["change_pct"] > 0
+    same_way = (pl.col("delta") > 0) if more else (pl.col("delta") < 0)
+    frames = _parts(p, attribution, "self").filter(same_way)
+    frames = frames.with_columns(work=pl.col("name").map_elements(frame_work, return_dtype=pl.String))
+    out = []
+    for w in _parts(p, attribution, "work").filter(same_way).head(top).iter_rows(named=True):
+        out.append((w, frames.filter(work=w["name"]).head(2).to_dicts()))
+    return out
 
 
-def _sentence(p: dict, attribution: pl.DataFrame, frames: pl.DataFrame, top: int) -> str:
+def _frame_text(f: dict) -> str:
+    return f"{f['name']} {cpu_change(f['delta'])} [{cpu_change(f['delta_low'])}, {cpu_change(f['delta_high'])}]"
+
+
+def _sentence(p: dict, attribution: pl.DataFrame, works: list[tuple[dict, list[dict]]], top: int) -> str:
     short = cpu_short_unit(p["cpu_unit"], p["work_unit"])
     delta = p["cpu_per_unit"] - p["cpu_per_unit_base"]
     head = (
@@ -262,8 +256,9 @@ def _sentence(p: dict, attribution: pl.DataFrame, frames: pl.DataFrame, top: int
         if abs(r["delta"]) >= 0.1 * spread
     ]
     frames_text = ", ".join(
-        f"{'+' if r['delta'] >= 0 else '-'}{r['name']} ({cpu_change_interval(r['delta'], r['delta_low'], r['delta_high'], short)})"
-        for r in frames.iter_rows(named=True)
+        f"{w['name']} {cpu_change_interval(w['delta'], w['delta_low'], w['delta_high'], short)}"
+        + (f" ({', '.join(_frame_text(f) for f in fs)})" if fs else "")
+        for w, fs in works
     )
     text = head
     if named:

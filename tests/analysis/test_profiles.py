@@ -16,7 +16,9 @@ from benchlib.profiling import stacks
 from benchlib.report import flamegraphs, format, profiles as profile_text, render as report, summary
 from benchlib.report.theme import HEIGHT
 from benchlib.settings.analysis import Analysis
+from benchlib.tables import tidy
 from benchlib.vocabulary import schema
+from tests.conftest import FIXTURES
 from tests.support.analysis_tables import make_tables, settings
 from tests.support.hostile import hostile_campaign
 from tests.support.profile_tables import HZ, RATES, SPREAD, WINDOW_S, folded, profile_tables
@@ -103,11 +105,38 @@ def test_veth_routed_gains_backlog_processing_and_veth_transmit_over_host(tables
     (sentence,) = sentences(tables)["sentence"]
     assert sentence.startswith("veth-routed vs host (tcp_rr, per transaction, both sides): +")
     assert "+25 % [+17, +34] at 95 %" in sentence  # the change with its interval across the profiled runs
-    # the frames whose own CPU grew: the route lookup and the veth pair, work only this path does
-    assert "own time in +ip_route_input_slow" in sentence and "+veth_xmit" in sentence
+    # what the path does that host does not, by kind of work with its frames: the route lookup and the veth pair
+    assert "own time in routing and forwarding +0.74 µs [+0.68, +0.79] (ip_route_input_slow +0.26 [" in sentence
+    assert "veth pairs +0.16 µs [+0.14, +0.18] (veth_xmit +0.16 [" in sentence
+    assert "encapsulation" not in sentence and "bridge forwarding" not in sentence  # work it does not do
     assert "softirq/backlog" in sentence and "process_backlog" not in sentence  # shared inclusive frames are not
     assert "3 vs 3 profiled runs" in sentence and "busy samples" in sentence
     assert "entry_SYSCALL" not in sentence and "do_softirq" not in sentence  # dispatchers are not named
+
+
+# real records: the lab's host and vxlan, three profiled TCP_RR runs each, from a default campaign
+LAB_PROFILES = FIXTURES / "raw" / "lab-default-005"
+
+
+def test_vxlans_sentence_names_the_encapsulation_and_the_bridge_host_does_not_do_with_their_frames():
+    runs, stacks_ = tidy.build_profile_tables(LAB_PROFILES)
+    (said,) = sentences(analysed(stacks_, runs)).iter_rows(named=True)
+    sentence = said["sentence"]
+    assert sentence.startswith("vxlan vs host (tcp_rr, per transaction, both sides): +4.7 µs CPU (+83 % [+78, +88]")
+    works = re.findall(r"(?:own time in |\), )([a-z ]+) ([+-][0-9.]+ µs \[[^]]+\])", sentence)
+    assert [w for w, _ in works] == ["routing and forwarding", "bridge forwarding", "encapsulation"], sentence
+    # each kind of work with the frames that carry it, each with its interval
+    assert "encapsulation +0.38 µs [+0.11, +0.64] (vxlan_xmit +0.06 [+0.04, +0.08], vxlan_find_mac_rcu +" in sentence
+    assert "bridge forwarding +0.40 µs [+0.24, +0.56] (br_handle_frame +0.10 [" in sentence
+    assert said["frames"] == [
+        "fib_table_lookup",
+        "ip_forward",
+        "br_handle_frame",
+        "br_dev_xmit",
+        "vxlan_xmit",
+        "vxlan_find_mac_rcu",
+    ]
+    assert "process_backlog" not in sentence and "ip_rcv" not in sentence  # frames every path runs
 
 
 def _with_other_processes(p: pl.DataFrame, scenario: str, samples: int) -> pl.DataFrame:
@@ -519,7 +548,8 @@ def test_profiles_that_disagree_with_the_measured_change_explain_nothing_and_are
         caveats = summary.caveats_markdown(result.comparisons, result.profile_contrasts)
         pairs = profile_text.finding_pairs(result.comparisons, result.profile_tables(), result.settings.baseline)
         if agrees:
-            assert "own time in +ip_route_input_slow" in said["sentence"] and said["clause"]
+            assert "own time in routing and forwarding" in said["sentence"] and said["clause"]
+            assert "ip_route_input_slow" in said["frames"]
             assert "at odds with the measurement" not in caveats and pairs["scenario"].to_list() == [scenario]
         else:
             assert f"{profile_text.DISAGREE}: at the CPU limit the measured rate implies +88 % [" in said["sentence"]
