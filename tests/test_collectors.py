@@ -2,12 +2,14 @@
 
 import inspect
 import json
+import re
 
 import pytest
 
 from benchlib import collectors
 from benchlib.collectors import Collector, ParseError, Server, fortio
-from tests.conftest import FIXTURES
+from benchlib.targets.kubernetes import images
+from tests.conftest import FIXTURES, REPO
 
 TOOLS = ("netperf", "iperf3", "fortio", "dns")
 
@@ -22,6 +24,25 @@ def test_collector_module_satisfies_the_protocol(tool):
     for name in ("version", "build", "parse", "warmup_s", "expected_wall_s"):
         declared = [p for p in inspect.signature(getattr(Collector, name)).parameters if p != "self"]
         assert len(inspect.signature(getattr(module, name)).parameters) == len(declared), (tool, name)
+
+
+SETUP = (REPO / "scripts" / "setup.sh").read_text()
+# scripts/setup.sh's Debian packages per profile: `[lab]="netperf iperf3 ...`, over one or more lines
+APT_FOR = {name: words.split() for name, words in re.findall(r'^\s+\[(\w+)\]="([^"]*)"', SETUP, re.M)}
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_a_collector_declares_every_program_it_runs_and_how_setup_installs_it(tool):
+    module = collectors.get(tool)
+    runs = {module.VERSION_COMMAND[0], *([module.SERVER.argv[0]] if module.SERVER else [])}
+    assert runs <= set(module.PROGRAMS), (tool, runs, module.PROGRAMS)
+    for name, (profile, how) in module.PROGRAMS.items():
+        assert profile in APT_FOR, (name, profile)
+        if how.startswith("go install "):  # built by setup.sh itself
+            assert how.split()[2] in SETUP, (name, how)
+        else:  # the Debian package, in that profile's list
+            assert how.split()[-1] in APT_FOR[profile], (name, how, APT_FOR[profile])
+        assert name in images.BENCH_TOOLS  # in the local cluster's pod image too
 
 
 def test_servers_and_ports_come_from_the_collectors():

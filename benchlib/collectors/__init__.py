@@ -49,6 +49,11 @@ def servers(tools: Sequence[str]) -> list[Server]:
     return list({m.SERVER.name: m.SERVER for m in map(get, tools) if m.SERVER}.values())
 
 
+def programs() -> dict[str, tuple[str, str]]:
+    """Every program the collectors run, with the scripts/setup.sh profile that installs it and how."""
+    return {name: how for m in MODULES.values() for name, how in m.PROGRAMS.items()}
+
+
 def client_commands(tools: Sequence[str]) -> list[str]:
     """The executables the tools' clients run (what a target checks before building anything)."""
     return list(dict.fromkeys(get(t).VERSION_COMMAND[0] for t in tools))

@@ -191,6 +191,9 @@ class Collector(Protocol[SpecT]):
         ...
 
     VERSION_COMMAND: list[str]  # run on the client side once per campaign session
+    # every program it runs on either side: the scripts/setup.sh profile that installs it, and how
+    # (doctor's fixes, the local cluster's pod image)
+    PROGRAMS: dict[str, tuple[str, str]]
 
     def version(self, output: str, /) -> str:
         """The version in what VERSION_COMMAND printed (stdout then stderr)."""

@@ -50,6 +50,7 @@ SERVER = Server(
     "udp",
 )
 VERSION_COMMAND = ["dnsperf", "-h"]
+PROGRAMS = {"dnsperf": ("lab", "apt-get install dnsperf"), "dnsmasq": ("lab", "apt-get install dnsmasq-base")}
 TIMEOUT_S = 1  # a query unanswered for this long is lost (dnsperf's default, 5 s, outlasts short runs)
 
 _ANSWER = re.compile(r"^> (\S+) (\S+) (\S+) (\d+\.\d+)$")

@@ -48,6 +48,7 @@ SERVER = Server(
     l7="http",
 )
 VERSION_COMMAND = [BINARY, "version"]
+PROGRAMS = {BINARY: ("mesh", "go install fortio.org/fortio into .tools/bin; needs go")}
 # fortio's latency histogram has 1 ms buckets at the low end by default: a
 # pod-to-pod request takes well under 1 ms, so its percentiles would be
 # interpolated inside the first bucket (p99 ~ 0.99 ms whatever happened).

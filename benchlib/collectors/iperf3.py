@@ -38,6 +38,7 @@ PORT = 5201
 # One iperf3 server runs one test at a time; the runner never runs two at once.
 SERVER = Server("iperf3", ["iperf3", "-s", "-p", str(PORT)], PORT)
 VERSION_COMMAND = ["iperf3", "--version"]
+PROGRAMS = {"iperf3": ("lab", "apt-get install iperf3")}
 OMIT_S = 1
 BITRATE_RE = r"unlimited|\d+(\.\d+)?[KMG]?"
 

@@ -57,6 +57,7 @@ SERVICE_PORTS = tuple(range(DATA_PORT, DATA_PORT + SERVICE_STREAMS))
 # -D: stay in the foreground so the target owns the process; -4: IPv4 only.
 SERVER = Server("netserver", ["netserver", "-D", "-4", "-p", str(PORT)], PORT, data_ports=SERVICE_PORTS)
 VERSION_COMMAND = ["netperf", "-V"]
+PROGRAMS = {name: ("lab", "Debian's non-free package netperf") for name in ("netperf", "netserver")}
 # netserver reports a TCP_CRR result only after its own timer (test length
 # plus netperf's PAD_TIME of 4 s) expires: it waits in accept() for a next
 # connection that never comes. A CRR run lasts 4 s longer unless the target

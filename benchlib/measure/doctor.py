@@ -33,14 +33,12 @@ API_TIMEOUT_S = 5  # each request to a cluster's API: a reachable API answers in
 SSH_TIMEOUT_S = 20  # ssh's own ConnectTimeout is 10 s
 SETUP = "run scripts/setup.sh lab as root"
 MESH_SETUP = "run scripts/setup.sh mesh as root"
-INSTALL = {  # how each tool gets onto this machine: the scripts/setup.sh profile that installs it
-    "netperf": f"{SETUP} (Debian's non-free package netperf)",
-    "netserver": f"{SETUP} (Debian's non-free package netperf)",
-    "iperf3": f"{SETUP} (apt-get install iperf3)",
-    "fortio": f"{MESH_SETUP} (go install fortio.org/fortio into .tools/bin; needs go)",
+INSTALL = {  # how each program gets onto this machine: the collectors' own, then the targets'
+    **{
+        name: f"run scripts/setup.sh {profile} as root ({how})"
+        for name, (profile, how) in collectors.programs().items()
+    },
     "haproxy": f"{MESH_SETUP} (apt-get install haproxy)",
-    "dnsperf": f"{SETUP} (apt-get install dnsperf)",
-    "dnsmasq": f"{SETUP} (apt-get install dnsmasq-base)",
     "helm": "install helm 3 (https://helm.sh/docs/intro/install/)",
     "kubectl": "install kubectl matching the cluster's version",
     "ssh": "apt-get install openssh-client",

@@ -27,24 +27,15 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+from benchlib import collectors
+
 COMMAND_TIMEOUT_S = 300  # ldd, busybox --list, a static gcc build: seconds, unless something hangs
 
 BENCH_IMAGE = "localhost/benchlib/bench:1"
 PAUSE_IMAGE = "localhost/benchlib/pause:1"
-# what the collectors and the target exec in a pod (pipelines/images/Containerfile has the same)
-BENCH_TOOLS = (
-    "netperf",
-    "netserver",
-    "iperf3",
-    "fortio",
-    "dig",
-    "dnsperf",
-    "dnsmasq",
-    "ss",
-    "taskset",
-    "getconf",
-    "nproc",
-)
+# what the collectors and the target exec in a pod (pipelines/images/Containerfile has the same): every
+# collector's programs, then dig (the DNS client beside dnsperf) and the target's own
+BENCH_TOOLS = (*collectors.programs(), "dig", "ss", "taskset", "getconf", "nproc")
 # the mesh's capture rules, installed by each pod's init container (one multi-call binary, named by argv[0])
 MESH_TOOLS = ("iptables", "iptables-restore")
 PATH = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
