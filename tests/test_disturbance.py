@@ -278,7 +278,7 @@ def test_a_disturbed_run_waits_for_its_cpus_to_be_quiet_then_is_measured_again(l
         ended.cancel()
         with contextlib.suppress(ProcessLookupError):  # gone already, as it should be
             os.kill(hog, signal.SIGKILL)
-    waiting = [line for line in lines if " quiet " in line]
+    waiting = [line for line in lines if line.startswith(("collect: waiting for CPU", "collect: CPU"))]
     assert [a.outcome for a in rec.attempts] == ["disturbed", "ok"], (rec.attempts[-1].reason, waiting)
     assert "sha256sum" in rec.attempts[0].reason and counts["ok"] == 1 and counts["disturbed"] == 0
     assert "sha256sum" in waiting[0] and "of at most 30 s)" in waiting[0], waiting
