@@ -42,6 +42,7 @@ EXPLANATIONS_SCHEMA = {
     # the why in plain words, for the findings (the sentence, with its frames, goes behind a disclosure)
     "clause": pl.String,
     "frames": pl.List(pl.String),  # the functions whose own time the sentence names
+    "works": pl.List(pl.String),  # the kinds of work it names (stacks.WORK), most changed first
 }
 # The profile categories as a reader outside kernel work names them
 PLAIN = {
@@ -111,6 +112,7 @@ def explanations(t: Mapping[str, pl.DataFrame], baseline: str, top: int = 3) -> 
             "sentence": f"{r['scenario']} ({r['test']}): {NO_SYMBOLS}; its profile is not shown.",
             "clause": "",
             "frames": [],
+            "works": [],
         }
         for r in t["profile_no_symbols"].iter_rows(named=True)
     ] + [
@@ -124,6 +126,7 @@ def explanations(t: Mapping[str, pl.DataFrame], baseline: str, top: int = 3) -> 
             ),
             "clause": "",
             "frames": [],
+            "works": [],
         }
         for r in disturbed.iter_rows(named=True)
     ]
@@ -154,6 +157,7 @@ def explanations(t: Mapping[str, pl.DataFrame], baseline: str, top: int = 3) -> 
                     "sentence": _sentence(p, attribution, works, top),
                     "clause": _clause(p, attribution) if _explains(p) else "",
                     "frames": [f["name"] for _, fs in works for f in fs],
+                    "works": [w["name"] for w, _ in works],
                 }
             )
     return pl.DataFrame(out, schema=EXPLANATIONS_SCHEMA) if out else pl.DataFrame(schema=EXPLANATIONS_SCHEMA)

@@ -240,17 +240,17 @@ def _explained(r: dict, explanations: pl.DataFrame | None) -> pl.DataFrame | Non
     return None if e.is_empty() else e
 
 
-def _first_clause(e: pl.DataFrame) -> str:
-    """The profiles' first "clause" among a comparison's explanations, both sides' first; "" if none."""
-    clauses = [c for side in ("total", "", "server", "client") for c in e.filter(side=side)["clause"] if c]
-    return clauses[0] if clauses else ""
+def _first_why(e: pl.DataFrame) -> dict:
+    """The explanation whose "clause" comes first among a comparison's, both sides' first; {} if none."""
+    rows = [r for side in ("total", "", "server", "client") for r in e.filter(side=side).iter_rows(named=True)]
+    return next((r for r in rows if r["clause"]), {})
 
 
 def why_clause(r: dict, explanations: pl.DataFrame | None) -> str:
     """A comparison's why as one plain clause, plain text: the profiles' "clause", both sides' where
     there is one; "" when the profiles say nothing about it."""
     e = _explained(r, explanations)
-    return "" if e is None else _first_clause(e)
+    return "" if e is None else _first_why(e).get("clause", "")
 
 
 def why_html(r: dict, explanations: pl.DataFrame | None) -> str:
@@ -261,8 +261,9 @@ def why_html(r: dict, explanations: pl.DataFrame | None) -> str:
     e = _explained(r, explanations)
     if e is None:
         return ""
-    clause = _first_clause(e)
-    why = f" Why: {escape.page(clause)}." if clause else ""
+    first = _first_why(e)
+    kinds = f" ({', '.join(first['works'])})" if first.get("works") else ""
+    why = f" Why: {escape.page(first['clause'] + kinds)}." if first else ""
     details = "<br>".join(escape.page(n) for n in e["sentence"])
     return (
         f'{why} <details class="why"><summary>CPU profile: where the CPU went, frame by frame</summary>'

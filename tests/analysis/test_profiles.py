@@ -368,9 +368,11 @@ def test_a_finding_carries_its_profile_sentence(tables):
     # the why in plain words beside the finding, the frames behind a disclosure
     (clause,) = [c for c in expl["clause"] if c]
     assert clause.startswith("veth-routed spends more CPU per unit of work than host, mostly in ")
+    (works,) = [w for w in expl["works"].to_list() if w]
+    assert works == ["routing and forwarding", "veth pairs"]  # the kinds of work the sentence names
     assert not any(k in clause for k in ("softirq/", "netfilter/", "_"))  # no category or frame ids
     why = summary.why_html(row, expl)
-    assert why.startswith(f' Why: {clause}. <details class="why"><summary>')
+    assert why.startswith(f' Why: {clause} (routing and forwarding, veth pairs). <details class="why"><summary>')
     assert why.endswith("</details>") and "veth-routed vs host (tcp_rr" in why
     assert summary.why_html({**row, "scenario": "bridge"}, expl) == ""
 
