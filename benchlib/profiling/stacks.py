@@ -159,25 +159,36 @@ CATEGORIES = (
     "other",
     OTHER,
 )
-_RULES: tuple[tuple[str, re.Pattern], ...] = tuple(
-    (name, re.compile(pattern))
-    for name, pattern in (
+# kernel symbols of BPF programs and their helpers, and of netfilter and connection tracking
+_EBPF = (
+    r"bpf_prog_|__bpf_prog_run|bpf_dispatcher|bpf_trampoline|bpf_lwt|tcf_bpf|cls_bpf|"
+    r"bpf_redirect|skb_do_redirect|bpf_skb_|bpf_sk_|bpf_map_|htab_map_|array_map_"
+)
+_NETFILTER = (
+    r"nf_|__nf_|nft_|nft_do_chain|ipt_|ip6t_|iptable_|ip6table_|xt_|ipv4_conntrack|"
+    r"ipv6_conntrack|ipv4_confirm|ipv6_confirm|hash_conntrack|init_conntrack|"
+    r"ip_vs_|masquerade|nat_"
+)
+
+
+def _compiled(rules: tuple[tuple[str, str], ...]) -> tuple[tuple[str, re.Pattern], ...]:
+    return tuple((name, re.compile(pattern)) for name, pattern in rules)
+
+
+def _first_match(rules: tuple[tuple[str, re.Pattern], ...], frame: str) -> str | None:
+    """The name of the first of ``rules`` whose pattern matches ``frame``."""
+    return next((name for name, rule in rules if rule.match(frame)), None)
+
+
+_RULES = _compiled(
+    (
         (
             "idle",
             r"^(do_idle|cpu_idle|default_idle|cpuidle|native_safe_halt|arch_cpu_idle|acpi_idle|intel_idle|"
             r"poll_idle|cpu_startup_entry|pv_native_safe_halt)",
         ),
-        (
-            "eBPF",
-            r"^(bpf_prog_|__bpf_prog_run|bpf_dispatcher|bpf_trampoline|bpf_lwt|tcf_bpf|cls_bpf|"
-            r"bpf_redirect|skb_do_redirect|bpf_skb_|bpf_sk_|bpf_map_|htab_map_|array_map_)",
-        ),
-        (
-            "netfilter/conntrack",
-            r"^(nf_|__nf_|nft_|nft_do_chain|ipt_|ip6t_|iptable_|ip6table_|xt_|ipv4_conntrack|"
-            r"ipv6_conntrack|ipv4_confirm|ipv6_confirm|hash_conntrack|init_conntrack|"
-            r"ip_vs_|masquerade|nat_)",
-        ),
+        ("eBPF", rf"^({_EBPF})"),
+        ("netfilter/conntrack", rf"^({_NETFILTER})"),
         (
             "devices",
             r"^(veth_|br_|vxlan_|geneve_|udp_tunnel|tun_|ipvlan_|macvlan_|loopback_|netkit_|"
@@ -218,10 +229,7 @@ _PROXIES = ("envoy", "haproxy", "wrk:worker", "ztunnel")
 def frame_category(frame: str) -> str | None:
     """The category a kernel frame names, or None for a helper (memcpy, locks, allocation) that
     belongs to whoever called it."""
-    for name, rule in _RULES:
-        if rule.match(frame):
-            return name
-    return None
+    return _first_match(_RULES, frame)
 
 
 # What a frame does, for the sentences that say what one datapath does and another does not: finer than
@@ -237,27 +245,17 @@ WORK = (
     "BPF datapath",
     "socket lookup",
 )
-_WORK_RULES: tuple[tuple[str, re.Pattern], ...] = tuple(
-    (name, re.compile(pattern))
-    for name, pattern in (
-        (
-            "netfilter and conntrack",
-            r"^(br_nf_|ip_sabotage|nf_|__nf_|nft_|ipt_|iptable_|xt_|ipv4_conntrack|"
-            r"ipv4_confirm|hash_conntrack|init_conntrack|ip_vs_|masquerade|nat_)",
-        ),
+_WORK_RULES = _compiled(
+    (
+        ("netfilter and conntrack", rf"^(br_nf_|ip_sabotage|{_NETFILTER})"),
         (
             "encapsulation",
-            r"^(vxlan_|geneve_|udp_tunnel|iptunnel_|__iptunnel|ip_tunnel_|gre_|ipgre_|ipip_|fou_|"
-            r"gro_cells)",
+            r"^(vxlan_|geneve_|udp_tunnel|iptunnel_|__iptunnel|ip_tunnel_|gre_|ipgre_|ipip_|fou_|gro_cells)",
         ),
         ("bridge forwarding", r"^(br_|__br_|fdb_|nbp_)"),
         ("veth pairs", r"^veth_"),
         ("routing and forwarding", r"^(ip_forward|ip_route_|fib_|__fib_|fib4_)"),
-        (
-            "BPF datapath",
-            r"^(bpf_prog_|__bpf_prog_run|bpf_dispatcher|bpf_trampoline|tcf_bpf|cls_bpf|bpf_redirect|"
-            r"skb_do_redirect|bpf_skb_|bpf_sk_|bpf_map_|htab_map_|array_map_)",
-        ),
+        ("BPF datapath", rf"^({_EBPF})"),
         (
             "socket lookup",
             r"^(__inet_lookup|inet_lookup|inet_ehashfn|__udp4_lib_lookup|udp4_lib_lookup|"
@@ -269,10 +267,7 @@ _WORK_RULES: tuple[tuple[str, re.Pattern], ...] = tuple(
 
 def frame_work(frame: str) -> str | None:
     """What a kernel frame does (one of WORK), or None for a frame every path runs."""
-    for name, rule in _WORK_RULES:
-        if rule.match(frame):
-            return name
-    return None
+    return _first_match(_WORK_RULES, frame)
 
 
 def classify(comm: str, frames: list[str]) -> str:
