@@ -189,9 +189,10 @@ def cpu_short_unit(cpu_unit: str, work_unit: str) -> str:
     return cpu_unit if cpu_unit == MICROSECONDS else f"{cpu_unit}/({work_unit})"
 
 
-def cpu_change_interval(delta: float, low: float, high: float, short: str) -> str:
-    """A change of CPU per unit with its interval: "+2.0 µs [+1.6, +2.4]"."""
-    return f"{cpu_change(delta)} {short} [{cpu_change(low)}, {cpu_change(high)}]"
+def cpu_change_interval(delta: float, low: float, high: float, short: str = "") -> str:
+    """A change of CPU per unit with its interval: "+2.0 µs [+1.6, +2.4]", or "+2.0 [+1.6, +2.4]" without
+    a unit (``short`` "": one named just before)."""
+    return f"{cpu_change(delta)}{f' {short}' if short else ''} [{cpu_change(low)}, {cpu_change(high)}]"
 
 
 def relative_change(v: float, capped: bool = False) -> str:

@@ -226,10 +226,6 @@ def _works(p: dict, attribution: pl.DataFrame, top: int) -> list[tuple[dict, lis
     return out
 
 
-def _frame_text(f: dict) -> str:
-    return f"{f['name']} {cpu_change(f['delta'])} [{cpu_change(f['delta_low'])}, {cpu_change(f['delta_high'])}]"
-
-
 def _sentence(p: dict, attribution: pl.DataFrame, works: list[tuple[dict, list[dict]]], top: int) -> str:
     short = cpu_short_unit(p["cpu_unit"], p["work_unit"])
     delta = p["cpu_per_unit"] - p["cpu_per_unit_base"]
@@ -252,17 +248,15 @@ def _sentence(p: dict, attribution: pl.DataFrame, works: list[tuple[dict, list[d
         )
     if p["verdict_kind"] != Kind.FINDING:
         return head + f"; {NO_CHANGE}" + tail
+
+    def part(r: dict, with_unit: str) -> str:
+        return f"{r['name']} {cpu_change_interval(r['delta'], r['delta_low'], r['delta_high'], with_unit)}"
+
     c = _parts(p, attribution, "category")
     spread = float(c["delta"].abs().sum()) or 1.0
-    named = [
-        f"{r['name']} {cpu_change_interval(r['delta'], r['delta_low'], r['delta_high'], short)}"
-        for r in c.head(top).iter_rows(named=True)
-        if abs(r["delta"]) >= 0.1 * spread
-    ]
+    named = [part(r, short) for r in c.head(top).iter_rows(named=True) if abs(r["delta"]) >= 0.1 * spread]
     frames_text = ", ".join(
-        f"{w['name']} {cpu_change_interval(w['delta'], w['delta_low'], w['delta_high'], short)}"
-        + (f" ({', '.join(_frame_text(f) for f in fs)})" if fs else "")
-        for w, fs in works
+        part(w, short) + (f" ({', '.join(part(f, '') for f in fs)})" if fs else "") for w, fs in works
     )
     text = head
     if named:
