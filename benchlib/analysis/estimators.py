@@ -17,6 +17,8 @@ import numpy as np
 import polars as pl
 from scipy import stats
 
+from benchlib.settings.analysis import DEFAULT_ANALYSIS
+
 # A configuration: everything that identifies one sample of runs of one metric.
 # test_params (every recorded parameter of the test) keeps runs of different
 # settings apart even where a test name was reused for them.
@@ -196,7 +198,10 @@ SUMMARY_COLUMNS = [
 
 
 def summarize(
-    metrics: pl.DataFrame | pl.LazyFrame, runs: pl.DataFrame, alpha: float = 0.05, cv_limit_pct: float = 5.0
+    metrics: pl.DataFrame | pl.LazyFrame,
+    runs: pl.DataFrame,
+    alpha: float = DEFAULT_ANALYSIS.alpha,
+    cv_limit_pct: float = 5.0,
 ) -> pl.DataFrame:
     """One row per configuration: n, median and its 95 % CI, IQR, CV, drift, failed runs,
     non-finite values excluded, flags."""

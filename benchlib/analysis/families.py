@@ -13,6 +13,7 @@ import numpy as np
 import polars as pl
 from statsmodels.stats.multitest import multipletests
 
+from benchlib.settings.analysis import DEFAULT_ANALYSIS
 from benchlib.vocabulary.schema import headline_metric, metric_info
 
 CORRECTIONS = {"holm": "Holm", "fdr_bh": "FDR (Benjamini-Hochberg)"}
@@ -25,7 +26,9 @@ SECONDARY_CORRECTION = "fdr_bh"
 FAMILY_ORDER = (PRIMARY, LATENCY, CPU, OTHER)
 
 
-def adjust(p: np.ndarray, correction: str = "holm", alpha: float = 0.05) -> np.ndarray:
+def adjust(
+    p: np.ndarray, correction: str = DEFAULT_ANALYSIS.correction, alpha: float = DEFAULT_ANALYSIS.alpha
+) -> np.ndarray:
     """p-values adjusted over the whole family; NaN entries are not part of it."""
     if correction not in CORRECTIONS:
         raise ValueError(f"correction must be one of {sorted(CORRECTIONS)}, got {correction!r}")

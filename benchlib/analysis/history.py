@@ -21,6 +21,7 @@ from benchlib.vocabulary.schema import RUNS_SCHEMA
 
 from . import normalize, stats
 from .compare import Campaign
+from .verdicts import VERDICT_COLUMNS
 
 KEYS = [c for c in stats.CONFIG if c != "campaign"]  # a configuration, in any campaign
 COLUMNS = [
@@ -37,9 +38,7 @@ COLUMNS = [
     "delta_low",
     "delta_high",
     "p_adj",
-    "verdict",
-    "verdict_kind",
-    "verdict_direction",
+    *VERDICT_COLUMNS,
     "changed",
 ]
 

@@ -18,7 +18,7 @@ from benchlib.vocabulary.schema import metric_info, percentiles
 
 from . import stats
 from .normalize import PROXY_CPU_AT_TARGET
-from .verdicts import Direction, Kind
+from .verdicts import VERDICT_COLUMNS, Direction, Kind
 
 HTTP_PERCENTILES = percentiles("http_latency")  # p50, p90, p99, p99.9 (fortio)
 RR_PERCENTILES = percentiles("latency")  # p50, p90, p99 (netperf TCP_RR)
@@ -187,9 +187,7 @@ def cost_per_hop(
         "delta_pct",
         "p_adj",
         "correction",
-        "verdict",
-        "verdict_kind",
-        "verdict_direction",
+        *VERDICT_COLUMNS,
     )
     df = (
         pairs.join(med.select(cols), on="scenario")
@@ -234,9 +232,7 @@ def cost_per_hop(
         "delta_pct",
         "p_adj",
         "correction",
-        "verdict",
-        "verdict_kind",
-        "verdict_direction",
+        *VERDICT_COLUMNS,
     )
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from benchlib.settings.analysis import Analysis
+from benchlib.settings.analysis import DEFAULT_ANALYSIS, Analysis
 from benchlib.settings.campaign import Experiment
 
 from . import stats
@@ -114,7 +114,7 @@ PRECISION_COLUMNS = [
 
 
 def precision(
-    comparisons: pl.DataFrame, runs: pl.DataFrame, exp: Experiment | None, alpha: float = 0.05
+    comparisons: pl.DataFrame, runs: pl.DataFrame, exp: Experiment | None, alpha: float = DEFAULT_ANALYSIS.alpha
 ) -> pl.DataFrame:
     """Per primary comparison of a campaign run until precise: the blocks its environment stopped at, the
     look, how many looks the plan had (null: open, minutes only), the level spent at that look, the

@@ -25,6 +25,7 @@ import polars as pl
 from scipy import stats
 from scipy.stats import mstats
 
+from benchlib.settings.analysis import DEFAULT_ANALYSIS
 from benchlib.vocabulary.schema import metric_info
 
 if TYPE_CHECKING:
@@ -68,7 +69,7 @@ from .power import (
     pooled_log_sd,
     smallest_p as smallest_p,
 )
-from .verdicts import Direction, Kind, Verdict
+from .verdicts import VERDICT_COLUMNS, Direction, Kind, Verdict
 
 # Two configurations are compared when they differ only in the scenario.
 PEERS = [c for c in CONFIG if c != "scenario"]
@@ -76,6 +77,7 @@ WITHIN_NOISE = "~ within noise"
 NEGLIGIBLE = "negligible"
 # the Mann-Whitney test and the interval of the change (computed apart) disagree at the decision level
 UNCLEAR = "inconclusive"
+N_RESAMPLES = 9999  # bootstrap and permutation resamples of every interval and exact test
 SAME_MEDIAN = "same median"  # a significant change whose medians are equal
 
 # Above this many runs per side the normal approximation (with tie correction)
@@ -116,7 +118,9 @@ def _mwu_rows(x: np.ndarray, y: np.ndarray, seed: int, n_resamples: int) -> tupl
     return u, p, method
 
 
-def mann_whitney(x: np.ndarray, y: np.ndarray, seed: int = 0, n_resamples: int = 9999) -> tuple[float, float, str]:
+def mann_whitney(
+    x: np.ndarray, y: np.ndarray, seed: int = DEFAULT_ANALYSIS.seed, n_resamples: int = N_RESAMPLES
+) -> tuple[float, float, str]:
     """Two-sided Mann-Whitney U of x vs y: (U of x, p, method); see _mwu_rows."""
     u, p, method = _mwu_rows(np.asarray(x, float)[None, :], np.asarray(y, float)[None, :], seed, n_resamples)
     return float(u[0]), float(p[0]), str(method[0])
@@ -183,7 +187,11 @@ def _delta_rows(
 
 
 def delta_pct(
-    x: np.ndarray, y: np.ndarray, seed: int = 0, n_resamples: int = 9999, confidence: float = 0.95
+    x: np.ndarray,
+    y: np.ndarray,
+    seed: int = DEFAULT_ANALYSIS.seed,
+    n_resamples: int = N_RESAMPLES,
+    confidence: float = 0.95,
 ) -> tuple[float, float, float]:
     """median(x)/median(y) - 1 in %, with the CI of delta_ci_method(len(x), len(y)); see _delta_rows."""
     d, lo, hi = _delta_rows(np.asarray(x, float)[None, :], np.asarray(y, float)[None, :], seed, n_resamples, confidence)
@@ -257,9 +265,7 @@ COMPARISON_COLUMNS = [
     "delta_method",
     "excluded",
     "noise_band_pct",
-    "verdict",
-    "verdict_kind",
-    "verdict_direction",
+    *VERDICT_COLUMNS,
     "sd_log",
     "mde_pct",
     "n_attainable",
@@ -321,12 +327,12 @@ def compared_pairs(
 def compare(
     metrics: pl.DataFrame | pl.LazyFrame,
     runs: pl.DataFrame,
-    baseline: str = "host",
-    alpha: float = 0.05,
-    correction: str = "holm",
-    noise_band_pct: float | Mapping[str, float] = 2.0,
-    seed: int = 0,
-    n_resamples: int = 9999,
+    baseline: str = DEFAULT_ANALYSIS.baseline,
+    alpha: float = DEFAULT_ANALYSIS.alpha,
+    correction: str = DEFAULT_ANALYSIS.correction,
+    noise_band_pct: float | Mapping[str, float] = DEFAULT_ANALYSIS.noise_band_pct,
+    seed: int = DEFAULT_ANALYSIS.seed,
+    n_resamples: int = N_RESAMPLES,
     contrasts: Sequence[Sequence[str]] = (),
     family: str | None = None,
     confidence: float | None = None,
@@ -371,11 +377,11 @@ def compare_campaigns(
     runs: pl.DataFrame,
     metrics_base: pl.DataFrame,
     runs_base: pl.DataFrame,
-    alpha: float = 0.05,
-    correction: str = "holm",
-    noise_band_pct: float | Mapping[str, float] = 2.0,
-    seed: int = 0,
-    n_resamples: int = 9999,
+    alpha: float = DEFAULT_ANALYSIS.alpha,
+    correction: str = DEFAULT_ANALYSIS.correction,
+    noise_band_pct: float | Mapping[str, float] = DEFAULT_ANALYSIS.noise_band_pct,
+    seed: int = DEFAULT_ANALYSIS.seed,
+    n_resamples: int = N_RESAMPLES,
 ) -> pl.DataFrame:
     """Every configuration of one campaign vs the same configuration (every CONFIG key but the
     campaign) of a base campaign, wherever both were measured; the families of compare().

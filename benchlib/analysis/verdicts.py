@@ -11,6 +11,9 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import NamedTuple
 
+# a verdict as the tables carry it: the sentence, then its kind and direction
+VERDICT_COLUMNS = ("verdict", "verdict_kind", "verdict_direction")
+
 
 class Kind(StrEnum):
     """What a comparison's verdict says."""

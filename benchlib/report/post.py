@@ -183,7 +183,7 @@ def post_figures(
     rows: pl.DataFrame,
     heights: Mapping[str, float],
     baseline: str,
-    correction: str = "holm",
+    correction: str = DEFAULT_ANALYSIS.correction,
     explanations: pl.DataFrame | None = None,
 ) -> list[PostFigure]:
     """The post's figures (choose) with their alt text and captions."""

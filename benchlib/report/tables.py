@@ -16,7 +16,7 @@ from great_tables import GT, loc, style
 
 from ..analysis import stats
 from ..analysis.normalize import CPU_AT_TARGET
-from ..analysis.verdicts import Direction, Kind
+from ..analysis.verdicts import VERDICT_COLUMNS, Direction, Kind
 from ..base import escape
 from ..vocabulary.schema import WORK_NOUNS
 from .format import (
@@ -316,7 +316,6 @@ ANNOTATIONS = (
     "cpu_bound_pct_base",
 )
 BASELINE = "baseline"  # headline's verdict of the baseline's own rows
-VERDICT_COLUMNS = ("verdict", "verdict_kind", "verdict_direction")
 CPU_LIMIT = "CPU limit"  # headline's column: the sides at their CPU limit (saturation.annotate explains)
 
 
@@ -335,9 +334,7 @@ def headline(summary: pl.DataFrame, comparisons: pl.DataFrame, baseline: str) ->
         "delta_high",
         "ci_level",
         "p_adj",
-        "verdict",
-        "verdict_kind",
-        "verdict_direction",
+        *VERDICT_COLUMNS,
         "mde_pct",
         "n_attainable",
         *[c for c in ANNOTATIONS if c in comparisons.columns],

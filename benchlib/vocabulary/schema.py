@@ -244,14 +244,18 @@ METRICS_SCHEMA = pl.Schema(
 
 # Profiled runs (never in runs or metrics): one row per profiled run, and its CPU profile as one row
 # per side, task and stack (benchlib.profiling.stacks.rows). A stack's frames run root -> leaf, ";"-separated.
+# which profiled run a row is of, in both tables
+_PROFILED_RUN = {
+    "run_id": pl.String,
+    "campaign": pl.String,
+    "environment": pl.String,
+    "scenario": pl.String,
+    "test": pl.String,
+    "kind": pl.String,
+}
 PROFILE_RUNS_SCHEMA = pl.Schema(
     {
-        "run_id": pl.String,
-        "campaign": pl.String,
-        "environment": pl.String,
-        "scenario": pl.String,
-        "test": pl.String,
-        "kind": pl.String,
+        **_PROFILED_RUN,
         "block": pl.Int64,
         "attribution": pl.String,  # "cpu": samples split by side by CPU; "shared": both sides in side total
         "frequency_hz": pl.Int64,
@@ -270,12 +274,7 @@ PROFILE_RUNS_SCHEMA = pl.Schema(
 
 PROFILES_SCHEMA = pl.Schema(
     {
-        "run_id": pl.String,
-        "campaign": pl.String,
-        "environment": pl.String,
-        "scenario": pl.String,
-        "test": pl.String,
-        "kind": pl.String,
+        **_PROFILED_RUN,
         "side": pl.String,  # client, server, or total where the sides share CPUs
         "comm": pl.String,
         "stack": pl.String,
