@@ -621,7 +621,8 @@ def test_cluster_scenario_without_placement_is_refused(tmp_path, monkeypatch):
 
 QUIET = {"pid_dir": str(STATE / "run")}
 FOREIGN_MAX = Params.model_fields["experiment"].annotation.model_fields["foreign_cpu_max"].default
-LONG_RR = {"rr": {"tool": "netperf", "kind": "TCP_RR", "duration_s": 20, "message_size": 1}}
+# a run long enough to be killed inside its window, and short enough for the resumed campaign
+KILLED_RR = {"rr": {"tool": "netperf", "kind": "TCP_RR", "duration_s": 5, "message_size": 1}}
 THAW_BOUND_S = 3  # after an interrupt or a kill, every frozen cgroup is thawed within this
 
 
@@ -720,45 +721,18 @@ def cluster_b(cluster):
 
 
 def test_two_clusters_interleave_in_one_campaign_freezing_the_other_and_a_kill_thaws_both(admin, cluster_b, tmp_path):
-    """One campaign over two real clusters: every block runs both, each run on its own cluster's nodes,
-    with every daemon of the other cluster frozen over its window. A campaign killed mid-window (only
-    a kill leaves the thaw to the watchdog; Ctrl-C unwinds through the window's finally as a failed
-    run does): both clusters' daemons thawed and moved back, and the same campaign again resumes it."""
+    """One campaign over two real clusters, killed mid-window (only a kill leaves the thaw to the
+    watchdog; Ctrl-C unwinds through the window's finally as a failed run does): both clusters' daemons
+    thawed and moved back. The same campaign again resumes it: every block runs both, each run on its
+    own cluster's nodes, with every daemon of the other cluster frozen over its window."""
     from benchlib.targets import registry
     from benchlib.targets.kubernetes import quiet
 
     env = two_cluster_env()
-    params = short_params("two", list(env.scenarios), RR, repetitions=2, retries=1)
-    plan = Plan(environment=env, scenarios=list(env.scenarios), tests=params.tests)
-    logs: list[str] = []
-    target = registry.get("kubernetes", env, plan.scenarios)(env, plan.scenarios, NETPERF, log=logs.append)
-    assert target.interleaves_scenarios, logs
-    counts = runner.run_environment(params, plan, target, raw_root=tmp_path / "raw", log=logs.append)
-    assert counts["ok"] == 4 and counts["failed"] == 0, (counts, logs)
-
-    metas = [json.loads(m.read_text()) for m in (tmp_path / "raw" / "two").glob("*/*/*/r*/meta.json")]
-    by_time = sorted(metas, key=lambda m: m["started_at"])
-    assert [m["block"] for m in by_time] == [0, 0, 1, 1]  # every block holds both clusters' runs
-    for m in metas:
-        pl, q = m["placement"], m["quiet"]
-        own = "default" if m["scenario"] == "here" else "b"
-        assert pl["cluster"] == own, pl
-        assert pl["client_node"].startswith("bk8s-b-" if own == "b" else "bk8s-node"), pl
-        assert {n.split("/", 1)[0] for n in q["frozen"] if "/" in n} == {"b"}, q  # the other's, as b/...
-        assert {"apiserver-forward", "b/apiserver-forward"} <= set(q["kept"]), q
-        assert q["thawed"] is True and q["freeze_ms"] < 1000 and q["thaw_ms"] < 1000, q
-        print(f"{m['scenario']} block {m['block']}: freeze {q['freeze_ms']} ms, thaw {q['thaw_ms']} ms")
-    b_daemons = {f"b/{n}" for n in quiet.daemons(STATE_B / "run")}
-    here = [m for m in metas if m["scenario"] == "here"]
-    assert all(b_daemons - {"b/apiserver-forward"} <= set(m["quiet"]["frozen"]) for m in here)
-    assert [m["placement"]["scenario_record"] for m in metas if m["scenario"] == "there"] == [{"cluster": "b"}] * 2
-    runs, _ = tidy.build_tables(tmp_path / "raw" / "two")
-    assert dict(zip(runs["scenario"], runs["cluster"], strict=True)) == {"here": "default", "there": "b"}
-
-    # killed mid-window: the watchdog thaws both clusters' daemons and moves them back
+    raw = tmp_path / "raw"
     before = {n: open(f"/proc/{pid}/cgroup").read() for n, pid in quiet.daemons(STATE_B / "run").items()}
     script = tmp_path / "child.py"
-    script.write_text(TWO_CLUSTER_CHILD.format(repo=str(REPO), tests=LONG_RR, raw=str(tmp_path / "raw-kill")))
+    script.write_text(TWO_CLUSTER_CHILD.format(repo=str(REPO), tests=KILLED_RR, raw=str(raw)))
     proc = subprocess.Popen([str(REPO / ".venv" / "bin" / "python"), str(script)], stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 180
@@ -781,19 +755,39 @@ def test_two_clusters_interleave_in_one_campaign_freezing_the_other_and_a_kill_t
     assert quiet_cgroups() == []
     assert {n: open(f"/proc/{pid}/cgroup").read() for n, pid in quiet.daemons(STATE_B / "run").items()} == before
     assert all(c.type != "Ready" or c.status == "True" for n in admin.list_node().items for c in n.status.conditions)
+
     # the same campaign again resumes it: the killed one's namespaces removed, on both clusters, and
     # each run recorded once. Retried once, as a user's campaign is: the first exec after the kill has
     # lost its whole output with the exec API's status Success ("the exec stream ended before the
     # command's exit status"), in CI and here, on either cluster
-    resumed_logs: list[str] = []
-    kill = short_params("two-kill", list(env.scenarios), LONG_RR, repetitions=1, retries=1)
-    kill_plan = Plan(environment=env, scenarios=list(env.scenarios), tests=kill.tests)
-    again = registry.get("kubernetes", env, plan.scenarios)(env, plan.scenarios, NETPERF, log=resumed_logs.append)
-    counts = runner.run_environment(kill, kill_plan, again, raw_root=tmp_path / "raw-kill", log=resumed_logs.append)
-    assert counts["ok"] + counts["already_done"] == 2 and counts["failed"] == 0, (counts, resumed_logs)
-    assert sum("left by a killed campaign" in line for line in resumed_logs) == 2, resumed_logs
-    runs, _ = tidy.build_tables(tmp_path / "raw-kill" / "two-kill")
-    assert sorted(runs["scenario"]) == ["here", "there"] and set(runs["outcome"]) == {"ok"}
+    logs: list[str] = []
+    params = short_params("two", list(env.scenarios), KILLED_RR, repetitions=2, retries=1)
+    plan = Plan(environment=env, scenarios=list(env.scenarios), tests=params.tests)
+    target = registry.get("kubernetes", env, plan.scenarios)(env, plan.scenarios, NETPERF, log=logs.append)
+    assert target.interleaves_scenarios, logs
+    counts = runner.run_environment(params, plan, target, raw_root=raw, log=logs.append)
+    assert counts["ok"] + counts["already_done"] == 4 and counts["failed"] == 0, (counts, logs)
+    assert sum("left by a killed campaign" in line for line in logs) == 2, logs
+
+    metas = [json.loads(m.read_text()) for m in (raw / "two").glob("*/*/*/r*/meta.json")]
+    by_time = sorted(metas, key=lambda m: m["started_at"])
+    assert [m["block"] for m in by_time] == [0, 0, 1, 1]  # every block holds both clusters' runs
+    for m in metas:
+        pl, q = m["placement"], m["quiet"]
+        own = "default" if m["scenario"] == "here" else "b"
+        assert pl["cluster"] == own, pl
+        assert pl["client_node"].startswith("bk8s-b-" if own == "b" else "bk8s-node"), pl
+        assert {n.split("/", 1)[0] for n in q["frozen"] if "/" in n} == {"b"}, q  # the other's, as b/...
+        assert {"apiserver-forward", "b/apiserver-forward"} <= set(q["kept"]), q
+        assert q["thawed"] is True and q["freeze_ms"] < 1000 and q["thaw_ms"] < 1000, q
+        print(f"{m['scenario']} block {m['block']}: freeze {q['freeze_ms']} ms, thaw {q['thaw_ms']} ms")
+    b_daemons = {f"b/{n}" for n in quiet.daemons(STATE_B / "run")}
+    here = [m for m in metas if m["scenario"] == "here"]
+    assert all(b_daemons - {"b/apiserver-forward"} <= set(m["quiet"]["frozen"]) for m in here)
+    assert [m["placement"]["scenario_record"] for m in metas if m["scenario"] == "there"] == [{"cluster": "b"}] * 2
+    runs, _ = tidy.build_tables(raw / "two")
+    assert dict(zip(runs["scenario"], runs["cluster"], strict=True)) == {"here": "default", "there": "b"}
+    assert set(runs["outcome"]) == {"ok"} and len(runs) == 4
 
 
 TWO_CLUSTER_CHILD = """
@@ -806,7 +800,7 @@ from benchlib.targets import registry
 from tests.conftest import short_params
 from tests.local_cluster import NETPERF, two_cluster_env
 env = two_cluster_env()
-params = short_params("two-kill", list(env.scenarios), {tests!r}, repetitions=1, retries=0)
+params = short_params("two", list(env.scenarios), {tests!r}, repetitions=2, retries=0)
 plan = Plan(environment=env, scenarios=list(env.scenarios), tests=params.tests)
 target = registry.get("kubernetes", env, plan.scenarios)(env, plan.scenarios, NETPERF)
 runner.run_environment(params, plan, target, raw_root=Path({raw!r}))
