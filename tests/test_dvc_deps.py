@@ -74,6 +74,13 @@ def test_a_stage_depends_on_every_module_its_command_runs(stage):
     assert not missing, f"dvc.yaml: stage {stage} (benchlib {command}) lacks deps {missing}"
 
 
+def test_the_report_stage_depends_on_every_notebook_of_the_report():
+    from benchlib.report.render import NOTEBOOKS
+
+    deps = stages()["report"]["deps"]
+    assert [n for n in NOTEBOOKS if f"notebooks/{n}" not in deps] == []
+
+
 def test_the_walk_finds_what_a_command_names():
     assert {
         "benchlib.records.record",
