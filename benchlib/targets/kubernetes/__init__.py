@@ -231,16 +231,17 @@ class KubernetesTarget(Target):
             self.switch.apply(scenario)
 
     def _start_pods(self, scenario: str) -> Pods:
-        """The server pod, then the client pod (on the server's node for ``placement: same-node``)."""
+        """The server pod, then the client pod (on the server's node for ``placement: same-node``), the
+        client created once the server has its node, so that the two start side by side."""
         sc = self.env.scenarios[scenario]
         timeout = self.settings.pod_ready_timeout_s
-        server = self.cluster.start_pod(pod_manifest(self.env, scenario, "server", self.session, self.servers), timeout)
-        server_pod, server_node, server_ip = placed(server)
+        server = self.cluster.create_pod(pod_manifest(self.env, scenario, "server", self.session, self.servers))
+        # the client's placement reads the server's: its node, or its presence for the anti-affinity
+        server_node = self.cluster.wait_scheduled(server, timeout)
         beside = server_node if sc.placement == "same-node" else None
-        client = self.cluster.start_pod(
-            pod_manifest(self.env, scenario, "client", self.session, self.servers, beside), timeout
-        )
-        return Pods(server_pod, server_node, server_ip, *placed(client))
+        client = self.cluster.create_pod(pod_manifest(self.env, scenario, "client", self.session, self.servers, beside))
+        server_pod, _, server_ip = placed(self.cluster.wait_ready(server, timeout))
+        return Pods(server_pod, server_node, server_ip, *placed(self.cluster.wait_ready(client, timeout)))
 
     def _start_services(self, scenario: str, pods: Pods) -> tuple[str | None, dict]:
         """For ``placement: service``: the Services in front of the server pod, their IP and record."""

@@ -39,6 +39,7 @@ _PID_RE = re.compile(rf"^{PID_MARKER}(\d+)\n")
 EXEC_TIMEOUT_S = 60  # a short command in a pod: a probe, ss, cat /proc/stat
 KILL_WAIT_S = 5  # how long a kill waits to learn the command's PID
 POLL_S = 0.3  # between looks at a pod that is starting
+SCHEDULE_POLL_S = 0.02  # between looks at a pod waiting for its node: the scheduler takes milliseconds
 # kubelet retries a pod whose sandbox the pod network refused; a CNI still starting may refuse once, a
 # cause that stays (no address left in the pool, an agent that is down) refuses every time
 SANDBOX_REFUSALS = 3
@@ -247,9 +248,30 @@ class Cluster:
     # -- pods ----------------------------------------------------------------------
     def start_pod(self, manifest: dict, timeout_s: float):
         """Create a pod and return it once ready; fail with its events."""
+        return self.wait_ready(self.create_pod(manifest), timeout_s)
+
+    def create_pod(self, manifest: dict) -> str:
+        """Create a pod; its name."""
         name = manifest["metadata"]["name"]
         with refusal(f"cannot create pod {name}"):
             self.core.create_namespaced_pod(self.namespace, manifest)  # pyright: ignore[reportArgumentType] (the client sends a manifest dict as it is; the annotation names only its model)
+        return name
+
+    def wait_scheduled(self, name: str, timeout_s: float) -> str:
+        """The node the scheduler put the pod on, once it has (before its containers start); fail with
+        its events."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            node = self.core.read_namespaced_pod(name, self.namespace).spec.node_name
+            if node:
+                return node
+            time.sleep(SCHEDULE_POLL_S)
+        raise TargetError(
+            f"kubernetes: pod {self.namespace}/{name} was not scheduled within {timeout_s:g} s\n" + self.events(name)
+        )
+
+    def wait_ready(self, name: str, timeout_s: float):
+        """The pod, once ready; fail with its events (or the pod network's refusal, or its failed container)."""
         deadline = time.monotonic() + timeout_s
         next_look = time.monotonic() + SANDBOX_LOOK_S
         while time.monotonic() < deadline:

@@ -16,30 +16,39 @@ POLL_S = 0.3
 
 
 class NodeCpu:
-    """The sampling pod of every node, once they are all ready."""
+    """The sampling pod of every node. They start beside the scenario's first pods (on the host network,
+    they need no pod network) and are waited for when first read."""
 
     def __init__(self, cluster: Cluster):
         self.cluster = cluster
-        self.pods: dict[str, str] = {}  # node -> pod
+        self._pods: dict[str, str] = {}  # node -> pod
+        self._deadline = 0.0
+        self._timeout_s = 0.0
 
     def start(self, env: Environment, session: str, timeout_s: float) -> None:
+        """Create the DaemonSet, without waiting for its pods."""
         self.cluster.apps.create_namespaced_daemon_set(self.cluster.namespace, cpu_daemonset(env, session))  # pyright: ignore[reportArgumentType] (the client sends a manifest dict as it is; the annotation names only its model)
-        deadline = time.monotonic() + timeout_s
-        while True:
+        self._timeout_s, self._deadline = timeout_s, time.monotonic() + timeout_s
+
+    @property
+    def pods(self) -> dict[str, str]:
+        """node -> its sampling pod, once every one is ready."""
+        while not self._pods:
             pods = self.cluster.core.list_namespaced_pod(
                 self.cluster.namespace, label_selector=f"{LABEL_ROLE}=cpu"
             ).items
             ready = [p for p in pods if is_ready(p)]
             if pods and len(ready) == len(pods):
-                self.pods = {node: name for name, node, _ in map(placed, ready)}
-                return
-            if time.monotonic() > deadline:
+                self._pods = {node: name for name, node, _ in map(placed, ready)}
+            elif time.monotonic() > self._deadline:
                 pending = [p.metadata.name for p in pods if not is_ready(p) and p.metadata.name] or ["(none created)"]
                 raise TargetError(
-                    f"kubernetes: CPU sampling pods not ready after {timeout_s:g} s: {pending}\n"
+                    f"kubernetes: CPU sampling pods not ready after {self._timeout_s:g} s: {pending}\n"
                     + self.cluster.events(pending[0])
                 )
-            time.sleep(POLL_S)
+            else:
+                time.sleep(POLL_S)
+        return self._pods
 
     def require(self, node: str) -> None:
         if node not in self.pods:
