@@ -122,8 +122,10 @@ down() {
   thaw_quiet
   if [ ! -d "$STATE" ] && ! ip netns list | grep -Eq "^$PREFIX-node[0-9]+( |$)"; then log "nothing to take down"; return; fi
   mkdir -p "$STATE/run"
+  # the nodes' daemons get 2 s, then are killed: their state goes with the cluster, and Cilium's agent
+  # hangs after TERM
   # shellcheck disable=SC2046 # daemon names, one a word
-  stop_daemons apiserver-forward kube-proxy1 kube-proxy2 kubelet1 kubelet2 $(for c in "${CNIS[@]}"; do "${c}_components" 2; done)
+  signal_daemons TERM 20 apiserver-forward kube-proxy1 kube-proxy2 kubelet1 kubelet2 $(for c in "${CNIS[@]}"; do "${c}_components" 2; done)
   for n in 1 2; do
     local sock="$STATE/node$n/containerd/containerd.sock" t
     if [ -S "$sock" ] && running "containerd$n"; then

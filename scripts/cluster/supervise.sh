@@ -16,12 +16,21 @@ pid_of() { [ -f "$STATE/run/$1.pid" ] && cat "$STATE/run/$1.pid"; }
 running() { local pid; pid=$(pid_of "$1") && kill -0 "$pid" 2>/dev/null; }
 
 stop_daemons() {  # stop_daemons <name...>: TERM all at once, KILL what is left after 10 s, gone on return
-  local pids=() n pid
+  signal_daemons TERM 100 "$@"
+}
+
+kill_daemons() {  # kill_daemons <name...>: KILL all at once, gone on return (for a daemon that hangs after TERM)
+  signal_daemons KILL 0 "$@"
+}
+
+signal_daemons() {  # signal_daemons <signal> <tenths of a second> <name...>: the signal, then KILL after the bound
+  local sig=$1 bound=$2 pids=() n pid
+  shift 2
   for n in "$@"; do
     pid=$(pid_of "$n") || continue
-    kill "$pid" 2>/dev/null && pids+=("$pid")
+    kill -s "$sig" "$pid" 2>/dev/null && pids+=("$pid")
   done
-  await_exit 100 "${pids[@]}" || {
+  await_exit "$bound" "${pids[@]}" || {
     for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
     # a killed process lingers while the kernel tears down what it held (its mount namespace,
     # sockets): the caller's next step must not find it

@@ -169,7 +169,7 @@ cilium_up() {  # cilium_up <nodes> <proxy-mode> <routing> <lb>
   local outside
   outside=$(cilium_programs_outside_nodes)
   if [ -n "$outside" ]; then  # never leave the machine's processes behind a node's load balancer
-    stop_daemons cilium-agent1 cilium-agent2
+    kill_daemons cilium-agent1 cilium-agent2
     die "a Cilium program was attached outside the nodes' cgroups ($outside): agents stopped"
   fi
   for n in $(seq 1 "$nodes"); do cilium_cni_config "$n" >"$STATE/node$n/cni/net.d/05-cilium.conflist"; done
@@ -178,8 +178,9 @@ cilium_up() {  # cilium_up <nodes> <proxy-mode> <routing> <lb>
 cilium_down() {  # cilium_down <nodes>: agents and operator gone, and what they made in the nodes
   local n dev
   # the agent hangs in shutdown after SIGTERM; its state lives in its own
-  # bpffs and the node namespace, both cleaned here, so it is not waited for
-  stop_daemons cilium-agent1 cilium-agent2 cilium-operator
+  # bpffs and the node namespace, both cleaned here, so it is killed, not waited for
+  kill_daemons cilium-agent1 cilium-agent2
+  stop_daemons cilium-operator
   for n in $(seq 1 "$1"); do
     rm -f "$STATE/node$n/cni/net.d/05-cilium.conflist" "$STATE/node$n/cni/bin/cilium-cni"
     for dev in $(ip -n "$(netns "$n")" -o link show | awk -F': ' '{sub(/@.*/, "", $2); print $2}' | grep -E '^(cilium_|lxc)'); do
