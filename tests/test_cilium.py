@@ -30,6 +30,7 @@ from tests.conftest import REPO, require_root, short_params
 from tests.local_cluster import (
     CLUSTER,
     NETPERF,
+    STATE,
     cluster_script,
     execd_commands,
     in_node,
@@ -186,8 +187,7 @@ def test_socket_lb_is_on_the_nodes_cgroups_only_and_no_machine_wide_setting_chan
     assert "KubeProxyReplacement:    True" in status and "Routing:                 Network: Tunnel [vxlan]" in status
 
 
-@pytest.mark.parametrize("routing", ["tunnel", "native"])
-def test_pods_get_cilium_addresses_and_the_wire_shows_the_routing_mode(cilium, routing):
+def pods_get_cilium_addresses_and_the_wire_shows_the_routing_mode(routing: str) -> None:
     switch("cilium", "--routing", routing)
     env = cilium_env({"pod-to-pod": {"description": "two nodes", "placement": "pod-to-pod"}})
     with serving_cluster(env, "pod-to-pod") as target:
@@ -213,6 +213,83 @@ def test_pods_get_cilium_addresses_and_the_wire_shows_the_routing_mode(cilium, r
                 pl.client_node, f"host {server_ip}", lambda: result.update(run_tool(target, "pod-to-pod", "TCP_RR"))
             )
             assert vxlan < 10 and plain >= result["transaction_rate"], (vxlan, plain, result)
+
+
+def test_pods_get_cilium_addresses_and_vxlan_carries_them_in_tunnel_mode(cilium):
+    pods_get_cilium_addresses_and_the_wire_shows_the_routing_mode("tunnel")  # the module's own: no switch
+
+
+def test_campaign_on_the_shipped_cilium_environment_records_ciliums_state(cilium, tmp_path, monkeypatch):
+    """Cilium (VXLAN, no kube-proxy) -> a ClusterIP through Cilium (native routing) -> the bridge, one visit
+    each, as a round of the preset visits them; then nothing of Cilium is left on the bridge."""
+    monkeypatch.undo()  # the shipped environment's own folder (its cilium-synced.sh)
+    env = load_environment("local-cilium")
+    scenarios = ["cilium-vxlan-ebpf", "cilium-ebpf-4", "bridge-iptables"]  # in this order (seed 7 keeps it)
+    env = env.model_copy(update={"scenarios": {s: env.scenarios[s] for s in scenarios}})
+    tests = {"rr": {"tool": "netperf", "kind": "TCP_RR", "duration_s": 1, "message_size": 1}}
+    params = short_params("cilium", scenarios, tests, repetitions=1, retries=1)
+    data = params.model_dump(mode="json")
+    data["experiment"]["profile_runs"] = 1  # a profile of each datapath, beside its measured run
+    params = type(params).model_validate(data)
+    plan = Plan(environment=env, scenarios=scenarios, tests=params.tests)
+    logs = []
+    counts = runner.run_environment(
+        params,
+        plan,
+        KubernetesTarget(env, scenarios, NETPERF, log=logs.append),
+        raw_root=tmp_path / "raw",
+        log=logs.append,
+    )
+    assert counts["ok"] == 6 and counts["failed"] == 0, (counts, logs)
+    runs, metrics = tidy.build_tables(tmp_path / "raw" / "cilium")
+    assert set(runs["outcome"]) == {"ok"}
+    # the profiles say which datapath carried the packets: the bridge's frames with the bridge CNI,
+    # Cilium's BPF programs with Cilium (perf sees the nodes: they run on this machine's kernel)
+    profile_runs, profiles = tidy.build_profile_tables(tmp_path / "raw" / "cilium")
+    assert set(profile_runs["outcome"]) == {"ok"} and set(profile_runs["attribution"]) == {"cpu"}
+    frames = {
+        s: " ".join(profiles.filter(pl.col("scenario") == s)["stack"].to_list())
+        for s in ("bridge-iptables", "cilium-vxlan-ebpf")
+    }
+    # Cilium's own programs by their names (cil_from_container, ...): other BPF programs run on either
+    # datapath, e.g. the device filter runc attaches to every container's cgroup
+    cilium_program = re.compile(r"bpf_prog_[0-9a-f]+_cil_")
+    assert "br_handle_frame" in frames["bridge-iptables"] and not cilium_program.search(frames["bridge-iptables"])
+    assert cilium_program.search(frames["cilium-vxlan-ebpf"]) and "vxlan_" in frames["cilium-vxlan-ebpf"]
+    assert set(profiles["side"]) == {"client", "server"}
+    metas = {
+        s: json.loads((tmp_path / "raw" / "cilium" / "local-cilium" / s / "rr" / "r000" / "meta.json").read_text())[
+            "placement"
+        ]
+        for s in scenarios
+    }
+    assert metas["bridge-iptables"]["scenario_record"]["pod_network"] == "bridge iptables - -"
+    vxlan = metas["cilium-vxlan-ebpf"]["scenario_record"]
+    assert vxlan["pod_network"] == "cilium none tunnel socket"
+    assert "cilium-cni" in vxlan["cni_config"]
+    assert "1.17.6" in vxlan["cilium_status"] and "Network: Tunnel [vxlan]" in vxlan["cilium_status"]
+    svc = metas["cilium-ebpf-4"]["scenario_record"]["cilium_status"]
+    # the map holds the 4 Services and the API server's own
+    assert svc.count("ClusterIP frontends in the service map") == 2 and "5 ClusterIP frontends" in svc
+    assert metas["cilium-ebpf-4"]["scenario_settings"]["study"] == "D"
+    # compare lists the CNI's config as a setup fact, not the agent's status ("24s ago", endpoint ids)
+    facts = tidy.record_facts({"placement": metas["cilium-vxlan-ebpf"]})
+    assert "placement.scenario_record.cni_config" in facts
+    assert "placement.scenario_record.cilium_status" not in facts
+    assert not execd_commands()
+    # the last visit switched Cilium (native routing, no kube-proxy) to the bridge: nothing of it is left
+    assert (STATE / "network").read_text().strip() == "bridge iptables - -"
+    for name in NODES:
+        links = in_node(name, "ip", "-o", "link", "show")
+        assert "cilium_" not in links and " lxc" not in links
+        assert "CILIUM" not in in_node(name, "iptables-save")
+        assert "cil_" not in in_node(name, "bpftool", "net", "show")
+    assert cilium_cgroups() == set()
+    assert "cilium-agent" not in subprocess.run(["pgrep", "-af", "cilium"], capture_output=True, text=True).stdout
+
+
+def test_pods_get_cilium_addresses_and_the_wire_carries_them_plain_in_native_mode(cilium):
+    pods_get_cilium_addresses_and_the_wire_shows_the_routing_mode("native")  # from the bridge the campaign left
 
 
 def test_envoy_sidecars_carry_traffic_on_cilium_and_node_proxies_stop_before_any_run_saying_why(cilium):
@@ -270,82 +347,6 @@ def test_cilium_beside_kube_proxy_leaves_services_to_kube_proxy(cilium):
     assert cilium_cgroups() == set()  # no socket load balancer without kube-proxy replacement
     nat = in_node("bk8s-node1", "iptables-save", "-t", "nat")
     assert "KUBE-SERVICES" in nat
-
-
-def test_switching_to_the_bridge_removes_ciliums_datapath(cilium):
-    """From whichever Cilium the tests before left (the module's own, or beside kube-proxy with its
-    iptables chains): no switch back to a chosen Cilium first, as that costs a whole agent start."""
-    switch("bridge")
-    for name in NODES:
-        links = in_node(name, "ip", "-o", "link", "show")
-        assert "cilium_" not in links and " lxc" not in links
-        assert "CILIUM" not in in_node(name, "iptables-save")
-        attached = in_node(name, "bpftool", "net", "show")
-        assert "cil_" not in attached
-    assert cilium_cgroups() == set()
-    assert "cilium-agent" not in subprocess.run(["pgrep", "-af", "cilium"], capture_output=True, text=True).stdout
-    env = cilium_env({"pod-to-pod": {"description": "two nodes", "placement": "pod-to-pod"}})
-    with serving_cluster(env, "pod-to-pod") as target:
-        assert run_tool(target, "pod-to-pod", "TCP_RR")["transaction_rate"] > 1000
-
-
-def test_campaign_on_the_shipped_cilium_environment_records_ciliums_state(cilium, tmp_path, monkeypatch):
-    """bridge -> Cilium (VXLAN, no kube-proxy) -> a ClusterIP through Cilium, as the preset runs them."""
-    monkeypatch.undo()  # the shipped environment's own folder (its cilium-synced.sh)
-    env = load_environment("local-cilium")
-    scenarios = ["bridge-iptables", "cilium-vxlan-ebpf", "cilium-ebpf-4"]
-    env = env.model_copy(update={"scenarios": {s: env.scenarios[s] for s in scenarios}})
-    tests = {"rr": {"tool": "netperf", "kind": "TCP_RR", "duration_s": 1, "message_size": 1}}
-    params = short_params("cilium", scenarios, tests, repetitions=1, retries=1)
-    data = params.model_dump(mode="json")
-    data["experiment"]["profile_runs"] = 1  # a profile of each datapath, beside its measured run
-    params = type(params).model_validate(data)
-    plan = Plan(environment=env, scenarios=scenarios, tests=params.tests)
-    logs = []
-    counts = runner.run_environment(
-        params,
-        plan,
-        KubernetesTarget(env, scenarios, NETPERF, log=logs.append),
-        raw_root=tmp_path / "raw",
-        log=logs.append,
-    )
-    assert counts["ok"] == 6 and counts["failed"] == 0, (counts, logs)
-    runs, metrics = tidy.build_tables(tmp_path / "raw" / "cilium")
-    assert set(runs["outcome"]) == {"ok"}
-    # the profiles say which datapath carried the packets: the bridge's frames with the bridge CNI,
-    # Cilium's BPF programs with Cilium (perf sees the nodes: they run on this machine's kernel)
-    profile_runs, profiles = tidy.build_profile_tables(tmp_path / "raw" / "cilium")
-    assert set(profile_runs["outcome"]) == {"ok"} and set(profile_runs["attribution"]) == {"cpu"}
-    frames = {
-        s: " ".join(profiles.filter(pl.col("scenario") == s)["stack"].to_list())
-        for s in ("bridge-iptables", "cilium-vxlan-ebpf")
-    }
-    # Cilium's own programs by their names (cil_from_container, ...): other BPF programs run on either
-    # datapath, e.g. the device filter runc attaches to every container's cgroup
-    cilium_program = re.compile(r"bpf_prog_[0-9a-f]+_cil_")
-    assert "br_handle_frame" in frames["bridge-iptables"] and not cilium_program.search(frames["bridge-iptables"])
-    assert cilium_program.search(frames["cilium-vxlan-ebpf"]) and "vxlan_" in frames["cilium-vxlan-ebpf"]
-    assert set(profiles["side"]) == {"client", "server"}
-    metas = {
-        s: json.loads((tmp_path / "raw" / "cilium" / "local-cilium" / s / "rr" / "r000" / "meta.json").read_text())[
-            "placement"
-        ]
-        for s in scenarios
-    }
-    assert metas["bridge-iptables"]["scenario_record"]["pod_network"] == "bridge iptables - -"
-    vxlan = metas["cilium-vxlan-ebpf"]["scenario_record"]
-    assert vxlan["pod_network"] == "cilium none tunnel socket"
-    assert "cilium-cni" in vxlan["cni_config"]
-    assert "1.17.6" in vxlan["cilium_status"] and "Network: Tunnel [vxlan]" in vxlan["cilium_status"]
-    svc = metas["cilium-ebpf-4"]["scenario_record"]["cilium_status"]
-    # the map holds the 4 Services and the API server's own
-    assert svc.count("ClusterIP frontends in the service map") == 2 and "5 ClusterIP frontends" in svc
-    assert metas["cilium-ebpf-4"]["scenario_settings"]["study"] == "D"
-    # compare lists the CNI's config as a setup fact, not the agent's status ("24s ago", endpoint ids)
-    facts = tidy.record_facts({"placement": metas["cilium-vxlan-ebpf"]})
-    assert "placement.scenario_record.cni_config" in facts
-    assert "placement.scenario_record.cilium_status" not in facts
-    assert not execd_commands()
 
 
 def test_down_leaves_no_cilium_program_mount_or_process(cilium):
