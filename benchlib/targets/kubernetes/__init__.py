@@ -232,16 +232,20 @@ class KubernetesTarget(Target):
 
     def _start_pods(self, scenario: str) -> Pods:
         """The server pod, then the client pod (on the server's node for ``placement: same-node``), the
-        client created once the server has its node, so that the two start side by side."""
+        client created once the server has its node, so that the two start side by side. Each pod has
+        ``pod_ready_timeout_s`` from its creation, the server's scheduling included."""
         sc = self.env.scenarios[scenario]
         timeout = self.settings.pod_ready_timeout_s
+        server_since = time.monotonic()
         server = self.cluster.create_pod(pod_manifest(self.env, scenario, "server", self.session, self.servers))
         # the client's placement reads the server's: its node, or its presence for the anti-affinity
-        server_node = self.cluster.wait_scheduled(server, timeout)
+        server_node = self.cluster.wait_scheduled(server, timeout, server_since)
         beside = server_node if sc.placement == "same-node" else None
+        client_since = time.monotonic()
         client = self.cluster.create_pod(pod_manifest(self.env, scenario, "client", self.session, self.servers, beside))
-        server_pod, _, server_ip = placed(self.cluster.wait_ready(server, timeout))
-        return Pods(server_pod, server_node, server_ip, *placed(self.cluster.wait_ready(client, timeout)))
+        server_pod, _, server_ip = placed(self.cluster.wait_ready(server, timeout, server_since))
+        client_pod = self.cluster.wait_ready(client, timeout, client_since)
+        return Pods(server_pod, server_node, server_ip, *placed(client_pod))
 
     def _start_services(self, scenario: str, pods: Pods) -> tuple[str | None, dict]:
         """For ``placement: service``: the Services in front of the server pod, their IP and record."""

@@ -257,10 +257,10 @@ class Cluster:
             self.core.create_namespaced_pod(self.namespace, manifest)  # pyright: ignore[reportArgumentType] (the client sends a manifest dict as it is; the annotation names only its model)
         return name
 
-    def wait_scheduled(self, name: str, timeout_s: float) -> str:
+    def wait_scheduled(self, name: str, timeout_s: float, since: float | None = None) -> str:
         """The node the scheduler put the pod on, once it has (before its containers start); fail with
-        its events."""
-        deadline = time.monotonic() + timeout_s
+        its events. The ``timeout_s`` counts from ``since`` (time.monotonic()), by default now."""
+        deadline = (time.monotonic() if since is None else since) + timeout_s
         while time.monotonic() < deadline:
             node = self.core.read_namespaced_pod(name, self.namespace).spec.node_name
             if node:
@@ -270,9 +270,10 @@ class Cluster:
             f"kubernetes: pod {self.namespace}/{name} was not scheduled within {timeout_s:g} s\n" + self.events(name)
         )
 
-    def wait_ready(self, name: str, timeout_s: float):
-        """The pod, once ready; fail with its events (or the pod network's refusal, or its failed container)."""
-        deadline = time.monotonic() + timeout_s
+    def wait_ready(self, name: str, timeout_s: float, since: float | None = None):
+        """The pod, once ready; fail with its events (or the pod network's refusal, or its failed container).
+        The ``timeout_s`` counts from ``since`` (time.monotonic()), by default now."""
+        deadline = (time.monotonic() if since is None else since) + timeout_s
         next_look = time.monotonic() + SANDBOX_LOOK_S
         while time.monotonic() < deadline:
             pod = self.core.read_namespaced_pod(name, self.namespace)
