@@ -15,7 +15,7 @@ if [[ "${1:-}" == "--fast" ]]; then
   export PATH="$PWD/.tools/bin:$PATH"
   # --compile-bytecode: the venv's packages read from bytecode compiled once, not recompiled by every
   # python the tests start (as happens under PYTHONDONTWRITEBYTECODE)
-  exec uv run --frozen --compile-bytecode pytest -m "unit and not slow" -n auto --dist loadgroup "$@"
+  exec uv run --frozen --compile-bytecode pytest -m "unit and not slow" -n auto "$@"
 fi
 # The full suite: a test that cannot run here fails instead of skipping (tests/conftest.py cannot_run),
 # so nothing silently stops being tested.
@@ -44,12 +44,13 @@ timed lint bash scripts/lint.sh
 timed build bash scripts/k8s-local-cluster.sh build
 timed "build cilium" bash scripts/k8s-local-cluster.sh build cilium
 timed "build vpc" bash scripts/k8s-local-cluster.sh build vpc
-# The unit tier measures nothing: it runs on every CPU (pytest-xdist; tests/conftest.py keeps each module
-# on one worker). The lab and cluster tiers measure: one test at a time, as a measurement beside anything
-# else is noise. The second tier runs even when the first fails, so one run lists every failure.
+# The unit tier measures nothing: it runs on every CPU (pytest-xdist hands out single tests; a fixture
+# that takes a minute is made once for both workers, tests/support/once.py). The lab and cluster tiers
+# measure: one test at a time, as a measurement beside anything else is noise. The second tier runs
+# even when the first fails, so one run lists every failure.
 unit=0 measured=0
 start=$SECONDS
-uv run --frozen pytest -m unit -n auto --dist loadgroup --durations=30 "$@" || unit=$?
+uv run --frozen pytest -m unit -n auto --durations=30 "$@" || unit=$?
 took+=("unit tier $((SECONDS - start)) s (rc $unit)")
 start=$SECONDS
 uv run --frozen pytest -m "not unit" --durations=60 "$@" || measured=$?

@@ -75,10 +75,6 @@ CLUSTER_MODULES = ["test_k8s_mesh", "test_own_cluster", "test_kubernetes", "test
 def pytest_collection_modifyitems(config, items):
     # stable: each module's tests stay together and in their order
     items.sort(key=lambda i: CLUSTER_MODULES.index(i.path.stem) if i.path.stem in CLUSTER_MODULES else -1)
-    # under pytest-xdist (the unit tier, scripts/test.sh), a module's tests stay on one worker, so its
-    # module fixtures are made once; the modules that use the session's default report share one worker,
-    # so it is rendered once
-    report_modules = {i.module for i in items if "default_report" in i.fixturenames}
     for item in items:
         names = set(item.fixturenames)
         marked = {m.name for m in item.iter_markers()} & {"cluster", "lab"}  # a tier the test names itself
@@ -86,8 +82,6 @@ def pytest_collection_modifyitems(config, items):
         item.add_marker(tier)
         if names & SLOW_FIXTURES:
             item.add_marker("slow")
-        group = "default_report" if item.module in report_modules else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))
 
 
 def pytest_collection_finish(session):

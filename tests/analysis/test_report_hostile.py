@@ -6,6 +6,7 @@ payload runs or makes an element; each is shown as the text it is. The compare's
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import xml.etree.ElementTree as ET
@@ -22,6 +23,7 @@ from benchlib.tables import tidy
 from tests.conftest import REPO, venv_env
 from tests.support.analysis_tables import settings
 from tests.support.hostile import IMG, SCRIPT, hostile_campaign
+from tests.support.once import made_once
 from tests.support.profile_tables import VXLAN_RATE, profile_tables
 
 pytestmark = pytest.mark.slow
@@ -84,9 +86,17 @@ def benchlib(root: Path, *args: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def pages(tmp_path_factory):
+    """What Chromium shows of the hostile report, blog and compare pages, rendered and inspected once
+    for the session (a render takes a minute on 2 cores)."""
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM}: not installed (the project installs chromium for kaleido and these tests)")
-    tmp = tmp_path_factory.mktemp("hostile")
+    seen = made_once(tmp_path_factory, "hostile-pages", inspect_pages) / "seen.json"
+    return json.loads(seen.read_text(encoding="utf-8"))
+
+
+def inspect_pages(tmp: Path) -> None:
+    """The hostile report, blog and compare pages made in ``tmp``, and what Chromium shows of each in
+    <tmp>/seen.json."""
     root = project(tmp)
     analysis_dir = hostile_tables(root / "data")
     out = root / "reports"
@@ -105,7 +115,7 @@ def pages(tmp_path_factory):
         for name, path in built.items():
             page.open(path)
             seen[name] = page.evaluate(INSPECT)
-    return seen
+    (tmp / "seen.json").write_text(json.dumps(seen, default=str), encoding="utf-8")
 
 
 @pytest.mark.parametrize("name", ["report", "blog", "compare"])
