@@ -570,7 +570,7 @@ def test_cluster_scenario_without_placement_is_refused(tmp_path, monkeypatch):
 QUIET = {"pid_dir": str(STATE / "run")}
 FOREIGN_MAX = Params.model_fields["experiment"].annotation.model_fields["foreign_cpu_max"].default
 # a run long enough to be killed inside its window, and short enough for the resumed campaign
-KILLED_RR = {"rr": {"tool": "netperf", "kind": "TCP_RR", "duration_s": 5, "message_size": 1}}
+KILLED_RR = {"rr": {"tool": "netperf", "kind": "TCP_RR", "duration_s": 3, "message_size": 1}}
 THAW_BOUND_S = 3  # after an interrupt or a kill, every frozen cgroup is thawed within this
 
 

@@ -138,6 +138,21 @@ def test_pods_get_ipamds_addresses_on_the_vpc_cnis_own_rules_and_netperf_runs(vp
         assert run_tool(target, "service", "TCP_CRR")["connection_rate"] > 200
 
 
+def test_switching_vpc_to_the_bridge_leaves_nothing_of_the_vpc_cni(vpc):
+    """Right after the pods test: its pods were on the VPC CNI (veths, /32 routes and rules to remove)."""
+    assert (STATE / "network").read_text().startswith("vpc ")
+    switch("bridge")
+    for node in NODES:
+        assert "eni" not in in_node(node, "ip", "-o", "link", "show")
+        assert not [r for r in in_node(node, "ip", "rule").splitlines() if r.split(":")[0] in ("512", "1024", "1536")]
+        assert "AWS" not in in_node(node, "iptables-save")
+        assert "aws-cni" not in in_node(node, "nft", "list", "tables")
+        assert "PERMANENT" not in in_node(node, "ip", "neigh", "show", "dev", "wire0")
+        assert "mtu 1500" in in_node(node, "ip", "link", "show", "wire0")
+    assert "aws-node" not in Path("/proc/self/mounts").read_text()  # its mount point stays until the last down
+    assert not [line for p in PROCESSES for line in running(p).splitlines()]
+
+
 def test_an_ipamd_not_ready_in_time_fails_the_switch_and_leaves_the_bridge_working(vpc):
     switch("bridge")
     done = subprocess.run(
@@ -207,26 +222,15 @@ def test_a_pool_too_small_for_the_scenarios_pods_fails_in_one_line_with_the_vpc_
             message,
         ), message
         assert "\n" not in message and time.monotonic() - started < 90, message
-    finally:
+    except BaseException:
         switch("bridge")  # the next switch to vpc gets the whole pool
+        raise
 
 
-def test_switching_vpc_to_the_bridge_and_down_leave_nothing_of_the_vpc_cni(vpc):
-    switch("vpc")
-    env = cilium_env({"pod-to-pod": {"description": "two nodes", "placement": "pod-to-pod"}})
-    with serving_cluster(env, "pod-to-pod") as target:  # pods, hence veths, /32 routes and rules to remove
-        target.placement("pod-to-pod")
-    switch("bridge")
-    for node in NODES:
-        assert "eni" not in in_node(node, "ip", "-o", "link", "show")
-        assert not [r for r in in_node(node, "ip", "rule").splitlines() if r.split(":")[0] in ("512", "1024", "1536")]
-        assert "AWS" not in in_node(node, "iptables-save")
-        assert "aws-cni" not in in_node(node, "nft", "list", "tables")
-        assert "PERMANENT" not in in_node(node, "ip", "neigh", "show", "dev", "wire0")
-        assert "mtu 1500" in in_node(node, "ip", "link", "show", "wire0")
-    assert "aws-node" not in Path("/proc/self/mounts").read_text()  # its mount point stays until the last down
-    assert not [line for p in PROCESSES for line in running(p).splitlines()]
+def test_down_on_the_vpc_cni_leaves_nothing(vpc):
+    """The module's last test, on the one-address VPC network the pool test left: `down` straight from it."""
     down = cluster_script("down")
     assert down.returncode == 0, down.stderr
     assert leftovers() == []
     assert not Path("/run/aws-node").exists()
+    assert not [line for p in PROCESSES for line in running(p).splitlines()]
